@@ -1,0 +1,110 @@
+"""Crash-safe writes: temp file or temp folder first, then one `os.replace`.
+
+A reader never sees a half-written file: either the old content, the new
+content, or nothing. Folders count as complete only when their marker file
+(written last by the caller) exists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+_BUF = 1 << 20
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename inside `path` durable (no-op where unsupported)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator:
+    """Open a temp file beside `path`; on clean exit fsync and rename it over `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_text(path: str | Path, text: str) -> None:
+    with atomic_file(path, "w") as fh:
+        fh.write(text)
+
+
+def write_json(path: str | Path, obj) -> None:
+    write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def sha256_file(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_BUF):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def staging_dir(final: Path) -> Path:
+    """A fresh temp folder beside `final`, to be published with `publish_dir`.
+
+    Its name starts with `.` and ends in `.tmp-<pid>` so it never looks like
+    finished output; stale ones from killed runs are removed by `clean_stale`.
+    """
+    final.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale(final)
+    return Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=f".tmp-{os.getpid()}", dir=final.parent))
+
+
+def clean_stale(final: Path) -> None:
+    """Remove staging folders of earlier runs of `final` whose process is gone."""
+    for cand in final.parent.glob(f".{final.name}.*.tmp-*"):
+        pid = cand.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and _alive(int(pid)) and int(pid) != os.getpid():
+            continue
+        shutil.rmtree(cand, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def publish_dir(staging: Path, final: Path, overwrite: bool = False) -> None:
+    """Move a finished staging folder to `final` (replacing an old one if allowed)."""
+    fsync_dir(staging)
+    if final.exists():
+        if not overwrite:
+            raise FileExistsError(final)
+        trash = final.with_name(f".{final.name}.old-{os.getpid()}")
+        os.replace(final, trash)
+        os.replace(staging, final)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        os.replace(staging, final)
+    fsync_dir(final.parent)

@@ -1,0 +1,1 @@
+"""Data pipeline: raw text -> cleaned sentences (preprocess) -> packed token shards (shard)."""

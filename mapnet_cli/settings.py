@@ -1,0 +1,520 @@
+"""One typed settings tree for every mapnet command.
+
+Precedence, stated once: defaults < model preset < config file (TOML) < CLI flags.
+
+    mapnet config show --preset tiny --config run.toml --set optim.lr=3e-4
+
+Every section is a frozen, keyword-only dataclass; each field carries a
+one-line doc (`doc=` metadata), shown by `mapnet config show --docs`. Each
+section validates itself and reports *all* its problems; `resolve()` joins
+them into one `MapnetError` line that names every bad key.
+
+Defaults are the paper's (Chen, "Variance-reduced language pretraining via a
+mask proposal network", tables "Hyperparameter for pretraining" and
+"Hyperparameter search spaces for fine-tuning"). Where the paper is silent or
+ambiguous the choice is marked `(mapnet choice)` in the field doc and in the
+README.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+import tomli_w
+
+from .errors import MapnetError
+
+
+def _f(default, doc: str, **kw):
+    """A dataclass field with its one-line documentation."""
+    if isinstance(default, (list, dict)):
+        raise TypeError("use tuples for sequence defaults")
+    return field(default=default, metadata={"doc": doc, **kw})
+
+
+# ---------------------------------------------------------------- data: preprocess
+@dataclass(frozen=True, kw_only=True)
+class PreprocessSettings:
+    input_format: Literal["auto", "text", "wikiextractor", "wikitext", "jsonl", "parquet", "arrow"] = _f(
+        "auto", "input format; auto decides by extension and by sniffing <doc ...> WikiExtractor markup")
+    doc_separator: Literal["blank_line", "line", "file"] = _f(
+        "blank_line", "how plain text separates documents: a blank line, every line, or one document per file")
+    text_field: str = _f("text", "field/column holding the text in JSONL, Parquet and Arrow inputs")
+    strip_gutenberg: bool = _f(False, "remove Project Gutenberg header and licence footer when their markers are found")
+    normalize_punctuation: bool = _f(True, "Moses punctuation normalisation (sacremoses MosesPunctNormalizer)")
+    lowercase: bool = _f(True, "lower-case the text (the paper lower-cases)")
+    moses_lang: str = _f("en", "language code for the Moses normaliser and tokenizer")
+    vocab_size: int = _f(32768, "BPE vocabulary size including special tokens (paper: 32k)")
+    min_frequency: int = _f(2, "minimum pair frequency for a BPE merge")
+    tokenizer: str = _f("", "reuse this tokenizer.json instead of training one (empty: train)")
+    workers: int = _f(0, "worker processes for sentence splitting and tokenisation (0: all cores)")
+    max_chunk_chars: int = _f(100_000, "documents are cut into pieces of at most this many characters before spaCy (mapnet choice: bounds memory on huge lines)")
+    max_sentence_chars: int = _f(5_000, "sentences longer than this are cut at whitespace (mapnet choice: a run-on 'sentence' is not a sentence)")
+    sentences_per_part: int = _f(500_000, "sentences per output part file (parts let shard encode in parallel)")
+    on_binary: Literal["error", "skip"] = _f("error", "a binary file named on the command line: stop, or skip it and count it (binary files found inside folders are always skipped and counted)")
+
+    def problems(self) -> list[str]:
+        out = []
+        if not 256 <= self.vocab_size <= 1 << 20:
+            out.append(f"preprocess.vocab_size must be in [256, 1048576] (got {self.vocab_size})")
+        if self.min_frequency < 1:
+            out.append(f"preprocess.min_frequency must be >= 1 (got {self.min_frequency})")
+        if self.workers < 0:
+            out.append(f"preprocess.workers must be >= 0 (got {self.workers})")
+        if self.max_chunk_chars < 1000:
+            out.append(f"preprocess.max_chunk_chars must be >= 1000 (got {self.max_chunk_chars})")
+        if self.max_sentence_chars < 100:
+            out.append(f"preprocess.max_sentence_chars must be >= 100 (got {self.max_sentence_chars})")
+        if self.sentences_per_part < 1:
+            out.append(f"preprocess.sentences_per_part must be >= 1 (got {self.sentences_per_part})")
+        if not self.text_field:
+            out.append("preprocess.text_field must not be empty")
+        return out
+
+
+# ---------------------------------------------------------------- data: synthetic corpus
+@dataclass(frozen=True, kw_only=True)
+class SyntheticSettings:
+    documents: int = _f(6000, "documents in the embedded synthetic corpus")
+    sentences_per_document: tuple[int, int] = _f((6, 14), "inclusive range of sentences per document")
+    seed: int = _f(0, "generator seed; the same seed gives byte-identical text")
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.documents < 1:
+            out.append(f"synthetic.documents must be >= 1 (got {self.documents})")
+        lo, hi = self.sentences_per_document
+        if not 2 <= lo <= hi:
+            out.append(f"synthetic.sentences_per_document must be [lo, hi] with 2 <= lo <= hi (got {[lo, hi]})")
+        return out
+
+
+# ---------------------------------------------------------------- data: shards
+@dataclass(frozen=True, kw_only=True)
+class ShardSettings:
+    max_seq_len: int = _f(512, "tokens per training sequence, [CLS] included (paper: 512)")
+    packing: Literal["fill", "whole_sentences"] = _f(
+        "fill", "fill: consecutive sentences fill every block to the brim, a sentence that does not fit continues in the next block (mapnet choice: <1% padding); whole_sentences: RoBERTa FULL-SENTENCES, a block ends before a sentence that does not fit and is padded")
+    valid_fraction: float = _f(0.01, "fraction of documents held out for validation")
+    split_unit: Literal["document", "sequence"] = _f("document", "hold out whole documents (no leakage) or packed sequences")
+    split_seed: int = _f(0, "seed of the train/validation assignment")
+    sequences_per_file: int = _f(65536, "sequences per Arrow file")
+    verify: Literal["full", "size"] = _f("full", "on open, check every shard's sha256 (full) or only its size")
+
+    def problems(self) -> list[str]:
+        out = []
+        if not 8 <= self.max_seq_len <= 8192:
+            out.append(f"shard.max_seq_len must be in [8, 8192] (got {self.max_seq_len})")
+        if not 0.0 <= self.valid_fraction < 1.0:
+            out.append(f"shard.valid_fraction must be in [0, 1) (got {self.valid_fraction})")
+        if self.sequences_per_file < 1:
+            out.append(f"shard.sequences_per_file must be >= 1 (got {self.sequences_per_file})")
+        return out
+
+
+# ---------------------------------------------------------------- model
+@dataclass(frozen=True, kw_only=True)
+class ModelSettings:
+    preset: Literal["tiny", "mini", "small", "medium", "base"] = _f("base", "size preset (paper: base, L12/H768/A12)")
+    layers: int = _f(12, "Transformer blocks")
+    hidden: int = _f(768, "hidden width H")
+    heads: int = _f(12, "attention heads A")
+    intermediate: int = _f(0, "feed-forward width (0: 4H)")
+    max_position: int = _f(512, "learned position embeddings")
+    dropout: float = _f(0.1, "dropout on embeddings, attention output and feed-forward (paper: 0.1)")
+    attention_dropout: float = _f(0.1, "dropout on attention probabilities (BERT: 0.1)")
+    layer_norm_eps: float = _f(1e-12, "LayerNorm epsilon (BERT: 1e-12)")
+    init_std: float = _f(0.02, "std of the normal weight init (BERT: 0.02)")
+
+    def problems(self) -> list[str]:
+        out = []
+        for name in ("layers", "hidden", "heads", "max_position"):
+            if getattr(self, name) < 1:
+                out.append(f"model.{name} must be >= 1 (got {getattr(self, name)})")
+        if self.heads >= 1 and self.hidden % self.heads:
+            out.append(f"model.hidden ({self.hidden}) must be divisible by model.heads ({self.heads})")
+        if self.intermediate < 0:
+            out.append(f"model.intermediate must be >= 0 (got {self.intermediate})")
+        for name in ("dropout", "attention_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                out.append(f"model.{name} must be in [0, 1) (got {getattr(self, name)})")
+        if self.init_std <= 0:
+            out.append(f"model.init_std must be > 0 (got {self.init_std})")
+        return out
+
+
+# ---------------------------------------------------------------- masking
+@dataclass(frozen=True, kw_only=True)
+class MaskingSettings:
+    strategy: Literal["uniform", "mapnet"] = _f("uniform", "uniform RandMask baseline, or MAP-Net proposals")
+    mask_prob: float = _f(0.15, "fraction of eligible tokens masked (paper: 0.15)")
+    mask_count: Literal["exact", "bernoulli"] = _f(
+        "exact", "exact: round(mask_prob x eligible) positions per sequence, as MAP-Net's K (mapnet choice: same K for both strategies); bernoulli: each position independently")
+    replace_mask: float = _f(0.8, "share of chosen positions replaced by [MASK]")
+    replace_random: float = _f(0.1, "share replaced by a random token (the rest stay unchanged)")
+    importance: Literal["clipped", "unclipped", "none"] = _f("clipped", "importance weight on each MAP-Net sequence's loss (paper: clipped)")
+    clip_epsilon: float = _f(0.2, "weights are clipped to [1-eps, 1+eps] (paper gives no value; mapnet choice)")
+    explore_start: float = _f(1.0, "probability of uniform masking at step 0 (paper: 100%)")
+    explore_end: float = _f(0.33, "probability of uniform masking at the end of the schedule (paper: 33%)")
+    explore_steps: int = _f(0, "length of the linear exploration schedule in steps (0: the whole run)")
+    map_layers: int = _f(0, "MAP-Net blocks (0: as many as the encoder, as in the paper)")
+    map_hidden: int = _f(0, "MAP-Net width (0: half the encoder's, as in the paper)")
+    map_heads: int = _f(0, "MAP-Net heads (0: half the encoder's)")
+    map_loss_weight: float = _f(1e-2, "lambda of the paper's combined loss (paper: 1e-2)")
+    map_loss_on: Literal["map", "encoder"] = _f(
+        "map", "which term lambda scales: 'map' = L_enc + lambda*L_MAP (mapnet choice, see README), 'encoder' = L_MAP + lambda*L_enc as printed")
+    train_map_on_uniform: bool = _f(True, "uniformly masked sequences also train MAP-Net (mapnet choice: more signal early)")
+
+    def problems(self) -> list[str]:
+        out = []
+        if not 0.0 < self.mask_prob < 1.0:
+            out.append(f"masking.mask_prob must be in (0, 1) (got {self.mask_prob})")
+        if self.replace_mask < 0 or self.replace_random < 0 or self.replace_mask + self.replace_random > 1.0:
+            out.append("masking.replace_mask and masking.replace_random must be >= 0 and sum to <= 1")
+        if not 0.0 < self.clip_epsilon < 1.0:
+            out.append(f"masking.clip_epsilon must be in (0, 1) (got {self.clip_epsilon})")
+        for name in ("explore_start", "explore_end"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                out.append(f"masking.{name} must be in [0, 1] (got {getattr(self, name)})")
+        for name in ("explore_steps", "map_layers", "map_hidden", "map_heads"):
+            if getattr(self, name) < 0:
+                out.append(f"masking.{name} must be >= 0 (got {getattr(self, name)})")
+        if self.map_loss_weight < 0:
+            out.append(f"masking.map_loss_weight must be >= 0 (got {self.map_loss_weight})")
+        return out
+
+
+# ---------------------------------------------------------------- optimisation
+@dataclass(frozen=True, kw_only=True)
+class OptimSettings:
+    lr: float = _f(1e-4, "peak learning rate (paper: 1e-4)")
+    betas: tuple[float, float] = _f((0.9, 0.98), "Adam betas (paper: 0.9, 0.98)")
+    eps: float = _f(1e-6, "Adam epsilon (paper: 1e-6)")
+    weight_decay: float = _f(0.01, "decoupled weight decay, not on biases and LayerNorm (paper: 0.01)")
+    warmup_steps: int = _f(10_000, "linear warm-up steps (paper: 10k)")
+    schedule: Literal["linear", "constant"] = _f("linear", "after warm-up: linear decay to zero (paper) or constant")
+    grad_clip: float = _f(0.0, "clip the global gradient norm to this (0: off)")
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.lr <= 0:
+            out.append(f"optim.lr must be > 0 (got {self.lr})")
+        if not all(0.0 <= b < 1.0 for b in self.betas):
+            out.append(f"optim.betas must be in [0, 1) (got {list(self.betas)})")
+        if self.eps <= 0:
+            out.append(f"optim.eps must be > 0 (got {self.eps})")
+        if self.weight_decay < 0:
+            out.append(f"optim.weight_decay must be >= 0 (got {self.weight_decay})")
+        if self.warmup_steps < 0:
+            out.append(f"optim.warmup_steps must be >= 0 (got {self.warmup_steps})")
+        if self.grad_clip < 0:
+            out.append(f"optim.grad_clip must be >= 0 (got {self.grad_clip})")
+        return out
+
+
+# ---------------------------------------------------------------- training run
+@dataclass(frozen=True, kw_only=True)
+class TrainSettings:
+    steps: int = _f(1_000_000, "optimizer steps (paper: 1M)")
+    batch_size: int = _f(256, "global batch in sequences per optimizer step (paper: 256)")
+    micro_batch_size: int = _f(0, "sequences per device per forward pass; accumulation fills the global batch (0: global batch / world size)")
+    seed: int = _f(0, "seed of initial weights, data order and masks")
+    precision: Literal["auto", "fp32", "bf16"] = _f("auto", "auto: bf16 autocast on CUDA, fp32 on CPU")
+    compile: bool = _f(False, "wrap the model in torch.compile")
+    device: Literal["auto", "cpu", "cuda"] = _f("auto", "where to train")
+    eval_every: int = _f(2000, "held-out evaluation every N steps (0: only at the end)")
+    eval_sequences: int = _f(512, "validation sequences per evaluation (fixed set, fixed masks)")
+    eval_seed: int = _f(1234, "seed of the evaluation masks: the same for every run so strategies answer identical questions")
+    checkpoint_every: int = _f(10_000, "write a checkpoint every N steps (0: only at the end)")
+    keep_last: int = _f(2, "periodic checkpoints kept (older ones are deleted)")
+    keep_steps: tuple[int, ...] = _f((400_000, 600_000, 800_000, 1_000_000), "checkpoints kept for good (paper's sweep)")
+
+    def problems(self) -> list[str]:
+        out = []
+        for name in ("steps", "batch_size", "eval_sequences", "keep_last"):
+            if getattr(self, name) < 1:
+                out.append(f"train.{name} must be >= 1 (got {getattr(self, name)})")
+        for name in ("micro_batch_size", "eval_every", "checkpoint_every"):
+            if getattr(self, name) < 0:
+                out.append(f"train.{name} must be >= 0 (got {getattr(self, name)})")
+        return out
+
+
+# ---------------------------------------------------------------- distributed
+@dataclass(frozen=True, kw_only=True)
+class DistributedSettings:
+    gpus: int = _f(0, "GPUs on this node: start one process per GPU with torchrun (0: no launch)")
+    nproc: int = _f(0, "CPU processes on this node (gloo), for tests and debugging (0: no launch)")
+    nnodes: int = _f(1, "nodes in the job (passed to torchrun)")
+    node_rank: int = _f(0, "this node's rank (passed to torchrun)")
+    rdzv_endpoint: str = _f("", "rendezvous host:port for multi-node jobs (passed to torchrun)")
+    backend: Literal["auto", "nccl", "gloo"] = _f("auto", "process-group backend (auto: nccl on CUDA, gloo on CPU)")
+
+    def problems(self) -> list[str]:
+        out = []
+        for name in ("gpus", "nproc", "node_rank"):
+            if getattr(self, name) < 0:
+                out.append(f"distributed.{name} must be >= 0 (got {getattr(self, name)})")
+        if self.nnodes < 1:
+            out.append(f"distributed.nnodes must be >= 1 (got {self.nnodes})")
+        if self.gpus and self.nproc:
+            out.append("distributed.gpus and distributed.nproc cannot both be set")
+        if self.node_rank >= self.nnodes:
+            out.append(f"distributed.node_rank ({self.node_rank}) must be < distributed.nnodes ({self.nnodes})")
+        if self.nnodes > 1 and not self.rdzv_endpoint:
+            out.append("distributed.rdzv_endpoint is required when distributed.nnodes > 1")
+        return out
+
+
+# ---------------------------------------------------------------- logging / output
+@dataclass(frozen=True, kw_only=True)
+class LoggingSettings:
+    log_every: int = _f(10, "write a metrics line every N steps")
+    progress: bool = _f(True, "show rich progress bars (off when not a terminal)")
+    metrics_file: str = _f("metrics.jsonl", "JSON-lines metrics file inside the run folder")
+
+    def problems(self) -> list[str]:
+        return [f"logging.log_every must be >= 1 (got {self.log_every})"] if self.log_every < 1 else []
+
+
+# ---------------------------------------------------------------- fine-tuning (GLUE)
+@dataclass(frozen=True, kw_only=True)
+class FinetuneSettings:
+    batch_sizes: tuple[int, ...] = _f((16, 32), "batch-size grid (paper: 16, 32)")
+    learning_rates: tuple[float, ...] = _f((1e-5, 2e-5, 3e-5, 4e-5, 5e-5, 6e-5, 7e-5, 8e-5), "learning-rate grid (paper: 1e-5 ... 8e-5)")
+    epochs: int = _f(10, "maximum epochs (paper: 10)")
+    warmup_ratio: float = _f(0.06, "warm-up as a fraction of all steps (paper: 0.06)")
+    weight_decay: float = _f(0.1, "weight decay (paper: 0.1)")
+    betas: tuple[float, float] = _f((0.9, 0.98), "Adam betas (paper: 0.9, 0.98)")
+    eps: float = _f(1e-6, "Adam epsilon (as pretraining)")
+    seeds: int = _f(10, "seeds per configuration (paper: 10)")
+    max_seq_len: int = _f(512, "longest input; longer pairs are truncated")
+
+    def problems(self) -> list[str]:
+        out = []
+        if not self.batch_sizes or min(self.batch_sizes) < 1:
+            out.append("finetune.batch_sizes must be a non-empty list of positive integers")
+        if not self.learning_rates or min(self.learning_rates) <= 0:
+            out.append("finetune.learning_rates must be a non-empty list of positive numbers")
+        if self.epochs < 1:
+            out.append(f"finetune.epochs must be >= 1 (got {self.epochs})")
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            out.append(f"finetune.warmup_ratio must be in [0, 1) (got {self.warmup_ratio})")
+        if self.seeds < 1:
+            out.append(f"finetune.seeds must be >= 1 (got {self.seeds})")
+        return out
+
+
+# ---------------------------------------------------------------- the tree
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    preprocess: PreprocessSettings = field(default_factory=PreprocessSettings)
+    synthetic: SyntheticSettings = field(default_factory=SyntheticSettings)
+    shard: ShardSettings = field(default_factory=ShardSettings)
+    model: ModelSettings = field(default_factory=ModelSettings)
+    masking: MaskingSettings = field(default_factory=MaskingSettings)
+    optim: OptimSettings = field(default_factory=OptimSettings)
+    train: TrainSettings = field(default_factory=TrainSettings)
+    distributed: DistributedSettings = field(default_factory=DistributedSettings)
+    logging: LoggingSettings = field(default_factory=LoggingSettings)
+    finetune: FinetuneSettings = field(default_factory=FinetuneSettings)
+
+    def problems(self) -> list[str]:
+        out = [p for f in fields(self) for p in getattr(self, f.name).problems()]
+        if self.shard.max_seq_len > self.model.max_position:
+            out.append(f"shard.max_seq_len ({self.shard.max_seq_len}) exceeds model.max_position ({self.model.max_position})")
+        return out
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {f.name: _section_dict(getattr(self, f.name)) for f in fields(self)}
+
+    def to_toml(self) -> str:
+        return tomli_w.dumps(self.to_dict())
+
+
+def _section_dict(section) -> dict[str, Any]:
+    return {f.name: (list(v) if isinstance(v := getattr(section, f.name), tuple) else v) for f in fields(section)}
+
+
+# ---------------------------------------------------------------- presets
+def _model_preset(name: str, layers: int, hidden: int, heads: int) -> Settings:
+    return Settings(model=ModelSettings(preset=name, layers=layers, hidden=hidden, heads=heads))
+
+
+PRESETS = {
+    "tiny": lambda: _model_preset("tiny", 2, 128, 2),
+    "mini": lambda: _model_preset("mini", 4, 256, 4),
+    "small": lambda: _model_preset("small", 4, 512, 8),
+    "medium": lambda: _model_preset("medium", 8, 512, 8),
+    "base": lambda: _model_preset("base", 12, 768, 12),
+}
+
+
+def preset(name: str) -> Settings:
+    """The full default settings with the model sized by preset `name`."""
+    if name not in PRESETS:
+        raise MapnetError(f"unknown preset {name!r} (choose from {', '.join(PRESETS)})")
+    return PRESETS[name]()
+
+
+# ---------------------------------------------------------------- loading
+SECTIONS = {f.name: f.type for f in fields(Settings)}
+
+
+def _section_class(name: str):
+    return typing.get_type_hints(Settings)[name]
+
+
+def _coerce(key: str, value: Any, annotation) -> Any:
+    """Check `value` against a field's annotation; return it in the field's type."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        choices = get_args(annotation)
+        if value not in choices:
+            raise MapnetError(f"{key} must be one of {', '.join(map(repr, choices))} (got {value!r})")
+        return value
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise MapnetError(f"{key} must be a list (got {type(value).__name__} {value!r})")
+        args = get_args(annotation)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(f"{key}[{i}]", v, args[0]) for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise MapnetError(f"{key} must have {len(args)} items (got {len(value)})")
+        return tuple(_coerce(f"{key}[{i}]", v, a) for i, (v, a) in enumerate(zip(value, args)))
+    if annotation is bool:
+        if not isinstance(value, bool):
+            raise MapnetError(f"{key} must be true or false (got {value!r})")
+        return value
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise MapnetError(f"{key} must be an integer (got {value!r})")
+        return value
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise MapnetError(f"{key} must be a number (got {value!r})")
+        return float(value)
+    if annotation is str:
+        if not isinstance(value, str):
+            raise MapnetError(f"{key} must be a string (got {value!r})")
+        return value
+    raise TypeError(f"unsupported settings type for {key}: {annotation}")  # a bug, not user input
+
+
+def apply(settings: Settings, updates: dict[str, dict[str, Any]], source: str) -> Settings:
+    """Return `settings` with `updates` ({section: {key: value}}) checked and applied."""
+    changed = {}
+    for section_name, values in updates.items():
+        if section_name not in SECTIONS:
+            raise MapnetError(f"unknown settings section {section_name!r} in {source} (known: {', '.join(SECTIONS)})")
+        if not isinstance(values, dict):
+            raise MapnetError(f"{section_name} in {source} must be a table of keys")
+        cls = _section_class(section_name)
+        hints = typing.get_type_hints(cls, include_extras=False)
+        section = changed.get(section_name, getattr(settings, section_name))
+        new = {}
+        for key, value in values.items():
+            full = f"{section_name}.{key}"
+            if key not in hints:
+                raise MapnetError(f"unknown setting {full!r} in {source}")
+            new[key] = _coerce(full, value, hints[key])
+        changed[section_name] = replace(section, **new)
+    return replace(settings, **changed)
+
+
+def parse_assignment(text: str) -> tuple[str, str, Any]:
+    """Parse a `--set section.key=value` string; the value is read as TOML, else as a bare string."""
+    if "=" not in text or "." not in text.split("=", 1)[0]:
+        raise MapnetError(f"--set expects section.key=value (got {text!r})")
+    dotted, raw = text.split("=", 1)
+    section, key = dotted.strip().split(".", 1)
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return section, key, value
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise MapnetError(f"config file not found: {path}") from None
+    except IsADirectoryError:
+        raise MapnetError(f"config path is a folder, not a TOML file: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise MapnetError(f"{path} is not valid TOML: {exc}") from None
+
+
+def resolve(
+    config: str | Path | list[str | Path] | tuple[str | Path, ...] | None = None,
+    overrides: dict[str, dict[str, Any]] | None = None,
+    assignments: list[str] | tuple[str, ...] = (),
+    extra_sections: tuple[str, ...] = (),
+) -> Settings:
+    """Defaults < preset < config files (in order) < CLI flags (`overrides`, then `--set`).
+
+    `config` is one TOML file or several applied in order (a recipe, then a
+    run config). `extra_sections` names top-level tables a file may carry that
+    are not settings (a recipe's `[recipe]`); they are skipped here.
+    """
+    paths = [] if config is None else [config] if isinstance(config, (str, Path)) else list(config)
+    file_layers = [(p, {k: v for k, v in load_toml(p).items() if k not in extra_sections}) for p in paths]
+    cli_values: dict[str, dict[str, Any]] = {}
+    for section, values in (overrides or {}).items():
+        for key, value in values.items():
+            if value is not None:
+                cli_values.setdefault(section, {})[key] = value
+    for text in assignments:
+        section, key, value = parse_assignment(text)
+        cli_values.setdefault(section, {})[key] = value
+
+    preset_name = cli_values.get("model", {}).get("preset")
+    for _, values in reversed(file_layers):  # the last file that names a preset wins
+        preset_name = preset_name or (values.get("model") or {}).get("preset")
+    if preset_name is not None and not isinstance(preset_name, str):
+        raise MapnetError(f"model.preset must be a string (got {preset_name!r})")
+    settings = preset(preset_name) if preset_name else Settings()
+    for path, values in file_layers:
+        settings = apply(settings, values, str(path))
+    settings = apply(settings, cli_values, "command-line flags")
+    problems = settings.problems()
+    if problems:
+        raise MapnetError("invalid settings: " + "; ".join(problems))
+    return settings
+
+
+def from_dict(values: dict[str, Any], source: str) -> Settings:
+    """Rebuild settings written by `Settings.to_toml` (a run's settings.toml)."""
+    settings = apply(Settings(), values, source)
+    problems = settings.problems()
+    if problems:
+        raise MapnetError(f"invalid settings in {source}: " + "; ".join(problems))
+    return settings
+
+
+def field_docs() -> list[tuple[str, str, str]]:
+    """(key, default, doc) for every setting, for `mapnet config show --docs`."""
+    rows = []
+    for sec in fields(Settings):
+        cls = _section_class(sec.name)
+        for f in fields(cls):
+            rows.append((f"{sec.name}.{f.name}", repr(f.default), f.metadata.get("doc", "")))
+    return rows
+
+
+__all__ = [
+    "Settings", "PreprocessSettings", "SyntheticSettings", "ShardSettings", "ModelSettings",
+    "MaskingSettings", "OptimSettings", "TrainSettings", "DistributedSettings", "LoggingSettings",
+    "FinetuneSettings", "PRESETS", "preset", "resolve", "apply", "from_dict", "load_toml",
+    "parse_assignment", "field_docs",
+]
+del dataclasses, types
