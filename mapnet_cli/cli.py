@@ -22,6 +22,14 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(config_cmd.app, name="config")
+# Command registrations (one line each; a command is listed only when it does something real):
+# @register preprocess
+# @register shard
+# @register pretrain
+# @register export
+# @register inspect-masks
+# @register finetune-glue
+# @register variance
 
 
 def main() -> None:
