@@ -1,0 +1,111 @@
+"""Settings: defaults from the paper, validation naming the key, and the one precedence rule."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from mapnet_cli import settings as S
+from mapnet_cli.cli import app
+from mapnet_cli.errors import MapnetError
+
+
+def test_defaults_follow_the_paper_tables():
+    s = S.Settings()
+    assert (s.optim.lr, s.optim.betas, s.optim.eps, s.optim.weight_decay) == (1e-4, (0.9, 0.98), 1e-6, 0.01)
+    assert (s.optim.warmup_steps, s.optim.schedule) == (10_000, "linear")
+    assert (s.train.batch_size, s.shard.max_seq_len, s.train.steps) == (256, 512, 1_000_000)
+    assert (s.model.layers, s.model.hidden, s.model.heads, s.model.dropout) == (12, 768, 12, 0.1)
+    assert s.masking.mask_prob == 0.15 and (s.masking.explore_start, s.masking.explore_end) == (1.0, 0.33)
+    assert s.masking.map_loss_weight == 1e-2
+    assert s.preprocess.vocab_size == 32768 and s.preprocess.lowercase
+    ft = s.finetune
+    assert ft.batch_sizes == (16, 32) and ft.learning_rates == pytest.approx([i * 1e-5 for i in range(1, 9)])
+    assert (ft.epochs, ft.warmup_ratio, ft.weight_decay, ft.seeds) == (10, 0.06, 0.1, 10)
+    assert s.train.keep_steps == (400_000, 600_000, 800_000, 1_000_000)
+    assert s.problems() == []
+
+
+@pytest.mark.parametrize(
+    "name, dims", [("tiny", (2, 128, 2)), ("mini", (4, 256, 4)), ("small", (4, 512, 8)), ("medium", (8, 512, 8)), ("base", (12, 768, 12))]
+)
+def test_presets(name, dims):
+    m = S.preset(name).model
+    assert (m.layers, m.hidden, m.heads) == dims and m.preset == name
+
+
+def test_precedence_defaults_preset_file_flags(tmp_path):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('[model]\npreset = "mini"\nlayers = 3\n[optim]\nlr = 5e-4\nwarmup_steps = 7\n')
+    s = S.resolve(cfg)
+    assert (s.model.layers, s.model.hidden, s.optim.lr, s.optim.warmup_steps) == (3, 256, 5e-4, 7)
+    # CLI flags beat the file; --set beats typed flags; a CLI preset beats the file's preset.
+    s = S.resolve(cfg, {"optim": {"lr": 1e-3}, "model": {"preset": "tiny"}}, ["optim.warmup_steps=9"])
+    assert (s.optim.lr, s.optim.warmup_steps, s.model.preset, s.model.hidden, s.model.layers) == (1e-3, 9, "tiny", 128, 3)
+    # None means "flag not given": it must not override.
+    assert S.resolve(cfg, {"optim": {"lr": None}}).optim.lr == 5e-4
+
+
+def test_later_config_file_wins(tmp_path):
+    a, b = tmp_path / "a.toml", tmp_path / "b.toml"
+    a.write_text('[recipe]\nname = "x"\n[model]\npreset = "tiny"\n[shard]\nmax_seq_len = 64\n')
+    b.write_text('[model]\npreset = "small"\n')
+    s = S.resolve([a, b], extra_sections=("recipe",))
+    assert (s.model.preset, s.model.hidden, s.shard.max_seq_len) == ("small", 512, 64)
+
+
+@pytest.mark.parametrize(
+    "toml, message",
+    [
+        ("[optim]\nlrr = 1\n", "unknown setting 'optim.lrr'"),
+        ("[optimm]\nlr = 1\n", "unknown settings section 'optimm'"),
+        ('[optim]\nlr = "fast"\n', "optim.lr must be a number"),
+        ("[train]\nsteps = 1.5\n", "train.steps must be an integer"),
+        ('[preprocess]\nlowercase = "no"\n', "preprocess.lowercase must be true or false"),
+        ("[masking]\nmask_prob = 1.5\n", "masking.mask_prob must be in (0, 1)"),
+        ('[masking]\nstrategy = "random"\n', "masking.strategy must be one of"),
+        ("[optim]\nbetas = [0.9]\n", "optim.betas must have 2 items"),
+        ("[model]\nhidden = 100\nheads = 3\n", "model.hidden (100) must be divisible by model.heads (3)"),
+        ("[recipe]\nname = 1\n", "unknown settings section 'recipe'"),
+        ("[optim\nlr = 1\n", "is not valid TOML"),
+    ],
+)
+def test_validation_names_the_key(tmp_path, toml, message):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(toml)
+    with pytest.raises(MapnetError) as exc:
+        S.resolve(cfg)
+    assert message in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_all_problems_reported_at_once():
+    with pytest.raises(MapnetError) as exc:
+        S.resolve(None, assignments=["optim.lr=-1", "train.steps=0", "shard.valid_fraction=2.0"])
+    text = str(exc.value)
+    assert "optim.lr" in text and "train.steps" in text and "shard.valid_fraction" in text
+
+
+def test_set_parses_toml_values_and_bare_strings():
+    assert S.parse_assignment("optim.betas=[0.8, 0.9]") == ("optim", "betas", [0.8, 0.9])
+    assert S.parse_assignment("masking.strategy=mapnet") == ("masking", "strategy", "mapnet")
+    with pytest.raises(MapnetError):
+        S.parse_assignment("lr=1")
+
+
+def test_round_trip_through_toml():
+    s = S.resolve(None, {"model": {"preset": "tiny"}}, ["optim.lr=3e-4", "train.keep_steps=[5, 10]"])
+    import tomllib
+
+    assert S.from_dict(tomllib.loads(s.to_toml()), "test") == s
+
+
+def test_config_show_cli(tmp_path):
+    runner = CliRunner()
+    res = runner.invoke(app, ["config", "show", "--preset", "mini", "--set", "optim.lr=0.002"])
+    assert res.exit_code == 0, res.output
+    import tomllib
+
+    shown = tomllib.loads(res.stdout)
+    assert shown["model"]["hidden"] == 256 and shown["optim"]["lr"] == 0.002
+    res = runner.invoke(app, ["config", "show", "--set", "optim.nope=1"])
+    assert res.exit_code != 0 and isinstance(res.exception, MapnetError)
