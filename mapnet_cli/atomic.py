@@ -19,6 +19,18 @@ from typing import Iterator
 _BUF = 1 << 20
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# mkstemp/mkdtemp create private (0600/0700) entries; published outputs should get
+# the permissions any ordinary file or folder gets under the user's umask.
+_FILE_MODE = 0o666 & ~_umask()
+_DIR_MODE = 0o777 & ~_umask()
+
+
 def fsync_dir(path: Path) -> None:
     """Make a rename inside `path` durable (no-op where unsupported)."""
     with contextlib.suppress(OSError):
@@ -36,6 +48,7 @@ def atomic_file(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _FILE_MODE)
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
             yield fh
             fh.flush()
@@ -73,7 +86,9 @@ def staging_dir(final: Path) -> Path:
     """
     final.parent.mkdir(parents=True, exist_ok=True)
     clean_stale(final)
-    return Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=f".tmp-{os.getpid()}", dir=final.parent))
+    path = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=f".tmp-{os.getpid()}", dir=final.parent))
+    path.chmod(_DIR_MODE)
+    return path
 
 
 def clean_stale(final: Path) -> None:

@@ -13,6 +13,8 @@ from rich.console import Console
 
 from .errors import MapnetError
 from .commands import config as config_cmd
+from .commands import preprocess as preprocess_cmd
+from .commands import shard as shard_cmd
 
 app = typer.Typer(
     name="mapnet",
@@ -22,20 +24,19 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(config_cmd.app, name="config")
-# Command registrations (one line each; a command is listed only when it does something real):
-# @register preprocess
-# @register shard
-# @register pretrain
-# @register export
-# @register inspect-masks
-# @register finetune-glue
-# @register variance
-
+# One line per command; a command is listed only when it does something real.
+app.command("preprocess")(preprocess_cmd.preprocess)
+app.command("shard", help=shard_cmd.HELP)(shard_cmd.shard)
 
 def main() -> None:
     """Console-script entry point: one red line and exit code 2 for user errors."""
     try:
-        app(standalone_mode=False)
+        # With standalone_mode=False, click *returns* the exit code of a typer.Exit
+        # (typer turns Ctrl-C into Exit(130)) instead of exiting: pass it on.
+        rc = app(standalone_mode=False)
+        if rc == 130:
+            Console(stderr=True).print("[bold red]interrupted[/]: nothing partial was published", highlight=False)
+        sys.exit(rc if isinstance(rc, int) else 0)
     except MapnetError as exc:
         Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)

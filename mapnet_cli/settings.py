@@ -58,6 +58,7 @@ class PreprocessSettings:
     max_sentence_chars: int = _f(5_000, "sentences longer than this are cut at whitespace (mapnet choice: a run-on 'sentence' is not a sentence)")
     sentences_per_part: int = _f(500_000, "sentences per output part file (parts let shard encode in parallel)")
     on_binary: Literal["error", "skip"] = _f("error", "a binary file named on the command line: stop, or skip it and count it (binary files found inside folders are always skipped and counted)")
+    exclude: tuple[str, ...] = _f((), "file-name glob patterns skipped when walking input folders, e.g. [\"README*\", \"*.tsv\"] (hidden files are always skipped)")
 
     def problems(self) -> list[str]:
         out = []
@@ -75,6 +76,8 @@ class PreprocessSettings:
             out.append(f"preprocess.sentences_per_part must be >= 1 (got {self.sentences_per_part})")
         if not self.text_field:
             out.append("preprocess.text_field must not be empty")
+        if any(not pattern for pattern in self.exclude):
+            out.append("preprocess.exclude must not contain empty patterns")
         return out
 
 
@@ -106,9 +109,12 @@ class ShardSettings:
     split_seed: int = _f(0, "seed of the train/validation assignment")
     sequences_per_file: int = _f(65536, "sequences per Arrow file")
     verify: Literal["full", "size"] = _f("full", "on open, check every shard's sha256 (full) or only its size")
+    workers: int = _f(0, "tokenizer processes for shard encoding (0: all cores; 1: encode in the main process)")
 
     def problems(self) -> list[str]:
         out = []
+        if self.workers < 0:
+            out.append(f"shard.workers must be >= 0 (got {self.workers})")
         if not 8 <= self.max_seq_len <= 8192:
             out.append(f"shard.max_seq_len must be in [8, 8192] (got {self.max_seq_len})")
         if not 0.0 <= self.valid_fraction < 1.0:
@@ -187,6 +193,11 @@ class MaskingSettings:
                 out.append(f"masking.{name} must be >= 0 (got {getattr(self, name)})")
         if self.map_loss_weight < 0:
             out.append(f"masking.map_loss_weight must be >= 0 (got {self.map_loss_weight})")
+        if self.strategy == "mapnet" and self.mask_count != "exact":
+            # MAP-Net draws exactly K positions, and its importance ratio compares K-position masks.
+            out.append("masking.mask_count must be 'exact' with masking.strategy 'mapnet'")
+        if self.map_hidden > 0 and self.map_heads > 0 and self.map_hidden % self.map_heads:
+            out.append(f"masking.map_hidden ({self.map_hidden}) must be divisible by masking.map_heads ({self.map_heads})")
         return out
 
 
@@ -294,10 +305,35 @@ class FinetuneSettings:
     betas: tuple[float, float] = _f((0.9, 0.98), "Adam betas (paper: 0.9, 0.98)")
     eps: float = _f(1e-6, "Adam epsilon (as pretraining)")
     seeds: int = _f(10, "seeds per configuration (paper: 10)")
-    max_seq_len: int = _f(512, "longest input; longer pairs are truncated")
+    max_seq_len: int = _f(512, "longest input in tokens, specials included; longer pairs lose tokens from the longer side first (also capped by the model's max_position)")
+    seed: int = _f(0, "first fine-tuning seed; the runs of a configuration use seed, seed+1, ...")
+    run_score: Literal["best_epoch", "last_epoch"] = _f(
+        "best_epoch", "a run's dev score: its best epoch (early stopping within 'maximum epoch 10', as RoBERTa, whose protocol the paper follows) or its last epoch (mapnet choice; every epoch is recorded either way)")
+    max_train: int = _f(0, "train on at most N examples, a fixed random subset shared by all runs (0: all)")
+    max_dev: int = _f(0, "evaluate on at most N examples per dev set, a fixed random subset (0: all; capped scores are not comparable with published ones)")
+    eval_batch_size: int = _f(256, "sequences per evaluation batch")
+    length_group: int = _f(50, "length-grouped batching: shuffled chunks of this many batches are sorted by length before batching (1: plain shuffle)")
+    malformed_rows: Literal["task", "error", "skip"] = _f(
+        "task", "malformed TSV rows: each task's known convention (QQP: skip and count; others: error), or error / skip-and-count everywhere")
+    precision: Literal["auto", "fp32", "bf16"] = _f("auto", "auto: bf16 autocast on CUDA, fp32 on CPU")
+    device: Literal["auto", "cpu", "cuda"] = _f("auto", "where to fine-tune")
 
     def problems(self) -> list[str]:
         out = []
+        if not 8 <= self.max_seq_len <= 8192:
+            out.append(f"finetune.max_seq_len must be in [8, 8192] (got {self.max_seq_len})")
+        for name in ("max_train", "max_dev", "seed"):
+            if getattr(self, name) < 0:
+                out.append(f"finetune.{name} must be >= 0 (got {getattr(self, name)})")
+        for name in ("eval_batch_size", "length_group"):
+            if getattr(self, name) < 1:
+                out.append(f"finetune.{name} must be >= 1 (got {getattr(self, name)})")
+        if self.weight_decay < 0:
+            out.append(f"finetune.weight_decay must be >= 0 (got {self.weight_decay})")
+        if not all(0.0 <= b < 1.0 for b in self.betas):
+            out.append(f"finetune.betas must be in [0, 1) (got {list(self.betas)})")
+        if self.eps <= 0:
+            out.append(f"finetune.eps must be > 0 (got {self.eps})")
         if not self.batch_sizes or min(self.batch_sizes) < 1:
             out.append("finetune.batch_sizes must be a non-empty list of positive integers")
         if not self.learning_rates or min(self.learning_rates) <= 0:
@@ -308,6 +344,43 @@ class FinetuneSettings:
             out.append(f"finetune.warmup_ratio must be in [0, 1) (got {self.warmup_ratio})")
         if self.seeds < 1:
             out.append(f"finetune.seeds must be >= 1 (got {self.seeds})")
+        return out
+
+
+# ---------------------------------------------------------------- gradient variance (`mapnet variance`)
+@dataclass(frozen=True, kw_only=True)
+class VarianceSettings:
+    sentences: int = _f(64, "validation sequences S, drawn without replacement (the outer level of the two-level design)")
+    masks: int = _f(8, "masks M drawn per sequence and scheme (>= 2: a within-sentence variance needs two)")
+    project_dim: int = _f(0, "0: exact per-example gradients; D > 0: a seeded sparse Rademacher sketch to D dimensions (unbiased inner products)")
+    params: tuple[str, ...] = _f((), "fnmatch patterns of parameter names whose gradient is measured, e.g. [\"encoder.blocks.0.*\"] (empty: every parameter of the MLM model)")
+    batch_sizes: tuple[int, ...] = _f((1, 8, 32), "mini-batch sizes B for the batch-mean view (B sequences x 1 mask)")
+    bootstrap: int = _f(1000, "bootstrap replicates behind the 95% intervals (0: no intervals)")
+    bootstrap_masks: bool = _f(False, "also resample masks within each resampled sentence (two-stage; counts the mask noise twice, so intervals are wider; mapnet choice: off)")
+    batch_draws: int = _f(2000, "random pairs of disjoint mini-batches for the direct mini-batch measurement")
+    seed: int = _f(0, "seed of the sentence choice, the masks and the bootstrap")
+    memory_gb: float = _f(4.0, "exact gradients: GiB of per-example gradients held at once; beyond it they are recomputed in panels")
+    method: Literal["loop", "vmap"] = _f("loop", "per-example gradients by a loop of backward passes, or torch.func vmap(grad) (slower on CPU, where attention has no batching rule)")
+    every: int = _f(0, "pretrain: record a cheap decomposition in the metrics file every N steps (0: off)")
+    snapshot_sentences: int = _f(8, "pretrain snapshots: validation sequences S (fixed across steps)")
+    snapshot_masks: int = _f(4, "pretrain snapshots: masks M per sequence (fixed seed across steps)")
+    snapshot_project_dim: int = _f(4096, "pretrain snapshots: sketch dimension D (0: exact gradients)")
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.sentences < 2 or self.snapshot_sentences < 2:
+            out.append("variance.sentences and variance.snapshot_sentences must be >= 2 (a between-sentence variance needs two)")
+        if self.masks < 2 or self.snapshot_masks < 2:
+            out.append("variance.masks and variance.snapshot_masks must be >= 2 (a within-sentence variance needs two)")
+        for name in ("project_dim", "snapshot_project_dim", "bootstrap", "batch_draws", "every"):
+            if getattr(self, name) < 0:
+                out.append(f"variance.{name} must be >= 0 (got {getattr(self, name)})")
+        if not self.batch_sizes or min(self.batch_sizes) < 1:
+            out.append("variance.batch_sizes must be a non-empty list of positive integers")
+        if any(not pattern for pattern in self.params):
+            out.append("variance.params must not contain empty patterns")
+        if self.memory_gb <= 0:
+            out.append(f"variance.memory_gb must be > 0 (got {self.memory_gb})")
         return out
 
 
@@ -324,6 +397,7 @@ class Settings:
     distributed: DistributedSettings = field(default_factory=DistributedSettings)
     logging: LoggingSettings = field(default_factory=LoggingSettings)
     finetune: FinetuneSettings = field(default_factory=FinetuneSettings)
+    variance: VarianceSettings = field(default_factory=VarianceSettings)
 
     def problems(self) -> list[str]:
         out = [p for f in fields(self) for p in getattr(self, f.name).problems()]
@@ -514,7 +588,7 @@ def field_docs() -> list[tuple[str, str, str]]:
 __all__ = [
     "Settings", "PreprocessSettings", "SyntheticSettings", "ShardSettings", "ModelSettings",
     "MaskingSettings", "OptimSettings", "TrainSettings", "DistributedSettings", "LoggingSettings",
-    "FinetuneSettings", "PRESETS", "preset", "resolve", "apply", "from_dict", "load_toml",
+    "FinetuneSettings", "VarianceSettings", "PRESETS", "preset", "resolve", "apply", "from_dict", "load_toml",
     "parse_assignment", "field_docs",
 ]
 del dataclasses, types

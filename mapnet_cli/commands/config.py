@@ -34,7 +34,7 @@ def show(
             table.add_row(key, default, doc)
         console.print(table)
         return
-    resolved = settings_mod.resolve(config, {"model": {"preset": preset}}, set_ or ())
+    resolved = settings_mod.resolve(config, {"model": {"preset": preset}}, set_ or (), extra_sections=("recipe",))
     text = resolved.to_toml()
     if console.is_terminal:
         console.print(Syntax(text, "toml"))

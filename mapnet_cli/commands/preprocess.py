@@ -1,0 +1,108 @@
+"""`mapnet preprocess`: raw text -> cleaned sentence files + BPE tokenizer.
+
+    mapnet preprocess data/enwiki/text data/books --recipe data_recipes/paper.toml --out corpus
+    mapnet preprocess --recipe data_recipes/wikitext103.toml --out wt103
+    mapnet preprocess books/ --out corpus --tokenizer old/tokenizer.json --workers 4
+    mapnet preprocess synthetic: --out synth --vocab-size 4096
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, ProgressColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
+
+from .. import settings as settings_mod
+from ..data import preprocess as pp
+from ..data.recipes import load_recipe, recipe_inputs
+from ..errors import MapnetError
+from .options import ConfigOpt, PrintSettingsOpt, SetOpt
+
+
+class _TextRate(ProgressColumn):
+    """Throughput in MB/s of text handed to the sentence splitter (not compressed bytes on disk)."""
+
+    def render(self, task) -> Text:
+        elapsed = task.elapsed or 0.0
+        rate = task.fields.get("text_bytes", 0) / elapsed / 1e6 if elapsed > 0 else 0.0
+        return Text(f"{rate:.2f} MB/s", style="progress.data.speed")
+
+
+def preprocess(
+    inputs: Annotated[Optional[list[str]], typer.Argument(
+        help="Files or folders (recursive) of text, .gz/.bz2/.xz, JSONL, Parquet, Arrow, WikiExtractor or WikiText; "
+             "'synthetic:' is the embedded synthetic corpus. Default: the recipe's inputs.", show_default=False)] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Output folder (must not exist unless --overwrite).", show_default=False)] = None,
+    recipe: Annotated[Optional[Path], typer.Option("--recipe", help="Data recipe TOML (data_recipes/*.toml): default inputs and settings.", show_default=False)] = None,
+    vocab_size: Annotated[Optional[int], typer.Option("--vocab-size", help="BPE vocabulary size, specials included.", show_default=False)] = None,
+    tokenizer: Annotated[Optional[Path], typer.Option("--tokenizer", help="Reuse this tokenizer.json instead of training one.", show_default=False)] = None,
+    no_lowercase: Annotated[bool, typer.Option("--no-lowercase", help="Keep the original case.")] = False,
+    workers: Annotated[Optional[int], typer.Option("--workers", "-j", help="Worker processes (0: all cores; 1: in-process).", show_default=False)] = None,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing output folder.")] = False,
+    print_settings: PrintSettingsOpt = False,
+) -> None:
+    """Split sentences (spaCy), normalise and tokenise (Moses), lower-case, and train a BPE tokenizer."""
+    flags = {"vocab_size": vocab_size, "tokenizer": str(tokenizer) if tokenizer else None,
+             "lowercase": False if no_lowercase else None, "workers": workers}
+    files = [p for p in (recipe, config) if p is not None]
+    resolved = settings_mod.resolve(config=files, overrides={"preprocess": flags}, assignments=set_ or (),
+                                    extra_sections=("recipe",))
+    if print_settings:
+        typer.echo(resolved.to_toml(), nl=False)
+        return
+    if out is None:
+        raise MapnetError("missing --out DIR (the output folder)")
+    console = Console(stderr=True)
+    recipe_info = None
+    if recipe is not None:
+        rec = load_recipe(recipe)
+        recipe_info = {"name": rec.name, "path": rec.path}
+        if not inputs:
+            inputs, recipe_info = recipe_inputs(rec, log=lambda msg: console.print(msg, highlight=False))
+    if not inputs:
+        raise MapnetError("no inputs: give INPUT files or folders, or a --recipe that lists inputs")
+
+    show = resolved.logging.progress and console.is_terminal
+    with Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), _TextRate(),
+                  TextColumn("{task.fields[sentences]:,} sentences"), TimeElapsedColumn(), TextColumn("eta"),
+                  TimeRemainingColumn(), console=console, disable=not show, transient=True,
+                  auto_refresh=False) as bar:  # no refresh thread: preprocess forks its workers
+        task = bar.add_task("sentences", total=None, text_bytes=0, sentences=0)
+
+        def on_progress(p: pp.Progress) -> None:
+            bar.update(task, description=p.stage, completed=p.input_bytes, total=p.input_bytes_total or None,
+                       text_bytes=p.text_bytes, sentences=p.sentences)
+            bar.refresh()
+
+        result = pp.run_preprocess(inputs, out, resolved, overwrite=overwrite, on_progress=on_progress, recipe=recipe_info)
+    Console().print(_summary(result))
+    if result.skipped_binary:
+        console.print(f"[yellow]skipped {len(result.skipped_binary)} binary file(s):[/] " + ", ".join(result.skipped_binary), highlight=False)
+
+
+def _summary(r: pp.PreprocessResult) -> Table:
+    rate = r.text_bytes / r.sentence_seconds / 1e6 if r.sentence_seconds > 0 else 0.0
+    table = Table(title=f"preprocessed -> {r.out}", show_header=False)
+    rows = [
+        ("inputs", f"{r.inputs:,} file(s)"),
+        ("documents", f"{r.documents:,}"),
+        ("sentences", f"{r.sentences:,}"),
+        ("words (Moses tokens)", f"{r.words:,}"),
+        ("parts", f"{r.parts:,}"),
+        ("text", f"{r.text_bytes / 1e6:,.1f} MB at {rate:.2f} MB/s with {r.workers} worker(s)"),
+        ("tokenizer", f"{'trained' if r.tokenizer_trained else 'reused'}, vocab {r.vocab_size:,}"),
+        ("invalid UTF-8 bytes replaced", f"{r.invalid_utf8_replaced:,}"),
+        ("binary files skipped", f"{len(r.skipped_binary):,}"),
+        ("pieces cut / sentences cut", f"{r.chunks_cut:,} / {r.sentences_cut:,}"),
+        ("time", f"{r.seconds:.1f} s"),
+    ]
+    for key, value in rows:
+        table.add_row(key, value)
+    return table

@@ -1,0 +1,76 @@
+"""The BPE tokenizer: train on preprocessed sentences, or load and check an existing one.
+
+Word boundaries use Metaspace (a space becomes "▁" glued to the next word) with
+the matching decoder, so `decode(encode(line)) == line` for every
+preprocessed line whose characters the vocabulary knows (all of them, for the
+corpus it was trained on). Special tokens have fixed ids, as docs/FORMATS.md says.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from ..atomic import atomic_file, sha256_file
+from ..errors import MapnetError
+
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")  # ids 0..4, in this order
+METASPACE = "\u2581"
+
+
+def _metaspace():
+    from tokenizers import decoders, pre_tokenizers
+
+    return (pre_tokenizers.Metaspace(replacement=METASPACE, prepend_scheme="always"),
+            decoders.Metaspace(replacement=METASPACE, prepend_scheme="always"))
+
+
+def train_tokenizer(files: Iterable[str | Path], vocab_size: int, min_frequency: int):
+    """Train a BPE tokenizer on text files (one sentence per line; empty lines are ignored)."""
+    from tokenizers import Tokenizer, models, normalizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
+    # Training reads lines with their "\n"; Strip keeps it out of the vocabulary. Output lines
+    # never start or end with whitespace, so Strip changes nothing at encode time.
+    tok.normalizer = normalizers.Strip()
+    tok.pre_tokenizer, tok.decoder = _metaspace()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, min_frequency=min_frequency,
+        special_tokens=list(SPECIAL_TOKENS), show_progress=False)
+    tok.train([str(f) for f in files], trainer)
+    check_specials(tok, "the trained tokenizer")
+    return tok
+
+
+def load_tokenizer(path: str | Path):
+    """Load a tokenizer.json and check it is BPE with the five special tokens at ids 0..4."""
+    from tokenizers import Tokenizer, models
+
+    path = Path(path)
+    if not path.is_file():
+        raise MapnetError(f"tokenizer not found: {path}")
+    try:
+        tok = Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises a bare Exception for malformed files
+        raise MapnetError(f"{path} is not a tokenizers tokenizer.json ({exc})") from None
+    if not isinstance(tok.model, models.BPE):
+        raise MapnetError(f"{path}: expected a BPE tokenizer, got {type(tok.model).__name__}")
+    check_specials(tok, str(path))
+    return tok
+
+
+def check_specials(tok, source: str) -> None:
+    wrong = [f"{name} is {tok.token_to_id(name)}, expected {i}"
+             for i, name in enumerate(SPECIAL_TOKENS) if tok.token_to_id(name) != i]
+    if wrong:
+        raise MapnetError(f"{source}: special token ids are wrong: {'; '.join(wrong)}")
+
+
+def save_tokenizer(tok, path: str | Path) -> None:
+    with atomic_file(path, "w") as fh:
+        fh.write(tok.to_str(pretty=True))
+
+
+def tokenizer_sha256(path: str | Path) -> str:
+    """Identity of a tokenizer: the sha256 of its tokenizer.json bytes."""
+    return sha256_file(path)
