@@ -13,7 +13,9 @@ from rich.console import Console
 
 from .errors import MapnetError
 from .commands import config as config_cmd
+from .commands import export as export_cmd
 from .commands import preprocess as preprocess_cmd
+from .commands import pretrain as pretrain_cmd
 from .commands import shard as shard_cmd
 
 app = typer.Typer(
@@ -27,6 +29,8 @@ app.add_typer(config_cmd.app, name="config")
 # One line per command; a command is listed only when it does something real.
 app.command("preprocess")(preprocess_cmd.preprocess)
 app.command("shard", help=shard_cmd.HELP)(shard_cmd.shard)
+app.command("pretrain", help=pretrain_cmd.HELP)(pretrain_cmd.pretrain)
+app.command("export", help=export_cmd.HELP)(export_cmd.export)
 
 def main() -> None:
     """Console-script entry point: one red line and exit code 2 for user errors."""

@@ -1,0 +1,25 @@
+"""`mapnet export`: a checkpoint as a Hugging Face BertForMaskedLM folder.
+
+    mapnet export runs/base --out hf/base                       # the run's newest checkpoint
+    mapnet export runs/base/checkpoints/step-00400000 --out hf/base-400k
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..export import export as run_export
+
+HELP = "Export a checkpoint's encoder + MLM head for transformers (AutoModelForMaskedLM)."
+
+
+def export(
+    checkpoint: Annotated[Path, typer.Argument(help="A run folder (its newest complete checkpoint) or a step-XXXXXXXX folder.", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to create (published atomically).", show_default=False)],
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace --out if it exists.")] = False,
+) -> None:
+    """Export a checkpoint's encoder + MLM head for transformers (AutoModelForMaskedLM)."""
+    typer.echo(f"exported {run_export(checkpoint, out, overwrite)}")

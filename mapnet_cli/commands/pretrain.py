@@ -1,0 +1,152 @@
+"""`mapnet pretrain`: train the BERT encoder with masked language modelling.
+
+    mapnet pretrain shards/ --out runs/tiny --preset tiny --steps 2000
+    mapnet pretrain shards/ --out runs/base --preset base --gpus 8          # starts torchrun itself
+    mapnet pretrain shards/ --out runs/base --resume                        # continue, exactly
+    mapnet pretrain shards/ --out runs/base --gpus 8 --nnodes 2 --node-rank 0 --rdzv-endpoint node0:29500
+    torchrun --nproc-per-node 8 -m mapnet_cli.cli pretrain shards/ --out runs/base
+    srun --ntasks-per-node 8 mapnet pretrain shards/ --out runs/base       # with MASTER_ADDR/PORT exported
+    mapnet pretrain shards/ --out runs/dbg --preset tiny --nproc 2          # 2 CPU processes (gloo)
+
+Settings: defaults < preset < --config < flags. With --resume the base is the
+settings the run was started with (its newest checkpoint's settings.toml);
+--config and flags still apply on top (e.g. --steps to train longer), but the
+model cannot change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from .. import checkpoint, distributed
+from .. import settings as settings_mod
+from ..errors import MapnetError
+from ..train import pretrain as run_pretrain
+from .options import ConfigOpt, PrintSettingsOpt, SetOpt
+
+ARGV_ENV = "MAPNET_LAUNCH_ARGV"
+HELP = "Pretrain the BERT encoder (uniform masking or MAP-Net) on shards; checkpoints, metrics, exact resume."
+
+
+def resolve_settings(out: Path, resume: bool, config: Optional[Path], flags: dict, assignments: list[str]):
+    """defaults < preset < config < flags; on --resume the run's own settings replace defaults < preset."""
+    if not resume:
+        return settings_mod.resolve(config, flags, assignments)
+    ckpt = checkpoint.latest_checkpoint(out)
+    if ckpt is None:
+        raise MapnetError(f"--resume: {out} has no complete checkpoint to continue from")
+    settings = checkpoint.load_settings(ckpt)
+    if config is not None:
+        settings = settings_mod.apply(settings, settings_mod.load_toml(config), str(config))
+    cli: dict[str, dict] = {}
+    for section, values in flags.items():
+        for key, value in values.items():
+            if value is not None:
+                cli.setdefault(section, {})[key] = value
+    for text in assignments:
+        section, key, value = settings_mod.parse_assignment(text)
+        cli.setdefault(section, {})[key] = value
+    settings = settings_mod.apply(settings, cli, "command-line flags")
+    problems = settings.problems()
+    if problems:
+        raise MapnetError("invalid settings: " + "; ".join(problems))
+    return settings
+
+
+def pretrain(
+    shards: Annotated[Path, typer.Argument(help="Shard folder written by `mapnet shard`.", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (checkpoints, metrics.jsonl, run.json).", show_default=False)],
+    preset: Annotated[Optional[str], typer.Option("--preset", help="Model size: tiny, mini, small, medium, base.", show_default=False)] = None,
+    steps: Annotated[Optional[int], typer.Option("--steps", help="Optimizer steps; sets train.steps.", show_default=False)] = None,
+    batch_size: Annotated[Optional[int], typer.Option("--batch-size", help="Global batch in sequences; sets train.batch_size.", show_default=False)] = None,
+    micro_batch_size: Annotated[Optional[int], typer.Option("--micro-batch-size", help="Sequences per forward pass per device; sets train.micro_batch_size.", show_default=False)] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Sets train.seed.", show_default=False)] = None,
+    device: Annotated[Optional[str], typer.Option("--device", help="auto, cpu or cuda; sets train.device.", show_default=False)] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from the newest complete checkpoint in --out.")] = False,
+    stop_at: Annotated[Optional[int], typer.Option("--stop-at", help="Checkpoint and exit after this step (e.g. a job's time slice); --resume continues.", show_default=False)] = None,
+    gpus: Annotated[Optional[int], typer.Option("--gpus", help="Start one process per GPU on this node (torchrun, NCCL).", show_default=False)] = None,
+    nproc: Annotated[Optional[int], typer.Option("--nproc", help="Start N CPU processes (gloo) — tests, debugging.", show_default=False)] = None,
+    nnodes: Annotated[Optional[int], typer.Option("--nnodes", help="Nodes in the job (passed to torchrun).", show_default=False)] = None,
+    node_rank: Annotated[Optional[int], typer.Option("--node-rank", help="This node's rank (passed to torchrun).", show_default=False)] = None,
+    rdzv_endpoint: Annotated[Optional[str], typer.Option("--rdzv-endpoint", help="host:port to meet at (multi-node).", show_default=False)] = None,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    print_settings: PrintSettingsOpt = False,
+) -> None:
+    """Pretrain the BERT encoder (uniform masking or MAP-Net) on shards; checkpoints, metrics, exact resume."""
+    flags = {
+        "model": {"preset": preset},
+        "train": {"steps": steps, "batch_size": batch_size, "micro_batch_size": micro_batch_size, "seed": seed,
+                  "device": device},
+        "distributed": {"gpus": gpus, "nproc": nproc, "nnodes": nnodes, "node_rank": node_rank,
+                        "rdzv_endpoint": rdzv_endpoint},
+    }
+    settings = resolve_settings(out, resume, config, flags, list(set_ or ()))
+    d = settings.distributed
+    if d.nproc and settings.train.device == "auto":  # --nproc means CPU workers, even on a GPU machine
+        settings = settings_mod.apply(settings, {"train": {"device": "cpu"}}, "--nproc")
+    if print_settings:
+        typer.echo(settings.to_toml(), nl=False)
+        return
+    if stop_at is not None and stop_at < 1:
+        raise MapnetError(f"--stop-at must be >= 1 (got {stop_at})")
+
+    if distributed.should_launch(d.gpus, d.nproc):
+        _launch(shards, out, settings, resume, stop_at)
+        return
+    _train(shards, out, settings, resume, stop_at)
+
+
+def _launch(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[int]) -> None:
+    """Re-run this command under torchrun with exactly the settings resolved here."""
+    out.mkdir(parents=True, exist_ok=True)
+    frozen = out / f".launch-settings-{os.getpid()}.toml"
+    frozen.write_text(settings.to_toml(), encoding="utf-8")
+    args = ["pretrain", str(shards), "--out", str(out), "--config", str(frozen)]
+    args += ["--resume"] if resume else []
+    args += ["--stop-at", str(stop_at)] if stop_at is not None else []
+    try:
+        # The workers record the command the user typed, not their own re-invocation.
+        env = {**os.environ, ARGV_ENV: json.dumps(sys.argv)}
+        code = distributed.launch(args, settings.distributed, env=env)
+    finally:
+        frozen.unlink(missing_ok=True)
+    if code:
+        raise MapnetError(f"training processes failed (torchrun exit code {code}); their messages are above")
+
+
+def _train(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[int]) -> None:
+    console = Console(stderr=True)
+    show_bar = settings.logging.progress and console.is_terminal
+    log_every = settings.logging.log_every
+    columns = (TextColumn("[bold]pretrain"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[stats]}"),
+               TimeElapsedColumn(), TimeRemainingColumn())
+    command_line = json.loads(os.environ[ARGV_ENV]) if ARGV_ENV in os.environ else sys.argv
+    with Progress(*columns, console=console, disable=not show_bar) as bar:
+        task = bar.add_task("pretrain", total=settings.train.steps, stats="")
+
+        def report(kind: str, data: dict) -> None:
+            if kind == "step":
+                stats = f"loss {data['loss']:.4f}  lr {data['lr']:.2e}  {data['tokens_per_s']:,.0f} tok/s"
+                bar.update(task, completed=data["step"], stats=stats)
+                if not show_bar and (data["step"] % log_every == 0 or data["step"] == data["total"]):
+                    console.print(f"step {data['step']}/{data['total']}  {stats}", highlight=False)
+            elif kind == "eval":
+                console.print(f"eval @ {data['step']}: loss {data['eval_loss']:.4f}  accuracy {data['eval_accuracy']:.4f}"
+                              f"  ({data['eval_masked_tokens']} masked tokens, set {data['eval_sha256'][:12]})", highlight=False)
+            elif kind == "checkpoint":
+                console.print(f"checkpoint {data['path']}", highlight=False)
+            elif kind == "resume":
+                bar.update(task, completed=data["step"])
+                console.print(f"resumed from {data['path']} (step {data['step']})", highlight=False)
+
+        last = run_pretrain(settings, shards, out, resume=resume, stop_at=stop_at, command_line=command_line, on_report=report)
+    distributed.print0(f"done: {last}")

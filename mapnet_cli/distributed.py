@@ -1,0 +1,183 @@
+"""All process-group handling: detect, init, wrap, reduce, clean up, launch.
+
+    mapnet pretrain SHARDS --out RUN --gpus 8          # starts torchrun itself
+    torchrun --nproc-per-node 8 -m mapnet_cli.cli pretrain SHARDS --out RUN
+    srun --ntasks-per-node 8 mapnet pretrain SHARDS --out RUN   # MASTER_ADDR/PORT exported
+    mapnet pretrain SHARDS --out RUN --nproc 2         # CPU, gloo (tests, debugging)
+
+A process is part of a job when torchrun's RANK/WORLD_SIZE/LOCAL_RANK are set,
+or, failing that, when SLURM started several tasks (SLURM_PROCID, SLURM_NTASKS,
+SLURM_LOCALID) and MASTER_ADDR/MASTER_PORT say where to meet. Otherwise it is a
+single process — unless `--gpus`/`--nproc` ask for a launch, in which case
+`launch` re-runs the same command under `torch.distributed.run`.
+
+Nothing else in mapnet imports `torch.distributed`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from .errors import MapnetError
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    """Where this process stands in the job."""
+
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    device: torch.device = torch.device("cpu")
+    backend: str | None = None  # None: no process group
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.backend is not None
+
+
+def job_env(environ: dict[str, str] | None = None) -> dict[str, int] | None:
+    """{rank, local_rank, world_size} of a job someone else started, else None."""
+    env = os.environ if environ is None else environ
+    if "RANK" in env and "WORLD_SIZE" in env:
+        return {"rank": int(env["RANK"]), "world_size": int(env["WORLD_SIZE"]),
+                "local_rank": int(env.get("LOCAL_RANK", 0))}
+    if int(env.get("SLURM_NTASKS", "1")) > 1 and "SLURM_PROCID" in env:
+        if not env.get("MASTER_ADDR") or not env.get("MASTER_PORT"):
+            raise MapnetError("SLURM started several tasks but MASTER_ADDR/MASTER_PORT are not set; export them in the "
+                              "batch script (e.g. MASTER_ADDR=$(scontrol show hostnames | head -n1), MASTER_PORT=29500)")
+        return {"rank": int(env["SLURM_PROCID"]), "world_size": int(env["SLURM_NTASKS"]),
+                "local_rank": int(env.get("SLURM_LOCALID", 0))}
+    return None
+
+
+def pick_device(preference: str = "auto", local_rank: int = 0) -> torch.device:
+    if preference == "cuda" or (preference == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise MapnetError("train.device is 'cuda' but no CUDA device is available")
+        if local_rank >= torch.cuda.device_count():
+            raise MapnetError(f"local rank {local_rank} has no GPU ({torch.cuda.device_count()} visible)")
+        torch.cuda.set_device(local_rank)
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def init(device_preference: str = "auto", backend: str = "auto") -> DistInfo:
+    """Join the job's process group if there is one; pick this process's device."""
+    env = job_env()
+    if env is None or env["world_size"] == 1:
+        return DistInfo(device=pick_device(device_preference, 0))
+    device = pick_device(device_preference, env["local_rank"])
+    chosen = ("nccl" if device.type == "cuda" else "gloo") if backend == "auto" else backend
+    # SLURM does not export torchrun's variables; env:// reads them.
+    os.environ.setdefault("RANK", str(env["rank"]))
+    os.environ.setdefault("WORLD_SIZE", str(env["world_size"]))
+    os.environ.setdefault("LOCAL_RANK", str(env["local_rank"]))
+    dist.init_process_group(chosen, init_method="env://", rank=env["rank"], world_size=env["world_size"],
+                            device_id=device if device.type == "cuda" else None)
+    return DistInfo(env["rank"], env["local_rank"], env["world_size"], device, chosen)
+
+
+def cleanup(info: DistInfo) -> None:
+    if info.distributed and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def process_group(device_preference: str = "auto", backend: str = "auto") -> Iterator[DistInfo]:
+    """`init` on entry, `cleanup` on the way out, whatever happens in between."""
+    info = init(device_preference, backend)
+    try:
+        yield info
+    finally:
+        cleanup(info)
+
+
+def print0(*args: Any, **kwargs: Any) -> None:
+    """print on rank 0 only (every process of a job shares the terminal)."""
+    if int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))) == 0:
+        print(*args, **kwargs)
+
+
+# ---------------------------------------------------------------- collectives used by training
+def wrap_model(model: nn.Module, info: DistInfo) -> nn.Module:
+    """DistributedDataParallel when in a job, the model itself otherwise."""
+    if not info.distributed:
+        return model
+    ids = [info.device.index] if info.device.type == "cuda" else None
+    return nn.parallel.DistributedDataParallel(model, device_ids=ids)
+
+
+def no_sync(model: nn.Module, sync: bool):
+    """Skip DDP's gradient all-reduce on all but the last micro-batch of a step."""
+    if sync or not isinstance(model, nn.parallel.DistributedDataParallel):
+        return contextlib.nullcontext()
+    return model.no_sync()
+
+
+def all_reduce_sum(tensor: torch.Tensor, info: DistInfo) -> torch.Tensor:
+    """Sum over ranks, in place; returns the tensor (a no-op for one process)."""
+    if info.distributed:
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+def barrier(info: DistInfo) -> None:
+    if info.distributed:
+        dist.barrier()
+
+
+def broadcast_object(obj: Any, info: DistInfo) -> Any:
+    """Rank 0's `obj` on every rank (e.g. a decision only rank 0 can make)."""
+    if not info.distributed:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+# ---------------------------------------------------------------- launching
+def should_launch(gpus: int, nproc: int) -> bool:
+    """True when asked for several processes and not already inside a job."""
+    return (gpus > 0 or nproc > 0) and job_env() is None
+
+
+def torchrun_command(module_args: Sequence[str], nproc_per_node: int, nnodes: int = 1, node_rank: int = 0,
+                     rdzv_endpoint: str = "") -> list[str]:
+    """`python -m torch.distributed.run ... -m mapnet_cli.cli <module_args>`."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc_per_node}", f"--nnodes={nnodes}"]
+    if nnodes > 1:
+        cmd += ["--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_endpoint}", f"--node-rank={node_rank}"]
+    else:
+        cmd += ["--standalone"]  # a free port on localhost, no endpoint to pick
+    return cmd + ["-m", "mapnet_cli.cli", *module_args]
+
+
+def launch(module_args: Sequence[str], dist_settings, env: dict[str, str] | None = None) -> int:
+    """Run `mapnet <module_args>` in one process per GPU (`distributed.gpus`) or
+    CPU worker (`distributed.nproc`, gloo) and return torchrun's exit code."""
+    d = dist_settings
+    count = d.gpus or d.nproc
+    if d.gpus and d.gpus > torch.cuda.device_count():
+        raise MapnetError(f"--gpus {d.gpus} asked for, but {torch.cuda.device_count()} CUDA devices are visible")
+    child_env = dict(os.environ if env is None else env)
+    child_env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // count)))
+    cmd = torchrun_command(module_args, count, d.nnodes, d.node_rank, d.rdzv_endpoint)
+    return subprocess.call(cmd, env=child_env)
+
+
+__all__ = ["DistInfo", "job_env", "pick_device", "init", "cleanup", "process_group", "print0", "wrap_model",
+           "no_sync", "all_reduce_sum", "barrier", "broadcast_object", "should_launch", "torchrun_command", "launch"]

@@ -1,0 +1,123 @@
+"""Export a checkpoint's encoder + MLM head in Hugging Face's BERT layout.
+
+    mapnet export runs/base --out hf/base            # the run's newest checkpoint
+    mapnet export runs/base/checkpoints/step-00400000 --out hf/base-400k
+
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+    model = AutoModelForMaskedLM.from_pretrained("hf/base")   # same logits as mapnet's model
+
+The folder holds `config.json` (BertForMaskedLM), `model.safetensors` with
+HF's key names, `tokenizer.json` + `tokenizer_config.json` +
+`special_tokens_map.json` (PreTrainedTokenizerFast) and `mapnet_export.json`
+(where it came from). Only the encoder and the MLM head are written: MAP-Net's
+weights, if the checkpoint has them, stay behind.
+
+Layout differences bridged here: mapnet fuses Q, K, V into one matrix (split
+into query/key/value); mapnet has no token-type embeddings (HF gets a zero
+table with type_vocab_size=2, so segment ids 0 and 1 both add nothing —
+exactly mapnet's computation, and sentence-pair inputs still work); the
+decoder weight is tied to the word embeddings in both, so only the embedding
+is stored. The tokenizer does not include mapnet's preprocessing (Moses
+normalisation and tokenisation, lower-casing): feed it text preprocessed the
+same way.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from . import __version__, atomic, checkpoint
+from .errors import MapnetError
+from .model import BertForMLM
+
+SPECIAL_TOKENS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
+                  "mask_token": "[MASK]"}
+TYPE_VOCAB_SIZE = 2
+
+
+def hf_config(model: BertForMLM) -> dict:
+    c = model.cfg
+    return {
+        "architectures": ["BertForMaskedLM"], "model_type": "bert", "vocab_size": c.vocab_size,
+        "hidden_size": c.hidden, "num_hidden_layers": c.layers, "num_attention_heads": c.heads,
+        "intermediate_size": c.intermediate, "hidden_act": "gelu", "hidden_dropout_prob": c.dropout,
+        "attention_probs_dropout_prob": c.attention_dropout, "max_position_embeddings": c.max_position,
+        "type_vocab_size": TYPE_VOCAB_SIZE, "initializer_range": c.init_std, "layer_norm_eps": c.layer_norm_eps,
+        "pad_token_id": c.pad_id, "position_embedding_type": "absolute", "tie_word_embeddings": True,
+        "torch_dtype": "float32",
+    }
+
+
+def hf_state_dict(model: BertForMLM) -> dict[str, torch.Tensor]:
+    """mapnet parameter names -> BertForMaskedLM's."""
+    sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    H = model.cfg.hidden
+    out = {
+        "bert.embeddings.word_embeddings.weight": sd["encoder.tok_embeddings.weight"],
+        "bert.embeddings.position_embeddings.weight": sd["encoder.pos_embeddings.weight"],
+        "bert.embeddings.token_type_embeddings.weight": torch.zeros(TYPE_VOCAB_SIZE, H),
+        "bert.embeddings.LayerNorm.weight": sd["encoder.emb_norm.weight"],
+        "bert.embeddings.LayerNorm.bias": sd["encoder.emb_norm.bias"],
+        "cls.predictions.transform.dense.weight": sd["head.dense.weight"],
+        "cls.predictions.transform.dense.bias": sd["head.dense.bias"],
+        "cls.predictions.transform.LayerNorm.weight": sd["head.norm.weight"],
+        "cls.predictions.transform.LayerNorm.bias": sd["head.norm.bias"],
+        "cls.predictions.bias": sd["head.bias"],
+    }
+    pairs = {"attention.output.dense": "attn_out", "attention.output.LayerNorm": "attn_norm",
+             "intermediate.dense": "ffn_in", "output.dense": "ffn_out", "output.LayerNorm": "ffn_norm"}
+    for i in range(model.cfg.layers):
+        hf, ours = f"bert.encoder.layer.{i}.", f"encoder.blocks.{i}."
+        for part in ("weight", "bias"):
+            for name, t in zip(("query", "key", "value"), sd[f"{ours}qkv.{part}"].split(H)):
+                out[f"{hf}attention.self.{name}.{part}"] = t
+            for theirs, mine in pairs.items():
+                out[f"{hf}{theirs}.{part}"] = sd[f"{ours}{mine}.{part}"]
+    return {k: v.contiguous().clone() for k, v in out.items()}
+
+
+def tokenizer_files(tokenizer_path: Path, max_position: int) -> dict[str, dict]:
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_path))
+    missing = [t for t in SPECIAL_TOKENS.values() if tok.token_to_id(t) is None]
+    if missing:
+        raise MapnetError(f"{tokenizer_path} lacks the special tokens {', '.join(missing)}")
+    return {
+        "tokenizer_config.json": {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": max_position,
+                                  "clean_up_tokenization_spaces": False, **SPECIAL_TOKENS},
+        "special_tokens_map.json": dict(SPECIAL_TOKENS),
+    }
+
+
+def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = False) -> Path:
+    """Write the Hugging Face folder `out` from a checkpoint (or a run's newest); return `out`."""
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise MapnetError(f"{out} already exists (pass --overwrite to replace it)")
+    model, meta = checkpoint.load_model(source)
+    ckpt = Path(meta["path"])
+    staging = atomic.staging_dir(out)
+    try:
+        save_file(hf_state_dict(model), str(staging / "model.safetensors"), metadata={"format": "pt"})
+        atomic.write_json(staging / "config.json", hf_config(model))
+        shutil.copyfile(ckpt / checkpoint.TOKENIZER, staging / "tokenizer.json")
+        for name, content in tokenizer_files(ckpt / checkpoint.TOKENIZER, model.cfg.max_position).items():
+            atomic.write_json(staging / name, content)
+        atomic.write_json(staging / "mapnet_export.json", {
+            "source": str(ckpt.resolve()), "step": meta["step"], "tokenizer_sha256": meta["tokenizer_sha256"],
+            "mapnet_version": __version__, "created": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        atomic.publish_dir(staging, out, overwrite=overwrite)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out
+
+
+__all__ = ["export", "hf_config", "hf_state_dict", "tokenizer_files"]

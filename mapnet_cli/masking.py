@@ -1,0 +1,160 @@
+"""Uniform masking (the paper's RandMask) and BERT's 80/10/10 replacement.
+
+    rng = SequenceRNG(sequence_keys(seed, step, slots))   # one stream per sequence
+    eligible = eligible_positions(ids, special_ids)
+    mask = uniform_mask(ids, eligible, 0.15, "exact", rng)
+    inputs = apply_replacement(ids, mask, vocab_size, special_ids, generator=rng)
+
+Everything is vectorised over the batch and runs on the tensors' device.
+
+Mask size. `count="exact"` masks K = round(mask_prob x eligible) positions per
+sequence (half rounds up), at least 1 — the K that MAP-Net samples without
+replacement. With both strategies masking the same K positions of a sequence,
+the importance ratio (1/n)^K / prod p_prop(pos_k) compares like with like and
+uniform and MAP-Net losses are averages over the same number of terms.
+`count="bernoulli"` masks each eligible position independently with
+probability mask_prob (RoBERTa's way); it too forces one position when the draw
+masks none, so every sequence has a defined loss. Eligible = not a special
+token ([PAD] [UNK] [CLS] [SEP] [MASK]).
+
+Randomness. A `torch.Generator` gives one stream for the whole batch; a
+`SequenceRNG` gives each sequence its own stream keyed by (seed, step, global
+slot), so a sequence's mask is the same however the global batch is split
+across ranks and micro-batches — the property that makes 1 x 8 and 2 x 4 runs
+produce the same losses. Its draws are made on the CPU (Mersenne Twister,
+identical on every machine) and moved to the device in one copy.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Mapping, Sequence
+
+import torch
+
+_M64 = (1 << 64) - 1
+SPECIAL_NAMES = ("pad", "unk", "cls", "sep", "mask")
+
+
+def _splitmix64(x: int) -> int:
+    x = (x + 0x9E3779B97F4A7C15) & _M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
+def mix_seed(*parts: int) -> int:
+    """A well-spread 63-bit seed from integers (order matters); stable across runs and machines."""
+    h = 0
+    for p in parts:
+        h = _splitmix64(h ^ (int(p) & _M64))
+    return h >> 1
+
+
+def sequence_keys(seed: int, step: int, slots: Sequence[int], domain: int = 0) -> list[int]:
+    """Seeds of the sequences at global-batch `slots` of `step`. `domain`
+    separates unrelated uses of the same (seed, step, slot) — training masks,
+    evaluation masks, MAP-Net's sampling."""
+    return [mix_seed(domain, seed, step, s) for s in slots]
+
+
+class SequenceRNG:
+    """Independent random streams, one per batch row, each seeded by its key.
+
+    Successive draws advance every row's stream, so callers must draw in a
+    fixed order (mask selection, then replacement) to reproduce a batch.
+    """
+
+    def __init__(self, keys: Sequence[int]):
+        self.generators = [torch.Generator().manual_seed(int(k)) for k in keys]
+
+    def __len__(self) -> int:
+        return len(self.generators)
+
+    def uniform(self, length: int, device: torch.device | str = "cpu") -> torch.Tensor:
+        """(B, length) floats in [0, 1), row b from stream b."""
+        rows = [torch.rand(length, generator=g) for g in self.generators]
+        return torch.stack(rows).to(device, non_blocking=True)
+
+
+def _uniform(shape: tuple[int, int], device: torch.device,
+             generator: torch.Generator | SequenceRNG | None) -> torch.Tensor:
+    if isinstance(generator, SequenceRNG):
+        if len(generator) != shape[0]:
+            raise ValueError(f"SequenceRNG has {len(generator)} streams for a batch of {shape[0]}")
+        return generator.uniform(shape[1], device)
+    if generator is None:
+        return torch.rand(shape, device=device)
+    return torch.rand(shape, generator=generator, device=generator.device).to(device)
+
+
+def special_id_list(special_ids: Mapping[str, int] | Sequence[int]) -> list[int]:
+    return sorted(set(special_ids.values() if isinstance(special_ids, Mapping) else special_ids))
+
+
+def eligible_positions(input_ids: torch.Tensor, special_ids: Mapping[str, int] | Sequence[int]) -> torch.Tensor:
+    """True where a token may be masked: anything but the special tokens (pad included)."""
+    specials = torch.tensor(special_id_list(special_ids), dtype=input_ids.dtype, device=input_ids.device)
+    return ~torch.isin(input_ids, specials)
+
+
+def mask_counts(eligible_counts: torch.Tensor, mask_prob: float) -> torch.Tensor:
+    """K per sequence: round(mask_prob x n) with halves rounded up, at least 1, at most n."""
+    k = torch.floor(eligible_counts.double() * mask_prob + 0.5).long().clamp(min=1)
+    return torch.minimum(k, eligible_counts.long())
+
+
+def uniform_mask(input_ids: torch.Tensor, eligible: torch.Tensor, mask_prob: float = 0.15,
+                 count: Literal["exact", "bernoulli"] = "exact",
+                 generator: torch.Generator | SequenceRNG | None = None) -> torch.Tensor:
+    """A bool mask (B, T) of positions to predict, drawn uniformly among `eligible` ones."""
+    B, T = input_ids.shape
+    u = _uniform((B, T), input_ids.device, generator)
+    # Ineligible positions get a score above every uniform, so they rank last.
+    scores = u.masked_fill(~eligible, 2.0)
+    n = eligible.sum(1)
+    if count == "exact":
+        order = scores.argsort(dim=1, stable=True)  # stable: ties in float32 draws still give exactly K
+        ranks = torch.empty_like(order).scatter_(1, order, torch.arange(T, device=order.device).expand(B, T))
+        return ranks < mask_counts(n, mask_prob)[:, None]
+    if count == "bernoulli":
+        mask = (u < mask_prob) & eligible
+        empty = (mask.sum(1) == 0) & (n > 0)
+        forced = torch.zeros_like(mask).scatter_(1, scores.argmin(1, keepdim=True), True)
+        return mask | (forced & empty[:, None])
+    raise ValueError(f"count must be 'exact' or 'bernoulli' (got {count!r})")
+
+
+def apply_replacement(input_ids: torch.Tensor, mask: torch.Tensor, vocab_size: int,
+                      special_ids: Mapping[str, int], replace_mask: float = 0.8, replace_random: float = 0.1,
+                      generator: torch.Generator | SequenceRNG | None = None) -> torch.Tensor:
+    """The corrupted input: at masked positions [MASK] with probability
+    `replace_mask`, a random non-special token with probability
+    `replace_random`, else the original token. Positions outside `mask` are
+    untouched. Draws two uniforms per position (choice, then random token)."""
+    B, T = input_ids.shape
+    choice = _uniform((B, T), input_ids.device, generator)
+    pick = _uniform((B, T), input_ids.device, generator)
+    specials = torch.tensor(special_id_list(special_ids), dtype=torch.long, device=input_ids.device)
+    ordinary = torch.arange(vocab_size, device=input_ids.device)
+    ordinary = ordinary[~torch.isin(ordinary, specials)]
+    random_ids = ordinary[(pick * len(ordinary)).long().clamp(max=len(ordinary) - 1)].to(input_ids.dtype)
+    to_mask = mask & (choice < replace_mask)
+    to_random = mask & (choice >= replace_mask) & (choice < replace_mask + replace_random)
+    out = torch.where(to_mask, torch.as_tensor(special_ids["mask"], dtype=input_ids.dtype, device=input_ids.device), input_ids)
+    return torch.where(to_random, random_ids, out)
+
+
+def mask_batch(input_ids: torch.Tensor, special_ids: Mapping[str, int], vocab_size: int, masking,
+               generator: torch.Generator | SequenceRNG | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Uniform mask + replacement with the `masking` settings section: (corrupted inputs, mask)."""
+    eligible = eligible_positions(input_ids, special_ids)
+    mask = uniform_mask(input_ids, eligible, masking.mask_prob, masking.mask_count, generator)
+    inputs = apply_replacement(input_ids, mask, vocab_size, special_ids,
+                               masking.replace_mask, masking.replace_random, generator)
+    return inputs, mask
+
+
+__all__ = [
+    "SPECIAL_NAMES", "mix_seed", "sequence_keys", "SequenceRNG", "eligible_positions", "mask_counts",
+    "uniform_mask", "apply_replacement", "mask_batch", "special_id_list",
+]

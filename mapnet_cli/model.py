@@ -1,0 +1,228 @@
+"""A BERT encoder for masked-language-model pretraining, in plain PyTorch.
+
+    from mapnet_cli.model import BertConfig, BertForMLM
+    cfg = BertConfig(vocab_size=32768, layers=4, hidden=256, heads=4, intermediate=1024)
+    model = BertForMLM(cfg)
+    out = model.mlm_losses(inputs, attention_mask, mask, targets)   # masked positions only
+
+Post-LN BERT (Devlin et al.): learned positions, embedding LayerNorm and
+dropout, GELU feed-forward of width 4H, an MLM head (dense + GELU + LayerNorm)
+whose vocabulary projection is tied to the token embedding. Two deliberate
+differences from BERT: no token-type (segment) embeddings — pretraining here
+has no sentence pairs — and no pooler. Export to Hugging Face writes zero
+token-type rows so the logits stay identical (see `mapnet_cli.export`).
+
+Why it is fast: attention goes through `F.scaled_dot_product_attention`
+(flash / memory-efficient kernels, no T x T mask when nothing is padded), Q, K
+and V come from one fused matmul, and the head runs ONLY at the masked
+positions: with a 32k vocabulary the V x H projection at every position costs
+more than the whole encoder of a small model, and 85% of that work is thrown
+away by the loss.
+
+This file knows nothing of ranks or process groups (see `distributed.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    vocab_size: int
+    layers: int = 12
+    hidden: int = 768
+    heads: int = 12
+    intermediate: int = 3072
+    max_position: int = 512
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    layer_norm_eps: float = 1e-12
+    init_std: float = 0.02
+    pad_id: int = 0
+
+    @classmethod
+    def from_settings(cls, model_settings, vocab_size: int, pad_id: int) -> "BertConfig":
+        """Build from the `model` settings section; the vocabulary comes from the data."""
+        m = model_settings
+        return cls(
+            vocab_size=vocab_size, layers=m.layers, hidden=m.hidden, heads=m.heads,
+            intermediate=m.intermediate or 4 * m.hidden, max_position=m.max_position,
+            dropout=m.dropout, attention_dropout=m.attention_dropout,
+            layer_norm_eps=m.layer_norm_eps, init_std=m.init_std, pad_id=pad_id,
+        )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BertConfig":
+        return cls(**d)
+
+
+class Block(nn.Module):
+    """One post-LN Transformer encoder block: x = LN(x + Attn(x)); x = LN(x + FFN(x)).
+
+    `attn_mask`: bool, broadcastable to (B, heads, T, T), True = may attend; or
+    None (no padding), which lets SDPA pick its fastest kernel.
+    """
+
+    def __init__(self, hidden: int, heads: int, intermediate: int, dropout: float = 0.1,
+                 attention_dropout: float = 0.1, layer_norm_eps: float = 1e-12):
+        super().__init__()
+        if hidden % heads:
+            raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads})")
+        self.heads = heads
+        self.attention_dropout = attention_dropout
+        # One matmul for Q, K and V; rows are [Q; K; V], each split into heads
+        # in order, which is exactly HF's query/key/value layout stacked.
+        self.qkv = nn.Linear(hidden, 3 * hidden)
+        self.attn_out = nn.Linear(hidden, hidden)
+        self.attn_norm = nn.LayerNorm(hidden, eps=layer_norm_eps)
+        self.ffn_in = nn.Linear(hidden, intermediate)
+        self.ffn_out = nn.Linear(intermediate, hidden)
+        self.ffn_norm = nn.LayerNorm(hidden, eps=layer_norm_eps)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None) -> torch.Tensor:
+        B, T, H = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.heads, H // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        a = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, dropout_p=self.attention_dropout if self.training else 0.0)
+        a = a.transpose(1, 2).reshape(B, T, H)
+        x = self.attn_norm(x + self.dropout(self.attn_out(a)))
+        return self.ffn_norm(x + self.dropout(self.ffn_out(F.gelu(self.ffn_in(x)))))
+
+
+class Encoder(nn.Module):
+    """Token + learned position embeddings, LayerNorm, dropout, then the blocks."""
+
+    def __init__(self, cfg: BertConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.hidden)  # shared with the MLM head and MAP-Net
+        self.pos_embeddings = nn.Embedding(cfg.max_position, cfg.hidden)
+        self.emb_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
+        self.emb_dropout = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(
+            Block(cfg.hidden, cfg.heads, cfg.intermediate, cfg.dropout, cfg.attention_dropout, cfg.layer_norm_eps)
+            for _ in range(cfg.layers))
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """input_ids (B, T) -> hidden states (B, T, H).
+
+        `attention_mask`: (B, T) with 1/True for real tokens (keys that may be
+        attended), a ready bool mask broadcastable to (B, heads, T, T), or None.
+        """
+        T = input_ids.shape[1]
+        if T > self.cfg.max_position:
+            raise ValueError(f"sequence length {T} exceeds max_position {self.cfg.max_position}")
+        x = self.tok_embeddings(input_ids) + self.pos_embeddings.weight[:T]
+        x = self.emb_dropout(self.emb_norm(x))
+        mask = attention_mask
+        if mask is not None:
+            mask = mask.bool()
+            if mask.dim() == 2:
+                mask = mask[:, None, None, :]
+        for block in self.blocks:
+            x = block(x, mask)
+        return x
+
+
+class MLMHead(nn.Module):
+    """dense + GELU + LayerNorm, then the tied vocabulary projection plus a bias."""
+
+    def __init__(self, cfg: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(cfg.hidden, cfg.hidden)
+        self.norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(cfg.vocab_size))
+
+    def forward(self, h: torch.Tensor, embedding: torch.Tensor) -> torch.Tensor:
+        return F.linear(self.norm(F.gelu(self.dense(h))), embedding, self.bias)
+
+
+class MLMOutput(NamedTuple):
+    """Losses of one masked batch. `token_losses` and `sequence_losses` carry
+    gradients; callers that only score (MAP-Net's ℓ_k) must `.detach()` them."""
+
+    token_losses: torch.Tensor     # (N,) cross-entropy at each masked position, row-major order
+    rows: torch.Tensor             # (N,) the sequence each masked position belongs to
+    sequence_losses: torch.Tensor  # (B,) mean of the token losses of each sequence (0 where nothing is masked)
+    logits: torch.Tensor           # (N, V) at the masked positions only
+    labels: torch.Tensor           # (N,) the original tokens at the masked positions
+
+
+class BertForMLM(nn.Module):
+    """Encoder + MLM head. The head runs only where `positions` says."""
+
+    def __init__(self, cfg: BertConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.encoder = Encoder(cfg)
+        self.head = MLMHead(cfg)
+        self.apply(self._init)
+
+    def _init(self, module: nn.Module) -> None:
+        # BERT's init: N(0, 0.02) weights, zero biases, LayerNorm (1, 0).
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=self.cfg.init_std)
+            if getattr(module, "bias", None) is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+        elif isinstance(module, MLMHead):
+            nn.init.zeros_(module.bias)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                positions: torch.Tensor | None = None, targets: torch.Tensor | None = None):
+        """Logits (N, V) at `positions` — a (B, T) bool mask, or flat indices
+        into B*T — or (B, T, V) everywhere when `positions` is None (slow; for
+        inspection and the export check). With `targets` (the original ids,
+        (B, T)) it returns the `MLMOutput` losses instead; going through
+        forward keeps DistributedDataParallel's hooks in the path."""
+        h = self.encoder(input_ids, attention_mask)
+        if positions is None:
+            return self.head(h, self.encoder.tok_embeddings.weight)
+        flat = positions.flatten().nonzero().squeeze(1) if positions.dtype == torch.bool else positions
+        logits = self.head(h.flatten(0, 1).index_select(0, flat), self.encoder.tok_embeddings.weight)
+        if targets is None:
+            return logits
+        B, T = input_ids.shape
+        labels = targets.flatten().index_select(0, flat)
+        token_losses = F.cross_entropy(logits.float(), labels, reduction="none")
+        rows = torch.div(flat, T, rounding_mode="floor")
+        sums = torch.zeros(B, dtype=token_losses.dtype, device=token_losses.device).index_add_(0, rows, token_losses)
+        counts = torch.bincount(rows, minlength=B)
+        return MLMOutput(token_losses, rows, sums / counts.clamp(min=1), logits, labels)
+
+    def mlm_losses(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
+                   mask: torch.Tensor, targets: torch.Tensor) -> MLMOutput:
+        """Cross-entropy at the masked positions of `input_ids` (the corrupted
+        sequence) against `targets` (the original one), per position and per
+        sequence. The per-sequence loss is the mean over that sequence's masked
+        positions — the paper's l(theta; x^M, x), which MAP-Net weights per
+        sequence. (Under DDP call the wrapper: `ddp(ids, attn, mask, targets=targets)`.)"""
+        return self(input_ids, attention_mask, mask, targets=targets)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def flops_per_token(cfg: BertConfig, seq_len: int, mask_fraction: float) -> float:
+    """Training FLOPs per input token (forward + backward = 3x forward, 2 per
+    multiply-add): the block matmuls, attention scores, and the head at the
+    masked fraction of positions. Used for MFU on GPUs."""
+    H, L = cfg.hidden, cfg.layers
+    block = 2 * (4 * H * H + 2 * H * cfg.intermediate) + 2 * 2 * seq_len * H
+    head = 2 * (H * H + H * cfg.vocab_size)
+    return 3.0 * (L * block + mask_fraction * head)
+
+
+__all__ = ["BertConfig", "Block", "Encoder", "MLMHead", "MLMOutput", "BertForMLM", "flops_per_token"]

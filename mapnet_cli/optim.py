@@ -1,0 +1,59 @@
+"""AdamW with BERT's parameter groups, and the warm-up + linear-decay schedule.
+
+    optimizer = build_optimizer([model], settings.optim, fused=device.type == "cuda")
+    scheduler = build_scheduler(optimizer, settings.optim, total_steps=settings.train.steps)
+
+Weight decay follows BERT/RoBERTa: every weight matrix and the embeddings are
+decayed; biases and LayerNorm parameters are not (all 1-D parameters).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import torch
+from torch import nn
+
+
+def param_groups(modules: Iterable[nn.Module], weight_decay: float) -> list[dict]:
+    """Two groups: decayed matrices/embeddings, and undecayed biases + norms.
+
+    Shared parameters (the tied embedding, or an embedding MAP-Net borrows)
+    appear once, whichever module names them first.
+    """
+    decay, no_decay, seen = [], [], set()
+    for module in modules:
+        for p in module.parameters():
+            if not p.requires_grad or id(p) in seen:
+                continue
+            seen.add(id(p))
+            (decay if p.dim() >= 2 else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def build_optimizer(modules: Iterable[nn.Module], optim, fused: bool = False) -> torch.optim.AdamW:
+    """AdamW from the `optim` settings; `fused=True` (CUDA) runs one kernel for all parameters."""
+    return torch.optim.AdamW(param_groups(modules, optim.weight_decay), lr=optim.lr, betas=tuple(optim.betas),
+                             eps=optim.eps, fused=fused or None)
+
+
+def lr_factor(step: int, warmup_steps: int, total_steps: int, schedule: str = "linear") -> float:
+    """Multiplier of the peak LR for the update that follows `step` completed updates.
+
+    Linear warm-up from 1/warmup to 1, then (schedule "linear") linear decay
+    reaching zero at `total_steps`, or (schedule "constant") flat.
+    """
+    if warmup_steps and step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, optim, total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """A LambdaLR whose state_dict holds only numbers, so checkpoints load with weights_only=True."""
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: lr_factor(step, optim.warmup_steps, total_steps, optim.schedule))
+
+
+__all__ = ["param_groups", "build_optimizer", "lr_factor", "build_scheduler"]

@@ -1,0 +1,406 @@
+"""MLM pretraining: data order, micro-batches, `train_step`, evaluation, the loop.
+
+    mapnet pretrain shards/ --out runs/tiny --preset tiny --set train.steps=2000
+    mapnet pretrain shards/ --out runs/base --gpus 8
+    torchrun --nproc-per-node 8 -m mapnet_cli.cli pretrain shards/ --out runs/base
+
+Library entry point: `pretrain(settings, shards, out, resume=..., on_report=...)`.
+
+Data order. Epoch e visits the training sequences in the permutation seeded
+by train.seed + e; the run is one stream through the epochs, and a step takes
+the next `train.batch_size` sequences of it. The data position (sequences
+consumed) is saved in every checkpoint.
+
+Splitting. The global batch's slots are cut into equal contiguous parts, one
+per rank, and each part into micro-batches. Masks come from per-sequence
+streams keyed by (seed, step, slot) (`masking.SequenceRNG`), so neither the
+data nor the masks depend on how the batch is split.
+
+Loss normalisation (mapnet choice). The objective of a step is the mean over
+the global batch's B sequences of each sequence's mean masked-token loss — the
+paper's per-sentence loss l(theta; x^M, x), the quantity MAP-Net's importance
+weight multiplies. Each micro-batch contributes sum(l_s) x world / B; DDP
+averages over ranks, so the summed gradient is exactly that of one big batch,
+with no extra communication (B is a constant). Per-token normalisation would
+need the global masked count and would let long sequences outweigh short ones,
+which breaks per-sequence importance weighting.
+
+Dropout. The RNG is reseeded at each step from (seed, step, rank), which makes
+a resumed run bit-identical to an uninterrupted one whatever the world size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import resource
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from . import __version__ as mapnet_version
+from . import atomic, checkpoint, distributed
+from .errors import MapnetError
+from .masking import SequenceRNG, apply_replacement, eligible_positions, mix_seed, sequence_keys, uniform_mask
+from .model import BertConfig, BertForMLM
+from .optim import build_optimizer, build_scheduler
+
+TRAIN_MASKS, EVAL_MASKS, DROPOUT = 1, 2, 3  # seed domains: unrelated streams from the same seed
+Report = Callable[[str, dict], None]
+
+
+# ---------------------------------------------------------------- data
+class DataOrder:
+    """Sequence indices at stream positions: epoch e is permutation(seed + e)."""
+
+    def __init__(self, n: int, seed: int):
+        self.n, self.seed, self._cache = n, seed, (None, None)
+
+    def _perm(self, epoch: int) -> np.ndarray:
+        if self._cache[0] != epoch:  # a permutation of millions costs ~0.1 s: once per epoch
+            self._cache = (epoch, np.random.default_rng(self.seed + epoch).permutation(self.n))
+        return self._cache[1]
+
+    def take(self, position: int, count: int) -> np.ndarray:
+        out = []
+        while count:
+            epoch, offset = divmod(position, self.n)
+            part = self._perm(epoch)[offset:offset + count]
+            out.append(part)
+            position, count = position + len(part), count - len(part)
+        return np.concatenate(out) if out else np.empty(0, np.int64)
+
+
+@dataclass
+class MicroBatch:
+    inputs: torch.Tensor                  # (b, T) corrupted ids
+    targets: torch.Tensor                 # (b, T) original ids
+    mask: torch.Tensor                    # (b, T) bool, positions to predict
+    attention_mask: torch.Tensor | None   # (b, T) bool, None when nothing is padded
+    tokens: int                           # non-pad tokens
+    weights: torch.Tensor | None = None   # (b,) per-sequence loss weights (MAP-Net importance ratios)
+
+
+def rank_micro_slots(batch_size: int, world: int, rank: int, micro: int) -> list[range]:
+    """The global-batch slots each of this rank's micro-batches holds."""
+    per_rank = batch_size // world
+    start = rank * per_rank
+    return [range(s, min(s + micro, start + per_rank)) for s in range(start, start + per_rank, micro)]
+
+
+def make_batch(ids: np.ndarray, keys: Sequence[int], special_ids: dict, vocab_size: int, masking,
+               device: torch.device) -> MicroBatch:
+    """Uniform masks + 80/10/10 replacement for `ids`, each row from its own keyed stream."""
+    targets = torch.from_numpy(ids.astype(np.int64)).to(device, non_blocking=True)
+    pad = ids == special_ids["pad"]
+    rng = SequenceRNG(keys)
+    mask = uniform_mask(targets, eligible_positions(targets, special_ids), masking.mask_prob, masking.mask_count, rng)
+    inputs = apply_replacement(targets, mask, vocab_size, special_ids, masking.replace_mask, masking.replace_random, rng)
+    attn = torch.from_numpy(~pad).to(device) if pad.any() else None  # decided on the CPU: no device sync
+    return MicroBatch(inputs, targets, mask, attn, int((~pad).sum()))
+
+
+# ---------------------------------------------------------------- one optimizer step
+class NonFiniteLoss(Exception):
+    pass
+
+
+@dataclass
+class StepStats:
+    loss: float        # mean per-sequence loss over the global batch
+    grad_norm: float   # before clipping
+    lr: float
+    masked: int
+    tokens: int
+
+
+def mlm_loss(model, batch: MicroBatch, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(loss to backpropagate, detached sum of per-sequence losses, masked count)."""
+    out = model(batch.inputs, batch.attention_mask, batch.mask, targets=batch.targets)
+    seq = out.sequence_losses if batch.weights is None else out.sequence_losses * batch.weights
+    return seq.sum() * scale, out.sequence_losses.detach().sum(), batch.mask.sum()
+
+
+def train_step(model, optimizer, scheduler, batches: list[MicroBatch], *, scale: float, grad_clip: float,
+               autocast, info: distributed.DistInfo, batch_size: int, loss_fn=mlm_loss) -> StepStats:
+    """Forward/backward every micro-batch (gradients all-reduced on the last), clip, step."""
+    model.train()
+    totals = torch.zeros(3, dtype=torch.float64, device=info.device)
+    for i, batch in enumerate(batches):
+        with distributed.no_sync(model, sync=i == len(batches) - 1):
+            with autocast:
+                loss, seq_sum, masked = loss_fn(model, batch, scale)
+            loss.backward()
+        totals += torch.stack([seq_sum.double(), masked.double(), torch.tensor(float(batch.tokens), device=info.device, dtype=torch.float64)])
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip or float("inf"))
+    distributed.all_reduce_sum(totals, info)
+    seq_sum, masked, tokens, norm = torch.cat([totals, grad_norm.double().view(1)]).tolist()  # the one sync
+    lr = optimizer.param_groups[0]["lr"]
+    if not (np.isfinite(seq_sum) and np.isfinite(norm)):
+        optimizer.zero_grad(set_to_none=True)
+        raise NonFiniteLoss(f"loss {seq_sum / batch_size:.4g}, gradient norm {norm:.4g}")
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return StepStats(seq_sum / batch_size, norm, lr, int(masked), int(tokens))
+
+
+# ---------------------------------------------------------------- evaluation
+@dataclass
+class EvalSet:
+    """The first N validation sequences under fixed masks from train.eval_seed."""
+
+    ids: np.ndarray
+    inputs: torch.Tensor
+    mask: torch.Tensor
+    sha256: str
+
+
+def build_eval_set(valid, count: int, eval_seed: int, masking) -> EvalSet | None:
+    n = min(count, len(valid))
+    if n == 0:
+        return None
+    ids = valid.take(np.arange(n))
+    targets = torch.from_numpy(ids.astype(np.int64))
+    rng = SequenceRNG(sequence_keys(eval_seed, 0, range(n), EVAL_MASKS))
+    # Always exact-K uniform masks, whatever the run's strategy: every run answers the same questions.
+    mask = uniform_mask(targets, eligible_positions(targets, valid.special_ids), masking.mask_prob, "exact", rng)
+    inputs = apply_replacement(targets, mask, valid.vocab_size, valid.special_ids, masking.replace_mask,
+                               masking.replace_random, rng)
+    digest = hashlib.sha256()
+    for t in (targets, inputs, mask):
+        digest.update(t.numpy().tobytes())
+    return EvalSet(ids, inputs, mask, digest.hexdigest())
+
+
+@torch.no_grad()
+def evaluate(model: BertForMLM, data: EvalSet, micro: int, autocast, info: distributed.DistInfo,
+             pad_id: int) -> dict[str, Any]:
+    """Token-level MLM loss and accuracy over the eval set, split across ranks."""
+    was_training = model.training
+    model.eval()
+    sums = torch.zeros(3, dtype=torch.float64, device=info.device)  # loss, correct, count
+    mine = np.arange(info.rank, len(data.ids), info.world_size)
+    for start in range(0, len(mine), micro):
+        rows = torch.from_numpy(mine[start:start + micro])
+        targets = torch.from_numpy(data.ids[rows.numpy()].astype(np.int64)).to(info.device)
+        attn = targets != pad_id if (data.ids[rows.numpy()] == pad_id).any() else None
+        with autocast:
+            out = model(data.inputs[rows].to(info.device), attn, data.mask[rows].to(info.device), targets=targets)
+        correct = (out.logits.argmax(-1) == out.labels).sum()
+        sums += torch.stack([out.token_losses.double().sum(), correct.double(), torch.tensor(float(len(out.labels)), device=info.device, dtype=torch.float64)])
+    loss, correct, count = distributed.all_reduce_sum(sums, info).tolist()
+    model.train(was_training)
+    return {"eval_loss": loss / max(count, 1), "eval_accuracy": correct / max(count, 1),
+            "eval_masked_tokens": int(count), "eval_sequences": len(data.ids), "eval_sha256": data.sha256}
+
+
+# ---------------------------------------------------------------- run bookkeeping
+def memory_bytes(device: torch.device) -> int:
+    """Peak CUDA memory allocated, or the process's peak resident set on CPU."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(rss if sys.platform == "darwin" else rss * 1024)
+
+
+class MetricsLog:
+    """JSON lines in RUN/metrics.jsonl, appended and flushed line by line (rank 0 only)."""
+
+    def __init__(self, path: Path, enabled: bool, resume_step: int | None):
+        self.path, self.enabled = path, enabled
+        if enabled and resume_step is not None and path.exists():
+            # Lines past the checkpoint were written by the interrupted run; the resumed run rewrites them.
+            keep = [ln for ln in path.read_text(encoding="utf-8").splitlines() if _line_step(ln) <= resume_step]
+            atomic.write_text(path, "".join(ln + "\n" for ln in keep))
+
+    def write(self, record: dict) -> None:
+        if self.enabled:
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(record) + "\n")
+
+
+def _line_step(line: str) -> float:
+    try:
+        return json.loads(line).get("step", float("inf"))
+    except ValueError:
+        return float("inf")  # a torn last line from a killed run
+
+
+def versions() -> dict[str, str]:
+    import safetensors
+
+    return {"python": platform.python_version(), "mapnet": mapnet_version, "torch": torch.__version__,
+            "numpy": np.__version__, "safetensors": safetensors.__version__}
+
+
+def precision_context(precision: str, device: torch.device):
+    bf16 = precision == "bf16" or (precision == "auto" and device.type == "cuda")
+    return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+
+
+# ---------------------------------------------------------------- the run
+def pretrain(settings, shards: str | os.PathLike, out: str | os.PathLike, *, resume: bool = False,
+             stop_at: int | None = None, command_line: Sequence[str] = (), on_report: Report | None = None) -> Path:
+    """Train (or continue) the run in `out` on `shards`; return the last checkpoint's path."""
+    with distributed.process_group(settings.train.device, settings.distributed.backend) as info:
+        run = Run(settings, Path(shards), Path(out), info, resume, list(command_line))
+        quiet = not info.is_main or on_report is None  # one progress display per job
+        return run.train(stop_at, (lambda kind, data: None) if quiet else on_report)
+
+
+class Run:
+    """Everything a training run holds: data, model, optimizer, position, output folder."""
+
+    def __init__(self, settings, shards: Path, out: Path, info: distributed.DistInfo, resume: bool, argv: list[str]):
+        from .data.shards import ShardReader
+
+        s, t = settings, settings.train
+        self.settings, self.out, self.info = settings, out, info
+        if t.batch_size % info.world_size:
+            raise MapnetError(f"train.batch_size ({t.batch_size}) must be divisible by the world size ({info.world_size})")
+        self.micro = t.micro_batch_size or t.batch_size // info.world_size
+        self.data = ShardReader(shards, "train", verify=s.shard.verify)
+        if len(self.data) == 0:
+            raise MapnetError(f"{shards} has no training sequences")
+        valid = ShardReader(shards, "valid", verify=s.shard.verify)
+        self.eval_set = build_eval_set(valid, t.eval_sequences, t.eval_seed, s.masking)
+        self.cfg = BertConfig.from_settings(s.model, self.data.vocab_size, self.data.special_ids["pad"])
+        if self.data.max_seq_len > self.cfg.max_position:
+            raise MapnetError(f"shards hold {self.data.max_seq_len}-token sequences but model.max_position is {self.cfg.max_position}")
+        self.tokenizer_sha = self.data.manifest.get("tokenizer_sha256") or atomic.sha256_file(self.data.tokenizer_path)
+        self.order = DataOrder(len(self.data), t.seed)
+
+        torch.manual_seed(t.seed)  # identical initial weights on every rank
+        self.model = BertForMLM(self.cfg).to(info.device)
+        self.optimizer = build_optimizer([self.model], s.optim, fused=info.device.type == "cuda")
+        self.scheduler = build_scheduler(self.optimizer, s.optim, t.steps)
+        self.step, self.position, self.elapsed = 0, 0, 0.0
+        self.resumed_from = self._restore() if resume else None
+        # Rank 0 decides and tells the others, so no rank is left waiting in a collective.
+        if not resume and distributed.broadcast_object(info.is_main and bool(checkpoint.list_checkpoints(out)), info):
+            raise MapnetError(f"{out} already holds checkpoints; pass --resume to continue it or choose another --out")
+        if t.compile:
+            for block in self.model.encoder.blocks:
+                block.compile()  # per block, in place: state_dict keys stay unchanged
+        self.ddp = distributed.wrap_model(self.model, info)
+        self.autocast = precision_context(t.precision, info.device)
+        self.metrics = MetricsLog(out / s.logging.metrics_file, info.is_main, self.step if resume else None)
+        if info.is_main:
+            self._write_run_files(shards, argv)
+
+    def _restore(self) -> Path:
+        ckpt = checkpoint.latest_checkpoint(self.out)
+        if ckpt is None:
+            raise MapnetError(f"--resume: {self.out} has no complete checkpoint to continue from")
+        meta = checkpoint.read_config(ckpt)
+        if meta["model"] != self.cfg.to_dict():
+            raise MapnetError(f"--resume: {ckpt} was trained with a different model ({meta['model']}); model settings cannot change")
+        if meta["tokenizer_sha256"] != self.tokenizer_sha:
+            raise MapnetError(f"--resume: {ckpt} used another tokenizer than these shards")
+        checkpoint.load_weights(ckpt / checkpoint.WEIGHTS, {"": self.model})
+        state = checkpoint.load_state(ckpt, self.info.device)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        checkpoint.set_rng_state(state["rng"])
+        self.step, self.position, self.elapsed = state["step"], state["data_position"], state["elapsed"]
+        return ckpt
+
+    def _write_run_files(self, shards: Path, argv: list[str]) -> None:
+        t = self.settings.train
+        self.out.mkdir(parents=True, exist_ok=True)
+        checkpoint.clean_leftovers(self.out)
+        atomic.write_text(self.out / "settings.toml", self.settings.to_toml())
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        this = {"command": argv, "started": now, "world_size": self.info.world_size, "device": str(self.info.device)}
+        path = self.out / "run.json"
+        if self.resumed_from is not None and path.exists():
+            info = json.loads(path.read_text(encoding="utf-8"))
+            info.setdefault("resumes", []).append({**this, "from": str(self.resumed_from), "step": self.step})
+        else:
+            info = {**this, "versions": versions(), "seeds": {"train": t.seed, "eval": t.eval_seed},
+                    "model": self.cfg.to_dict(), "parameters": self.model.num_parameters(),
+                    "shards": {"path": str(shards.resolve()), "manifest_sha256": atomic.sha256_file(self.data.dir / "manifest.json"),
+                               "train_sequences": len(self.data), "max_seq_len": self.data.max_seq_len},
+                    "eval_set": {"sequences": len(self.eval_set.ids), "sha256": self.eval_set.sha256} if self.eval_set else None}
+        atomic.write_json(path, info)
+
+    def batches(self, step: int) -> list[MicroBatch]:
+        t = self.settings.train
+        indices = self.order.take(self.position, t.batch_size)
+        out = []
+        for slots in rank_micro_slots(t.batch_size, self.info.world_size, self.info.rank, self.micro):
+            keys = sequence_keys(t.seed, step, slots, TRAIN_MASKS)
+            ids = self.data.take(indices[slots.start:slots.stop])
+            out.append(make_batch(ids, keys, self.data.special_ids, self.data.vocab_size, self.settings.masking, self.info.device))
+        return out
+
+    def save(self) -> Path | None:
+        path = None
+        if self.info.is_main:
+            state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                     "rng": checkpoint.rng_state(), "data_position": self.position, "elapsed": self.elapsed,
+                     "world_size": self.info.world_size}
+            path = checkpoint.save_checkpoint(self.out, self.step, {"": self.model}, state, self.cfg,
+                                              self.settings.to_toml(), self.data.tokenizer_path, self.tokenizer_sha,
+                                              {"data_position": self.position, "masking": self.settings.masking.strategy})
+            t = self.settings.train
+            checkpoint.prune(self.out, t.keep_last, t.keep_steps)
+        distributed.barrier(self.info)
+        return path
+
+    def evaluate(self) -> dict | None:
+        if self.eval_set is None:
+            return None
+        return evaluate(self.model, self.eval_set, self.micro, self.autocast, self.info, self.cfg.pad_id)
+
+    def train(self, stop_at: int | None, report: Report) -> Path:
+        t, lg = self.settings.train, self.settings.logging
+        end = min(t.steps, stop_at or t.steps)
+        if self.resumed_from is not None:
+            report("resume", {"path": str(self.resumed_from), "step": self.step})
+        last = checkpoint.latest_checkpoint(self.out)
+        window_tokens, window_time = 0, 0.0
+        while self.step < end:
+            t0 = time.perf_counter()
+            torch.manual_seed(mix_seed(DROPOUT, t.seed, self.step, self.info.rank))
+            try:
+                st = train_step(self.ddp, self.optimizer, self.scheduler, self.batches(self.step),
+                                scale=self.info.world_size / t.batch_size, grad_clip=self.settings.optim.grad_clip,
+                                autocast=self.autocast, info=self.info, batch_size=t.batch_size)
+            except NonFiniteLoss as exc:
+                keep = f"last good checkpoint: {last}" if last else "no checkpoint was written yet"
+                raise MapnetError(f"non-finite loss at step {self.step + 1} ({exc}); stopped, {keep}") from None
+            dt = time.perf_counter() - t0
+            self.step, self.position, self.elapsed = self.step + 1, self.position + t.batch_size, self.elapsed + dt
+            window_tokens, window_time = window_tokens + st.tokens, window_time + dt
+            record = {"step": self.step, "loss": st.loss, "lr": st.lr, "grad_norm": st.grad_norm,
+                      "tokens_per_s": window_tokens / window_time, "masked_tokens": st.masked, "tokens": st.tokens,
+                      "memory_bytes": memory_bytes(self.info.device), "elapsed": self.elapsed}
+            if self.step % lg.log_every == 0 or self.step == end:
+                self.metrics.write({"kind": "train", **record})
+                window_tokens, window_time = 0, 0.0
+            report("step", {**record, "total": t.steps})
+            if (t.eval_every and self.step % t.eval_every == 0) or self.step == t.steps:
+                ev = self.evaluate()
+                if ev is not None:
+                    self.metrics.write({"kind": "eval", "step": self.step, **ev})
+                    report("eval", {"step": self.step, **ev})
+            if ((t.checkpoint_every and self.step % t.checkpoint_every == 0) or self.step in t.keep_steps
+                    or self.step == end):
+                last = self.save() or last
+                report("checkpoint", {"step": self.step, "path": str(last)})
+        return last or checkpoint.latest_checkpoint(self.out)
+
+
+__all__ = ["DataOrder", "MicroBatch", "rank_micro_slots", "make_batch", "StepStats", "mlm_loss", "train_step",
+           "EvalSet", "build_eval_set", "evaluate", "pretrain", "Run", "NonFiniteLoss"]

@@ -1,0 +1,111 @@
+"""Process groups: job detection (torchrun, SLURM), the torchrun command, and a real 2-process gloo run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from mapnet_cli import checkpoint, distributed
+from mapnet_cli.errors import MapnetError
+from mapnet_cli.settings import resolve
+from mapnet_cli.train import pretrain
+from tiny_shards import write_tiny_shards
+
+
+def test_no_job_means_a_single_process():
+    assert distributed.job_env({}) is None
+    assert distributed.job_env({"SLURM_NTASKS": "1", "SLURM_PROCID": "0"}) is None  # one srun task may launch torchrun
+    info = distributed.init("cpu")
+    assert (info.rank, info.world_size, info.distributed, info.is_main) == (0, 1, False, True)
+    distributed.cleanup(info)
+
+
+def test_torchrun_environment_is_detected():
+    env = {"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "SLURM_NTASKS": "4", "SLURM_PROCID": "0"}
+    assert distributed.job_env(env) == {"rank": 3, "world_size": 8, "local_rank": 1}  # torchrun's wins
+
+
+def test_slurm_environment_is_detected_and_needs_a_master():
+    env = {"SLURM_NTASKS": "16", "SLURM_PROCID": "9", "SLURM_LOCALID": "1"}
+    with pytest.raises(MapnetError, match="MASTER_ADDR"):
+        distributed.job_env(env)
+    env |= {"MASTER_ADDR": "node0", "MASTER_PORT": "29500"}
+    assert distributed.job_env(env) == {"rank": 9, "world_size": 16, "local_rank": 1}
+
+
+def test_launch_is_skipped_inside_a_job(monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("SLURM_NTASKS", raising=False)
+    assert distributed.should_launch(gpus=8, nproc=0) and not distributed.should_launch(0, 0)
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    assert not distributed.should_launch(gpus=8, nproc=0)
+
+
+def test_torchrun_command_passes_multi_node_options_through():
+    single = distributed.torchrun_command(["pretrain", "s"], 8)
+    assert single[1:3] == ["-m", "torch.distributed.run"] and "--standalone" in single
+    assert single[-4:] == ["-m", "mapnet_cli.cli", "pretrain", "s"]
+    multi = distributed.torchrun_command(["pretrain"], 8, nnodes=2, node_rank=1, rdzv_endpoint="n0:29500")
+    assert {"--nnodes=2", "--node-rank=1", "--rdzv-endpoint=n0:29500", "--rdzv-backend=c10d"} <= set(multi)
+    assert "--standalone" not in multi
+
+
+def test_gpus_beyond_the_visible_ones_are_refused():
+    if torch.cuda.is_available():
+        pytest.skip("checks the no-GPU message")
+    with pytest.raises(MapnetError, match="CUDA devices"):
+        distributed.launch(["pretrain"], resolve(None, None, ["distributed.gpus=2"]).distributed)
+
+
+def test_print0_prints_on_rank_0_only(monkeypatch, capsys):
+    monkeypatch.setenv("RANK", "1")
+    distributed.print0("hidden")
+    monkeypatch.setenv("RANK", "0")
+    distributed.print0("shown")
+    assert capsys.readouterr().out == "shown\n"
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_two_gloo_processes_match_one_process(tmp_path):
+    """Global batch 8: 1 process x 8 sequences vs 2 processes x 4 (torchrun, gloo) give the same run."""
+    shards = write_tiny_shards(tmp_path / "shards", train=64, valid=8)
+    sets = ["model.max_position=32", "shard.max_seq_len=32", "model.dropout=0.0", "model.attention_dropout=0.0",
+            "train.batch_size=8", "train.steps=6", "train.eval_every=3", "train.eval_sequences=8",
+            "train.checkpoint_every=0", "optim.warmup_steps=2", "optim.lr=3e-3", "logging.log_every=1",
+            "logging.progress=false"]
+    args = [sys.executable, "-m", "mapnet_cli.cli", "pretrain", str(shards), "--out", str(tmp_path / "two"),
+            "--preset", "tiny", "--nproc", "2", *[a for kv in sets for a in ("--set", kv)]]
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_NTASKS")}
+    two = subprocess.run(args, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=400)
+    assert two.returncode == 0, two.stderr[-3000:]
+    one = pretrain(resolve(None, {"model": {"preset": "tiny"}}, sets), shards, tmp_path / "one")
+
+    def rows(run: Path, kind: str) -> list[dict]:
+        return [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if r["kind"] == kind]
+
+    a, b = rows(tmp_path / "one", "train"), rows(tmp_path / "two", "train")
+    assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, 7))
+    for ra, rb in zip(a, b):
+        assert rb["loss"] == pytest.approx(ra["loss"], rel=1e-5, abs=1e-6)
+        assert rb["masked_tokens"] == ra["masked_tokens"] and rb["tokens"] == ra["tokens"]
+        assert rb["grad_norm"] == pytest.approx(ra["grad_norm"], rel=1e-4)
+    ea, eb = rows(tmp_path / "one", "eval"), rows(tmp_path / "two", "eval")
+    assert [r["eval_sha256"] for r in ea] == [r["eval_sha256"] for r in eb]
+    assert [r["eval_masked_tokens"] for r in ea] == [r["eval_masked_tokens"] for r in eb]
+    for ra, rb in zip(ea, eb):
+        assert rb["eval_loss"] == pytest.approx(ra["eval_loss"], rel=1e-5)
+    run_info = json.loads((tmp_path / "two" / "run.json").read_text())
+    assert run_info["world_size"] == 2 and "--nproc" in run_info["command"]  # the command the user typed
+    m1, _ = checkpoint.load_model(tmp_path / "one")
+    m2, _ = checkpoint.load_model(tmp_path / "two")
+    for (k, p1), p2 in zip(m1.state_dict().items(), m2.state_dict().values()):
+        torch.testing.assert_close(p1, p2, atol=2e-5, rtol=1e-4, msg=k)
+    assert not list((tmp_path / "two").glob(".launch-settings-*"))

@@ -1,0 +1,91 @@
+"""Export to Hugging Face: transformers loads it and computes the same logits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from typer.testing import CliRunner
+
+from mapnet_cli import checkpoint
+from mapnet_cli.cli import app
+from mapnet_cli.errors import MapnetError
+from mapnet_cli.export import export
+from mapnet_cli.model import BertConfig, BertForMLM
+from mapnet_cli.settings import Settings
+from tiny_shards import SPECIAL_IDS, write_tokenizer
+
+transformers = pytest.importorskip("transformers")
+
+CFG = BertConfig(vocab_size=60, layers=2, hidden=32, heads=4, intermediate=64, max_position=24, layer_norm_eps=1e-12)
+
+
+@pytest.fixture
+def ckpt(tmp_path) -> tuple[Path, BertForMLM]:
+    torch.manual_seed(0)
+    model = BertForMLM(CFG)
+    with torch.no_grad():  # trained-looking weights: LayerNorms and biases away from their init
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    mapnet = nn.Module()
+    mapnet.scorer = nn.Linear(32, 1)
+    write_tokenizer(tmp_path / "tok.json", CFG.vocab_size)
+    path = checkpoint.save_checkpoint(tmp_path / "run", 7, {"": model, "mapnet": mapnet}, {}, CFG,
+                                      Settings().to_toml(), tmp_path / "tok.json", "abc")
+    return path, model.eval()
+
+
+def test_transformers_loads_it_with_identical_logits(ckpt, tmp_path):
+    path, model = ckpt
+    out = export(tmp_path / "run", tmp_path / "hf")  # a run folder means its newest checkpoint
+    hf = transformers.AutoModelForMaskedLM.from_pretrained(str(out)).eval()
+    assert type(hf).__name__ == "BertForMaskedLM"
+    ids = torch.randint(5, 60, (3, 20))
+    ids[:, 0] = SPECIAL_IDS["cls"]
+    ids[2, 14:] = SPECIAL_IDS["pad"]
+    attn = (ids != SPECIAL_IDS["pad"]).long()
+    with torch.no_grad():
+        ours = model(ids, attn.bool())
+        theirs = hf(input_ids=ids, attention_mask=attn).logits
+        pairs = hf(input_ids=ids, attention_mask=attn, token_type_ids=(torch.arange(20) > 9).long().expand(3, 20)).logits
+    real = attn.bool()
+    torch.testing.assert_close(theirs[real], ours[real], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(pairs[real], ours[real], atol=1e-4, rtol=1e-4)  # segment ids add nothing
+    # The decoder really is tied to the word embeddings (not a random fresh matrix).
+    assert torch.equal(hf.cls.predictions.decoder.weight, hf.bert.embeddings.word_embeddings.weight)
+
+
+def test_export_files_tokenizer_and_no_mapnet_weights(ckpt, tmp_path):
+    export(ckpt[0], tmp_path / "hf")
+    names = {p.name for p in (tmp_path / "hf").iterdir()}
+    assert names == {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                     "special_tokens_map.json", "mapnet_export.json"}
+    cfg = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert cfg["architectures"] == ["BertForMaskedLM"] and cfg["type_vocab_size"] == 2 and cfg["layer_norm_eps"] == 1e-12
+    from safetensors import safe_open
+
+    with safe_open(str(tmp_path / "hf" / "model.safetensors"), "pt") as fh:
+        keys = list(fh.keys())
+        assert torch.equal(fh.get_tensor("bert.embeddings.token_type_embeddings.weight"), torch.zeros(2, 32))
+    assert not any("mapnet" in k or "scorer" in k for k in keys)
+    tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
+    assert tok.mask_token == "[MASK]" and tok.mask_token_id == SPECIAL_IDS["mask"] and tok.pad_token_id == 0
+    assert tok("w7 w9")["input_ids"][-2:] == [7, 9]
+    meta = json.loads((tmp_path / "hf" / "mapnet_export.json").read_text())
+    assert meta["step"] == 7 and meta["source"] == str(ckpt[0].resolve())
+
+
+def test_cli_export_and_refusals(ckpt, tmp_path):
+    runner = CliRunner()
+    done = runner.invoke(app, ["export", str(ckpt[0]), "--out", str(tmp_path / "hf")])
+    assert done.exit_code == 0, done.output
+    again = runner.invoke(app, ["export", str(ckpt[0]), "--out", str(tmp_path / "hf")])
+    assert isinstance(again.exception, MapnetError) and "--overwrite" in str(again.exception)
+    assert runner.invoke(app, ["export", str(ckpt[0]), "--out", str(tmp_path / "hf"), "--overwrite"]).exit_code == 0
+    (ckpt[0] / "COMPLETE").unlink()
+    broken = runner.invoke(app, ["export", str(ckpt[0]), "--out", str(tmp_path / "hf2")])
+    assert isinstance(broken.exception, MapnetError) and "incomplete" in str(broken.exception)
+    assert not (tmp_path / "hf2").exists()

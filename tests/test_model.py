@@ -1,0 +1,152 @@
+"""The BERT encoder: sizes, BERT init, masked-only head, padding, losses."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mapnet_cli import settings as settings_mod
+from mapnet_cli.model import BertConfig, BertForMLM, Block, Encoder, flops_per_token
+
+
+def tiny_cfg(**kw) -> BertConfig:
+    base = dict(vocab_size=97, layers=2, hidden=32, heads=4, intermediate=64, max_position=64, pad_id=0)
+    return BertConfig(**{**base, **kw})
+
+
+def test_base_preset_has_bert_base_size():
+    s = settings_mod.preset("base")
+    cfg = BertConfig.from_settings(s.model, vocab_size=30000, pad_id=0)
+    assert (cfg.layers, cfg.hidden, cfg.heads, cfg.intermediate) == (12, 768, 12, 3072)
+    n = BertForMLM(cfg).num_parameters()
+    # BERT-base is "110M" with 30522 words, token types and a pooler; without those ~109M.
+    assert 108_000_000 < n < 111_000_000
+    # Exact count from the architecture, so a stray or missing parameter shows up.
+    H, L, V, P, I = 768, 12, 30000, 512, 3072
+    per_block = 3 * H * H + 3 * H + H * H + H + 2 * H + H * I + I + I * H + H + 2 * H
+    assert n == V * H + P * H + 2 * H + L * per_block + (H * H + H + 2 * H + V)
+
+
+@pytest.mark.parametrize("name,shape", [("tiny", (2, 128, 2)), ("mini", (4, 256, 4)), ("small", (4, 512, 8)),
+                                        ("medium", (8, 512, 8)), ("base", (12, 768, 12))])
+def test_presets_map_to_config(name, shape):
+    cfg = BertConfig.from_settings(settings_mod.preset(name).model, vocab_size=1000, pad_id=0)
+    assert (cfg.layers, cfg.hidden, cfg.heads) == shape
+    assert cfg.intermediate == 4 * cfg.hidden and cfg.dropout == 0.1 and cfg.init_std == 0.02
+
+
+def test_config_round_trips_through_dict():
+    cfg = tiny_cfg(dropout=0.0)
+    assert BertConfig.from_dict(cfg.to_dict()) == cfg
+
+
+def test_bert_init():
+    torch.manual_seed(0)
+    model = BertForMLM(tiny_cfg(hidden=256, heads=4, intermediate=1024))
+    for name, p in model.named_parameters():
+        if "norm" in name and name.endswith("weight"):
+            assert torch.all(p == 1), name
+        elif name.endswith("bias"):
+            assert torch.all(p == 0), name
+        else:
+            assert abs(p.std().item() - 0.02) < 0.004, name
+
+
+def test_decoder_is_tied_to_the_token_embedding():
+    model = BertForMLM(tiny_cfg())
+    V, H = model.cfg.vocab_size, model.cfg.hidden
+    big = [n for n, p in model.named_parameters() if p.shape == (V, H)]
+    assert big == ["encoder.tok_embeddings.weight"]  # no second copy to drift apart
+    ids = torch.randint(5, V, (2, 8))
+    model(ids, None, torch.ones(2, 8, dtype=torch.bool)).sum().backward()
+    assert model.encoder.tok_embeddings.weight.grad is not None
+
+
+def test_masked_only_logits_equal_full_logits_at_those_positions():
+    torch.manual_seed(0)
+    model = BertForMLM(tiny_cfg()).eval()
+    ids = torch.randint(5, 97, (3, 16))
+    mask = torch.rand(3, 16) < 0.3
+    full = model(ids)
+    assert full.shape == (3, 16, 97)
+    torch.testing.assert_close(model(ids, None, mask), full[mask])
+    flat = mask.flatten().nonzero().squeeze(1)
+    torch.testing.assert_close(model(ids, None, flat), full[mask])
+
+
+def test_padding_does_not_change_real_tokens():
+    torch.manual_seed(0)
+    enc = Encoder(tiny_cfg()).eval()
+    ids = torch.randint(5, 97, (1, 10))
+    padded = torch.cat([ids, torch.zeros(1, 6, dtype=torch.long)], 1)
+    attn = padded != 0
+    torch.testing.assert_close(enc(padded, attn)[:, :10], enc(ids), atol=1e-5, rtol=1e-5)
+    # Without the mask the pads leak into attention: the check above is not vacuous.
+    assert not torch.allclose(enc(padded)[:, :10], enc(ids), atol=1e-4)
+
+
+def test_block_all_true_mask_equals_no_mask():
+    torch.manual_seed(0)
+    block = Block(32, 4, 64).eval()
+    x = torch.randn(2, 7, 32)
+    torch.testing.assert_close(block(x, torch.ones(2, 1, 1, 7, dtype=torch.bool)), block(x, None))
+
+
+def test_block_matches_a_hand_written_post_ln_layer():
+    torch.manual_seed(0)
+    b = Block(32, 4, 64).eval()
+    x = torch.randn(2, 5, 32)
+    q, k, v = b.qkv(x).split(32, -1)
+    heads = lambda t: t.view(2, 5, 4, 8).transpose(1, 2)
+    att = torch.softmax(heads(q) @ heads(k).transpose(-1, -2) / 8 ** 0.5, -1) @ heads(v)
+    h = b.attn_norm(x + b.attn_out(att.transpose(1, 2).reshape(2, 5, 32)))
+    want = b.ffn_norm(h + b.ffn_out(F.gelu(b.ffn_in(h))))
+    torch.testing.assert_close(b(x), want, atol=1e-5, rtol=1e-5)
+
+
+def test_mlm_losses_are_per_position_and_per_sequence_means():
+    torch.manual_seed(0)
+    model = BertForMLM(tiny_cfg()).eval()
+    targets = torch.randint(5, 97, (3, 12))
+    inputs = targets.clone()
+    mask = torch.zeros(3, 12, dtype=torch.bool)
+    mask[0, [1, 4]] = True
+    mask[1, [2, 3, 7, 9]] = True  # row 2 has nothing masked
+    inputs[mask] = 4
+    out = model.mlm_losses(inputs, None, mask, targets)
+    full = model(inputs)
+    want = F.cross_entropy(full[mask], targets[mask], reduction="none")
+    torch.testing.assert_close(out.token_losses, want)
+    assert out.rows.tolist() == [0, 0, 1, 1, 1, 1]
+    torch.testing.assert_close(out.sequence_losses, torch.stack([want[:2].mean(), want[2:].mean(), torch.tensor(0.0)]))
+    assert torch.equal(out.labels, targets[mask])
+
+
+def test_dropout_only_in_training():
+    model = BertForMLM(tiny_cfg())
+    ids = torch.randint(5, 97, (2, 8))
+    model.eval()
+    assert torch.equal(model(ids), model(ids))
+    model.train()
+    assert not torch.equal(model(ids), model(ids))
+
+
+def test_bf16_autocast_runs_and_keeps_fp32_losses():
+    model = BertForMLM(tiny_cfg())
+    ids = torch.randint(5, 97, (2, 8))
+    mask = torch.ones(2, 8, dtype=torch.bool)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model.mlm_losses(ids, None, mask, ids)
+    assert out.token_losses.dtype == torch.float32 and torch.isfinite(out.token_losses).all()
+
+
+def test_too_long_input_is_refused():
+    with pytest.raises(ValueError, match="max_position"):
+        Encoder(tiny_cfg(max_position=8))(torch.zeros(1, 9, dtype=torch.long))
+
+
+def test_flops_per_token_counts_the_head_only_at_masked_positions():
+    cfg = tiny_cfg(vocab_size=30000)
+    assert flops_per_token(cfg, 128, 1.0) - flops_per_token(cfg, 128, 0.15) == pytest.approx(
+        3 * 0.85 * 2 * (32 * 32 + 32 * 30000))

@@ -1,0 +1,229 @@
+"""The pretraining loop: data order, loss normalisation, metrics, evaluation, exact resume, failures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from mapnet_cli import checkpoint, distributed
+from mapnet_cli.cli import app
+from mapnet_cli.data.shards import ShardReader
+from mapnet_cli.errors import MapnetError
+from mapnet_cli.masking import sequence_keys
+from mapnet_cli.settings import MaskingSettings, resolve
+from mapnet_cli.train import (DataOrder, Run, build_eval_set, make_batch, pretrain, rank_micro_slots, train_step)
+from tiny_shards import SPECIAL_IDS, write_tiny_shards
+
+TINY = ["model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8", "train.steps=20",
+        "train.eval_every=10", "train.eval_sequences=16", "train.checkpoint_every=10", "optim.warmup_steps=3",
+        "optim.lr=3e-3", "logging.log_every=5", "logging.progress=false"]
+
+
+def tiny_settings(*extra: str):
+    return resolve(None, {"model": {"preset": "tiny"}}, [*TINY, *extra])
+
+
+def tiny_args(*extra: str) -> list[str]:
+    # --set outranks flags, so the CLI tests leave train.steps to --steps.
+    return ["--preset", "tiny", *[a for kv in TINY if not kv.startswith("train.steps") for a in ("--set", kv)], *extra]
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory) -> Path:
+    return write_tiny_shards(tmp_path_factory.mktemp("shards") / "shards")
+
+
+def metrics(run: Path, kind: str = "train") -> list[dict]:
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["kind"] == kind]
+
+
+def weights(ckpt: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(ckpt / "model.safetensors"))
+
+
+# ---------------------------------------------------------------- data order and batch splitting
+def test_data_order_visits_every_sequence_once_per_epoch_and_reshuffles():
+    order = DataOrder(10, seed=3)
+    first, second = order.take(0, 10), order.take(10, 10)
+    assert sorted(first) == sorted(second) == list(range(10))
+    assert list(first) != list(second)  # epoch 1 has its own permutation
+    assert list(order.take(7, 6)) == list(first[7:]) + list(second[:3])  # a batch straddling epochs
+    assert list(DataOrder(10, seed=3).take(4, 3)) == list(first[4:7])  # a pure function of the position
+
+
+@pytest.mark.parametrize("world,micro", [(1, 8), (1, 3), (2, 4), (2, 3), (4, 1)])
+def test_rank_micro_slots_partition_the_global_batch(world, micro):
+    slots = [list(s) for r in range(world) for s in rank_micro_slots(8, world, r, micro)]
+    assert sum(slots, []) == list(range(8))
+    assert all(1 <= len(s) <= micro for s in slots)
+
+
+def test_batch_masks_do_not_depend_on_the_split():
+    ids = np.random.default_rng(0).integers(5, 64, size=(8, 32)).astype(np.uint16)
+    ids[:, 0] = SPECIAL_IDS["cls"]
+    keys = sequence_keys(0, 5, range(8))
+    args = (SPECIAL_IDS, 64, MaskingSettings(), torch.device("cpu"))
+    whole = make_batch(ids, keys, *args)
+    parts = [make_batch(ids[i:i + 4], keys[i:i + 4], *args) for i in (0, 4)]
+    for field in ("inputs", "targets", "mask"):
+        assert torch.equal(getattr(whole, field), torch.cat([getattr(p, field) for p in parts]))
+    assert whole.attention_mask is None and whole.tokens == 8 * 32
+
+
+def test_padded_batch_gets_an_attention_mask():
+    ids = np.full((2, 8), 9, dtype=np.uint16)
+    ids[1, 5:] = SPECIAL_IDS["pad"]
+    b = make_batch(ids, [1, 2], SPECIAL_IDS, 64, MaskingSettings(), torch.device("cpu"))
+    assert b.attention_mask.tolist()[1] == [True] * 5 + [False] * 3 and b.tokens == 13
+    assert not b.mask[1, 5:].any()
+
+
+def test_accumulation_gives_the_gradient_of_one_big_batch(shards, tmp_path):
+    """One micro-batch of 8 vs micro-batches of 3+3+2: same update (loss = sum(l_s) / B)."""
+    settings = tiny_settings("model.dropout=0.0", "model.attention_dropout=0.0")
+    info = distributed.DistInfo()
+    after = []
+    for micro in (8, 3):
+        s = tiny_settings("model.dropout=0.0", "model.attention_dropout=0.0", f"train.micro_batch_size={micro}")
+        run = Run(s, shards, tmp_path / f"m{micro}", info, False, [])
+        batches = run.batches(0)
+        assert [len(b.targets) for b in batches] == ([8] if micro == 8 else [3, 3, 2])
+        st = train_step(run.ddp, run.optimizer, run.scheduler, batches, scale=1 / 8, grad_clip=0.0,
+                        autocast=run.autocast, info=info, batch_size=8)
+        after.append((st, {k: v.clone() for k, v in run.model.state_dict().items()}))
+    (st1, w1), (st2, w2) = after
+    assert st1.loss == pytest.approx(st2.loss, rel=1e-6) and st1.grad_norm == pytest.approx(st2.grad_norm, rel=1e-5)
+    for k in w1:
+        torch.testing.assert_close(w1[k], w2[k], atol=1e-6, rtol=1e-5)
+    # ...and that loss is the mean over sequences of each sequence's mean masked-token loss.
+    run = Run(settings, shards, tmp_path / "ref", info, False, [])
+    b = run.batches(0)[0]
+    run.model.eval()
+    out = run.model.mlm_losses(b.inputs, b.attention_mask, b.mask, b.targets)
+    per_seq = [out.token_losses[out.rows == i].mean() for i in range(8)]
+    assert st1.loss == pytest.approx(torch.stack(per_seq).mean().item(), rel=1e-5)
+
+
+# ---------------------------------------------------------------- a whole run
+@pytest.mark.slow
+def test_pretrain_learns_logs_evaluates_and_keeps_checkpoints(shards, tmp_path):
+    run = tmp_path / "run"
+    s = tiny_settings("train.steps=40", "train.checkpoint_every=5", "train.keep_last=2", "train.keep_steps=[10]")
+    events = []
+    last = pretrain(s, shards, run, command_line=["mapnet", "pretrain"], on_report=lambda k, d: events.append(k))
+    assert last == run / "checkpoints" / "step-00000040"
+    assert [p.name for _, p in checkpoint.list_checkpoints(run)] == ["step-00000010", "step-00000035", "step-00000040"]
+    assert not list((run / "checkpoints").glob(".*"))  # no leftovers
+
+    train = metrics(run)
+    assert [r["step"] for r in train] == list(range(5, 41, 5))
+    for key in ("loss", "lr", "grad_norm", "tokens_per_s", "masked_tokens", "memory_bytes", "elapsed"):
+        assert all(isinstance(r[key], (int, float)) for r in train), key
+    assert all(r["masked_tokens"] > 0 and r["memory_bytes"] > 0 for r in train)
+    assert train[-1]["lr"] < train[1]["lr"]  # linear decay after warm-up
+    evals = metrics(run, "eval")
+    assert [r["step"] for r in evals] == [10, 20, 30, 40]
+    assert len({r["eval_sha256"] for r in evals}) == 1 and evals[0]["eval_sequences"] == 16
+    assert evals[-1]["eval_loss"] < evals[0]["eval_loss"] - 0.3  # it learns
+    assert events.count("eval") == 4 and "step" in events
+
+    info = json.loads((run / "run.json").read_text())
+    assert info["world_size"] == 1 and info["seeds"] == {"train": 0, "eval": 1234}
+    assert info["shards"]["manifest_sha256"] and info["eval_set"]["sha256"] == evals[0]["eval_sha256"]
+    assert info["command"] == ["mapnet", "pretrain"] and "torch" in info["versions"]
+    assert (run / "settings.toml").read_text() == s.to_toml()
+    cfg = checkpoint.read_config(last)
+    assert cfg["step"] == 40 and cfg["model"]["hidden"] == 128 and cfg["data_position"] == 320
+    assert cfg["tokenizer_sha256"] == ShardReader(shards, verify="size").manifest["tokenizer_sha256"]
+    for name in ("model.safetensors", "state.pt", "settings.toml", "tokenizer.json", "COMPLETE"):
+        assert (last / name).is_file(), name
+
+
+@pytest.mark.slow
+def test_resume_continues_exactly(shards, tmp_path):
+    s = tiny_settings()
+    straight = pretrain(s, shards, tmp_path / "a")
+    pretrain(s, shards, tmp_path / "b", stop_at=10)
+    assert checkpoint.latest_checkpoint(tmp_path / "b").name == "step-00000010"
+    # The interrupted run got further than its checkpoint; resume must drop those metrics lines.
+    with open(tmp_path / "b" / "metrics.jsonl", "a") as fh:
+        fh.write(json.dumps({"kind": "train", "step": 15, "loss": -1.0}) + "\n{torn")
+    resumed = pretrain(s, shards, tmp_path / "b", resume=True)
+    wa, wb = weights(straight), weights(resumed)
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        assert torch.equal(wa[k], wb[k]), k  # bitwise
+    assert [r["loss"] for r in metrics(tmp_path / "a")] == [r["loss"] for r in metrics(tmp_path / "b")]
+    sa = checkpoint.load_state(straight)
+    sb = checkpoint.load_state(resumed)
+    assert sa["data_position"] == sb["data_position"] == 160
+    assert sa["scheduler"]["last_epoch"] == sb["scheduler"]["last_epoch"] == 20
+    assert len(json.loads((tmp_path / "b" / "run.json").read_text())["resumes"]) == 1
+
+
+def test_eval_set_is_fixed_by_eval_seed_only(shards):
+    valid = ShardReader(shards, "valid", verify="size")
+    a = build_eval_set(valid, 16, 1234, MaskingSettings())
+    b = build_eval_set(valid, 16, 1234, MaskingSettings(strategy="mapnet", mask_count="bernoulli"))
+    c = build_eval_set(valid, 16, 99, MaskingSettings())
+    assert a.sha256 == b.sha256 != c.sha256
+    assert build_eval_set(valid, 1000, 1234, MaskingSettings()).ids.shape[0] == 24  # capped by the split
+
+
+# ---------------------------------------------------------------- failures
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(shards, tmp_path):
+    s = tiny_settings("optim.lr=1e30", "optim.warmup_steps=0", "train.checkpoint_every=1", "train.keep_last=5")
+    with pytest.raises(MapnetError, match=r"non-finite loss at step \d+ .*last good checkpoint: .*step-0000000\d"):
+        pretrain(s, shards, tmp_path / "run")
+    last = checkpoint.latest_checkpoint(tmp_path / "run")
+    model, _ = checkpoint.load_model(last)
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_cli_run_resume_and_refusals(shards, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "run"
+    base = ["pretrain", str(shards), "--out", str(out), *tiny_args()]
+    shown = runner.invoke(app, base + ["--print-settings", "--steps", "7"])
+    assert shown.exit_code == 0 and "steps = 7" in shown.output and not out.exists()
+    done = runner.invoke(app, base + ["--steps", "6", "--set", "train.checkpoint_every=3"])
+    assert done.exit_code == 0, done.output
+    assert "step 5/6" in done.output and "done:" in done.output
+    again = runner.invoke(app, base + ["--steps", "6"])
+    assert isinstance(again.exception, MapnetError) and "--resume" in str(again.exception)
+    # --resume takes the run's own settings; --steps extends it.
+    more = runner.invoke(app, ["pretrain", str(shards), "--out", str(out), "--resume", "--steps", "8"])
+    assert more.exit_code == 0, more.output
+    assert "resumed from" in more.output and checkpoint.latest_checkpoint(out).name == "step-00000008"
+    changed = runner.invoke(app, ["pretrain", str(shards), "--out", str(out), "--resume", "--set", "model.hidden=64",
+                                  "--set", "model.heads=2"])
+    assert isinstance(changed.exception, MapnetError) and "different model" in str(changed.exception)
+    nothing = runner.invoke(app, ["pretrain", str(shards), "--out", str(tmp_path / "empty"), "--resume"])
+    assert isinstance(nothing.exception, MapnetError) and "no complete checkpoint" in str(nothing.exception)
+
+
+def test_tampered_shard_is_refused(shards, tmp_path):
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(shards, bad)
+    path = bad / "train-00000.arrow"
+    data = bytearray(path.read_bytes())
+    data[-100] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(MapnetError, match="sha256"):
+        pretrain(tiny_settings(), bad, tmp_path / "run")
+
+
+def test_batch_must_split_evenly_across_ranks(shards, tmp_path):
+    info = distributed.DistInfo(world_size=3)
+    with pytest.raises(MapnetError, match="divisible"):
+        Run(tiny_settings(), shards, tmp_path / "run", info, False, [])
