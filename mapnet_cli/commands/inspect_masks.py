@@ -1,0 +1,123 @@
+"""`mapnet inspect-masks`: see which tokens a trained MAP-Net wants masked.
+
+    mapnet inspect-masks runs/mapnet --text "The computer computes a computation."
+    mapnet inspect-masks runs/mapnet/checkpoints/step-00600000 --file essay.txt --sentences 8
+    cat essay.txt | mapnet inspect-masks runs/mapnet --json > masks.json
+    mapnet inspect-masks runs/mapnet                      # the run's validation shards
+
+Each token is coloured by its proposal probability relative to uniform (p x n:
+1 = what uniform masking gives every eligible token); one sampled mask is shown
+in bold reverse video (the paper's case-study figure, in a terminal). A table
+lists the word types MAP-Net masks most and least often relative to uniform,
+over many samples.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ..errors import MapnetError
+from ..inspect_masks import Inspection, SequenceView, inspect_masks as run_inspect
+
+HELP = "Show a MAP-Net checkpoint's mask proposals: per-token probabilities, sampled masks, preferred words."
+
+# (upper bound of p x n, style, legend label): blue = avoided, red = preferred.
+BANDS = (
+    (0.5, "bright_blue", "< 0.5x"),
+    (0.9, "cyan", "0.5-0.9x"),
+    (1.1, "white", "~1x (uniform)"),
+    (2.0, "yellow", "1.1-2x"),
+    (4.0, "red", "2-4x"),
+    (float("inf"), "bold magenta", "> 4x"),
+)
+
+
+def _style(ratio: float | None) -> str:
+    if ratio is None:
+        return "dim"
+    return next(style for bound, style, _ in BANDS if ratio < bound)
+
+
+def render_sequence(view: SequenceView) -> Text:
+    """Tokens joined into words (▁ starts a word), coloured by p x n; masked tokens in reverse video."""
+    out = Text()
+    n = max(view.eligible, 1)
+    masked = set(view.masked)
+    for j, (tok, p) in enumerate(zip(view.tokens, view.probabilities)):
+        piece = tok.replace("\u2581", " ") if j else tok.lstrip("\u2581")
+        if j and tok.startswith("[") and tok.endswith("]") and not out.plain.endswith(" "):
+            piece = " " + tok  # special tokens stand apart from the words around them
+        style = _style(None if p is None else p * n)
+        if j in masked:
+            style += " bold reverse"
+        out.append(piece, style=style)
+    return out
+
+
+def legend() -> Text:
+    out = Text("proposal p x n: ")
+    for _, style, label in BANDS:
+        out.append(f" {label} ", style=style)
+    out.append("  ")
+    out.append(" masked ", style="bold reverse")
+    out.append(" ")
+    out.append(" special ", style="dim")
+    return out
+
+
+def show(result: Inspection, console: Console) -> None:
+    console.print(f"[bold]{result.checkpoint}[/] (step {result.step}), input: {result.source}, seed {result.seed}")
+    console.print(legend())
+    for i, view in enumerate(result.sequences):
+        console.print(f"\n[bold]#{i + 1}[/]  K={view.k} of n={view.eligible}, entropy/log n={view.entropy:.3f}")
+        console.print(render_sequence(view))
+    for title, rows in (("MAP-Net masks most", result.most), ("MAP-Net masks least", result.least)):
+        if not rows:
+            continue
+        table = Table(title=f"word types {title}, vs uniform ({result.samples} samples)", title_justify="left")
+        table.add_column("word")
+        table.add_column("tokens seen", justify="right")
+        table.add_column("mask rate", justify="right")
+        table.add_column("vs uniform", justify="right")
+        for w in rows:
+            table.add_row(w.word, str(w.occurrences), f"{w.mask_rate:.3f}", f"{w.relative:.2f}x")
+        console.print()
+        console.print(table)
+
+
+def inspect_masks(
+    run: Annotated[Path, typer.Argument(help="A run folder (its newest complete checkpoint) or a step-XXXXXXXX folder.", show_default=False)],
+    text: Annotated[Optional[str], typer.Option("--text", "-t", help="Inspect this text.", show_default=False)] = None,
+    file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Inspect the text of this file.", show_default=False)] = None,
+    shards: Annotated[Optional[Path], typer.Option("--shards", help="Validation shards to read when no text is given (default: the run's).", show_default=False)] = None,
+    sentences: Annotated[int, typer.Option("--sentences", "-n", help="Rows to show: sentences of the text, or validation sequences.")] = 4,
+    samples: Annotated[int, typer.Option("--samples", help="Masks drawn per row for the word table.")] = 200,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the sampled masks.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (schema mapnet.inspect-masks/1) instead of the coloured view.")] = False,
+) -> None:
+    """Show a MAP-Net checkpoint's mask proposals: per-token probabilities, sampled masks, preferred words."""
+    if text is not None and file is not None:
+        raise MapnetError("give --text or --file, not both")
+    source = "text"
+    if file is not None:
+        try:
+            text, source = file.read_text(encoding="utf-8", errors="replace"), "file"
+        except OSError as exc:
+            raise MapnetError(f"cannot read {file}: {exc.strerror or exc}") from None
+    elif text is None and not sys.stdin.isatty():
+        piped = sys.stdin.read()
+        if piped.strip():  # an empty pipe (e.g. cron, CI) falls back to the validation shards
+            text, source = piped, "stdin"
+    result = run_inspect(run, text=text, source=source, sentences=sentences, seed=seed, samples=samples, shards=shards)
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), ensure_ascii=False))
+    else:
+        show(result, Console(highlight=False))

@@ -1,0 +1,263 @@
+"""The MAP-Net objective (paper eq. 10) and the joint loss of one micro-batch.
+
+    joint = MapnetJoint(model, proposal)                 # one module: DDP wraps both networks at once
+    part, stats = joint(input_ids, attention_mask, special_ids=ids, vocab_size=V, step=step, total_steps=S,
+                        seed=seed, slots=slots, rng=rng, masking=settings.masking)
+    M = map_training_sequences(step, S, seed, range(B), settings.masking)   # known before any forward
+    part.total(settings.masking, enc_scale=world / B, map_scale=world / max(M, 1)).backward()
+
+What one micro-batch does (paper, section 3.3 and Algorithm 1):
+
+1. MAP-Net reads the *unmasked* sentence and gives p_prop over its eligible
+   positions. Each sequence flips the exploration coin: with probability p_t
+   it is masked uniformly (RandMask), otherwise K positions are drawn from
+   p_prop without replacement (Gumbel-top-k). K = round(mask_prob x n) either way.
+2. The chosen positions get BERT's 80/10/10 replacement; the encoder predicts
+   them; l_k is the cross-entropy at chosen position k and the sequence's loss
+   l(x^M) is their mean (the paper's "the loss of a masked sentence is the
+   average over the loss on the masked positions").
+3. Encoder loss: sum over sequences of w * l(x^M), w the importance weight
+   (a detached constant; 1 for uniformly masked sequences).
+4. MAP-Net loss (eq. 10): sum_k -log p_prop(pos_k) * (l_k - baseline), the
+   baseline the sequence's mean l_k, l_k detached — a REINFORCE estimator with
+   a per-sequence baseline that raises p where the encoder's loss is above the
+   sequence's average and lowers it where it is below.
+
+Which term lambda scales (`masking.map_loss_on`). The paper writes the combined
+loss as L(theta_MAP) + lambda L(theta_enc) with lambda = 1e-2, yet says "we use
+lambda to control the learning of MAP-Net". The two networks share only the
+token embeddings. Every other parameter receives gradient from one term only,
+and Adam's update is invariant to a constant scale of a parameter's gradient
+(up to eps), so for those parameters lambda changes nothing whichever term it
+multiplies. lambda matters for exactly one thing: the mix of the two gradients
+in the SHARED embedding. Read as "L_MAP + 1e-2 L_enc", the embeddings would be
+trained almost entirely by MAP-Net's REINFORCE signal and the encoder's own
+loss would reach its input embeddings at 1/100 weight — the opposite of
+"lambda controls the learning of MAP-Net". So the default, "map", is
+total = L_enc + lambda L_MAP: the encoder's loss keeps its natural scale on the
+shared embeddings and MAP-Net's gradient reaches them at weight lambda.
+"encoder" gives total = L_MAP + lambda L_enc, the formula as printed.
+
+Uniformly masked sequences and MAP-Net (`masking.train_map_on_uniform`,
+default True). Eq. 10 only needs positions and their losses; for a uniformly
+masked sequence -log p_prop is the proposal's log-probability of the positions
+uniform chose. Early in training p_t is near 1 and almost every sequence is
+uniform: without them MAP-Net would get almost no signal exactly when the
+encoder's losses change fastest, and would start exploiting from an untrained
+state. With the per-sequence baseline the update still only moves mass toward
+positions with above-average loss; it is not on-policy REINFORCE for those
+sequences, but the direction is the same and the variance is lower (uniform
+positions cover the sequence). False trains MAP-Net on its own samples only.
+
+Normalisation, composable with gradient accumulation and DDP: a micro-batch
+returns *sums* (`enc_sum`, `map_sum`); the caller scales them by the counts of
+the whole global batch (B sequences; M of them training MAP-Net, known in
+advance from the seeded coins), so the gradient of a step is the same however
+the batch is split. The encoder term is then the mean over the batch's
+sequences of w * l(x^M) — with w = 1 exactly the uniform strategy's loss
+(`train.mlm_loss`), and L_MAP is the mean of eq. 10 over the M sequences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import torch
+from torch import nn
+
+from .. import masking as masking_mod
+from ..settings import MaskingSettings
+from . import stats as stats_mod
+from .proposal import ProposalNetwork
+from .sampling import (explore_probability, exploration_coins, gumbel_keys, importance_weights, log_importance_ratio,
+                       top_k_mask)
+
+
+def mapnet_objective(log_probs: torch.Tensor, chosen: torch.Tensor, token_losses: torch.Tensor) -> torch.Tensor:
+    """Eq. 10 per sequence, (B,): sum_k -log p(pos_k) * (l_k - mean_k l_k).
+
+    `log_probs` (B, T) carries MAP-Net's gradient; `token_losses` (B, T) holds
+    the encoder's loss at chosen positions (anything elsewhere) and is
+    detached here, so no gradient flows from this objective into the encoder.
+    Rows with fewer than two chosen positions give 0 (the baseline equals l_1).
+    """
+    losses = torch.where(chosen, token_losses.detach().to(torch.float32), torch.zeros((), device=chosen.device))
+    k = chosen.sum(1, keepdim=True)
+    baseline = losses.sum(1, keepdim=True) / k.clamp(min=1)
+    # where() before the product: -log p is +inf off the eligible set.
+    neg_log_p = torch.where(chosen, -log_probs, torch.zeros((), device=chosen.device))
+    advantage = torch.where(chosen, losses - baseline, torch.zeros((), device=chosen.device))
+    return (neg_log_p * advantage).sum(1)
+
+
+@dataclass
+class MicroBatchLoss:
+    """Sums of one micro-batch (0-d tensors on the device: reading them never forces a sync);
+    `total` scales them by the global batch's counts."""
+
+    enc_sum: torch.Tensor  # sum_b w_b * l_b (gradient into the encoder and the shared embedding)
+    map_sum: torch.Tensor  # sum over MAP-training sequences of eq. 10 (gradient into MAP-Net and the shared embedding)
+    loss_sum: torch.Tensor  # sum_b l_b, unweighted and detached: the logged loss, comparable with uniform runs
+    sequences: int  # sequences in this micro-batch
+    map_sequences: torch.Tensor  # sequences that train MAP-Net here
+    masked: torch.Tensor  # masked positions
+
+    def total(self, masking: MaskingSettings, enc_scale: float | None = None,
+              map_scale: float | None = None) -> torch.Tensor:
+        """L_enc + lambda L_MAP ("map", default) or L_MAP + lambda L_enc ("encoder"); see the module doc.
+
+        With gradient accumulation over ranks whose gradients DDP averages,
+        pass enc_scale = world / B (B the global batch, as `train.mlm_loss`)
+        and map_scale = world / max(M, 1) (M from `map_training_sequences` over the
+        whole global batch); the step's gradient is then that of one big batch.
+        Left out, each sum is divided by this micro-batch's own count.
+        """
+        enc = self.enc_sum * enc_scale if enc_scale is not None else self.enc_sum / max(self.sequences, 1)
+        mp = self.map_sum * map_scale if map_scale is not None else self.map_sum / self.map_sequences.clamp(min=1)
+        lam = masking.map_loss_weight
+        return enc + lam * mp if masking.map_loss_on == "map" else mp + lam * enc
+
+
+def map_training_sequences(step: int, total_steps: int, seed: int, slots: Sequence[int], masking: MaskingSettings,
+                           eligible_counts: Sequence[int] | torch.Tensor | None = None) -> int:
+    """How many of `slots` will train MAP-Net at `step` — computable before any forward pass.
+
+    The coins are pure functions of (seed, step, slot), so a loop can count
+    over the whole global batch (every rank knows every slot) and pass
+    map_scale = world / max(M, 1) to `MicroBatchLoss.total` without an
+    all-reduce (M = 0 happens when p_t = 1 and train_map_on_uniform is off; then
+    every map_sum is 0 and the scale is irrelevant). Sequences with no eligible
+    token (K = 0) are left out when `eligible_counts` are given.
+    """
+    if masking.train_map_on_uniform:
+        rows = torch.ones(len(slots), dtype=torch.bool)
+    else:
+        p = explore_probability(step, total_steps, masking.explore_start, masking.explore_end, masking.explore_steps)
+        rows = ~exploration_coins(seed, step, slots, p)
+    if eligible_counts is not None:
+        rows &= torch.as_tensor(eligible_counts).cpu() > 0
+    return int(rows.sum())
+
+
+@dataclass
+class MaskDraw:
+    """One micro-batch's masks: what was chosen, how, and with what weight."""
+
+    eligible: torch.Tensor  # (B, T) bool: not special, not pad
+    counts: torch.Tensor  # (B,) K per sequence
+    uniform_rows: torch.Tensor  # (B,) bool: masked uniformly (exploration) rather than by MAP-Net
+    log_probs: torch.Tensor  # (B, T) MAP-Net's log p_prop (with gradient), -inf off `eligible`
+    chosen: torch.Tensor  # (B, T) bool: the K masked positions
+    log_ratio: torch.Tensor  # (B,) float64 log r (paper's formula), also for uniform rows
+    weights: torch.Tensor  # (B,) float32 importance weights (1 for uniform rows), detached
+    corrupted: torch.Tensor  # (B, T) encoder input after the 80/10/10 replacement
+    p_uniform: float  # the exploration probability of this step
+
+
+def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, *,
+               special_ids: Mapping[str, int], vocab_size: int, step: int, total_steps: int, seed: int,
+               slots: Sequence[int], masking: MaskingSettings,
+               rng: masking_mod.SequenceRNG | None = None) -> MaskDraw:
+    """Steps 1-2 of the module doc: coin, proposal, Gumbel-top-k, weights, replacement.
+
+    `rng` is the `SequenceRNG` the uniform strategy would use for these
+    sequences — given the same one, a uniformly masked sequence gets exactly
+    the mask and replacement the uniform strategy gives it. Without `rng`, it
+    is keyed as the training loop keys uniform masks: (seed, step, slot) in
+    the `train.TRAIN_MASKS` domain.
+    """
+    B, T = input_ids.shape
+    device = input_ids.device
+    if len(slots) != B:
+        raise ValueError(f"{len(slots)} slots for a batch of {B}")
+    if rng is None:
+        from ..train import TRAIN_MASKS  # lazily: train.py imports this package
+
+        rng = masking_mod.SequenceRNG(masking_mod.sequence_keys(seed, step, slots, TRAIN_MASKS))
+    eligible = masking_mod.eligible_positions(input_ids, special_ids)
+    if attention_mask is not None:
+        eligible &= attention_mask.bool()
+    k = masking_mod.mask_counts(eligible.sum(1), masking.mask_prob)
+    p_uniform = explore_probability(step, total_steps, masking.explore_start, masking.explore_end,
+                                    masking.explore_steps)
+    uniform_rows = exploration_coins(seed, step, slots, p_uniform, device)
+
+    log_p = proposal(input_ids, attention_mask, eligible)
+    # The first draw of each sequence's stream, as in masking.uniform_mask: uniform rows take the
+    # K smallest u (stable on ties: the very mask uniform_mask picks), MAP rows the K largest
+    # Gumbel keys log p + G(u).
+    u = rng.uniform(T, device)
+    uniform_keys = (-u.to(torch.float64)).masked_fill(~eligible, float("-inf"))
+    keys = torch.where(uniform_rows[:, None], uniform_keys, gumbel_keys(log_p, u))
+    chosen = top_k_mask(keys, k)
+
+    log_r = log_importance_ratio(log_p, chosen, eligible)
+    weights = importance_weights(log_r, masking.importance, masking.clip_epsilon)
+    weights = torch.where(uniform_rows, torch.ones_like(weights), weights)
+    corrupted = masking_mod.apply_replacement(input_ids, chosen, vocab_size, special_ids, masking.replace_mask,
+                                              masking.replace_random, generator=rng)
+    return MaskDraw(eligible, k, uniform_rows, log_p, chosen, log_r, weights, corrupted, p_uniform)
+
+
+def mapnet_micro_batch_loss(
+    model: nn.Module, proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, *,
+    special_ids: Mapping[str, int], vocab_size: int, step: int, total_steps: int, seed: int, slots: Sequence[int],
+    masking: MaskingSettings, rng: masking_mod.SequenceRNG | None = None,
+    token_kinds: Mapping[str, torch.Tensor] | None = None, with_stats: bool = True,
+) -> tuple[MicroBatchLoss, stats_mod.MapnetStats | None]:
+    """Mask one micro-batch with MAP-Net (or uniformly, by the exploration coin) and compute both losses.
+
+    `model` is a `BertForMLM` (its `mlm_losses` runs the head at masked
+    positions only); `slots` are the sequences' global batch slots at `step`
+    (they key the exploration coin); `rng` as in `draw_masks`. Returns the
+    micro-batch's loss sums (see `MicroBatchLoss.total`) and its statistics
+    (None with `with_stats=False`: steps that are not logged skip ~40 small kernels).
+    """
+    draw = draw_masks(proposal, input_ids, attention_mask, special_ids=special_ids, vocab_size=vocab_size,
+                      step=step, total_steps=total_steps, seed=seed, slots=slots, masking=masking, rng=rng)
+    B, T = input_ids.shape
+    device = input_ids.device
+    chosen = draw.chosen
+    # Through forward (not .mlm_losses) so DDP hooks stay in the path if `model` is wrapped.
+    out = model(draw.corrupted, attention_mask, chosen, targets=input_ids)
+    # Dense (B, T) token losses; masked_scatter fills in row-major order, the order of out.token_losses.
+    dense = torch.zeros(B, T, dtype=out.token_losses.dtype, device=device).masked_scatter(chosen, out.token_losses.detach())
+
+    terms = mapnet_objective(draw.log_probs, chosen, dense)
+    train_rows = (~draw.uniform_rows | masking.train_map_on_uniform) & (draw.counts > 0)
+    # where(), not indexing: the sum stays connected to every MAP-Net parameter even when no row
+    # trains it, so DDP always sees a gradient (zero) for each one.
+    map_sum = torch.where(train_rows, terms, torch.zeros((), device=device)).sum()
+    enc_sum = (draw.weights * out.sequence_losses.float()).sum()
+
+    part = MicroBatchLoss(enc_sum=enc_sum, map_sum=map_sum, loss_sum=out.sequence_losses.detach().float().sum(),
+                          sequences=B, map_sequences=train_rows.sum(), masked=chosen.sum())
+    if not with_stats:
+        return part, None
+    st = stats_mod.collect(log_probs=draw.log_probs, eligible=draw.eligible, input_ids=input_ids, chosen=chosen,
+                           uniform_rows=draw.uniform_rows, log_ratio=draw.log_ratio, weights=draw.weights,
+                           token_losses=dense, train_rows=train_rows, map_terms=terms, p_uniform=draw.p_uniform,
+                           clip_epsilon=masking.clip_epsilon, token_kinds=token_kinds)
+    return part, st
+
+
+class MapnetJoint(nn.Module):
+    """The encoder and MAP-Net as one module, so one DistributedDataParallel wraps both.
+
+    The shared embedding is registered once (by the encoder), so
+    `joint.parameters()` lists it once. `forward` is `mapnet_micro_batch_loss`.
+    """
+
+    def __init__(self, model: nn.Module, proposal: ProposalNetwork):
+        super().__init__()
+        if proposal.tok_embeddings is not model.encoder.tok_embeddings:
+            raise ValueError("MAP-Net must share the encoder's token embedding (pass model.encoder.tok_embeddings)")
+        self.model = model
+        self.proposal = proposal
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, **kwargs):
+        return mapnet_micro_batch_loss(self.model, self.proposal, input_ids, attention_mask, **kwargs)
+
+
+__all__ = ["mapnet_objective", "MicroBatchLoss", "MaskDraw", "draw_masks", "map_training_sequences", "mapnet_micro_batch_loss", "MapnetJoint"]

@@ -1,0 +1,141 @@
+"""Cheap per-step numbers that say what MAP-Net is doing, as sums that add across micro-batches and ranks.
+
+    stats = MapnetStats()
+    for micro in micro_batches:
+        loss, part = mapnet_micro_batch_loss(...)
+        stats.add(part)                   # tensors stay on the device: no sync per micro-batch
+    flat = stats.as_tensor()              # one all_reduce(SUM) over ranks, then
+    summary = MapnetStats.from_tensor(stats.names(), flat).summary()   # {"mapnet/entropy": ...}
+
+Every number is kept as a (sum, count) pair, so averages over a step are exact
+whatever the micro-batch split. Summary keys (all under `mapnet/`):
+
+- `p_uniform`: the exploration probability p_t of this step
+- `uniform_fraction`: share of sequences actually masked uniformly
+- `entropy`: proposal entropy / log n (1 = uniform over eligible positions), mean over sequences
+- `ess`: effective sample size of the weights, (sum w)^2 / sum w^2 / sequences (1 = all equal)
+- `clipped_fraction`: share of MAP-Net-masked sequences whose ratio r fell outside [1-eps, 1+eps]
+- `log_ratio`: mean log r over MAP-Net-masked sequences (0 = proposal as likely as uniform)
+- `weight`: mean weight over all sequences
+- `loss_map_tokens` / `loss_uniform_tokens`: mean encoder loss per token on MAP-Net-chosen / uniform-chosen positions
+- `map_objective`: mean MAP-Net objective per training sequence
+- `mass/<kind>` and `share/<kind>`: with token kinds (synthetic corpus), the proposal's probability mass
+  on tokens of each kind, and the uniform proposal's (the kind's share of eligible tokens), means over sequences
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import torch
+
+_P = "mapnet/"
+
+
+class MapnetStats:
+    """Named (sum, count) pairs; `add` merges, `summary` divides."""
+
+    def __init__(self, totals: Mapping[str, tuple[torch.Tensor | float, torch.Tensor | float]] | None = None):
+        self.totals: dict[str, list] = {k: [s, c] for k, (s, c) in (totals or {}).items()}
+
+    def put(self, name: str, total, count) -> None:
+        if name in self.totals:
+            self.totals[name][0] = self.totals[name][0] + total
+            self.totals[name][1] = self.totals[name][1] + count
+        else:
+            self.totals[name] = [total, count]
+
+    def add(self, other: "MapnetStats") -> "MapnetStats":
+        for name, (s, c) in other.totals.items():
+            self.put(name, s, c)
+        return self
+
+    def names(self) -> list[str]:
+        return sorted(self.totals)
+
+    def as_tensor(self, device=None) -> torch.Tensor:
+        """[sum_0, count_0, sum_1, ...] in `names()` order, float64 — for one all_reduce(SUM)."""
+        vals = []
+        for name in self.names():
+            for v in self.totals[name]:
+                vals.append(v.detach().to(torch.float64).reshape(()) if torch.is_tensor(v)
+                            else torch.tensor(float(v), dtype=torch.float64))
+        if not vals:
+            return torch.zeros(0, dtype=torch.float64, device=device)
+        dev = device or next((v.device for v in vals if v.device.type != "cpu"), torch.device("cpu"))
+        return torch.stack([v.to(dev) for v in vals])
+
+    @classmethod
+    def from_tensor(cls, names: list[str], flat: torch.Tensor) -> "MapnetStats":
+        values = flat.tolist()
+        return cls({n: (values[2 * i], values[2 * i + 1]) for i, n in enumerate(names)})
+
+    def summary(self) -> dict[str, float]:
+        """Means (sum / count; NaN-free: a count of 0 gives no key), plus `ess` from its raw sums."""
+        names = self.names()
+        flat = self.as_tensor(torch.device("cpu")).tolist()  # one device sync for all numbers
+        raw = {n: (flat[2 * i], flat[2 * i + 1]) for i, n in enumerate(names)}
+        out = {}
+        for name, (s, c) in raw.items():
+            if name.startswith("_"):
+                continue
+            if c > 0:
+                out[_P + name] = s / c
+        if "_w" in raw and "_w2" in raw and raw["_w2"][0] > 0 and raw["_w"][1] > 0:
+            w_sum, n = raw["_w"]
+            out[_P + "ess"] = w_sum * w_sum / raw["_w2"][0] / n
+            out[_P + "weight"] = w_sum / n
+        return out
+
+
+@torch.no_grad()
+def collect(*, log_probs: torch.Tensor, eligible: torch.Tensor, input_ids: torch.Tensor, chosen: torch.Tensor,
+            uniform_rows: torch.Tensor, log_ratio: torch.Tensor, weights: torch.Tensor, token_losses: torch.Tensor,
+            train_rows: torch.Tensor, map_terms: torch.Tensor, p_uniform: float, clip_epsilon: float,
+            token_kinds: Mapping[str, torch.Tensor] | None = None) -> MapnetStats:
+    """The numbers of one micro-batch (all tensors (B, T) or (B,); `token_losses` dense (B, T), 0 off `chosen`)."""
+    st = MapnetStats()
+    B = input_ids.shape[0]
+    f = torch.float64
+    n = eligible.sum(1)
+    st.put("p_uniform", p_uniform * B, B)
+    st.put("uniform_fraction", uniform_rows.sum().to(f), B)
+
+    log_p = log_probs.detach().to(f)
+    p = log_p.exp()  # exactly 0 off the eligible set
+    plogp = torch.where(eligible, p * log_p, torch.zeros_like(p))
+    entropy = -plogp.sum(1)
+    multi = n >= 2  # entropy / log n is undefined for n < 2
+    st.put("entropy", (entropy / torch.log(n.clamp(min=2).to(f)))[multi].sum(), multi.sum())
+
+    map_rows = ~uniform_rows & (chosen.sum(1) > 0)
+    w = weights.to(f)
+    st.put("_w", w.sum(), B)
+    st.put("_w2", (w * w).sum(), B)
+    lr = log_ratio.to(f)
+    outside = (lr < math.log1p(-clip_epsilon)) | (lr > math.log1p(clip_epsilon))
+    st.put("clipped_fraction", (outside & map_rows).sum().to(f), map_rows.sum())
+    st.put("log_ratio", torch.where(map_rows, lr, torch.zeros_like(lr)).sum(), map_rows.sum())
+
+    tl = token_losses.detach().to(f)
+    map_tok = chosen & map_rows[:, None]
+    uni_tok = chosen & uniform_rows[:, None]
+    st.put("loss_map_tokens", torch.where(map_tok, tl, torch.zeros_like(tl)).sum(), map_tok.sum())
+    st.put("loss_uniform_tokens", torch.where(uni_tok, tl, torch.zeros_like(tl)).sum(), uni_tok.sum())
+    st.put("map_objective", torch.where(train_rows, map_terms.detach().to(f), torch.zeros(B, dtype=f, device=tl.device)).sum(),
+           train_rows.sum())
+
+    if token_kinds:
+        has = n > 0
+        for kind, ids in token_kinds.items():
+            ids = torch.as_tensor(ids, device=input_ids.device, dtype=input_ids.dtype)
+            of_kind = torch.isin(input_ids, ids) & eligible
+            mass = torch.where(of_kind, p, torch.zeros_like(p)).sum(1)
+            share = of_kind.sum(1).to(f) / n.clamp(min=1).to(f)
+            st.put(f"mass/{kind}", mass[has].sum(), has.sum())
+            st.put(f"share/{kind}", share[has].sum(), has.sum())
+    return st
+
+
+__all__ = ["MapnetStats", "collect"]
