@@ -14,10 +14,12 @@ from rich.console import Console
 from .errors import MapnetError
 from .commands import config as config_cmd
 from .commands import export as export_cmd
+from .commands import finetune_glue as finetune_glue_cmd
 from .commands import inspect_masks as inspect_masks_cmd
 from .commands import preprocess as preprocess_cmd
 from .commands import pretrain as pretrain_cmd
 from .commands import shard as shard_cmd
+from .commands import variance as variance_cmd
 
 app = typer.Typer(
     name="mapnet",
@@ -33,6 +35,8 @@ app.command("shard", help=shard_cmd.HELP)(shard_cmd.shard)
 app.command("pretrain", help=pretrain_cmd.HELP)(pretrain_cmd.pretrain)
 app.command("export", help=export_cmd.HELP)(export_cmd.export)
 app.command("inspect-masks", help=inspect_masks_cmd.HELP)(inspect_masks_cmd.inspect_masks)
+app.command("finetune-glue", help=finetune_glue_cmd.HELP)(finetune_glue_cmd.finetune_glue)
+app.command("variance", help=variance_cmd.HELP)(variance_cmd.variance)
 
 def main() -> None:
     """Console-script entry point: one red line and exit code 2 for user errors."""

@@ -1,0 +1,160 @@
+"""`mapnet finetune-glue`: GLUE dev scores of pretrained checkpoints, with the paper's protocol.
+
+    mapnet finetune-glue --task RTE --checkpoint runs/bert --data glue_data --out out/glue
+    mapnet finetune-glue --task all --checkpoint runs/bert/checkpoints/step-01000000 --data glue_data --out out/glue
+    mapnet finetune-glue --task rte,sst2,qnli --checkpoints runs/bert runs/mapnet --data glue_data --out out/curves
+    mapnet finetune-glue --task sst2 --checkpoint runs/tiny --data glue_data --out out/quick --quick
+    mapnet finetune-glue --task mrpc --checkpoint runs/bert --data glue_data --out out/g --grid "16,32x1e-5,2e-5" --seeds 3
+
+Settings: defaults < --quick < --config < flags (`--set finetune.key=value`
+reaches every field, e.g. finetune.run_score=last_epoch). Re-running with the
+same --out resumes: finished runs are read from results.json, not redone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from .. import settings as settings_mod
+from ..errors import MapnetError
+from .options import ConfigOpt, PrintSettingsOpt, SetOpt
+
+HELP = "Fine-tune checkpoints on GLUE (grid x seeds, best mean config) and report dev scores."
+
+# --quick: one configuration from the paper's grid, 2 seeds, 2 epochs, 2000 training examples.
+QUICK = {"batch_sizes": (32,), "learning_rates": (8e-5,), "seeds": 2, "epochs": 2, "max_train": 2000}
+
+
+def parse_list(text: str, kind, what: str) -> tuple:
+    try:
+        values = tuple(kind(v) for v in text.replace(" ", "").split(",") if v)
+    except ValueError:
+        raise MapnetError(f"{what} must be a comma-separated list of {kind.__name__}s (got {text!r})") from None
+    if not values:
+        raise MapnetError(f"{what} is empty")
+    return values
+
+
+def parse_grid(text: str) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """'16,32x1e-5,2e-5' -> ((16, 32), (1e-5, 2e-5))."""
+    parts = text.lower().split("x")
+    if len(parts) != 2:
+        raise MapnetError(f"--grid expects BATCH_SIZES x LEARNING_RATES, e.g. '16,32x1e-5,2e-5' (got {text!r})")
+    return parse_list(parts[0], int, "--grid batch sizes"), parse_list(parts[1], float, "--grid learning rates")
+
+
+def finetune_glue(
+    task: Annotated[str, typer.Option("--task", "-t", help="CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI (any case, dash optional), a comma list, or all.", show_default=False)],
+    data: Annotated[Path, typer.Option("--data", "-d", help="GLUE folder in the standard layout (GLUE_DIR/RTE/train.tsv, ...).", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: results.json, tables, curves (re-use it to resume).", show_default=False)],
+    checkpoint: Annotated[Optional[list[Path]], typer.Option("--checkpoint", "-k", help="A checkpoint folder, or a run folder (its newest complete checkpoint). Repeatable.", show_default=False)] = None,
+    checkpoints: Annotated[Optional[list[Path]], typer.Option("--checkpoints", help="A run folder: every complete checkpoint in RUN/checkpoints (a learning-curve sweep). Repeatable; more paths may follow as arguments.", show_default=False)] = None,
+    more: Annotated[Optional[list[Path]], typer.Argument(help="More run folders for the --checkpoints sweep.", show_default=False)] = None,
+    grid: Annotated[Optional[str], typer.Option("--grid", help="Batch sizes x learning rates, e.g. '16,32x1e-5,2e-5'.", show_default=False)] = None,
+    batch_sizes: Annotated[Optional[str], typer.Option("--batch-sizes", help="Comma list; sets finetune.batch_sizes.", show_default=False)] = None,
+    lrs: Annotated[Optional[str], typer.Option("--lrs", help="Comma list; sets finetune.learning_rates.", show_default=False)] = None,
+    seeds: Annotated[Optional[int], typer.Option("--seeds", help="Seeds per configuration (paper: 10).", show_default=False)] = None,
+    epochs: Annotated[Optional[int], typer.Option("--epochs", help="Epochs per run (paper: 10).", show_default=False)] = None,
+    max_train: Annotated[Optional[int], typer.Option("--max-train", help="Cap training examples (a fixed subset; 0: all).", show_default=False)] = None,
+    max_dev: Annotated[Optional[int], typer.Option("--max-dev", help="Cap dev examples (0: all; not comparable with published scores).", show_default=False)] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="CPU preset: bs 32, lr 8e-5, 2 seeds, 2 epochs, 2000 train examples.")] = False,
+    device: Annotated[Optional[str], typer.Option("--device", help="auto, cpu or cuda; sets finetune.device.", show_default=False)] = None,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    print_settings: PrintSettingsOpt = False,
+) -> None:
+    """Fine-tune checkpoints on GLUE (grid x seeds, best mean config) and report dev scores."""
+    from ..glue import report, sweep
+    from ..glue.pretrained import find_checkpoints
+    from ..glue.tasks import task_names
+
+    flags: dict = {}
+    if grid is not None:
+        if batch_sizes is not None or lrs is not None:
+            raise MapnetError("give either --grid or --batch-sizes/--lrs, not both")
+        flags["batch_sizes"], flags["learning_rates"] = parse_grid(grid)
+    if batch_sizes is not None:
+        flags["batch_sizes"] = parse_list(batch_sizes, int, "--batch-sizes")
+    if lrs is not None:
+        flags["learning_rates"] = parse_list(lrs, float, "--lrs")
+    for key, value in (("seeds", seeds), ("epochs", epochs), ("max_train", max_train), ("max_dev", max_dev), ("device", device)):
+        if value is not None:
+            flags[key] = value
+    # --quick is a preset: below the config file and the flags, so either can still change any of it.
+    file_keys = set((settings_mod.load_toml(config).get("finetune") or {})) if quick and config is not None else set()
+    layer = {k: v for k, v in QUICK.items() if k not in file_keys} if quick else {}
+    ft = {k: list(v) if isinstance(v, tuple) else v for k, v in {**layer, **flags}.items()}
+    settings = settings_mod.resolve(config, {"finetune": ft}, set_ or ())
+    if print_settings:
+        typer.echo(settings.to_toml(), nl=False)
+        return
+    tasks = task_names(task)
+    sweep_paths = [*(checkpoints or ()), *(more or ())]
+    if more and not checkpoints:
+        raise MapnetError(f"unexpected argument {str(more[0])!r} (extra paths belong to --checkpoints)")
+    if not checkpoint and not sweep_paths:
+        raise MapnetError("name what to fine-tune: --checkpoint RUN_OR_CKPT, or --checkpoints RUN ... for a sweep")
+    refs = find_checkpoints(checkpoint or (), sweep_paths)
+
+    err = Console(stderr=True)
+    if settings.finetune.max_dev:
+        err.print(f"note: dev sets capped at {settings.finetune.max_dev} examples: scores are not comparable "
+                  "with published ones", highlight=False, markup=False)
+    events = _RichEvents(err, settings.logging.progress)
+    with events.progress:
+        doc = sweep.run_sweep(refs, tasks, data, out, settings.finetune, events)
+    summary = doc["summary"]
+    console = Console()
+    table = Table(*report.RESULT_HEADER, title=f"GLUE dev ({summary['run_score'].replace('_', ' ')} per run)")
+    for row in report.result_rows(summary):
+        table.add_row(*row, end_section=row[1] == "GLUE")
+    console.print(table)
+    if len(refs) > 1 or sweep_paths:
+        header, rows = report.table2_rows(summary)
+        t2 = Table(*header, title="GLUE score by pretraining step (the paper's Table 2)")
+        for row in rows:
+            t2.add_row(*row)
+        console.print(t2)
+        header, rows = report.entry_curve_rows(summary)
+        t3 = Table(*header, title="Dev score by pretraining step, per entry (best configuration's mean)")
+        for i, row in enumerate(rows):
+            t3.add_row(*row, end_section=i + 1 < len(rows) and rows[i + 1][0] != row[0])
+        console.print(t3)
+        for note in report.write_curves(summary, out):
+            err.print(note, highlight=False, markup=False)
+    err.print(f"results: {out / sweep.RESULTS}", highlight=False, markup=False)
+
+
+class _RichEvents:
+    """One progress bar over every training step of the whole sweep; notes printed above it."""
+
+    def __init__(self, console: Console, enabled: bool):
+        self.console = console
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("steps"), TimeElapsedColumn(), TimeRemainingColumn(),
+                                 console=console, disable=not enabled)
+        self.task = None
+
+    def start(self, total_steps: int, runs: int, done: int) -> None:
+        if done:
+            self.console.print(f"resuming: {done} runs already in results.json, {runs} to go", highlight=False)
+        self.task = self.progress.add_task("fine-tuning", total=max(total_steps, 1) if runs else 1,
+                                           completed=0 if runs else 1)
+
+    def run_started(self, description: str) -> None:
+        self.progress.update(self.task, description=description)
+
+    def advance(self, steps: int) -> None:
+        self.progress.advance(self.task, steps)
+
+    def run_finished(self, key: str, record: dict) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        self.console.print(f"note: {text}", highlight=False, markup=False)

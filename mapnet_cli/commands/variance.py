@@ -1,0 +1,143 @@
+"""`mapnet variance`: measure the paper's gradient-variance decomposition on a checkpoint.
+
+    mapnet variance runs/tiny --sentences 64 --masks 8
+    mapnet variance runs/mapnet/checkpoints/step-00020000 --project-dim 4096 --json > variance.json
+    mapnet variance runs/mapnet --params 'encoder.blocks.*' --batch-sizes 1,8,32 --bootstrap 2000
+    mapnet variance runs/tiny --data shards/ --set variance.memory_gb=8
+
+For S validation sequences x M masks per scheme it prints the mask variance
+tr E_x[Var(g|x)], the sentence variance tr Var_x(E[g|x]) and the directly
+measured total tr Var(g) (unbiased; their sum equals the total), with
+bootstrap 95% intervals, for uniform masking and — when the checkpoint has a
+MAP-Net — MAP-Net's proposal with clipped, unclipped and no importance weights.
+
+Settings: the checkpoint's own settings (its masking as trained) < --config < flags.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .. import checkpoint
+from .. import settings as settings_mod
+from ..errors import MapnetError
+from ..variance.measure import load_target, variance_report
+from .options import ConfigOpt, SetOpt
+
+HELP = "Measure the gradient-variance decomposition (mask / sentence / total) of a checkpoint, per masking scheme."
+
+
+def _int_list(text: Optional[str], flag: str) -> Optional[list[int]]:
+    if text is None:
+        return None
+    try:
+        values = [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise MapnetError(f"{flag} expects comma-separated integers, e.g. 1,8,32 (got {text!r})") from None
+    return values
+
+
+def resolve_settings(ckpt: Path, config: Optional[Path], flags: dict, assignments: list[str]):
+    """The checkpoint's settings < config file < flags < --set."""
+    settings = checkpoint.load_settings(ckpt)
+    if config is not None:
+        settings = settings_mod.apply(settings, settings_mod.load_toml(config), str(config))
+    cli: dict[str, dict] = {}
+    for section, values in flags.items():
+        for key, value in values.items():
+            if value is not None:
+                cli.setdefault(section, {})[key] = value
+    for text in assignments:
+        section, key, value = settings_mod.parse_assignment(text)
+        cli.setdefault(section, {})[key] = value
+    settings = settings_mod.apply(settings, cli, "command-line flags")
+    problems = settings.problems()
+    if problems:
+        raise MapnetError("invalid settings: " + "; ".join(problems))
+    return settings
+
+
+def variance(
+    run: Annotated[Path, typer.Argument(help="Run folder (its newest checkpoint) or a step-XXXXXXXX checkpoint folder.", show_default=False)],
+    sentences: Annotated[Optional[int], typer.Option("--sentences", "-S", help="Validation sequences S; sets variance.sentences.", show_default=False)] = None,
+    masks: Annotated[Optional[int], typer.Option("--masks", "-M", help="Masks per sequence and scheme (>= 2); sets variance.masks.", show_default=False)] = None,
+    json_: Annotated[bool, typer.Option("--json", help="Print the JSON document (schema mapnet.variance/1) instead of tables.")] = False,
+    project_dim: Annotated[Optional[int], typer.Option("--project-dim", help="Sketch gradients to D dims (0: exact); sets variance.project_dim.", show_default=False)] = None,
+    params: Annotated[Optional[list[str]], typer.Option("--params", help="Only parameters whose name matches this fnmatch pattern (repeatable).", show_default=False)] = None,
+    batch_sizes: Annotated[Optional[str], typer.Option("--batch-sizes", help="Mini-batch sizes, e.g. 1,8,32; sets variance.batch_sizes.", show_default=False)] = None,
+    bootstrap: Annotated[Optional[int], typer.Option("--bootstrap", help="Bootstrap replicates (0: no intervals); sets variance.bootstrap.", show_default=False)] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of sentences, masks, bootstrap; sets variance.seed.", show_default=False)] = None,
+    data: Annotated[Optional[Path], typer.Option("--data", help="Shard folder (default: the one in the run's run.json).", show_default=False)] = None,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Measure the gradient-variance decomposition (mask / sentence / total) of a checkpoint, per masking scheme."""
+    ckpt = checkpoint.resolve_checkpoint(run)
+    flags = {"variance": {"sentences": sentences, "masks": masks, "project_dim": project_dim,
+                          "params": list(params) if params else None, "batch_sizes": _int_list(batch_sizes, "--batch-sizes"),
+                          "bootstrap": bootstrap, "seed": seed}}
+    settings = resolve_settings(ckpt, config, flags, list(set_ or ()))
+    err = Console(stderr=True)
+    target = load_target(ckpt, data)
+    v = settings.variance
+    what = f"{v.project_dim}-dim sketch" if v.project_dim else "exact gradients"
+    with err.status(f"measuring {v.sentences} sentences x {v.masks} masks ({what})", spinner="dots"):
+        report = variance_report(target, settings)
+    if json_:
+        typer.echo(json.dumps(report, indent=2, allow_nan=False))
+        return
+    render(report, Console())
+
+
+def _fmt(x: Optional[float]) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{x:.4g}"
+
+
+def _cell(entry: dict) -> str:
+    ci = entry.get("ci95")
+    return _fmt(entry["estimate"]) + (f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci and None not in ci else "")
+
+
+def render(report: dict, console: Console) -> None:
+    """Rich tables of a `mapnet.variance/1` document."""
+    g, d = report["gradient"], report["data"]
+    console.print(f"[bold]{report['checkpoint']['path']}[/] — {len(d['sentences'])} validation sentences x "
+                  f"{d['masks_per_sentence']} masks, K ~ {d['mask_size_mean']:.1f} of n ~ {d['eligible_mean']:.1f} "
+                  f"positions; {g['mode']} gradients of {g['parameters']:,} parameters"
+                  + (f" sketched to {g['dimension']}" if g["mode"] == "sketch" else "")
+                  + f"; {g['evaluations']} backward passes in {g['seconds']:.1f} s", highlight=False)
+    table = Table(title="Gradient variance (traces; 95% bootstrap intervals)", show_lines=False)
+    for col in ("scheme", "mask variance", "sentence variance", "total (direct)", "mask + sentence", "mask share",
+                "weights mean [min, max]", "bias vs uniform (rel.)"):
+        table.add_column(col, justify="left" if col == "scheme" else "right")
+    for name, entry in report["schemes"].items():
+        if not entry["available"]:
+            table.add_row(name, f"[dim]unavailable: {entry['reason']}[/]", "", "", "", "", "", "")
+            continue
+        w = entry["weights"]
+        bias = entry.get("bias_vs_uniform")
+        table.add_row(name, _cell(entry["mask_variance"]), _cell(entry["sentence_variance"]),
+                      _cell(entry["total_variance"]), _fmt(entry["sum_of_terms"]["estimate"]),
+                      f"{entry['mask_share']:.1%}" if entry["mask_share"] is not None else "-",
+                      f"{w['mean']:.3f} [{w['min']:.3f}, {w['max']:.3f}]",
+                      _cell(bias["relative_unbiased"]) if bias else "-")
+    console.print(table)
+    mb = Table(title="Mini-batch mean: B sequences x 1 mask (total / B, and measured by drawing disjoint batches)")
+    for col in ("scheme", "B", "predicted total / B", "mask part", "sentence part", "direct ± MC s.e."):
+        mb.add_column(col, justify="left" if col == "scheme" else "right")
+    for name, rows in report["minibatch"].items():
+        for row in rows:
+            direct = row["direct"]
+            mb.add_row(name, str(row["batch_size"]), _cell(row["predicted"]), _fmt(row["mask_part"]),
+                       _fmt(row["sentence_part"]),
+                       f"{_fmt(direct['estimate'])} ± {_fmt(direct['mc_stderr'])}" if direct else f"[dim]{row['direct_unavailable']}[/]")
+    console.print(mb)

@@ -1,0 +1,82 @@
+"""The JSON document of `mapnet variance --json` (schema `mapnet.variance/1`).
+
+    {
+      "schema": "mapnet.variance/1",
+      "checkpoint": {"path", "step", "masking"},           # what was measured
+      "data": {"shards", "split": "valid", "sentences": [indices], "eligible_mean", "mask_size_mean"},
+      "gradient": {"parameters", "tensors", "dimension", "mode": "exact"|"sketch", "method",
+                   "examples", "evaluations", "seconds"},
+      "schemes": {
+        "uniform": {"available": true,
+                    "mask_variance":      {"estimate", "ci95": [lo, hi] | null},   # tr E_x Var(g|x)
+                    "sentence_variance":  {...},                                   # tr Var_x E(g|x)
+                    "total_variance":     {...},                                   # tr Var(g), measured directly
+                    "sum_of_terms":       {...},                                   # mask + sentence (= total)
+                    "between_sentence_raw": {...},                                 # b^ = sentence + mask/M
+                    "pooled_biased":      {...},                                   # naive pooled variance (biased)
+                    "mask_share", "weights": {"mean", "min", "max", ...}},
+        "mapnet_clipped": {... , "bias_vs_uniform": {"distance", "relative",
+                    "distance_unbiased": {"estimate", "ci95"}, "relative_unbiased": {...}, "uniform_mean_norm"}},
+        "mapnet_unclipped": {...}, "mapnet_unweighted": {...}
+        # or, when not measured: {"available": false, "reason": "..."}
+      },
+      "minibatch": {"uniform": [{"batch_size", "predicted": {"estimate", "ci95"}, "mask_part",
+                                 "sentence_part", "direct": {"estimate", "mc_stderr"} | null,
+                                 "direct_unavailable": null | "why"}], ...},
+      "settings": {"variance": {...}, "masking": {...}}
+    }
+
+Variances are traces (sums over all measured coordinates) of squared
+gradient units; `ci95` are bias-corrected percentile bootstrap intervals
+(null with --bootstrap 0). Numbers that are undefined (a relative distance
+when the uniform mean gradient is indistinguishable from 0) are null.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+
+from .measure import Measurement
+from .schemes import SCHEMES
+
+SCHEMA = "mapnet.variance/1"
+
+
+def build_report(meas: Measurement, analysis: dict, *, settings, checkpoint: dict, data: dict) -> dict:
+    """Assemble the document above from a measurement and its analysis."""
+    schemes = {}
+    for name in SCHEMES:
+        if name in analysis["schemes"]:
+            schemes[name] = {"available": True, **analysis["schemes"][name]}
+        elif name in meas.unavailable:
+            schemes[name] = {"available": False, "reason": meas.unavailable[name]}
+    data = {**data, "eligible_mean": float(meas.eligible.double().mean()),
+            "mask_size_mean": float(meas.mask_sizes.double().mean()), "masks_per_sentence": meas.gram6.shape[2]}
+    return _finite({
+        "schema": SCHEMA,
+        "checkpoint": checkpoint,
+        "data": data,
+        "gradient": meas.gradient,
+        "schemes": schemes,
+        "minibatch": analysis["minibatch"],
+        "settings": {"variance": _plain(asdict(settings.variance)), "masking": _plain(asdict(settings.masking))},
+    })
+
+
+def _finite(obj):
+    """NaN and infinities become null: the document stays strict JSON."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _plain(d: dict) -> dict:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+
+__all__ = ["SCHEMA", "build_report"]
