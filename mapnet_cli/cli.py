@@ -18,6 +18,7 @@ from .commands import finetune_glue as finetune_glue_cmd
 from .commands import inspect_masks as inspect_masks_cmd
 from .commands import preprocess as preprocess_cmd
 from .commands import pretrain as pretrain_cmd
+from .commands import quickstart as quickstart_cmd
 from .commands import shard as shard_cmd
 from .commands import variance as variance_cmd
 
@@ -30,6 +31,7 @@ app = typer.Typer(
 )
 app.add_typer(config_cmd.app, name="config")
 # One line per command; a command is listed only when it does something real.
+app.command("quickstart", help=quickstart_cmd.HELP)(quickstart_cmd.quickstart)
 app.command("preprocess")(preprocess_cmd.preprocess)
 app.command("shard", help=shard_cmd.HELP)(shard_cmd.shard)
 app.command("pretrain", help=pretrain_cmd.HELP)(pretrain_cmd.pretrain)

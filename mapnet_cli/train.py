@@ -2,6 +2,7 @@
 
     mapnet pretrain shards/ --out runs/tiny --preset tiny --set train.steps=2000
     mapnet pretrain shards/ --out runs/base --gpus 8
+    mapnet pretrain shards/ --out runs/mapnet --preset base --masking mapnet
     torchrun --nproc-per-node 8 -m mapnet_cli.cli pretrain shards/ --out runs/base
 
 Library entry point: `pretrain(settings, shards, out, resume=..., on_report=...)`.
@@ -24,6 +25,13 @@ averages over ranks, so the summed gradient is exactly that of one big batch,
 with no extra communication (B is a constant). Per-token normalisation would
 need the global masked count and would let long sequences outweigh short ones,
 which breaks per-sequence importance weighting.
+
+Masking strategy. "uniform" masks each micro-batch on the way in
+(`make_batch`); "mapnet" masks inside the forward pass, from the proposal
+network trained alongside (`mapnet.training.MapnetTraining`). A strategy
+object (`UniformTraining` or `MapnetTraining`) owns what differs — the modules
+DDP wraps and the checkpoint stores, the loss of a step, extra metrics — so
+the loop below is the same for both.
 
 Dropout. The RNG is reseeded at each step from (seed, step, rank), which makes
 a resumed run bit-identical to an uninterrupted one whatever the world size.
@@ -82,12 +90,13 @@ class DataOrder:
 
 @dataclass
 class MicroBatch:
-    inputs: torch.Tensor                  # (b, T) corrupted ids
+    inputs: torch.Tensor | None           # (b, T) corrupted ids; None with MAP-Net (masked in the forward pass)
     targets: torch.Tensor                 # (b, T) original ids
-    mask: torch.Tensor                    # (b, T) bool, positions to predict
+    mask: torch.Tensor | None             # (b, T) bool, positions to predict; None with MAP-Net
     attention_mask: torch.Tensor | None   # (b, T) bool, None when nothing is padded
     tokens: int                           # non-pad tokens
-    weights: torch.Tensor | None = None   # (b,) per-sequence loss weights (MAP-Net importance ratios)
+    slots: range | None = None            # the rows' global batch slots (key MAP-Net's exploration coins)
+    keys: Sequence[int] | None = None     # the rows' mask-stream keys (MAP-Net draws its masks from them)
 
 
 def rank_micro_slots(batch_size: int, world: int, rank: int, micro: int) -> list[range]:
@@ -98,15 +107,21 @@ def rank_micro_slots(batch_size: int, world: int, rank: int, micro: int) -> list
 
 
 def make_batch(ids: np.ndarray, keys: Sequence[int], special_ids: dict, vocab_size: int, masking,
-               device: torch.device) -> MicroBatch:
-    """Uniform masks + 80/10/10 replacement for `ids`, each row from its own keyed stream."""
+               device: torch.device, slots: range | None = None) -> MicroBatch:
+    """Uniform masks + 80/10/10 replacement for `ids`, each row from its own keyed stream.
+
+    With MAP-Net the masks depend on the proposal network, so they are drawn in
+    the forward pass: the batch carries the raw ids, slots and keys instead.
+    """
     targets = torch.from_numpy(ids.astype(np.int64)).to(device, non_blocking=True)
     pad = ids == special_ids["pad"]
+    attn = torch.from_numpy(~pad).to(device) if pad.any() else None  # decided on the CPU: no device sync
+    if masking.strategy == "mapnet":
+        return MicroBatch(None, targets, None, attn, int((~pad).sum()), slots=slots, keys=list(keys))
     rng = SequenceRNG(keys)
     mask = uniform_mask(targets, eligible_positions(targets, special_ids), masking.mask_prob, masking.mask_count, rng)
     inputs = apply_replacement(targets, mask, vocab_size, special_ids, masking.replace_mask, masking.replace_random, rng)
-    attn = torch.from_numpy(~pad).to(device) if pad.any() else None  # decided on the CPU: no device sync
-    return MicroBatch(inputs, targets, mask, attn, int((~pad).sum()))
+    return MicroBatch(inputs, targets, mask, attn, int((~pad).sum()), slots=slots, keys=list(keys))
 
 
 # ---------------------------------------------------------------- one optimizer step
@@ -126,7 +141,7 @@ class StepStats:
 def mlm_loss(model, batch: MicroBatch, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(loss to backpropagate, detached sum of per-sequence losses, masked count)."""
     out = model(batch.inputs, batch.attention_mask, batch.mask, targets=batch.targets)
-    seq = out.sequence_losses if batch.weights is None else out.sequence_losses * batch.weights
+    seq = out.sequence_losses
     return seq.sum() * scale, out.sequence_losses.detach().sum(), batch.mask.sum()
 
 
@@ -152,6 +167,48 @@ def train_step(model, optimizer, scheduler, batches: list[MicroBatch], *, scale:
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
     return StepStats(seq_sum / batch_size, norm, lr, int(masked), int(tokens))
+
+
+class UniformTraining:
+    """The uniform strategy: batches arrive masked, the encoder is the only network.
+
+    `mapnet.training.MapnetTraining` has the same interface.
+    """
+
+    def __init__(self, model: BertForMLM):
+        self.model = self.net = model  # `net`: what DDP wraps
+
+    @property
+    def modules(self) -> dict[str, torch.nn.Module]:
+        return {"": self.model}  # checkpoint layout
+
+    @property
+    def optim_modules(self) -> list[torch.nn.Module]:
+        return [self.model]
+
+    def compile(self) -> None:
+        pass  # the encoder's blocks are compiled by the run, whatever the strategy
+
+    def loss_fn(self, step: int, with_stats: bool):
+        return mlm_loss
+
+    def metrics(self) -> dict[str, Any]:
+        return {}
+
+    def checkpoint_extra(self) -> dict[str, Any]:
+        return {}
+
+    def check_resume(self, meta: dict, ckpt: Path) -> None:
+        pass
+
+
+def training_strategy(settings, model: BertForMLM, data, info: distributed.DistInfo):
+    """The strategy object for `settings.masking.strategy`; call it right after building the encoder."""
+    if settings.masking.strategy == "mapnet":
+        from .mapnet.training import MapnetTraining
+
+        return MapnetTraining(settings, model, data, info)
+    return UniformTraining(model)
 
 
 # ---------------------------------------------------------------- evaluation
@@ -282,7 +339,9 @@ class Run:
 
         torch.manual_seed(t.seed)  # identical initial weights on every rank
         self.model = BertForMLM(self.cfg).to(info.device)
-        self.optimizer = build_optimizer([self.model], s.optim, fused=info.device.type == "cuda")
+        # After the encoder: a MAP-Net run starts from the same encoder weights as a uniform run with this seed.
+        self.strategy = training_strategy(s, self.model, self.data, info)
+        self.optimizer = build_optimizer(self.strategy.optim_modules, s.optim, fused=info.device.type == "cuda")
         self.scheduler = build_scheduler(self.optimizer, s.optim, t.steps)
         self.step, self.position, self.elapsed = 0, 0, 0.0
         self.resumed_from = self._restore() if resume else None
@@ -292,7 +351,8 @@ class Run:
         if t.compile:
             for block in self.model.encoder.blocks:
                 block.compile()  # per block, in place: state_dict keys stay unchanged
-        self.ddp = distributed.wrap_model(self.model, info)
+            self.strategy.compile()
+        self.ddp = distributed.wrap_model(self.strategy.net, info)
         self.autocast = precision_context(t.precision, info.device)
         self.metrics = MetricsLog(out / s.logging.metrics_file, info.is_main, self.step if resume else None)
         if info.is_main:
@@ -307,7 +367,12 @@ class Run:
             raise MapnetError(f"--resume: {ckpt} was trained with a different model ({meta['model']}); model settings cannot change")
         if meta["tokenizer_sha256"] != self.tokenizer_sha:
             raise MapnetError(f"--resume: {ckpt} used another tokenizer than these shards")
-        checkpoint.load_weights(ckpt / checkpoint.WEIGHTS, {"": self.model})
+        wanted = self.settings.masking.strategy
+        if meta.get("masking", "uniform") != wanted:
+            raise MapnetError(f"--resume: {ckpt} was trained with {meta.get('masking')} masking, not {wanted}; "
+                              "masking.strategy cannot change")
+        self.strategy.check_resume(meta, ckpt)
+        checkpoint.load_weights(ckpt / checkpoint.WEIGHTS, self.strategy.modules)
         state = checkpoint.load_state(ckpt, self.info.device)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -341,7 +406,8 @@ class Run:
         for slots in rank_micro_slots(t.batch_size, self.info.world_size, self.info.rank, self.micro):
             keys = sequence_keys(t.seed, step, slots, TRAIN_MASKS)
             ids = self.data.take(indices[slots.start:slots.stop])
-            out.append(make_batch(ids, keys, self.data.special_ids, self.data.vocab_size, self.settings.masking, self.info.device))
+            out.append(make_batch(ids, keys, self.data.special_ids, self.data.vocab_size, self.settings.masking,
+                                  self.info.device, slots))
         return out
 
     def save(self) -> Path | None:
@@ -350,9 +416,10 @@ class Run:
             state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                      "rng": checkpoint.rng_state(), "data_position": self.position, "elapsed": self.elapsed,
                      "world_size": self.info.world_size}
-            path = checkpoint.save_checkpoint(self.out, self.step, {"": self.model}, state, self.cfg,
-                                              self.settings.to_toml(), self.data.tokenizer_path, self.tokenizer_sha,
-                                              {"data_position": self.position, "masking": self.settings.masking.strategy})
+            extra = {"data_position": self.position, "masking": self.settings.masking.strategy,
+                     **self.strategy.checkpoint_extra()}
+            path = checkpoint.save_checkpoint(self.out, self.step, self.strategy.modules, state, self.cfg,
+                                              self.settings.to_toml(), self.data.tokenizer_path, self.tokenizer_sha, extra)
             t = self.settings.train
             checkpoint.prune(self.out, t.keep_last, t.keep_steps)
         distributed.barrier(self.info)
@@ -363,20 +430,30 @@ class Run:
             return None
         return evaluate(self.model, self.eval_set, self.micro, self.autocast, self.info, self.cfg.pad_id)
 
+    def _log_eval(self, report: Report) -> None:
+        ev = self.evaluate()
+        if ev is not None:
+            self.metrics.write({"kind": "eval", "step": self.step, **ev})
+            report("eval", {"step": self.step, **ev})
+
     def train(self, stop_at: int | None, report: Report) -> Path:
         t, lg = self.settings.train, self.settings.logging
         end = min(t.steps, stop_at or t.steps)
         if self.resumed_from is not None:
             report("resume", {"path": str(self.resumed_from), "step": self.step})
         last = checkpoint.latest_checkpoint(self.out)
+        if self.step == 0 and self.resumed_from is None:
+            self._log_eval(report)  # the starting point: steps-to-target and loss curves need step 0
         window_tokens, window_time = 0, 0.0
         while self.step < end:
             t0 = time.perf_counter()
             torch.manual_seed(mix_seed(DROPOUT, t.seed, self.step, self.info.rank))
+            log_step = (self.step + 1) % lg.log_every == 0 or self.step + 1 == end
             try:
                 st = train_step(self.ddp, self.optimizer, self.scheduler, self.batches(self.step),
                                 scale=self.info.world_size / t.batch_size, grad_clip=self.settings.optim.grad_clip,
-                                autocast=self.autocast, info=self.info, batch_size=t.batch_size)
+                                autocast=self.autocast, info=self.info, batch_size=t.batch_size,
+                                loss_fn=self.strategy.loss_fn(self.step, with_stats=log_step))
             except NonFiniteLoss as exc:
                 keep = f"last good checkpoint: {last}" if last else "no checkpoint was written yet"
                 raise MapnetError(f"non-finite loss at step {self.step + 1} ({exc}); stopped, {keep}") from None
@@ -386,15 +463,13 @@ class Run:
             record = {"step": self.step, "loss": st.loss, "lr": st.lr, "grad_norm": st.grad_norm,
                       "tokens_per_s": window_tokens / window_time, "masked_tokens": st.masked, "tokens": st.tokens,
                       "memory_bytes": memory_bytes(self.info.device), "elapsed": self.elapsed}
-            if self.step % lg.log_every == 0 or self.step == end:
+            if log_step:
+                record.update(self.strategy.metrics())  # a collective: every rank calls it
                 self.metrics.write({"kind": "train", **record})
                 window_tokens, window_time = 0, 0.0
             report("step", {**record, "total": t.steps})
             if (t.eval_every and self.step % t.eval_every == 0) or self.step == t.steps:
-                ev = self.evaluate()
-                if ev is not None:
-                    self.metrics.write({"kind": "eval", "step": self.step, **ev})
-                    report("eval", {"step": self.step, **ev})
+                self._log_eval(report)
             if ((t.checkpoint_every and self.step % t.checkpoint_every == 0) or self.step in t.keep_steps
                     or self.step == end):
                 last = self.save() or last
@@ -403,4 +478,4 @@ class Run:
 
 
 __all__ = ["DataOrder", "MicroBatch", "rank_micro_slots", "make_batch", "StepStats", "mlm_loss", "train_step",
-           "EvalSet", "build_eval_set", "evaluate", "pretrain", "Run", "NonFiniteLoss"]
+           "UniformTraining", "training_strategy", "EvalSet", "build_eval_set", "evaluate", "pretrain", "Run", "NonFiniteLoss"]

@@ -130,10 +130,10 @@ def test_pretrain_learns_logs_evaluates_and_keeps_checkpoints(shards, tmp_path):
     assert all(r["masked_tokens"] > 0 and r["memory_bytes"] > 0 for r in train)
     assert train[-1]["lr"] < train[1]["lr"]  # linear decay after warm-up
     evals = metrics(run, "eval")
-    assert [r["step"] for r in evals] == [10, 20, 30, 40]
+    assert [r["step"] for r in evals] == [0, 10, 20, 30, 40]  # step 0: the untrained starting point
     assert len({r["eval_sha256"] for r in evals}) == 1 and evals[0]["eval_sequences"] == 16
     assert evals[-1]["eval_loss"] < evals[0]["eval_loss"] - 0.3  # it learns
-    assert events.count("eval") == 4 and "step" in events
+    assert events.count("eval") == 5 and "step" in events
 
     info = json.loads((run / "run.json").read_text())
     assert info["world_size"] == 1 and info["seeds"] == {"train": 0, "eval": 1234}

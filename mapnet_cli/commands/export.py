@@ -11,8 +11,6 @@ from typing import Annotated
 
 import typer
 
-from ..export import export as run_export
-
 HELP = "Export a checkpoint's encoder + MLM head for transformers (AutoModelForMaskedLM)."
 
 
@@ -22,4 +20,6 @@ def export(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace --out if it exists.")] = False,
 ) -> None:
     """Export a checkpoint's encoder + MLM head for transformers (AutoModelForMaskedLM)."""
+    from ..export import export as run_export  # here, not at the top: `mapnet --help` must not load torch
+
     typer.echo(f"exported {run_export(checkpoint, out, overwrite)}")

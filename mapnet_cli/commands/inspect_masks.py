@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -25,7 +25,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import MapnetError
-from ..inspect_masks import Inspection, SequenceView, inspect_masks as run_inspect
+
+if TYPE_CHECKING:  # the library loads torch: imported in the command, so `mapnet --help` stays light
+    from ..inspect_masks import Inspection, SequenceView
 
 HELP = "Show a MAP-Net checkpoint's mask proposals: per-token probabilities, sampled masks, preferred words."
 
@@ -104,6 +106,8 @@ def inspect_masks(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (schema mapnet.inspect-masks/1) instead of the coloured view.")] = False,
 ) -> None:
     """Show a MAP-Net checkpoint's mask proposals: per-token probabilities, sampled masks, preferred words."""
+    from ..inspect_masks import inspect_masks as run_inspect
+
     if text is not None and file is not None:
         raise MapnetError("give --text or --file, not both")
     source = "text"

@@ -7,11 +7,16 @@
     torchrun --nproc-per-node 8 -m mapnet_cli.cli pretrain shards/ --out runs/base
     srun --ntasks-per-node 8 mapnet pretrain shards/ --out runs/base       # with MASTER_ADDR/PORT exported
     mapnet pretrain shards/ --out runs/dbg --preset tiny --nproc 2          # 2 CPU processes (gloo)
+    mapnet pretrain shards/ --out runs/mapnet --preset base --masking mapnet   # MAP-Net proposals (paper, 3.2-3.3)
+    mapnet pretrain shards/ --out runs/mapnet-raw --masking mapnet --importance unclipped
 
 Settings: defaults < preset < --config < flags. With --resume the base is the
 settings the run was started with (its newest checkpoint's settings.toml);
 --config and flags still apply on top (e.g. --steps to train longer), but the
-model cannot change.
+model cannot change, and neither can the masking strategy or MAP-Net's size.
+
+torch and the training modules are imported inside the command, so
+`mapnet --help` and the data commands start without loading torch.
 """
 
 from __future__ import annotations
@@ -20,16 +25,14 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from .. import checkpoint, distributed
 from .. import settings as settings_mod
 from ..errors import MapnetError
-from ..train import pretrain as run_pretrain
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
 
 ARGV_ENV = "MAPNET_LAUNCH_ARGV"
@@ -40,6 +43,8 @@ def resolve_settings(out: Path, resume: bool, config: Optional[Path], flags: dic
     """defaults < preset < config < flags; on --resume the run's own settings replace defaults < preset."""
     if not resume:
         return settings_mod.resolve(config, flags, assignments)
+    from .. import checkpoint
+
     ckpt = checkpoint.latest_checkpoint(out)
     if ckpt is None:
         raise MapnetError(f"--resume: {out} has no complete checkpoint to continue from")
@@ -70,7 +75,9 @@ def pretrain(
     micro_batch_size: Annotated[Optional[int], typer.Option("--micro-batch-size", help="Sequences per forward pass per device; sets train.micro_batch_size.", show_default=False)] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Sets train.seed.", show_default=False)] = None,
     device: Annotated[Optional[str], typer.Option("--device", help="auto, cpu or cuda; sets train.device.", show_default=False)] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue from the newest complete checkpoint in --out.")] = False,
+    masking: Annotated[Optional[Literal["uniform", "mapnet"]], typer.Option("--masking", help="uniform (RandMask) or mapnet (learned proposals); sets masking.strategy.", show_default=False)] = None,
+    importance: Annotated[Optional[Literal["clipped", "unclipped", "none"]], typer.Option("--importance", help="MAP-Net's per-sequence importance weight (paper: clipped); sets masking.importance.", show_default=False)] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from the newest complete checkpoint in --out. With MAP-Net and masking.explore_steps = 0 the exploration schedule spans train.steps, so raising --steps on resume stretches it from the current step on.")] = False,
     stop_at: Annotated[Optional[int], typer.Option("--stop-at", help="Checkpoint and exit after this step (e.g. a job's time slice); --resume continues.", show_default=False)] = None,
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="Start one process per GPU on this node (torchrun, NCCL).", show_default=False)] = None,
     nproc: Annotated[Optional[int], typer.Option("--nproc", help="Start N CPU processes (gloo) — tests, debugging.", show_default=False)] = None,
@@ -86,6 +93,7 @@ def pretrain(
         "model": {"preset": preset},
         "train": {"steps": steps, "batch_size": batch_size, "micro_batch_size": micro_batch_size, "seed": seed,
                   "device": device},
+        "masking": {"strategy": masking, "importance": importance},
         "distributed": {"gpus": gpus, "nproc": nproc, "nnodes": nnodes, "node_rank": node_rank,
                         "rdzv_endpoint": rdzv_endpoint},
     }
@@ -99,14 +107,18 @@ def pretrain(
     if stop_at is not None and stop_at < 1:
         raise MapnetError(f"--stop-at must be >= 1 (got {stop_at})")
 
+    from .. import distributed
+
     if distributed.should_launch(d.gpus, d.nproc):
         _launch(shards, out, settings, resume, stop_at)
         return
-    _train(shards, out, settings, resume, stop_at)
+    train_with_progress(shards, out, settings, resume, stop_at)
 
 
 def _launch(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[int]) -> None:
     """Re-run this command under torchrun with exactly the settings resolved here."""
+    from .. import distributed
+
     out.mkdir(parents=True, exist_ok=True)
     frozen = out / f".launch-settings-{os.getpid()}.toml"
     frozen.write_text(settings.to_toml(), encoding="utf-8")
@@ -123,7 +135,11 @@ def _launch(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[i
         raise MapnetError(f"training processes failed (torchrun exit code {code}); their messages are above")
 
 
-def _train(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[int]) -> None:
+def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[int]) -> None:
+    """Train in this process with a rich progress bar (also used by `mapnet quickstart`)."""
+    from .. import distributed
+    from ..train import pretrain as run_pretrain
+
     console = Console(stderr=True)
     show_bar = settings.logging.progress and console.is_terminal
     log_every = settings.logging.log_every

@@ -25,10 +25,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .. import checkpoint
 from .. import settings as settings_mod
 from ..errors import MapnetError
-from ..variance.measure import load_target, variance_report
 from .options import ConfigOpt, SetOpt
 
 HELP = "Measure the gradient-variance decomposition (mask / sentence / total) of a checkpoint, per masking scheme."
@@ -46,6 +44,8 @@ def _int_list(text: Optional[str], flag: str) -> Optional[list[int]]:
 
 def resolve_settings(ckpt: Path, config: Optional[Path], flags: dict, assignments: list[str]):
     """The checkpoint's settings < config file < flags < --set."""
+    from .. import checkpoint  # torch-heavy: imported only when the command runs
+
     settings = checkpoint.load_settings(ckpt)
     if config is not None:
         settings = settings_mod.apply(settings, settings_mod.load_toml(config), str(config))
@@ -79,6 +79,9 @@ def variance(
     set_: SetOpt = None,
 ) -> None:
     """Measure the gradient-variance decomposition (mask / sentence / total) of a checkpoint, per masking scheme."""
+    from .. import checkpoint
+    from ..variance.measure import load_target, variance_report
+
     ckpt = checkpoint.resolve_checkpoint(run)
     flags = {"variance": {"sentences": sentences, "masks": masks, "project_dim": project_dim,
                           "params": list(params) if params else None, "batch_sizes": _int_list(batch_sizes, "--batch-sizes"),

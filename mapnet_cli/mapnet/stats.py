@@ -89,6 +89,14 @@ class MapnetStats:
         return out
 
 
+def summary_keys(kinds=()) -> list[str]:
+    """Every key `MapnetStats.summary` can give (the list in the module doc), for token kinds `kinds`."""
+    names = ["p_uniform", "uniform_fraction", "entropy", "ess", "weight", "clipped_fraction", "log_ratio",
+             "loss_map_tokens", "loss_uniform_tokens", "map_objective"]
+    names += [f"{what}/{kind}" for kind in kinds for what in ("mass", "share")]
+    return [_P + n for n in names]
+
+
 @torch.no_grad()
 def collect(*, log_probs: torch.Tensor, eligible: torch.Tensor, input_ids: torch.Tensor, chosen: torch.Tensor,
             uniform_rows: torch.Tensor, log_ratio: torch.Tensor, weights: torch.Tensor, token_losses: torch.Tensor,
@@ -138,4 +146,4 @@ def collect(*, log_probs: torch.Tensor, eligible: torch.Tensor, input_ids: torch
     return st
 
 
-__all__ = ["MapnetStats", "collect"]
+__all__ = ["MapnetStats", "summary_keys", "collect"]

@@ -1,0 +1,93 @@
+"""`mapnet quickstart`: the main job on the embedded default data.
+
+    mapnet quickstart
+    mapnet quickstart --masking mapnet --out runs/quickstart-mapnet --steps 600
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .. import quickstart as qs
+from .options import ConfigOpt, PrintSettingsOpt, SetOpt
+
+HELP = "Run the whole chain on the embedded synthetic corpus: preprocess, shard, pretrain `tiny`, summary."
+
+
+class Masking(str, Enum):
+    uniform = "uniform"
+    mapnet = "mapnet"
+
+
+def quickstart(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for corpus/, shards/ and run/.")] = Path("runs/quickstart"),
+    steps: Annotated[Optional[int], typer.Option("--steps", help="Pretraining steps (recipe: 300).", show_default=False)] = None,
+    masking: Annotated[Optional[Masking], typer.Option("--masking", help="uniform (baseline) or mapnet.", show_default=False)] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Sets train.seed.", show_default=False)] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Start from scratch instead of reusing finished stages.")] = False,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    print_settings: PrintSettingsOpt = False,
+) -> None:
+    """Run the whole chain on the embedded synthetic corpus: preprocess, shard, pretrain `tiny`, summary."""
+    flags = {"train": {"steps": steps, "seed": seed}, "masking": {"strategy": masking.value if masking else None}}
+    settings = qs.resolve_settings(flags, list(set_ or ()), config)
+    if print_settings:
+        typer.echo(settings.to_toml(), nl=False)
+        return
+    console = Console(stderr=True)
+    stages = qs.Stages.under(out)
+    if overwrite and out.exists():
+        shutil.rmtree(out)
+    started = time.perf_counter()
+    with console.status("preparing the synthetic corpus and shards", spinner="dots"):
+        qs.prepare_data(stages, settings, lambda msg: console.print(msg, highlight=False))
+
+    from .. import checkpoint
+    from .pretrain import train_with_progress
+
+    latest = checkpoint.latest_checkpoint(stages.run)
+    done = latest is not None and checkpoint.read_config(latest)["step"] >= settings.train.steps
+    if done:
+        console.print(f"reusing the finished run {stages.run}", highlight=False)
+    else:
+        train_with_progress(stages.shards, stages.run, settings, resume=latest is not None, stop_at=None)
+    _summary(Console(), stages, settings, time.perf_counter() - started)
+
+
+def _summary(console: Console, stages: qs.Stages, settings, seconds: float) -> None:
+    evals = qs.eval_history(stages.run, settings.logging.metrics_file)
+    table = Table(title=f"held-out MLM, {settings.masking.strategy} masking")
+    table.add_column("step", justify="right")
+    table.add_column("loss", justify="right")
+    table.add_column("accuracy", justify="right")
+    for ev in evals:
+        table.add_row(str(ev["step"]), f"{ev['eval_loss']:.4f}", f"{ev['eval_accuracy']:.2%}")
+    console.print(table)
+    if len(evals) >= 2:
+        first, last = evals[0], evals[-1]
+        console.print(f"held-out loss {first['eval_loss']:.3f} (step {first['step']}) -> {last['eval_loss']:.3f} "
+                      f"(step {last['step']}); accuracy {first['eval_accuracy']:.1%} -> {last['eval_accuracy']:.1%}",
+                      highlight=False)
+    history = qs.mapnet_history(stages.run, settings.logging.metrics_file)
+    if history:
+        kinds = sorted(k.split("/", 2)[2] for k in history[-1] if k.startswith("mapnet/mass/"))
+        mass = Table(title="MAP-Net proposal mass by token kind (uniform share in brackets)")
+        mass.add_column("step", justify="right")
+        for kind in kinds:
+            mass.add_column(kind, justify="right")
+        for record in (history[0], history[len(history) // 2], history[-1]):
+            mass.add_row(str(record["step"]), *[f"{record[f'mapnet/mass/{k}']:.3f} ({record[f'mapnet/share/{k}']:.3f})"
+                                                for k in kinds])
+        console.print(mass)
+    console.print(f"done in {seconds:.0f} s. Next: mapnet inspect-masks {stages.run} | mapnet export {stages.run} --out "
+                  f"{stages.run.parent / 'hf'} | mapnet finetune-glue --task sst2 --quick --checkpoint {stages.run} ...",
+                  highlight=False)

@@ -1,0 +1,112 @@
+"""MAP-Net in the pretraining loop: what `train.Run` does differently with `masking.strategy = "mapnet"`.
+
+    mapnet pretrain shards/ --out runs/mapnet --preset base --masking mapnet
+    mapnet pretrain shards/ --out runs/mapnet-unclipped --masking mapnet --importance unclipped
+
+`MapnetTraining` has the interface of `train.UniformTraining`, so the loop
+itself never asks which strategy it runs:
+
+- build: the proposal network is created *after* the encoder, so the encoder's
+  initial weights equal those of a uniform run with the same seed; it holds
+  the encoder's token embedding (shared, not copied); one `MapnetJoint` module
+  carries both networks so one DDP wrapper all-reduces both, and the optimizer
+  and gradient clipping cover both.
+- batches arrive unmasked (`train.make_batch` with the mapnet strategy): masks
+  are drawn inside the forward pass from the proposal, each row from the
+  stream keyed by (seed, step, slot), so they do not depend on the split.
+- loss: the encoder term is the mean over the global batch's B sequences of
+  w * l_s (with w = 1 exactly `train.mlm_loss`); the MAP-Net term is scaled by
+  the M sequences that train it, counted from the seeded coins before any
+  forward, so no collective is needed. The logged loss is unweighted, so it
+  compares with uniform runs.
+- metrics: per-step statistics collected on log steps only, summed over
+  micro-batches and ranks (one all-reduce), as `mapnet/...` keys.
+- checkpoint: MAP-Net's weights go under `mapnet.` in model.safetensors and its
+  config into config.json; the optimizer state already covers its parameters,
+  and no RNG state is needed (masks, coins and dropout are reseeded from
+  (seed, step, slot/rank) every step).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .. import distributed
+from ..errors import MapnetError
+from ..masking import SequenceRNG
+from .objective import MapnetJoint, map_training_sequences
+from .proposal import ProposalConfig, ProposalNetwork
+from .stats import MapnetStats, summary_keys
+
+
+class MapnetTraining:
+    """The MAP-Net strategy: proposal + encoder trained jointly, statistics for the metrics file."""
+
+    def __init__(self, settings, model: torch.nn.Module, data, info: distributed.DistInfo):
+        self.settings, self.model, self.info = settings, model, info
+        self.special_ids, self.vocab_size = data.special_ids, data.vocab_size
+        self.proposal_cfg = ProposalConfig.from_settings(settings.model, settings.masking)
+        self.proposal = ProposalNetwork(self.proposal_cfg, model.encoder.tok_embeddings).to(info.device)
+        self.net = MapnetJoint(model, self.proposal)  # what DDP wraps: one all-reduce for both networks
+        kinds = data.token_kinds or {}
+        self.kinds = {k: torch.as_tensor(v, device=info.device) for k, v in kinds.items()} or None
+        self.keys = summary_keys(sorted(kinds))
+        self.stats = MapnetStats()
+
+    @property
+    def modules(self) -> dict[str, torch.nn.Module]:
+        """Checkpoint layout: the encoder un-prefixed (export reads only that), MAP-Net under `mapnet.`."""
+        return {"": self.model, "mapnet": self.proposal}
+
+    @property
+    def optim_modules(self) -> list[torch.nn.Module]:
+        # This order on every run and resume: the optimizer state is matched to parameters by position.
+        return [self.model, self.proposal]
+
+    def compile(self) -> None:
+        for block in self.proposal.blocks:
+            block.compile()  # per block, in place, as the encoder's: state_dict keys stay unchanged
+
+    def loss_fn(self, step: int, with_stats: bool):
+        """The `train_step` loss of optimizer step `step`: (loss to backpropagate, sum of l_s, masked count)."""
+        s, t = self.settings, self.settings.train
+        # Counted over the whole global batch from the seeded coins: every rank gets the same M with no collective.
+        m = map_training_sequences(step, t.steps, t.seed, range(t.batch_size), s.masking)
+        map_scale = self.info.world_size / max(m, 1)
+
+        def mapnet_loss(ddp, batch, scale: float):
+            part, st = ddp(batch.targets, batch.attention_mask, special_ids=self.special_ids,
+                           vocab_size=self.vocab_size, step=step, total_steps=t.steps, seed=t.seed, slots=batch.slots,
+                           masking=s.masking, rng=SequenceRNG(batch.keys), token_kinds=self.kinds,
+                           with_stats=with_stats)
+            if st is not None:
+                self.stats.add(st)
+            return part.total(s.masking, enc_scale=scale, map_scale=map_scale), part.loss_sum, part.masked
+
+        return mapnet_loss
+
+    def metrics(self) -> dict[str, Any]:
+        """The `mapnet/...` numbers of the steps since the last call, over all ranks (a collective: every rank calls it).
+
+        Every key is present at every log step; a number with nothing to average
+        (e.g. `log_ratio` while every sequence is still masked uniformly) is None.
+        """
+        names = self.stats.names()
+        flat = distributed.all_reduce_sum(self.stats.as_tensor(self.info.device), self.info)
+        summary = MapnetStats.from_tensor(names, flat).summary()
+        self.stats = MapnetStats()
+        return {key: summary.get(key) for key in self.keys}
+
+    def checkpoint_extra(self) -> dict[str, Any]:
+        return {"mapnet": self.proposal_cfg.to_dict()}
+
+    def check_resume(self, meta: dict, ckpt: Path) -> None:
+        if meta.get("mapnet") != self.proposal_cfg.to_dict():
+            raise MapnetError(f"--resume: {ckpt} has a different MAP-Net ({meta.get('mapnet')}); "
+                              "masking.map_* settings cannot change")
+
+
+__all__ = ["MapnetTraining"]

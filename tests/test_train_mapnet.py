@@ -1,0 +1,212 @@
+"""Pretraining with `--masking mapnet`: CLI run and metrics, exact resume, 1 vs 2 processes, export, learning signal."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file
+from typer.testing import CliRunner
+
+from mapnet_cli import checkpoint
+from mapnet_cli.cli import app
+from mapnet_cli.errors import MapnetError
+from mapnet_cli.mapnet import summary_keys
+from mapnet_cli.settings import resolve
+from mapnet_cli.train import pretrain
+from tiny_shards import write_tiny_shards
+
+# Tiny encoder (2 layers, H=128) and MAP-Net (2 layers, H=64), 64-token sequences.
+BASE = ["model.max_position=64", "shard.max_seq_len=64", "train.batch_size=8", "train.eval_sequences=8",
+        "train.eval_every=0", "train.checkpoint_every=0", "optim.warmup_steps=3", "optim.lr=3e-3",
+        "logging.log_every=2", "logging.progress=false", "train.device=cpu"]
+ALWAYS = ["p_uniform", "uniform_fraction", "entropy", "ess", "weight", "map_objective"]  # defined at every step
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    # Tiny models: thread hand-off dominates, and the other test sessions share the cores.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def mapnet_settings(*extra: str):
+    return resolve(None, {"model": {"preset": "tiny"}}, [*BASE, "masking.strategy=mapnet", *extra])
+
+
+def rows(run: Path, kind: str = "train") -> list[dict]:
+    return [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if r["kind"] == kind]
+
+
+@pytest.fixture(scope="module")
+def synthetic_shards(tmp_path_factory) -> Path:
+    """The embedded synthetic language, small: ~580 training sequences of 64 tokens, with token kinds."""
+    from mapnet_cli.data.preprocess import run_preprocess
+    from mapnet_cli.data.shard_writer import run_shard
+
+    root = tmp_path_factory.mktemp("synthetic")
+    s = resolve(None, None, ["synthetic.documents=300", "preprocess.vocab_size=1024", "preprocess.workers=1",
+                             "shard.max_seq_len=64", "shard.valid_fraction=0.1", "shard.workers=1"])
+    run_preprocess(["synthetic:"], root / "prep", s)
+    run_shard(root / "prep", root / "shards", s)
+    assert (root / "shards" / "token_kinds.json").is_file()
+    return root / "shards"
+
+
+@pytest.fixture(scope="module")
+def tiny_shards(tmp_path_factory) -> Path:
+    return write_tiny_shards(tmp_path_factory.mktemp("tiny") / "shards", train=64, valid=8, seq_len=64)
+
+
+@pytest.fixture(scope="module")
+def cli_run(synthetic_shards, tmp_path_factory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("cli") / "run"
+    args = ["pretrain", str(synthetic_shards), "--out", str(out), "--preset", "tiny", "--steps", "8",
+            "--masking", "mapnet", "--importance", "unclipped", *[a for kv in BASE for a in ("--set", kv)],
+            "--set", "masking.explore_steps=4", "--set", "train.eval_every=4"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    return out, result.output
+
+
+# ---------------------------------------------------------------- (a) the CLI run and its metrics
+def test_cli_mapnet_run_logs_every_mapnet_key_at_every_log_step(cli_run, synthetic_shards):
+    out, output = cli_run
+    assert "done:" in output
+    settings = (out / "settings.toml").read_text()
+    assert 'strategy = "mapnet"' in settings and 'importance = "unclipped"' in settings
+    kinds = sorted(json.loads((synthetic_shards / "token_kinds.json").read_text()))
+    assert "determined" in kinds
+    keys = summary_keys(kinds)
+    assert {"mapnet/mass/determined", "mapnet/share/determined", "mapnet/log_ratio"} <= set(keys)
+    always = [f"mapnet/{n}" for n in ALWAYS] + [k for k in keys if k.startswith(("mapnet/mass/", "mapnet/share/"))]
+    train = rows(out)
+    assert [r["step"] for r in train] == [2, 4, 6, 8]
+    for r in train:
+        assert set(keys) <= set(r), sorted(set(keys) - set(r))
+        assert all(isinstance(r[k], float) for k in always), r
+        assert all(r[k] is None or isinstance(r[k], float) for k in keys)  # None: nothing to average this step
+        assert 0 < r["mapnet/entropy"] <= 1 + 1e-9 and 0 < r["mapnet/ess"] <= 1 + 1e-9
+    # The schedule: 100% uniform at step 0 falling to 33% at step 4 (p of the logged step, 0-based = step - 1).
+    assert [round(r["mapnet/p_uniform"], 4) for r in train] == [0.8325, 0.4975, 0.33, 0.33]
+    assert train[-1]["mapnet/log_ratio"] is not None and train[-1]["mapnet/loss_map_tokens"] is not None
+    assert [r["step"] for r in rows(out, "eval")] == [0, 4, 8]  # eval still runs on its fixed uniform masks
+
+
+def test_mapnet_resume_refuses_a_changed_strategy_or_proposal(cli_run, synthetic_shards):
+    out, _ = cli_run
+    runner = CliRunner()
+    base = ["pretrain", str(synthetic_shards), "--out", str(out), "--resume", "--steps", "10"]
+    strategy = runner.invoke(app, base + ["--masking", "uniform"])
+    assert isinstance(strategy.exception, MapnetError) and "masking.strategy cannot change" in str(strategy.exception)
+    size = runner.invoke(app, base + ["--set", "masking.map_layers=1"])
+    assert isinstance(size.exception, MapnetError) and "different MAP-Net" in str(size.exception)
+    bad = runner.invoke(app, ["pretrain", str(synthetic_shards), "--out", str(out), "--masking", "random"])
+    assert bad.exit_code != 0 and "random" in bad.output  # typed option: refused before any work
+    assert checkpoint.latest_checkpoint(out).name == "step-00000008"  # nothing was trained or written
+
+
+# ---------------------------------------------------------------- (b) exact resume, both networks
+@pytest.mark.slow
+def test_mapnet_resume_is_bitwise_identical_for_both_networks(tiny_shards, tmp_path):
+    s = mapnet_settings("train.steps=12", "logging.log_every=3")
+    straight = pretrain(s, tiny_shards, tmp_path / "a")
+    assert pretrain(s, tiny_shards, tmp_path / "b", stop_at=6).name == "step-00000006"
+    resumed = pretrain(s, tiny_shards, tmp_path / "b", resume=True)
+    wa, wb = load_file(str(straight / "model.safetensors")), load_file(str(resumed / "model.safetensors"))
+    assert wa.keys() == wb.keys()
+    assert any(k.startswith("mapnet.blocks.") for k in wa) and "encoder.tok_embeddings.weight" in wa
+    for k in wa:
+        assert torch.equal(wa[k], wb[k]), k  # bitwise, encoder and MAP-Net
+    ra, rb = rows(tmp_path / "a"), rows(tmp_path / "b")
+    drop = ("tokens_per_s", "memory_bytes", "elapsed")
+    assert [{k: v for k, v in r.items() if k not in drop} for r in ra] == \
+           [{k: v for k, v in r.items() if k not in drop} for r in rb]
+    assert checkpoint.read_config(resumed)["mapnet"]["hidden"] == 64  # half the encoder's width
+    # Training really moved MAP-Net off its (uniform) initialisation.
+    assert wa["mapnet.score.weight"].abs().sum() > 0
+
+
+# ---------------------------------------------------------------- (c) 1 process x 8 vs 2 processes x 4
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_two_gloo_processes_match_one_process_with_mapnet(tiny_shards, tmp_path):
+    sets = [*BASE, "model.dropout=0.0", "model.attention_dropout=0.0", "train.steps=6", "logging.log_every=1",
+            "masking.strategy=mapnet", "masking.explore_steps=3"]
+    args = [sys.executable, "-m", "mapnet_cli.cli", "pretrain", str(tiny_shards), "--out", str(tmp_path / "two"),
+            "--preset", "tiny", "--nproc", "2", *[a for kv in sets for a in ("--set", kv)]]
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_NTASKS")}
+    two = subprocess.run(args, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=400)
+    assert two.returncode == 0, two.stderr[-3000:]
+    pretrain(resolve(None, {"model": {"preset": "tiny"}}, sets), tiny_shards, tmp_path / "one")
+
+    a, b = rows(tmp_path / "one"), rows(tmp_path / "two")
+    assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, 7))
+    assert any(r["mapnet/uniform_fraction"] < 1 for r in a)  # some sequences were masked by MAP-Net
+    for ra, rb in zip(a, b):
+        assert rb["loss"] == pytest.approx(ra["loss"], rel=1e-5, abs=1e-6)
+        assert rb["masked_tokens"] == ra["masked_tokens"] and rb["tokens"] == ra["tokens"]
+        assert rb["grad_norm"] == pytest.approx(ra["grad_norm"], rel=1e-4)
+        for key in (k for k in ra if k.startswith("mapnet/")):
+            if ra[key] is None:
+                assert rb[key] is None, key
+            else:
+                # abs: map_objective is a baseline-centred sum that cancels to ~1e-3 from O(1) terms,
+                # each carrying the float32 rounding of a 4-row vs an 8-row forward pass.
+                assert rb[key] == pytest.approx(ra[key], rel=1e-4, abs=1e-4), key
+    wa = load_file(str(checkpoint.latest_checkpoint(tmp_path / "one") / "model.safetensors"))
+    wb = load_file(str(checkpoint.latest_checkpoint(tmp_path / "two") / "model.safetensors"))
+    assert wa.keys() == wb.keys() and any(k.startswith("mapnet.") for k in wa)
+    for k in wa:
+        torch.testing.assert_close(wb[k], wa[k], atol=2e-5, rtol=1e-4, msg=k)
+
+
+# ---------------------------------------------------------------- (d) export and inspect-masks
+def test_export_keeps_only_the_encoder_and_inspect_masks_reads_the_checkpoint(cli_run, tmp_path):
+    pytest.importorskip("transformers")
+    out, _ = cli_run
+    ckpt = checkpoint.latest_checkpoint(out)
+    with safe_open(str(ckpt / "model.safetensors"), "pt") as fh:
+        assert any(k.startswith("mapnet.") for k in fh.keys())  # the checkpoint has both networks
+    runner = CliRunner()
+    done = runner.invoke(app, ["export", str(out), "--out", str(tmp_path / "hf")])
+    assert done.exit_code == 0, done.output
+    with safe_open(str(tmp_path / "hf" / "model.safetensors"), "pt") as fh:
+        keys = list(fh.keys())
+    assert keys and not any("mapnet" in k for k in keys)
+    assert any(k.startswith("bert.encoder.") for k in keys)
+
+    shown = runner.invoke(app, ["inspect-masks", str(out), "--json", "--sentences", "2", "--samples", "5"], input="")
+    assert shown.exit_code == 0, shown.output
+    data = json.loads(shown.stdout)
+    assert data["source"] == "valid" and data["step"] == 8 and len(data["sequences"]) == 2
+    for seq in data["sequences"]:
+        probs = [p for p in seq["probabilities"] if p is not None]
+        assert len(probs) == seq["eligible"] and abs(sum(probs) - 1) < 1e-5
+        assert len(seq["masked"]) == seq["k"] >= 1
+
+
+# ---------------------------------------------------------------- (e) MAP-Net learns where not to mask
+@pytest.mark.slow
+def test_proposal_moves_mass_off_determined_tokens(synthetic_shards, tmp_path):
+    """Determined tokens (agreement particles, brackets) are the first the encoder predicts well: their
+    loss falls below their sequence's mean, so eq. 10 lowers their proposal probability."""
+    s = mapnet_settings("train.steps=50", "train.batch_size=16", "optim.lr=1e-3", "optim.warmup_steps=5",
+                        "logging.log_every=10", "masking.explore_steps=20")
+    pretrain(s, synthetic_shards, tmp_path / "run")
+    train = rows(tmp_path / "run")
+    first, last = train[0], train[-1]
+    mass, share = "mapnet/mass/determined", "mapnet/share/determined"
+    # Measured (seed 0): first 0.146 (share 0.147: MAP-Net starts uniform), last ~0.02 (share ~0.14).
+    assert first[mass] == pytest.approx(first[share], abs=0.02)
+    assert last[mass] < 0.5 * first[mass]
+    assert last[mass] < 0.5 * last[share]
+    assert last["mapnet/entropy"] < first["mapnet/entropy"]
