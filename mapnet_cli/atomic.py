@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -64,6 +65,17 @@ def atomic_file(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
 def write_text(path: str | Path, text: str) -> None:
     with atomic_file(path, "w") as fh:
         fh.write(text)
+
+
+def json_safe(obj):
+    """NaN and infinities become null, so the document stays strict JSON."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
 
 
 def write_json(path: str | Path, obj) -> None:

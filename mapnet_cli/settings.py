@@ -533,6 +533,7 @@ def resolve(
     overrides: dict[str, dict[str, Any]] | None = None,
     assignments: list[str] | tuple[str, ...] = (),
     extra_sections: tuple[str, ...] = (),
+    base: Settings | None = None,
 ) -> Settings:
     """Defaults < preset < config files (in order) < CLI flags (`overrides`, then `--set`).
 
@@ -556,7 +557,9 @@ def resolve(
         preset_name = preset_name or (values.get("model") or {}).get("preset")
     if preset_name is not None and not isinstance(preset_name, str):
         raise MapnetError(f"model.preset must be a string (got {preset_name!r})")
-    settings = preset(preset_name) if preset_name else Settings()
+    # `base` replaces defaults < preset when a command continues from an earlier
+    # output (a checkpoint's own settings.toml): its model is what was trained.
+    settings = base if base is not None else preset(preset_name) if preset_name else Settings()
     for path, values in file_layers:
         settings = apply(settings, values, str(path))
     settings = apply(settings, cli_values, "command-line flags")

@@ -86,7 +86,7 @@ def test_two_gloo_processes_match_one_process(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_NTASKS")}
     two = subprocess.run(args, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=400)
     assert two.returncode == 0, two.stderr[-3000:]
-    one = pretrain(resolve(None, {"model": {"preset": "tiny"}}, sets), shards, tmp_path / "one")
+    pretrain(resolve(None, {"model": {"preset": "tiny"}}, sets), shards, tmp_path / "one")
 
     def rows(run: Path, kind: str) -> list[dict]:
         return [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if r["kind"] == kind]

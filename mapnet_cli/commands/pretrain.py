@@ -48,23 +48,7 @@ def resolve_settings(out: Path, resume: bool, config: Optional[Path], flags: dic
     ckpt = checkpoint.latest_checkpoint(out)
     if ckpt is None:
         raise MapnetError(f"--resume: {out} has no complete checkpoint to continue from")
-    settings = checkpoint.load_settings(ckpt)
-    if config is not None:
-        settings = settings_mod.apply(settings, settings_mod.load_toml(config), str(config))
-    cli: dict[str, dict] = {}
-    for section, values in flags.items():
-        for key, value in values.items():
-            if value is not None:
-                cli.setdefault(section, {})[key] = value
-    for text in assignments:
-        section, key, value = settings_mod.parse_assignment(text)
-        cli.setdefault(section, {})[key] = value
-    settings = settings_mod.apply(settings, cli, "command-line flags")
-    problems = settings.problems()
-    if problems:
-        raise MapnetError("invalid settings: " + "; ".join(problems))
-    return settings
-
+    return settings_mod.resolve(config, flags, assignments, base=checkpoint.load_settings(ckpt))
 
 def pretrain(
     shards: Annotated[Path, typer.Argument(help="Shard folder written by `mapnet shard`.", show_default=False)],

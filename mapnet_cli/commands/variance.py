@@ -46,23 +46,7 @@ def resolve_settings(ckpt: Path, config: Optional[Path], flags: dict, assignment
     """The checkpoint's settings < config file < flags < --set."""
     from .. import checkpoint  # torch-heavy: imported only when the command runs
 
-    settings = checkpoint.load_settings(ckpt)
-    if config is not None:
-        settings = settings_mod.apply(settings, settings_mod.load_toml(config), str(config))
-    cli: dict[str, dict] = {}
-    for section, values in flags.items():
-        for key, value in values.items():
-            if value is not None:
-                cli.setdefault(section, {})[key] = value
-    for text in assignments:
-        section, key, value = settings_mod.parse_assignment(text)
-        cli.setdefault(section, {})[key] = value
-    settings = settings_mod.apply(settings, cli, "command-line flags")
-    problems = settings.problems()
-    if problems:
-        raise MapnetError("invalid settings: " + "; ".join(problems))
-    return settings
-
+    return settings_mod.resolve(config, flags, assignments, base=checkpoint.load_settings(ckpt))
 
 def variance(
     run: Annotated[Path, typer.Argument(help="Run folder (its newest checkpoint) or a step-XXXXXXXX checkpoint folder.", show_default=False)],

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import write_json
+from ..atomic import json_safe, write_json
 from ..errors import MapnetError
 from . import metrics as M
 from .finetune import RunConfig, finetune_run, select_epoch, steps_per_epoch
@@ -136,15 +136,6 @@ def data_report(data: dict[str, TaskData]) -> dict:
 
 
 # ---------------------------------------------------------------- results file
-def _finite(obj):
-    """JSON has no NaN: non-finite numbers are written as null."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
 
 
 def load_results(path: Path) -> dict:
@@ -255,7 +246,7 @@ def run_sweep(refs: list[CheckpointRef], tasks: list[str], glue_dir: Path, out_d
 
     def save() -> None:
         doc["summary"] = summarize(doc["runs"], plan, ft.run_score)
-        write_json(path, _finite(doc))
+        write_json(path, json_safe(doc))
 
     save()
     events.start(total, len(pending), len(plan) - len(pending))
@@ -299,7 +290,7 @@ def run_sweep(refs: list[CheckpointRef], tasks: list[str], glue_dir: Path, out_d
                       "epochs": result.epochs, "steps": result.steps, "seconds": round(result.seconds, 3),
                       "device": str(dev), "precision": precision, "train_examples": len(train),
                       "config": asdict(rc)}
-            doc["runs"][item.key] = _finite(record)
+            doc["runs"][item.key] = json_safe(record)
             save()
             events.run_finished(item.key, record)
     return doc

@@ -217,9 +217,9 @@ def variance_snapshot(model, proposal_or_None, reader, settings, step: int) -> d
             ref = meas.schemes.index("uniform")
             dist = est.mean_distance(full.means[a, a], full.means[ref, ref], full.means[a, ref])
             out[n]["relative_bias"] = float(dist["relative_unbiased"])
-    from .report import _finite  # NaN (an undefined relative bias) would make the metrics line invalid JSON
+    from ..atomic import json_safe  # NaN (an undefined relative bias) would make the metrics line invalid JSON
 
-    return _finite({"step": int(step), "sentences": v.snapshot_sentences, "masks": M,
+    return json_safe({"step": int(step), "sentences": v.snapshot_sentences, "masks": M,
                     "project_dim": v.snapshot_project_dim, "seconds": meas.gradient["seconds"], "schemes": out})
 
 

@@ -34,9 +34,9 @@ when the uniform mean gradient is indistinguishable from 0) are null.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict
 
+from ..atomic import json_safe
 from .measure import Measurement
 from .schemes import SCHEMES
 
@@ -53,7 +53,7 @@ def build_report(meas: Measurement, analysis: dict, *, settings, checkpoint: dic
             schemes[name] = {"available": False, "reason": meas.unavailable[name]}
     data = {**data, "eligible_mean": float(meas.eligible.double().mean()),
             "mask_size_mean": float(meas.mask_sizes.double().mean()), "masks_per_sentence": meas.gram6.shape[2]}
-    return _finite({
+    return json_safe({
         "schema": SCHEMA,
         "checkpoint": checkpoint,
         "data": data,
@@ -64,15 +64,6 @@ def build_report(meas: Measurement, analysis: dict, *, settings, checkpoint: dic
     })
 
 
-def _finite(obj):
-    """NaN and infinities become null: the document stays strict JSON."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
 
 
 def _plain(d: dict) -> dict:
