@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from .errors import MapnetError
+from .commands import compare as compare_cmd
 from .commands import config as config_cmd
 from .commands import export as export_cmd
 from .commands import finetune_glue as finetune_glue_cmd
@@ -39,6 +40,7 @@ app.command("export", help=export_cmd.HELP)(export_cmd.export)
 app.command("inspect-masks", help=inspect_masks_cmd.HELP)(inspect_masks_cmd.inspect_masks)
 app.command("finetune-glue", help=finetune_glue_cmd.HELP)(finetune_glue_cmd.finetune_glue)
 app.command("variance", help=variance_cmd.HELP)(variance_cmd.variance)
+app.command("compare", help=compare_cmd.HELP)(compare_cmd.compare)
 
 def main() -> None:
     """Console-script entry point: one red line and exit code 2 for user errors."""

@@ -1,0 +1,102 @@
+"""`mapnet compare`: uniform vs. MAP-Net (and its ablations) over seeds, from the same start.
+
+    mapnet compare shards/ --out runs/compare --preset tiny --steps 300 --seeds 3
+    mapnet compare shards/ --out runs/cmp --strategies uniform,mapnet --variance --glue-tasks sst2 --glue-data glue_data
+
+Rerunning the same command reuses finished runs and recomputes the aggregate.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .. import compare as cmp
+from .. import settings as settings_mod
+from ..atomic import write_json, write_text
+from ..errors import MapnetError
+from .finetune_glue import QUICK
+from .options import ConfigOpt, PrintSettingsOpt, SetOpt
+
+HELP = "Compare masking strategies over seeds from identical starts: held-out loss, s/step, steps to uniform's final loss."
+
+
+def compare(
+    shards: Annotated[Path, typer.Argument(help="Shard folder (from `mapnet shard`).", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: runs/, results.json, command.txt, plots.", show_default=False)],
+    strategies: Annotated[str, typer.Option("--strategies", help=f"Comma list of: {', '.join(cmp.STRATEGIES)}.")] = "uniform,mapnet",
+    seeds: Annotated[int, typer.Option("--seeds", help="Seeds per strategy: train.seed, train.seed+1, ...")] = 3,
+    steps: Annotated[Optional[int], typer.Option("--steps", help="Sets train.steps.", show_default=False)] = None,
+    preset: Annotated[Optional[str], typer.Option("--preset", help="Model preset (tiny, mini, small, medium, base).", show_default=False)] = None,
+    variance: Annotated[bool, typer.Option("--variance", help="Measure a cheap gradient-variance decomposition (variance.snapshot_*) at every checkpoint.")] = False,
+    glue_tasks: Annotated[Optional[str], typer.Option("--glue-tasks", help="GLUE tasks to fine-tune the final checkpoints on (the --quick protocol), e.g. cola,sst2,mrpc.", show_default=False)] = None,
+    glue_data: Annotated[Optional[Path], typer.Option("--glue-data", help="GLUE folder in the standard layout.", show_default=False)] = None,
+    config: ConfigOpt = None,
+    set_: SetOpt = None,
+    print_settings: PrintSettingsOpt = False,
+) -> None:
+    """Compare masking strategies over seeds from identical starts."""
+    from ..glue.tasks import task_names
+
+    if (glue_tasks is None) != (glue_data is None):
+        raise MapnetError("--glue-tasks and --glue-data go together")
+    names = cmp.parse_strategies(strategies)
+    tasks = task_names(glue_tasks) if glue_tasks else []
+    # The GLUE --quick preset sits under the config file and the flags, as in `mapnet finetune-glue --quick`.
+    file_keys = set((settings_mod.load_toml(config).get("finetune") or {})) if config is not None else set()
+    quick = {k: list(v) if isinstance(v, tuple) else v for k, v in QUICK.items() if k not in file_keys}
+    base = settings_mod.resolve(config, {"model": {"preset": preset}, "train": {"steps": steps}, "finetune": quick},
+                                set_ or ())
+    plan = cmp.plan_runs(base, names, seeds, out)
+    if print_settings:
+        typer.echo(base.to_toml(), nl=False)
+        return
+    if base.distributed.gpus or base.distributed.nproc:
+        raise MapnetError("mapnet compare trains in this process; leave distributed.gpus and distributed.nproc at 0")
+
+    err = Console(stderr=True)
+    note = lambda text: err.print(text, highlight=False, markup=False)  # noqa: E731
+    out.mkdir(parents=True, exist_ok=True)
+    write_text(out / "command.txt", shlex.join(sys.argv) + "\n")
+    from .pretrain import train_with_progress
+
+    reused = cmp.run_all(plan, shards, lambda pr, resume: train_with_progress(shards, pr.path, pr.settings, resume, None),
+                         note)
+    glue = None
+    if tasks:
+        from .finetune_glue import _RichEvents
+
+        events = _RichEvents(err, base.logging.progress)
+        with events.progress:
+            glue = cmp.glue_results(plan, tasks, glue_data, out, base.finetune, events)
+    if variance:
+        note("measuring the gradient variance at every checkpoint")
+    runs = cmp.collect(plan, shards, reused, variance=variance, glue=glue)
+    doc = cmp.results_document(plan, runs, sys.argv, shards)
+    write_json(out / cmp.RESULTS, doc)
+    print_table(Console(), doc)
+    for text in cmp.write_plots(doc, out):
+        note(text)
+    note(f"results: {out / cmp.RESULTS}")
+
+
+def print_table(console: Console, doc: dict) -> None:
+    header, rows = cmp.table_rows(doc)
+    target = doc["aggregate"]["target"]
+    title = "masking strategies (mean ± 95% CI over seeds)"
+    table = Table(*header, title=title)
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    if target:
+        console.print(f"target: uniform's final mean held-out loss {target['final_mean_eval_loss']:.4f} "
+                      f"(steps to target: interpolated on the mean curve)", highlight=False)
+    failed = [k for k, ok in doc["checks"].items() if not ok]
+    if failed:
+        console.print(f"[bold yellow]warning:[/] fairness checks failed: {', '.join(failed)}", highlight=False)

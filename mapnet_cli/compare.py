@@ -1,0 +1,434 @@
+"""Does MAP-Net make pretraining cheaper? Strategies x seeds, same start, same data, one table.
+
+    mapnet compare shards/ --out runs/compare --preset tiny --steps 300 --seeds 3
+    mapnet compare shards/ --out runs/cmp --strategies uniform,mapnet,mapnet-noweight --variance \
+        --glue-tasks cola,sst2,mrpc --glue-data glue_data
+
+Library entry points: `plan_runs` (settings of every strategy x seed), `run_all`
+(train what is missing), `collect` (every raw number + `aggregate`), `table_rows`.
+
+Fairness. For seed index k every strategy trains with train.seed = base + k: the
+same initial encoder (MAP-Net is built after it, see `train.Run`), the same data
+order and the same dropout streams; only the masks differ. The results record the
+hashes that show it (initial weights, first batch, evaluation set) and the step-0
+held-out loss, which must be identical across strategies of a seed.
+
+Checkpoints. Every run checkpoints at its evaluation steps (train.checkpoint_every
+= train.eval_every, all of them kept) so the gradient variance can be measured post
+hoc at each of them. A run whose final checkpoint exists is reused; one that stopped
+after a checkpoint is resumed; one with none is started again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+import tomllib
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from . import checkpoint
+from . import settings as settings_mod
+from .errors import MapnetError
+
+SCHEMA = "mapnet.compare/1"
+RESULTS = "results.json"
+
+_PAPER = {"strategy": "mapnet", "importance": "clipped", "explore_start": 1.0, "explore_end": 0.33}
+# Each ablation is the paper's MAP-Net with one thing changed.
+STRATEGIES = {
+    "uniform": {"strategy": "uniform"},
+    "mapnet": _PAPER,
+    "mapnet-noweight": {**_PAPER, "importance": "none"},
+    "mapnet-unclipped": {**_PAPER, "importance": "unclipped"},
+    "mapnet-noexplore": {**_PAPER, "explore_start": 0.0, "explore_end": 0.0},
+}
+# The variance-decomposition scheme that matches what each strategy trains with.
+SCHEME = {"uniform": "uniform", "mapnet": "mapnet_clipped", "mapnet-noweight": "mapnet_unweighted",
+          "mapnet-unclipped": "mapnet_unclipped", "mapnet-noexplore": "mapnet_clipped"}
+
+
+# ---------------------------------------------------------------- the plan
+@dataclass(frozen=True)
+class PlannedRun:
+    strategy: str
+    index: int  # seed index k: train.seed = base seed + k
+    settings: settings_mod.Settings
+    path: Path
+
+    @property
+    def label(self) -> str:
+        return f"{self.strategy}/seed-{self.index}"
+
+
+def eval_steps(train) -> list[int]:
+    """The steps `train.Run` evaluates at: 0, every eval_every, and the last."""
+    every = range(train.eval_every, train.steps + 1, train.eval_every) if train.eval_every else []
+    return sorted({0, *every, train.steps})
+
+
+def parse_strategies(text: str) -> list[str]:
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in names if s not in STRATEGIES]
+    if unknown or not names:
+        raise MapnetError(f"unknown strategies {unknown or [text]} (choose from {', '.join(STRATEGIES)})")
+    return list(dict.fromkeys(names))
+
+
+def plan_runs(base: settings_mod.Settings, strategies: list[str], seeds: int, out: Path) -> list[PlannedRun]:
+    """One run per strategy x seed index, in the order they are trained (seed-major, so a stopped
+    comparison already holds complete seeds)."""
+    if seeds < 1:
+        raise MapnetError(f"--seeds must be >= 1 (got {seeds})")
+    t = base.train
+    kept = [s for s in eval_steps(t) if s > 0]
+    out_runs = []
+    for k in range(seeds):
+        for name in strategies:
+            updates = {"masking": STRATEGIES[name],
+                       "train": {"seed": t.seed + k, "checkpoint_every": t.eval_every, "keep_steps": kept}}
+            s = settings_mod.apply(base, updates, f"compare strategy {name}")
+            if s.problems():
+                raise MapnetError(f"invalid settings for strategy {name}: " + "; ".join(s.problems()))
+            out_runs.append(PlannedRun(name, k, s, Path(out) / "runs" / name / f"seed-{k}"))
+    return out_runs
+
+
+# ---------------------------------------------------------------- training
+def _pretraining_part(values: dict) -> dict:
+    """The settings a finished run's outcome depends on: fine-tuning and variance are post hoc, progress is display."""
+    out = {k: v for k, v in values.items() if k not in ("finetune", "variance")}
+    out["logging"] = {k: v for k, v in out.get("logging", {}).items() if k != "progress"}
+    return out
+
+
+def run_all(plan: list[PlannedRun], shards: Path, train_fn: Callable[[PlannedRun, bool], None],
+            note: Callable[[str], None] = lambda _: None) -> dict[str, bool]:
+    """Train every run that lacks its final checkpoint; returns {label: reused}."""
+    reused = {}
+    for pr in plan:
+        done = dict(checkpoint.list_checkpoints(pr.path)) if pr.path.is_dir() else {}
+        if done:
+            recorded = tomllib.loads((pr.path / "settings.toml").read_text(encoding="utf-8"))
+            if _pretraining_part(recorded) != _pretraining_part(pr.settings.to_dict()):
+                raise MapnetError(f"{pr.path} was trained with other settings than this comparison asks for; "
+                                  "choose another --out or remove that run")
+        elif pr.path.exists():
+            shutil.rmtree(pr.path)  # never reached a checkpoint: nothing worth keeping, and stale metrics lines
+        reused[pr.label] = pr.settings.train.steps in done
+        if reused[pr.label]:
+            note(f"reusing {pr.label} ({pr.path})")
+            continue
+        note(f"{'resuming' if done else 'training'} {pr.label} -> {pr.path}")
+        train_fn(pr, bool(done))
+    return reused
+
+
+# ---------------------------------------------------------------- what each run shows
+def tensors_sha256(state: dict) -> str:
+    digest = hashlib.sha256()
+    for key in sorted(state):
+        digest.update(key.encode())
+        digest.update(state[key].detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def initial_weights_sha256(settings, vocab_size: int, pad_id: int) -> str:
+    """The MLM model (encoder + head) exactly as `train.Run` builds it before step 0."""
+    import torch
+
+    from .model import BertConfig, BertForMLM
+
+    cfg = BertConfig.from_settings(settings.model, vocab_size, pad_id)
+    with torch.random.fork_rng(devices=[]):  # leave the caller's RNG as found
+        torch.manual_seed(settings.train.seed)
+        return tensors_sha256(BertForMLM(cfg).state_dict())
+
+
+def data_order_sha256(settings, train_sequences: int) -> str:
+    from .train import DataOrder
+
+    first = DataOrder(train_sequences, settings.train.seed).take(0, settings.train.batch_size)
+    return hashlib.sha256(np.asarray(first, np.int64).tobytes()).hexdigest()
+
+
+def read_metrics(path: Path) -> tuple[list[dict], list[dict]]:
+    """(eval lines, train lines) in step order; for a repeated step the later line wins (a resume)."""
+    kinds: dict[str, dict[int, dict]] = {"eval": {}, "train": {}}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record.get("kind") in kinds:
+            kinds[record["kind"]][record["step"]] = record
+    return [kinds["eval"][k] for k in sorted(kinds["eval"])], [kinds["train"][k] for k in sorted(kinds["train"])]
+
+
+def run_record(pr: PlannedRun, vocab_size: int, pad_id: int, train_sequences: int) -> dict:
+    evals, trains = read_metrics(pr.path / pr.settings.logging.metrics_file)
+    if not trains or trains[-1]["step"] != pr.settings.train.steps:
+        raise MapnetError(f"{pr.path} has no metrics line for its final step {pr.settings.train.steps}")
+    # elapsed counts training steps only (evaluation excluded); interpolated at the eval steps.
+    t_steps, t_elapsed = [0] + [r["step"] for r in trains], [0.0] + [r["elapsed"] for r in trains]
+    curve = [{"step": e["step"], "eval_loss": e["eval_loss"], "eval_accuracy": e["eval_accuracy"],
+              "elapsed": float(np.interp(e["step"], t_steps, t_elapsed))} for e in evals]
+    shas = sorted({e["eval_sha256"] for e in evals})
+    return {
+        "strategy": pr.strategy, "seed_index": pr.index, "seed": pr.settings.train.seed, "path": str(pr.path),
+        "initial_weights_sha256": initial_weights_sha256(pr.settings, vocab_size, pad_id),
+        "data_order_sha256": data_order_sha256(pr.settings, train_sequences),
+        "eval_sha256": shas[0] if len(shas) == 1 else shas,
+        "eval": curve, "train": [{"step": r["step"], "loss": r["loss"], "elapsed": r["elapsed"]} for r in trains],
+        "seconds_per_step": trains[-1]["elapsed"] / trains[-1]["step"],
+        "settings": pr.settings.to_dict(),
+    }
+
+
+def variance_curve(pr: PlannedRun, shards: Path) -> dict[str, dict]:
+    """A cheap decomposition (variance.snapshot_*) at each of the run's checkpoints, cached in the run
+    folder by weights hash and variance settings: a rerun measures nothing twice."""
+    from .atomic import sha256_file, write_json
+    from .variance.measure import load_target, variance_snapshot
+
+    cache_path = pr.path / "compare-variance.json"
+    wanted = pr.settings.to_dict()["variance"]
+    cache = json.loads(cache_path.read_text(encoding="utf-8")) if cache_path.is_file() else {}
+    if cache.get("variance") != wanted:
+        cache = {"variance": wanted, "snapshots": {}}
+    out = {}
+    for step, ckpt in checkpoint.list_checkpoints(pr.path):
+        sha = sha256_file(ckpt / checkpoint.WEIGHTS)
+        hit = cache["snapshots"].get(str(step))
+        if hit is None or hit["weights_sha256"] != sha:
+            target = load_target(ckpt, shards)
+            snap = variance_snapshot(target.model, target.proposal, target.reader, pr.settings, step)
+            hit = cache["snapshots"][str(step)] = {"weights_sha256": sha, **snap}
+            write_json(cache_path, cache)
+        out[str(step)] = hit
+    return out
+
+
+def glue_results(plan: list[PlannedRun], tasks: list[str], glue_data: Path, out: Path, ft, events=None) -> dict:
+    """The GLUE sweep (settings.finetune) on every run's final checkpoint; {label: {entries, score}}."""
+    from .glue.pretrained import find_checkpoints
+    from .glue.sweep import run_sweep
+
+    # Every run folder is called seed-k: label checkpoints by strategy too, or the tables mix them up.
+    refs = [replace(find_checkpoints([pr.path])[0], run=pr.label) for pr in plan]
+    doc = run_sweep(refs, tasks, glue_data, out / "glue", ft, events)
+    by_sha = {ck["sha256"]: ck for ck in doc["summary"]["checkpoints"]}
+    return {pr.label: {"entries": by_sha[ref.sha]["entries"], "score": by_sha[ref.sha]["glue"]["score"],
+                       "score_entries": by_sha[ref.sha]["glue"]["entries"]} for pr, ref in zip(plan, refs)}
+
+
+# ---------------------------------------------------------------- statistics
+def t_quantile_975(dof: int) -> float:
+    """Two-sided 95% Student-t quantile, exact for integer dof (Abramowitz & Stegun 26.7.3-4 + bisection)."""
+    def central(t: float) -> float:  # P(|T| < t)
+        theta = math.atan(t / math.sqrt(dof))
+        c2, s = math.cos(theta) ** 2, math.sin(theta)
+        if dof % 2 == 0:
+            term, total = 1.0, 1.0
+            for k in range(2, dof, 2):
+                term *= c2 * (k - 1) / k
+                total += term
+            return s * total
+        if dof == 1:
+            return 2 * theta / math.pi
+        term, total = 1.0, 1.0
+        for k in range(3, dof, 2):
+            term *= c2 * (k - 1) / k
+            total += term
+        return 2 / math.pi * (theta + s * math.cos(theta) * total)
+
+    lo, hi = 0.0, 1e3
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if central(mid) < 0.95 else (lo, mid)
+    return (lo + hi) / 2
+
+
+def mean_ci(values: list[float]) -> dict:
+    """Mean and a 95% t-interval over seeds (n-1 dof); no interval from one value."""
+    x = np.asarray(values, dtype=np.float64)
+    mean = float(x.mean())
+    if len(x) < 2:
+        return {"mean": mean, "ci95": None, "n": len(x)}
+    half = t_quantile_975(len(x) - 1) * float(x.std(ddof=1)) / math.sqrt(len(x))
+    return {"mean": mean, "ci95": [mean - half, mean + half], "n": len(x)}
+
+
+def steps_to_target(steps: list[float], losses: list[float], target: float) -> float | None:
+    """The first step at which `losses` reaches `target`, interpolated linearly between eval steps; None if never."""
+    for i, (s, loss) in enumerate(zip(steps, losses)):
+        if loss <= target:
+            if i == 0:
+                return float(s)
+            s0, l0 = steps[i - 1], losses[i - 1]
+            return float(s0 + (l0 - target) / (l0 - loss) * (s - s0))
+    return None
+
+
+# ---------------------------------------------------------------- aggregation
+def aggregate(runs: list[dict], strategies: list[str]) -> dict:
+    """Per strategy: curves (mean, CI), final numbers, steps- and seconds-to-target vs. uniform's final mean."""
+    out: dict = {}
+    for name in strategies:
+        mine = sorted((r for r in runs if r["strategy"] == name), key=lambda r: r["seed_index"])
+        steps = [p["step"] for p in mine[0]["eval"]]
+        curve = {m: [mean_ci([r["eval"][i][m] for r in mine]) for i in range(len(steps))]
+                 for m in ("eval_loss", "eval_accuracy", "elapsed")}
+        out[name] = {"seeds": [r["seed"] for r in mine], "steps": steps, "curve": curve,
+                     "final": {m: curve[m][-1] for m in ("eval_loss", "eval_accuracy")},
+                     "seconds_per_step": mean_ci([r["seconds_per_step"] for r in mine])}
+        if all("variance" in r for r in mine):
+            scheme = SCHEME[name]
+            vsteps = sorted(set.intersection(*(set(map(int, r["variance"])) for r in mine)))
+            out[name]["variance"] = {"scheme": scheme, "steps": vsteps, **{
+                term: [mean_ci([r["variance"][str(s)]["schemes"][scheme][term] for r in mine]) for s in vsteps]
+                for term in ("mask_variance", "sentence_variance", "total_variance")}}
+        if all("glue" in r for r in mine):
+            scores = [r["glue"]["score"] for r in mine]
+            out[name]["glue"] = mean_ci(scores) if None not in scores else None
+    target = None
+    if "uniform" in out:
+        target = out["uniform"]["final"]["eval_loss"]["mean"]
+        for name, agg in out.items():
+            mean_losses = [p["mean"] for p in agg["curve"]["eval_loss"]]
+            reached = steps_to_target(agg["steps"], mean_losses, target)
+            per_seed = [steps_to_target(agg["steps"], [p["eval_loss"] for p in r["eval"]], target)
+                        for r in sorted((r for r in runs if r["strategy"] == name), key=lambda r: r["seed_index"])]
+            agg["steps_to_target"] = {"mean_curve": reached, "per_seed": per_seed}
+            agg["seconds_to_target"] = None if reached is None else reached * agg["seconds_per_step"]["mean"]
+    return {"target": {"strategy": "uniform", "final_mean_eval_loss": target} if target is not None else None,
+            "strategies": out}
+
+
+def fairness_checks(runs: list[dict]) -> dict:
+    """What makes the comparison fair, checked on the recorded numbers."""
+    by_seed: dict[int, list[dict]] = {}
+    for r in runs:
+        by_seed.setdefault(r["seed_index"], []).append(r)
+    same = lambda key: all(len({g[key] if isinstance(g[key], str) else json.dumps(g[key]) for g in group}) == 1  # noqa: E731
+                           for group in by_seed.values())
+    step0 = all(len({g["eval"][0]["eval_loss"] for g in group}) == 1 and all(g["eval"][0]["step"] == 0 for g in group)
+                for group in by_seed.values())
+    eval_shas = {r["eval_sha256"] if isinstance(r["eval_sha256"], str) else "mixed" for r in runs}
+    return {"same_initial_weights_per_seed": same("initial_weights_sha256"),
+            "same_data_order_per_seed": same("data_order_sha256"),
+            "same_step0_eval_loss_per_seed": step0,
+            "same_eval_set": len(eval_shas) == 1 and "mixed" not in eval_shas}
+
+
+def collect(plan: list[PlannedRun], shards: Path, reused: dict[str, bool], *, variance: bool = False,
+            glue: dict | None = None) -> list[dict]:
+    """Every run's raw record (metrics, hashes, optional variance and GLUE)."""
+    from .data.shards import ShardReader
+
+    s0 = plan[0].settings
+    reader = ShardReader(shards, "train", verify=s0.shard.verify)
+    runs = []
+    for pr in plan:
+        rec = run_record(pr, reader.vocab_size, reader.special_ids["pad"], len(reader))
+        rec["reused"] = reused.get(pr.label, False)
+        if variance:
+            rec["variance"] = variance_curve(pr, shards)
+        if glue is not None:
+            rec["glue"] = glue[pr.label]
+        runs.append(rec)
+    return runs
+
+
+def results_document(plan: list[PlannedRun], runs: list[dict], argv: list[str], shards: Path) -> dict:
+    from .atomic import sha256_file
+    from .data.shards import find_shard_dir
+    from .train import versions
+
+    checks = fairness_checks(runs)
+    if not checks["same_eval_set"]:
+        raise MapnetError("the runs were evaluated on different held-out sets (eval_sha256 differs): "
+                          "their losses are not comparable")
+    strategies = list(dict.fromkeys(pr.strategy for pr in plan))
+    return {"schema": SCHEMA, "command": list(argv), "versions": versions(),
+            "shards": {"path": str(Path(shards).resolve()),
+                       "manifest_sha256": sha256_file(find_shard_dir(shards) / "manifest.json")},
+            "strategies": strategies, "seeds": sorted({pr.settings.train.seed for pr in plan}),
+            "eval_steps": eval_steps(plan[0].settings.train), "checks": checks,
+            "aggregate": aggregate(runs, strategies), "runs": runs}
+
+
+# ---------------------------------------------------------------- presentation (plain strings; rich is the CLI's)
+TABLE_HEADER = ["strategy", "seeds", "final eval loss", "accuracy", "s/step", "steps to target"]
+
+
+def pm(ci: dict, fmt: str) -> str:
+    if ci["ci95"] is None:
+        return format(ci["mean"], fmt)
+    return f"{format(ci['mean'], fmt)} ± {format((ci['ci95'][1] - ci['ci95'][0]) / 2, fmt)}"
+
+
+def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
+    """The comparison table: header and one row per strategy, numbers from `doc['aggregate']`."""
+    strategies = doc["aggregate"]["strategies"]
+    has_var = any("variance" in a for a in strategies.values())
+    has_glue = any("glue" in a for a in strategies.values())
+    header = TABLE_HEADER + (["mask var", "total var"] if has_var else []) + (["GLUE"] if has_glue else [])
+    rows = []
+    for name, a in strategies.items():
+        reached = (a.get("steps_to_target") or {}).get("mean_curve")
+        row = [name, str(len(a["seeds"])), pm(a["final"]["eval_loss"], ".4f"), pm(a["final"]["eval_accuracy"], ".4f"),
+               pm(a["seconds_per_step"], ".4f"),
+               "no baseline" if "steps_to_target" not in a else "not reached" if reached is None else f"{reached:.1f}"]
+        if has_var:
+            v = a.get("variance")
+            row += [pm(v["mask_variance"][-1], ".4g"), pm(v["total_variance"][-1], ".4g")] if v and v["steps"] else ["-", "-"]
+        if has_glue:
+            g = a.get("glue")  # in points, as `mapnet finetune-glue` prints it
+            row.append(pm({"mean": 100 * g["mean"], "ci95": g["ci95"] and [100 * x for x in g["ci95"]]}, ".2f") if g else "-")
+        rows.append(row)
+    return header, rows
+
+
+def write_plots(doc: dict, out: Path) -> list[str]:
+    """PNG plots when matplotlib is importable; returns one-line notes either way."""
+    try:
+        import matplotlib
+    except ImportError:
+        return ["no plots: matplotlib is not installed (pip install 'mapnet[plots]')"]
+    matplotlib.use("Agg")  # files only; never a window
+    import matplotlib.pyplot as plt
+
+    aggs = doc["aggregate"]["strategies"]
+    panels = [("loss_vs_step.png", "step", "held-out MLM loss", lambda a: (a["steps"], a["curve"]["eval_loss"])),
+              ("loss_vs_time.png", "training seconds", "held-out MLM loss",
+               lambda a: ([p["mean"] for p in a["curve"]["elapsed"]], a["curve"]["eval_loss"])),
+              ("variance_vs_step.png", "step", "total gradient variance",
+               lambda a: (a["variance"]["steps"], a["variance"]["total_variance"]) if "variance" in a else None)]
+    notes = []
+    for filename, xlabel, ylabel, pick in panels:
+        series = {n: pick(a) for n, a in aggs.items() if pick(a) is not None}
+        if not series:
+            continue
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for name, (xs, ys) in series.items():
+            mean = [y["mean"] for y in ys]
+            ax.plot(xs, mean, marker="o", label=name)
+            if all(y["ci95"] for y in ys):
+                ax.fill_between(xs, [y["ci95"][0] for y in ys], [y["ci95"][1] for y in ys], alpha=0.2)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / filename, dpi=120)
+        plt.close(fig)
+        notes.append(f"plot: {out / filename}")
+    return notes
+
+
+__all__ = ["STRATEGIES", "SCHEME", "PlannedRun", "eval_steps", "parse_strategies", "plan_runs", "run_all",
+           "initial_weights_sha256", "data_order_sha256", "read_metrics", "run_record", "variance_curve",
+           "glue_results", "t_quantile_975", "mean_ci", "steps_to_target", "aggregate", "fairness_checks",
+           "collect", "results_document", "table_rows", "write_plots"]

@@ -1,0 +1,252 @@
+"""`mapnet compare`: fair starts, the table agrees with results.json, reuse, determinism, and the statistics."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from mapnet_cli import checkpoint
+from mapnet_cli import compare as cmp
+from mapnet_cli.cli import app
+from mapnet_cli.errors import MapnetError
+from mapnet_cli.settings import resolve
+from tiny_shards import write_tiny_shards
+
+SETS = ["model.max_position=32", "shard.max_seq_len=32", "train.batch_size=8", "train.eval_sequences=8",
+        "train.eval_every=3", "optim.warmup_steps=2", "optim.lr=3e-3", "logging.log_every=2",
+        "logging.progress=false", "train.device=cpu", "variance.snapshot_sentences=4", "variance.snapshot_masks=2",
+        "variance.snapshot_project_dim=256"]
+
+
+def compare_args(shards: Path, out: Path, *extra: str) -> list[str]:
+    args = ["compare", str(shards), "--out", str(out), "--strategies", "uniform,mapnet", "--seeds", "2",
+            "--steps", "6", "--preset", "tiny", "--variance"]
+    for s in SETS:
+        args += ["--set", s]
+    return args + list(extra)
+
+
+def invoke(args: list[str]):
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "250"})
+    if res.exception and not isinstance(res.exception, SystemExit):
+        raise res.exception
+    return res
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models; the cores are shared
+    root = tmp_path_factory.mktemp("compare")
+    shards = write_tiny_shards(root / "shards", train=96, valid=24, seq_len=32)
+    out = root / "cmp"
+    res = invoke(compare_args(shards, out))
+    assert res.exit_code == 0, res.output
+    yield shards, out, res, json.loads((out / cmp.RESULTS).read_text())
+    torch.set_num_threads(before)
+
+
+def _runs(doc: dict, strategy: str) -> list[dict]:
+    return sorted((r for r in doc["runs"] if r["strategy"] == strategy), key=lambda r: r["seed_index"])
+
+
+# ---------------------------------------------------------------- end to end
+@pytest.mark.slow
+def test_same_start_same_data_same_eval_set(compared):
+    shards, out, _, doc = compared
+    assert doc["checks"] == {"same_initial_weights_per_seed": True, "same_data_order_per_seed": True,
+                             "same_step0_eval_loss_per_seed": True, "same_eval_set": True}
+    uni, mapn = _runs(doc, "uniform"), _runs(doc, "mapnet")
+    assert [r["seed"] for r in uni] == [r["seed"] for r in mapn] == [0, 1]
+    for u, m in zip(uni, mapn):
+        assert u["initial_weights_sha256"] == m["initial_weights_sha256"]
+        assert u["data_order_sha256"] == m["data_order_sha256"]
+        assert u["eval"][0]["step"] == 0 and u["eval"][0]["eval_loss"] == m["eval"][0]["eval_loss"]
+        assert u["eval"][-1]["eval_loss"] != m["eval"][-1]["eval_loss"]  # the masks did differ
+    assert uni[0]["initial_weights_sha256"] != uni[1]["initial_weights_sha256"]
+    assert uni[0]["eval"][0]["eval_loss"] != uni[1]["eval"][0]["eval_loss"]
+
+    from mapnet_cli.model import BertConfig, BertForMLM
+    from mapnet_cli.train import DataOrder
+
+    shas = set()
+    for rec in doc["runs"]:
+        run = Path(rec["path"])
+        info = json.loads((run / "run.json").read_text())
+        # Rebuilt from what the run itself recorded (its model config and seed), not from compare's settings.
+        torch.manual_seed(info["seeds"]["train"])
+        state = BertForMLM(BertConfig.from_dict(info["model"])).state_dict()
+        digest = hashlib.sha256()
+        for key in sorted(state):
+            digest.update(key.encode())
+            digest.update(state[key].contiguous().numpy().tobytes())
+        assert digest.hexdigest() == rec["initial_weights_sha256"]
+        first = DataOrder(info["shards"]["train_sequences"], info["seeds"]["train"]).take(0, 8)
+        assert hashlib.sha256(first.astype(np.int64).tobytes()).hexdigest() == rec["data_order_sha256"]
+        evals = [json.loads(ln) for ln in (run / "metrics.jsonl").read_text().splitlines()]
+        shas |= {e["eval_sha256"] for e in evals if e["kind"] == "eval"}
+        assert [s for s, _ in checkpoint.list_checkpoints(run)] == [3, 6]  # every eval step after 0
+        assert set(rec["variance"]) == {"3", "6"}
+    assert len(shas) == 1 and doc["runs"][0]["eval_sha256"] in shas
+    assert set(doc["runs"][-1]["variance"]["6"]["schemes"]) >= {"uniform", "mapnet_clipped"}
+
+
+@pytest.mark.slow
+def test_table_matches_results_json(compared):
+    _, out, res, doc = compared
+    rows = {}
+    for line in res.stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("│").split("│")]
+        if cells and cells[0] in doc["strategies"]:
+            rows[cells[0]] = cells
+    assert set(rows) == {"uniform", "mapnet"}
+    number = lambda text: [float(x) for x in re.findall(r"[-+]?\d+\.?\d*(?:e[-+]?\d+)?", text)]  # noqa: E731
+    for name, cells in rows.items():
+        agg = doc["aggregate"]["strategies"][name]
+        for cell, ci, tol in ((cells[2], agg["final"]["eval_loss"], 1e-4), (cells[3], agg["final"]["eval_accuracy"], 1e-4),
+                              (cells[4], agg["seconds_per_step"], 1e-4)):
+            mean, half = number(cell)
+            assert mean == pytest.approx(ci["mean"], abs=tol)
+            assert half == pytest.approx((ci["ci95"][1] - ci["ci95"][0]) / 2, abs=tol)
+        reached = agg["steps_to_target"]["mean_curve"]
+        assert cells[5] == ("not reached" if reached is None else f"{reached:.1f}")
+        total = number(cells[7])[0]
+        assert total == pytest.approx(agg["variance"]["total_variance"][-1]["mean"], rel=1e-3)
+    # The uniform baseline reaches its own final mean loss by its last step at the latest.
+    assert doc["aggregate"]["strategies"]["uniform"]["steps_to_target"]["mean_curve"] <= 6
+    assert (out / "command.txt").is_file()
+    assert "no plots: matplotlib is not installed" in res.stderr or (out / "loss_vs_step.png").is_file()
+
+
+@pytest.mark.slow
+def test_rerun_reuses_runs_and_reproduces(compared):
+    shards, out, _, doc = compared
+    stamps = {r["path"]: (Path(r["path"]) / "metrics.jsonl").stat().st_mtime_ns for r in doc["runs"]}
+    again = invoke(compare_args(shards, out))
+    assert again.exit_code == 0, again.output
+    doc2 = json.loads((out / cmp.RESULTS).read_text())
+    assert doc2["aggregate"] == doc["aggregate"]
+    assert all(r["reused"] for r in doc2["runs"])
+    assert stamps == {r["path"]: (Path(r["path"]) / "metrics.jsonl").stat().st_mtime_ns for r in doc2["runs"]}
+
+    # Training from scratch on CPU reproduces every held-out number exactly.
+    import shutil
+
+    redo = Path(_runs(doc, "mapnet")[1]["path"])
+    shutil.rmtree(redo)
+    third = invoke(compare_args(shards, out))
+    assert third.exit_code == 0, third.output
+    doc3 = json.loads((out / cmp.RESULTS).read_text())
+    old, new = _runs(doc, "mapnet")[1], _runs(doc3, "mapnet")[1]
+    assert not new["reused"]
+    assert [(p["step"], p["eval_loss"], p["eval_accuracy"]) for p in new["eval"]] == \
+           [(p["step"], p["eval_loss"], p["eval_accuracy"]) for p in old["eval"]]
+    assert [t["loss"] for t in new["train"]] == [t["loss"] for t in old["train"]]
+    assert new["variance"]["6"]["schemes"] == old["variance"]["6"]["schemes"]
+
+    # Changed settings never silently reuse runs trained with other ones.
+    with pytest.raises(MapnetError, match="other settings"):
+        invoke(compare_args(shards, out, "--set", "optim.lr=1e-3"))
+
+
+# ---------------------------------------------------------------- pure functions
+def test_steps_to_target_on_a_hand_made_curve():
+    steps = [0, 10, 20, 30]
+    assert cmp.steps_to_target(steps, [5.0, 4.0, 3.0, 2.0], 2.5) == 25.0
+    assert cmp.steps_to_target(steps, [5.0, 4.0, 3.0, 2.0], 3.0) == 20.0
+    assert cmp.steps_to_target(steps, [5.0, 4.0, 3.0, 2.0], 5.0) == 0.0
+    assert cmp.steps_to_target(steps, [5.0, 4.0, 3.0, 2.0], 1.0) is None
+    # The first crossing counts, even if the curve rises again later.
+    assert cmp.steps_to_target(steps, [5.0, 3.0, 4.0, 2.0], 3.5) == 7.5
+
+
+def test_t_quantiles_and_ci_against_hand_computation():
+    table = {1: 12.706204736, 2: 4.302652730, 3: 3.182446305, 4: 2.776445105, 9: 2.262157163, 30: 2.042272456}
+    for dof, t in table.items():
+        assert cmp.t_quantile_975(dof) == pytest.approx(t, abs=1e-6)
+    ci = cmp.mean_ci([1.0, 2.0, 3.0])  # mean 2, sample std 1, n 3
+    half = 4.302652730 / math.sqrt(3)
+    assert ci["mean"] == 2.0 and ci["n"] == 3
+    assert ci["ci95"] == pytest.approx([2.0 - half, 2.0 + half], abs=1e-9)
+    assert cmp.mean_ci([4.0]) == {"mean": 4.0, "ci95": None, "n": 1}
+
+
+def _run(strategy, k, losses, sps=0.5):
+    return {"strategy": strategy, "seed_index": k, "seed": k, "seconds_per_step": sps,
+            "eval": [{"step": s, "eval_loss": loss, "eval_accuracy": 0.1, "elapsed": s * sps}
+                     for s, loss in zip((0, 10, 20), losses)]}
+
+
+def test_aggregate_targets_uniforms_final_mean():
+    runs = [_run("uniform", 0, [6.0, 5.0, 4.0]), _run("uniform", 1, [6.0, 5.0, 3.0]),
+            _run("mapnet", 0, [6.0, 3.0, 2.0], 1.0), _run("mapnet", 1, [6.0, 4.0, 3.0], 1.0)]
+    agg = cmp.aggregate(runs, ["uniform", "mapnet"])
+    assert agg["target"]["final_mean_eval_loss"] == 3.5
+    m = agg["strategies"]["mapnet"]
+    assert m["final"]["eval_loss"]["mean"] == 2.5
+    # mean curve 6, 3.5, 2.5: reaches 3.5 exactly at step 10; seed 0 crosses at 0 + 2.5/3*10, seed 1 at 10 + 0.5/1*10.
+    assert m["steps_to_target"]["mean_curve"] == 10.0
+    assert m["steps_to_target"]["per_seed"] == pytest.approx([25 / 3, 15.0])
+    assert m["seconds_to_target"] == 10.0
+    assert agg["strategies"]["uniform"]["steps_to_target"]["per_seed"] == [None, 17.5]  # 10 + (5 - 3.5) / (5 - 3) * 10
+    assert "steps_to_target" not in cmp.aggregate(runs[2:], ["mapnet"])["strategies"]["mapnet"]
+
+
+def test_plots_are_skipped_cleanly_without_matplotlib(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if not installed
+    runs = [_run("uniform", 0, [6.0, 5.0, 4.0])]
+    doc = {"aggregate": cmp.aggregate(runs, ["uniform"])}
+    notes = cmp.write_plots(doc, tmp_path)
+    assert notes == ["no plots: matplotlib is not installed (pip install 'mapnet[plots]')"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_plan_gives_every_strategy_the_same_seeds(tmp_path):
+    base = resolve(None, {"model": {"preset": "tiny"}}, ["train.steps=10", "train.eval_every=4", "train.seed=7"])
+    plan = cmp.plan_runs(base, cmp.parse_strategies("uniform,mapnet-noweight,mapnet-noexplore"), 2, tmp_path)
+    assert [(p.strategy, p.settings.train.seed) for p in plan] == [
+        ("uniform", 7), ("mapnet-noweight", 7), ("mapnet-noexplore", 7),
+        ("uniform", 8), ("mapnet-noweight", 8), ("mapnet-noexplore", 8)]
+    assert cmp.eval_steps(base.train) == [0, 4, 8, 10]
+    noexp = plan[2].settings.masking
+    assert (noexp.strategy, noexp.explore_start, noexp.explore_end, noexp.importance) == ("mapnet", 0.0, 0.0, "clipped")
+    assert plan[1].settings.masking.importance == "none"
+    assert all(p.settings.train.checkpoint_every == 4 and p.settings.train.keep_steps == (4, 8, 10) for p in plan)
+    assert plan[4].path == tmp_path / "runs" / "mapnet-noweight" / "seed-1"
+    with pytest.raises(MapnetError, match="unknown strategies"):
+        cmp.parse_strategies("uniform,bogus")
+
+
+@pytest.mark.slow
+def test_glue_quick_on_final_checkpoints(compared, tmp_path):
+    sys.path.insert(0, str(Path(__file__).parent / "glue"))
+    from glue_fixtures import make_glue_dir
+
+    shards, out, _, _ = compared
+    glue = make_glue_dir(tmp_path / "glue", tasks=("SST-2",))
+    res = invoke(compare_args(shards, out, "--glue-tasks", "sst2", "--glue-data", str(glue),
+                              "--set", "finetune.max_seq_len=32"))
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / cmp.RESULTS).read_text())
+    assert all(r["reused"] for r in doc["runs"])  # GLUE alone: nothing is pretrained again
+    sweep = json.loads((out / "glue" / "results.json").read_text())
+    # The --quick protocol: one configuration x 2 seeds per final checkpoint, checkpoints labelled by strategy.
+    assert sweep["protocol"]["seeds"] == 2 and sweep["protocol"]["batch_sizes"] == [32]
+    assert sorted(ck["run"] for ck in sweep["summary"]["checkpoints"]) == sorted(
+        f"{s}/seed-{k}" for s in ("uniform", "mapnet") for k in (0, 1))
+    assert all(ck["step"] == 6 for ck in sweep["summary"]["checkpoints"])
+    for name in ("uniform", "mapnet"):
+        scores = [r["glue"]["score"] for r in _runs(doc, name)]
+        assert doc["aggregate"]["strategies"][name]["glue"]["mean"] == pytest.approx(np.mean(scores))
+    row = next(ln for ln in res.stdout.splitlines() if "│ mapnet" in ln)
+    glue_mean = float(row.strip().strip("│").split("│")[-1].split("±")[0])
+    assert glue_mean == pytest.approx(100 * doc["aggregate"]["strategies"]["mapnet"]["glue"]["mean"], abs=0.01)
