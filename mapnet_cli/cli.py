@@ -43,32 +43,17 @@ app.command("variance", help=variance_cmd.HELP)(variance_cmd.variance)
 app.command("compare", help=compare_cmd.HELP)(compare_cmd.compare)
 
 def main() -> None:
-    """Console-script entry point: one red line and exit code 2 for user errors."""
+    """Console-script entry point: one red line and exit code 2 for user errors.
+
+    typer/click run in standalone mode: they format usage errors themselves
+    (exit 2) and turn Ctrl-C into exit 130; `MapnetError` passes through them
+    and is printed here, once.
+    """
     try:
-        # With standalone_mode=False, click *returns* the exit code of a typer.Exit
-        # (typer turns Ctrl-C into Exit(130)) instead of exiting: pass it on.
-        rc = app(standalone_mode=False)
-        if rc == 130:
-            Console(stderr=True).print("[bold red]interrupted[/]: nothing partial was published", highlight=False)
-        sys.exit(rc if isinstance(rc, int) else 0)
+        app()
     except MapnetError as exc:
         Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        Console(stderr=True).print("[bold red]interrupted[/]: nothing partial was published", highlight=False)
-        sys.exit(130)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        sys.exit(1)
-    except Exception as exc:  # click usage errors arrive here in standalone_mode=False
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
-
 
 if __name__ == "__main__":
     main()

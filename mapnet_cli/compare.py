@@ -32,7 +32,6 @@ from typing import Callable
 
 import numpy as np
 
-from . import checkpoint
 from . import settings as settings_mod
 from .errors import MapnetError
 
@@ -110,6 +109,8 @@ def _pretraining_part(values: dict) -> dict:
 def run_all(plan: list[PlannedRun], shards: Path, train_fn: Callable[[PlannedRun, bool], None],
             note: Callable[[str], None] = lambda _: None) -> dict[str, bool]:
     """Train every run that lacks its final checkpoint; returns {label: reused}."""
+    from . import checkpoint  # torch-heavy: only when the command runs, not for `mapnet --help`
+
     reused = {}
     for pr in plan:
         done = dict(checkpoint.list_checkpoints(pr.path)) if pr.path.is_dir() else {}
@@ -190,6 +191,7 @@ def run_record(pr: PlannedRun, vocab_size: int, pad_id: int, train_sequences: in
 def variance_curve(pr: PlannedRun, shards: Path) -> dict[str, dict]:
     """A cheap decomposition (variance.snapshot_*) at each of the run's checkpoints, cached in the run
     folder by weights hash and variance settings: a rerun measures nothing twice."""
+    from . import checkpoint
     from .atomic import sha256_file, write_json
     from .variance.measure import load_target, variance_snapshot
 
