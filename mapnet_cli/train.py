@@ -156,7 +156,10 @@ def train_step(model, optimizer, scheduler, batches: list[MicroBatch], *, scale:
                 loss, seq_sum, masked = loss_fn(model, batch, scale)
             loss.backward()
         totals += torch.stack([seq_sum.double(), masked.double(), torch.tensor(float(batch.tokens), device=info.device, dtype=torch.float64)])
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip or float("inf"))
+    params = [p for p in model.parameters() if p.grad is not None]
+    grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params])  # logged every step
+    if grad_clip:  # not clip_grad_norm_(inf): it would still multiply every gradient by 1.0, a full pass for nothing
+        torch.nn.utils.clip_grads_with_norm_(params, grad_clip, grad_norm)
     distributed.all_reduce_sum(totals, info)
     seq_sum, masked, tokens, norm = torch.cat([totals, grad_norm.double().view(1)]).tolist()  # the one sync
     lr = optimizer.param_groups[0]["lr"]
@@ -341,7 +344,7 @@ class Run:
         self.model = BertForMLM(self.cfg).to(info.device)
         # After the encoder: a MAP-Net run starts from the same encoder weights as a uniform run with this seed.
         self.strategy = training_strategy(s, self.model, self.data, info)
-        self.optimizer = build_optimizer(self.strategy.optim_modules, s.optim, fused=info.device.type == "cuda")
+        self.optimizer = build_optimizer(self.strategy.optim_modules, s.optim)
         self.scheduler = build_scheduler(self.optimizer, s.optim, t.steps)
         self.step, self.position, self.elapsed = 0, 0, 0.0
         self.resumed_from = self._restore() if resume else None
