@@ -532,14 +532,15 @@ def resolve(
     config: str | Path | list[str | Path] | tuple[str | Path, ...] | None = None,
     overrides: dict[str, dict[str, Any]] | None = None,
     assignments: list[str] | tuple[str, ...] = (),
-    extra_sections: tuple[str, ...] = (),
+    extra_sections: tuple[str, ...] = ("recipe",),
     base: Settings | None = None,
 ) -> Settings:
     """Defaults < preset < config files (in order) < CLI flags (`overrides`, then `--set`).
 
     `config` is one TOML file or several applied in order (a recipe, then a
     run config). `extra_sections` names top-level tables a file may carry that
-    are not settings (a recipe's `[recipe]`); they are skipped here.
+    are not settings; they are skipped here. By default that is a recipe's
+    `[recipe]` table, so every recipe doubles as a config file for any command.
     """
     paths = [] if config is None else [config] if isinstance(config, (str, Path)) else list(config)
     file_layers = [(p, {k: v for k, v in load_toml(p).items() if k not in extra_sections}) for p in paths]

@@ -46,6 +46,14 @@ def test_precedence_defaults_preset_file_flags(tmp_path):
     assert S.resolve(cfg, {"optim": {"lr": None}}).optim.lr == 5e-4
 
 
+def test_a_recipe_doubles_as_a_config_file(tmp_path):
+    cfg = tmp_path / "recipe.toml"
+    cfg.write_text('[recipe]\nname = "x"\ninputs = ["synthetic:"]\n[shard]\nmax_seq_len = 64\n')
+    assert S.resolve(cfg).shard.max_seq_len == 64
+    with pytest.raises(MapnetError, match="unknown settings section 'recipe'"):
+        S.resolve(cfg, extra_sections=())
+
+
 def test_later_config_file_wins(tmp_path):
     a, b = tmp_path / "a.toml", tmp_path / "b.toml"
     a.write_text('[recipe]\nname = "x"\n[model]\npreset = "tiny"\n[shard]\nmax_seq_len = 64\n')
@@ -66,7 +74,6 @@ def test_later_config_file_wins(tmp_path):
         ('[masking]\nstrategy = "random"\n', "masking.strategy must be one of"),
         ("[optim]\nbetas = [0.9]\n", "optim.betas must have 2 items"),
         ("[model]\nhidden = 100\nheads = 3\n", "model.hidden (100) must be divisible by model.heads (3)"),
-        ("[recipe]\nname = 1\n", "unknown settings section 'recipe'"),
         ("[optim\nlr = 1\n", "is not valid TOML"),
     ],
 )
