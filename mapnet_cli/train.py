@@ -332,8 +332,8 @@ class Run:
         self.data = ShardReader(shards, "train", verify=s.shard.verify)
         if len(self.data) == 0:
             raise MapnetError(f"{shards} has no training sequences")
-        valid = ShardReader(shards, "valid", verify=s.shard.verify)
-        self.eval_set = build_eval_set(valid, t.eval_sequences, t.eval_seed, s.masking)
+        self.valid = ShardReader(shards, "valid", verify=s.shard.verify)
+        self.eval_set = build_eval_set(self.valid, t.eval_sequences, t.eval_seed, s.masking)
         self.cfg = BertConfig.from_settings(s.model, self.data.vocab_size, self.data.special_ids["pad"])
         if self.data.max_seq_len > self.cfg.max_position:
             raise MapnetError(f"shards hold {self.data.max_seq_len}-token sequences but model.max_position is {self.cfg.max_position}")
@@ -439,14 +439,29 @@ class Run:
             self.metrics.write({"kind": "eval", "step": self.step, **ev})
             report("eval", {"step": self.step, **ev})
 
+    def _log_variance(self) -> None:
+        """`variance.every`: the cheap gradient-variance decomposition on fixed validation sentences.
+
+        Rank 0 measures on the bare model (no DDP hooks); the others wait at the next collective.
+        """
+        if not self.info.is_main:
+            return
+        from .variance.measure import variance_snapshot  # lazily: only runs that ask for it pay the import
+
+        snap = variance_snapshot(self.model, getattr(self.strategy, "proposal", None), self.valid, self.settings, self.step)
+        self.metrics.write({"kind": "variance", **snap})
+
     def train(self, stop_at: int | None, report: Report) -> Path:
         t, lg = self.settings.train, self.settings.logging
         end = min(t.steps, stop_at or t.steps)
         if self.resumed_from is not None:
             report("resume", {"path": str(self.resumed_from), "step": self.step})
         last = checkpoint.latest_checkpoint(self.out)
+        every_variance = self.settings.variance.every
         if self.step == 0 and self.resumed_from is None:
             self._log_eval(report)  # the starting point: steps-to-target and loss curves need step 0
+            if every_variance:
+                self._log_variance()
         window_tokens, window_time = 0, 0.0
         while self.step < end:
             t0 = time.perf_counter()
@@ -473,6 +488,8 @@ class Run:
             report("step", {**record, "total": t.steps})
             if (t.eval_every and self.step % t.eval_every == 0) or self.step == t.steps:
                 self._log_eval(report)
+            if every_variance and self.step % every_variance == 0:
+                self._log_variance()
             if ((t.checkpoint_every and self.step % t.checkpoint_every == 0) or self.step in t.keep_steps
                     or self.step == end):
                 last = self.save() or last

@@ -210,3 +210,23 @@ def test_proposal_moves_mass_off_determined_tokens(synthetic_shards, tmp_path):
     assert last[mass] < 0.5 * first[mass]
     assert last[mass] < 0.5 * last[share]
     assert last["mapnet/entropy"] < first["mapnet/entropy"]
+
+
+@pytest.mark.slow
+def test_variance_every_records_the_decomposition_during_training(synthetic_shards, tmp_path):
+    out = tmp_path / "run"
+    args = ["pretrain", str(synthetic_shards), "--out", str(out), "--preset", "tiny", "--steps", "4",
+            "--masking", "mapnet", "--variance-every", "2", *[a for kv in BASE for a in ("--set", kv)],
+            "--set", "variance.snapshot_sentences=3", "--set", "variance.snapshot_masks=2",
+            "--set", "variance.snapshot_project_dim=256"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    snaps = rows(out, "variance")
+    assert [r["step"] for r in snaps] == [0, 2, 4]  # the starting point, then every 2 steps
+    for r in snaps:
+        assert set(r["schemes"]) == {"uniform", "mapnet_clipped", "mapnet_unclipped", "mapnet_unweighted"}
+        for terms in r["schemes"].values():
+            total = terms["total_variance"]
+            assert total > 0 and terms["mask_variance"] + terms["sentence_variance"] == pytest.approx(total, rel=1e-6)
+    # Training moved the weights: the decomposition at step 4 differs from step 0's.
+    assert snaps[0]["schemes"]["uniform"]["total_variance"] != snaps[-1]["schemes"]["uniform"]["total_variance"]

@@ -63,6 +63,7 @@ def pretrain(
     importance: Annotated[Optional[Literal["clipped", "unclipped", "none"]], typer.Option("--importance", help="MAP-Net's per-sequence importance weight (paper: clipped); sets masking.importance.", show_default=False)] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the newest complete checkpoint in --out. With MAP-Net and masking.explore_steps = 0 the exploration schedule spans train.steps, so raising --steps on resume stretches it from the current step on.")] = False,
     stop_at: Annotated[Optional[int], typer.Option("--stop-at", help="Checkpoint and exit after this step (e.g. a job's time slice); --resume continues.", show_default=False)] = None,
+    variance_every: Annotated[Optional[int], typer.Option("--variance-every", help="Record the gradient-variance decomposition (cheap settings) in the metrics file every N steps; sets variance.every.", show_default=False)] = None,
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="Start one process per GPU on this node (torchrun, NCCL).", show_default=False)] = None,
     nproc: Annotated[Optional[int], typer.Option("--nproc", help="Start N CPU processes (gloo) — tests, debugging.", show_default=False)] = None,
     nnodes: Annotated[Optional[int], typer.Option("--nnodes", help="Nodes in the job (passed to torchrun).", show_default=False)] = None,
@@ -78,6 +79,7 @@ def pretrain(
         "train": {"steps": steps, "batch_size": batch_size, "micro_batch_size": micro_batch_size, "seed": seed,
                   "device": device},
         "masking": {"strategy": masking, "importance": importance},
+        "variance": {"every": variance_every},
         "distributed": {"gpus": gpus, "nproc": nproc, "nnodes": nnodes, "node_rank": node_rank,
                         "rdzv_endpoint": rdzv_endpoint},
     }
