@@ -17,3 +17,21 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.fail(f"real test data not found at {SHARED_DATA} (set MAPNET_SHARED_DATA)")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread():
+    """Every test uses tiny models, for which one intra-op thread is fastest.
+
+    With tensors this small each op is dominated by thread hand-off, and on a
+    busy 2-core machine (CI, or other test sessions) extra threads spin-wait:
+    a 1-layer forward pass was measured 20-500x slower with a 2-thread pool.
+    Session scope, so session- and module-scoped training fixtures get it too.
+    Subprocess tests set OMP_NUM_THREADS themselves.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

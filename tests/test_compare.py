@@ -44,15 +44,12 @@ def invoke(args: list[str]):
 
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory):
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models; the cores are shared
     root = tmp_path_factory.mktemp("compare")
     shards = write_tiny_shards(root / "shards", train=96, valid=24, seq_len=32)
     out = root / "cmp"
     res = invoke(compare_args(shards, out))
     assert res.exit_code == 0, res.output
-    yield shards, out, res, json.loads((out / cmp.RESULTS).read_text())
-    torch.set_num_threads(before)
+    return shards, out, res, json.loads((out / cmp.RESULTS).read_text())
 
 
 def _runs(doc: dict, strategy: str) -> list[dict]:

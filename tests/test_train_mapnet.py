@@ -29,15 +29,6 @@ BASE = ["model.max_position=64", "shard.max_seq_len=64", "train.batch_size=8", "
 ALWAYS = ["p_uniform", "uniform_fraction", "entropy", "ess", "weight", "map_objective"]  # defined at every step
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    # Tiny models: thread hand-off dominates, and the other test sessions share the cores.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def mapnet_settings(*extra: str):
     return resolve(None, {"model": {"preset": "tiny"}}, [*BASE, "masking.strategy=mapnet", *extra])
 

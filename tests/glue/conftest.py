@@ -5,18 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 from glue_fixtures import make_checkpoint, make_glue_dir, pretrain_tiny
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """The models here are tiny: intra-op threads buy nothing, and on a shared or
-    2-core CI machine OpenMP's spin-waiting made a 4-run sweep 30x slower (15 s vs 0.5 s)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture
@@ -35,9 +24,4 @@ def fake_run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def pretrained_tiny(tmp_path_factory, shared_data) -> Path:
     """A `tiny` run pretrained on real text (books) through preprocess -> shard -> pretrain."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # session fixtures run outside the autouse one above
-    try:
-        return pretrain_tiny(tmp_path_factory.mktemp("pretrained"), shared_data)
-    finally:
-        torch.set_num_threads(before)
+    return pretrain_tiny(tmp_path_factory.mktemp("pretrained"), shared_data)

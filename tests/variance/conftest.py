@@ -1,17 +1,7 @@
-"""Fixtures of the variance tests: saved tiny runs; one torch thread while they run."""
+"""Fixtures of the variance tests: saved tiny runs."""
 
 import pytest
-import torch
 from variance_fixtures import save_run, write_tiny_shards
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models gain nothing from threads, and on a shared, busy CPU extra threads spin-wait (20x slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")
