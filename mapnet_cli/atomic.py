@@ -17,6 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
+from .errors import MapnetError
+
 _BUF = 1 << 20
 
 
@@ -120,6 +122,26 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+@contextlib.contextmanager
+def staged_output(final: Path, overwrite: bool = False) -> Iterator[Path]:
+    """Build an output folder in a staging folder; publish it on clean exit, delete it on any failure.
+
+    The caller writes the folder's marker (manifest, COMPLETE) last, inside the
+    block. If `final` appeared meanwhile and `overwrite` is false, nothing is
+    published and the user is told in one line.
+    """
+    staging = staging_dir(final)
+    try:
+        yield staging
+        try:
+            publish_dir(staging, final, overwrite=overwrite)
+        except FileExistsError:
+            raise MapnetError(f"{final} appeared while it was being written; pass --overwrite to replace it") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def publish_dir(staging: Path, final: Path, overwrite: bool = False) -> None:

@@ -130,8 +130,7 @@ def save_checkpoint(run_dir: Path, step: int, modules: Mapping[str, nn.Module], 
     with weights_only=True before the folder is published.
     """
     final = Path(run_dir) / "checkpoints" / step_name(step)
-    staging = atomic.staging_dir(final)
-    try:
+    with atomic.staged_output(final, overwrite=True) as staging:
         save_weights(staging / WEIGHTS, modules)
         torch.save({**state, "step": step}, staging / STATE)
         torch.load(staging / STATE, weights_only=True)  # fail now, not at resume time
@@ -140,11 +139,7 @@ def save_checkpoint(run_dir: Path, step: int, modules: Mapping[str, nn.Module], 
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), **(extra or {})})
         atomic.write_text(staging / SETTINGS, settings_toml)
         shutil.copyfile(tokenizer_path, staging / TOKENIZER)
-        atomic.write_text(staging / MARKER, f"{step}\n")
-        atomic.publish_dir(staging, final, overwrite=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+        atomic.write_text(staging / MARKER, f"{step}\n")  # last: a checkpoint counts only with it
     return final
 
 

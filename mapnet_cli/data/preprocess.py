@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from .. import __version__
-from ..atomic import publish_dir, sha256_file, staging_dir, write_json, write_text
+from ..atomic import sha256_file, staged_output, write_json, write_text
 from ..errors import MapnetError
 from ..settings import PreprocessSettings, Settings
 from . import bpe
@@ -252,8 +252,7 @@ def run_preprocess(
     reused = bpe.load_tokenizer(pre.tokenizer) if pre.tokenizer else None  # fail before hours of work
     workers = pre.workers or os.cpu_count() or 1
 
-    staging = staging_dir(out)
-    try:
+    with staged_output(out, overwrite) as staging:
         stats = ReadStats()
         invalid_before = invalid_utf8_count()
         writer = PartWriter(staging / "sentences", pre.sentences_per_part)
@@ -315,13 +314,6 @@ def run_preprocess(
             **({"recipe": recipe} if recipe else {}),
         }
         write_json(staging / "manifest.json", manifest)  # last: its presence marks the folder complete
-        try:
-            publish_dir(staging, out, overwrite=overwrite)
-        except FileExistsError:
-            raise MapnetError(f"output {out} appeared while preprocessing (pass --overwrite to replace it)") from None
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
 
     if on_progress:
         on_progress(Progress("done", total_bytes, total_bytes, stats.text_bytes, writer.documents, writer.sentences))

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from .. import __version__
-from ..atomic import publish_dir, sha256_file, staging_dir, write_json, write_text
+from ..atomic import sha256_file, staged_output, write_json, write_text
 from ..errors import MapnetError
 from ..settings import Settings
 from .packing import Packer
@@ -226,8 +226,7 @@ def run_shard(preprocessed: str | Path | Preprocessed, out: str | Path, settings
     workers = max(1, min(workers, corpus.total_bytes // MIN_BYTES_PER_WORKER))
 
     started = time.time()
-    stage = staging_dir(out)
-    try:
+    with staged_output(out, overwrite) as stage:
         writers = {s: SplitWriter(stage, s, cfg.max_seq_len, dtype, cfg.sequences_per_file, special["pad"], special["sep"])
                    for s in ("train", "valid")}
         stats = _pack_all(corpus, cfg, special, dtype, workers, writers, progress)
@@ -264,13 +263,6 @@ def run_shard(preprocessed: str | Path | Preprocessed, out: str | Path, settings
             "settings": settings.to_dict()["shard"],
         }
         write_json(stage / MANIFEST, manifest)  # last: its presence marks the folder finished
-        try:
-            publish_dir(stage, out, overwrite=overwrite)
-        except FileExistsError:
-            raise MapnetError(f"{out} appeared while sharding; pass --overwrite to replace it") from None
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
     return {"out": str(out), "manifest": manifest, "token_kinds": kinds_info, "workers": workers,
             "seconds": time.time() - started, "bytes": corpus.total_bytes, **stats}
 
