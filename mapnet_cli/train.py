@@ -244,11 +244,17 @@ def build_eval_set(valid, count: int, eval_seed: int, masking) -> EvalSet | None
 
 @torch.no_grad()
 def evaluate(model: BertForMLM, data: EvalSet, micro: int, autocast, info: distributed.DistInfo,
-             pad_id: int) -> dict[str, Any]:
-    """Token-level MLM loss and accuracy over the eval set, split across ranks."""
+             pad_id: int, token_kinds: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """Token-level MLM loss and accuracy over the eval set, split across ranks.
+
+    With `token_kinds` (the synthetic corpus's {kind: token ids}) also the loss
+    on the masked tokens of each kind: where a masking strategy's training
+    helped, under the same questions for every run.
+    """
     was_training = model.training
     model.eval()
-    sums = torch.zeros(3, dtype=torch.float64, device=info.device)  # loss, correct, count
+    kinds = {k: torch.as_tensor(v, dtype=torch.long, device=info.device) for k, v in (token_kinds or {}).items()}
+    sums = torch.zeros(3 + 2 * len(kinds), dtype=torch.float64, device=info.device)  # loss, correct, count, per kind
     mine = np.arange(info.rank, len(data.ids), info.world_size)
     for start in range(0, len(mine), micro):
         rows = torch.from_numpy(mine[start:start + micro])
@@ -257,11 +263,20 @@ def evaluate(model: BertForMLM, data: EvalSet, micro: int, autocast, info: distr
         with autocast:
             out = model(data.inputs[rows].to(info.device), attn, data.mask[rows].to(info.device), targets=targets)
         correct = (out.logits.argmax(-1) == out.labels).sum()
-        sums += torch.stack([out.token_losses.double().sum(), correct.double(), torch.tensor(float(len(out.labels)), device=info.device, dtype=torch.float64)])
-    loss, correct, count = distributed.all_reduce_sum(sums, info).tolist()
+        parts = [out.token_losses.double().sum(), correct.double(), torch.tensor(float(len(out.labels)), device=info.device, dtype=torch.float64)]
+        for ids in kinds.values():
+            of_kind = torch.isin(out.labels, ids)
+            parts += [out.token_losses.double()[of_kind].sum(), of_kind.sum().double()]
+        sums += torch.stack(parts)
+    loss, correct, count, *per_kind = distributed.all_reduce_sum(sums, info).tolist()
     model.train(was_training)
-    return {"eval_loss": loss / max(count, 1), "eval_accuracy": correct / max(count, 1),
-            "eval_masked_tokens": int(count), "eval_sequences": len(data.ids), "eval_sha256": data.sha256}
+    result = {"eval_loss": loss / max(count, 1), "eval_accuracy": correct / max(count, 1),
+              "eval_masked_tokens": int(count), "eval_sequences": len(data.ids), "eval_sha256": data.sha256}
+    for i, kind in enumerate(kinds):
+        kind_loss, kind_count = per_kind[2 * i], per_kind[2 * i + 1]
+        result[f"eval_loss/{kind}"] = kind_loss / kind_count if kind_count else None
+        result[f"eval_tokens/{kind}"] = int(kind_count)
+    return result
 
 
 # ---------------------------------------------------------------- run bookkeeping
@@ -431,7 +446,8 @@ class Run:
     def evaluate(self) -> dict | None:
         if self.eval_set is None:
             return None
-        return evaluate(self.model, self.eval_set, self.micro, self.autocast, self.info, self.cfg.pad_id)
+        return evaluate(self.model, self.eval_set, self.micro, self.autocast, self.info, self.cfg.pad_id,
+                        self.data.token_kinds)
 
     def _log_eval(self, report: Report) -> None:
         ev = self.evaluate()

@@ -202,6 +202,21 @@ def test_proposal_moves_mass_off_determined_tokens(synthetic_shards, tmp_path):
     assert last[mass] < 0.5 * last[share]
     assert last["mapnet/entropy"] < first["mapnet/entropy"]
 
+    # The held-out loss per token kind, under the fixed uniform eval masks.
+    start, end = rows(tmp_path / "run", "eval")[0], rows(tmp_path / "run", "eval")[-1]
+    kinds = sorted(k.split("/", 1)[1] for k in end if k.startswith("eval_tokens/"))
+    assert {"determined", "noise", "other"} <= set(kinds)  # long_range words are split by this small vocabulary
+    for ev in (start, end):
+        covered = sum(ev[f"eval_tokens/{k}"] for k in kinds)
+        assert 0 < covered <= ev["eval_masked_tokens"]
+        if covered == ev["eval_masked_tokens"]:  # every masked token has a kind: the parts add up to the whole
+            mean = sum(ev[f"eval_loss/{k}"] * ev[f"eval_tokens/{k}"] for k in kinds) / covered
+            assert mean == pytest.approx(ev["eval_loss"], rel=1e-6)
+    # Noise is unlearnable (>= ln 128 nats for any model); determined tokens are learned first.
+    assert end["eval_loss/noise"] > 4.0
+    assert end["eval_loss/determined"] < end["eval_loss/noise"] - 1.0
+    assert end["eval_loss/determined"] < start["eval_loss/determined"] - 2.0
+
 
 @pytest.mark.slow
 def test_variance_every_records_the_decomposition_during_training(synthetic_shards, tmp_path):

@@ -77,6 +77,15 @@ def _summary(console: Console, stages: qs.Stages, settings, seconds: float) -> N
         console.print(f"held-out loss {first['eval_loss']:.3f} (step {first['step']}) -> {last['eval_loss']:.3f} "
                       f"(step {last['step']}); accuracy {first['eval_accuracy']:.1%} -> {last['eval_accuracy']:.1%}",
                       highlight=False)
+    kinds = sorted(k.split("/", 1)[1] for k in (evals[-1] if evals else {}) if k.startswith("eval_loss/"))
+    if kinds and len(evals) >= 2:
+        per_kind = Table(title="held-out loss by token kind (synthetic corpus)")
+        per_kind.add_column("step", justify="right")
+        for kind in kinds:
+            per_kind.add_column(kind, justify="right")
+        for ev in (evals[0], evals[-1]):
+            per_kind.add_row(str(ev["step"]), *[_nats(ev[f"eval_loss/{k}"]) for k in kinds])
+        console.print(per_kind)
     history = qs.mapnet_history(stages.run, settings.logging.metrics_file)
     if history:
         kinds = sorted(k.split("/", 2)[2] for k in history[-1] if k.startswith("mapnet/mass/"))
@@ -91,3 +100,7 @@ def _summary(console: Console, stages: qs.Stages, settings, seconds: float) -> N
     console.print(f"done in {seconds:.0f} s. Next: mapnet inspect-masks {stages.run} | mapnet export {stages.run} --out "
                   f"{stages.run.parent / 'hf'} | mapnet finetune-glue --task sst2 --quick --checkpoint {stages.run} ...",
                   highlight=False)
+
+
+def _nats(value) -> str:
+    return "-" if value is None else f"{value:.3f}"
