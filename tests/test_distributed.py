@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +12,7 @@ from mapnet_cli import checkpoint, distributed
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.settings import resolve
 from mapnet_cli.train import pretrain
+from gloo import pretrain_two_processes
 from tiny_shards import write_tiny_shards
 
 
@@ -81,11 +79,7 @@ def test_two_gloo_processes_match_one_process(tmp_path):
             "train.batch_size=8", "train.steps=6", "train.eval_every=3", "train.eval_sequences=8",
             "train.checkpoint_every=0", "optim.warmup_steps=2", "optim.lr=3e-3", "logging.log_every=1",
             "logging.progress=false"]
-    args = [sys.executable, "-m", "mapnet_cli.cli", "pretrain", str(shards), "--out", str(tmp_path / "two"),
-            "--preset", "tiny", "--nproc", "2", *[a for kv in sets for a in ("--set", kv)]]
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_NTASKS")}
-    two = subprocess.run(args, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=400)
-    assert two.returncode == 0, two.stderr[-3000:]
+    pretrain_two_processes(shards, tmp_path / "two", sets)
     pretrain(resolve(None, {"model": {"preset": "tiny"}}, sets), shards, tmp_path / "one")
 
     def rows(run: Path, kind: str) -> list[dict]:

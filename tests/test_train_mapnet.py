@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +17,7 @@ from mapnet_cli.errors import MapnetError
 from mapnet_cli.mapnet import summary_keys
 from mapnet_cli.settings import resolve
 from mapnet_cli.train import pretrain
+from gloo import pretrain_two_processes
 from tiny_shards import write_tiny_shards
 
 # Tiny encoder (2 layers, H=128) and MAP-Net (2 layers, H=64), 64-token sequences.
@@ -132,11 +130,7 @@ def test_mapnet_resume_is_bitwise_identical_for_both_networks(tiny_shards, tmp_p
 def test_two_gloo_processes_match_one_process_with_mapnet(tiny_shards, tmp_path):
     sets = [*BASE, "model.dropout=0.0", "model.attention_dropout=0.0", "train.steps=6", "logging.log_every=1",
             "masking.strategy=mapnet", "masking.explore_steps=3"]
-    args = [sys.executable, "-m", "mapnet_cli.cli", "pretrain", str(tiny_shards), "--out", str(tmp_path / "two"),
-            "--preset", "tiny", "--nproc", "2", *[a for kv in sets for a in ("--set", kv)]]
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_NTASKS")}
-    two = subprocess.run(args, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=400)
-    assert two.returncode == 0, two.stderr[-3000:]
+    pretrain_two_processes(tiny_shards, tmp_path / "two", sets)
     pretrain(resolve(None, {"model": {"preset": "tiny"}}, sets), tiny_shards, tmp_path / "one")
 
     a, b = rows(tmp_path / "one"), rows(tmp_path / "two")
