@@ -18,9 +18,7 @@ README.
 
 from __future__ import annotations
 
-import dataclasses
 import tomllib
-import types
 import typing
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -438,7 +436,7 @@ def preset(name: str) -> Settings:
 
 
 # ---------------------------------------------------------------- loading
-SECTIONS = {f.name: f.type for f in fields(Settings)}
+SECTIONS = tuple(f.name for f in fields(Settings))
 
 
 def _section_class(name: str):
@@ -595,4 +593,3 @@ __all__ = [
     "FinetuneSettings", "VarianceSettings", "PRESETS", "preset", "resolve", "apply", "from_dict", "load_toml",
     "parse_assignment", "field_docs",
 ]
-del dataclasses, types
