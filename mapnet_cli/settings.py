@@ -170,6 +170,8 @@ class MaskingSettings:
     map_layers: int = _f(0, "MAP-Net blocks (0: as many as the encoder, as in the paper)")
     map_hidden: int = _f(0, "MAP-Net width (0: half the encoder's, as in the paper)")
     map_heads: int = _f(0, "MAP-Net heads (0: half the encoder's)")
+    map_dropout: float = _f(
+        0.0, "MAP-Net's hidden and attention dropout (paper silent; mapnet choice: 0, so the distribution masks are drawn from is the one inspect-masks shows, and CPU attention keeps its fused kernel)")
     map_loss_weight: float = _f(1e-2, "lambda of the paper's combined loss (paper: 1e-2)")
     map_loss_on: Literal["map", "encoder"] = _f(
         "map", "which term lambda scales: 'map' = L_enc + lambda*L_MAP (mapnet choice, see README), 'encoder' = L_MAP + lambda*L_enc as printed")
@@ -189,6 +191,8 @@ class MaskingSettings:
         for name in ("explore_steps", "map_layers", "map_hidden", "map_heads"):
             if getattr(self, name) < 0:
                 out.append(f"masking.{name} must be >= 0 (got {getattr(self, name)})")
+        if not 0.0 <= self.map_dropout < 1.0:
+            out.append(f"masking.map_dropout must be in [0, 1) (got {self.map_dropout})")
         if self.map_loss_weight < 0:
             out.append(f"masking.map_loss_weight must be >= 0 (got {self.map_loss_weight})")
         if self.strategy == "mapnet" and self.mask_count != "exact":

@@ -45,7 +45,14 @@ class ProposalConfig:
 
     @classmethod
     def from_settings(cls, model: ModelSettings, masking: MaskingSettings) -> "ProposalConfig":
-        """0 in map_layers/map_hidden/map_heads means the paper's scaling: same depth, half width, half heads."""
+        """0 in map_layers/map_hidden/map_heads means the paper's scaling: same depth, half width, half heads.
+
+        Dropout is MAP-Net's own (`masking.map_dropout`, default 0), not the encoder's: the
+        paper does not say, and with dropout the masks would be drawn from a noised
+        distribution that neither eq. 10's log p nor `inspect-masks` (eval mode) sees the same
+        way; attention dropout also forces SDPA's unfused path on CPU (MAP-Net step ≈1.45× ->
+        ≈1.21× uniform's at `mini`, T = 512).
+        """
         layers = masking.map_layers or model.layers
         hidden = masking.map_hidden or max(1, model.hidden // 2)
         heads = masking.map_heads or max(1, model.heads // 2)
@@ -53,8 +60,8 @@ class ProposalConfig:
             raise MapnetError(f"MAP-Net width {hidden} is not divisible by its {heads} heads "
                               "(set masking.map_hidden / masking.map_heads)")
         return cls(layers=layers, hidden=hidden, heads=heads, intermediate=4 * hidden,
-                   max_position=model.max_position, embed_dim=model.hidden, dropout=model.dropout,
-                   attention_dropout=model.attention_dropout, layer_norm_eps=model.layer_norm_eps,
+                   max_position=model.max_position, embed_dim=model.hidden, dropout=masking.map_dropout,
+                   attention_dropout=masking.map_dropout, layer_norm_eps=model.layer_norm_eps,
                    init_std=model.init_std)
 
     def to_dict(self) -> dict:

@@ -44,6 +44,11 @@ def test_sizes_follow_the_paper_and_the_presets():
     assert (cfg.layers, cfg.hidden, cfg.heads) == (2, 64, 1)  # heads // 2 floored at 1
     own = ProposalConfig.from_settings(t.model, MaskingSettings(map_layers=1, map_hidden=48, map_heads=3))
     assert (own.layers, own.hidden, own.heads, own.intermediate) == (1, 48, 3, 192)
+    # MAP-Net's dropout is its own setting (default 0), not the encoder's 0.1.
+    assert (cfg.dropout, cfg.attention_dropout) == (0.0, 0.0) and t.model.dropout == 0.1
+    noisy = ProposalConfig.from_settings(t.model, MaskingSettings(map_dropout=0.1))
+    assert (noisy.dropout, noisy.attention_dropout) == (0.1, 0.1)
+    assert any("map_dropout" in p for p in MaskingSettings(map_dropout=1.0).problems())
     with pytest.raises(MapnetError, match="divisible"):
         ProposalConfig.from_settings(ModelSettings(hidden=100, heads=4), MaskingSettings(map_heads=3))
     problems = MaskingSettings(map_hidden=50, map_heads=4, strategy="mapnet", mask_count="bernoulli").problems()
