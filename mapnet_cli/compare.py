@@ -175,13 +175,17 @@ def run_record(pr: PlannedRun, vocab_size: int, pad_id: int, train_sequences: in
     # elapsed counts training steps only (evaluation excluded); interpolated at the eval steps.
     t_steps, t_elapsed = [0] + [r["step"] for r in trains], [0.0] + [r["elapsed"] for r in trains]
     curve = [{"step": e["step"], "eval_loss": e["eval_loss"], "eval_accuracy": e["eval_accuracy"],
+              **{k: e[k] for k in e if k.startswith(("eval_loss@", "eval_accuracy@"))},
               "elapsed": float(np.interp(e["step"], t_steps, t_elapsed))} for e in evals]
     shas = sorted({e["eval_sha256"] for e in evals})
+    # train.extra_eval sets: one hash per named set, which must not change along the run either.
+    extra_shas = {k.partition("@")[2]: sorted({e[k] for e in evals}) for k in evals[0] if k.startswith("eval_sha256@")}
     return {
         "strategy": pr.strategy, "seed_index": pr.index, "seed": pr.settings.train.seed, "path": str(pr.path),
         "initial_weights_sha256": initial_weights_sha256(pr.settings, vocab_size, pad_id),
         "data_order_sha256": data_order_sha256(pr.settings, train_sequences),
         "eval_sha256": shas[0] if len(shas) == 1 else shas,
+        "extra_eval_sha256": {name: v[0] if len(v) == 1 else v for name, v in extra_shas.items()},
         "eval": curve, "train": [{"step": r["step"], "loss": r["loss"], "elapsed": r["elapsed"]} for r in trains],
         "seconds_per_step": trains[-1]["elapsed"] / trains[-1]["step"],
         "settings": pr.settings.to_dict(),
@@ -275,16 +279,21 @@ def steps_to_target(steps: list[float], losses: list[float], target: float) -> f
 
 
 # ---------------------------------------------------------------- aggregation
+def extra_metrics(run: dict) -> list[str]:
+    """The train.extra_eval metrics a run recorded: eval_loss@NAME, eval_accuracy@NAME."""
+    return sorted(k for k in run["eval"][0] if k.startswith(("eval_loss@", "eval_accuracy@")))
+
+
 def aggregate(runs: list[dict], strategies: list[str]) -> dict:
     """Per strategy: curves (mean, CI), final numbers, steps- and seconds-to-target vs. uniform's final mean."""
     out: dict = {}
     for name in strategies:
         mine = sorted((r for r in runs if r["strategy"] == name), key=lambda r: r["seed_index"])
         steps = [p["step"] for p in mine[0]["eval"]]
-        curve = {m: [mean_ci([r["eval"][i][m] for r in mine]) for i in range(len(steps))]
-                 for m in ("eval_loss", "eval_accuracy", "elapsed")}
+        scores = ["eval_loss", "eval_accuracy", *extra_metrics(mine[0])]
+        curve = {m: [mean_ci([r["eval"][i][m] for r in mine]) for i in range(len(steps))] for m in (*scores, "elapsed")}
         out[name] = {"seeds": [r["seed"] for r in mine], "steps": steps, "curve": curve,
-                     "final": {m: curve[m][-1] for m in ("eval_loss", "eval_accuracy")},
+                     "final": {m: curve[m][-1] for m in scores},
                      "seconds_per_step": mean_ci([r["seconds_per_step"] for r in mine])}
         if all("variance" in r for r in mine):
             scheme = SCHEME[name]
@@ -305,6 +314,11 @@ def aggregate(runs: list[dict], strategies: list[str]) -> dict:
                         for r in sorted((r for r in runs if r["strategy"] == name), key=lambda r: r["seed_index"])]
             agg["steps_to_target"] = {"mean_curve": reached, "per_seed": per_seed}
             agg["seconds_to_target"] = None if reached is None else reached * agg["seconds_per_step"]["mean"]
+            # The same question on each extra held-out set, against uniform's final loss there.
+            agg["steps_to_target_by_set"] = {
+                m.partition("@")[2]: steps_to_target(agg["steps"], [p["mean"] for p in agg["curve"][m]],
+                                                     out["uniform"]["final"][m]["mean"])
+                for m in agg["final"] if m.startswith("eval_loss@") and m in out["uniform"]["final"]}
     return {"target": {"strategy": "uniform", "final_mean_eval_loss": target} if target is not None else None,
             "strategies": out}
 
@@ -318,7 +332,9 @@ def fairness_checks(runs: list[dict]) -> dict:
                            for group in by_seed.values())
     step0 = all(len({g["eval"][0]["eval_loss"] for g in group}) == 1 and all(g["eval"][0]["step"] == 0 for g in group)
                 for group in by_seed.values())
-    eval_shas = {r["eval_sha256"] if isinstance(r["eval_sha256"], str) else "mixed" for r in runs}
+    eval_shas = {json.dumps([r["eval_sha256"], r.get("extra_eval_sha256", {})], sort_keys=True)
+                 if isinstance(r["eval_sha256"], str) and all(isinstance(v, str) for v in r.get("extra_eval_sha256", {}).values())
+                 else "mixed" for r in runs}
     return {"same_initial_weights_per_seed": same("initial_weights_sha256"),
             "same_data_order_per_seed": same("data_order_sha256"),
             "same_step0_eval_loss_per_seed": step0,
@@ -377,13 +393,16 @@ def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
     strategies = doc["aggregate"]["strategies"]
     has_var = any("variance" in a for a in strategies.values())
     has_glue = any("glue" in a for a in strategies.values())
-    header = TABLE_HEADER + (["mask var", "total var"] if has_var else []) + (["GLUE"] if has_glue else [])
+    extra = sorted({m for a in strategies.values() for m in a["final"] if m.startswith("eval_loss@")})
+    header = (TABLE_HEADER + [f"loss {m.partition('@')[2]}" for m in extra]
+              + (["mask var", "total var"] if has_var else []) + (["GLUE"] if has_glue else []))
     rows = []
     for name, a in strategies.items():
         reached = (a.get("steps_to_target") or {}).get("mean_curve")
         row = [name, str(len(a["seeds"])), pm(a["final"]["eval_loss"], ".4f"), pm(a["final"]["eval_accuracy"], ".4f"),
                pm(a["seconds_per_step"], ".4f"),
                "no baseline" if "steps_to_target" not in a else "not reached" if reached is None else f"{reached:.1f}"]
+        row += [pm(a["final"][m], ".4f") if m in a["final"] else "-" for m in extra]
         if has_var:
             v = a.get("variance")
             row += [pm(v["mask_variance"][-1], ".4g"), pm(v["total_variance"][-1], ".4g")] if v and v["steps"] else ["-", "-"]
@@ -409,6 +428,10 @@ def write_plots(doc: dict, out: Path) -> list[str]:
                lambda a: ([p["mean"] for p in a["curve"]["elapsed"]], a["curve"]["eval_loss"])),
               ("variance_vs_step.png", "step", "total gradient variance",
                lambda a: (a["variance"]["steps"], a["variance"]["total_variance"]) if "variance" in a else None)]
+    for m in sorted({m for a in aggs.values() for m in a["curve"] if m.startswith("eval_loss@")}):
+        name = m.partition("@")[2]
+        panels.append((f"loss_vs_step-{name}.png", "step", f"held-out MLM loss ({name})",
+                       lambda a, m=m: (a["steps"], a["curve"][m]) if m in a["curve"] else None))
     notes = []
     for filename, xlabel, ylabel, pick in panels:
         series = {n: pick(a) for n, a in aggs.items() if pick(a) is not None}
@@ -433,4 +456,4 @@ def write_plots(doc: dict, out: Path) -> list[str]:
 __all__ = ["STRATEGIES", "SCHEME", "PlannedRun", "eval_steps", "parse_strategies", "plan_runs", "run_all",
            "initial_weights_sha256", "data_order_sha256", "read_metrics", "run_record", "variance_curve",
            "glue_results", "t_quantile_975", "mean_ci", "steps_to_target", "aggregate", "fairness_checks",
-           "collect", "results_document", "table_rows", "write_plots"]
+           "collect", "results_document", "table_rows", "write_plots", "extra_metrics"]

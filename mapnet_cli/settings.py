@@ -102,7 +102,7 @@ class ShardSettings:
     max_seq_len: int = _f(512, "tokens per training sequence, [CLS] included (paper: 512)")
     packing: Literal["fill", "whole_sentences"] = _f(
         "fill", "fill: consecutive sentences fill every block to the brim, a sentence that does not fit continues in the next block (mapnet choice: <1% padding); whole_sentences: RoBERTa FULL-SENTENCES, a block ends before a sentence that does not fit and is padded")
-    valid_fraction: float = _f(0.01, "fraction of documents held out for validation")
+    valid_fraction: float = _f(0.01, "fraction of documents held out for validation (1: an evaluation-only shard set, for train.extra_eval)")
     split_unit: Literal["document", "sequence"] = _f("document", "hold out whole documents (no leakage) or packed sequences")
     split_seed: int = _f(0, "seed of the train/validation assignment")
     sequences_per_file: int = _f(65536, "sequences per Arrow file")
@@ -115,8 +115,8 @@ class ShardSettings:
             out.append(f"shard.workers must be >= 0 (got {self.workers})")
         if not 8 <= self.max_seq_len <= 8192:
             out.append(f"shard.max_seq_len must be in [8, 8192] (got {self.max_seq_len})")
-        if not 0.0 <= self.valid_fraction < 1.0:
-            out.append(f"shard.valid_fraction must be in [0, 1) (got {self.valid_fraction})")
+        if not 0.0 <= self.valid_fraction <= 1.0:
+            out.append(f"shard.valid_fraction must be in [0, 1] (got {self.valid_fraction})")
         if self.sequences_per_file < 1:
             out.append(f"shard.sequences_per_file must be >= 1 (got {self.sequences_per_file})")
         return out
@@ -244,6 +244,10 @@ class TrainSettings:
     eval_every: int = _f(2000, "held-out evaluation every N steps (0: only at the end)")
     eval_sequences: int = _f(512, "validation sequences per evaluation (fixed set, fixed masks)")
     eval_seed: int = _f(1234, "seed of the evaluation masks: the same for every run so strategies answer identical questions")
+    eval_pick: Literal["first", "spread"] = _f(
+        "first", "which validation sequences form each eval set: the first eval_sequences, or that many evenly spread over the split (for held-out sets of whole files)")
+    extra_eval: tuple[str, ...] = _f(
+        (), "more held-out sets, each NAME=SHARD_FOLDER (its validation split, same tokenizer), evaluated beside the main one and logged as eval_loss@NAME, e.g. [\"books=shards/books-heldout\"]")
     checkpoint_every: int = _f(10_000, "write a checkpoint every N steps (0: only at the end)")
     keep_last: int = _f(2, "periodic checkpoints kept (older ones are deleted)")
     keep_steps: tuple[int, ...] = _f((400_000, 600_000, 800_000, 1_000_000), "checkpoints kept for good (paper's sweep)")
@@ -256,6 +260,12 @@ class TrainSettings:
         for name in ("micro_batch_size", "eval_every", "checkpoint_every"):
             if getattr(self, name) < 0:
                 out.append(f"train.{name} must be >= 0 (got {getattr(self, name)})")
+        names = [entry.partition("=")[0] for entry in self.extra_eval]
+        for entry, name in zip(self.extra_eval, names):
+            if "=" not in entry or not entry.partition("=")[2] or not name.replace("-", "").replace("_", "").isalnum():
+                out.append(f"train.extra_eval entries are NAME=SHARD_FOLDER with NAME of letters, digits, - and _ (got {entry!r})")
+        if len(set(names)) != len(names):
+            out.append(f"train.extra_eval names must be unique (got {names})")
         return out
 
 

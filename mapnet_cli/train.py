@@ -225,11 +225,15 @@ class EvalSet:
     sha256: str
 
 
-def build_eval_set(valid, count: int, eval_seed: int, masking) -> EvalSet | None:
+def build_eval_set(valid, count: int, eval_seed: int, masking, pick: str = "first") -> EvalSet | None:
+    """`pick`: "first" N sequences (fine when held-out documents are a hashed random sample), or
+    N evenly "spread" over the split (a held-out set of whole files is stored file after file, so
+    its first N sequences would all come from the first file)."""
     n = min(count, len(valid))
     if n == 0:
         return None
-    ids = valid.take(np.arange(n))
+    rows = np.arange(n) if pick == "first" else np.linspace(0, len(valid) - 1, n).round().astype(np.int64)
+    ids = valid.take(rows)
     targets = torch.from_numpy(ids.astype(np.int64))
     rng = SequenceRNG(sequence_keys(eval_seed, 0, range(n), EVAL_MASKS))
     # Always exact-K uniform masks, whatever the run's strategy: every run answers the same questions.
@@ -348,11 +352,12 @@ class Run:
         if len(self.data) == 0:
             raise MapnetError(f"{shards} has no training sequences")
         self.valid = ShardReader(shards, "valid", verify=s.shard.verify)
-        self.eval_set = build_eval_set(self.valid, t.eval_sequences, t.eval_seed, s.masking)
+        self.eval_set = build_eval_set(self.valid, t.eval_sequences, t.eval_seed, s.masking, t.eval_pick)
         self.cfg = BertConfig.from_settings(s.model, self.data.vocab_size, self.data.special_ids["pad"])
         if self.data.max_seq_len > self.cfg.max_position:
             raise MapnetError(f"shards hold {self.data.max_seq_len}-token sequences but model.max_position is {self.cfg.max_position}")
         self.tokenizer_sha = self.data.manifest.get("tokenizer_sha256") or atomic.sha256_file(self.data.tokenizer_path)
+        self.extra_eval = self._extra_eval_sets()
         self.order = DataOrder(len(self.data), t.seed)
 
         torch.manual_seed(t.seed)  # identical initial weights on every rank
@@ -414,7 +419,8 @@ class Run:
                     "model": self.cfg.to_dict(), "parameters": self.model.num_parameters(),
                     "shards": {"path": str(shards.resolve()), "manifest_sha256": atomic.sha256_file(self.data.dir / "manifest.json"),
                                "train_sequences": len(self.data), "max_seq_len": self.data.max_seq_len},
-                    "eval_set": {"sequences": len(self.eval_set.ids), "sha256": self.eval_set.sha256} if self.eval_set else None}
+                    "eval_set": {"sequences": len(self.eval_set.ids), "sha256": self.eval_set.sha256} if self.eval_set else None,
+                    "extra_eval": {name: {"sequences": len(d.ids), "sha256": d.sha256} for name, d in self.extra_eval.items()}}
         atomic.write_json(path, info)
 
     def batches(self, step: int) -> list[MicroBatch]:
@@ -443,11 +449,42 @@ class Run:
         distributed.barrier(self.info)
         return path
 
+    def _extra_eval_sets(self) -> dict[str, EvalSet]:
+        """train.extra_eval: NAME -> the first eval_sequences of that shard folder's validation split.
+
+        Same eval seed and masks recipe as the main set, so e.g. held-out books and held-out
+        Wikipedia can be reported separately while training on both. The folder must use the
+        training shards' tokenizer, or its token ids would mean other words.
+        """
+        from .data.shards import ShardReader
+
+        s, t = self.settings, self.settings.train
+        sets = {}
+        for entry in t.extra_eval:
+            name, _, folder = entry.partition("=")
+            reader = ShardReader(folder, "valid", verify=s.shard.verify)
+            sha = reader.manifest.get("tokenizer_sha256") or atomic.sha256_file(reader.tokenizer_path)
+            if sha != self.tokenizer_sha:
+                raise MapnetError(f"train.extra_eval {name}: {folder} was encoded with another tokenizer than the training shards "
+                                  "(preprocess it with --tokenizer pointing at the training corpus's tokenizer.json)")
+            if reader.max_seq_len > self.cfg.max_position:
+                raise MapnetError(f"train.extra_eval {name}: {folder} holds {reader.max_seq_len}-token sequences "
+                                  f"but model.max_position is {self.cfg.max_position}")
+            data = build_eval_set(reader, t.eval_sequences, t.eval_seed, s.masking, t.eval_pick)
+            if data is None:
+                raise MapnetError(f"train.extra_eval {name}: {folder} has no validation sequences")
+            sets[name] = data
+        return sets
+
     def evaluate(self) -> dict | None:
         if self.eval_set is None:
             return None
-        return evaluate(self.model, self.eval_set, self.micro, self.autocast, self.info, self.cfg.pad_id,
-                        self.data.token_kinds)
+        result = evaluate(self.model, self.eval_set, self.micro, self.autocast, self.info, self.cfg.pad_id,
+                          self.data.token_kinds)
+        for name, data in self.extra_eval.items():
+            extra = evaluate(self.model, data, self.micro, self.autocast, self.info, self.cfg.pad_id)
+            result.update({f"{key}@{name}": value for key, value in extra.items()})
+        return result
 
     def _log_eval(self, report: Report) -> None:
         ev = self.evaluate()

@@ -28,8 +28,9 @@ SETS = ["model.max_position=32", "shard.max_seq_len=32", "train.batch_size=8", "
 
 
 def compare_args(shards: Path, out: Path, *extra: str) -> list[str]:
+    """`shards` sits beside `other`, a second held-out set with the same tokenizer (train.extra_eval)."""
     args = ["compare", str(shards), "--out", str(out), "--strategies", "uniform,mapnet", "--seeds", "2",
-            "--steps", "6", "--preset", "tiny", "--variance"]
+            "--steps", "6", "--preset", "tiny", "--variance", "--set", f'train.extra_eval=["other={shards.parent / "other"}"]']
     for s in SETS:
         args += ["--set", s]
     return args + list(extra)
@@ -46,6 +47,8 @@ def invoke(args: list[str]):
 def compared(tmp_path_factory):
     root = tmp_path_factory.mktemp("compare")
     shards = write_tiny_shards(root / "shards", train=96, valid=24, seq_len=32)
+    # A second held-out set with the same tokenizer, as held-out books beside held-out Wikipedia.
+    write_tiny_shards(root / "other", train=8, valid=16, seq_len=32, seed=5)
     out = root / "cmp"
     res = invoke(compare_args(shards, out))
     assert res.exit_code == 0, res.output
@@ -94,6 +97,7 @@ def test_same_start_same_data_same_eval_set(compared):
         assert [s for s, _ in checkpoint.list_checkpoints(run)] == [3, 6]  # every eval step after 0
         assert set(rec["variance"]) == {"3", "6"}
     assert len(shas) == 1 and doc["runs"][0]["eval_sha256"] in shas
+    assert len({r["extra_eval_sha256"]["other"] for r in doc["runs"]}) == 1
     assert set(doc["runs"][-1]["variance"]["6"]["schemes"]) >= {"uniform", "mapnet_clipped"}
 
 
@@ -116,7 +120,12 @@ def test_table_matches_results_json(compared):
             assert half == pytest.approx((ci["ci95"][1] - ci["ci95"][0]) / 2, abs=tol)
         reached = agg["steps_to_target"]["mean_curve"]
         assert cells[5] == ("not reached" if reached is None else f"{reached:.1f}")
-        total = number(cells[7])[0]
+        mean, half = number(cells[6])  # the extra held-out set's column
+        other = agg["final"]["eval_loss@other"]
+        assert mean == pytest.approx(other["mean"], abs=1e-4) and other["mean"] != agg["final"]["eval_loss"]["mean"]
+        assert half == pytest.approx((other["ci95"][1] - other["ci95"][0]) / 2, abs=1e-4)
+        assert set(agg["steps_to_target_by_set"]) == {"other"}
+        total = number(cells[8])[0]
         assert total == pytest.approx(agg["variance"]["total_variance"][-1]["mean"], rel=1e-3)
     # The uniform baseline reaches its own final mean loss by its last step at the latest.
     assert doc["aggregate"]["strategies"]["uniform"]["steps_to_target"]["mean_curve"] <= 6

@@ -176,6 +176,34 @@ def test_eval_set_is_fixed_by_eval_seed_only(shards):
     c = build_eval_set(valid, 16, 99, MaskingSettings())
     assert a.sha256 == b.sha256 != c.sha256
     assert build_eval_set(valid, 1000, 1234, MaskingSettings()).ids.shape[0] == 24  # capped by the split
+    spread = build_eval_set(valid, 4, 1234, MaskingSettings(), pick="spread")
+    assert np.array_equal(spread.ids, valid.take(np.array([0, 8, 15, 23])))  # both ends and evenly between
+
+
+def test_extra_eval_sets_are_evaluated_beside_the_main_one(shards, tmp_path):
+    # The training shards' own validation split as an extra set must give the main numbers exactly;
+    # a second folder with other sequences (same tokenizer) must give other numbers.
+    other = write_tiny_shards(tmp_path / "other", seed=7)
+    s = tiny_settings("train.steps=4", "train.eval_every=2", f'train.extra_eval=["same={shards}", "other={other}"]')
+    pretrain(s, shards, tmp_path / "run")
+    evals = metrics(tmp_path / "run", "eval")
+    assert [e["step"] for e in evals] == [0, 2, 4]
+    for e in evals:
+        assert e["eval_loss@same"] == e["eval_loss"] and e["eval_accuracy@same"] == e["eval_accuracy"]
+        assert e["eval_sha256@same"] == e["eval_sha256"] != e["eval_sha256@other"]
+        assert e["eval_loss@other"] != e["eval_loss"]
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert set(info["extra_eval"]) == {"same", "other"}
+
+
+def test_extra_eval_refuses_another_tokenizer_and_bad_entries(shards, tmp_path):
+    foreign = write_tiny_shards(tmp_path / "foreign", vocab_size=80)
+    with pytest.raises(MapnetError, match="another tokenizer"):
+        pretrain(tiny_settings(f'train.extra_eval=["x={foreign}"]'), shards, tmp_path / "run")
+    with pytest.raises(MapnetError, match="NAME=SHARD_FOLDER"):
+        tiny_settings('train.extra_eval=["no-folder"]')
+    with pytest.raises(MapnetError, match="unique"):
+        tiny_settings(f'train.extra_eval=["a={shards}", "a={shards}"]')
 
 
 # ---------------------------------------------------------------- failures

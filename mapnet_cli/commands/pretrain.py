@@ -144,6 +144,9 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
             elif kind == "eval":
                 console.print(f"eval @ {data['step']}: loss {data['eval_loss']:.4f}  accuracy {data['eval_accuracy']:.4f}"
                               f"  ({data['eval_masked_tokens']} masked tokens, set {data['eval_sha256'][:12]})", highlight=False)
+                for key in (k for k in data if k.startswith("eval_loss@")):
+                    name = key.partition("@")[2]
+                    console.print(f"  {name}: loss {data[key]:.4f}  accuracy {data['eval_accuracy@' + name]:.4f}", highlight=False)
             elif kind == "checkpoint":
                 console.print(f"checkpoint {data['path']}", highlight=False)
             elif kind == "resume":

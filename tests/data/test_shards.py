@@ -196,6 +196,17 @@ def test_sequence_split(tmp_path, prep):
     assert np.array_equal(valid, everything[v]) and np.array_equal(train, everything[~v])
 
 
+def test_valid_fraction_one_makes_an_evaluation_only_set(tmp_path, prep, docs):
+    # For train.extra_eval: every document held out, no training split, nothing dropped.
+    run_shard(prep, tmp_path / "all", settings(max_seq_len=16, valid_fraction=0.0))
+    summary = run_shard(prep, tmp_path / "s", settings(max_seq_len=16, valid_fraction=1.0))
+    assert np.array_equal(read_all(tmp_path / "s", "valid"), read_all(tmp_path / "all", "train"))
+    assert summary["manifest"]["splits"]["train"]["sequences"] == 0
+    assert summary["manifest"]["splits"]["valid"]["documents"] == len(docs)
+    with pytest.raises(MapnetError, match="all .* documents landed in validation"):
+        run_shard(prep, tmp_path / "t", settings(max_seq_len=16, valid_fraction=0.999999999))
+
+
 def test_split_seed_changes_assignment():
     idx = np.arange(10_000)
     a, b = is_valid(0, idx, 0.1), is_valid(1, idx, 0.1)
