@@ -179,7 +179,13 @@ def run_record(pr: PlannedRun, vocab_size: int, pad_id: int, train_sequences: in
               "elapsed": float(np.interp(e["step"], t_steps, t_elapsed))} for e in evals]
     shas = sorted({e["eval_sha256"] for e in evals})
     # train.extra_eval sets: one hash per named set, which must not change along the run either.
-    extra_shas = {k.partition("@")[2]: sorted({e[k] for e in evals}) for k in evals[0] if k.startswith("eval_sha256@")}
+    names = sorted({k.partition("@")[2] for e in evals for k in e if k.startswith("eval_sha256@")})
+    for e in evals:
+        missing = [n for n in names if f"eval_sha256@{n}" not in e]
+        if missing:
+            raise MapnetError(f"{pr.path}: the evaluation at step {e['step']} lacks held-out set(s) {missing} "
+                              "(train.extra_eval changed during the run?)")
+    extra_shas = {n: sorted({e[f"eval_sha256@{n}"] for e in evals}) for n in names}
     return {
         "strategy": pr.strategy, "seed_index": pr.index, "seed": pr.settings.train.seed, "path": str(pr.path),
         "initial_weights_sha256": initial_weights_sha256(pr.settings, vocab_size, pad_id),
@@ -280,7 +286,8 @@ def steps_to_target(steps: list[float], losses: list[float], target: float) -> f
 
 # ---------------------------------------------------------------- aggregation
 def extra_metrics(run: dict) -> list[str]:
-    """The train.extra_eval metrics a run recorded: eval_loss@NAME, eval_accuracy@NAME."""
+    """The train.extra_eval metrics a run recorded: eval_loss@NAME, eval_accuracy@NAME
+    (`run_record` has checked that every evaluation has every set)."""
     return sorted(k for k in run["eval"][0] if k.startswith(("eval_loss@", "eval_accuracy@")))
 
 
@@ -314,11 +321,15 @@ def aggregate(runs: list[dict], strategies: list[str]) -> dict:
                         for r in sorted((r for r in runs if r["strategy"] == name), key=lambda r: r["seed_index"])]
             agg["steps_to_target"] = {"mean_curve": reached, "per_seed": per_seed}
             agg["seconds_to_target"] = None if reached is None else reached * agg["seconds_per_step"]["mean"]
-            # The same question on each extra held-out set, against uniform's final loss there.
-            agg["steps_to_target_by_set"] = {
-                m.partition("@")[2]: steps_to_target(agg["steps"], [p["mean"] for p in agg["curve"][m]],
-                                                     out["uniform"]["final"][m]["mean"])
-                for m in agg["final"] if m.startswith("eval_loss@") and m in out["uniform"]["final"]}
+            # The same question on each extra held-out set, against uniform's final mean loss there.
+            agg["steps_to_target_by_set"] = {}
+            for m in (m for m in agg["final"] if m.startswith("eval_loss@") and m in out["uniform"]["final"]):
+                there = out["uniform"]["final"][m]["mean"]
+                agg["steps_to_target_by_set"][m.partition("@")[2]] = {
+                    "target": there,
+                    "mean_curve": steps_to_target(agg["steps"], [p["mean"] for p in agg["curve"][m]], there),
+                    "per_seed": [steps_to_target(agg["steps"], [p[m] for p in r["eval"]], there)
+                                 for r in sorted((r for r in runs if r["strategy"] == name), key=lambda r: r["seed_index"])]}
     return {"target": {"strategy": "uniform", "final_mean_eval_loss": target} if target is not None else None,
             "strategies": out}
 
@@ -332,13 +343,14 @@ def fairness_checks(runs: list[dict]) -> dict:
                            for group in by_seed.values())
     step0 = all(len({g["eval"][0]["eval_loss"] for g in group}) == 1 and all(g["eval"][0]["step"] == 0 for g in group)
                 for group in by_seed.values())
-    eval_shas = {json.dumps([r["eval_sha256"], r.get("extra_eval_sha256", {})], sort_keys=True)
-                 if isinstance(r["eval_sha256"], str) and all(isinstance(v, str) for v in r.get("extra_eval_sha256", {}).values())
-                 else "mixed" for r in runs}
+    eval_shas = {r["eval_sha256"] if isinstance(r["eval_sha256"], str) else "mixed" for r in runs}
+    extra = {json.dumps(r["extra_eval_sha256"], sort_keys=True)
+             if all(isinstance(v, str) for v in r["extra_eval_sha256"].values()) else "mixed" for r in runs}
     return {"same_initial_weights_per_seed": same("initial_weights_sha256"),
             "same_data_order_per_seed": same("data_order_sha256"),
             "same_step0_eval_loss_per_seed": step0,
-            "same_eval_set": len(eval_shas) == 1 and "mixed" not in eval_shas}
+            "same_eval_set": len(eval_shas) == 1 and "mixed" not in eval_shas,
+            "same_extra_eval_sets": len(extra) == 1 and "mixed" not in extra}
 
 
 def collect(plan: list[PlannedRun], shards: Path, reused: dict[str, bool], *, variance: bool = False,
@@ -369,6 +381,9 @@ def results_document(plan: list[PlannedRun], runs: list[dict], argv: list[str], 
     if not checks["same_eval_set"]:
         raise MapnetError("the runs were evaluated on different held-out sets (eval_sha256 differs): "
                           "their losses are not comparable")
+    if not checks["same_extra_eval_sets"]:
+        raise MapnetError("the runs' train.extra_eval sets differ (names or eval_sha256@NAME): "
+                          "their losses on those sets are not comparable")
     strategies = list(dict.fromkeys(pr.strategy for pr in plan))
     return {"schema": SCHEMA, "command": list(argv), "versions": versions(),
             "shards": {"path": str(Path(shards).resolve()),

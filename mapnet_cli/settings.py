@@ -18,6 +18,7 @@ README.
 
 from __future__ import annotations
 
+import re
 import tomllib
 import typing
 from dataclasses import dataclass, field, fields, replace
@@ -242,7 +243,7 @@ class TrainSettings:
     compile: bool = _f(False, "wrap the model in torch.compile")
     device: Literal["auto", "cpu", "cuda"] = _f("auto", "where to train")
     eval_every: int = _f(2000, "held-out evaluation every N steps (0: only at the end)")
-    eval_sequences: int = _f(512, "validation sequences per evaluation (fixed set, fixed masks)")
+    eval_sequences: int = _f(512, "validation sequences per evaluation set (fixed set, fixed masks), the main one and each train.extra_eval")
     eval_seed: int = _f(1234, "seed of the evaluation masks: the same for every run so strategies answer identical questions")
     eval_pick: Literal["first", "spread"] = _f(
         "first", "which validation sequences form each eval set: the first eval_sequences, or that many evenly spread over the split (for held-out sets of whole files)")
@@ -262,7 +263,8 @@ class TrainSettings:
                 out.append(f"train.{name} must be >= 0 (got {getattr(self, name)})")
         names = [entry.partition("=")[0] for entry in self.extra_eval]
         for entry, name in zip(self.extra_eval, names):
-            if "=" not in entry or not entry.partition("=")[2] or not name.replace("-", "").replace("_", "").isalnum():
+            # The name becomes part of metric keys and plot file names: plain ASCII only.
+            if "=" not in entry or not entry.partition("=")[2] or not re.fullmatch(r"[A-Za-z0-9_-]+", name):
                 out.append(f"train.extra_eval entries are NAME=SHARD_FOLDER with NAME of letters, digits, - and _ (got {entry!r})")
         if len(set(names)) != len(names):
             out.append(f"train.extra_eval names must be unique (got {names})")

@@ -217,7 +217,7 @@ def training_strategy(settings, model: BertForMLM, data, info: distributed.DistI
 # ---------------------------------------------------------------- evaluation
 @dataclass
 class EvalSet:
-    """The first N validation sequences under fixed masks from train.eval_seed."""
+    """N validation sequences (train.eval_pick) under fixed masks from train.eval_seed."""
 
     ids: np.ndarray
     inputs: torch.Tensor
@@ -229,6 +229,8 @@ def build_eval_set(valid, count: int, eval_seed: int, masking, pick: str = "firs
     """`pick`: "first" N sequences (fine when held-out documents are a hashed random sample), or
     N evenly "spread" over the split (a held-out set of whole files is stored file after file, so
     its first N sequences would all come from the first file)."""
+    if pick not in ("first", "spread"):
+        raise ValueError(f"unknown eval pick {pick!r}")
     n = min(count, len(valid))
     if n == 0:
         return None
@@ -357,6 +359,7 @@ class Run:
         if self.data.max_seq_len > self.cfg.max_position:
             raise MapnetError(f"shards hold {self.data.max_seq_len}-token sequences but model.max_position is {self.cfg.max_position}")
         self.tokenizer_sha = self.data.manifest.get("tokenizer_sha256") or atomic.sha256_file(self.data.tokenizer_path)
+        self.extra_eval_sources: dict[str, dict] = {}
         self.extra_eval = self._extra_eval_sets()
         self.order = DataOrder(len(self.data), t.seed)
 
@@ -420,7 +423,8 @@ class Run:
                     "shards": {"path": str(shards.resolve()), "manifest_sha256": atomic.sha256_file(self.data.dir / "manifest.json"),
                                "train_sequences": len(self.data), "max_seq_len": self.data.max_seq_len},
                     "eval_set": {"sequences": len(self.eval_set.ids), "sha256": self.eval_set.sha256} if self.eval_set else None,
-                    "extra_eval": {name: {"sequences": len(d.ids), "sha256": d.sha256} for name, d in self.extra_eval.items()}}
+                    "extra_eval": {name: {"sequences": len(d.ids), "sha256": d.sha256, **self.extra_eval_sources[name]}
+                                   for name, d in self.extra_eval.items()}}
         atomic.write_json(path, info)
 
     def batches(self, step: int) -> list[MicroBatch]:
@@ -450,7 +454,7 @@ class Run:
         return path
 
     def _extra_eval_sets(self) -> dict[str, EvalSet]:
-        """train.extra_eval: NAME -> the first eval_sequences of that shard folder's validation split.
+        """train.extra_eval: NAME -> eval_sequences of that shard folder's validation split (train.eval_pick).
 
         Same eval seed and masks recipe as the main set, so e.g. held-out books and held-out
         Wikipedia can be reported separately while training on both. The folder must use the
@@ -459,6 +463,10 @@ class Run:
         from .data.shards import ShardReader
 
         s, t = self.settings, self.settings.train
+        if t.extra_eval and self.eval_set is None:
+            # evaluate() reports the extra sets beside the main one; without it they would silently vanish.
+            raise MapnetError("train.extra_eval needs a validation split in the training shards too "
+                              "(shard them with shard.valid_fraction > 0)")
         sets = {}
         for entry in t.extra_eval:
             name, _, folder = entry.partition("=")
@@ -474,6 +482,8 @@ class Run:
             if data is None:
                 raise MapnetError(f"train.extra_eval {name}: {folder} has no validation sequences")
             sets[name] = data
+            self.extra_eval_sources[name] = {"path": str(Path(folder).resolve()),
+                                             "manifest_sha256": atomic.sha256_file(reader.dir / "manifest.json")}
         return sets
 
     def evaluate(self) -> dict | None:
@@ -482,8 +492,8 @@ class Run:
         result = evaluate(self.model, self.eval_set, self.micro, self.autocast, self.info, self.cfg.pad_id,
                           self.data.token_kinds)
         for name, data in self.extra_eval.items():
-            extra = evaluate(self.model, data, self.micro, self.autocast, self.info, self.cfg.pad_id)
-            result.update({f"{key}@{name}": value for key, value in extra.items()})
+            on_set = evaluate(self.model, data, self.micro, self.autocast, self.info, self.cfg.pad_id)
+            result.update({f"{key}@{name}": value for key, value in on_set.items()})
         return result
 
     def _log_eval(self, report: Report) -> None:

@@ -64,7 +64,8 @@ def _runs(doc: dict, strategy: str) -> list[dict]:
 def test_same_start_same_data_same_eval_set(compared):
     shards, out, _, doc = compared
     assert doc["checks"] == {"same_initial_weights_per_seed": True, "same_data_order_per_seed": True,
-                             "same_step0_eval_loss_per_seed": True, "same_eval_set": True}
+                             "same_step0_eval_loss_per_seed": True, "same_eval_set": True,
+                             "same_extra_eval_sets": True}
     uni, mapn = _runs(doc, "uniform"), _runs(doc, "mapnet")
     assert [r["seed"] for r in uni] == [r["seed"] for r in mapn] == [0, 1]
     for u, m in zip(uni, mapn):
@@ -205,6 +206,28 @@ def test_aggregate_targets_uniforms_final_mean():
     assert m["seconds_to_target"] == 10.0
     assert agg["strategies"]["uniform"]["steps_to_target"]["per_seed"] == [None, 17.5]  # 10 + (5 - 3.5) / (5 - 3) * 10
     assert "steps_to_target" not in cmp.aggregate(runs[2:], ["mapnet"])["strategies"]["mapnet"]
+
+
+def test_fairness_flags_runs_with_differing_extra_sets():
+    base = {"seed_index": 0, "initial_weights_sha256": "w", "data_order_sha256": "d", "eval_sha256": "e",
+            "eval": [{"step": 0, "eval_loss": 9.0}]}
+    books_x, books_y = {**base, "extra_eval_sha256": {"books": "x"}}, {**base, "extra_eval_sha256": {"books": "y"}}
+    checks = cmp.fairness_checks([books_x, books_y])
+    assert checks["same_eval_set"] and not checks["same_extra_eval_sets"]
+    assert cmp.fairness_checks([books_x, dict(books_x)])["same_extra_eval_sets"]
+    assert not cmp.fairness_checks([books_x, {**base, "extra_eval_sha256": {}}])["same_extra_eval_sets"]
+
+
+def test_aggregate_extra_sets_get_their_own_curves_and_targets():
+    runs = [_run("uniform", 0, [6.0, 5.0, 4.0]), _run("mapnet", 0, [6.0, 3.0, 2.0], 1.0)]
+    for r, books in zip(runs, ([7.0, 6.0, 5.0], [7.0, 6.5, 5.5])):  # worse on books, better overall
+        for point, loss in zip(r["eval"], books):
+            point.update({"eval_loss@books": loss, "eval_accuracy@books": 0.2})
+    m = cmp.aggregate(runs, ["uniform", "mapnet"])["strategies"]["mapnet"]
+    assert m["final"]["eval_loss@books"]["mean"] == 5.5 and m["final"]["eval_loss"]["mean"] == 2.0
+    assert [p["mean"] for p in m["curve"]["eval_loss@books"]] == [7.0, 6.5, 5.5]
+    assert m["steps_to_target"]["mean_curve"] == pytest.approx(20 / 3)  # 6 -> 3 crosses 4 two thirds of the way
+    assert m["steps_to_target_by_set"] == {"books": {"target": 5.0, "mean_curve": None, "per_seed": [None]}}
 
 
 def test_plots_are_skipped_cleanly_without_matplotlib(tmp_path, monkeypatch):

@@ -200,8 +200,13 @@ def test_extra_eval_refuses_another_tokenizer_and_bad_entries(shards, tmp_path):
     foreign = write_tiny_shards(tmp_path / "foreign", vocab_size=80)
     with pytest.raises(MapnetError, match="another tokenizer"):
         pretrain(tiny_settings(f'train.extra_eval=["x={foreign}"]'), shards, tmp_path / "run")
+    novalid = write_tiny_shards(tmp_path / "novalid", valid=0)
+    with pytest.raises(MapnetError, match="needs a validation split in the training shards"):
+        pretrain(tiny_settings(f'train.extra_eval=["x={shards}"]'), novalid, tmp_path / "run2")
     with pytest.raises(MapnetError, match="NAME=SHARD_FOLDER"):
         tiny_settings('train.extra_eval=["no-folder"]')
+    with pytest.raises(MapnetError, match="NAME=SHARD_FOLDER"):
+        tiny_settings(f'train.extra_eval=["bücher={shards}"]')  # names become metric keys and file names
     with pytest.raises(MapnetError, match="unique"):
         tiny_settings(f'train.extra_eval=["a={shards}", "a={shards}"]')
 

@@ -65,7 +65,7 @@ def write_tiny_shards(root: Path, train: int = 96, valid: int = 24, seq_len: int
             files.append({"name": name, "split": split, "sequences": len(part), "tokens": int((part != 0).sum()),
                           "bytes": (root / name).stat().st_size, "sha256": _sha(root / name)})
         splits[split] = {"sequences": n, "tokens": int((data != 0).sum()), "documents": n,
-                         "padding_fraction": float((data == 0).mean())}
+                         "padding_fraction": float((data == 0).mean()) if data.size else 0.0}
     manifest = {
         "schema": "mapnet.shards/1", "created": "2024-01-01T00:00:00+00:00", "mapnet_version": "test",
         "max_seq_len": seq_len, "dtype": "uint16", "vocab_size": vocab_size, "special_ids": SPECIAL_IDS,

@@ -115,7 +115,9 @@ def _check_document_split(documents: int, seed: int, fraction: float) -> None:
     if valid == 0:
         raise MapnetError(f"no document of {documents} landed in validation with shard.valid_fraction={fraction}; "
                           "use shard.split_unit=\"sequence\" or a larger shard.valid_fraction")
-    if valid == documents and fraction < 1.0:  # 1.0 asks for an evaluation-only shard set
+    # is_valid is hash < fraction with hashes in [0, 1): 1.0 holds out every document by design
+    # (an evaluation-only set); anything less that still takes them all is a mis-set fraction.
+    if valid == documents and fraction < 1.0:
         raise MapnetError(f"all {documents} documents landed in validation; lower shard.valid_fraction")
 
 

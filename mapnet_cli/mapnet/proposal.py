@@ -50,8 +50,8 @@ class ProposalConfig:
         Dropout is MAP-Net's own (`masking.map_dropout`, default 0), not the encoder's: the
         paper does not say, and with dropout the masks would be drawn from a noised
         distribution that neither eq. 10's log p nor `inspect-masks` (eval mode) sees the same
-        way; attention dropout also forces SDPA's unfused path on CPU (MAP-Net step ≈1.45× ->
-        ≈1.21× uniform's at `mini`, T = 512).
+        way; attention dropout also forces SDPA's unfused path on CPU (a MAP-Net step cost
+        ≈1.45× a uniform one at `mini`, T = 512, with dropout, ≈1.2× without).
         """
         layers = masking.map_layers or model.layers
         hidden = masking.map_hidden or max(1, model.hidden // 2)

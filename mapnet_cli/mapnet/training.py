@@ -104,9 +104,15 @@ class MapnetTraining:
         return {"mapnet": self.proposal_cfg.to_dict()}
 
     def check_resume(self, meta: dict, ckpt: Path) -> None:
-        if meta.get("mapnet") != self.proposal_cfg.to_dict():
-            raise MapnetError(f"--resume: {ckpt} has a different MAP-Net ({meta.get('mapnet')}); "
-                              "masking.map_* settings cannot change")
+        saved, now = meta.get("mapnet") or {}, self.proposal_cfg.to_dict()
+        if saved != now:
+            changed = {k: (saved.get(k), now.get(k)) for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)}
+            hint = ""
+            if set(changed) <= {"dropout", "attention_dropout"} and saved.get("dropout") == saved.get("attention_dropout"):
+                # Checkpoints from before masking.map_dropout existed used the encoder's dropout (0.1).
+                hint = f"; resume with --set masking.map_dropout={saved.get('dropout')}"
+            raise MapnetError(f"--resume: {ckpt} has a different MAP-Net (checkpoint vs now: {changed}); "
+                              f"masking.map_* settings cannot change{hint}")
 
 
 __all__ = ["MapnetTraining"]
