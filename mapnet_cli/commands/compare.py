@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from .. import compare as cmp
 from .. import settings as settings_mod
@@ -80,7 +80,10 @@ def compare(
     runs = cmp.collect(plan, shards, reused, variance=variance, glue=glue)
     doc = cmp.results_document(plan, runs, sys.argv, shards)
     write_json(out / cmp.RESULTS, doc)
-    print_table(Console(), doc)
+    console = Console()
+    if not console.is_terminal:  # a log file or a pipe: room for every column rather than elided numbers
+        console = Console(width=max(console.width, 240))
+    print_table(console, doc)
     for text in cmp.write_plots(doc, out):
         note(text)
     note(f"results: {out / cmp.RESULTS}")
@@ -90,7 +93,8 @@ def print_table(console: Console, doc: dict) -> None:
     header, rows = cmp.table_rows(doc)
     target = doc["aggregate"]["target"]
     title = "masking strategies (mean ± 95% CI over seeds)"
-    table = Table(*header, title=title)
+    # fold, never "…": a table of numbers with elided digits looks complete and is not.
+    table = Table(*(Column(h, overflow="fold") for h in header), title=title)
     for row in rows:
         table.add_row(*row)
     console.print(table)
