@@ -223,17 +223,27 @@ def variance_curve(pr: PlannedRun, shards: Path) -> dict[str, dict]:
     return out
 
 
-def glue_results(plan: list[PlannedRun], tasks: list[str], glue_data: Path, out: Path, ft, events=None) -> dict:
-    """The GLUE sweep (settings.finetune) on every run's final checkpoint; {label: {entries, score}}."""
+def glue_results(plan: list[PlannedRun], tasks: list[str], glue_data: Path, out: Path, ft, events=None,
+                 every_checkpoint: bool = False) -> dict:
+    """The GLUE sweep (settings.finetune) on every run's final checkpoint, or on all its kept
+    checkpoints (`every_checkpoint`: a GLUE-vs-step curve); {label: {entries, score, curve}}."""
     from .glue.pretrained import find_checkpoints
     from .glue.sweep import run_sweep
 
     # Every run folder is called seed-k: label checkpoints by strategy too, or the tables mix them up.
-    refs = [replace(find_checkpoints([pr.path])[0], run=pr.label) for pr in plan]
-    doc = run_sweep(refs, tasks, glue_data, out / "glue", ft, events)
+    refs = {pr.label: [replace(ref, run=pr.label) for ref in
+                       (find_checkpoints(every=[pr.path]) if every_checkpoint else find_checkpoints([pr.path]))]
+            for pr in plan}
+    doc = run_sweep([ref for mine in refs.values() for ref in mine], tasks, glue_data, out / "glue", ft, events)
     by_sha = {ck["sha256"]: ck for ck in doc["summary"]["checkpoints"]}
-    return {pr.label: {"entries": by_sha[ref.sha]["entries"], "score": by_sha[ref.sha]["glue"]["score"],
-                       "score_entries": by_sha[ref.sha]["glue"]["entries"]} for pr, ref in zip(plan, refs)}
+    results = {}
+    for pr in plan:
+        mine = sorted(refs[pr.label], key=lambda ref: ref.step)
+        final = by_sha[mine[-1].sha]
+        results[pr.label] = {"entries": final["entries"], "score": final["glue"]["score"],
+                             "score_entries": final["glue"]["entries"],
+                             "curve": [{"step": ref.step, "score": by_sha[ref.sha]["glue"]["score"]} for ref in mine]}
+    return results
 
 
 # ---------------------------------------------------------------- statistics
@@ -311,6 +321,11 @@ def aggregate(runs: list[dict], strategies: list[str]) -> dict:
         if all("glue" in r for r in mine):
             scores = [r["glue"]["score"] for r in mine]
             out[name]["glue"] = mean_ci(scores) if None not in scores else None
+            curves = [r["glue"].get("curve") or [] for r in mine]
+            gsteps = [p["step"] for p in curves[0]]
+            if len(gsteps) > 1 and all([p["step"] for p in c] == gsteps and None not in [p["score"] for p in c] for c in curves):
+                out[name]["glue_curve"] = {"steps": gsteps, "score": [mean_ci([c[i]["score"] for c in curves])
+                                                                      for i in range(len(gsteps))]}
     target = None
     if "uniform" in out:
         target = out["uniform"]["final"]["eval_loss"]["mean"]
@@ -442,7 +457,9 @@ def write_plots(doc: dict, out: Path) -> list[str]:
               ("loss_vs_time.png", "training seconds", "held-out MLM loss",
                lambda a: ([p["mean"] for p in a["curve"]["elapsed"]], a["curve"]["eval_loss"])),
               ("variance_vs_step.png", "step", "total gradient variance",
-               lambda a: (a["variance"]["steps"], a["variance"]["total_variance"]) if "variance" in a else None)]
+               lambda a: (a["variance"]["steps"], a["variance"]["total_variance"]) if "variance" in a else None),
+              ("glue_vs_step.png", "step", "GLUE score (quick protocol)",
+               lambda a: (a["glue_curve"]["steps"], a["glue_curve"]["score"]) if "glue_curve" in a else None)]
     for m in sorted({m for a in aggs.values() for m in a["curve"] if m.startswith("eval_loss@")}):
         name = m.partition("@")[2]
         panels.append((f"loss_vs_step-{name}.png", "step", f"held-out MLM loss ({name})",

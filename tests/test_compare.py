@@ -279,3 +279,35 @@ def test_glue_quick_on_final_checkpoints(compared, tmp_path):
     row = next(ln for ln in res.stdout.splitlines() if "│ mapnet" in ln)
     glue_mean = float(row.strip().strip("│").split("│")[-1].split("±")[0])
     assert glue_mean == pytest.approx(100 * doc["aggregate"]["strategies"]["mapnet"]["glue"]["mean"], abs=0.01)
+
+
+@pytest.mark.slow
+def test_glue_at_every_checkpoint_gives_a_curve(compared, tmp_path):
+    sys.path.insert(0, str(Path(__file__).parent / "glue"))
+    from glue_fixtures import make_glue_dir
+
+    import shutil
+
+    shards, shared_out, _, _ = compared
+    out = tmp_path / "cmp"  # a copy: the other GLUE test's sweep folder stays as it left it
+    shutil.copytree(shared_out, out, ignore=shutil.ignore_patterns("glue"))
+    glue = make_glue_dir(tmp_path / "glue", tasks=("SST-2",))
+    with pytest.raises(MapnetError, match="needs --glue-tasks"):
+        invoke(compare_args(shards, out, "--glue-every-checkpoint"))
+    res = invoke(compare_args(shards, out, "--glue-tasks", "sst2", "--glue-data", str(glue),
+                              "--glue-every-checkpoint", "--set", "finetune.max_seq_len=32"))
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / cmp.RESULTS).read_text())
+    sweep = json.loads((out / "glue" / "results.json").read_text())
+    by_run_step = {(ck["run"], ck["step"]): ck["glue"]["score"] for ck in sweep["summary"]["checkpoints"]}
+    for name in ("uniform", "mapnet"):
+        runs = _runs(doc, name)
+        for r in runs:  # one point per kept checkpoint, straight from the sweep; the last is the final score
+            assert [(p["step"], p["score"]) for p in r["glue"]["curve"]] == \
+                   [(s, by_run_step[(f"{name}/seed-{r['seed_index']}", s)]) for s in (3, 6)]
+            assert r["glue"]["curve"][-1]["score"] == r["glue"]["score"]
+        curve = doc["aggregate"]["strategies"][name]["glue_curve"]
+        assert curve["steps"] == [3, 6]
+        assert [p["mean"] for p in curve["score"]] == pytest.approx(
+            [np.mean([r["glue"]["curve"][i]["score"] for r in runs]) for i in range(2)])
+    assert "no plots" in res.stderr or (out / "glue_vs_step.png").is_file()

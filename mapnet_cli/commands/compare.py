@@ -37,6 +37,7 @@ def compare(
     variance: Annotated[bool, typer.Option("--variance", help="Measure a cheap gradient-variance decomposition (variance.snapshot_*) at every checkpoint.")] = False,
     glue_tasks: Annotated[Optional[str], typer.Option("--glue-tasks", help="GLUE tasks to fine-tune the final checkpoints on (the --quick protocol), e.g. cola,sst2,mrpc.", show_default=False)] = None,
     glue_data: Annotated[Optional[Path], typer.Option("--glue-data", help="GLUE folder in the standard layout.", show_default=False)] = None,
+    glue_every_checkpoint: Annotated[bool, typer.Option("--glue-every-checkpoint", help="Fine-tune every kept checkpoint, not only the final one: a GLUE-vs-step curve and plot.")] = False,
     config: ConfigOpt = None,
     set_: SetOpt = None,
     print_settings: PrintSettingsOpt = False,
@@ -46,6 +47,8 @@ def compare(
 
     if (glue_tasks is None) != (glue_data is None):
         raise MapnetError("--glue-tasks and --glue-data go together")
+    if glue_every_checkpoint and glue_tasks is None:
+        raise MapnetError("--glue-every-checkpoint needs --glue-tasks and --glue-data")
     names = cmp.parse_strategies(strategies)
     tasks = task_names(glue_tasks) if glue_tasks else []
     # The GLUE --quick preset sits under the config file and the flags, as in `mapnet finetune-glue --quick`.
@@ -74,7 +77,7 @@ def compare(
 
         events = _RichEvents(err, base.logging.progress)
         with events.progress:
-            glue = cmp.glue_results(plan, tasks, glue_data, out, base.finetune, events)
+            glue = cmp.glue_results(plan, tasks, glue_data, out, base.finetune, events, glue_every_checkpoint)
     if variance:
         note("measuring the gradient variance at every checkpoint")
     runs = cmp.collect(plan, shards, reused, variance=variance, glue=glue)
