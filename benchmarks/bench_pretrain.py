@@ -3,6 +3,7 @@
     uv run python benchmarks/bench_pretrain.py                        # CPU: mini and small, seq 128
     uv run python benchmarks/bench_pretrain.py --threads 4 --batch 32
     uv run python benchmarks/bench_pretrain.py --device cuda          # GPU: tokens/s and MFU (bf16)
+    uv run python benchmarks/bench_pretrain.py --sizes small --compile   # + both models under torch.compile
 
 Both arms do the same work per step: uniform 15% masking with 80/10/10
 replacement of a batch of B x T tokens (mapnet: `train.make_batch`; HF:
@@ -140,6 +141,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--peak-tflops", type=float, default=0.0, help="GPU peak for MFU (0: look up by device name)")
+    ap.add_argument("--compile", action="store_true",
+                    help="also time both models under torch.compile (mapnet's train.compile), as two more arms")
     args = ap.parse_args()
 
     if args.threads:
@@ -162,6 +165,11 @@ def main() -> None:
         ids = corpus(args.batch, args.seq_len, args.vocab, seed=0)
         torch.manual_seed(0)
         arms = [MapnetArm(cfg, device, autocast), HFArm(cfg, device, autocast)]
+        if args.compile:
+            for cls in (MapnetArm, HFArm):
+                arm = cls(cfg, device, autocast)
+                arm.model, arm.name = torch.compile(arm.model), arm.name + "+compile"
+                arms.append(arm)
         for arm in arms:
             for _ in range(args.warmup):
                 arm.step(ids)
@@ -184,7 +192,11 @@ def main() -> None:
         if device.type == "cpu":
             print(f"        per CPU-second: mapnet {med_cpu['mapnet']:,.0f} | hf {med_cpu['hf']:,.0f} | "
                   f"ratio {med_cpu['mapnet'] / med_cpu['hf']:.2f}x")
-        print(f"        wall tok/s by round: mapnet {[round(x) for x in wall['mapnet']]}, hf {[round(x) for x in wall['hf']]}")
+        if args.compile:
+            print(f"        torch.compile: mapnet {med['mapnet+compile']:,.0f} tok/s | hf {med['hf+compile']:,.0f} tok/s | "
+                  f"mapnet+compile / hf {med['mapnet+compile'] / med['hf']:.2f}x | "
+                  f"mapnet+compile / hf+compile {med['mapnet+compile'] / med['hf+compile']:.2f}x")
+        print("        wall tok/s by round: " + ", ".join(f"{k} {[round(x) for x in v]}" for k, v in wall.items()))
 
 if __name__ == "__main__":
     main()
