@@ -223,6 +223,7 @@ class EvalSet:
     inputs: torch.Tensor
     mask: torch.Tensor
     sha256: str
+    source: dict | None = None  # train.extra_eval sets: their folder and manifest hash, for run.json
 
 
 def build_eval_set(valid, count: int, eval_seed: int, masking, pick: str = "first") -> EvalSet | None:
@@ -359,7 +360,6 @@ class Run:
         if self.data.max_seq_len > self.cfg.max_position:
             raise MapnetError(f"shards hold {self.data.max_seq_len}-token sequences but model.max_position is {self.cfg.max_position}")
         self.tokenizer_sha = self.data.manifest.get("tokenizer_sha256") or atomic.sha256_file(self.data.tokenizer_path)
-        self.extra_eval_sources: dict[str, dict] = {}
         self.extra_eval = self._extra_eval_sets()
         self.order = DataOrder(len(self.data), t.seed)
 
@@ -423,7 +423,7 @@ class Run:
                     "shards": {"path": str(shards.resolve()), "manifest_sha256": atomic.sha256_file(self.data.dir / "manifest.json"),
                                "train_sequences": len(self.data), "max_seq_len": self.data.max_seq_len},
                     "eval_set": {"sequences": len(self.eval_set.ids), "sha256": self.eval_set.sha256} if self.eval_set else None,
-                    "extra_eval": {name: {"sequences": len(d.ids), "sha256": d.sha256, **self.extra_eval_sources[name]}
+                    "extra_eval": {name: {"sequences": len(d.ids), "sha256": d.sha256, **d.source}
                                    for name, d in self.extra_eval.items()}}
         atomic.write_json(path, info)
 
@@ -481,9 +481,8 @@ class Run:
             data = build_eval_set(reader, t.eval_sequences, t.eval_seed, s.masking, t.eval_pick)
             if data is None:
                 raise MapnetError(f"train.extra_eval {name}: {folder} has no validation sequences")
+            data.source = {"path": str(Path(folder).resolve()), "manifest_sha256": atomic.sha256_file(reader.dir / "manifest.json")}
             sets[name] = data
-            self.extra_eval_sources[name] = {"path": str(Path(folder).resolve()),
-                                             "manifest_sha256": atomic.sha256_file(reader.dir / "manifest.json")}
         return sets
 
     def evaluate(self) -> dict | None:

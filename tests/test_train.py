@@ -194,6 +194,8 @@ def test_extra_eval_sets_are_evaluated_beside_the_main_one(shards, tmp_path):
         assert e["eval_loss@other"] != e["eval_loss"]
     info = json.loads((tmp_path / "run" / "run.json").read_text())
     assert set(info["extra_eval"]) == {"same", "other"}
+    assert info["extra_eval"]["other"]["path"] == str(other.resolve())
+    assert info["extra_eval"]["other"]["sha256"] == evals[0]["eval_sha256@other"]
 
 
 def test_extra_eval_refuses_another_tokenizer_and_bad_entries(shards, tmp_path):
