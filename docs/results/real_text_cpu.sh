@@ -31,12 +31,14 @@ SHARD=(--set shard.max_seq_len=128)
 HELD=(--set "train.extra_eval=[\"books=$OUT/heldout-books\", \"wiki=$OUT/heldout-wiki\"]")
 CFG=(--config docs/results/real-text-cpu.toml --variance)
 GLUE=(--glue-tasks cola,sst2,mrpc --glue-data "$DATA/glue")
-# tiny, 600 steps: all five strategies; then GLUE quick for uniform and MAP-Net only (their runs
-# are reused, not retrained; the five-strategy results are kept as results-ablations.json).
+# tiny, 600 steps: all five strategies; then GLUE quick at every kept checkpoint (a GLUE-vs-step
+# curve) for uniform and MAP-Net only (their runs are reused, not retrained; the five-strategy
+# results are kept as results-ablations.json).
 "${mapnet[@]}" compare "$OUT/shards" --out "$OUT/tiny" --preset tiny "${CFG[@]}" "${HELD[@]}" \
     --strategies uniform,mapnet,mapnet-noweight,mapnet-unclipped,mapnet-noexplore
 cp "$OUT/tiny/results.json" "$OUT/tiny/results-ablations.json"
-"${mapnet[@]}" compare "$OUT/shards" --out "$OUT/tiny" --preset tiny "${CFG[@]}" "${HELD[@]}" "${GLUE[@]}"
+"${mapnet[@]}" compare "$OUT/shards" --out "$OUT/tiny" --preset tiny "${CFG[@]}" "${HELD[@]}" "${GLUE[@]}" \
+    --glue-every-checkpoint
 # mini, 400 steps (a step costs ~5x tiny's): uniform and MAP-Net, GLUE quick; a wider model, a lower peak rate.
 "${mapnet[@]}" compare "$OUT/shards" --out "$OUT/mini" --preset mini "${CFG[@]}" "${HELD[@]}" "${GLUE[@]}" \
     --steps 400 --set optim.warmup_steps=40 --set optim.lr=5e-4
