@@ -301,6 +301,12 @@ def extra_metrics(run: dict) -> list[str]:
     return sorted(k for k in run["eval"][0] if k.startswith(("eval_loss@", "eval_accuracy@")))
 
 
+def _steps_to_target(agg: dict, mine: list[dict], metric: str, target: float) -> dict:
+    """Steps to `target` on the mean curve of `metric` and on each seed's own curve."""
+    return {"mean_curve": steps_to_target(agg["steps"], [p["mean"] for p in agg["curve"][metric]], target),
+            "per_seed": [steps_to_target(agg["steps"], [p[metric] for p in r["eval"]], target) for r in mine]}
+
+
 def aggregate(runs: list[dict], strategies: list[str]) -> dict:
     """Per strategy: curves (mean, CI), final numbers, steps- and seconds-to-target vs. uniform's final mean."""
     out: dict = {}
@@ -330,21 +336,15 @@ def aggregate(runs: list[dict], strategies: list[str]) -> dict:
     if "uniform" in out:
         target = out["uniform"]["final"]["eval_loss"]["mean"]
         for name, agg in out.items():
-            mean_losses = [p["mean"] for p in agg["curve"]["eval_loss"]]
-            reached = steps_to_target(agg["steps"], mean_losses, target)
-            per_seed = [steps_to_target(agg["steps"], [p["eval_loss"] for p in r["eval"]], target)
-                        for r in sorted((r for r in runs if r["strategy"] == name), key=lambda r: r["seed_index"])]
-            agg["steps_to_target"] = {"mean_curve": reached, "per_seed": per_seed}
+            mine = sorted((r for r in runs if r["strategy"] == name), key=lambda r: r["seed_index"])
+            agg["steps_to_target"] = _steps_to_target(agg, mine, "eval_loss", target)
+            reached = agg["steps_to_target"]["mean_curve"]
             agg["seconds_to_target"] = None if reached is None else reached * agg["seconds_per_step"]["mean"]
             # The same question on each extra held-out set, against uniform's final mean loss there.
-            agg["steps_to_target_by_set"] = {}
-            for m in (m for m in agg["final"] if m.startswith("eval_loss@") and m in out["uniform"]["final"]):
-                there = out["uniform"]["final"][m]["mean"]
-                agg["steps_to_target_by_set"][m.partition("@")[2]] = {
-                    "target": there,
-                    "mean_curve": steps_to_target(agg["steps"], [p["mean"] for p in agg["curve"][m]], there),
-                    "per_seed": [steps_to_target(agg["steps"], [p[m] for p in r["eval"]], there)
-                                 for r in sorted((r for r in runs if r["strategy"] == name), key=lambda r: r["seed_index"])]}
+            agg["steps_to_target_by_set"] = {
+                m.partition("@")[2]: {"target": out["uniform"]["final"][m]["mean"],
+                                      **_steps_to_target(agg, mine, m, out["uniform"]["final"][m]["mean"])}
+                for m in agg["final"] if m.startswith("eval_loss@") and m in out["uniform"]["final"]}
     return {"target": {"strategy": "uniform", "final_mean_eval_loss": target} if target is not None else None,
             "strategies": out}
 
