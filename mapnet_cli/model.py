@@ -17,7 +17,9 @@ Why it is fast: attention goes through `F.scaled_dot_product_attention`
 and V come from one fused matmul, and the head runs ONLY at the masked
 positions: with a 32k vocabulary the V x H projection at every position costs
 more than the whole encoder of a small model, and 85% of that work is thrown
-away by the loss.
+away by the loss. The same holds one layer down: the last block computes K and
+V everywhere but its queries, output projection and feed-forward only at the
+masked positions (`Block.forward_at`) — exact, since nothing reads the rest.
 
 This file knows nothing of ranks or process groups (see `distributed.py`).
 """
@@ -94,9 +96,49 @@ class Block(nn.Module):
         q, k, v = self.qkv(x).view(B, T, 3, self.heads, H // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
         a = F.scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, dropout_p=self.attention_dropout if self.training else 0.0)
-        a = a.transpose(1, 2).reshape(B, T, H)
+        return self._finish(x, a.transpose(1, 2).reshape(B, T, H))
+
+    def _finish(self, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+        """Residual + LayerNorm around the attention output `a`, then the feed-forward; position-wise."""
         x = self.attn_norm(x + self.dropout(self.attn_out(a)))
         return self.ffn_norm(x + self.dropout(self.ffn_out(F.gelu(self.ffn_in(x)))))
+
+    def forward_at(self, x: torch.Tensor, attn_mask: torch.Tensor | None, flat: torch.Tensor) -> torch.Tensor:
+        """The block's output at `flat` only: (N, H) for N ascending indices into B*T.
+
+        Keys and values still come from every position, but the query
+        projection, the attention rows, the output projection and the
+        feed-forward run only at `flat`. In the last layer that is exact —
+        nothing downstream reads any other position — and it skips about 70%
+        of that layer's matmuls at 15% masking. Queries are laid out (B, W, H),
+        W the most positions any one sequence has, so SDPA keeps its batched
+        kernels; the slots past a sequence's own count are zeros and dropped.
+        """
+        B, T, H = x.shape
+        N = flat.numel()
+        if N == 0:
+            return x.new_zeros(0, H) + 0 * self(x, attn_mask).sum()  # keep every parameter in the graph (DDP)
+        rows = torch.div(flat, T, rounding_mode="floor")
+        if B == 1:  # no data-dependent shapes: torch.func.vmap runs this (the variance tool)
+            slot, width = torch.arange(N, device=flat.device), N
+        else:
+            counts = torch.zeros(B, dtype=rows.dtype, device=rows.device).index_add_(0, rows, torch.ones_like(rows))
+            slot = torch.arange(N, device=flat.device) - (counts.cumsum(0) - counts).index_select(0, rows)
+            # Reading the widest row is a host sync that would split a torch.compile graph;
+            # compiled, the query slots pad to T instead (more attention rows, same matmuls).
+            width = T if torch.compiler.is_compiling() else int(counts.max())
+        x_at = x.flatten(0, 1).index_select(0, flat)
+        w, b = self.qkv.weight, self.qkv.bias  # rows [Q; K; V]
+        q_at = F.linear(x_at, w[:H], b[:H])
+        k, v = F.linear(x, w[H:], b[H:]).view(B, T, 2, self.heads, H // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        q = q_at.new_zeros(B, width, H).index_put((rows, slot), q_at)
+        q = q.view(B, width, self.heads, H // self.heads).transpose(1, 2)
+        if attn_mask is not None and attn_mask.shape[-2] != 1:  # a full (.., T, T) mask: keep the queries' rows
+            cols = torch.zeros(B, width, dtype=flat.dtype, device=flat.device).index_put((rows, slot), flat - rows * T)
+            attn_mask = attn_mask.expand(B, -1, T, T).gather(2, cols[:, None, :, None].expand(B, attn_mask.shape[1], width, T))
+        a = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, dropout_p=self.attention_dropout if self.training else 0.0)
+        return self._finish(x_at, a.transpose(1, 2).reshape(B, width, H)[rows, slot])
 
 
 class Encoder(nn.Module):
@@ -113,8 +155,11 @@ class Encoder(nn.Module):
             Block(cfg.hidden, cfg.heads, cfg.intermediate, cfg.dropout, cfg.attention_dropout, cfg.layer_norm_eps)
             for _ in range(cfg.layers))
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """input_ids (B, T) -> hidden states (B, T, H).
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                at: torch.Tensor | None = None) -> torch.Tensor:
+        """input_ids (B, T) -> hidden states (B, T, H); with `at` (ascending
+        flat indices into B*T) the last layer's states at those positions
+        only, (N, H) — what an MLM loss needs, for less work (`Block.forward_at`).
 
         `attention_mask`: (B, T) with 1/True for real tokens (keys that may be
         attended), a ready bool mask broadcastable to (B, heads, T, T), or None.
@@ -129,9 +174,14 @@ class Encoder(nn.Module):
             mask = mask.bool()
             if mask.dim() == 2:
                 mask = mask[:, None, None, :]
-        for block in self.blocks:
+        last = len(self.blocks) - 1 if at is not None else len(self.blocks)
+        for block in self.blocks[:last]:
             x = block(x, mask)
-        return x
+        if at is None:
+            return x
+        if last < 0:  # no blocks: the embeddings are the states
+            return x.flatten(0, 1).index_select(0, at)
+        return self.blocks[last].forward_at(x, mask, at)
 
 
 class MLMHead(nn.Module):
@@ -182,16 +232,15 @@ class BertForMLM(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 positions: torch.Tensor | None = None, targets: torch.Tensor | None = None):
-        """Logits (N, V) at `positions` — a (B, T) bool mask, or flat indices
-        into B*T — or (B, T, V) everywhere when `positions` is None (slow; for
+        """Logits (N, V) at `positions` — a (B, T) bool mask, or ascending flat
+        indices into B*T — or (B, T, V) everywhere when `positions` is None (slow; for
         inspection and the export check). With `targets` (the original ids,
         (B, T)) it returns the `MLMOutput` losses instead; going through
         forward keeps DistributedDataParallel's hooks in the path."""
-        h = self.encoder(input_ids, attention_mask)
         if positions is None:
-            return self.head(h, self.encoder.tok_embeddings.weight)
+            return self.head(self.encoder(input_ids, attention_mask), self.encoder.tok_embeddings.weight)
         flat = positions.flatten().nonzero().squeeze(1) if positions.dtype == torch.bool else positions
-        logits = self.head(h.flatten(0, 1).index_select(0, flat), self.encoder.tok_embeddings.weight)
+        logits = self.head(self.encoder(input_ids, attention_mask, at=flat), self.encoder.tok_embeddings.weight)
         if targets is None:
             return logits
         B, T = input_ids.shape
@@ -199,7 +248,7 @@ class BertForMLM(nn.Module):
         token_losses = F.cross_entropy(logits.float(), labels, reduction="none")
         rows = torch.div(flat, T, rounding_mode="floor")
         sums = torch.zeros(B, dtype=token_losses.dtype, device=token_losses.device).index_add_(0, rows, token_losses)
-        counts = torch.bincount(rows, minlength=B)
+        counts = torch.zeros(B, dtype=rows.dtype, device=rows.device).index_add_(0, rows, torch.ones_like(rows))
         return MLMOutput(token_losses, rows, sums / counts.clamp(min=1), logits, labels)
 
     def mlm_losses(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
@@ -217,12 +266,17 @@ class BertForMLM(nn.Module):
 
 def flops_per_token(cfg: BertConfig, seq_len: int, mask_fraction: float) -> float:
     """Training FLOPs per input token (forward + backward = 3x forward, 2 per
-    multiply-add): the block matmuls, attention scores, and the head at the
-    masked fraction of positions. Used for MFU on GPUs."""
+    multiply-add) of the work this model needs: the block matmuls and
+    attention scores; in the last block only K and V at every position, the
+    rest at the masked fraction (`Block.forward_at`); the head at the masked
+    fraction. Used for MFU on GPUs. Work it skips is not counted."""
     H, L = cfg.hidden, cfg.layers
-    block = 2 * (4 * H * H + 2 * H * cfg.intermediate) + 2 * 2 * seq_len * H
+    kv = 2 * 2 * H * H
+    per_query = 2 * (2 * H * H + 2 * H * cfg.intermediate) + 2 * 2 * seq_len * H  # Q, out, FFN, scores
     head = 2 * (H * H + H * cfg.vocab_size)
-    return 3.0 * (L * block + mask_fraction * head)
+    if L == 0:
+        return 3.0 * mask_fraction * head
+    return 3.0 * ((L - 1) * (kv + per_query) + kv + mask_fraction * (per_query + head))
 
 
 __all__ = ["BertConfig", "Block", "Encoder", "MLMHead", "MLMOutput", "BertForMLM", "flops_per_token"]

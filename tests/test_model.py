@@ -146,7 +146,92 @@ def test_too_long_input_is_refused():
         Encoder(tiny_cfg(max_position=8))(torch.zeros(1, 9, dtype=torch.long))
 
 
-def test_flops_per_token_counts_the_head_only_at_masked_positions():
+def test_flops_per_token_counts_only_the_work_at_masked_positions():
     cfg = tiny_cfg(vocab_size=30000)
-    assert flops_per_token(cfg, 128, 1.0) - flops_per_token(cfg, 128, 0.15) == pytest.approx(
-        3 * 0.85 * 2 * (32 * 32 + 32 * 30000))
+    H, I, T, V, L = 32, 64, 128, 30000, 2
+    block = 2 * (4 * H * H + 2 * H * I) + 2 * 2 * T * H
+    head = 2 * (H * H + H * V)
+    # Everything everywhere (what the HF arm of the benchmark does) ...
+    assert flops_per_token(cfg, T, 1.0) == pytest.approx(3 * (L * block + head))
+    # ... and at 15%: the head and the last block, save its K and V, scale with the mask.
+    last_at_mask = block - 2 * 2 * H * H
+    assert flops_per_token(cfg, T, 1.0) - flops_per_token(cfg, T, 0.15) == pytest.approx(3 * 0.85 * (last_at_mask + head))
+
+
+def _uneven_batch(B=4, T=16, padded_row=1):
+    """Ids, a key-padding mask and positions with a different count in every row (one row empty)."""
+    ids = torch.randint(5, 97, (B, T))
+    attn = torch.ones(B, T, dtype=torch.bool)
+    attn[padded_row, T - 5:] = False
+    ids[~attn] = 0
+    mask = (torch.rand(B, T) < 0.3) & attn
+    mask[2] = False
+    mask[0, :3] = True
+    return ids, attn, mask
+
+
+@pytest.mark.parametrize("attn_kind", ["none", "keys", "full"])
+def test_last_layer_at_masked_positions_is_exact(attn_kind):
+    """`Encoder(at=...)` runs the last block only where the loss looks; logits and
+    every parameter's gradient must match the full forward at those positions."""
+    torch.manual_seed(0)
+    model = BertForMLM(tiny_cfg(layers=3)).eval()
+    ids, attn, mask = _uneven_batch()
+    att = {"none": None, "keys": attn,
+           "full": attn[:, None, None, :] & torch.rand(4, 1, 16, 16).lt(0.8) | torch.eye(16, dtype=torch.bool)}[attn_kind]
+    if attn_kind == "none":
+        mask = mask | (torch.rand(4, 16) < 0.2)  # no padding: any position may be masked
+        mask[2] = False
+    # The full path: every position through every layer, then pick.
+    want = model.head(model.encoder(ids, att), model.encoder.tok_embeddings.weight)[mask]
+    gw = torch.autograd.grad(want.square().sum(), list(model.parameters()))
+    got = model(ids, att, mask)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    gg = torch.autograd.grad(got.square().sum(), list(model.parameters()))
+    for (name, _), a, b in zip(model.named_parameters(), gg, gw):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4, msg=name)
+
+
+def test_last_layer_query_slots_padded_to_full_length_under_compile(monkeypatch):
+    """Compiled, the widest row is not read (a host sync would split the graph): slots pad to T."""
+    torch.manual_seed(0)
+    model = BertForMLM(tiny_cfg()).eval()
+    ids, attn, mask = _uneven_batch()
+    want = model(ids, attn, mask)
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    torch.testing.assert_close(model(ids, attn, mask), want, atol=1e-5, rtol=1e-5)
+
+
+def test_last_layer_at_positions_for_one_sequence_and_for_none():
+    torch.manual_seed(0)
+    model = BertForMLM(tiny_cfg()).eval()
+    ids = torch.randint(5, 97, (1, 12))
+    pos = torch.tensor([0, 3, 11])
+    torch.testing.assert_close(model(ids, None, pos), model(ids)[0, pos], atol=1e-5, rtol=1e-5)
+    # Nothing masked anywhere: empty logits, yet every parameter is still in the graph (DDP needs that).
+    out = model(ids, None, torch.zeros(1, 12, dtype=torch.bool))
+    assert out.shape == (0, 97)
+    grads = torch.autograd.grad(out.sum(), list(model.parameters()), allow_unused=True)
+    assert all(g is not None for g in grads)
+
+
+def test_vmap_over_single_sequences_runs_the_last_layer_shortcut():
+    """The variance tool takes per-example gradients with vmap(grad) over batches of one."""
+    torch.manual_seed(0)
+    model = BertForMLM(tiny_cfg()).eval()
+    params = {n: p.detach() for n, p in model.named_parameters()}
+    ids = torch.randint(5, 97, (3, 12))
+    pos = torch.tensor([[1, 5], [0, 7], [3, 4]])
+
+    def loss(p, i, q):
+        return torch.func.functional_call(model, p, (i[None], None, q)).square().sum()
+
+    per_example = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0))(params, ids, pos)
+    for k in range(3):
+        one = torch.func.grad(loss)(params, ids[k], pos[k])
+        for name in ("encoder.blocks.1.qkv.weight", "encoder.tok_embeddings.weight"):
+            torch.testing.assert_close(per_example[name][k], one[name], atol=1e-5, rtol=1e-5)
+    full = torch.func.functional_call(model, params, (ids[:1],))[0, pos[0]]
+    torch.testing.assert_close(torch.func.functional_call(model, params, (ids[:1], None, pos[0])), full,
+                               atol=1e-5, rtol=1e-5)
