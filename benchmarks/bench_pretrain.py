@@ -13,9 +13,10 @@ count. The arms run interleaved in rounds after warm-up iterations, so a
 noisy (shared) machine slows both alike; the median round is reported.
 
 Where the difference comes from: mapnet runs the MLM head (a V x H matmul)
-only at the ~15% masked positions, attends through SDPA with no T x T mask
-when nothing is padded, fuses Q/K/V into one matmul, and has no token-type
-embedding; HF computes logits at every position and discards 85% of them.
+and its last block (all but keys and values) only at the ~15% masked
+positions, attends through SDPA with no T x T mask when nothing is padded,
+fuses Q/K/V into one matmul, and has no token-type embedding; HF computes the
+last block and the logits at every position and discards 85% of both.
 
 MFU (GPU mode) counts each arm's own matmul FLOPs (`model.flops_per_token`;
 the HF arm's head at every position) against an assumed peak, printed.
