@@ -67,6 +67,35 @@ class BertConfig:
         return cls(**d)
 
 
+class QueryLayout(NamedTuple):
+    """Where each of N masked positions sits in a (B, width) grid of queries (`Block.forward_at`)."""
+
+    rows: torch.Tensor  # (N,) its sequence
+    slot: torch.Tensor  # (N,) its place among that sequence's masked positions
+    width: int          # the most masked positions in any one sequence
+
+
+def query_layout(flat: torch.Tensor, B: int, T: int) -> QueryLayout:
+    """The query grid for ascending flat indices into B*T.
+
+    `width` needs the widest row on the host: a device sync. `Encoder` computes
+    the layout before its first block, next to the sync `nonzero` already made,
+    rather than after the other blocks are queued on a GPU. Under torch.compile
+    the grid pads to T instead (a host read would split the graph; more
+    attention rows, the same matmuls), and for B = 1 no data is read at all,
+    so torch.func.vmap can run it (the variance tool).
+    """
+    rows = torch.div(flat, T, rounding_mode="floor")
+    N = flat.numel()
+    if B == 1:
+        return QueryLayout(rows, torch.arange(N, device=flat.device), N)
+    counts = torch.zeros(B, dtype=rows.dtype, device=rows.device).index_add_(0, rows, torch.ones_like(rows))
+    slot = torch.arange(N, device=flat.device) - (counts.cumsum(0) - counts).index_select(0, rows)
+    if torch.compiler.is_compiling():
+        return QueryLayout(rows, slot, T)
+    return QueryLayout(rows, slot, int(counts.max()) if N else 0)
+
+
 class Block(nn.Module):
     """One post-LN Transformer encoder block: x = LN(x + Attn(x)); x = LN(x + FFN(x)).
 
@@ -103,7 +132,8 @@ class Block(nn.Module):
         x = self.attn_norm(x + self.dropout(self.attn_out(a)))
         return self.ffn_norm(x + self.dropout(self.ffn_out(F.gelu(self.ffn_in(x)))))
 
-    def forward_at(self, x: torch.Tensor, attn_mask: torch.Tensor | None, flat: torch.Tensor) -> torch.Tensor:
+    def forward_at(self, x: torch.Tensor, attn_mask: torch.Tensor | None, flat: torch.Tensor,
+                   layout: QueryLayout | None = None) -> torch.Tensor:
         """The block's output at `flat` only: (N, H) for N ascending indices into B*T.
 
         Keys and values still come from every position, but the query
@@ -113,20 +143,12 @@ class Block(nn.Module):
         of that layer's matmuls at 15% masking. Queries are laid out (B, W, H),
         W the most positions any one sequence has, so SDPA keeps its batched
         kernels; the slots past a sequence's own count are zeros and dropped.
+        `layout` is `query_layout(flat, B, T)`, computed here when not given.
         """
         B, T, H = x.shape
-        N = flat.numel()
-        if N == 0:
+        if flat.numel() == 0:
             return x.new_zeros(0, H) + 0 * self(x, attn_mask).sum()  # keep every parameter in the graph (DDP)
-        rows = torch.div(flat, T, rounding_mode="floor")
-        if B == 1:  # no data-dependent shapes: torch.func.vmap runs this (the variance tool)
-            slot, width = torch.arange(N, device=flat.device), N
-        else:
-            counts = torch.zeros(B, dtype=rows.dtype, device=rows.device).index_add_(0, rows, torch.ones_like(rows))
-            slot = torch.arange(N, device=flat.device) - (counts.cumsum(0) - counts).index_select(0, rows)
-            # Reading the widest row is a host sync that would split a torch.compile graph;
-            # compiled, the query slots pad to T instead (more attention rows, same matmuls).
-            width = T if torch.compiler.is_compiling() else int(counts.max())
+        rows, slot, width = layout if layout is not None else query_layout(flat, B, T)
         x_at = x.flatten(0, 1).index_select(0, flat)
         w, b = self.qkv.weight, self.qkv.bias  # rows [Q; K; V]
         q_at = F.linear(x_at, w[:H], b[:H])
@@ -164,9 +186,10 @@ class Encoder(nn.Module):
         `attention_mask`: (B, T) with 1/True for real tokens (keys that may be
         attended), a ready bool mask broadcastable to (B, heads, T, T), or None.
         """
-        T = input_ids.shape[1]
+        B, T = input_ids.shape
         if T > self.cfg.max_position:
             raise ValueError(f"sequence length {T} exceeds max_position {self.cfg.max_position}")
+        layout = query_layout(at, B, T) if at is not None and len(self.blocks) else None  # before any block is queued
         x = self.tok_embeddings(input_ids) + self.pos_embeddings.weight[:T]
         x = self.emb_dropout(self.emb_norm(x))
         mask = attention_mask
@@ -181,7 +204,7 @@ class Encoder(nn.Module):
             return x
         if last < 0:  # no blocks: the embeddings are the states
             return x.flatten(0, 1).index_select(0, at)
-        return self.blocks[last].forward_at(x, mask, at)
+        return self.blocks[last].forward_at(x, mask, at, layout)
 
 
 class MLMHead(nn.Module):
@@ -279,4 +302,4 @@ def flops_per_token(cfg: BertConfig, seq_len: int, mask_fraction: float) -> floa
     return 3.0 * ((L - 1) * (kv + per_query) + kv + mask_fraction * (per_query + head))
 
 
-__all__ = ["BertConfig", "Block", "Encoder", "MLMHead", "MLMOutput", "BertForMLM", "flops_per_token"]
+__all__ = ["BertConfig", "QueryLayout", "query_layout", "Block", "Encoder", "MLMHead", "MLMOutput", "BertForMLM", "flops_per_token"]
