@@ -76,14 +76,17 @@ class QueryLayout(NamedTuple):
 
 
 def query_layout(flat: torch.Tensor, B: int, T: int) -> QueryLayout:
-    """The query grid for ascending flat indices into B*T.
+    """The query grid for flat indices into B*T, grouped by sequence in order
+    (what a (B, T) bool mask's `nonzero` gives; order within a sequence is free).
 
-    `width` needs the widest row on the host: a device sync. `Encoder` computes
-    the layout before its first block, next to the sync `nonzero` already made,
-    rather than after the other blocks are queued on a GPU. Under torch.compile
-    the grid pads to T instead (a host read would split the graph; more
-    attention rows, the same matmuls), and for B = 1 no data is read at all,
-    so torch.func.vmap can run it (the variance tool).
+    `width` needs the widest row on the host: a device sync, which also checks
+    the grouping (interleaved sequences would silently share query slots).
+    `Encoder` computes the layout before its first block, next to the sync
+    `nonzero` already made, rather than after the other blocks are queued on a
+    GPU. Traced whole by torch.compile (`torch.compile(model)`), the grid pads
+    to T instead: a host read would split the graph; more attention rows, the
+    same matmuls. For B = 1 no data is read at all, so torch.func.vmap can run
+    it (the variance tool).
     """
     rows = torch.div(flat, T, rounding_mode="floor")
     N = flat.numel()
@@ -93,7 +96,12 @@ def query_layout(flat: torch.Tensor, B: int, T: int) -> QueryLayout:
     slot = torch.arange(N, device=flat.device) - (counts.cumsum(0) - counts).index_select(0, rows)
     if torch.compiler.is_compiling():
         return QueryLayout(rows, slot, T)
-    return QueryLayout(rows, slot, int(counts.max()) if N else 0)
+    if N == 0:
+        return QueryLayout(rows, slot, 0)
+    width, interleaved = torch.stack([counts.max(), (rows.diff() < 0).any().to(counts.dtype)]).tolist()
+    if interleaved:
+        raise ValueError("positions must be a (B, T) bool mask or flat indices grouped by sequence in order")
+    return QueryLayout(rows, slot, width)
 
 
 class Block(nn.Module):
@@ -120,7 +128,13 @@ class Block(nn.Module):
         self.ffn_norm = nn.LayerNorm(hidden, eps=layer_norm_eps)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
+                at: torch.Tensor | None = None, layout: QueryLayout | None = None) -> torch.Tensor:
+        """(B, T, H) -> (B, T, H); with `at` (flat indices into B*T) the output at
+        those positions only, (N, H) (`forward_at`). Both go through here, so
+        `block.compile()` (`train.compile`) covers both."""
+        if at is not None:
+            return self.forward_at(x, attn_mask, at, layout)
         B, T, H = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.heads, H // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
         a = F.scaled_dot_product_attention(
@@ -134,7 +148,8 @@ class Block(nn.Module):
 
     def forward_at(self, x: torch.Tensor, attn_mask: torch.Tensor | None, flat: torch.Tensor,
                    layout: QueryLayout | None = None) -> torch.Tensor:
-        """The block's output at `flat` only: (N, H) for N ascending indices into B*T.
+        """The block's output at `flat` only: (N, H) for N flat indices into B*T
+        (grouped by sequence, see `query_layout`).
 
         Keys and values still come from every position, but the query
         projection, the attention rows, the output projection and the
@@ -147,7 +162,9 @@ class Block(nn.Module):
         """
         B, T, H = x.shape
         if flat.numel() == 0:
-            return x.new_zeros(0, H) + 0 * self(x, attn_mask).sum()  # keep every parameter in the graph (DDP)
+            # Nothing to predict: run the block anyway so every parameter stays in the
+            # graph (DDP expects a gradient, zero here, for each).
+            return x.new_zeros(0, H) + 0 * self(x, attn_mask).sum()
         rows, slot, width = layout if layout is not None else query_layout(flat, B, T)
         x_at = x.flatten(0, 1).index_select(0, flat)
         w, b = self.qkv.weight, self.qkv.bias  # rows [Q; K; V]
@@ -156,6 +173,7 @@ class Block(nn.Module):
         q = q_at.new_zeros(B, width, H).index_put((rows, slot), q_at)
         q = q.view(B, width, self.heads, H // self.heads).transpose(1, 2)
         if attn_mask is not None and attn_mask.shape[-2] != 1:  # a full (.., T, T) mask: keep the queries' rows
+            attn_mask = attn_mask.reshape((1,) * (4 - attn_mask.dim()) + attn_mask.shape)  # broadcast from the right, as SDPA
             cols = torch.zeros(B, width, dtype=flat.dtype, device=flat.device).index_put((rows, slot), flat - rows * T)
             attn_mask = attn_mask.expand(B, -1, T, T).gather(2, cols[:, None, :, None].expand(B, attn_mask.shape[1], width, T))
         a = F.scaled_dot_product_attention(
@@ -179,8 +197,8 @@ class Encoder(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 at: torch.Tensor | None = None) -> torch.Tensor:
-        """input_ids (B, T) -> hidden states (B, T, H); with `at` (ascending
-        flat indices into B*T) the last layer's states at those positions
+        """input_ids (B, T) -> hidden states (B, T, H); with `at` (flat indices
+        into B*T, grouped by sequence) the last layer's states at those positions
         only, (N, H) — what an MLM loss needs, for less work (`Block.forward_at`).
 
         `attention_mask`: (B, T) with 1/True for real tokens (keys that may be
@@ -204,7 +222,7 @@ class Encoder(nn.Module):
             return x
         if last < 0:  # no blocks: the embeddings are the states
             return x.flatten(0, 1).index_select(0, at)
-        return self.blocks[last].forward_at(x, mask, at, layout)
+        return self.blocks[last](x, mask, at, layout)
 
 
 class MLMHead(nn.Module):
@@ -255,8 +273,8 @@ class BertForMLM(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 positions: torch.Tensor | None = None, targets: torch.Tensor | None = None):
-        """Logits (N, V) at `positions` — a (B, T) bool mask, or ascending flat
-        indices into B*T — or (B, T, V) everywhere when `positions` is None (slow; for
+        """Logits (N, V) at `positions` — a (B, T) bool mask, or flat indices
+        into B*T grouped by sequence in order — or (B, T, V) everywhere when `positions` is None (slow; for
         inspection and the export check). With `targets` (the original ids,
         (B, T)) it returns the `MLMOutput` losses instead; going through
         forward keeps DistributedDataParallel's hooks in the path."""

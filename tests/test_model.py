@@ -193,8 +193,46 @@ def test_last_layer_at_masked_positions_is_exact(attn_kind):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4, msg=name)
 
 
+def test_last_layer_accepts_a_three_dimensional_mask_like_the_full_path():
+    torch.manual_seed(0)
+    model = BertForMLM(tiny_cfg()).eval()
+    ids, _, mask = _uneven_batch()
+    att = (torch.rand(1, 16, 16) < 0.7) | torch.eye(16, dtype=torch.bool)  # (1, T, T): broadcast from the right
+    want = model.head(model.encoder(ids, att), model.encoder.tok_embeddings.weight)[mask]
+    torch.testing.assert_close(model(ids, att, mask), want, atol=1e-5, rtol=1e-5)
+
+
+def test_positions_interleaved_across_sequences_are_refused():
+    """Flat indices must come grouped by sequence (as a bool mask's nonzero gives them):
+    interleaved ones would put two queries in one slot and return wrong logits."""
+    model = BertForMLM(tiny_cfg()).eval()
+    ids = torch.randint(5, 97, (2, 16))
+    with pytest.raises(ValueError, match="grouped by sequence"):
+        model(ids, None, torch.tensor([16, 0, 17]))
+    # Order within one sequence is free.
+    torch.testing.assert_close(model(ids, None, torch.tensor([3, 1, 20, 17])), model(ids).flatten(0, 1)[[3, 1, 20, 17]],
+                               atol=1e-5, rtol=1e-5)
+
+
+def test_compiling_a_block_covers_its_masked_positions_path():
+    """`train.compile` compiles each block in place: the last block's masked-only
+    path must be inside what it compiles, not a side door around it."""
+    from torch._dynamo.testing import CompileCounter
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = BertForMLM(tiny_cfg()).eval()
+    ids, attn, mask = _uneven_batch()
+    want = model(ids, attn, mask)
+    counter = CompileCounter()
+    model.encoder.blocks[-1].compile(backend=counter)
+    torch.testing.assert_close(model(ids, attn, mask), want, atol=1e-5, rtol=1e-5)
+    assert counter.frame_count >= 1 and counter.op_count > 0
+    torch._dynamo.reset()
+
+
 def test_last_layer_query_slots_padded_to_full_length_under_compile(monkeypatch):
-    """Compiled, the widest row is not read (a host sync would split the graph): slots pad to T."""
+    """Traced whole by torch.compile, the widest row is not read (a host sync would split the graph): slots pad to T."""
     torch.manual_seed(0)
     model = BertForMLM(tiny_cfg()).eval()
     ids, attn, mask = _uneven_batch()

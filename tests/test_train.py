@@ -234,8 +234,8 @@ def test_cli_run_resume_and_refusals(shards, tmp_path):
     assert "step 5/6" in done.output and "done:" in done.output
     again = runner.invoke(app, base + ["--steps", "6"])
     assert isinstance(again.exception, MapnetError) and "--resume" in str(again.exception)
-    # --resume takes the run's own settings; --steps extends it.
-    more = runner.invoke(app, ["pretrain", str(shards), "--out", str(out), "--resume", "--steps", "8"])
+    # --resume takes the run's own settings; --steps extends it. (--data is the other spelling of SHARDS.)
+    more = runner.invoke(app, ["pretrain", "--data", str(shards), "--out", str(out), "--resume", "--steps", "8"])
     assert more.exit_code == 0, more.output
     assert "resumed from" in more.output and checkpoint.latest_checkpoint(out).name == "step-00000008"
     changed = runner.invoke(app, ["pretrain", str(shards), "--out", str(out), "--resume", "--set", "model.hidden=64",
@@ -243,6 +243,10 @@ def test_cli_run_resume_and_refusals(shards, tmp_path):
     assert isinstance(changed.exception, MapnetError) and "different model" in str(changed.exception)
     nothing = runner.invoke(app, ["pretrain", str(shards), "--out", str(tmp_path / "empty"), "--resume"])
     assert isinstance(nothing.exception, MapnetError) and "no complete checkpoint" in str(nothing.exception)
+    neither = runner.invoke(app, ["pretrain", "--out", str(out), "--resume"])
+    assert isinstance(neither.exception, MapnetError) and "no shard folder" in str(neither.exception)
+    both = runner.invoke(app, ["pretrain", str(shards), "--data", str(tmp_path), "--out", str(out), "--resume"])
+    assert isinstance(both.exception, MapnetError) and "two shard folders" in str(both.exception)
 
 
 def test_tampered_shard_is_refused(shards, tmp_path):

@@ -1,6 +1,7 @@
 """`mapnet pretrain`: train the BERT encoder with masked language modelling.
 
     mapnet pretrain shards/ --out runs/tiny --preset tiny --steps 2000
+    mapnet pretrain --data shards/ --out runs/tiny --preset tiny            # the same: --data or the argument
     mapnet pretrain shards/ --out runs/base --preset base --gpus 8          # starts torchrun itself
     mapnet pretrain shards/ --out runs/base --resume                        # continue, exactly
     mapnet pretrain shards/ --out runs/base --gpus 8 --nnodes 2 --node-rank 0 --rdzv-endpoint node0:29500
@@ -50,9 +51,19 @@ def resolve_settings(out: Path, resume: bool, config: Optional[Path], flags: dic
         raise MapnetError(f"--resume: {out} has no complete checkpoint to continue from")
     return settings_mod.resolve(config, flags, assignments, base=checkpoint.load_settings(ckpt))
 
+def shard_folder(argument: Optional[Path], data: Optional[Path]) -> Path:
+    """The shard folder, given as the SHARDS argument or as --data (both spellings are in use)."""
+    if argument is None and data is None:
+        raise MapnetError("no shard folder: mapnet pretrain SHARDS --out RUN (or --data SHARDS)")
+    if argument is not None and data is not None and argument != data:
+        raise MapnetError(f"two shard folders: SHARDS {argument} and --data {data}; give one")
+    return argument if argument is not None else data
+
+
 def pretrain(
-    shards: Annotated[Path, typer.Argument(help="Shard folder written by `mapnet shard`.", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (checkpoints, metrics.jsonl, run.json).", show_default=False)],
+    shards: Annotated[Optional[Path], typer.Argument(help="Shard folder written by `mapnet shard` (or --data).", show_default=False)] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (checkpoints, metrics.jsonl, run.json).", show_default=False)] = ...,
+    data: Annotated[Optional[Path], typer.Option("--data", help="Shard folder, as the SHARDS argument.", show_default=False)] = None,
     preset: Annotated[Optional[str], typer.Option("--preset", help="Model size: tiny, mini, small, medium, base.", show_default=False)] = None,
     steps: Annotated[Optional[int], typer.Option("--steps", help="Optimizer steps; sets train.steps.", show_default=False)] = None,
     batch_size: Annotated[Optional[int], typer.Option("--batch-size", help="Global batch in sequences; sets train.batch_size.", show_default=False)] = None,
@@ -74,6 +85,7 @@ def pretrain(
     print_settings: PrintSettingsOpt = False,
 ) -> None:
     """Pretrain the BERT encoder (uniform masking or MAP-Net) on shards; checkpoints, metrics, exact resume."""
+    shards = shard_folder(shards, data)
     flags = {
         "model": {"preset": preset},
         "train": {"steps": steps, "batch_size": batch_size, "micro_batch_size": micro_batch_size, "seed": seed,
