@@ -274,8 +274,9 @@ class BertForMLM(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 positions: torch.Tensor | None = None, targets: torch.Tensor | None = None):
         """Logits (N, V) at `positions` — a (B, T) bool mask, or flat indices
-        into B*T grouped by sequence in order — or (B, T, V) everywhere when `positions` is None (slow; for
-        inspection and the export check). With `targets` (the original ids,
+        into B*T grouped by sequence in order — or (B, T, V) everywhere when
+        `positions` is None (slow; for inspection and the export check). The
+        last block and the head run only at `positions`. With `targets` (the original ids,
         (B, T)) it returns the `MLMOutput` losses instead; going through
         forward keeps DistributedDataParallel's hooks in the path."""
         if positions is None:

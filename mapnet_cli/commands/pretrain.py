@@ -51,6 +51,7 @@ def resolve_settings(out: Path, resume: bool, config: Optional[Path], flags: dic
         raise MapnetError(f"--resume: {out} has no complete checkpoint to continue from")
     return settings_mod.resolve(config, flags, assignments, base=checkpoint.load_settings(ckpt))
 
+
 def shard_folder(argument: Optional[Path], data: Optional[Path]) -> Path:
     """The shard folder, given as the SHARDS argument or as --data (both spellings are in use)."""
     if argument is None and data is None:
