@@ -359,7 +359,7 @@ class Run:
         self.cfg = BertConfig.from_settings(s.model, self.data.vocab_size, self.data.special_ids["pad"])
         if self.data.max_seq_len > self.cfg.max_position:
             raise MapnetError(f"shards hold {self.data.max_seq_len}-token sequences but model.max_position is {self.cfg.max_position}")
-        self.tokenizer_sha = self.data.manifest.get("tokenizer_sha256") or atomic.sha256_file(self.data.tokenizer_path)
+        self.tokenizer_sha = self.data.tokenizer_sha256
         self.extra_eval = self._extra_eval_sets()
         self.order = DataOrder(len(self.data), t.seed)
 
@@ -471,8 +471,7 @@ class Run:
         for entry in t.extra_eval:
             name, _, folder = entry.partition("=")
             reader = ShardReader(folder, "valid", verify=s.shard.verify)
-            sha = reader.manifest.get("tokenizer_sha256") or atomic.sha256_file(reader.tokenizer_path)
-            if sha != self.tokenizer_sha:
+            if reader.tokenizer_sha256 != self.tokenizer_sha:
                 raise MapnetError(f"train.extra_eval {name}: {folder} was encoded with another tokenizer than the training shards "
                                   "(preprocess it with --tokenizer pointing at the training corpus's tokenizer.json)")
             if reader.max_seq_len > self.cfg.max_position:

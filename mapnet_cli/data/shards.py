@@ -122,6 +122,11 @@ class ShardReader:
         self._len = int(self._starts[-1])
         self.token_kinds = self._load_kinds()
 
+    @property
+    def tokenizer_sha256(self) -> str:
+        """The tokenizer's hash: from the manifest, or hashed now if an older manifest lacks it."""
+        return self.manifest.get("tokenizer_sha256") or sha256_file(self.tokenizer_path)
+
     def _map(self, path: Path) -> list[np.ndarray]:
         try:
             source = pa.memory_map(str(path), "r")
