@@ -38,7 +38,11 @@ from .errors import MapnetError
 SCHEMA = "mapnet.compare/1"
 RESULTS = "results.json"
 
-_PAPER = {"strategy": "mapnet", "importance": "clipped", "explore_start": 1.0, "explore_end": 0.33}
+_PAPER = {"strategy": "mapnet", "importance": "clipped", "explore_start": 1.0, "explore_end": 0.33,
+          "proposal_target": "loss", "mix_uniform": 0.0}
+# The principled arms: per-position Horvitz-Thompson weights over systematic PPS masks, a per-token
+# mixture with uniform (alpha = 0.5: every weight <= 2) instead of the per-sequence exploration coin.
+_HT = {"strategy": "mapnet", "importance": "ht", "mix_uniform": 0.5, "explore_start": 0.0, "explore_end": 0.0}
 # Each ablation is the paper's MAP-Net with one thing changed.
 STRATEGIES = {
     "uniform": {"strategy": "uniform"},
@@ -46,10 +50,45 @@ STRATEGIES = {
     "mapnet-noweight": {**_PAPER, "importance": "none"},
     "mapnet-unclipped": {**_PAPER, "importance": "unclipped"},
     "mapnet-noexplore": {**_PAPER, "explore_start": 0.0, "explore_end": 0.0},
+    # The paper's exploration schedule is 1M steps long; a short run compresses it ~1000x. Here it
+    # is set to 10x the run (train.steps), so the run ends at ~93% uniform masking (a fairness check).
+    "mapnet-uncompressed": {**_PAPER, "explore_steps": "10x"},
+    "mapnet-ht": {**_HT, "proposal_target": "gradnorm"},
+    "mapnet-ht-loss": {**_HT, "proposal_target": "loss"},
+    "mapnet-ht-learnability": {**_HT, "proposal_target": "learnability"},
+    "stratified": {"strategy": "stratified"},
+    "frequency-ht": {"strategy": "frequency", "mix_uniform": 0.5},
 }
 # The variance-decomposition scheme that matches what each strategy trains with.
 SCHEME = {"uniform": "uniform", "mapnet": "mapnet_clipped", "mapnet-noweight": "mapnet_unweighted",
-          "mapnet-unclipped": "mapnet_unclipped", "mapnet-noexplore": "mapnet_clipped"}
+          "mapnet-unclipped": "mapnet_unclipped", "mapnet-noexplore": "mapnet_clipped",
+          "mapnet-uncompressed": "mapnet_clipped", "mapnet-ht": "ht", "mapnet-ht-loss": "ht",
+          "mapnet-ht-learnability": "ht", "stratified": "stratified", "frequency-ht": "frequency"}
+
+
+def split_name(name: str) -> tuple[str, float | None]:
+    """"uniform@0.4" -> ("uniform", 0.4): any strategy at another masking rate (masking.mask_prob)."""
+    base, at, rate = name.partition("@")
+    if not at:
+        return base, None
+    try:
+        value = float(rate)
+    except ValueError:
+        raise MapnetError(f"strategy {name!r}: the masking rate after @ must be a number, e.g. uniform@0.3") from None
+    if not 0.0 < value < 1.0:
+        raise MapnetError(f"strategy {name!r}: the masking rate must be in (0, 1)")
+    return base, value
+
+
+def strategy_masking(name: str, steps: int) -> dict:
+    """The masking settings strategy `name` (optionally NAME@RATE) trains with, for a run of `steps` steps."""
+    base, rate = split_name(name)
+    values = dict(STRATEGIES[base])
+    if values.get("explore_steps") == "10x":
+        values["explore_steps"] = 10 * steps
+    if rate is not None:
+        values["mask_prob"] = rate
+    return values
 
 
 # ---------------------------------------------------------------- the plan
@@ -73,9 +112,10 @@ def eval_steps(train) -> list[int]:
 
 def parse_strategies(text: str) -> list[str]:
     names = [s.strip() for s in text.split(",") if s.strip()]
-    unknown = [s for s in names if s not in STRATEGIES]
+    unknown = [s for s in names if split_name(s)[0] not in STRATEGIES]
     if unknown or not names:
-        raise MapnetError(f"unknown strategies {unknown or [text]} (choose from {', '.join(STRATEGIES)})")
+        raise MapnetError(f"unknown strategies {unknown or [text]} (choose from {', '.join(STRATEGIES)}; "
+                          "NAME@RATE sets the masking rate, e.g. uniform@0.3)")
     return list(dict.fromkeys(names))
 
 
@@ -89,7 +129,7 @@ def plan_runs(base: settings_mod.Settings, strategies: list[str], seeds: int, ou
     out_runs = []
     for k in range(seeds):
         for name in strategies:
-            updates = {"masking": STRATEGIES[name],
+            updates = {"masking": strategy_masking(name, t.steps),
                        "train": {"seed": t.seed + k, "checkpoint_every": t.eval_every, "keep_steps": kept}}
             s = settings_mod.apply(base, updates, f"compare strategy {name}")
             if s.problems():
@@ -319,11 +359,12 @@ def aggregate(runs: list[dict], strategies: list[str]) -> dict:
                      "final": {m: curve[m][-1] for m in scores},
                      "seconds_per_step": mean_ci([r["seconds_per_step"] for r in mine])}
         if all("variance" in r for r in mine):
-            scheme = SCHEME[name]
+            scheme = SCHEME[split_name(name)[0]]
             vsteps = sorted(set.intersection(*(set(map(int, r["variance"])) for r in mine)))
             out[name]["variance"] = {"scheme": scheme, "steps": vsteps, **{
                 term: [mean_ci([r["variance"][str(s)]["schemes"][scheme][term] for r in mine]) for s in vsteps]
-                for term in ("mask_variance", "sentence_variance", "total_variance")}}
+                for term in ("mask_variance", "sentence_variance", "total_variance", "noise_scale", "mask_noise_scale")
+                if all(term in r["variance"][str(s)]["schemes"].get(scheme, {}) for r in mine for s in vsteps)}}
         if all("glue" in r for r in mine):
             scores = [r["glue"]["score"] for r in mine]
             out[name]["glue"] = mean_ci(scores) if None not in scores else None
@@ -345,6 +386,16 @@ def aggregate(runs: list[dict], strategies: list[str]) -> dict:
                 m.partition("@")[2]: {"target": out["uniform"]["final"][m]["mean"],
                                       **_steps_to_target(agg, mine, m, out["uniform"]["final"][m]["mean"])}
                 for m in agg["final"] if m.startswith("eval_loss@") and m in out["uniform"]["final"]}
+        by_seed = {r["seed_index"]: r for r in runs if r["strategy"] == "uniform"}
+        for name, agg in out.items():
+            mine = [r for r in runs if r["strategy"] == name and r["seed_index"] in by_seed]
+            if name == "uniform" or not mine:
+                continue
+            # Paired by seed (same initial weights, data order, evaluation masks): the difference to
+            # uniform at each seed, then a t-interval over seeds. One independent comparison per seed.
+            agg["paired_vs_uniform"] = {
+                m: mean_ci([r["eval"][-1][m] - by_seed[r["seed_index"]]["eval"][-1][m] for r in mine])
+                for m in agg["final"] if m.startswith("eval_loss")}
     return {"target": {"strategy": "uniform", "final_mean_eval_loss": target} if target is not None else None,
             "strategies": out}
 
@@ -409,7 +460,7 @@ def results_document(plan: list[PlannedRun], runs: list[dict], argv: list[str], 
 
 
 # ---------------------------------------------------------------- presentation (plain strings; rich is the CLI's)
-TABLE_HEADER = ["strategy", "seeds", "final eval loss", "accuracy", "s/step", "steps to target"]
+TABLE_HEADER = ["strategy", "seeds", "final eval loss", "Δ vs uniform (paired)", "accuracy", "s/step", "steps to target"]
 
 
 def pm(ci: dict, fmt: str) -> str:
@@ -425,17 +476,21 @@ def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
     has_glue = any("glue" in a for a in strategies.values())
     extra = sorted({m for a in strategies.values() for m in a["final"] if m.startswith("eval_loss@")})
     header = (TABLE_HEADER + [f"loss {m.partition('@')[2]}" for m in extra]
-              + (["mask var", "total var"] if has_var else []) + (["GLUE"] if has_glue else []))
+              + (["mask var", "total var", "noise scale"] if has_var else []) + (["GLUE"] if has_glue else []))
     rows = []
     for name, a in strategies.items():
         reached = (a.get("steps_to_target") or {}).get("mean_curve")
-        row = [name, str(len(a["seeds"])), pm(a["final"]["eval_loss"], ".4f"), pm(a["final"]["eval_accuracy"], ".4f"),
+        diff = (a.get("paired_vs_uniform") or {}).get("eval_loss")
+        row = [name, str(len(a["seeds"])), pm(a["final"]["eval_loss"], ".4f"), pm(diff, "+.4f") if diff else "-",
+               pm(a["final"]["eval_accuracy"], ".4f"),
                pm(a["seconds_per_step"], ".4f"),
                "no baseline" if "steps_to_target" not in a else "not reached" if reached is None else f"{reached:.1f}"]
         row += [pm(a["final"][m], ".4f") if m in a["final"] else "-" for m in extra]
         if has_var:
             v = a.get("variance")
-            row += [pm(v["mask_variance"][-1], ".4g"), pm(v["total_variance"][-1], ".4g")] if v and v["steps"] else ["-", "-"]
+            ok = v and v["steps"]
+            row += [pm(v["mask_variance"][-1], ".4g"), pm(v["total_variance"][-1], ".4g"),
+                    pm(v["noise_scale"][-1], ".4g") if ok and "noise_scale" in v else "-"] if ok else ["-", "-", "-"]
         if has_glue:
             g = a.get("glue")  # in points, as `mapnet finetune-glue` prints it
             row.append(pm({"mean": 100 * g["mean"], "ci95": g["ci95"] and [100 * x for x in g["ci95"]]}, ".2f") if g else "-")

@@ -34,6 +34,12 @@ import torch
 _M64 = (1 << 64) - 1
 SPECIAL_NAMES = ("pad", "unk", "cls", "sep", "mask")
 
+# Seed domains: unrelated random streams from the same (seed, step, slot). Training masks, evaluation
+# masks and dropout are the training loop's; STRATA keys a stratified sequence's partition (shared by its
+# copies), SYSTEMATIC_START the start of systematic PPS sampling (apart from the mask streams, so a
+# MAP-Net row masked uniformly draws exactly what the uniform strategy draws).
+TRAIN_MASKS, EVAL_MASKS, DROPOUT, STRATA, SYSTEMATIC_START = 1, 2, 3, 4, 5
+
 
 def _splitmix64(x: int) -> int:
     x = (x + 0x9E3779B97F4A7C15) & _M64
@@ -55,6 +61,13 @@ def sequence_keys(seed: int, step: int, slots: Sequence[int], domain: int = 0) -
     separates unrelated uses of the same (seed, step, slot) — training masks,
     evaluation masks, MAP-Net's sampling."""
     return [mix_seed(domain, seed, step, s) for s in slots]
+
+
+def keyed_uniforms(seed: int, step: int, slots: Sequence[int], domain: int,
+                   device: torch.device | str | None = None) -> torch.Tensor:
+    """One float64 uniform in [0, 1) per slot, a pure function of (domain, seed, step, slot) (53 bits)."""
+    u = [(mix_seed(domain, seed, step, int(s)) >> 10) * 2.0 ** -53 for s in slots]
+    return torch.tensor(u, dtype=torch.float64, device=device)
 
 
 class SequenceRNG:
@@ -155,6 +168,6 @@ def mask_batch(input_ids: torch.Tensor, special_ids: Mapping[str, int], vocab_si
 
 
 __all__ = [
-    "SPECIAL_NAMES", "mix_seed", "sequence_keys", "SequenceRNG", "eligible_positions", "mask_counts",
+    "SPECIAL_NAMES", "TRAIN_MASKS", "EVAL_MASKS", "DROPOUT", "STRATA", "SYSTEMATIC_START", "keyed_uniforms", "mix_seed", "sequence_keys", "SequenceRNG", "eligible_positions", "mask_counts",
     "uniform_mask", "apply_replacement", "mask_batch", "special_id_list",
 ]

@@ -157,13 +157,24 @@ class ModelSettings:
 # ---------------------------------------------------------------- masking
 @dataclass(frozen=True, kw_only=True)
 class MaskingSettings:
-    strategy: Literal["uniform", "mapnet"] = _f("uniform", "uniform RandMask baseline, or MAP-Net proposals")
+    strategy: Literal["uniform", "mapnet", "stratified", "frequency"] = _f(
+        "uniform", "uniform RandMask baseline; MAP-Net proposals; stratified (fully-explored, Zheng et al. 2020: disjoint masks of one sequence); frequency (static proposal from token counts, HT weights)")
     mask_prob: float = _f(0.15, "fraction of eligible tokens masked (paper: 0.15)")
     mask_count: Literal["exact", "bernoulli"] = _f(
         "exact", "exact: round(mask_prob x eligible) positions per sequence, as MAP-Net's K (mapnet choice: same K for both strategies); bernoulli: each position independently")
     replace_mask: float = _f(0.8, "share of chosen positions replaced by [MASK]")
     replace_random: float = _f(0.1, "share replaced by a random token (the rest stay unchanged)")
-    importance: Literal["clipped", "unclipped", "none"] = _f("clipped", "importance weight on each MAP-Net sequence's loss (paper: clipped)")
+    importance: Literal["clipped", "unclipped", "none", "ht"] = _f(
+        "clipped", "MAP-Net's importance weights: per sequence, the paper's clipped / unclipped ratio or none; ht: per-position Horvitz-Thompson weights (K/n)/pi_i with systematic PPS sampling (mapnet, unbiased for any proposal)")
+    mix_uniform: float = _f(0.0, "alpha of the per-token defensive mixture pi = alpha K/n + (1-alpha) pi_proposal (ht and frequency; bounds every weight by 1/alpha)")
+    proposal_target: Literal["loss", "gradnorm", "learnability"] = _f(
+        "loss", "what MAP-Net learns: loss = the paper's eq. 10; gradnorm = regress log p on log ||softmax - onehot|| at masked positions; learnability = on log of the loss above a lagged per-token-type average")
+    proposal_temperature: float = _f(1.0, "masks are drawn from p^(1/T) renormalised (T > 1 flattens the proposal toward uniform)")
+    map_lr: float = _f(0.0, "MAP-Net's own peak learning rate (0: optim.lr); same schedule as the encoder's")
+    learnability_decay: float = _f(0.99, "decay of the per-token-type loss average the learnability target subtracts (per step)")
+    target_floor: float = _f(1e-3, "gradnorm / learnability targets are floored at this before the log (keeps every position's mass > 0)")
+    strata_copies: int = _f(2, "stratified: each sequence fills this many batch slots, masked with that many disjoint strata (Zheng et al. use all of them)")
+    frequency_power: float = _f(0.5, "frequency: the proposal is proportional to count(token type)^-power")
     clip_epsilon: float = _f(0.2, "weights are clipped to [1-eps, 1+eps] (paper gives no value; mapnet choice)")
     explore_start: float = _f(1.0, "probability of uniform masking at step 0 (paper: 100%)")
     explore_end: float = _f(0.33, "probability of uniform masking at the end of the schedule (paper: 33%)")
@@ -196,9 +207,23 @@ class MaskingSettings:
             out.append(f"masking.map_dropout must be in [0, 1) (got {self.map_dropout})")
         if self.map_loss_weight < 0:
             out.append(f"masking.map_loss_weight must be >= 0 (got {self.map_loss_weight})")
-        if self.strategy == "mapnet" and self.mask_count != "exact":
+        if not 0.0 <= self.mix_uniform <= 1.0:
+            out.append(f"masking.mix_uniform must be in [0, 1] (got {self.mix_uniform})")
+        if self.proposal_temperature <= 0:
+            out.append(f"masking.proposal_temperature must be > 0 (got {self.proposal_temperature})")
+        if self.map_lr < 0:
+            out.append(f"masking.map_lr must be >= 0 (got {self.map_lr})")
+        if not 0.0 <= self.learnability_decay < 1.0:
+            out.append(f"masking.learnability_decay must be in [0, 1) (got {self.learnability_decay})")
+        if self.target_floor <= 0:
+            out.append(f"masking.target_floor must be > 0 (got {self.target_floor})")
+        if self.strata_copies < 1:
+            out.append(f"masking.strata_copies must be >= 1 (got {self.strata_copies})")
+        if self.frequency_power < 0:
+            out.append(f"masking.frequency_power must be >= 0 (got {self.frequency_power})")
+        if self.strategy != "uniform" and self.mask_count != "exact":
             # MAP-Net draws exactly K positions, and its importance ratio compares K-position masks.
-            out.append("masking.mask_count must be 'exact' with masking.strategy 'mapnet'")
+            out.append(f"masking.mask_count must be 'exact' with masking.strategy '{self.strategy}'")
         if self.map_hidden > 0 and self.map_heads > 0 and self.map_hidden % self.map_heads:
             out.append(f"masking.map_hidden ({self.map_hidden}) must be divisible by masking.map_heads ({self.map_heads})")
         return out
@@ -244,6 +269,8 @@ class TrainSettings:
     device: Literal["auto", "cpu", "cuda"] = _f("auto", "where to train")
     eval_every: int = _f(2000, "held-out evaluation every N steps (0: only at the end)")
     eval_sequences: int = _f(512, "validation sequences per evaluation set (fixed set, fixed masks), the main one and each train.extra_eval")
+    eval_mask_prob: float = _f(
+        0.15, "masking rate of the fixed evaluation masks, apart from masking.mask_prob so runs trained at 15% and 40% answer the same questions")
     eval_seed: int = _f(1234, "seed of the evaluation masks: the same for every run so strategies answer identical questions")
     eval_pick: Literal["first", "spread"] = _f(
         "first", "which validation sequences form each eval set: the first eval_sequences, or that many evenly spread over the split (for held-out sets of whole files)")
@@ -417,6 +444,14 @@ class Settings:
         out = [p for f in fields(self) for p in getattr(self, f.name).problems()]
         if self.shard.max_seq_len > self.model.max_position:
             out.append(f"shard.max_seq_len ({self.shard.max_seq_len}) exceeds model.max_position ({self.model.max_position})")
+        m = self.masking
+        if m.importance == "ht" and m.strategy != "mapnet":
+            out.append(f"masking.importance 'ht' weights a MAP-Net proposal; with masking.strategy '{m.strategy}' it does nothing "
+                       "(the frequency strategy always uses HT weights)")
+        if m.strategy == "stratified" and self.train.batch_size % m.strata_copies:
+            out.append(f"train.batch_size ({self.train.batch_size}) must be divisible by masking.strata_copies ({m.strata_copies})")
+        if not 0.0 < self.train.eval_mask_prob < 1.0:
+            out.append(f"train.eval_mask_prob must be in (0, 1) (got {self.train.eval_mask_prob})")
         return out
 
     def to_dict(self) -> dict[str, dict[str, Any]]:

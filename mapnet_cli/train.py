@@ -26,12 +26,11 @@ with no extra communication (B is a constant). Per-token normalisation would
 need the global masked count and would let long sequences outweigh short ones,
 which breaks per-sequence importance weighting.
 
-Masking strategy. "uniform" masks each micro-batch on the way in
-(`make_batch`); "mapnet" masks inside the forward pass, from the proposal
-network trained alongside (`mapnet.training.MapnetTraining`). A strategy
-object (`UniformTraining` or `MapnetTraining`) owns what differs — the modules
-DDP wraps and the checkpoint stores, the loss of a step, extra metrics — so
-the loop below is the same for both.
+Masking strategy. A strategy object (`strategy.py`: uniform, stratified,
+frequency; `mapnet.training.MapnetTraining`) owns what differs — how a
+micro-batch is masked and weighted, the modules DDP wraps and the checkpoint
+stores, the loss of a step, extra metrics — so the loop below is the same for
+all of them.
 
 Dropout. The RNG is reseeded at each step from (seed, step, rank), which makes
 a resumed run bit-identical to an uninterrupted one whatever the world size.
@@ -58,11 +57,11 @@ import torch
 from . import __version__ as mapnet_version
 from . import atomic, checkpoint, distributed
 from .errors import MapnetError
-from .masking import SequenceRNG, apply_replacement, eligible_positions, mix_seed, sequence_keys, uniform_mask
+from .masking import (DROPOUT, EVAL_MASKS, TRAIN_MASKS, SequenceRNG, apply_replacement, eligible_positions, mix_seed,
+                      sequence_keys, uniform_mask)
 from .model import BertConfig, BertForMLM
 from .optim import build_optimizer, build_scheduler
-
-TRAIN_MASKS, EVAL_MASKS, DROPOUT = 1, 2, 3  # seed domains: unrelated streams from the same seed
+from .strategy import MicroBatch, UniformTraining, mlm_loss, training_strategy
 Report = Callable[[str, dict], None]
 
 
@@ -88,17 +87,6 @@ class DataOrder:
         return np.concatenate(out) if out else np.empty(0, np.int64)
 
 
-@dataclass
-class MicroBatch:
-    inputs: torch.Tensor | None           # (b, T) corrupted ids; None with MAP-Net (masked in the forward pass)
-    targets: torch.Tensor                 # (b, T) original ids
-    mask: torch.Tensor | None             # (b, T) bool, positions to predict; None with MAP-Net
-    attention_mask: torch.Tensor | None   # (b, T) bool, None when nothing is padded
-    tokens: int                           # non-pad tokens
-    slots: range | None = None            # the rows' global batch slots (key MAP-Net's exploration coins)
-    keys: Sequence[int] | None = None     # the rows' mask-stream keys (MAP-Net draws its masks from them)
-
-
 def rank_micro_slots(batch_size: int, world: int, rank: int, micro: int) -> list[range]:
     """The global-batch slots each of this rank's micro-batches holds."""
     per_rank = batch_size // world
@@ -108,20 +96,13 @@ def rank_micro_slots(batch_size: int, world: int, rank: int, micro: int) -> list
 
 def make_batch(ids: np.ndarray, keys: Sequence[int], special_ids: dict, vocab_size: int, masking,
                device: torch.device, slots: range | None = None) -> MicroBatch:
-    """Uniform masks + 80/10/10 replacement for `ids`, each row from its own keyed stream.
+    """Uniform masks + 80/10/10 replacement for `ids`, each row from its own keyed stream (the uniform
+    strategy's micro-batch; benchmarks and tests build batches without a run)."""
+    from types import SimpleNamespace
 
-    With MAP-Net the masks depend on the proposal network, so they are drawn in
-    the forward pass: the batch carries the raw ids, slots and keys instead.
-    """
-    targets = torch.from_numpy(ids.astype(np.int64)).to(device, non_blocking=True)
-    pad = ids == special_ids["pad"]
-    attn = torch.from_numpy(~pad).to(device) if pad.any() else None  # decided on the CPU: no device sync
-    if masking.strategy == "mapnet":
-        return MicroBatch(None, targets, None, attn, int((~pad).sum()), slots=slots, keys=list(keys))
-    rng = SequenceRNG(keys)
-    mask = uniform_mask(targets, eligible_positions(targets, special_ids), masking.mask_prob, masking.mask_count, rng)
-    inputs = apply_replacement(targets, mask, vocab_size, special_ids, masking.replace_mask, masking.replace_random, rng)
-    return MicroBatch(inputs, targets, mask, attn, int((~pad).sum()), slots=slots, keys=list(keys))
+    data = SimpleNamespace(special_ids=special_ids, vocab_size=vocab_size)
+    strategy = UniformTraining(SimpleNamespace(masking=masking), None, data)
+    return strategy.micro_batch(ids, 0, slots, keys, device)
 
 
 # ---------------------------------------------------------------- one optimizer step
@@ -136,13 +117,6 @@ class StepStats:
     lr: float
     masked: int
     tokens: int
-
-
-def mlm_loss(model, batch: MicroBatch, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(loss to backpropagate, detached sum of per-sequence losses, masked count)."""
-    out = model(batch.inputs, batch.attention_mask, batch.mask, targets=batch.targets)
-    seq = out.sequence_losses
-    return seq.sum() * scale, out.sequence_losses.detach().sum(), batch.mask.sum()
 
 
 def train_step(model, optimizer, scheduler, batches: list[MicroBatch], *, scale: float, grad_clip: float,
@@ -172,48 +146,6 @@ def train_step(model, optimizer, scheduler, batches: list[MicroBatch], *, scale:
     return StepStats(seq_sum / batch_size, norm, lr, int(masked), int(tokens))
 
 
-class UniformTraining:
-    """The uniform strategy: batches arrive masked, the encoder is the only network.
-
-    `mapnet.training.MapnetTraining` has the same interface.
-    """
-
-    def __init__(self, model: BertForMLM):
-        self.model = self.net = model  # `net`: what DDP wraps
-
-    @property
-    def modules(self) -> dict[str, torch.nn.Module]:
-        return {"": self.model}  # checkpoint layout
-
-    @property
-    def optim_modules(self) -> list[torch.nn.Module]:
-        return [self.model]
-
-    def compile(self) -> None:
-        pass  # the encoder's blocks are compiled by the run, whatever the strategy
-
-    def loss_fn(self, step: int, with_stats: bool):
-        return mlm_loss
-
-    def metrics(self) -> dict[str, Any]:
-        return {}
-
-    def checkpoint_extra(self) -> dict[str, Any]:
-        return {}
-
-    def check_resume(self, meta: dict, ckpt: Path) -> None:
-        pass
-
-
-def training_strategy(settings, model: BertForMLM, data, info: distributed.DistInfo):
-    """The strategy object for `settings.masking.strategy`; call it right after building the encoder."""
-    if settings.masking.strategy == "mapnet":
-        from .mapnet.training import MapnetTraining
-
-        return MapnetTraining(settings, model, data, info)
-    return UniformTraining(model)
-
-
 # ---------------------------------------------------------------- evaluation
 @dataclass
 class EvalSet:
@@ -226,10 +158,12 @@ class EvalSet:
     source: dict | None = None  # train.extra_eval sets: their folder and manifest hash, for run.json
 
 
-def build_eval_set(valid, count: int, eval_seed: int, masking, pick: str = "first") -> EvalSet | None:
+def build_eval_set(valid, count: int, eval_seed: int, masking, pick: str = "first",
+                   mask_prob: float | None = None) -> EvalSet | None:
     """`pick`: "first" N sequences (fine when held-out documents are a hashed random sample), or
     N evenly "spread" over the split (a held-out set of whole files is stored file after file, so
-    its first N sequences would all come from the first file)."""
+    its first N sequences would all come from the first file). `mask_prob`: the evaluation masking
+    rate (train.eval_mask_prob), default masking.mask_prob."""
     if pick not in ("first", "spread"):
         raise ValueError(f"unknown eval pick {pick!r}")
     n = min(count, len(valid))
@@ -240,7 +174,8 @@ def build_eval_set(valid, count: int, eval_seed: int, masking, pick: str = "firs
     targets = torch.from_numpy(ids.astype(np.int64))
     rng = SequenceRNG(sequence_keys(eval_seed, 0, range(n), EVAL_MASKS))
     # Always exact-K uniform masks, whatever the run's strategy: every run answers the same questions.
-    mask = uniform_mask(targets, eligible_positions(targets, valid.special_ids), masking.mask_prob, "exact", rng)
+    rate = masking.mask_prob if mask_prob is None else mask_prob
+    mask = uniform_mask(targets, eligible_positions(targets, valid.special_ids), rate, "exact", rng)
     inputs = apply_replacement(targets, mask, valid.vocab_size, valid.special_ids, masking.replace_mask,
                                masking.replace_random, rng)
     digest = hashlib.sha256()
@@ -355,7 +290,7 @@ class Run:
         if len(self.data) == 0:
             raise MapnetError(f"{shards} has no training sequences")
         self.valid = ShardReader(shards, "valid", verify=s.shard.verify)
-        self.eval_set = build_eval_set(self.valid, t.eval_sequences, t.eval_seed, s.masking, t.eval_pick)
+        self.eval_set = build_eval_set(self.valid, t.eval_sequences, t.eval_seed, s.masking, t.eval_pick, t.eval_mask_prob)
         self.cfg = BertConfig.from_settings(s.model, self.data.vocab_size, self.data.special_ids["pad"])
         if self.data.max_seq_len > self.cfg.max_position:
             raise MapnetError(f"shards hold {self.data.max_seq_len}-token sequences but model.max_position is {self.cfg.max_position}")
@@ -367,7 +302,7 @@ class Run:
         self.model = BertForMLM(self.cfg).to(info.device)
         # After the encoder: a MAP-Net run starts from the same encoder weights as a uniform run with this seed.
         self.strategy = training_strategy(s, self.model, self.data, info)
-        self.optimizer = build_optimizer(self.strategy.optim_modules, s.optim)
+        self.optimizer = build_optimizer(self.strategy.optim_modules, s.optim, lrs=self.strategy.optim_lrs(s.optim.lr))
         self.scheduler = build_scheduler(self.optimizer, s.optim, t.steps)
         self.step, self.position, self.elapsed = 0, 0, 0.0
         self.resumed_from = self._restore() if resume else None
@@ -427,15 +362,19 @@ class Run:
                                    for name, d in self.extra_eval.items()}}
         atomic.write_json(path, info)
 
+    @property
+    def sequences_per_step(self) -> int:
+        """Distinct sequences a step consumes: the batch, or fewer when a strategy repeats each one (stratified)."""
+        return self.settings.train.batch_size // self.strategy.copies
+
     def batches(self, step: int) -> list[MicroBatch]:
         t = self.settings.train
-        indices = self.order.take(self.position, t.batch_size)
+        indices = self.order.take(self.position, self.sequences_per_step)
         out = []
         for slots in rank_micro_slots(t.batch_size, self.info.world_size, self.info.rank, self.micro):
             keys = sequence_keys(t.seed, step, slots, TRAIN_MASKS)
-            ids = self.data.take(indices[slots.start:slots.stop])
-            out.append(make_batch(ids, keys, self.data.special_ids, self.data.vocab_size, self.settings.masking,
-                                  self.info.device, slots))
+            ids = self.data.take(indices[[s // self.strategy.copies for s in slots]])
+            out.append(self.strategy.micro_batch(ids, step, slots, keys, self.info.device))
         return out
 
     def save(self) -> Path | None:
@@ -477,7 +416,7 @@ class Run:
             if reader.max_seq_len > self.cfg.max_position:
                 raise MapnetError(f"train.extra_eval {name}: {folder} holds {reader.max_seq_len}-token sequences "
                                   f"but model.max_position is {self.cfg.max_position}")
-            data = build_eval_set(reader, t.eval_sequences, t.eval_seed, s.masking, t.eval_pick)
+            data = build_eval_set(reader, t.eval_sequences, t.eval_seed, s.masking, t.eval_pick, t.eval_mask_prob)
             if data is None:
                 raise MapnetError(f"train.extra_eval {name}: {folder} has no validation sequences")
             data.source = {"path": str(Path(folder).resolve()), "manifest_sha256": atomic.sha256_file(reader.dir / "manifest.json")}
@@ -536,8 +475,9 @@ class Run:
             except NonFiniteLoss as exc:
                 keep = f"last good checkpoint: {last}" if last else "no checkpoint was written yet"
                 raise MapnetError(f"non-finite loss at step {self.step + 1} ({exc}); stopped, {keep}") from None
+            self.strategy.after_step()
             dt = time.perf_counter() - t0
-            self.step, self.position, self.elapsed = self.step + 1, self.position + t.batch_size, self.elapsed + dt
+            self.step, self.position, self.elapsed = self.step + 1, self.position + self.sequences_per_step, self.elapsed + dt
             window_tokens, window_time = window_tokens + st.tokens, window_time + dt
             record = {"step": self.step, "loss": st.loss, "lr": st.lr, "grad_norm": st.grad_norm,
                       "tokens_per_s": window_tokens / window_time, "masked_tokens": st.masked, "tokens": st.tokens,

@@ -10,6 +10,9 @@
     mapnet pretrain shards/ --out runs/dbg --preset tiny --nproc 2          # 2 CPU processes (gloo)
     mapnet pretrain shards/ --out runs/mapnet --preset base --masking mapnet   # MAP-Net proposals (paper, 3.2-3.3)
     mapnet pretrain shards/ --out runs/mapnet-raw --masking mapnet --importance unclipped
+    mapnet pretrain shards/ --out runs/ht --masking mapnet --importance ht --set masking.mix_uniform=0.5 --set masking.proposal_target=gradnorm
+    mapnet pretrain shards/ --out runs/strat --masking stratified
+    mapnet pretrain shards/ --out runs/r40 --mask-prob 0.4
 
 Settings: defaults < preset < --config < flags. With --resume the base is the
 settings the run was started with (its newest checkpoint's settings.toml);
@@ -37,7 +40,7 @@ from ..errors import MapnetError
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
 
 ARGV_ENV = "MAPNET_LAUNCH_ARGV"
-HELP = "Pretrain the BERT encoder (uniform masking or MAP-Net) on shards; checkpoints, metrics, exact resume."
+HELP = "Pretrain the BERT encoder (uniform, stratified, frequency or MAP-Net masking) on shards; checkpoints, metrics, exact resume."
 
 
 def resolve_settings(out: Path, resume: bool, config: Optional[Path], flags: dict, assignments: list[str]):
@@ -71,8 +74,9 @@ def pretrain(
     micro_batch_size: Annotated[Optional[int], typer.Option("--micro-batch-size", help="Sequences per forward pass per device; sets train.micro_batch_size.", show_default=False)] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Sets train.seed.", show_default=False)] = None,
     device: Annotated[Optional[str], typer.Option("--device", help="auto, cpu or cuda; sets train.device.", show_default=False)] = None,
-    masking: Annotated[Optional[Literal["uniform", "mapnet"]], typer.Option("--masking", help="uniform (RandMask) or mapnet (learned proposals); sets masking.strategy.", show_default=False)] = None,
-    importance: Annotated[Optional[Literal["clipped", "unclipped", "none"]], typer.Option("--importance", help="MAP-Net's per-sequence importance weight (paper: clipped); sets masking.importance.", show_default=False)] = None,
+    masking: Annotated[Optional[Literal["uniform", "mapnet", "stratified", "frequency"]], typer.Option("--masking", help="uniform (RandMask), mapnet (learned proposals), stratified (disjoint masks per sequence) or frequency (static proposal, HT weights); sets masking.strategy.", show_default=False)] = None,
+    importance: Annotated[Optional[Literal["clipped", "unclipped", "none", "ht"]], typer.Option("--importance", help="MAP-Net's importance weights: the paper's per-sequence clipped (default) / unclipped / none, or ht (per-position Horvitz-Thompson); sets masking.importance.", show_default=False)] = None,
+    mask_prob: Annotated[Optional[float], typer.Option("--mask-prob", help="Masking rate (paper 0.15; MosaicBERT 0.3, Wettig et al. 0.4); sets masking.mask_prob. Evaluation masks keep train.eval_mask_prob.", show_default=False)] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the newest complete checkpoint in --out. With MAP-Net and masking.explore_steps = 0 the exploration schedule spans train.steps, so raising --steps on resume stretches it from the current step on.")] = False,
     stop_at: Annotated[Optional[int], typer.Option("--stop-at", help="Checkpoint and exit after this step (e.g. a job's time slice); --resume continues.", show_default=False)] = None,
     variance_every: Annotated[Optional[int], typer.Option("--variance-every", help="Record the gradient-variance decomposition (cheap settings) in the metrics file every N steps; sets variance.every.", show_default=False)] = None,
@@ -85,13 +89,13 @@ def pretrain(
     set_: SetOpt = None,
     print_settings: PrintSettingsOpt = False,
 ) -> None:
-    """Pretrain the BERT encoder (uniform masking or MAP-Net) on shards; checkpoints, metrics, exact resume."""
+    """Pretrain the BERT encoder (uniform, stratified, frequency or MAP-Net masking) on shards; checkpoints, metrics, exact resume."""
     shards = shard_folder(shards, data)
     flags = {
         "model": {"preset": preset},
         "train": {"steps": steps, "batch_size": batch_size, "micro_batch_size": micro_batch_size, "seed": seed,
                   "device": device},
-        "masking": {"strategy": masking, "importance": importance},
+        "masking": {"strategy": masking, "importance": importance, "mask_prob": mask_prob},
         "variance": {"every": variance_every},
         "distributed": {"gpus": gpus, "nproc": nproc, "nnodes": nnodes, "node_rank": node_rank,
                         "rdzv_endpoint": rdzv_endpoint},

@@ -66,10 +66,12 @@ from typing import Mapping, Sequence
 import torch
 from torch import nn
 
+from .. import designs
 from .. import masking as masking_mod
 from ..settings import MaskingSettings
 from . import stats as stats_mod
 from .proposal import ProposalNetwork
+from .targets import TokenLossReference, gradnorm_proxy, regression_objective
 from .sampling import (explore_probability, exploration_coins, gumbel_keys, importance_weights, log_importance_ratio,
                        top_k_mask)
 
@@ -153,6 +155,16 @@ class MaskDraw:
     weights: torch.Tensor  # (B,) float32 importance weights (1 for uniform rows), detached
     corrupted: torch.Tensor  # (B, T) encoder input after the 80/10/10 replacement
     p_uniform: float  # the exploration probability of this step
+    token_weights: torch.Tensor | None = None  # (B, T) HT weights at chosen positions (importance "ht"), else None
+    inclusion: torch.Tensor | None = None  # (B, T) pi_i of the HT design (importance "ht"), else None
+
+
+def ht_inclusion(log_p: torch.Tensor, eligible: torch.Tensor, k: torch.Tensor, masking: MaskingSettings) -> torch.Tensor:
+    """pi (B, T) of `masking.importance = "ht"`: the proposal at temperature T, capped PPS, mixed with uniform."""
+    tempered = torch.softmax((log_p.detach().to(torch.float64) / masking.proposal_temperature)
+                             .masked_fill(~eligible, float("-inf")), dim=-1).nan_to_num(0.0)
+    pi = designs.inclusion_probabilities(tempered, k)
+    return designs.mix_with_uniform(pi, eligible, k, masking.mix_uniform)
 
 
 def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, *,
@@ -165,16 +177,14 @@ def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mas
     sequences — given the same one, a uniformly masked sequence gets exactly
     the mask and replacement the uniform strategy gives it. Without `rng`, it
     is keyed as the training loop keys uniform masks: (seed, step, slot) in
-    the `train.TRAIN_MASKS` domain.
+    the `masking.TRAIN_MASKS` domain.
     """
     B, T = input_ids.shape
     device = input_ids.device
     if len(slots) != B:
         raise ValueError(f"{len(slots)} slots for a batch of {B}")
     if rng is None:
-        from ..train import TRAIN_MASKS  # lazily: train.py imports this package
-
-        rng = masking_mod.SequenceRNG(masking_mod.sequence_keys(seed, step, slots, TRAIN_MASKS))
+        rng = masking_mod.SequenceRNG(masking_mod.sequence_keys(seed, step, slots, masking_mod.TRAIN_MASKS))
     eligible = masking_mod.eligible_positions(input_ids, special_ids)
     if attention_mask is not None:
         eligible &= attention_mask.bool()
@@ -186,18 +196,48 @@ def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mas
     log_p = proposal(input_ids, attention_mask, eligible)
     # The first draw of each sequence's stream, as in masking.uniform_mask: uniform rows take the
     # K smallest u (stable on ties: the very mask uniform_mask picks), MAP rows the K largest
-    # Gumbel keys log p + G(u).
+    # Gumbel keys log p + G(u) — or, with HT weights, the systematic PPS design ordered by u,
+    # started from its own keyed uniform (so the mask stream stays the uniform strategy's).
     u = rng.uniform(T, device)
     uniform_keys = (-u.to(torch.float64)).masked_fill(~eligible, float("-inf"))
-    keys = torch.where(uniform_rows[:, None], uniform_keys, gumbel_keys(log_p, u))
-    chosen = top_k_mask(keys, k)
+    uniform_chosen = top_k_mask(uniform_keys, k)
+    token_weights = inclusion = None
+    if masking.importance == "ht":
+        inclusion = ht_inclusion(log_p, eligible, k, masking)
+        start = masking_mod.keyed_uniforms(seed, step, slots, masking_mod.SYSTEMATIC_START, device)
+        proposed = designs.systematic_sample(inclusion, u, start)
+        chosen = torch.where(uniform_rows[:, None], uniform_chosen, proposed)
+        inclusion = torch.where(uniform_rows[:, None] & eligible, k[:, None] / eligible.sum(1, keepdim=True).clamp(min=1),
+                                inclusion)
+        token_weights = designs.ht_weights(inclusion, chosen, k)
+    else:
+        chosen = torch.where(uniform_rows[:, None], uniform_chosen, top_k_mask(gumbel_keys(log_p, u), k))
 
     log_r = log_importance_ratio(log_p, chosen, eligible)
-    weights = importance_weights(log_r, masking.importance, masking.clip_epsilon)
+    mode = "none" if masking.importance == "ht" else masking.importance  # HT weighs positions, not sequences
+    weights = importance_weights(log_r, mode, masking.clip_epsilon)
     weights = torch.where(uniform_rows, torch.ones_like(weights), weights)
     corrupted = masking_mod.apply_replacement(input_ids, chosen, vocab_size, special_ids, masking.replace_mask,
                                               masking.replace_random, generator=rng)
-    return MaskDraw(eligible, k, uniform_rows, log_p, chosen, log_r, weights, corrupted, p_uniform)
+    return MaskDraw(eligible, k, uniform_rows, log_p, chosen, log_r, weights, corrupted, p_uniform, token_weights,
+                    inclusion)
+
+
+def proposal_terms(draw: MaskDraw, out, dense_losses: torch.Tensor, masking: MaskingSettings,
+                   reference: TokenLossReference | None) -> torch.Tensor:
+    """(B,) MAP-Net's objective per sequence for `masking.proposal_target` (see `targets`)."""
+    if masking.proposal_target == "loss":
+        return mapnet_objective(draw.log_probs, draw.chosen, dense_losses)
+    if masking.proposal_target == "gradnorm":
+        target = gradnorm_proxy(out.logits, out.labels)
+    else:
+        if reference is None:
+            raise ValueError("proposal_target 'learnability' needs the token-loss reference")
+        target = reference.excess(out.labels, out.token_losses.detach().float())
+    B, T = draw.chosen.shape
+    log_t = torch.zeros(B, T, dtype=torch.float32, device=draw.chosen.device)
+    log_t = log_t.masked_scatter(draw.chosen, target.float().clamp(min=masking.target_floor).log())
+    return regression_objective(draw.log_probs, draw.chosen, log_t)
 
 
 def mapnet_micro_batch_loss(
@@ -205,6 +245,7 @@ def mapnet_micro_batch_loss(
     special_ids: Mapping[str, int], vocab_size: int, step: int, total_steps: int, seed: int, slots: Sequence[int],
     masking: MaskingSettings, rng: masking_mod.SequenceRNG | None = None,
     token_kinds: Mapping[str, torch.Tensor] | None = None, with_stats: bool = True,
+    reference: TokenLossReference | None = None,
 ) -> tuple[MicroBatchLoss, stats_mod.MapnetStats | None]:
     """Mask one micro-batch with MAP-Net (or uniformly, by the exploration coin) and compute both losses.
 
@@ -213,6 +254,7 @@ def mapnet_micro_batch_loss(
     (they key the exploration coin); `rng` as in `draw_masks`. Returns the
     micro-batch's loss sums (see `MicroBatchLoss.total`) and its statistics
     (None with `with_stats=False`: steps that are not logged skip ~40 small kernels).
+    `reference`: the learnability target's per-type loss average (observed here, updated per step).
     """
     draw = draw_masks(proposal, input_ids, attention_mask, special_ids=special_ids, vocab_size=vocab_size,
                       step=step, total_steps=total_steps, seed=seed, slots=slots, masking=masking, rng=rng)
@@ -224,12 +266,20 @@ def mapnet_micro_batch_loss(
     # Dense (B, T) token losses; masked_scatter fills in row-major order, the order of out.token_losses.
     dense = torch.zeros(B, T, dtype=out.token_losses.dtype, device=device).masked_scatter(chosen, out.token_losses.detach())
 
-    terms = mapnet_objective(draw.log_probs, chosen, dense)
+    terms = proposal_terms(draw, out, dense, masking, reference)
     train_rows = (~draw.uniform_rows | masking.train_map_on_uniform) & (draw.counts > 0)
     # where(), not indexing: the sum stays connected to every MAP-Net parameter even when no row
     # trains it, so DDP always sees a gradient (zero) for each one.
     map_sum = torch.where(train_rows, terms, torch.zeros((), device=device)).sum()
-    enc_sum = (draw.weights * out.sequence_losses.float()).sum()
+    if draw.token_weights is not None:
+        flat_w = draw.token_weights[chosen]
+        seq = designs.weighted_sequence_losses(out.token_losses, out.rows, flat_w, draw.counts)
+        enc_sum = seq.float().sum()
+    else:
+        flat_w = None
+        enc_sum = (draw.weights * out.sequence_losses.float()).sum()
+    if reference is not None:
+        reference.observe(out.labels, out.token_losses, flat_w)
 
     part = MicroBatchLoss(enc_sum=enc_sum, map_sum=map_sum, loss_sum=out.sequence_losses.detach().float().sum(),
                           sequences=B, map_sequences=train_rows.sum(), masked=chosen.sum())
@@ -238,7 +288,8 @@ def mapnet_micro_batch_loss(
     st = stats_mod.collect(log_probs=draw.log_probs, eligible=draw.eligible, input_ids=input_ids, chosen=chosen,
                            uniform_rows=draw.uniform_rows, log_ratio=draw.log_ratio, weights=draw.weights,
                            token_losses=dense, train_rows=train_rows, map_terms=terms, p_uniform=draw.p_uniform,
-                           clip_epsilon=masking.clip_epsilon, token_kinds=token_kinds)
+                           clip_epsilon=masking.clip_epsilon, token_kinds=token_kinds,
+                           token_weights=draw.token_weights)
     return part, st
 
 
@@ -260,4 +311,4 @@ class MapnetJoint(nn.Module):
         return mapnet_micro_batch_loss(self.model, self.proposal, input_ids, attention_mask, **kwargs)
 
 
-__all__ = ["mapnet_objective", "MicroBatchLoss", "MaskDraw", "draw_masks", "map_training_sequences", "mapnet_micro_batch_loss", "MapnetJoint"]
+__all__ = ["mapnet_objective", "MicroBatchLoss", "MaskDraw", "ht_inclusion", "draw_masks", "proposal_terms", "map_training_sequences", "mapnet_micro_batch_loss", "MapnetJoint"]

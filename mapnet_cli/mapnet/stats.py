@@ -19,6 +19,8 @@ whatever the micro-batch split. Summary keys (all under `mapnet/`):
 - `weight`: mean weight over all sequences
 - `loss_map_tokens` / `loss_uniform_tokens`: mean encoder loss per token on MAP-Net-chosen / uniform-chosen positions
 - `map_objective`: mean MAP-Net objective per training sequence
+- `token_weight`, `token_ess`, `max_token_weight` (importance "ht"): mean per-position HT weight over masked
+  tokens, their effective sample size / count (1 = all equal), mean over sequences of the largest weight
 - `mass/<kind>` and `share/<kind>`: with token kinds (synthetic corpus), the proposal's probability mass
   on tokens of each kind, and the uniform proposal's (the kind's share of eligible tokens), means over sequences
 """
@@ -86,13 +88,17 @@ class MapnetStats:
             w_sum, n = raw["_w"]
             out[_P + "ess"] = w_sum * w_sum / raw["_w2"][0] / n
             out[_P + "weight"] = w_sum / n
+        if "_tw" in raw and "_tw2" in raw and raw["_tw2"][0] > 0 and raw["_tw"][1] > 0:
+            tw_sum, count = raw["_tw"]
+            out[_P + "token_ess"] = tw_sum * tw_sum / raw["_tw2"][0] / count
+            out[_P + "token_weight"] = tw_sum / count
         return out
 
 
 def summary_keys(kinds=()) -> list[str]:
     """Every key `MapnetStats.summary` can give (the list in the module doc), for token kinds `kinds`."""
     names = ["p_uniform", "uniform_fraction", "entropy", "ess", "weight", "clipped_fraction", "log_ratio",
-             "loss_map_tokens", "loss_uniform_tokens", "map_objective"]
+             "loss_map_tokens", "loss_uniform_tokens", "map_objective", "token_weight", "token_ess", "max_token_weight"]
     names += [f"{what}/{kind}" for kind in kinds for what in ("mass", "share")]
     return [_P + n for n in names]
 
@@ -101,7 +107,8 @@ def summary_keys(kinds=()) -> list[str]:
 def collect(*, log_probs: torch.Tensor, eligible: torch.Tensor, input_ids: torch.Tensor, chosen: torch.Tensor,
             uniform_rows: torch.Tensor, log_ratio: torch.Tensor, weights: torch.Tensor, token_losses: torch.Tensor,
             train_rows: torch.Tensor, map_terms: torch.Tensor, p_uniform: float, clip_epsilon: float,
-            token_kinds: Mapping[str, torch.Tensor] | None = None) -> MapnetStats:
+            token_kinds: Mapping[str, torch.Tensor] | None = None,
+            token_weights: torch.Tensor | None = None) -> MapnetStats:
     """The numbers of one micro-batch (all tensors (B, T) or (B,); `token_losses` dense (B, T), 0 off `chosen`)."""
     st = MapnetStats()
     B = input_ids.shape[0]
@@ -133,6 +140,13 @@ def collect(*, log_probs: torch.Tensor, eligible: torch.Tensor, input_ids: torch
     st.put("loss_uniform_tokens", torch.where(uni_tok, tl, torch.zeros_like(tl)).sum(), uni_tok.sum())
     st.put("map_objective", torch.where(train_rows, map_terms.detach().to(f), torch.zeros(B, dtype=f, device=tl.device)).sum(),
            train_rows.sum())
+
+    if token_weights is not None:  # HT: per-position weights at chosen positions
+        tw = torch.where(chosen, token_weights.to(f), torch.zeros_like(tl))
+        st.put("_tw", tw.sum(), chosen.sum())
+        st.put("_tw2", (tw * tw).sum(), chosen.sum())
+        row_max = tw.max(1).values
+        st.put("max_token_weight", row_max[n > 0].sum(), (n > 0).sum())
 
     if token_kinds:
         has = n > 0

@@ -3,19 +3,20 @@
     mapnet pretrain shards/ --out runs/mapnet --preset base --masking mapnet
     mapnet pretrain shards/ --out runs/mapnet-unclipped --masking mapnet --importance unclipped
 
-`MapnetTraining` has the interface of `train.UniformTraining`, so the loop
-itself never asks which strategy it runs:
+`MapnetTraining` implements `strategy.Strategy`, so the loop itself never asks
+which strategy it runs:
 
 - build: the proposal network is created *after* the encoder, so the encoder's
   initial weights equal those of a uniform run with the same seed; it holds
   the encoder's token embedding (shared, not copied); one `MapnetJoint` module
   carries both networks so one DDP wrapper all-reduces both, and the optimizer
   and gradient clipping cover both.
-- batches arrive unmasked (`train.make_batch` with the mapnet strategy): masks
+- batches arrive unmasked (`micro_batch`): masks
   are drawn inside the forward pass from the proposal, each row from the
   stream keyed by (seed, step, slot), so they do not depend on the split.
 - loss: the encoder term is the mean over the global batch's B sequences of
-  w * l_s (with w = 1 exactly `train.mlm_loss`); the MAP-Net term is scaled by
+  w * l_s (with w = 1 exactly `strategy.mlm_loss`; with HT weights
+  sum_i w_i l_i / K per sequence); the MAP-Net term is scaled by
   the M sequences that train it, counted from the seeded coins before any
   forward, so no collective is needed. The logged loss is unweighted, so it
   compares with uniform runs.
@@ -24,7 +25,12 @@ itself never asks which strategy it runs:
 - checkpoint: MAP-Net's weights go under `mapnet.` in model.safetensors and its
   config into config.json; the optimizer state already covers its parameters,
   and no RNG state is needed (masks, coins and dropout are reseeded from
-  (seed, step, slot/rank) every step).
+  (seed, step, slot/rank) every step). The learnability target's per-type
+  loss average is saved under `mapnet_reference.`.
+- learning rate: `masking.map_lr` gives MAP-Net's own parameters their own
+  peak rate (the shared embedding follows the encoder's). lambda
+  (`masking.map_loss_weight`) cannot do that: under Adam a constant factor on a
+  parameter's whole gradient cancels, so it only sets the mix in the shared embedding.
 """
 
 from __future__ import annotations
@@ -37,13 +43,17 @@ import torch
 from .. import distributed
 from ..errors import MapnetError
 from ..masking import SequenceRNG
+from ..strategy import MicroBatch, batch_tensors
 from .objective import MapnetJoint, map_training_sequences
 from .proposal import ProposalConfig, ProposalNetwork
 from .stats import MapnetStats, summary_keys
+from .targets import TokenLossReference
 
 
 class MapnetTraining:
     """The MAP-Net strategy: proposal + encoder trained jointly, statistics for the metrics file."""
+
+    copies = 1
 
     def __init__(self, settings, model: torch.nn.Module, data, info: distributed.DistInfo):
         self.settings, self.model, self.info = settings, model, info
@@ -55,16 +65,35 @@ class MapnetTraining:
         self.kinds = {k: torch.as_tensor(v, device=info.device) for k, v in kinds.items()} or None
         self.keys = summary_keys(sorted(kinds))
         self.stats = MapnetStats()
+        m = settings.masking
+        # Held apart from the DDP-wrapped module: a buffer-only average every rank updates identically.
+        self.reference = (TokenLossReference(self.vocab_size, m.learnability_decay).to(info.device)
+                          if m.proposal_target == "learnability" else None)
 
     @property
     def modules(self) -> dict[str, torch.nn.Module]:
         """Checkpoint layout: the encoder un-prefixed (export reads only that), MAP-Net under `mapnet.`."""
-        return {"": self.model, "mapnet": self.proposal}
+        out = {"": self.model, "mapnet": self.proposal}
+        if self.reference is not None:
+            out["mapnet_reference"] = self.reference
+        return out
 
     @property
     def optim_modules(self) -> list[torch.nn.Module]:
         # This order on every run and resume: the optimizer state is matched to parameters by position.
         return [self.model, self.proposal]
+
+    def optim_lrs(self, lr: float) -> list[float]:
+        return [lr, self.settings.masking.map_lr or lr]
+
+    def micro_batch(self, ids, step, slots, keys, device) -> MicroBatch:
+        """Unmasked: MAP-Net draws the masks in the forward pass, from the rows' keyed streams."""
+        targets, attn, tokens = batch_tensors(ids, self.special_ids, device)
+        return MicroBatch(None, targets, None, attn, tokens, slots=slots, keys=list(keys))
+
+    def after_step(self) -> None:
+        if self.reference is not None:
+            self.reference.update(self.info)  # a collective: every rank, every step
 
     def compile(self) -> None:
         for block in self.proposal.blocks:
@@ -81,7 +110,7 @@ class MapnetTraining:
             part, st = ddp(batch.targets, batch.attention_mask, special_ids=self.special_ids,
                            vocab_size=self.vocab_size, step=step, total_steps=t.steps, seed=t.seed, slots=batch.slots,
                            masking=s.masking, rng=SequenceRNG(batch.keys), token_kinds=self.kinds,
-                           with_stats=with_stats)
+                           with_stats=with_stats, reference=self.reference)
             if st is not None:
                 self.stats.add(st)
             return part.total(s.masking, enc_scale=scale, map_scale=map_scale), part.loss_sum, part.masked

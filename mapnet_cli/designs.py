@@ -1,0 +1,138 @@
+"""Fixed-size masks with exact inclusion probabilities, and Horvitz-Thompson weights.
+
+    pi = inclusion_probabilities(scores, k)                      # (B, T): sum_i pi_i = K, 0 <= pi_i <= 1
+    pi = mix_with_uniform(pi, eligible, k, alpha)                # defensive mixture: every weight <= 1/alpha
+    chosen = systematic_sample(pi, rng.uniform(T), rng.uniform(1)[:, 0])   # exactly K positions
+    w = ht_weights(pi, chosen, k)                                # (K/n) / pi_i at chosen positions
+
+Why a design with known pi_i. The paper weights a whole mask by
+r = (1/n)^K / prod_k p(pos_k); with K ~ 19 positions, E log r ~ -K KL(p || U), so
+once the proposal learns anything every r falls far outside [1-eps, 1+eps] and
+clipping turns it into a constant. The exact set-level ratio of Gumbel-top-k is
+just as extreme. Horvitz-Thompson (1952) needs only the first-order inclusion
+probability pi_i = P(i in S) of each position: the per-sequence loss
+
+    L_HT(S) = (1/K) sum_{i in S} w_i l_i,   w_i = (K/n) / pi_i
+
+has E_S[L_HT] = (1/K) sum_i pi_i (K/n) l_i / pi_i = (1/n) sum_i l_i, which is the
+expected per-sequence loss of uniform K-masking (E_U[(1/K) sum_{i in S} l_i] =
+(1/n) sum_i l_i). So it is unbiased for *any* proposal, with per-position weights
+whose size is set by how far pi_i is from K/n, not by a product over K positions.
+Caveat, stated in the README: l_i is treated as a function of the position only.
+The encoder's loss at i also depends on which *other* positions are masked (their
+context is hidden), so L_HT is exactly unbiased for the per-position losses at a
+fixed context and only approximately for the set-dependent ones; no per-position
+weight can remove that (the set-level ratio can, and it is degenerate).
+
+The design: randomised systematic PPS (Goodman & Kish 1950; Hartley & Rao 1962).
+Put the eligible positions in a uniformly random order, lay the pi_i end to end on
+[0, K), draw one U ~ U[0, 1) and take the K positions whose intervals contain
+U, U + 1, ..., U + K - 1. For any fixed order, position i is taken iff some U + j
+falls in its interval of length pi_i <= 1, which happens with probability exactly
+pi_i; so P(i in S) = pi_i exactly, the sample has exactly K distinct positions,
+and the random order makes every pair jointly selectable (pi_ij > 0), as the
+variance of HT estimates needs. Why this one: it is exact (Pareto's pi are
+approximate), costs one sort + one searchsorted per batch (conditional Poisson
+and Sampford need iterative solves or rejection loops whose run time depends on
+the draw, which breaks a vectorised, deterministic step), and with equal pi it is
+exactly uniform K-masking: a fixed index set under a uniformly random order is a
+uniformly random K-subset.
+
+Mixture. pi = alpha K/n + (1 - alpha) pi_prop is a valid inclusion vector (a convex
+combination of two with sum K and entries <= 1), and pi_i >= alpha K/n bounds every
+weight by 1/alpha. It mixes *per token*, where the paper's exploration coin mixes
+per sequence (a sequence masked by the proposal gets no uniform mass at all).
+
+Determinism: the order and U come from the sequence's own keyed stream
+(`masking.SequenceRNG`), so masks do not depend on the batch split.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# The capping loop ends after at most K rounds (each round fixes >= 1 new position at 1); the bound
+# only stops a pathological input from spinning.
+_MAX_CAP_ROUNDS = 10_000
+
+
+def inclusion_probabilities(scores: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """pi (B, T) float64 proportional to `scores` (>= 0; 0 off the eligible set), capped at 1, with sum_i pi_i = k_b.
+
+    Proportional-to-size with capping: pi_i = min(1, c scores_i), c chosen per row so the
+    row sums to K. Positions whose share would exceed 1 are taken with certainty and the
+    rest rescaled to the remaining budget, repeated until none exceeds 1. A row whose
+    scores are all 0 on fewer than K positions gets its K from the positive ones only if
+    there are enough; callers give every eligible position a positive score.
+    """
+    s = scores.to(torch.float64).clamp(min=0)
+    k = k.to(torch.float64)
+    certain = torch.zeros_like(s, dtype=torch.bool)
+    for _ in range(_MAX_CAP_ROUNDS):
+        free = torch.where(certain, torch.zeros_like(s), s)
+        budget = (k - certain.sum(1)).clamp(min=0)
+        total = free.sum(1)
+        scale = torch.where(total > 0, budget / total.clamp(min=1e-300), torch.zeros_like(total))
+        pi = torch.where(certain, torch.ones_like(s), free * scale[:, None])
+        over = (pi > 1.0) & ~certain
+        if not bool(over.any()):
+            return pi.clamp(max=1.0)
+        certain |= over
+    raise RuntimeError("inclusion_probabilities did not converge")
+
+
+def mix_with_uniform(pi: torch.Tensor, eligible: torch.Tensor, k: torch.Tensor, alpha: float) -> torch.Tensor:
+    """alpha K/n + (1 - alpha) pi on the eligible positions (0 elsewhere): every HT weight <= 1/alpha."""
+    if alpha <= 0.0:
+        return pi
+    n = eligible.sum(1, keepdim=True).clamp(min=1).to(torch.float64)
+    uniform = torch.where(eligible, k[:, None].to(torch.float64) / n, torch.zeros((), dtype=torch.float64))
+    return alpha * uniform + (1.0 - alpha) * pi.to(torch.float64)
+
+
+def systematic_sample(pi: torch.Tensor, order_uniforms: torch.Tensor, start_uniforms: torch.Tensor) -> torch.Tensor:
+    """Exactly round(sum_i pi_i) positions per row, position i with probability pi_i (see the module doc).
+
+    `order_uniforms` (B, T) in [0, 1) give the random order (argsort), `start_uniforms`
+    (B,) the systematic start U. Positions with pi_i = 1 are taken outright, so that
+    floating-point rounding of the cumulative sums can never take one twice.
+    """
+    B, T = pi.shape
+    pi = pi.to(torch.float64)
+    certain = pi >= 1.0
+    rest = torch.where(certain, torch.zeros_like(pi), pi)
+    order = order_uniforms.argsort(dim=1, stable=True)
+    cum = rest.gather(1, order).cumsum(1)
+    k_rest = (rest.sum(1)).round()
+    # Rescale so the last cumulative sum is exactly K' (removes the drift of summing T floats).
+    cum = cum * torch.where(cum[:, -1] > 0, k_rest / cum[:, -1].clamp(min=1e-300), torch.zeros_like(k_rest))[:, None]
+    width = max(int(k_rest.max().item()) if B else 0, 1)
+    j = torch.arange(width, dtype=torch.float64, device=pi.device)
+    points = start_uniforms.to(torch.float64).clamp(0.0, 1.0 - 2.0 ** -53)[:, None] + j[None]
+    valid = j[None] < k_rest[:, None]
+    # The first position (in the random order) whose cumulative sum exceeds the point.
+    hit = torch.searchsorted(cum, points.contiguous(), right=True).clamp(max=T - 1)
+    hits = torch.zeros(B, T, dtype=torch.int64, device=pi.device)
+    hits.scatter_add_(1, order.gather(1, hit), valid.to(torch.int64))  # invalid points add 0 anywhere
+    picked = hits > 0
+    return picked | certain
+
+
+def ht_weights(pi: torch.Tensor, chosen: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """(B, T) float32 weights (K/n) / pi_i at `chosen` positions, 0 elsewhere; n = number of positions with pi > 0."""
+    pi = pi.to(torch.float64)
+    n = (pi > 0).sum(1, keepdim=True).clamp(min=1).to(torch.float64)
+    w = (k[:, None].to(torch.float64) / n) / pi.clamp(min=1e-300)
+    return torch.where(chosen, w, torch.zeros_like(w)).to(torch.float32)
+
+
+def weighted_sequence_losses(token_losses: torch.Tensor, rows: torch.Tensor, token_weights: torch.Tensor,
+                             counts: torch.Tensor) -> torch.Tensor:
+    """(B,) sum_{i in S_b} w_i l_i / K_b from the model's flat, row-major token losses (0 where K_b = 0)."""
+    B = counts.shape[0]
+    out = torch.zeros(B, dtype=token_losses.dtype, device=token_losses.device)
+    out = out.index_add(0, rows, token_losses * token_weights.to(token_losses.dtype))
+    return out / counts.clamp(min=1).to(token_losses.dtype)
+
+
+__all__ = ["inclusion_probabilities", "mix_with_uniform", "systematic_sample", "ht_weights", "weighted_sequence_losses"]

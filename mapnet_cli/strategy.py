@@ -1,0 +1,263 @@
+"""Masking strategies: where masks are drawn, how each position's loss is weighted, what is learned.
+
+    strategy = training_strategy(settings, model, data, info)   # right after the encoder is built
+    batch = strategy.micro_batch(ids, step, slots, keys, device)
+    loss, seq_sum, masked = strategy.loss_fn(step, with_stats)(ddp, batch, scale)
+    strategy.after_step()                                        # every rank, after the optimizer step
+
+Every strategy has the same interface (`Strategy` below), so `train.Run` never
+asks which one it runs. Where each one samples, weights and learns:
+
+| strategy | masks drawn | loss weight per masked position | learns |
+|---|---|---|---|
+| `uniform` (`UniformTraining`) | `micro_batch`: K uniform positions | 1 | nothing |
+| `stratified` (`StratifiedTraining`) | `micro_batch`: one of m disjoint strata, copies of a sequence take different strata | m |S_j| / n (unbiased for unequal strata) | nothing |
+| `frequency` (`FrequencyTraining`) | `micro_batch`: systematic PPS from a static count^-beta proposal | (K/n) / pi_i (Horvitz-Thompson) | nothing |
+| `mapnet` (`mapnet.training.MapnetTraining`) | in the forward pass, from the proposal network | the paper's per-sequence ratio, or HT per position | the proposal (eq. 10, gradnorm or learnability) |
+
+Randomness: masks come from per-sequence streams keyed by (seed, step, global slot)
+(`masking.SequenceRNG`), so they do not depend on the batch split.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+import torch
+
+from . import designs
+from .masking import (STRATA, SYSTEMATIC_START, SequenceRNG, apply_replacement, eligible_positions, keyed_uniforms,
+                      mask_counts, sequence_keys, uniform_mask)
+
+
+@dataclass
+class MicroBatch:
+    inputs: torch.Tensor | None           # (b, T) corrupted ids; None with MAP-Net (masked in the forward pass)
+    targets: torch.Tensor                 # (b, T) original ids
+    mask: torch.Tensor | None             # (b, T) bool, positions to predict; None with MAP-Net
+    attention_mask: torch.Tensor | None   # (b, T) bool, None when nothing is padded
+    tokens: int                           # non-pad tokens
+    slots: range | None = None            # the rows' global batch slots (key MAP-Net's exploration coins)
+    keys: Sequence[int] | None = None     # the rows' mask-stream keys (MAP-Net draws its masks from them)
+    weights: torch.Tensor | None = None   # (b, T) float loss weight of each masked position; None = all 1
+
+
+def mlm_loss(model, batch: MicroBatch, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(loss to backpropagate, detached sum of unweighted per-sequence losses, masked count).
+
+    With per-position weights the sequence's loss is sum_{i in S} w_i l_i / K; the
+    logged sum stays unweighted, so it compares across strategies.
+    """
+    out = model(batch.inputs, batch.attention_mask, batch.mask, targets=batch.targets)
+    seq = out.sequence_losses
+    if batch.weights is not None:
+        seq = designs.weighted_sequence_losses(out.token_losses, out.rows, batch.weights[batch.mask], batch.mask.sum(1))
+    return seq.sum() * scale, out.sequence_losses.detach().sum(), batch.mask.sum()
+
+
+def batch_tensors(ids: np.ndarray, special_ids: dict, device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None, int]:
+    targets = torch.from_numpy(ids.astype(np.int64)).to(device, non_blocking=True)
+    pad = ids == special_ids["pad"]
+    attn = torch.from_numpy(~pad).to(device) if pad.any() else None  # decided on the CPU: no device sync
+    return targets, attn, int((~pad).sum())
+
+
+class Strategy(Protocol):
+    """What a masking strategy provides to the training loop."""
+
+    model: torch.nn.Module  # the encoder
+    net: torch.nn.Module  # what DDP wraps (the encoder, or encoder + proposal as one module)
+    copies: int  # batch slots each distinct sequence fills (1 except `stratified`)
+
+    @property
+    def modules(self) -> dict[str, torch.nn.Module]: ...  # checkpoint layout: prefix -> module
+
+    @property
+    def optim_modules(self) -> list[torch.nn.Module]: ...
+
+    def optim_lrs(self, lr: float) -> list[float]: ...  # peak LR of each of optim_modules
+
+    def micro_batch(self, ids: np.ndarray, step: int, slots: range, keys: Sequence[int],
+                    device: torch.device) -> MicroBatch: ...
+
+    def loss_fn(self, step: int, with_stats: bool): ...
+
+    def after_step(self) -> None: ...  # every rank, after each optimizer step
+
+    def metrics(self) -> dict[str, Any]: ...  # a collective on log steps: every rank calls it
+
+    def compile(self) -> None: ...
+
+    def checkpoint_extra(self) -> dict[str, Any]: ...
+
+    def check_resume(self, meta: dict, ckpt) -> None: ...
+
+
+class UniformTraining:
+    """The uniform strategy: batches arrive masked, the encoder is the only network."""
+
+    copies = 1
+
+    def __init__(self, settings, model: torch.nn.Module, data):
+        self.settings, self.model, self.net = settings, model, model
+        self.special_ids, self.vocab_size = data.special_ids, data.vocab_size
+
+    @property
+    def modules(self) -> dict[str, torch.nn.Module]:
+        return {"": self.model}
+
+    @property
+    def optim_modules(self) -> list[torch.nn.Module]:
+        return [self.model]
+
+    def optim_lrs(self, lr: float) -> list[float]:
+        return [lr]
+
+    def micro_batch(self, ids, step, slots, keys, device) -> MicroBatch:
+        """Uniform masks + 80/10/10 replacement, each row from its own keyed stream."""
+        m = self.settings.masking
+        targets, attn, tokens = batch_tensors(ids, self.special_ids, device)
+        rng = SequenceRNG(keys)
+        mask = uniform_mask(targets, eligible_positions(targets, self.special_ids), m.mask_prob, m.mask_count, rng)
+        inputs = apply_replacement(targets, mask, self.vocab_size, self.special_ids, m.replace_mask, m.replace_random, rng)
+        return MicroBatch(inputs, targets, mask, attn, tokens, slots=slots, keys=list(keys))
+
+    def loss_fn(self, step: int, with_stats: bool):
+        return mlm_loss
+
+    def after_step(self) -> None:
+        pass
+
+    def metrics(self) -> dict[str, Any]:
+        return {}
+
+    def compile(self) -> None:
+        pass  # the encoder's blocks are compiled by the run, whatever the strategy
+
+    def checkpoint_extra(self) -> dict[str, Any]:
+        return {}
+
+    def check_resume(self, meta: dict, ckpt) -> None:
+        pass
+
+
+def strata_of(eligible: torch.Tensor, k: torch.Tensor, order_uniforms: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A random partition of each row's eligible positions into m = max(1, round(n / K)) strata of
+    near-equal size (dealt round-robin in a random order): (stratum id (B, T), -1 off `eligible`; m (B,))."""
+    B, T = eligible.shape
+    n = eligible.sum(1)
+    m = torch.floor(n.double() / k.clamp(min=1).double() + 0.5).long().clamp(min=1)
+    scores = order_uniforms.masked_fill(~eligible, 2.0)  # ineligible rank last
+    order = scores.argsort(dim=1, stable=True)
+    ranks = torch.empty_like(order).scatter_(1, order, torch.arange(T, device=order.device).expand(B, T))
+    stratum = torch.where(eligible, ranks % m[:, None], torch.full_like(ranks, -1))
+    return stratum, m
+
+
+def stratified_masks(targets: torch.Tensor, eligible: torch.Tensor, mask_prob: float, group_uniforms: torch.Tensor,
+                     offsets: torch.Tensor, copy_index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fully-explored masking (Zheng et al. 2020): (mask (B, T), per-position weights (B, T)).
+
+    Row b's partition comes from `group_uniforms[b]` — the same for every copy of one
+    sequence — and copy j takes stratum (offset + j) mod m, so copies of a sequence never
+    share a masked position (while j < m), and over j = 0..m-1 every eligible position is
+    masked exactly once. Each copy's stratum is uniform over the m strata, so position i is
+    masked with probability 1/m; the weight m |S_j| / n makes the loss
+    sum_{i in S_j} w_i l_i / |S_j| = (m / n) sum_{i in S_j} l_i, whose mean over strata is
+    (1/n) sum_i l_i — the uniform-masking expectation — even when strata differ in size by one.
+    """
+    k = mask_counts(eligible.sum(1), mask_prob)
+    stratum, m = strata_of(eligible, k, group_uniforms)
+    pick = (torch.floor(offsets.double() * m.double()).long() + copy_index) % m
+    mask = stratum == pick[:, None]
+    size = mask.sum(1).double()
+    n = eligible.sum(1).clamp(min=1).double()
+    w = (m.double() * size / n).to(torch.float32)
+    return mask, torch.where(mask, w[:, None], torch.zeros((), dtype=torch.float32, device=mask.device))
+
+
+class StratifiedTraining(UniformTraining):
+    """Fully-explored masking: each sequence fills `masking.strata_copies` slots of the batch, masked
+    with different strata of one random partition; a step therefore sees batch_size / copies distinct
+    sequences (the same masked-token count and compute as uniform)."""
+
+    def __init__(self, settings, model, data):
+        super().__init__(settings, model, data)
+        self.copies = settings.masking.strata_copies
+
+    def micro_batch(self, ids, step, slots, keys, device) -> MicroBatch:
+        m, t = self.settings.masking, self.settings.train
+        targets, attn, tokens = batch_tensors(ids, self.special_ids, device)
+        eligible = eligible_positions(targets, self.special_ids)
+        groups = [s // self.copies for s in slots]
+        group_rng = SequenceRNG(sequence_keys(t.seed, step, groups, STRATA))
+        order = group_rng.uniform(targets.shape[1], device)
+        offsets = group_rng.uniform(1, device)[:, 0]
+        copy_index = torch.tensor([s % self.copies for s in slots], device=device)
+        mask, weights = stratified_masks(targets, eligible, m.mask_prob, order, offsets, copy_index)
+        rng = SequenceRNG(keys)
+        inputs = apply_replacement(targets, mask, self.vocab_size, self.special_ids, m.replace_mask, m.replace_random, rng)
+        return MicroBatch(inputs, targets, mask, attn, tokens, slots=slots, keys=list(keys), weights=weights)
+
+
+def token_counts(reader, max_sequences: int = 20_000) -> np.ndarray:
+    """Token-type counts over up to `max_sequences` training sequences spread evenly over the split
+    (a deterministic sample: the same shards give the same counts on every rank and every resume)."""
+    n = len(reader)
+    rows = np.arange(n) if n <= max_sequences else np.linspace(0, n - 1, max_sequences).round().astype(np.int64)
+    counts = np.zeros(reader.vocab_size, dtype=np.int64)
+    for start in range(0, len(rows), 4096):
+        counts += np.bincount(reader.take(rows[start:start + 4096]).ravel().astype(np.int64), minlength=reader.vocab_size)
+    return counts
+
+
+def frequency_masks(targets: torch.Tensor, eligible: torch.Tensor, type_scores: torch.Tensor, mask_prob: float,
+                    alpha: float, order_uniforms: torch.Tensor, start_uniforms: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Static proposal p_i proportional to type_scores[token_i], mixed with uniform, sampled by systematic PPS:
+    (mask, HT weights, pi), all (B, T)."""
+    k = mask_counts(eligible.sum(1), mask_prob)
+    scores = torch.where(eligible, type_scores[targets], torch.zeros((), dtype=type_scores.dtype, device=targets.device))
+    pi = designs.mix_with_uniform(designs.inclusion_probabilities(scores, k), eligible, k, alpha)
+    mask = designs.systematic_sample(pi, order_uniforms, start_uniforms)
+    return mask, designs.ht_weights(pi, mask, k), pi
+
+
+class FrequencyTraining(UniformTraining):
+    """A static, no-network proposal: p proportional to count(token type)^-power (rare types masked more, as
+    word2vec's subsampling keeps them), per-token mixture with uniform (masking.mix_uniform), HT weights.
+    The baseline a learned proposal must beat: it needs no network and no training signal."""
+
+    def __init__(self, settings, model, data):
+        super().__init__(settings, model, data)
+        counts = torch.from_numpy(token_counts(data)).double()
+        self.type_scores = (counts + 1.0).pow(-settings.masking.frequency_power)
+
+    def micro_batch(self, ids, step, slots, keys, device) -> MicroBatch:
+        m, t = self.settings.masking, self.settings.train
+        targets, attn, tokens = batch_tensors(ids, self.special_ids, device)
+        eligible = eligible_positions(targets, self.special_ids)
+        rng = SequenceRNG(keys)
+        order = rng.uniform(targets.shape[1], device)
+        start = keyed_uniforms(t.seed, step, slots, SYSTEMATIC_START, device)
+        mask, weights, _ = frequency_masks(targets, eligible, self.type_scores.to(device), m.mask_prob, m.mix_uniform,
+                                           order, start)
+        inputs = apply_replacement(targets, mask, self.vocab_size, self.special_ids, m.replace_mask, m.replace_random, rng)
+        return MicroBatch(inputs, targets, mask, attn, tokens, slots=slots, keys=list(keys), weights=weights)
+
+
+def training_strategy(settings, model, data, info) -> Strategy:
+    """The strategy object for `settings.masking.strategy`; call it right after building the encoder."""
+    name = settings.masking.strategy
+    if name == "mapnet":
+        from .mapnet.training import MapnetTraining  # torch-heavy package, only for MAP-Net runs
+
+        return MapnetTraining(settings, model, data, info)
+    return {"uniform": UniformTraining, "stratified": StratifiedTraining, "frequency": FrequencyTraining}[name](
+        settings, model, data)
+
+
+__all__ = ["MicroBatch", "mlm_loss", "Strategy", "UniformTraining", "StratifiedTraining", "FrequencyTraining",
+           "strata_of", "stratified_masks", "token_counts", "frequency_masks", "training_strategy"]
