@@ -168,10 +168,10 @@ class MaskingSettings:
         "clipped", "MAP-Net's importance weights: per sequence, the paper's clipped / unclipped ratio or none; ht: per-position Horvitz-Thompson weights (K/n)/pi_i with systematic PPS sampling (mapnet, unbiased for any proposal)")
     mix_uniform: float = _f(0.0, "alpha of the per-token defensive mixture pi = alpha K/n + (1-alpha) pi_proposal (ht and frequency; bounds every weight by 1/alpha)")
     proposal_target: Literal["loss", "gradnorm", "learnability"] = _f(
-        "loss", "what MAP-Net learns: loss = the paper's eq. 10; gradnorm = regress log p on log ||softmax - onehot|| at masked positions; learnability = on log of the loss above a lagged per-token-type average")
+        "loss", "what MAP-Net learns: loss = the paper's eq. 10; gradnorm = regress log p on log ||softmax - onehot|| at masked positions; learnability = on log of how fast the token type's loss falls (slow minus fast per-type average)")
     proposal_temperature: float = _f(1.0, "masks are drawn from p^(1/T) renormalised (T > 1 flattens the proposal toward uniform)")
     map_lr: float = _f(0.0, "MAP-Net's own peak learning rate (0: optim.lr); same schedule as the encoder's")
-    learnability_decay: float = _f(0.99, "decay of the per-token-type loss average the learnability target subtracts (per step)")
+    learnability_decay: float = _f(0.99, "learnability: per-step decay of the slow per-token-type loss average (the fast one uses decay^20)")
     target_floor: float = _f(1e-3, "gradnorm / learnability targets are floored at this before the log (keeps every position's mass > 0)")
     strata_copies: int = _f(2, "stratified: each sequence fills this many batch slots, masked with that many disjoint strata (Zheng et al. use all of them)")
     frequency_power: float = _f(0.5, "frequency: the proposal is proportional to count(token type)^-power")
@@ -406,9 +406,17 @@ class VarianceSettings:
     snapshot_sentences: int = _f(8, "pretrain snapshots: validation sequences S (fixed across steps)")
     snapshot_masks: int = _f(4, "pretrain snapshots: masks M per sequence (fixed seed across steps)")
     snapshot_project_dim: int = _f(4096, "pretrain snapshots: sketch dimension D (0: exact gradients)")
+    schemes: tuple[Literal["uniform", "mapnet_clipped", "mapnet_unclipped", "mapnet_unweighted", "ht", "stratified",
+                           "frequency", "oracle"], ...] = _f(
+        (), "mapnet variance: masking schemes to measure (empty: uniform, mapnet_clipped/unclipped/unweighted, ht, and the checkpoint's own stratified or frequency; --oracle adds oracle). Pretrain snapshots always measure uniform + the run's own scheme")
+    oracle_rounds: int = _f(4, "oracle scheme: random partitions (each ~n/K masked rows) whose per-position scores are combined by root mean square")
+    oracle_basis: Literal["proxy", "gradient"] = _f(
+        "proxy", "oracle scheme: pi proportional to the encoder's ||softmax - onehot|| (proxy: one forward per row) or to the exact per-position gradient norm (gradient: one backward per position)")
 
     def problems(self) -> list[str]:
         out = []
+        if self.oracle_rounds < 1:
+            out.append(f"variance.oracle_rounds must be >= 1 (got {self.oracle_rounds})")
         if self.sentences < 2 or self.snapshot_sentences < 2:
             out.append("variance.sentences and variance.snapshot_sentences must be >= 2 (a between-sentence variance needs two)")
         if self.masks < 2 or self.snapshot_masks < 2:

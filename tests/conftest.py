@@ -35,3 +35,19 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def synthetic_shards(tmp_path_factory) -> Path:
+    """The embedded synthetic language, small: ~580 training sequences of 64 tokens, with token kinds."""
+    from mapnet_cli.data.preprocess import run_preprocess
+    from mapnet_cli.data.shard_writer import run_shard
+    from mapnet_cli.settings import resolve
+
+    root = tmp_path_factory.mktemp("synthetic")
+    s = resolve(None, None, ["synthetic.documents=300", "preprocess.vocab_size=1024", "preprocess.workers=1",
+                             "shard.max_seq_len=64", "shard.valid_fraction=0.1", "shard.workers=1"])
+    run_preprocess(["synthetic:"], root / "prep", s)
+    run_shard(root / "prep", root / "shards", s)
+    assert (root / "shards" / "token_kinds.json").is_file()
+    return root / "shards"

@@ -36,21 +36,6 @@ def rows(run: Path, kind: str = "train") -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def synthetic_shards(tmp_path_factory) -> Path:
-    """The embedded synthetic language, small: ~580 training sequences of 64 tokens, with token kinds."""
-    from mapnet_cli.data.preprocess import run_preprocess
-    from mapnet_cli.data.shard_writer import run_shard
-
-    root = tmp_path_factory.mktemp("synthetic")
-    s = resolve(None, None, ["synthetic.documents=300", "preprocess.vocab_size=1024", "preprocess.workers=1",
-                             "shard.max_seq_len=64", "shard.valid_fraction=0.1", "shard.workers=1"])
-    run_preprocess(["synthetic:"], root / "prep", s)
-    run_shard(root / "prep", root / "shards", s)
-    assert (root / "shards" / "token_kinds.json").is_file()
-    return root / "shards"
-
-
-@pytest.fixture(scope="module")
 def tiny_shards(tmp_path_factory) -> Path:
     return write_tiny_shards(tmp_path_factory.mktemp("tiny") / "shards", train=64, valid=8, seq_len=64)
 

@@ -8,8 +8,14 @@
 For S validation sequences x M masks per scheme it prints the mask variance
 tr E_x[Var(g|x)], the sentence variance tr Var_x(E[g|x]) and the directly
 measured total tr Var(g) (unbiased; their sum equals the total), with
-bootstrap 95% intervals, for uniform masking and — when the checkpoint has a
-MAP-Net — MAP-Net's proposal with clipped, unclipped and no importance weights.
+bootstrap 95% intervals, and the scale-free noise scale tr Var(g) / ||E g||^2,
+for uniform masking and — when the checkpoint has a MAP-Net — MAP-Net's
+proposal with clipped, unclipped and no importance weights and under its HT
+design; stratified / frequency masking for checkpoints trained with them (or
+by name: --schemes); the gradient-norm oracle with --oracle.
+
+    mapnet variance runs/tiny --oracle --json
+    mapnet variance runs/tiny --schemes uniform,stratified,frequency,oracle
 
 Settings: the checkpoint's own settings (its masking as trained) < --config < flags.
 """
@@ -48,6 +54,20 @@ def resolve_settings(ckpt: Path, config: Optional[Path], flags: dict, assignment
 
     return settings_mod.resolve(config, flags, assignments, base=checkpoint.load_settings(ckpt))
 
+def _scheme_list(text: Optional[str]) -> Optional[list[str]]:
+    if text is None:
+        return None
+    return [x for x in text.replace(" ", "").split(",") if x]
+
+
+def wanted_schemes(settings, oracle: bool) -> list[str]:
+    """variance.schemes (or the checkpoint's defaults when empty), plus the oracle when asked for."""
+    from ..variance.schemes import default_schemes
+
+    schemes = list(settings.variance.schemes or default_schemes(settings.masking))
+    return schemes + ["oracle"] if oracle and "oracle" not in schemes else schemes
+
+
 def variance(
     run: Annotated[Path, typer.Argument(help="Run folder (its newest checkpoint) or a step-XXXXXXXX checkpoint folder.", show_default=False)],
     sentences: Annotated[Optional[int], typer.Option("--sentences", "-S", help="Validation sequences S; sets variance.sentences.", show_default=False)] = None,
@@ -59,6 +79,8 @@ def variance(
     bootstrap: Annotated[Optional[int], typer.Option("--bootstrap", help="Bootstrap replicates (0: no intervals); sets variance.bootstrap.", show_default=False)] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of sentences, masks, bootstrap; sets variance.seed.", show_default=False)] = None,
     data: Annotated[Optional[Path], typer.Option("--data", help="Shard folder (default: the one in the run's run.json).", show_default=False)] = None,
+    schemes: Annotated[Optional[str], typer.Option("--schemes", help="Schemes to measure, e.g. uniform,ht,stratified,frequency; sets variance.schemes.", show_default=False)] = None,
+    oracle: Annotated[bool, typer.Option("--oracle", help="Also measure the oracle scheme (pi proportional to the encoder's gradient-norm proxy; costs extra forwards).")] = False,
     config: ConfigOpt = None,
     set_: SetOpt = None,
 ) -> None:
@@ -69,14 +91,15 @@ def variance(
     ckpt = checkpoint.resolve_checkpoint(run)
     flags = {"variance": {"sentences": sentences, "masks": masks, "project_dim": project_dim,
                           "params": list(params) if params else None, "batch_sizes": _int_list(batch_sizes, "--batch-sizes"),
-                          "bootstrap": bootstrap, "seed": seed}}
+                          "bootstrap": bootstrap, "seed": seed, "schemes": _scheme_list(schemes)}}
     settings = resolve_settings(ckpt, config, flags, list(set_ or ()))
     err = Console(stderr=True)
     target = load_target(ckpt, data)
     v = settings.variance
+    wanted = wanted_schemes(settings, oracle)
     what = f"{v.project_dim}-dim sketch" if v.project_dim else "exact gradients"
     with err.status(f"measuring {v.sentences} sentences x {v.masks} masks ({what})", spinner="dots"):
-        report = variance_report(target, settings)
+        report = variance_report(target, settings, wanted)
     if json_:
         typer.echo(json.dumps(report, indent=2, allow_nan=False))
         return
@@ -94,6 +117,14 @@ def _cell(entry: dict) -> str:
     return _fmt(entry["estimate"]) + (f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci and None not in ci else "")
 
 
+def _scale_cell(entry: dict) -> str:
+    """A noise scale, where null means unbounded (the report's convention for these figures)."""
+    def one(x):
+        return "inf" if x is None else _fmt(x)
+    ci = entry.get("ci95")
+    return one(entry["estimate"]) + (f" [{one(ci[0])}, {one(ci[1])}]" if ci else "")
+
+
 def render(report: dict, console: Console) -> None:
     """Rich tables of a `mapnet.variance/1` document."""
     g, d = report["gradient"], report["data"]
@@ -104,20 +135,24 @@ def render(report: dict, console: Console) -> None:
                   + f"; {g['evaluations']} backward passes in {g['seconds']:.1f} s", highlight=False)
     table = Table(title="Gradient variance (traces; 95% bootstrap intervals)", show_lines=False)
     for col in ("scheme", "mask variance", "sentence variance", "total (direct)", "mask + sentence", "mask share",
-                "weights mean [min, max]", "bias vs uniform (rel.)"):
+                "noise scale", "weights mean [min, max]", "bias vs uniform (rel.)"):
         table.add_column(col, justify="left" if col == "scheme" else "right")
     for name, entry in report["schemes"].items():
         if not entry["available"]:
-            table.add_row(name, f"[dim]unavailable: {entry['reason']}[/]", "", "", "", "", "", "")
+            table.add_row(name, f"[dim]unavailable: {entry['reason']}[/]", "", "", "", "", "", "", "")
             continue
         w = entry["weights"]
         bias = entry.get("bias_vs_uniform")
-        table.add_row(name, _cell(entry["mask_variance"]), _cell(entry["sentence_variance"]),
+        table.add_row(name + (" (per position)" if w.get("per_position") else ""),
+                      _cell(entry["mask_variance"]), _cell(entry["sentence_variance"]),
                       _cell(entry["total_variance"]), _fmt(entry["sum_of_terms"]["estimate"]),
                       f"{entry['mask_share']:.1%}" if entry["mask_share"] is not None else "-",
+                      _scale_cell(entry["noise_scale"]),
                       f"{w['mean']:.3f} [{w['min']:.3f}, {w['max']:.3f}]",
                       _cell(bias["relative_unbiased"]) if bias else "-")
     console.print(table)
+    console.print("[dim]noise scale = total / ||E g||^2 of the scheme's own mean gradient (B_simple; a constant weight "
+                  "cancels); inf: the mean gradient is not distinguishable from 0.[/]", highlight=False)
     mb = Table(title="Mini-batch mean: B sequences x 1 mask (total / B, and measured by drawing disjoint batches)")
     for col in ("scheme", "B", "predicted total / B", "mask part", "sentence part", "direct ± MC s.e."):
         mb.add_column(col, justify="left" if col == "scheme" else "right")

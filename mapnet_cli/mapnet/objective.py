@@ -233,7 +233,7 @@ def proposal_terms(draw: MaskDraw, out, dense_losses: torch.Tensor, masking: Mas
     else:
         if reference is None:
             raise ValueError("proposal_target 'learnability' needs the token-loss reference")
-        target = reference.excess(out.labels, out.token_losses.detach().float())
+        target = reference.progress(out.labels)
     B, T = draw.chosen.shape
     log_t = torch.zeros(B, T, dtype=torch.float32, device=draw.chosen.device)
     log_t = log_t.masked_scatter(draw.chosen, target.float().clamp(min=masking.target_floor).log())

@@ -42,6 +42,31 @@ is W + M(S-1)/(SM-1) B, short of B by a factor that reaches 1/M when S is
 large, because masks of one sentence are correlated through x. It is
 reported as `pooled_biased` only to show the gap.
 
+Scale-free figures. The squared norm of the scheme's OWN mean gradient,
+||E g||^2, is estimated without bias by the cross-sentence term of T^ above,
+
+    N^ = 1/(S(S-1)) sum_{s != t} <gbar_s, gbar_t>  (= ||gbar||^2 - b^/S),
+
+because E<gbar_s, gbar_t> = <mu, mu> for independent sentences s != t (the
+plug-in ||gbar||^2 is biased up by tr Var(gbar_s)/S, the same bias
+`mean_distance` removes). Then
+
+    noise_scale      = T^ / N^    the gradient noise scale B_simple = tr Var(g) / ||E g||^2
+                                  (McCandlish et al. 2018): the batch size at which the
+                                  mini-batch noise tr Var(g)/B equals the signal ||E g||^2
+    mask_noise_scale = W^ / N^    the same with the mask variance alone
+
+Both are ratios of unbiased estimates (consistent, not unbiased). Why scale-free:
+a scheme whose weight is a constant c (the paper's clipped weights become the
+constant 1 - eps once every ratio is far below 1) has gradients c g, so every
+quadratic form gets c^2, sample by sample: T^ -> c^2 T^, W^ -> c^2 W^,
+N^ -> c^2 N^, and the ratios are unchanged — exactly, not only in expectation.
+A raw variance is therefore not comparable between schemes whose weights have
+different scales (a smaller weight is a smaller step, not less noise); the
+noise scale is. When N^ <= 0 (the mean gradient is not distinguishable from 0)
+the ratios are unbounded (+inf, reported as null). Intervals are taken on the
+reciprocals N^/T^ and N^/W^, which are always finite, and mapped back.
+
 Everything above is a quadratic form of the gradients, so it needs only their
 Gram matrix G[i, j] = <g_i, g_j>, and in fact only two sentence-level
 summaries: n[s] = sum_m ||g_{s,m}||^2 and H[s, t] = <gbar_s, gbar_t>. Bootstrap
@@ -57,7 +82,10 @@ from typing import Callable, Sequence
 
 import torch
 
-TERMS = ("mask_variance", "sentence_variance", "total_variance", "sum_of_terms", "between_sentence_raw", "pooled_biased")
+TERMS = ("mask_variance", "sentence_variance", "total_variance", "sum_of_terms", "between_sentence_raw", "pooled_biased",
+         "mean_gradient_sq")
+SCALE_FREE = ("noise_scale", "mask_noise_scale")  # ratio -> its variance term: noise_scale = total / mean_gradient_sq
+_SCALE_FREE_TERM = {"noise_scale": "total_variance", "mask_noise_scale": "mask_variance"}
 
 
 # ---------------------------------------------------------------- the Gram matrix of a per-example gradient function
@@ -142,8 +170,9 @@ def decompose(norms: torch.Tensor, means: torch.Tensor, masks: int) -> dict[str,
 
     Returns mask_variance (W^), sentence_variance (B^), total_variance (T^,
     by the cross-sentence pair formula), sum_of_terms (W^ + B^, equal to T^
-    up to rounding), between_sentence_raw (b^, biased by W/M) and
-    pooled_biased (the naive pooled sample variance, for comparison).
+    up to rounding), between_sentence_raw (b^, biased by W/M),
+    pooled_biased (the naive pooled sample variance, for comparison) and
+    mean_gradient_sq (N^, the unbiased ||E g||^2 of this scheme).
     """
     S, M = norms.shape[-1], masks
     if S < 2 or M < 2:
@@ -159,7 +188,32 @@ def decompose(norms: torch.Tensor, means: torch.Tensor, masks: int) -> dict[str,
     total = norms.sum(-1) / (S * M) - cross
     pooled = (norms.sum(-1) - total_means * M / S) / (S * M - 1)  # sum ||g - gbar||^2 / (SM - 1)
     return {"mask_variance": mask_var, "sentence_variance": sentence_var, "total_variance": total,
-            "sum_of_terms": mask_var + sentence_var, "between_sentence_raw": between_raw, "pooled_biased": pooled}
+            "sum_of_terms": mask_var + sentence_var, "between_sentence_raw": between_raw, "pooled_biased": pooled,
+            "mean_gradient_sq": cross}
+
+
+def scale_free(terms: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """noise_scale = T^/N^ and mask_noise_scale = W^/N^ (+inf where N^ <= 0), and their reciprocals
+    `<name>_inverse` = N^/T^, N^/W^ (finite; where intervals are taken). See the module doc."""
+    signal = terms["mean_gradient_sq"]
+    out = {}
+    for name, term in _SCALE_FREE_TERM.items():
+        var = terms[term]
+        out[name] = torch.where(signal > 0, var / signal.clamp(min=1e-300), torch.full_like(var, math.inf))
+        out[name + "_inverse"] = signal / var.clamp(min=1e-300)
+    return out
+
+
+def inverse_interval(replicates: torch.Tensor, estimate: float, level: float = 0.95) -> list[float]:
+    """An interval for x = 1/y from bootstrap replicates of the signed reciprocal y (see `scale_free`).
+
+    The interval [a, b] of y (`interval`, bias-corrected) maps to [1/b, 1/a]; an end at y <= 0
+    means the mean gradient may be 0 there, and that end of x is +inf (null in the report).
+    """
+    lo, hi = interval(replicates, estimate, level)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return [math.nan, math.nan]
+    return [1.0 / hi if hi > 0 else math.inf, 1.0 / lo if lo > 0 else math.inf]
 
 
 def mean_distance(means_aa: torch.Tensor, means_uu: torch.Tensor, means_au: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -283,5 +337,5 @@ def minibatch_direct(gram_a: torch.Tensor, batch_size: int, draws: int, generato
     return {"estimate": float(values.mean()), "mc_stderr": float(values.std() / math.sqrt(draws)) if draws > 1 else float("nan")}
 
 
-__all__ = ["TERMS", "gram_matrix", "Summaries", "summarise", "summarise_vectors", "decompose", "mean_distance",
-           "bootstrap", "interval", "minibatch_direct"]
+__all__ = ["TERMS", "SCALE_FREE", "gram_matrix", "Summaries", "summarise", "summarise_vectors", "decompose", "scale_free",
+           "inverse_interval", "mean_distance", "bootstrap", "interval", "minibatch_direct"]

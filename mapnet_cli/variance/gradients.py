@@ -8,7 +8,13 @@ One example is one masked sequence: its loss is the mean cross-entropy over
 its masked positions — the paper's l(theta; x^M, x) ("the loss of a masked
 sentence is the average over the loss on the masked positions"), the same
 per-sequence loss `BertForMLM.mlm_losses` trains with — times the scheme's
-importance weight (1 for uniform masking). The gradient is taken w.r.t. every
+importance weight (1 for uniform masking). Schemes that weight *positions*
+(Horvitz-Thompson designs, strata) give the example a weight per masked
+position instead, and its loss is sum_i w_i l_i / K — exactly the per-sequence
+loss training differentiates with per-position weights
+(`designs.weighted_sequence_losses`); the scalar weight still multiplies it.
+Examples without per-position weights take the plain mean, bit for bit as
+before, so the scalar-weighted schemes' numbers do not move. The gradient is taken w.r.t. every
 parameter of the MLM model (encoder + head; the paper's theta_enc is
 everything the MLM loss trains; the tied token embedding counts once), or
 those whose names match fnmatch `patterns`.
@@ -71,14 +77,19 @@ class MaskedExample:
     labels: torch.Tensor  # (K,) the original tokens at those positions
     weight: float = 1.0  # importance weight on this sequence's loss
     attention_mask: torch.Tensor | None = None  # (T,) bool, None when nothing is padded
+    token_weights: torch.Tensor | None = None  # (K,) weight of each masked position (aligned with positions), or None
 
 
 def example_loss(model: nn.Module, ex: MaskedExample, params: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
-    """w * mean_k CE(logits at pos_k, label_k) for one sequence (a batch of 1)."""
+    """w * mean_k CE(logits at pos_k, label_k) for one sequence (a batch of 1);
+    with `token_weights` w * sum_k w_k CE_k / K, the loss training uses with per-position weights."""
     att = None if ex.attention_mask is None else ex.attention_mask[None]
     args = (ex.inputs[None], att, ex.positions)  # flat indices into 1 x T are the positions themselves
     logits = model(*args) if params is None else torch.func.functional_call(model, params, args)
-    return ex.weight * F.cross_entropy(logits.float(), ex.labels)
+    if ex.token_weights is None:  # the scalar path, unchanged
+        return ex.weight * F.cross_entropy(logits.float(), ex.labels)
+    token = F.cross_entropy(logits.float(), ex.labels, reduction="none")
+    return ex.weight * (token * ex.token_weights.to(token.dtype)).sum() / max(ex.positions.numel(), 1)
 
 
 def select_parameters(model: nn.Module, patterns: Sequence[str] = ()) -> list[tuple[str, nn.Parameter]]:
@@ -162,16 +173,22 @@ class ExampleGradients:
         first = examples[0]
         if any(e.positions.numel() != first.positions.numel() for e in examples):
             raise ValueError("vmap needs examples with the same number of masked positions")
+        if any((e.token_weights is None) != (first.token_weights is None) for e in examples):
+            raise ValueError("vmap needs examples that all have, or all lack, per-position weights")
         params = {n: p.detach() for n, p in self.named}
+        per_position = first.token_weights is not None
 
-        def loss(p, inputs, positions, labels, weight):
-            ex = MaskedExample(inputs, positions, labels, weight, first.attention_mask)
+        def loss(p, inputs, positions, labels, weight, token_weights):
+            ex = MaskedExample(inputs, positions, labels, weight, first.attention_mask,
+                               token_weights if per_position else None)
             return example_loss(self.model, ex, p)
 
-        stacked = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0, 0, 0))(
+        token_weights = (torch.stack([e.token_weights for e in examples]) if per_position
+                         else torch.zeros(len(examples), device=first.inputs.device))  # unused placeholder
+        stacked = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0, 0, 0, 0))(
             params, torch.stack([e.inputs for e in examples]), torch.stack([e.positions for e in examples]),
             torch.stack([e.labels for e in examples]),
-            torch.tensor([float(e.weight) for e in examples], device=first.inputs.device))
+            torch.tensor([float(e.weight) for e in examples], device=first.inputs.device), token_weights)
         self.evaluations += len(examples)
         return [[stacked[n][i] for n in self.names] for i in range(len(examples))]
 
@@ -188,10 +205,11 @@ class ExampleGradients:
 
     @staticmethod
     def _runs(examples: Sequence[MaskedExample]) -> Iterator[list[MaskedExample]]:
-        """Consecutive runs that vmap can batch: same mask size, same padding."""
+        """Consecutive runs that vmap can batch: same mask size, same padding, same kind of weight."""
         run: list[MaskedExample] = []
         for e in examples:
-            if run and (e.positions.numel() != run[0].positions.numel() or e.attention_mask is not run[0].attention_mask):
+            if run and (e.positions.numel() != run[0].positions.numel() or e.attention_mask is not run[0].attention_mask
+                        or (e.token_weights is None) != (run[0].token_weights is None)):
                 yield run
                 run = []
             run.append(e)

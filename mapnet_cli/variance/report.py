@@ -14,11 +14,16 @@
                     "sum_of_terms":       {...},                                   # mask + sentence (= total)
                     "between_sentence_raw": {...},                                 # b^ = sentence + mask/M
                     "pooled_biased":      {...},                                   # naive pooled variance (biased)
+                    "mean_gradient_sq":   {...},                                   # ||E g||^2, unbiased
+                    "noise_scale":        {"estimate", "ci95"},                    # total / ||E g||^2 (B_simple)
+                    "mask_noise_scale":   {"estimate", "ci95"},                    # mask / ||E g||^2
                     "mask_share", "weights": {"mean", "min", "max", ...}},
         "mapnet_clipped": {... , "bias_vs_uniform": {"distance", "relative",
                     "distance_unbiased": {"estimate", "ci95"}, "relative_unbiased": {...}, "uniform_mean_norm"}},
-        "mapnet_unclipped": {...}, "mapnet_unweighted": {...}
-        # or, when not measured: {"available": false, "reason": "..."}
+        "mapnet_unclipped": {...}, "mapnet_unweighted": {...},
+        "ht": {..., "weights": {"mean", "min", "max", "per_position": true}}, "stratified": {...},
+        "frequency": {...}, "oracle": {...}
+        # or, when asked for but not measurable: {"available": false, "reason": "..."}
       },
       "minibatch": {"uniform": [{"batch_size", "predicted": {"estimate", "ci95"}, "mask_part",
                                  "sentence_part", "direct": {"estimate", "mc_stderr"} | null,
@@ -26,10 +31,20 @@
       "settings": {"variance": {...}, "masking": {...}}
     }
 
+Schemes appear in the order above when they were asked for (variance.schemes,
+or the defaults of `schemes.default_schemes`, plus the oracle with --oracle);
+schemes not asked for are absent. Per-position schemes report the weights of
+all masked positions (`per_position`); the others one weight per mask.
+`gradient.oracle` ({"basis", "rounds", "forward_rows" | "backward_passes"})
+counts the oracle's extra passes when it was measured.
+
 Variances are traces (sums over all measured coordinates) of squared
 gradient units; `ci95` are bias-corrected percentile bootstrap intervals
 (null with --bootstrap 0). Numbers that are undefined (a relative distance
-when the uniform mean gradient is indistinguishable from 0) are null.
+when the uniform mean gradient is indistinguishable from 0) are null. The
+noise scales are scale-free (a constant weight cancels; `estimator`); a null
+noise-scale estimate or interval end means unbounded: ||E g||^2 is not
+distinguishable from 0 there.
 """
 
 from __future__ import annotations
@@ -38,7 +53,7 @@ from dataclasses import asdict
 
 from ..atomic import json_safe
 from .measure import Measurement
-from .schemes import SCHEMES
+from .schemes import ALL_SCHEMES
 
 SCHEMA = "mapnet.variance/1"
 
@@ -46,7 +61,7 @@ SCHEMA = "mapnet.variance/1"
 def build_report(meas: Measurement, analysis: dict, *, settings, checkpoint: dict, data: dict) -> dict:
     """Assemble the document above from a measurement and its analysis."""
     schemes = {}
-    for name in SCHEMES:
+    for name in ALL_SCHEMES:
         if name in analysis["schemes"]:
             schemes[name] = {"available": True, **analysis["schemes"][name]}
         elif name in meas.unavailable:
@@ -62,8 +77,6 @@ def build_report(meas: Measurement, analysis: dict, *, settings, checkpoint: dic
         "minibatch": analysis["minibatch"],
         "settings": {"variance": _plain(asdict(settings.variance)), "masking": _plain(asdict(settings.masking))},
     })
-
-
 
 
 def _plain(d: dict) -> dict:
