@@ -211,7 +211,7 @@ def _weights_entry(meas: Measurement, n: str, clip_epsilon: float | None) -> dic
     return entry
 
 
-def _scale_free_entries(point: dict, reps: dict | None) -> dict:
+def _scale_free_entries(point: dict, reps: list[dict] | None) -> dict:
     """{noise_scale, mask_noise_scale: {estimate, ci95}} from the terms and their bootstrap replicates."""
     sf = est.scale_free(point)
     rep_sf = [est.scale_free(r) for r in reps] if reps else None

@@ -69,7 +69,7 @@ from typing import Callable, Mapping
 import torch
 
 from .. import designs
-from ..masking import apply_replacement, eligible_positions, mask_counts, mix_seed, uniform_mask
+from ..masking import apply_replacement, eligible_positions, mask_counts, uniform_mask
 from ..mapnet import sampling
 from ..mapnet.objective import ht_inclusion
 from ..mapnet.targets import gradnorm_proxy
