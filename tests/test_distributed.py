@@ -70,12 +70,25 @@ def test_print0_prints_on_rank_0_only(monkeypatch, capsys):
     assert capsys.readouterr().out == "shown\n"
 
 
+MASKINGS = {
+    "uniform": [],
+    # Copies of one sequence straddle the two ranks (slots 3/4 of batch 8 with 2 copies: 1 x 8 vs 2 x 4).
+    "stratified": ["masking.strategy=stratified", "masking.strata_copies=2"],
+    "frequency": ["masking.strategy=frequency", "masking.mix_uniform=0.5"],
+    # HT weights + the learnability reference, whose per-type averages are all-reduced every step.
+    "mapnet-ht-learnability": ["masking.strategy=mapnet", "masking.importance=ht", "masking.mix_uniform=0.5",
+                               "masking.explore_start=0", "masking.explore_end=0",
+                               "masking.proposal_target=learnability"],
+}
+
+
 @pytest.mark.slow
 @pytest.mark.distributed
-def test_two_gloo_processes_match_one_process(tmp_path):
+@pytest.mark.parametrize("masking", list(MASKINGS))
+def test_two_gloo_processes_match_one_process(tmp_path, masking):
     """Global batch 8: 1 process x 8 sequences vs 2 processes x 4 (torchrun, gloo) give the same run."""
     shards = write_tiny_shards(tmp_path / "shards", train=64, valid=8)
-    sets = ["model.max_position=32", "shard.max_seq_len=32", "model.dropout=0.0", "model.attention_dropout=0.0",
+    sets = [*MASKINGS[masking], "model.max_position=32", "shard.max_seq_len=32", "model.dropout=0.0", "model.attention_dropout=0.0",
             "train.batch_size=8", "train.steps=6", "train.eval_every=3", "train.eval_sequences=8",
             "train.checkpoint_every=0", "optim.warmup_steps=2", "optim.lr=3e-3", "logging.log_every=1",
             "logging.progress=false"]
