@@ -1,0 +1,125 @@
+"""Step time of every masking arm against uniform: the real training step, side by side, one run.
+
+    uv run python benchmarks/bench_strategies.py                               # tiny and mini, 32 x 128 tokens
+    uv run python benchmarks/bench_strategies.py --presets mini --seq-len 512 --batch 8
+
+Each arm is built through `strategy.training_strategy` with the settings `mapnet compare` gives
+it, and timed through `train.train_step` exactly as the loop runs it: the strategy's micro-batch
+(masks, weights), forward, backward, AdamW (and MAP-Net, and the learnability reference update).
+Logging-step statistics are off (the loop collects them every `logging.log_every` steps only).
+The arms run round-robin, step by step, on the same batches, so drift in a shared machine's load
+hits all of them alike; run it on an otherwise idle machine (the load average is printed).
+Prints the median step time of each arm and its ratio to uniform. `mapnet-ht-1layer` is the HT
+arm with a one-block proposal (`masking.map_layers = 1`): whether a smaller proposal suffices is
+a question of its cost, and this is that cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import torch
+
+from mapnet_cli import compare, distributed
+from mapnet_cli.masking import TRAIN_MASKS, sequence_keys
+from mapnet_cli.model import BertConfig, BertForMLM
+from mapnet_cli.optim import build_optimizer, build_scheduler
+from mapnet_cli.settings import apply, preset
+from mapnet_cli.strategy import training_strategy
+from mapnet_cli.train import rank_micro_slots, train_step
+
+SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
+ARMS = ["uniform", "stratified", "frequency-ht", "mapnet", "mapnet-ht", "mapnet-ht-learnability", "mapnet-ht-1layer"]
+
+
+class RandomCorpus:
+    """What a strategy reads from the shards: ids with a Zipf-like type distribution (frequency needs counts)."""
+
+    def __init__(self, sequences: int, seq_len: int, vocab: int, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        ranks = np.arange(1, vocab - 4)
+        p = 1.0 / ranks
+        self.ids = 5 + rng.choice(len(ranks), size=(sequences, seq_len), p=p / p.sum())
+        self.ids[:, 0] = SPECIAL["cls"]
+        self.vocab_size, self.special_ids, self.token_kinds = vocab, SPECIAL, None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def take(self, rows) -> np.ndarray:
+        return self.ids[np.asarray(rows)]
+
+
+def build(arm: str, size: str, batch: int, steps: int, data: RandomCorpus, info):
+    name = "mapnet-ht" if arm == "mapnet-ht-1layer" else arm
+    masking = compare.strategy_masking(name, steps)
+    if arm == "mapnet-ht-1layer":
+        masking["map_layers"] = 1
+    s = apply(preset(size), {"masking": masking, "train": {"batch_size": batch, "steps": steps},
+                             "model": {"max_position": data.ids.shape[1]},
+                             "shard": {"max_seq_len": data.ids.shape[1]}}, f"bench {arm}")
+    torch.manual_seed(0)
+    model = BertForMLM(BertConfig.from_settings(s.model, data.vocab_size, 0)).to(info.device)
+    strategy = training_strategy(s, model, data, info)
+    optimizer = build_optimizer(strategy.optim_modules, s.optim, lrs=strategy.optim_lrs(s.optim.lr))
+    return SimpleNamespace(settings=s, strategy=strategy, optimizer=optimizer,
+                           scheduler=build_scheduler(optimizer, s.optim, steps))
+
+
+def one_step(run, step: int, data: RandomCorpus, info) -> None:
+    s, strategy = run.settings, run.strategy
+    t = s.train
+    distinct = t.batch_size // strategy.copies
+    indices = np.arange(step * distinct, (step + 1) * distinct) % len(data)
+    batches = []
+    for slots in rank_micro_slots(t.batch_size, 1, 0, t.batch_size):
+        keys = sequence_keys(t.seed, step, slots, TRAIN_MASKS)
+        batches.append(strategy.micro_batch(data.take(indices[[x // strategy.copies for x in slots]]), step, slots,
+                                            keys, info.device))
+    train_step(strategy.net, run.optimizer, run.scheduler, batches, scale=1 / t.batch_size, grad_clip=0.0,
+               autocast=torch.autocast(info.device.type, enabled=False), info=info, batch_size=t.batch_size,
+               loss_fn=strategy.loss_fn(step, with_stats=False))
+    strategy.after_step()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--presets", nargs="+", default=["tiny", "mini"])
+    ap.add_argument("--arms", nargs="+", default=ARMS, choices=ARMS)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--vocab", type=int, default=8192)
+    ap.add_argument("--steps", type=int, default=15)
+    ap.add_argument("--warmup", type=int, default=3)
+    args = ap.parse_args()
+    info = distributed.DistInfo()
+    data = RandomCorpus(4096, args.seq_len, args.vocab)
+    print(f"CPU, {torch.get_num_threads()} threads; load average {os.getloadavg()[0]:.2f} (1 min) before; "
+          f"batch {args.batch} x {args.seq_len} tokens, vocab {args.vocab}; median of {args.steps} steps, round-robin")
+    for size in args.presets:
+        runs = {arm: build(arm, size, args.batch, args.warmup + args.steps, data, info) for arm in args.arms}
+        for arm, run in runs.items():
+            for i in range(args.warmup):
+                one_step(run, i, data, info)
+        samples = {arm: [] for arm in runs}
+        for i in range(args.warmup, args.warmup + args.steps):
+            for arm, run in runs.items():
+                t0 = time.perf_counter()
+                one_step(run, i, data, info)
+                samples[arm].append(time.perf_counter() - t0)
+        base = statistics.median(samples["uniform"]) if "uniform" in samples else None
+        print(f"\n{size}: {'arm':24} {'ms/step':>9} {'vs uniform':>11}")
+        for arm, v in samples.items():
+            ms = statistics.median(v) * 1e3
+            ratio = f"{statistics.median(v) / base:.2f}x" if base else "-"
+            print(f"{'':{len(size) + 2}}{arm:24} {ms:9.1f} {ratio:>11}")
+    print(f"\nload average {os.getloadavg()[0]:.2f} (1 min) after")
+
+
+if __name__ == "__main__":
+    main()
