@@ -3,7 +3,7 @@
     uv run python benchmarks/bench_strategies.py                               # tiny and mini, 32 x 128 tokens
     uv run python benchmarks/bench_strategies.py --presets mini --seq-len 512 --batch 8
 
-Each arm is built through `strategy.training_strategy` with the settings `mapnet compare` gives
+Each arm is built through `train.training_strategy` with the settings `mapnet compare` gives
 it, and timed through `train.train_step` exactly as the loop runs it: the strategy's micro-batch
 (masks, weights), forward, backward, AdamW (and MAP-Net, and the learnability reference update).
 Logging-step statistics are off (the loop collects them every `logging.log_every` steps only).
@@ -30,8 +30,7 @@ from mapnet_cli.masking import TRAIN_MASKS, sequence_keys
 from mapnet_cli.model import BertConfig, BertForMLM
 from mapnet_cli.optim import build_optimizer, build_scheduler
 from mapnet_cli.settings import apply, preset
-from mapnet_cli.strategy import training_strategy
-from mapnet_cli.train import rank_micro_slots, train_step
+from mapnet_cli.train import rank_micro_slots, train_step, training_strategy
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 ARMS = ["uniform", "stratified", "frequency-ht", "mapnet", "mapnet-ht", "mapnet-ht-learnability", "mapnet-ht-1layer"]

@@ -1,6 +1,6 @@
 """Masking strategies: where masks are drawn, how each position's loss is weighted, what is learned.
 
-    strategy = training_strategy(settings, model, data, info)   # right after the encoder is built
+    strategy = train.training_strategy(settings, model, data, info)   # right after the encoder is built
     batch = strategy.micro_batch(ids, step, slots, keys, device)
     loss, seq_sum, masked = strategy.loss_fn(step, with_stats)(ddp, batch, scale)
     strategy.after_step()                                        # every rank, after the optimizer step
@@ -248,16 +248,5 @@ class FrequencyTraining(UniformTraining):
         return MicroBatch(inputs, targets, mask, attn, tokens, slots=slots, keys=list(keys), weights=weights)
 
 
-def training_strategy(settings, model, data, info) -> Strategy:
-    """The strategy object for `settings.masking.strategy`; call it right after building the encoder."""
-    name = settings.masking.strategy
-    if name == "mapnet":
-        from .mapnet.training import MapnetTraining  # torch-heavy package, only for MAP-Net runs
-
-        return MapnetTraining(settings, model, data, info)
-    return {"uniform": UniformTraining, "stratified": StratifiedTraining, "frequency": FrequencyTraining}[name](
-        settings, model, data)
-
-
 __all__ = ["MicroBatch", "mlm_loss", "Strategy", "UniformTraining", "StratifiedTraining", "FrequencyTraining",
-           "strata_of", "stratified_masks", "token_counts", "frequency_masks", "training_strategy"]
+           "strata_of", "stratified_masks", "token_counts", "frequency_masks"]

@@ -61,7 +61,8 @@ from .masking import (DROPOUT, EVAL_MASKS, TRAIN_MASKS, SequenceRNG, apply_repla
                       sequence_keys, uniform_mask)
 from .model import BertConfig, BertForMLM
 from .optim import build_optimizer, build_scheduler
-from .strategy import MicroBatch, UniformTraining, mlm_loss, training_strategy
+from .mapnet.training import MapnetTraining
+from .strategy import FrequencyTraining, MicroBatch, StratifiedTraining, Strategy, UniformTraining, mlm_loss
 Report = Callable[[str, dict], None]
 
 
@@ -103,6 +104,17 @@ def make_batch(ids: np.ndarray, keys: Sequence[int], special_ids: dict, vocab_si
     data = SimpleNamespace(special_ids=special_ids, vocab_size=vocab_size)
     strategy = UniformTraining(SimpleNamespace(masking=masking), None, data)
     return strategy.micro_batch(ids, 0, slots, keys, device)
+
+
+STRATEGIES = {"uniform": UniformTraining, "stratified": StratifiedTraining, "frequency": FrequencyTraining,
+              "mapnet": MapnetTraining}
+
+
+def training_strategy(settings, model: BertForMLM, data, info: distributed.DistInfo) -> Strategy:
+    """The strategy object for `settings.masking.strategy`; call it right after building the encoder
+    (a MAP-Net run then starts from the same encoder weights as a uniform run with the same seed)."""
+    cls = STRATEGIES[settings.masking.strategy]
+    return cls(settings, model, data, info) if cls is MapnetTraining else cls(settings, model, data)
 
 
 # ---------------------------------------------------------------- one optimizer step

@@ -86,7 +86,8 @@ def variance(
 ) -> None:
     """Measure the gradient-variance decomposition (mask / sentence / total) of a checkpoint, per masking scheme."""
     from .. import checkpoint
-    from ..variance.measure import load_target, variance_report
+    from ..variance.measure import load_target
+    from ..variance.report import variance_report
 
     ckpt = checkpoint.resolve_checkpoint(run)
     flags = {"variance": {"sentences": sentences, "masks": masks, "project_dim": project_dim,

@@ -410,30 +410,5 @@ def load_target(path, data=None) -> Target:
     return Target(model, proposal, reader, settings, meta)
 
 
-def variance_report(target: Target, settings, schemes=None) -> dict:
-    """Measure + analyse + assemble the JSON document (`report.SCHEMA`) with `settings.variance`.
-
-    `schemes`: what to measure (default: variance.schemes, or `schemes.default_schemes` of the
-    checkpoint's masking when that is empty). Frequency counts come from the training split of
-    the validation reader's shard folder.
-    """
-    from .report import build_report
-
-    v, m = settings.variance, settings.masking
-    wanted = tuple(schemes) if schemes is not None else (v.schemes or sch.default_schemes(m))
-    type_scores, reason = (frequency_scores(target.reader.dir, m.frequency_power, settings.shard.verify)
-                           if "frequency" in wanted else (None, None))
-    idx, sequences = pick_sentences(target.reader, v.sentences, v.seed)
-    meas = measure(target.model, target.proposal, sequences, target.reader.special_ids, target.reader.vocab_size,
-                   m, masks=v.masks, project_dim=v.project_dim, params=v.params, seed=v.seed,
-                   method=v.method, memory_gb=v.memory_gb, schemes=wanted, type_scores=type_scores,
-                   counts_reason=reason, oracle_rounds=v.oracle_rounds, oracle_basis=v.oracle_basis)
-    analysis = analyse(meas, v.batch_sizes, v.bootstrap, v.bootstrap_masks, v.batch_draws, v.seed, m.clip_epsilon)
-    ckpt = {"path": target.meta.get("path"), "step": target.meta.get("step"),
-            "masking": target.meta.get("masking", m.strategy)}
-    data = {"shards": str(target.reader.dir), "split": "valid", "sentences": idx}
-    return build_report(meas, analysis, settings=settings, checkpoint=ckpt, data=data)
-
-
 __all__ = ["Measurement", "pick_sentences", "split_available", "measure", "analyse", "variance_snapshot", "NO_PROPOSAL",
-           "NO_COUNTS", "frequency_scores", "Target", "load_target", "variance_report"]
+           "NO_COUNTS", "frequency_scores", "Target", "load_target"]

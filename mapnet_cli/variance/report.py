@@ -52,8 +52,9 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from ..atomic import json_safe
+from . import measure as measure_mod
 from .measure import Measurement
-from .schemes import ALL_SCHEMES
+from .schemes import ALL_SCHEMES, default_schemes
 
 SCHEMA = "mapnet.variance/1"
 
@@ -83,4 +84,27 @@ def _plain(d: dict) -> dict:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
 
 
-__all__ = ["SCHEMA", "build_report"]
+def variance_report(target: measure_mod.Target, settings, schemes=None) -> dict:
+    """Measure + analyse + assemble the JSON document (`report.SCHEMA`) with `settings.variance`.
+
+    `schemes`: what to measure (default: variance.schemes, or `schemes.default_schemes` of the
+    checkpoint's masking when that is empty). Frequency counts come from the training split of
+    the validation reader's shard folder.
+    """
+    v, m = settings.variance, settings.masking
+    wanted = tuple(schemes) if schemes is not None else (v.schemes or default_schemes(m))
+    type_scores, reason = (measure_mod.frequency_scores(target.reader.dir, m.frequency_power, settings.shard.verify)
+                           if "frequency" in wanted else (None, None))
+    idx, sequences = measure_mod.pick_sentences(target.reader, v.sentences, v.seed)
+    meas = measure_mod.measure(target.model, target.proposal, sequences, target.reader.special_ids, target.reader.vocab_size,
+                   m, masks=v.masks, project_dim=v.project_dim, params=v.params, seed=v.seed,
+                   method=v.method, memory_gb=v.memory_gb, schemes=wanted, type_scores=type_scores,
+                   counts_reason=reason, oracle_rounds=v.oracle_rounds, oracle_basis=v.oracle_basis)
+    analysis = measure_mod.analyse(meas, v.batch_sizes, v.bootstrap, v.bootstrap_masks, v.batch_draws, v.seed, m.clip_epsilon)
+    ckpt = {"path": target.meta.get("path"), "step": target.meta.get("step"),
+            "masking": target.meta.get("masking", m.strategy)}
+    data = {"shards": str(target.reader.dir), "split": "valid", "sentences": idx}
+    return build_report(meas, analysis, settings=settings, checkpoint=ckpt, data=data)
+
+
+__all__ = ["variance_report", "SCHEMA", "build_report"]
