@@ -100,7 +100,7 @@ class UniformTraining:
 
     copies = 1
 
-    def __init__(self, settings, model: torch.nn.Module, data):
+    def __init__(self, settings, model: torch.nn.Module, data, info=None):
         self.settings, self.model, self.net = settings, model, model
         self.special_ids, self.vocab_size = data.special_ids, data.vocab_size
 
@@ -183,7 +183,7 @@ class StratifiedTraining(UniformTraining):
     with different strata of one random partition; a step therefore sees batch_size / copies distinct
     sequences (the same masked-token count and compute as uniform)."""
 
-    def __init__(self, settings, model, data):
+    def __init__(self, settings, model, data, info=None):
         super().__init__(settings, model, data)
         self.copies = settings.masking.strata_copies
 
@@ -230,7 +230,7 @@ class FrequencyTraining(UniformTraining):
     word2vec's subsampling keeps them), per-token mixture with uniform (masking.mix_uniform), HT weights.
     The baseline a learned proposal must beat: it needs no network and no training signal."""
 
-    def __init__(self, settings, model, data):
+    def __init__(self, settings, model, data, info=None):
         super().__init__(settings, model, data)
         counts = torch.from_numpy(token_counts(data)).double()
         self.type_scores = (counts + 1.0).pow(-settings.masking.frequency_power)

@@ -113,8 +113,7 @@ STRATEGIES = {"uniform": UniformTraining, "stratified": StratifiedTraining, "fre
 def training_strategy(settings, model: BertForMLM, data, info: distributed.DistInfo) -> Strategy:
     """The strategy object for `settings.masking.strategy`; call it right after building the encoder
     (a MAP-Net run then starts from the same encoder weights as a uniform run with the same seed)."""
-    cls = STRATEGIES[settings.masking.strategy]
-    return cls(settings, model, data, info) if cls is MapnetTraining else cls(settings, model, data)
+    return STRATEGIES[settings.masking.strategy](settings, model, data, info)
 
 
 # ---------------------------------------------------------------- one optimizer step
