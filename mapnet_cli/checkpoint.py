@@ -6,6 +6,7 @@
         config.json         schema, step, model config, tokenizer sha256
         settings.toml       the run's resolved settings
         tokenizer.json      the tokenizer the data was encoded with
+        manifest.json       bytes and sha256 of each file above, checked on load
         COMPLETE            written last: a folder without it never counts
 
 A checkpoint is assembled in a hidden staging folder beside its final name
@@ -14,15 +15,22 @@ in one `os.replace`, so a killed run leaves either a finished checkpoint or a
 hidden leftover that the next run removes. `state.pt` holds only tensors and
 primitives and is read with `torch.load(weights_only=True)`: loading a
 checkpoint never runs pickled code.
+
+Loading verifies each file against `manifest.json` as `ShardReader` verifies
+shards: sizes always, sha256 too unless `shard.verify = "size"`, so a flipped
+byte is refused by name instead of silently training or exporting from it.
+Checkpoints written before manifests existed load unverified, with a warning.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import random
 import re
 import shutil
+import struct
 import tomllib
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,17 +38,19 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
 from . import atomic
-from .errors import MapnetError
+from .errors import MapnetError, warn
 from .model import BertConfig, BertForMLM
 
 SCHEMA = "mapnet.checkpoint/1"
-MARKER = "COMPLETE"
+MANIFEST_SCHEMA = "mapnet.checkpoint-manifest/1"
+MARKER, MANIFEST = "COMPLETE", "manifest.json"
 WEIGHTS, STATE, CONFIG, SETTINGS, TOKENIZER = "model.safetensors", "state.pt", "config.json", "settings.toml", "tokenizer.json"
+FILES = (WEIGHTS, STATE, CONFIG, SETTINGS, TOKENIZER)
 _STEP_RE = re.compile(r"^step-(\d{8,})$")
 
 
@@ -67,13 +77,42 @@ def save_weights(path: Path, modules: Mapping[str, nn.Module]) -> None:
             continue
         first[ptr] = key
         tensors[key] = value.detach().to("cpu").contiguous()
-    save_file(tensors, str(path), metadata={"schema": SCHEMA, "aliases": json.dumps(aliases)})
+    save_file(tensors, str(path), metadata={"schema": SCHEMA, "aliases": json.dumps(aliases, sort_keys=True)})
+    sort_metadata(path)
+
+
+def sort_metadata(path: Path) -> None:
+    """Rewrite a safetensors header with its metadata keys sorted, in place.
+
+    safetensors writes the metadata from a Rust HashMap, whose order changes from
+    one call to the next: equal weights would get different bytes and a different
+    sha256 (GLUE results are keyed by it). The sorted header has the same length
+    (same keys, same separators), so the tensor data does not move.
+    """
+    with open(path, "r+b") as fh:
+        (size,) = struct.unpack("<Q", fh.read(8))
+        header = json.loads(fh.read(size))
+        meta = dict(sorted((header.pop("__metadata__", None) or {}).items()))
+        text = json.dumps({"__metadata__": meta, **header} if meta else header, separators=(",", ":"),
+                          ensure_ascii=False).encode("utf-8")
+        if len(text) > size:  # not expected (serde_json writes the same JSON); never corrupt the file
+            raise RuntimeError(f"{path}: the sorted safetensors header is longer than the original")
+        fh.seek(8)
+        fh.write(text + b" " * (size - len(text)))
 
 
 def load_weights(path: Path, modules: Mapping[str, nn.Module]) -> None:
     """Load every parameter and buffer of `modules` from `path` (a missing or
     mis-shaped one is an error). Keys of other modules — MAP-Net's, when only
-    the encoder is wanted — are ignored."""
+    the encoder is wanted — are ignored. A truncated or garbage file is a
+    one-line error, not a traceback."""
+    try:
+        _load_weights(path, modules)
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise MapnetError(f"{path} is not a readable safetensors file ({exc}); truncated or corrupt?") from None
+
+
+def _load_weights(path: Path, modules: Mapping[str, nn.Module]) -> None:
     with safe_open(str(path), framework="pt") as fh:
         aliases = json.loads((fh.metadata() or {}).get("aliases", "{}"))
         stored = set(fh.keys())
@@ -139,8 +178,61 @@ def save_checkpoint(run_dir: Path, step: int, modules: Mapping[str, nn.Module], 
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), **(extra or {})})
         atomic.write_text(staging / SETTINGS, settings_toml)
         shutil.copyfile(tokenizer_path, staging / TOKENIZER)
+        write_manifest(staging)
         atomic.write_text(staging / MARKER, f"{step}\n")  # last: a checkpoint counts only with it
     return final
+
+
+# ---------------------------------------------------------------- the manifest
+def write_manifest(ckpt: Path) -> None:
+    """manifest.json: bytes and sha256 of every checkpoint file, as a shard folder's manifest has."""
+    files = [{"name": name, "bytes": (ckpt / name).stat().st_size, "sha256": atomic.sha256_file(ckpt / name)}
+             for name in FILES]
+    atomic.write_json(ckpt / MANIFEST, {"schema": MANIFEST_SCHEMA, "files": files})
+
+
+_VERIFIED: dict[tuple, str] = {}  # (path, size, mtime, inode) -> sha256: several loads of one file hash it once
+_UNVERIFIED_WARNED: set[Path] = set()
+
+
+def _sha256(path: Path, stat: os.stat_result) -> str:
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    if key not in _VERIFIED:
+        _VERIFIED[key] = atomic.sha256_file(path)
+    return _VERIFIED[key]
+
+
+def verify(ckpt: Path, mode: str = "full") -> None:
+    """Refuse a checkpoint whose files do not match its manifest, naming the file.
+
+    `mode` as shard.verify: "full" compares sha256 (each file hashed once per
+    process), "size" only sizes. A checkpoint without a manifest (written before
+    they existed) loads unverified, with a warning.
+    """
+    ckpt = Path(ckpt)
+    if not (ckpt / MANIFEST).is_file():
+        if ckpt not in _UNVERIFIED_WARNED:
+            _UNVERIFIED_WARNED.add(ckpt)
+            warn(f"{ckpt} has no {MANIFEST} (written before checkpoints were hashed): loading it unverified")
+        return
+    try:
+        manifest = json.loads((ckpt / MANIFEST).read_text(encoding="utf-8"))
+        entries = {e["name"]: e for e in manifest["files"]}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise MapnetError(f"{ckpt / MANIFEST} is unreadable ({exc}); the checkpoint cannot be verified") from None
+    if manifest.get("schema") != MANIFEST_SCHEMA or set(FILES) - set(entries):
+        raise MapnetError(f"{ckpt / MANIFEST} is not a checkpoint manifest ({MANIFEST_SCHEMA} listing {', '.join(FILES)})")
+    for name in FILES:
+        path, entry = ckpt / name, entries[name]
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            raise MapnetError(f"checkpoint file missing: {path}") from None
+        if stat.st_size != entry["bytes"]:
+            raise MapnetError(f"checkpoint file {path} has {stat.st_size} bytes, {MANIFEST} says {entry['bytes']} "
+                              "(truncated or replaced?)")
+        if mode == "full" and _sha256(path, stat) != entry["sha256"]:
+            raise MapnetError(f"checkpoint file {path} does not match its sha256 in {MANIFEST} (edited or corrupt)")
 
 
 def remove_checkpoint(path: Path) -> None:
@@ -196,9 +288,15 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return found[-1][1] if found else None
 
 
-def resolve_checkpoint(path: str | os.PathLike) -> Path:
-    """A checkpoint folder, or a run folder meaning its newest complete checkpoint."""
-    path = Path(path)
+def resolve_checkpoint(path: str | os.PathLike, mode: str = "full") -> Path:
+    """A checkpoint folder, or a run folder meaning its newest complete checkpoint, verified (`verify`)."""
+    found = _find(Path(path))
+    verify(found, mode)
+    return found
+
+
+def _find(path: Path) -> Path:
+    """The checkpoint folder `path` names (itself, or a run's newest complete one), not yet verified."""
     if not path.is_dir():
         raise MapnetError(f"checkpoint not found: {path} (give a run folder or a step-XXXXXXXX folder)")
     if (path / CONFIG).is_file() or _STEP_RE.match(path.name):
@@ -217,8 +315,9 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
 def load_state(ckpt: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
     try:
         return torch.load(Path(ckpt) / STATE, map_location=map_location, weights_only=True)
-    except (OSError, RuntimeError, EOFError) as exc:
-        raise MapnetError(f"{Path(ckpt) / STATE} is unreadable: {exc}") from None
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]  # torch's messages run to pages
+        raise MapnetError(f"{Path(ckpt) / STATE} is unreadable ({first}); truncated or corrupt?") from None
 
 
 def load_settings(ckpt: Path):
@@ -242,5 +341,5 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> t
 
 
 __all__ = ["SCHEMA", "MARKER", "step_name", "save_weights", "load_weights", "rng_state", "set_rng_state",
-           "save_checkpoint", "remove_checkpoint", "clean_leftovers", "prune", "read_config", "list_checkpoints",
+           "save_checkpoint", "write_manifest", "verify", "sort_metadata", "remove_checkpoint", "clean_leftovers", "prune", "read_config", "list_checkpoints",
            "latest_checkpoint", "resolve_checkpoint", "load_state", "load_settings", "load_model"]

@@ -1,9 +1,13 @@
-"""The one error type for failures a user can fix.
+"""The one error type for failures a user can fix, and the one warning line.
 
 Library code raises `MapnetError` with a one-line message; the CLI layer
 (`mapnet_cli.cli`) prints it once, in red, and exits non-zero. Anything else
-that escapes is a bug and keeps its traceback.
+that escapes is a bug and keeps its traceback. `warn` is for what is harmless
+but would otherwise go unnoticed (a run that never leaves its warm-up).
 """
+
+import os
+import sys
 
 
 class MapnetError(Exception):
@@ -14,3 +18,13 @@ class MapnetError(Exception):
     def __init__(self, message: str):
         # Collapse to one line: the CLI promises one-line errors.
         super().__init__(" ".join(str(message).split()))
+
+
+def warn(message: str) -> None:
+    """One yellow `warning:` line on stderr, from rank 0 only (every process of a job shares the terminal)."""
+    if int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))) != 0:
+        return
+    from rich.console import Console
+
+    Console(file=sys.stderr).print(f"[bold yellow]warning:[/] {' '.join(str(message).split())}", highlight=False,
+                                   markup=True, soft_wrap=True)

@@ -246,9 +246,11 @@ class MetricsLog:
 
     def __init__(self, path: Path, enabled: bool, resume_step: int | None):
         self.path, self.enabled = path, enabled
-        if enabled and resume_step is not None and path.exists():
-            # Lines past the checkpoint were written by the interrupted run; the resumed run rewrites them.
-            keep = [ln for ln in path.read_text(encoding="utf-8").splitlines() if _line_step(ln) <= resume_step]
+        if enabled and path.exists():
+            # Resumed: lines past the checkpoint were written by the interrupted run, which this one rewrites.
+            # Fresh: every line is from an earlier run that never checkpointed, none of them this run's.
+            lines = path.read_text(encoding="utf-8").splitlines() if resume_step is not None else []
+            keep = [ln for ln in lines if _line_step(ln) <= resume_step]
             atomic.write_text(path, "".join(ln + "\n" for ln in keep))
 
     def write(self, record: dict) -> None:
@@ -334,6 +336,7 @@ class Run:
         ckpt = checkpoint.latest_checkpoint(self.out)
         if ckpt is None:
             raise MapnetError(f"--resume: {self.out} has no complete checkpoint to continue from")
+        checkpoint.verify(ckpt, self.settings.shard.verify)  # a flipped byte is refused by name, as in the shards
         meta = checkpoint.read_config(ckpt)
         if meta["model"] != self.cfg.to_dict():
             raise MapnetError(f"--resume: {ckpt} was trained with a different model ({meta['model']}); model settings cannot change")

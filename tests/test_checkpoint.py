@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -16,7 +17,7 @@ import pytest
 import torch
 from torch import nn
 
-from mapnet_cli import checkpoint
+from mapnet_cli import atomic, checkpoint
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.model import BertConfig, BertForMLM
 from mapnet_cli.optim import build_optimizer, build_scheduler
@@ -178,3 +179,69 @@ def test_remove_checkpoint_hides_before_deleting(tmp_path, tokenizer):
     checkpoint.remove_checkpoint(ckpt)
     assert not ckpt.exists() and not list(ckpt.parent.iterdir())
     shutil.rmtree(tmp_path / "run")
+
+
+# ---------------------------------------------------------------- verified like shards
+def _flip(path: Path, offset: int = -5) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_manifest_hashes_every_file_and_a_flipped_byte_is_refused_by_name(tmp_path, tokenizer):
+    ckpt = fake_checkpoint(tmp_path / "run", 3, tokenizer)
+    manifest = json.loads((ckpt / "manifest.json").read_text())
+    assert {e["name"] for e in manifest["files"]} == set(checkpoint.FILES)
+    for e in manifest["files"]:
+        assert e["bytes"] == (ckpt / e["name"]).stat().st_size and e["sha256"] == atomic.sha256_file(ckpt / e["name"])
+    _flip(ckpt / "model.safetensors")  # in the last tensor's data: safetensors itself would load it
+    with pytest.raises(MapnetError, match=r"model\.safetensors does not match its sha256"):
+        checkpoint.resolve_checkpoint(tmp_path / "run")
+    with pytest.raises(MapnetError, match=r"model\.safetensors does not match its sha256"):
+        checkpoint.load_model(ckpt)
+    checkpoint.verify(ckpt, "size")  # size-only, as shard.verify = "size", lets it through
+    (ckpt / "state.pt").write_bytes((ckpt / "state.pt").read_bytes()[:-10])
+    with pytest.raises(MapnetError, match=r"state\.pt has \d+ bytes, manifest\.json says \d+"):
+        checkpoint.verify(ckpt, "size")
+    other = fake_checkpoint(tmp_path / "run2", 3, tokenizer)
+    (other / "tokenizer.json").unlink()
+    with pytest.raises(MapnetError, match=r"checkpoint file missing: .*tokenizer\.json"):
+        checkpoint.verify(other, "size")
+
+
+def test_checkpoint_without_manifest_loads_unverified_with_a_warning(tmp_path, tokenizer, capsys):
+    ckpt = fake_checkpoint(tmp_path / "run", 3, tokenizer)
+    (ckpt / "manifest.json").unlink()  # as written before manifests existed
+    checkpoint.load_model(ckpt)
+    assert "no manifest.json" in capsys.readouterr().err
+    (ckpt / "manifest.json").write_text("{not json")
+    with pytest.raises(MapnetError, match="manifest.json is unreadable"):
+        checkpoint.load_model(ckpt)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "empty"])
+def test_unreadable_weights_and_state_are_one_line_errors(tmp_path, tokenizer, damage):
+    ckpt = fake_checkpoint(tmp_path / "run", 3, tokenizer)
+    for name in ("model.safetensors", "state.pt"):
+        data = (ckpt / name).read_bytes()
+        (ckpt / name).write_bytes({"truncated": data[: len(data) // 2], "garbage": b"\x07garbage" * 50, "empty": b""}[damage])
+    (ckpt / "manifest.json").unlink()  # past the manifest: the loaders themselves must not raise a traceback
+    with pytest.raises(MapnetError, match=r"model\.safetensors is not a readable safetensors file") as exc:
+        checkpoint.load_model(ckpt)
+    assert "\n" not in str(exc.value)
+    with pytest.raises(MapnetError, match=r"state\.pt is unreadable") as exc:
+        checkpoint.load_state(ckpt)
+    assert "\n" not in str(exc.value) and len(str(exc.value)) < 400
+
+
+def test_equal_weights_give_equal_bytes(tmp_path):
+    """safetensors writes metadata in a per-call random order; sorted, equal models hash equal."""
+    torch.manual_seed(0)
+    model, other = BertForMLM(CFG), nn.Module()
+    other.proj = nn.Linear(16, 1)
+    blobs = set()
+    for i in range(8):
+        checkpoint.save_weights(tmp_path / f"w{i}.safetensors", {"": model, "mapnet": other})
+        blobs.add((tmp_path / f"w{i}.safetensors").read_bytes())
+    assert len(blobs) == 1
+    checkpoint.load_weights(tmp_path / "w0.safetensors", {"": BertForMLM(CFG)})  # still a valid file

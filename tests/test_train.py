@@ -266,3 +266,32 @@ def test_batch_must_split_evenly_across_ranks(shards, tmp_path):
     info = distributed.DistInfo(world_size=3)
     with pytest.raises(MapnetError, match="divisible"):
         Run(tiny_settings(), shards, tmp_path / "run", info, False, [])
+
+
+# ---------------------------------------------------------------- reliability: checkpoints and stale run folders
+def test_identical_runs_write_identical_checkpoint_bytes(shards, tmp_path):
+    s = tiny_settings("train.steps=3", "train.eval_every=0")
+    a, b = pretrain(s, shards, tmp_path / "a"), pretrain(s, shards, tmp_path / "b")
+    assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
+
+
+def test_resume_refuses_a_flipped_byte_in_the_weights_by_name(shards, tmp_path):
+    s = tiny_settings("train.steps=6", "train.eval_every=0")
+    last = pretrain(s, shards, tmp_path / "run", stop_at=3)
+    data = bytearray((last / "model.safetensors").read_bytes())
+    data[-3] ^= 0x01
+    (last / "model.safetensors").write_bytes(bytes(data))
+    with pytest.raises(MapnetError, match=r"model\.safetensors does not match its sha256"):
+        pretrain(s, shards, tmp_path / "run", resume=True)
+
+
+def test_a_fresh_run_does_not_append_to_an_interrupted_runs_metrics(shards, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    # An earlier run killed before its first checkpoint left these lines; none of them is this run's.
+    (run / "metrics.jsonl").write_text(json.dumps({"kind": "eval", "step": 0, "eval_loss": 99.0}) + "\n"
+                                       + json.dumps({"kind": "train", "step": 5, "loss": 99.0}) + "\n{torn")
+    pretrain(tiny_settings("train.steps=4", "train.eval_every=2", "logging.log_every=2"), shards, run)
+    assert [(r["kind"], r["step"]) for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())] == [
+        ("eval", 0), ("train", 2), ("eval", 2), ("train", 4), ("eval", 4)]
+    assert all(r["eval_loss"] != 99.0 for r in metrics(run, "eval"))

@@ -36,8 +36,9 @@ class CheckpointRef:
 
 
 def _describe(path: Path) -> CheckpointRef:
-    from ..checkpoint import WEIGHTS, read_config
+    from ..checkpoint import WEIGHTS, read_config, verify
 
+    verify(path)  # a corrupt checkpoint stops the sweep before any run, by name
     step = int(read_config(path)["step"])
     run = path.parent.parent.name if path.parent.name == "checkpoints" else path.name
     weights = path / WEIGHTS
