@@ -1,6 +1,7 @@
 """`mapnet quickstart`: the main job on the embedded default data.
 
     mapnet quickstart
+    mapnet quickstart --masking mapnet                   # same corpus and shards, its own run-mapnet/
     mapnet quickstart --masking mapnet --out runs/quickstart-mapnet --steps 600
 """
 
@@ -28,7 +29,7 @@ class Masking(str, Enum):
 
 
 def quickstart(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for corpus/, shards/ and run/.")] = Path("runs/quickstart"),
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for corpus/, shards/ and run/ (run-mapnet/ with --masking mapnet).")] = Path("runs/quickstart"),
     steps: Annotated[Optional[int], typer.Option("--steps", help="Pretraining steps (recipe: 300).", show_default=False)] = None,
     masking: Annotated[Optional[Masking], typer.Option("--masking", help="uniform (baseline) or mapnet.", show_default=False)] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Sets train.seed.", show_default=False)] = None,
@@ -44,22 +45,20 @@ def quickstart(
         typer.echo(settings.to_toml(), nl=False)
         return
     console = Console(stderr=True)
-    stages = qs.Stages.under(out)
+    stages = qs.Stages.under(out, settings.masking.strategy)
     if overwrite and out.exists():
         shutil.rmtree(out)
     started = time.perf_counter()
     with console.status("preparing the synthetic corpus and shards", spinner="dots"):
         qs.prepare_data(stages, settings, lambda msg: console.print(msg, highlight=False))
 
-    from .. import checkpoint
     from .pretrain import train_with_progress
 
-    latest = checkpoint.latest_checkpoint(stages.run)
-    done = latest is not None and checkpoint.read_config(latest)["step"] >= settings.train.steps
-    if done:
+    state = qs.run_stage(stages, settings)
+    if state == "done":
         console.print(f"reusing the finished run {stages.run}", highlight=False)
     else:
-        train_with_progress(stages.shards, stages.run, settings, resume=latest is not None, stop_at=None)
+        train_with_progress(stages.shards, stages.run, settings, resume=state == "resume", stop_at=None)
     _summary(Console(), stages, settings, time.perf_counter() - started)
 
 
