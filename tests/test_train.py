@@ -240,7 +240,7 @@ def test_cli_run_resume_and_refusals(shards, tmp_path):
     assert "resumed from" in more.output and checkpoint.latest_checkpoint(out).name == "step-00000008"
     changed = runner.invoke(app, ["pretrain", str(shards), "--out", str(out), "--resume", "--set", "model.hidden=64",
                                   "--set", "model.heads=2"])
-    assert isinstance(changed.exception, MapnetError) and "different model" in str(changed.exception)
+    assert isinstance(changed.exception, MapnetError) and "--resume cannot change model.hidden" in str(changed.exception)
     nothing = runner.invoke(app, ["pretrain", str(shards), "--out", str(tmp_path / "empty"), "--resume"])
     assert isinstance(nothing.exception, MapnetError) and "no complete checkpoint" in str(nothing.exception)
     neither = runner.invoke(app, ["pretrain", "--out", str(out), "--resume"])
@@ -295,3 +295,20 @@ def test_a_fresh_run_does_not_append_to_an_interrupted_runs_metrics(shards, tmp_
     assert [(r["kind"], r["step"]) for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())] == [
         ("eval", 0), ("train", 2), ("eval", 2), ("train", 4), ("eval", 4)]
     assert all(r["eval_loss"] != 99.0 for r in metrics(run, "eval"))
+
+
+def test_resume_refuses_flags_it_cannot_honour_and_settings_toml_tells_the_truth(shards, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "run"
+    assert runner.invoke(app, ["pretrain", str(shards), "--out", str(out), *tiny_args("--steps", "2")]).exit_code == 0
+    for flags, named in ((["--preset", "mini"], "model.preset (the run has 'tiny', asked 'mini')"),
+                         (["--masking", "mapnet"], "masking.strategy"),
+                         (["--seed", "3", "--set", "model.dropout=0.2"], "model.dropout (the run has 0.1, asked 0.2), train.seed")):
+        res = runner.invoke(app, ["pretrain", str(shards), "--out", str(out), "--resume", "--steps", "4", *flags])
+        assert isinstance(res.exception, MapnetError) and named in str(res.exception), (flags, res.exception)
+    assert 'preset = "tiny"' in (out / "settings.toml").read_text()
+    # Naming the run's own preset is no change; --steps is honoured and recorded.
+    res = runner.invoke(app, ["pretrain", str(shards), "--out", str(out), "--resume", "--steps", "4", "--preset", "tiny"])
+    assert res.exit_code == 0, res.output
+    recorded = (out / "settings.toml").read_text()
+    assert 'preset = "tiny"' in recorded and "steps = 4" in recorded and "hidden = 128" in recorded

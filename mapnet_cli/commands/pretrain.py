@@ -17,7 +17,8 @@
 Settings: defaults < preset < --config < flags. With --resume the base is the
 settings the run was started with (its newest checkpoint's settings.toml);
 --config and flags still apply on top (e.g. --steps to train longer), but the
-model cannot change, and neither can the masking strategy or MAP-Net's size.
+model cannot change, and neither can the masking strategy, MAP-Net's size or
+train.seed: a flag that would change them is a one-line error naming it.
 
 torch and the training modules are imported inside the command, so
 `mapnet --help` and the data commands start without loading torch.
@@ -43,6 +44,12 @@ ARGV_ENV = "MAPNET_LAUNCH_ARGV"
 HELP = "Pretrain the BERT encoder (uniform, stratified, frequency or MAP-Net masking) on shards; checkpoints, metrics, exact resume."
 
 
+# What a resumed run cannot honour: the model it trained, how it masks, MAP-Net's size, and the seed
+# its weights, data order and masks came from. Anything else (steps, lr, logging ...) applies from here on.
+FIXED_ON_RESUME = ("model", "masking.strategy", "masking.map_layers", "masking.map_hidden", "masking.map_heads",
+                   "train.seed")
+
+
 def resolve_settings(out: Path, resume: bool, config: Optional[Path], flags: dict, assignments: list[str]):
     """defaults < preset < config < flags; on --resume the run's own settings replace defaults < preset."""
     if not resume:
@@ -52,7 +59,23 @@ def resolve_settings(out: Path, resume: bool, config: Optional[Path], flags: dic
     ckpt = checkpoint.latest_checkpoint(out)
     if ckpt is None:
         raise MapnetError(f"--resume: {out} has no complete checkpoint to continue from")
-    return settings_mod.resolve(config, flags, assignments, base=checkpoint.load_settings(ckpt))
+    base = checkpoint.load_settings(ckpt)
+    settings = settings_mod.resolve(config, flags, assignments, base=base)
+    refuse_fixed_changes(base, settings)
+    return settings
+
+
+def refuse_fixed_changes(base, settings) -> None:
+    """One line naming every FIXED_ON_RESUME setting the flags or --config changed: silently keeping the
+    run's value would write a settings.toml that lies (preset = "mini" beside tiny sizes)."""
+    old, new = base.to_dict(), settings.to_dict()
+    keys = [(sec, key) for entry in FIXED_ON_RESUME for sec, _, only in [entry.partition(".")]
+            for key in ([only] if only else new[sec])]
+    changed = [f"{sec}.{key} (the run has {old[sec][key]!r}, asked {new[sec][key]!r})" for sec, key in keys
+               if old[sec][key] != new[sec][key]]
+    if changed:
+        raise MapnetError(f"--resume cannot change {', '.join(changed)}: a resumed run continues what it trained; "
+                          "drop the flag, or start a new run with another --out")
 
 
 def shard_folder(argument: Optional[Path], data: Optional[Path]) -> Path:
