@@ -312,3 +312,15 @@ def test_resume_refuses_flags_it_cannot_honour_and_settings_toml_tells_the_truth
     assert res.exit_code == 0, res.output
     recorded = (out / "settings.toml").read_text()
     assert 'preset = "tiny"' in recorded and "steps = 4" in recorded and "hidden = 128" in recorded
+
+
+def test_a_warmup_as_long_as_the_run_is_warned_about_naming_the_fix(shards, tmp_path):
+    runner = CliRunner()
+    base = ["pretrain", str(shards), "--out", str(tmp_path / "a"), *tiny_args("--steps", "2")]
+    res = runner.invoke(app, base + ["--set", "optim.warmup_steps=10000"])  # the paper's default on a 2-step run
+    assert res.exit_code == 0, res.output
+    warning = [line for line in res.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1 and "optim.warmup_steps (10000) >= train.steps (2)" in warning[0]
+    assert "at most 6e-07" in warning[0] and "--set optim.warmup_steps=N" in warning[0]
+    quiet = runner.invoke(app, ["pretrain", str(shards), "--out", str(tmp_path / "b"), *tiny_args("--steps", "4")])
+    assert quiet.exit_code == 0 and "warning" not in quiet.stderr  # warm-up 3 < 4 steps

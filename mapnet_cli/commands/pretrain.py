@@ -37,7 +37,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from .. import settings as settings_mod
-from ..errors import MapnetError
+from ..errors import MapnetError, warn
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
 
 ARGV_ENV = "MAPNET_LAUNCH_ARGV"
@@ -161,10 +161,22 @@ def _launch(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[i
         raise MapnetError(f"training processes failed (torchrun exit code {code}); their messages are above")
 
 
+def warn_long_warmup(settings) -> None:
+    """A warm-up as long as the run keeps the learning rate below optim.lr throughout (the paper's 10k
+    steps on a 50-step run: lr <= 5e-7, nothing learned): worth one line, naming the fix."""
+    o, steps = settings.optim, settings.train.steps
+    if o.warmup_steps and o.warmup_steps >= steps:
+        warn(f"optim.warmup_steps ({o.warmup_steps}) >= train.steps ({steps}): the learning rate never leaves its "
+             f"warm-up (at most {o.lr * steps / o.warmup_steps:.2g}, optim.lr is {o.lr:g}); pass --set "
+             f"optim.warmup_steps=N with N < {steps}, e.g. {max(1, steps // 10)}")
+
+
 def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[int]) -> None:
     """Train in this process with a rich progress bar (also used by `mapnet quickstart`)."""
     from .. import distributed
     from ..train import pretrain as run_pretrain
+
+    warn_long_warmup(settings)
 
     console = Console(stderr=True)
     show_bar = settings.logging.progress and console.is_terminal
