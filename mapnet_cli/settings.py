@@ -540,12 +540,23 @@ def _coerce(key: str, value: Any, annotation) -> Any:
 
 def apply(settings: Settings, updates: dict[str, dict[str, Any]], source: str) -> Settings:
     """Return `settings` with `updates` ({section: {key: value}}) checked and applied."""
-    changed = {}
+    settings, errors = _apply(settings, updates, source)
+    if errors:
+        raise MapnetError("; ".join(errors))
+    return settings
+
+
+def _apply(settings: Settings, updates: dict[str, dict[str, Any]], source: str) -> tuple[Settings, list[str]]:
+    """`apply` that skips a bad key and goes on, returning every unknown key and type error: `resolve`
+    reports them together with the range problems, so one run of a command names all that is wrong."""
+    changed, errors = {}, []
     for section_name, values in updates.items():
         if section_name not in SECTIONS:
-            raise MapnetError(f"unknown settings section {section_name!r} in {source} (known: {', '.join(SECTIONS)})")
+            errors.append(f"unknown settings section {section_name!r} in {source} (known: {', '.join(SECTIONS)})")
+            continue
         if not isinstance(values, dict):
-            raise MapnetError(f"{section_name} in {source} must be a table of keys")
+            errors.append(f"{section_name} in {source} must be a table of keys")
+            continue
         cls = _section_class(section_name)
         hints = typing.get_type_hints(cls, include_extras=False)
         section = changed.get(section_name, getattr(settings, section_name))
@@ -553,10 +564,14 @@ def apply(settings: Settings, updates: dict[str, dict[str, Any]], source: str) -
         for key, value in values.items():
             full = f"{section_name}.{key}"
             if key not in hints:
-                raise MapnetError(f"unknown setting {full!r} in {source}")
-            new[key] = _coerce(full, value, hints[key])
+                errors.append(f"unknown setting {full!r} in {source}")
+                continue
+            try:
+                new[key] = _coerce(full, value, hints[key])
+            except MapnetError as exc:
+                errors.append(str(exc))
         changed[section_name] = replace(section, **new)
-    return replace(settings, **changed)
+    return replace(settings, **changed), errors
 
 
 def parse_assignment(text: str) -> tuple[str, str, Any]:
@@ -602,12 +617,17 @@ def resolve(
     paths = [] if config is None else [config] if isinstance(config, (str, Path)) else list(config)
     file_layers = [(p, {k: v for k, v in load_toml(p).items() if k not in extra_sections}) for p in paths]
     cli_values: dict[str, dict[str, Any]] = {}
+    errors: list[str] = []
     for section, values in (overrides or {}).items():
         for key, value in values.items():
             if value is not None:
                 cli_values.setdefault(section, {})[key] = value
     for text in assignments:
-        section, key, value = parse_assignment(text)
+        try:
+            section, key, value = parse_assignment(text)
+        except MapnetError as exc:
+            errors.append(str(exc))
+            continue
         cli_values.setdefault(section, {})[key] = value
 
     preset_name = cli_values.get("model", {}).get("preset")
@@ -618,10 +638,10 @@ def resolve(
     # `base` replaces defaults < preset when a command continues from an earlier
     # output (a checkpoint's own settings.toml): its model is what was trained.
     settings = base if base is not None else preset(preset_name) if preset_name else Settings()
-    for path, values in file_layers:
-        settings = apply(settings, values, str(path))
-    settings = apply(settings, cli_values, "command-line flags")
-    problems = settings.problems()
+    for path, values in [*file_layers, ("command-line flags", cli_values)]:
+        settings, bad = _apply(settings, values, str(path))
+        errors += bad
+    problems = errors + settings.problems()  # a key with a type error keeps its earlier value for these checks
     if problems:
         raise MapnetError("invalid settings: " + "; ".join(problems))
     return settings
@@ -629,8 +649,8 @@ def resolve(
 
 def from_dict(values: dict[str, Any], source: str) -> Settings:
     """Rebuild settings written by `Settings.to_toml` (a run's settings.toml)."""
-    settings = apply(Settings(), values, source)
-    problems = settings.problems()
+    settings, errors = _apply(Settings(), values, source)
+    problems = errors + settings.problems()
     if problems:
         raise MapnetError(f"invalid settings in {source}: " + "; ".join(problems))
     return settings

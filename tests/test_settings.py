@@ -116,3 +116,25 @@ def test_config_show_cli(tmp_path):
     assert shown["model"]["hidden"] == 256 and shown["optim"]["lr"] == 0.002
     res = runner.invoke(app, ["config", "show", "--set", "optim.nope=1"])
     assert res.exit_code != 0 and isinstance(res.exception, MapnetError)
+
+
+def test_type_errors_are_reported_with_range_errors_at_once():
+    """Every bad --set in one message: a type error no longer hides the rest."""
+    with pytest.raises(MapnetError) as exc:
+        S.resolve(None, assignments=["optim.lr=abc", "masking.mask_prob=1.5", "train.steps=-1", "optim.lrr=1", "lr=1"])
+    text = str(exc.value)
+    for part in ("optim.lr must be a number (got 'abc')", "masking.mask_prob must be in (0, 1) (got 1.5)",
+                 "train.steps must be >= 1 (got -1)", "unknown setting 'optim.lrr'", "--set expects section.key=value"):
+        assert part in text, part
+    assert "\n" not in text
+
+
+def test_config_file_and_flags_errors_are_reported_together(tmp_path):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('[optim]\nlr = "fast"\n[nope]\nx = 1\n')
+    with pytest.raises(MapnetError) as exc:
+        S.resolve(cfg, {"train": {"steps": 0}}, ["train.batch_size=many"])
+    text = str(exc.value)
+    for part in ("optim.lr must be a number", "unknown settings section 'nope'", "train.batch_size must be an integer",
+                 "train.steps must be >= 1"):
+        assert part in text, part
