@@ -146,6 +146,14 @@ def _pretraining_part(values: dict) -> dict:
     return out
 
 
+def _normalised(recorded: dict, path: Path) -> dict:
+    """A run's recorded settings with the defaults of settings added since it was written, so a
+    finished run is not refused only because mapnet grew a setting. Evaluation masks were drawn at
+    masking.mask_prob before train.eval_mask_prob existed."""
+    recorded.setdefault("train", {}).setdefault("eval_mask_prob", recorded.get("masking", {}).get("mask_prob", 0.15))
+    return settings_mod.from_dict(recorded, str(path / "settings.toml")).to_dict()
+
+
 def run_all(plan: list[PlannedRun], shards: Path, train_fn: Callable[[PlannedRun, bool], None],
             note: Callable[[str], None] = lambda _: None) -> dict[str, bool]:
     """Train every run that lacks its final checkpoint; returns {label: reused}."""
@@ -155,7 +163,7 @@ def run_all(plan: list[PlannedRun], shards: Path, train_fn: Callable[[PlannedRun
     for pr in plan:
         done = dict(checkpoint.list_checkpoints(pr.path)) if pr.path.is_dir() else {}
         if done:
-            recorded = tomllib.loads((pr.path / "settings.toml").read_text(encoding="utf-8"))
+            recorded = _normalised(tomllib.loads((pr.path / "settings.toml").read_text(encoding="utf-8")), pr.path)
             if _pretraining_part(recorded) != _pretraining_part(pr.settings.to_dict()):
                 raise MapnetError(f"{pr.path} was trained with other settings than this comparison asks for; "
                                   "choose another --out or remove that run")

@@ -3,7 +3,7 @@
     pi = inclusion_probabilities(scores, k)                      # (B, T): sum_i pi_i = K, 0 <= pi_i <= 1
     pi = mix_with_uniform(pi, eligible, k, alpha)                # defensive mixture: every weight <= 1/alpha
     chosen = systematic_sample(pi, rng.uniform(T), rng.uniform(1)[:, 0])   # exactly K positions
-    w = ht_weights(pi, chosen, k)                                # (K/n) / pi_i at chosen positions
+    w = ht_weights(pi, chosen, k, eligible)                      # (K/n) / pi_i at chosen positions
 
 Why a design with known pi_i. The paper weights a whole mask by
 r = (1/n)^K / prod_k p(pos_k); with K ~ 19 positions, E log r ~ -K KL(p || U), so
@@ -51,34 +51,30 @@ from __future__ import annotations
 
 import torch
 
-# The capping loop ends after at most K rounds (each round fixes >= 1 new position at 1); the bound
-# only stops a pathological input from spinning.
-_MAX_CAP_ROUNDS = 10_000
-
-
 def inclusion_probabilities(scores: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """pi (B, T) float64 proportional to `scores` (>= 0; 0 off the eligible set), capped at 1, with sum_i pi_i = k_b.
 
-    Proportional-to-size with capping: pi_i = min(1, c scores_i), c chosen per row so the
-    row sums to K. Positions whose share would exceed 1 are taken with certainty and the
-    rest rescaled to the remaining budget, repeated until none exceeds 1. A row whose
-    scores are all 0 on fewer than K positions gets its K from the positive ones only if
-    there are enough; callers give every eligible position a positive score.
+    Proportional-to-size with capping: positions whose share K s_i / sum s would exceed 1 are
+    taken with certainty and the rest share the remaining budget in proportion to their scores.
+    Closed form (no loop, no device sync): sort the scores in decreasing order and take the
+    smallest c with s_(c) (K - c) <= sum_{j >= c} s_(j) — the first position that fits once the c
+    before it are certain; those c get pi = 1, the rest pi_j = (K - c) s_j / sum_{j >= c} s_(j).
+    Needs at least K positive scores per row (callers mix with uniform or floor the proposal);
+    zero-score positions get pi = 0.
     """
     s = scores.to(torch.float64).clamp(min=0)
-    k = k.to(torch.float64)
-    certain = torch.zeros_like(s, dtype=torch.bool)
-    for _ in range(_MAX_CAP_ROUNDS):
-        free = torch.where(certain, torch.zeros_like(s), s)
-        budget = (k - certain.sum(1)).clamp(min=0)
-        total = free.sum(1)
-        scale = torch.where(total > 0, budget / total.clamp(min=1e-300), torch.zeros_like(total))
-        pi = torch.where(certain, torch.ones_like(s), free * scale[:, None])
-        over = (pi > 1.0) & ~certain
-        if not bool(over.any()):
-            return pi.clamp(max=1.0)
-        certain |= over
-    raise RuntimeError("inclusion_probabilities did not converge")
+    B, T = s.shape
+    k = k.to(torch.float64)[:, None]
+    sorted_s, order = s.sort(dim=1, descending=True, stable=True)
+    tail = sorted_s.flip(1).cumsum(1).flip(1)  # sum_{j >= c} s_(j)
+    c = torch.arange(T, device=s.device, dtype=torch.float64)[None]
+    fits = sorted_s * (k - c) <= tail
+    fits = torch.cat([fits, torch.ones(B, 1, dtype=torch.bool, device=s.device)], 1)  # c = T: all certain
+    first = fits.to(torch.int8).argmax(1, keepdim=True)  # smallest c that fits
+    tail_at = torch.cat([tail, torch.zeros(B, 1, dtype=torch.float64, device=s.device)], 1).gather(1, first)
+    scale = torch.where(tail_at > 0, (k - first) / tail_at.clamp(min=1e-300), torch.zeros_like(tail_at))
+    pi_sorted = torch.where(c < first, torch.ones_like(sorted_s), (sorted_s * scale).clamp(max=1.0))
+    return torch.empty_like(pi_sorted).scatter_(1, order, pi_sorted)
 
 
 def mix_with_uniform(pi: torch.Tensor, eligible: torch.Tensor, k: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -95,7 +91,9 @@ def systematic_sample(pi: torch.Tensor, order_uniforms: torch.Tensor, start_unif
 
     `order_uniforms` (B, T) in [0, 1) give the random order (argsort), `start_uniforms`
     (B,) the systematic start U. Positions with pi_i = 1 are taken outright, so that
-    floating-point rounding of the cumulative sums can never take one twice.
+    floating-point rounding of the cumulative sums can never take one twice. Points are kept
+    strictly below the last cumulative sum, so a hit always lands on a position with pi_i > 0.
+    Shapes are static (at most T points per row): no device sync.
     """
     B, T = pi.shape
     pi = pi.to(torch.float64)
@@ -103,25 +101,25 @@ def systematic_sample(pi: torch.Tensor, order_uniforms: torch.Tensor, start_unif
     rest = torch.where(certain, torch.zeros_like(pi), pi)
     order = order_uniforms.argsort(dim=1, stable=True)
     cum = rest.gather(1, order).cumsum(1)
-    k_rest = (rest.sum(1)).round()
-    # Rescale so the last cumulative sum is exactly K' (removes the drift of summing T floats).
+    k_rest = rest.sum(1).round()
+    # Rescale so the last cumulative sum is K' (removes the drift of summing T floats).
     cum = cum * torch.where(cum[:, -1] > 0, k_rest / cum[:, -1].clamp(min=1e-300), torch.zeros_like(k_rest))[:, None]
-    width = max(int(k_rest.max().item()) if B else 0, 1)
-    j = torch.arange(width, dtype=torch.float64, device=pi.device)
-    points = start_uniforms.to(torch.float64).clamp(0.0, 1.0 - 2.0 ** -53)[:, None] + j[None]
-    valid = j[None] < k_rest[:, None]
+    j = torch.arange(T, dtype=torch.float64, device=pi.device)
+    points = start_uniforms.to(torch.float64).clamp(0.0, 1.0)[:, None] + j[None]
+    top = torch.nextafter(cum[:, -1:], torch.zeros_like(cum[:, -1:]))
+    points = torch.minimum(points, top)
+    valid = (j[None] < k_rest[:, None]) & (cum[:, -1:] > 0)
     # The first position (in the random order) whose cumulative sum exceeds the point.
     hit = torch.searchsorted(cum, points.contiguous(), right=True).clamp(max=T - 1)
     hits = torch.zeros(B, T, dtype=torch.int64, device=pi.device)
     hits.scatter_add_(1, order.gather(1, hit), valid.to(torch.int64))  # invalid points add 0 anywhere
-    picked = hits > 0
-    return picked | certain
+    return (hits > 0) | certain
 
 
-def ht_weights(pi: torch.Tensor, chosen: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """(B, T) float32 weights (K/n) / pi_i at `chosen` positions, 0 elsewhere; n = number of positions with pi > 0."""
+def ht_weights(pi: torch.Tensor, chosen: torch.Tensor, k: torch.Tensor, eligible: torch.Tensor) -> torch.Tensor:
+    """(B, T) float32 weights (K/n) / pi_i at `chosen` positions, 0 elsewhere; n = eligible positions per row."""
     pi = pi.to(torch.float64)
-    n = (pi > 0).sum(1, keepdim=True).clamp(min=1).to(torch.float64)
+    n = eligible.sum(1, keepdim=True).clamp(min=1).to(torch.float64)
     w = (k[:, None].to(torch.float64) / n) / pi.clamp(min=1e-300)
     return torch.where(chosen, w, torch.zeros_like(w)).to(torch.float32)
 

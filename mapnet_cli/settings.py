@@ -221,12 +221,33 @@ class MaskingSettings:
             out.append(f"masking.strata_copies must be >= 1 (got {self.strata_copies})")
         if self.frequency_power < 0:
             out.append(f"masking.frequency_power must be >= 0 (got {self.frequency_power})")
+        out += self._ignored()
         if self.strategy != "uniform" and self.mask_count != "exact":
             # MAP-Net draws exactly K positions, and its importance ratio compares K-position masks.
             out.append(f"masking.mask_count must be 'exact' with masking.strategy '{self.strategy}'")
         if self.map_hidden > 0 and self.map_heads > 0 and self.map_hidden % self.map_heads:
             out.append(f"masking.map_hidden ({self.map_hidden}) must be divisible by masking.map_heads ({self.map_heads})")
         return out
+
+
+    def _ignored(self) -> list[str]:
+        """Settings given a non-default value that this strategy would silently ignore: refused by name."""
+        ht = self.strategy == "mapnet" and self.importance == "ht"
+        regressed = self.strategy == "mapnet" and self.proposal_target != "loss"
+        used = {
+            "proposal_temperature": (ht, "masking.importance 'ht' (the paper's Gumbel-top-k draws from p itself)"),
+            "mix_uniform": (ht or self.strategy == "frequency", "masking.importance 'ht' or masking.strategy 'frequency'"),
+            "proposal_target": (self.strategy == "mapnet", "masking.strategy 'mapnet'"),
+            "map_lr": (self.strategy == "mapnet", "masking.strategy 'mapnet'"),
+            "learnability_decay": (self.strategy == "mapnet" and self.proposal_target == "learnability",
+                                   "masking.proposal_target 'learnability'"),
+            "target_floor": (regressed, "masking.proposal_target 'gradnorm' or 'learnability'"),
+            "strata_copies": (self.strategy == "stratified", "masking.strategy 'stratified'"),
+            "frequency_power": (self.strategy == "frequency", "masking.strategy 'frequency'"),
+        }
+        defaults = {f.name: f.default for f in fields(self)}
+        return [f"masking.{name} = {getattr(self, name)!r} only applies with {where}; here it would be ignored"
+                for name, (applies, where) in used.items() if not applies and getattr(self, name) != defaults[name]]
 
 
 # ---------------------------------------------------------------- optimisation

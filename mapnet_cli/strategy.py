@@ -222,7 +222,7 @@ def frequency_masks(targets: torch.Tensor, eligible: torch.Tensor, type_scores: 
     scores = torch.where(eligible, type_scores[targets], torch.zeros((), dtype=type_scores.dtype, device=targets.device))
     pi = designs.mix_with_uniform(designs.inclusion_probabilities(scores, k), eligible, k, alpha)
     mask = designs.systematic_sample(pi, order_uniforms, start_uniforms)
-    return mask, designs.ht_weights(pi, mask, k), pi
+    return mask, designs.ht_weights(pi, mask, k, eligible), pi
 
 
 class FrequencyTraining(UniformTraining):

@@ -88,7 +88,7 @@ def test_ht_weights_are_unbiased_for_a_non_uniform_proposal_and_the_paper_weight
     for s, prob in q.items():
         chosen = torch.zeros(1, n, dtype=torch.bool)
         chosen[0, list(s)] = True
-        w = designs.ht_weights(pi, chosen, torch.tensor([K]))[0].double()
+        w = designs.ht_weights(pi, chosen, torch.tensor([K]), torch.ones(1, n, dtype=torch.bool))[0].double()
         ht += prob * sum(w[i].item() * LOSSES[i] for i in s) / K
     assert ht == pytest.approx(target, abs=1e-6)
 
@@ -108,7 +108,7 @@ def test_equal_inclusion_probabilities_give_uniform_masking_with_unit_weights():
     q = systematic_set_probabilities(pi)
     assert all(p == pytest.approx(1 / math.comb(5, 2)) for p in q.values()) and len(q) == 10
     chosen = torch.tensor([[True, False, True, False, False]])
-    w = designs.ht_weights(torch.tensor([pi], dtype=torch.float64), chosen, torch.tensor([2]))
+    w = designs.ht_weights(torch.tensor([pi], dtype=torch.float64), chosen, torch.tensor([2]), torch.ones(1, 5, dtype=torch.bool))
     assert w[0, chosen[0]].tolist() == pytest.approx([1.0, 1.0])
 
 
@@ -140,9 +140,9 @@ def test_mixture_bounds_every_weight_by_one_over_alpha():
     assert pi.sum(1).tolist() == pytest.approx(k.double().tolist())
     chosen = designs.systematic_sample(pi, torch.rand(B, T, generator=g), torch.rand(B, generator=g))
     assert chosen.sum(1).eq(k).all() and not (chosen & ~eligible).any()
-    w = designs.ht_weights(pi, chosen, k)
+    w = designs.ht_weights(pi, chosen, k, eligible)
     assert float(w.max()) <= 1 / alpha + 1e-5
-    without = designs.ht_weights(designs.inclusion_probabilities(scores, k), chosen, k)
+    without = designs.ht_weights(designs.inclusion_probabilities(scores, k), chosen, k, eligible)
     assert float(without.max()) > 1 / alpha  # the bound is the mixture's doing
 
 
@@ -156,3 +156,42 @@ def test_weighted_sequence_losses_match_a_dense_computation():
     got = designs.weighted_sequence_losses(losses[mask], rows, weights[mask], mask.sum(1))
     want = (losses * weights * mask).sum(1) / mask.sum(1)
     assert torch.allclose(got, want)
+
+
+def test_closed_form_capping_matches_the_iterative_definition():
+    """Take every position whose share exceeds 1 with certainty, rescale the rest, repeat: the closed
+    form must give the same pi on random rows with heavy tails, K up to n."""
+    g = torch.Generator().manual_seed(3)
+    for _ in range(50):
+        T = int(torch.randint(2, 30, (1,), generator=g))
+        s = torch.rand(4, T, generator=g, dtype=torch.float64).pow(8) + 1e-9
+        k = torch.randint(1, T + 1, (4,), generator=g)
+        want = torch.empty_like(s)
+        for b in range(4):
+            certain = torch.zeros(T, dtype=torch.bool)
+            while True:
+                free = torch.where(certain, 0.0, s[b])
+                pi = torch.where(certain, 1.0, free * (k[b] - certain.sum()) / free.sum())
+                if not (pi > 1 + 1e-12).any():
+                    break
+                certain |= pi > 1
+            want[b] = pi.clamp(max=1.0)
+        got = designs.inclusion_probabilities(s, k)
+        assert torch.allclose(got, want, atol=1e-9), (got, want)
+        assert torch.allclose(got.sum(1), k.double())
+
+
+def test_a_start_at_the_top_of_the_unit_interval_never_hits_a_zero_probability_position():
+    """U + K' - 1 can round up to the last cumulative sum; the hit must still be a position with pi > 0."""
+    pi = torch.tensor([[0.5, 0.5, 0.5, 0.5, 0.0, 0.0]], dtype=torch.float64).expand(64, 6)
+    order = torch.rand(64, 6, generator=torch.Generator().manual_seed(4))
+    for u in (1 - 2.0 ** -53, 1 - 2.0 ** -50, 0.0):
+        chosen = designs.systematic_sample(pi, order, torch.full((64,), u, dtype=torch.float64))
+        assert chosen.sum(1).eq(2).all() and not chosen[:, 4:].any()
+
+
+def test_weights_count_every_eligible_position_even_where_pi_is_zero():
+    pi = torch.tensor([[0.6, 0.4, 0.0, 0.0]], dtype=torch.float64)
+    chosen = torch.tensor([[True, False, False, False]])
+    w = designs.ht_weights(pi, chosen, torch.tensor([1]), torch.ones(1, 4, dtype=torch.bool))
+    assert w[0, 0].item() == pytest.approx(0.25 / 0.6)  # K/n with n = 4 eligible, not the 2 with pi > 0

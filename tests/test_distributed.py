@@ -72,8 +72,9 @@ def test_print0_prints_on_rank_0_only(monkeypatch, capsys):
 
 MASKINGS = {
     "uniform": [],
-    # Copies of one sequence straddle the two ranks (slots 3/4 of batch 8 with 2 copies: 1 x 8 vs 2 x 4).
-    "stratified": ["masking.strategy=stratified", "masking.strata_copies=2"],
+    # All 8 slots hold copies of one sequence: its partition is shared across the two ranks and
+    # across uneven micro-batches (3 + 1 per rank).
+    "stratified": ["masking.strategy=stratified", "masking.strata_copies=8", "train.micro_batch_size=3"],
     "frequency": ["masking.strategy=frequency", "masking.mix_uniform=0.5"],
     # HT weights + the learnability reference, whose per-type averages are all-reduced every step.
     "mapnet-ht-learnability": ["masking.strategy=mapnet", "masking.importance=ht", "masking.mix_uniform=0.5",

@@ -106,3 +106,21 @@ def test_frequency_proposal_masks_rare_types_more_and_weights_them_down(tmp_path
         assert float(b.weights.max()) <= 1 / 0.2 + 1e-5
     common_rate, rare_rate = np.asarray(freq, dtype=float).mean(0)
     assert rare_rate > 1.5 * common_rate  # the tiny corpus: one theme token per sequence is common, noise is rare
+
+
+def test_settings_a_strategy_would_ignore_are_refused_by_name():
+    from mapnet_cli.errors import MapnetError
+
+    with pytest.raises(MapnetError) as err:
+        resolve(None, None, ["masking.mix_uniform=0.3", "masking.strata_copies=4", "masking.proposal_temperature=2"])
+    text = str(err.value)
+    for name in ("masking.mix_uniform", "masking.strata_copies", "masking.proposal_temperature"):
+        assert name in text  # all at once, each named
+    with pytest.raises(MapnetError, match="masking.learnability_decay"):
+        resolve(None, None, ["masking.strategy=mapnet", "masking.learnability_decay=0.9"])  # target is 'loss'
+    # Where they apply they are accepted.
+    resolve(None, None, ["masking.strategy=mapnet", "masking.importance=ht", "masking.mix_uniform=0.3",
+                         "masking.proposal_temperature=2", "masking.proposal_target=learnability",
+                         "masking.learnability_decay=0.9", "masking.map_lr=1e-3"])
+    resolve(None, None, ["masking.strategy=stratified", "masking.strata_copies=4"])
+    resolve(None, None, ["masking.strategy=frequency", "masking.mix_uniform=0.5", "masking.frequency_power=1"])

@@ -159,10 +159,16 @@ class MaskDraw:
     inclusion: torch.Tensor | None = None  # (B, T) pi_i of the HT design (importance "ht"), else None
 
 
+PROPOSAL_FLOOR = 1e-9  # smallest proposal probability of an eligible position under importance "ht"
+
+
 def ht_inclusion(log_p: torch.Tensor, eligible: torch.Tensor, k: torch.Tensor, masking: MaskingSettings) -> torch.Tensor:
     """pi (B, T) of `masking.importance = "ht"`: the proposal at temperature T, capped PPS, mixed with uniform."""
     tempered = torch.softmax((log_p.detach().to(torch.float64) / masking.proposal_temperature)
                              .masked_fill(~eligible, float("-inf")), dim=-1).nan_to_num(0.0)
+    # Every eligible position keeps pi > 0 even when the softmax underflows (alpha = 0, low T): HT is
+    # unbiased only over positions that can be drawn. The mixture is what bounds the weights.
+    tempered = torch.where(eligible, tempered.clamp(min=PROPOSAL_FLOOR), tempered)
     pi = designs.inclusion_probabilities(tempered, k)
     return designs.mix_with_uniform(pi, eligible, k, masking.mix_uniform)
 
@@ -207,9 +213,10 @@ def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mas
         start = masking_mod.keyed_uniforms(seed, step, slots, masking_mod.SYSTEMATIC_START, device)
         proposed = designs.systematic_sample(inclusion, u, start)
         chosen = torch.where(uniform_rows[:, None], uniform_chosen, proposed)
-        inclusion = torch.where(uniform_rows[:, None] & eligible, k[:, None] / eligible.sum(1, keepdim=True).clamp(min=1),
-                                inclusion)
-        token_weights = designs.ht_weights(inclusion, chosen, k)
+        # float64: a coin-uniform row's weights are then exactly (K/n) / (K/n) = 1.
+        uniform_pi = k[:, None].double() / eligible.sum(1, keepdim=True).clamp(min=1).double()
+        inclusion = torch.where(uniform_rows[:, None] & eligible, uniform_pi, inclusion)
+        token_weights = designs.ht_weights(inclusion, chosen, k, eligible)
     else:
         chosen = torch.where(uniform_rows[:, None], uniform_chosen, top_k_mask(gumbel_keys(log_p, u), k))
 

@@ -130,9 +130,17 @@ class MapnetTraining:
         return {key: summary.get(key) for key in self.keys}
 
     def checkpoint_extra(self) -> dict[str, Any]:
-        return {"mapnet": self.proposal_cfg.to_dict()}
+        m = self.settings.masking
+        return {"mapnet": self.proposal_cfg.to_dict(), "map_lr": m.map_lr, "proposal_target": m.proposal_target}
 
     def check_resume(self, meta: dict, ckpt: Path) -> None:
+        m = self.settings.masking
+        # Checkpoints from before these settings existed trained with their defaults.
+        for name, before in (("map_lr", meta.get("map_lr", 0.0)), ("proposal_target", meta.get("proposal_target", "loss"))):
+            if before != getattr(m, name):
+                raise MapnetError(f"--resume: {ckpt} was trained with masking.{name} = {before!r}, not {getattr(m, name)!r}; "
+                                  f"masking.{name} cannot change on resume (the optimizer's groups and the proposal's "
+                                  "training state depend on it)")
         saved, now = meta.get("mapnet") or {}, self.proposal_cfg.to_dict()
         if saved != now:
             changed = {k: (saved.get(k), now.get(k)) for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)}

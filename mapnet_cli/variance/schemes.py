@@ -160,7 +160,7 @@ def _pps_draw(ids: torch.Tensor, special_ids: Mapping[str, int], vocab_size: int
     g = torch.Generator().manual_seed(seed)
     order, start = _uniforms(g, rows.shape, ids.device), _uniforms(g, rows.shape[:1], ids.device)
     chosen = designs.systematic_sample(pi, order, start)
-    weights = designs.ht_weights(pi, chosen, k)
+    weights = designs.ht_weights(pi, chosen, k, eligible)
     inputs = apply_replacement(rows, chosen, vocab_size, special_ids, masking.replace_mask, masking.replace_random, g)
     return SentenceDraw(_examples(ids, inputs, chosen, special_ids["pad"], weights),
                         torch.zeros(rows.shape[0], dtype=torch.float64), int(eligible[0].sum()), pi[0].double().cpu(), cost)

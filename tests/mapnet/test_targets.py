@@ -127,3 +127,19 @@ def test_gradnorm_moves_mass_off_predictable_tokens_onto_large_gradients(tmp_pat
     mass, share = float(p[theme].sum() / len(ids)), float(theme.sum() / eligible.sum())
     # Measured (seed 0): mass 0.50 against a share of 0.80.
     assert mass < 0.8 * share
+
+
+def test_resume_refuses_a_changed_map_lr_or_proposal_target(tmp_path):
+    from typer.testing import CliRunner
+
+    from mapnet_cli.cli import app
+    from mapnet_cli.errors import MapnetError
+
+    shards = write_tiny_shards(tmp_path / "shards", train=32, valid=8, seq_len=64)
+    base = ["pretrain", str(shards), "--out", str(tmp_path / "run"), "--preset", "tiny", "--steps", "2",
+            *[a for kv in [*BASE, *HT, "masking.proposal_target=gradnorm"] for a in ("--set", kv)]]
+    runner = CliRunner()
+    assert runner.invoke(app, base).exit_code == 0
+    for change, name in (("masking.map_lr=1e-2", "masking.map_lr"), ("masking.proposal_target=loss", "masking.proposal_target")):
+        result = runner.invoke(app, [*base, "--resume", "--steps", "4", "--set", change])
+        assert isinstance(result.exception, MapnetError) and name in str(result.exception), result.output
