@@ -44,12 +44,35 @@ def fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+def make_dirs(path: str | Path) -> Path:
+    """`mkdir -p` with a one-line error naming what is in the way: a file where a folder
+    should be (the output path itself or a parent), or a folder the user cannot write."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+        if blocker is not None:
+            raise MapnetError(f"cannot create folder {path}: {blocker} is a file, not a folder") from None
+        raise MapnetError(f"cannot create folder {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def _unwritable(path: Path, exc: OSError) -> MapnetError:
+    return MapnetError(f"cannot write {path}: {exc.strerror or exc}")
+
+
 @contextlib.contextmanager
 def atomic_file(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator:
     """Open a temp file beside `path`; on clean exit fsync and rename it over `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    make_dirs(path.parent)
+    if path.is_dir():
+        raise MapnetError(f"cannot write {path}: it is a folder, not a file")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:  # a read-only folder
+        raise _unwritable(path, exc) from None
     try:
         os.fchmod(fd, _FILE_MODE)
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
@@ -98,9 +121,14 @@ def staging_dir(final: Path) -> Path:
     Its name starts with `.` and ends in `.tmp-<pid>` so it never looks like
     finished output; stale ones from killed runs are removed by `clean_stale`.
     """
-    final.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(final.parent)
+    if final.exists() and not final.is_dir():  # --overwrite replaces an output folder, never a user's file
+        raise MapnetError(f"{final} is a file, not an output folder; choose another output path")
     clean_stale(final)
-    path = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=f".tmp-{os.getpid()}", dir=final.parent))
+    try:
+        path = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=f".tmp-{os.getpid()}", dir=final.parent))
+    except OSError as exc:  # a read-only folder
+        raise _unwritable(final, exc) from None
     path.chmod(_DIR_MODE)
     return path
 

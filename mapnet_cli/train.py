@@ -357,7 +357,7 @@ class Run:
 
     def _write_run_files(self, shards: Path, argv: list[str]) -> None:
         t = self.settings.train
-        self.out.mkdir(parents=True, exist_ok=True)
+        atomic.make_dirs(self.out)
         checkpoint.clean_leftovers(self.out)
         atomic.write_text(self.out / "settings.toml", self.settings.to_toml())
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")

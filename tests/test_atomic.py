@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -53,3 +54,31 @@ def test_written_files_get_ordinary_permissions(tmp_path):
     mode = os.stat(tmp_path / "a.json").st_mode & 0o777
     assert mode == 0o666 & ~atomic._umask()
     assert atomic.json_safe({"a": [float("inf"), 1.0]}) == {"a": [None, 1.0]}
+
+
+def test_output_folders_that_cannot_be_made_are_one_line_errors(tmp_path, monkeypatch):
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("keep me")
+    with pytest.raises(MapnetError, match=r"notes\.txt is a file, not a folder"):
+        atomic.make_dirs(a_file / "deeper" / "out")
+    with pytest.raises(MapnetError, match=r"notes\.txt is a file, not an output folder"):
+        atomic.staging_dir(a_file)  # so --overwrite never replaces a user's file with a folder
+    (tmp_path / "out").mkdir()
+    with pytest.raises(MapnetError, match=r"cannot write .*out: it is a folder, not a file"):
+        atomic.write_text(tmp_path / "out", "x")
+    assert a_file.read_text() == "keep me"
+
+    # A read-only parent (tests run as root, where chmod does not stop writes: the OS error is simulated).
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    with pytest.raises(MapnetError, match=r"cannot create folder .*new: Permission denied"):
+        atomic.make_dirs(tmp_path / "new")
+    monkeypatch.undo()
+    monkeypatch.setattr(atomic.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(atomic.tempfile, "mkdtemp", refuse)
+    with pytest.raises(MapnetError, match=r"cannot write .*f\.json: Permission denied"):
+        atomic.write_json(tmp_path / "f.json", {})
+    with pytest.raises(MapnetError, match=r"cannot write .*folder: Permission denied"):
+        atomic.staging_dir(tmp_path / "folder")

@@ -37,6 +37,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from .. import settings as settings_mod
+from ..atomic import make_dirs
 from ..errors import MapnetError, warn
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
 
@@ -145,7 +146,7 @@ def _launch(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[i
     """Re-run this command under torchrun with exactly the settings resolved here."""
     from .. import distributed
 
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     frozen = out / f".launch-settings-{os.getpid()}.toml"
     frozen.write_text(settings.to_toml(), encoding="utf-8")
     args = ["pretrain", str(shards), "--out", str(out), "--config", str(frozen)]

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..atomic import json_safe, write_json
+from ..atomic import json_safe, make_dirs, write_json
 from ..errors import MapnetError
 from . import metrics as M
 from .finetune import RunConfig, finetune_run, select_epoch, steps_per_epoch
@@ -229,7 +229,7 @@ def run_sweep(refs: list[CheckpointRef], tasks: list[str], glue_dir: Path, out_d
     path = out_dir / RESULTS
     doc = load_results(path)
     data = load_tasks(tasks, glue_dir, ft)  # every input problem surfaces before anything is written
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dirs(out_dir)
     for name, d in data.items():
         for split in [d.train, *d.dev]:
             if split.skipped:
@@ -248,7 +248,12 @@ def run_sweep(refs: list[CheckpointRef], tasks: list[str], glue_dir: Path, out_d
         doc["summary"] = summarize(doc["runs"], plan, ft.run_score)
         write_json(path, json_safe(doc))
 
-    save()
+    # Written once a run has finished, not before: a sweep that fails first leaves no results.json
+    # that looks like a result (a summary whose every score is missing).
+    if doc["runs"]:
+        save()
+    else:
+        doc["summary"] = summarize(doc["runs"], plan, ft.run_score)
     events.start(total, len(pending), len(plan) - len(pending))
 
     for ref in refs:
