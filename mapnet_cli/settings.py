@@ -653,12 +653,13 @@ def resolve(
 
     preset_name = cli_values.get("model", {}).get("preset")
     for _, values in reversed(file_layers):  # the last file that names a preset wins
-        preset_name = preset_name or (values.get("model") or {}).get("preset")
-    if preset_name is not None and not isinstance(preset_name, str):
-        raise MapnetError(f"model.preset must be a string (got {preset_name!r})")
+        table = values.get("model")
+        preset_name = preset_name or (table.get("preset") if isinstance(table, dict) else None)
     # `base` replaces defaults < preset when a command continues from an earlier
     # output (a checkpoint's own settings.toml): its model is what was trained.
-    settings = base if base is not None else preset(preset_name) if preset_name else Settings()
+    # An unknown preset is named below by model.preset's own check, beside every other bad setting.
+    known = isinstance(preset_name, str) and preset_name in PRESETS
+    settings = base if base is not None else preset(preset_name) if known else Settings()
     for path, values in [*file_layers, ("command-line flags", cli_values)]:
         settings, bad = _apply(settings, values, str(path))
         errors += bad

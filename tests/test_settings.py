@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import tomllib
+import typing
+from dataclasses import fields as dc_fields
+from typing import Literal, get_args, get_origin
+
 import pytest
+import tomli_w
+from hypothesis import given, settings as hsettings, strategies as st
 from typer.testing import CliRunner
 
 from mapnet_cli import settings as S
@@ -138,3 +145,89 @@ def test_config_file_and_flags_errors_are_reported_together(tmp_path):
     for part in ("optim.lr must be a number", "unknown settings section 'nope'", "train.batch_size must be an integer",
                  "train.steps must be >= 1"):
         assert part in text, part
+
+
+# ---------------------------------------------------------------- properties of the parser (hypothesis)
+KEYS = [(sec.name, f.name, typing.get_type_hints(S._section_class(sec.name))[f.name])
+        for sec in dc_fields(S.Settings) for f in dc_fields(S._section_class(sec.name))]
+
+
+def values_of(annotation) -> st.SearchStrategy:
+    """Well-typed values for a settings field (in range or not: validation decides)."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return st.sampled_from(get_args(annotation))
+    if origin is tuple:
+        args = get_args(annotation)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return st.lists(values_of(args[0]), max_size=4)
+        return st.tuples(*map(values_of, args)).map(list)
+    return {bool: st.booleans(), int: st.integers(-10**6, 10**6), str: st.text(max_size=12),
+            float: st.floats(-1e6, 1e6, allow_nan=False)}[annotation]
+
+
+def wrong_value(annotation):
+    """A value of the wrong type (or outside a Literal's choices) for a field."""
+    if get_origin(annotation) is Literal:
+        return "not-a-choice"
+    return 12 if annotation is str else "abc"
+
+
+def as_updates(items) -> dict:
+    out: dict = {}
+    for sec, key, value in items:
+        out.setdefault(sec, {})[key] = value
+    return out
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(KEYS).flatmap(lambda k: values_of(k[2]).map(lambda v: (k[0], k[1], v))), max_size=6))
+def test_property_any_well_typed_settings_resolve_or_fail_in_one_line_and_round_trip(items):
+    try:
+        s = S.resolve(None, as_updates(items))
+    except MapnetError as exc:
+        assert str(exc).startswith("invalid settings: ") and "\n" not in str(exc)
+        return
+    assert S.from_dict(tomllib.loads(s.to_toml()), "round trip") == s
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(KEYS), min_size=1, max_size=5, unique_by=lambda k: (k[0], k[1])))
+def test_property_every_wrongly_typed_setting_is_named_in_one_message(keys):
+    assignments = [f"{sec}.{key}={tomli_w.dumps({'v': wrong_value(ann)})[4:].strip()}" for sec, key, ann in keys]
+    with pytest.raises(MapnetError) as exc:
+        S.resolve(None, assignments=assignments)
+    text = str(exc.value)
+    assert "\n" not in text
+    for sec, key, _ in keys:
+        assert f"{sec}.{key}" in text, (sec, key, text)
+
+
+@hsettings(max_examples=100, deadline=None)
+@given(st.text(max_size=40))
+def test_property_set_parsing_never_raises_anything_but_a_mapnet_error(text):
+    try:
+        section, key, _ = S.parse_assignment(text)
+    except MapnetError:
+        return
+    assert text.split("=", 1)[0].strip() == f"{section}.{key}"
+
+
+@hsettings(max_examples=100, deadline=None)
+@given(st.sampled_from(KEYS).flatmap(lambda k: values_of(k[2]).map(lambda v: (k[0], k[1], v))))
+def test_property_set_reads_back_any_toml_value(item):
+    sec, key, value = item
+    if value == [] or isinstance(value, str) and value.strip() != value:
+        return  # an empty list and padded strings are TOML too, but --set strips its value first
+    written = tomli_w.dumps({"v": value})[4:].strip()
+    assert S.parse_assignment(f"{sec}.{key}={written}") == (sec, key, value)
+
+
+def test_an_unknown_preset_is_named_with_the_other_bad_settings(tmp_path):
+    with pytest.raises(MapnetError) as exc:
+        S.resolve(None, {"model": {"preset": "huge"}}, ["optim.lr=abc"])
+    assert "model.preset must be one of" in str(exc.value) and "optim.lr must be a number" in str(exc.value)
+    cfg = tmp_path / "odd.toml"
+    cfg.write_text("model = 5\n")  # a key where a table belongs
+    with pytest.raises(MapnetError, match="model in .*odd.toml must be a table of keys"):
+        S.resolve(cfg)
