@@ -23,6 +23,14 @@ What one micro-batch does (paper, section 3.3 and Algorithm 1):
    a per-sequence baseline that raises p where the encoder's loss is above the
    sequence's average and lowers it where it is below.
 
+Beyond the paper (`masking.importance = "ht"`, `masking.proposal_target`): step 1
+draws the non-coin rows by systematic PPS from pi = ht_inclusion(p) (temperature,
+capping, the mixture with uniform; `designs`), step 3 weights each masked position
+by (K/n)/pi_i instead of the sequence by r, and step 4 is eq. 10 (`loss`) or the
+centred log regression onto a gradient-norm or learning-progress target
+(`proposal_terms`, `targets`). The paper's arm (importance clipped / unclipped /
+none, target loss) goes through exactly the code above.
+
 Which term lambda scales (`masking.map_loss_on`). The paper writes the combined
 loss as L(theta_MAP) + lambda L(theta_enc) with lambda = 1e-2, yet says "we use
 lambda to control the learning of MAP-Net". The two networks share only the
