@@ -5,10 +5,14 @@
     mapnet finetune-glue --task rte,sst2,qnli --checkpoints runs/bert runs/mapnet --data glue_data --out out/curves
     mapnet finetune-glue --task sst2 --checkpoint runs/tiny --data glue_data --out out/quick --quick
     mapnet finetune-glue --task mrpc --checkpoint runs/bert --data glue_data --out out/g --grid "16,32x1e-5,2e-5" --seeds 3
+    mapnet finetune-glue --protocol small --init both --checkpoints runs/mini --data glue_data --out out/small
 
-Settings: defaults < --quick < --config < flags (`--set finetune.key=value`
-reaches every field, e.g. finetune.run_score=last_epoch). Re-running with the
-same --out resumes: finished runs are read from results.json, not redone.
+Settings: defaults < --protocol (--quick = --protocol quick) < --config < flags
+(`--set finetune.key=value` reaches every field, e.g. finetune.run_score=last_epoch);
+the protocols are the table in `glue/protocols.py`. `--init random` fine-tunes the
+checkpoint's architecture from random weights (the control), `--init both` the
+checkpoint and that control, with the margin over it. Re-running with the same
+--out resumes: finished runs are read from results.json, not redone.
 """
 
 from __future__ import annotations
@@ -23,12 +27,13 @@ from rich.table import Table
 
 from .. import settings as settings_mod
 from ..errors import MapnetError
+from ..glue.protocols import PROTOCOLS
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
 
 HELP = "Fine-tune checkpoints on GLUE (grid x seeds, best mean config) and report dev scores."
 
-# --quick: one configuration from the paper's grid, 2 seeds, 2 epochs, 2000 training examples.
-QUICK = {"batch_sizes": (32,), "learning_rates": (8e-5,), "seeds": 2, "epochs": 2, "max_train": 2000}
+# Kept for importers: the quick protocol's values (the table is glue/protocols.py).
+QUICK = dict(PROTOCOLS["quick"].finetune)
 
 
 def parse_list(text: str, kind, what: str) -> tuple:
@@ -50,9 +55,9 @@ def parse_grid(text: str) -> tuple[tuple[int, ...], tuple[float, ...]]:
 
 
 def finetune_glue(
-    task: Annotated[str, typer.Option("--task", "-t", help="CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI (any case, dash optional), a comma list, or all.", show_default=False)],
     data: Annotated[Path, typer.Option("--data", "-d", help="GLUE folder in the standard layout (GLUE_DIR/RTE/train.tsv, ...).", show_default=False)],
     out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: results.json, tables, curves (re-use it to resume).", show_default=False)],
+    task: Annotated[Optional[str], typer.Option("--task", "-t", help="CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI (any case, dash optional), a comma list, or all (default: the protocol's tasks).", show_default=False)] = None,
     checkpoint: Annotated[Optional[list[Path]], typer.Option("--checkpoint", "-k", help="A checkpoint folder, or a run folder (its newest complete checkpoint). Repeatable.", show_default=False)] = None,
     checkpoints: Annotated[Optional[list[Path]], typer.Option("--checkpoints", help="A run folder: every complete checkpoint in RUN/checkpoints (a learning-curve sweep). Repeatable; more paths may follow as arguments.", show_default=False)] = None,
     more: Annotated[Optional[list[Path]], typer.Argument(help="More run folders for the --checkpoints sweep.", show_default=False)] = None,
@@ -63,16 +68,26 @@ def finetune_glue(
     epochs: Annotated[Optional[int], typer.Option("--epochs", help="Epochs per run (paper: 10).", show_default=False)] = None,
     max_train: Annotated[Optional[int], typer.Option("--max-train", help="Cap training examples (a fixed subset; 0: all).", show_default=False)] = None,
     max_dev: Annotated[Optional[int], typer.Option("--max-dev", help="Cap dev examples (0: all; not comparable with published scores).", show_default=False)] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="CPU preset: bs 32, lr 8e-5, 2 seeds, 2 epochs, 2000 train examples.")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="Smoke-test preset, the same as --protocol quick: bs 32, lr 8e-5, 2 seeds, 2 epochs, 2000 train examples.")] = False,
+    protocol: Annotated[Optional[str], typer.Option("--protocol", help="Named preset under --config and the flags: " + "; ".join(f"{p.name}: {p.summary}" for p in PROTOCOLS.values()) + ".", show_default=False)] = None,
+    init: Annotated[str, typer.Option("--init", help="pretrained: the checkpoints' weights; random: their architecture and tokenizer from random weights (the control; seeded per fine-tuning seed); both: the checkpoints and their control, with the paired margin.")] = "pretrained",
     device: Annotated[Optional[str], typer.Option("--device", help="auto, cpu or cuda; sets finetune.device.", show_default=False)] = None,
     config: ConfigOpt = None,
     set_: SetOpt = None,
     print_settings: PrintSettingsOpt = False,
 ) -> None:
     """Fine-tune checkpoints on GLUE (grid x seeds, best mean config) and report dev scores."""
-    from ..glue import report, sweep
-    from ..glue.pretrained import find_checkpoints
+    from ..glue import protocols, report, sweep
+    from ..glue.pretrained import find_checkpoints, with_controls
     from ..glue.tasks import task_names
+
+    if quick:
+        if protocol not in (None, "quick"):
+            raise MapnetError(f"--quick is --protocol quick; it cannot go with --protocol {protocol}")
+        protocol = "quick"
+    proto = protocols.get(protocol) if protocol is not None else None
+    if init not in ("pretrained", "random", "both"):
+        raise MapnetError(f"--init must be pretrained, random or both (got {init!r})")
 
     flags: dict = {}
     if grid is not None:
@@ -86,21 +101,23 @@ def finetune_glue(
     for key, value in (("seeds", seeds), ("epochs", epochs), ("max_train", max_train), ("max_dev", max_dev), ("device", device)):
         if value is not None:
             flags[key] = value
-    # --quick is a preset: below the config file and the flags, so either can still change any of it.
-    file_keys = set((settings_mod.load_toml(config).get("finetune") or {})) if quick and config is not None else set()
-    layer = {k: v for k, v in QUICK.items() if k not in file_keys} if quick else {}
+    # A protocol is a preset: below the config file and the flags, so either can still change any of it.
+    layer = protocols.protocol_layer(protocol, config)
     ft = {k: list(v) if isinstance(v, tuple) else v for k, v in {**layer, **flags}.items()}
     settings = settings_mod.resolve(config, {"finetune": ft}, set_ or ())
     if print_settings:
         typer.echo(settings.to_toml(), nl=False)
         return
-    tasks = task_names(task)
+    if task is None and not (proto and proto.tasks):
+        raise MapnetError("name the tasks: --task T (or a --protocol that has its own, e.g. small: "
+                          f"{', '.join(PROTOCOLS['small'].tasks)})")
+    tasks = task_names(task) if task is not None else list(proto.tasks)
     sweep_paths = [*(checkpoints or ()), *(more or ())]
     if more and not checkpoints:
         raise MapnetError(f"unexpected argument {str(more[0])!r} (extra paths belong to --checkpoints)")
     if not checkpoint and not sweep_paths:
         raise MapnetError("name what to fine-tune: --checkpoint RUN_OR_CKPT, or --checkpoints RUN ... for a sweep")
-    refs = find_checkpoints(checkpoint or (), sweep_paths)
+    refs, controls = with_controls(find_checkpoints(checkpoint or (), sweep_paths), init)
 
     err = Console(stderr=True)
     if settings.finetune.max_dev:
@@ -108,13 +125,20 @@ def finetune_glue(
                   "with published ones", highlight=False, markup=False)
     events = _RichEvents(err, settings.logging.progress)
     with events.progress:
-        doc = sweep.run_sweep(refs, tasks, data, out, settings.finetune, events)
+        doc = sweep.run_sweep(refs, tasks, data, out, settings.finetune, events, controls=controls, preset=protocol)
     summary = doc["summary"]
     console = Console()
     table = Table(*report.RESULT_HEADER, title=f"GLUE dev ({summary['run_score'].replace('_', ' ')} per run)")
     for row in report.result_rows(summary):
         table.add_row(*row, end_section=row[1] == "GLUE")
     console.print(table)
+    if len(refs) > 1 or sweep_paths or init != "pretrained":
+        t = Table(*report.STATS_HEADER, title="Per entry over fine-tuning seeds (points; 95% t-interval; "
+                                               "margin = checkpoint − its random-init control, paired by seed)")
+        rows = report.stats_rows(summary)
+        for i, row in enumerate(rows):
+            t.add_row(*row, end_section=i + 1 < len(rows) and rows[i + 1][0] != row[0])
+        console.print(t)
     if len(refs) > 1 or sweep_paths:
         header, rows = report.table2_rows(summary)
         t2 = Table(*header, title="GLUE score by pretraining step (the paper's Table 2)")

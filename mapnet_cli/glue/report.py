@@ -59,6 +59,39 @@ def result_rows(summary: dict) -> list[list[str]]:
 RESULT_HEADER = ["checkpoint", "entry", "metrics (mean ± std over seeds)", "score", "best config", "seeds"]
 
 
+def ci_points(ci: dict | None, signed: bool = False) -> str:
+    """'85.32 ± 1.20' (mean ± half-width of the 95% interval, in points); one value has no interval."""
+    if ci is None or ci.get("mean") is None:
+        return "-"
+    mean = f"{100 * ci['mean']:+.2f}" if signed else points(ci["mean"])
+    if ci.get("ci95") is None:
+        return f"{mean} (n={ci['n']}, no interval)"
+    return f"{mean} ± {100 * (ci['ci95'][1] - ci['ci95'][0]) / 2:.2f}"
+
+
+STATS_HEADER = ["checkpoint", "entry", "seeds", "score (mean ± 95% CI)", "margin over random init (paired by seed)"]
+
+
+def stats_rows(summary: dict) -> list[list[str]]:
+    """Per checkpoint x entry (then GLUE): mean ± 95% t-interval over fine-tuning seeds, and the paired
+    margin over the checkpoint's random-init control ("control" on the control's own rows)."""
+    rows = []
+    for ck in summary["checkpoints"]:
+        label = f"{ck['run']}@{ck['step']}"
+        stats = ck.get("stats") or {}
+        margin = (ck.get("margin") or {}).get("entries", {})
+        for entry in sorted(stats, key=lambda e: (e == "GLUE", _entry_order(e))):
+            st = stats[entry]
+            if ck.get("init") == "random":
+                m = "control"
+            elif entry in margin:
+                m = f"{ci_points(margin[entry], signed=True)} (n={margin[entry]['n']})"
+            else:
+                m = "-"
+            rows.append([label, entry, str(st["n"]), ci_points(st), m])
+    return rows
+
+
 def _grid(summary: dict, value) -> tuple[list[str], list[list[str]]]:
     runs = list(dict.fromkeys(ck["run"] for ck in summary["checkpoints"]))
     steps = sorted({ck["step"] for ck in summary["checkpoints"]})

@@ -25,6 +25,20 @@ checkpoint weights hash and step, task, batch size, learning rate, seed and
 a hash of the settings that change a run's outcome, so an interrupted sweep
 resumes with exactly the runs it lacks, and changing, say, `epochs` never
 reuses stale runs.
+
+Statistics (`summary`). Every entry of every checkpoint also carries its
+best configuration's per-seed scores and a 95% Student-t interval over the
+fine-tuning seeds (`compare.mean_ci`, n-1 dof; none from one seed), and so
+does the GLUE score (per seed: the mean over entries of that seed's scores,
+when every task's best configuration ran the same seeds). A checkpoint with
+a random-init control (`--init both`, see `pretrained`) gets its `margin`
+over it: per fine-tuning seed s, (checkpoint's score at s) - (control's
+score at s), each arm at its own best configuration, then a t-interval over
+the seeds both arms ran. Seed s gives both arms the same head init, dropout
+stream and data order, so the pairing is real, and the seeds are the
+independent replicates: `n` of them. These intervals are over fine-tuning
+noise only, for one pretrained checkpoint; whether a pretraining method
+helps needs pretraining seeds as the replicates (`mapnet compare`).
 """
 
 from __future__ import annotations
@@ -41,7 +55,7 @@ from ..atomic import json_safe, make_dirs, write_json
 from ..errors import MapnetError
 from . import metrics as M
 from .finetune import RunConfig, finetune_run, select_epoch, steps_per_epoch
-from .pretrained import CheckpointRef, load_encoder_state
+from .pretrained import CheckpointRef, load_architecture, load_encoder_state, random_encoder, random_init_seed
 from .tasks import TASKS, Split, TaskData, load_task
 
 SCHEMA = "mapnet.glue/1"
@@ -163,21 +177,45 @@ def _chosen(record: dict, rule: str) -> dict:
     return epochs[select_epoch(fixed, rule)]
 
 
-def summarize(runs: dict, plan: list[PlanItem], rule: str) -> dict:
-    """Per checkpoint: every configuration's mean, the best one per task, entry scores and the GLUE score."""
+def _ci(values: list[float]) -> dict:
+    from ..compare import mean_ci  # one definition of the interval for every table
+
+    return mean_ci(values)
+
+
+def _seed_stats(seeds: list[int], scores: list[float]) -> dict:
+    return {**_ci(scores), "seeds": list(seeds), "scores": list(scores)}
+
+
+def _paired(a: dict, b: dict) -> dict | None:
+    """a - b over the seeds both ran ({seeds, scores} each): mean, t-interval, n, the differences."""
+    mine = dict(zip(a["seeds"], a["scores"]))
+    theirs = dict(zip(b["seeds"], b["scores"]))
+    common = [s for s in mine if s in theirs]
+    if not common:
+        return None
+    diffs = [mine[s] - theirs[s] for s in common]
+    return {**_ci(diffs), "seeds": common, "differences": diffs}
+
+
+def summarize(runs: dict, plan: list[PlanItem], rule: str, controls: dict[str, str] | None = None) -> dict:
+    """Per checkpoint: every configuration's mean, the best one per task, entry scores and the GLUE score,
+    each entry's and the GLUE score's t-interval over fine-tuning seeds, and (with `controls`,
+    {checkpoint key: control key}) the paired margin over the random-init control."""
     by_ckpt: dict[str, dict] = {}
     for item in plan:
         ck = by_ckpt.setdefault(item.ref.key, {"ref": item.ref, "tasks": {}})
         configs = ck["tasks"].setdefault(item.task, {})
-        cfg = configs.setdefault((item.batch_size, item.lr), {"planned": 0, "records": []})
+        cfg = configs.setdefault((item.batch_size, item.lr), {"planned": 0, "records": [], "seeds": []})
         cfg["planned"] += 1
         if item.key in runs:
             cfg["records"].append(runs[item.key])
+            cfg["seeds"].append(item.seed)
 
     checkpoints = []
     for ck in by_ckpt.values():
         ref = ck["ref"]
-        tasks_out, entry_scores = {}, {}
+        tasks_out, entry_scores, stats = {}, {}, {}
         for task, configs in ck["tasks"].items():
             rows = []
             for (bs, lr), cfg in configs.items():
@@ -187,11 +225,13 @@ def summarize(runs: dict, plan: list[PlanItem], rule: str) -> dict:
                     chosen = [_chosen(r, rule) for r in done]
                     row["score"], row["score_std"] = _mean_std([c["score"] if c["score"] is not None else 0.0 for c in chosen])
                     row["epochs"] = [c["epoch"] for c in chosen]
+                    row["seeds"] = list(cfg["seeds"])
                     row["entries"] = {}
                     for entry in TASKS[task].entries:
                         e_scores = [c["entries"][entry]["score"] or 0.0 for c in chosen]
                         m, s = _mean_std(e_scores)
-                        row["entries"][entry] = {"score": m, "score_std": s, "metrics": {
+                        row["entries"][entry] = {"score": m, "score_std": s, "ci95": _ci(e_scores)["ci95"],
+                                                 "seed_scores": e_scores, "metrics": {
                             name: dict(zip(("mean", "std"), _mean_std([c["entries"][entry]["metrics"][name] or 0.0 for c in chosen])))
                             for name in TASKS[task].metrics}}
                 rows.append(row)
@@ -202,19 +242,41 @@ def summarize(runs: dict, plan: list[PlanItem], rule: str) -> dict:
             if best is not None:
                 for entry, e in best["entries"].items():
                     entry_scores[entry] = e["score"]
+                    stats[entry] = _seed_stats(best["seeds"], e["seed_scores"])
         score, used = M.glue_score(entry_scores)
+        # The GLUE score per fine-tuning seed: the mean over entries of that seed's scores (seeds every entry ran).
+        per_seed = [dict(zip(stats[e]["seeds"], stats[e]["scores"])) for e in used]
+        glue_seeds = [s for s in (stats[used[0]]["seeds"] if used else []) if all(s in d for d in per_seed)]
+        if glue_seeds:
+            stats["GLUE"] = _seed_stats(glue_seeds, [float(np.mean([d[s] for d in per_seed])) for s in glue_seeds])
         checkpoints.append({
             "checkpoint": ref.key, "run": ref.run, "step": ref.step, "path": str(ref.path), "sha256": ref.sha,
-            "tasks": tasks_out, "entries": entry_scores,
-            "glue": {"score": score if used else None, "entries": used, "of": len(M.SCORE_ENTRIES)},
+            "init": ref.init, "tasks": tasks_out, "entries": entry_scores,
+            "glue": {"score": score if used else None, "entries": used, "of": len(M.SCORE_ENTRIES),
+                     "ci95": stats["GLUE"]["ci95"] if "GLUE" in stats else None},
+            "stats": stats,
         })
+    by_key = {ck["checkpoint"]: ck for ck in checkpoints}
+    for ck in checkpoints:
+        control = by_key.get((controls or {}).get(ck["checkpoint"]))
+        if control is None:
+            continue
+        margin = {entry: _paired(st, control["stats"][entry]) for entry, st in ck["stats"].items()
+                  if entry in control["stats"]}
+        ck["margin"] = {"control": control["checkpoint"], "control_run": control["run"],
+                        "pairing": "fine-tuning seed", "entries": {e: m for e, m in margin.items() if m is not None}}
     return {"run_score": rule, "checkpoints": checkpoints}
 
 
 # ---------------------------------------------------------------- the sweep
 def run_sweep(refs: list[CheckpointRef], tasks: list[str], glue_dir: Path, out_dir: Path, ft,
-              events: Events | None = None) -> dict:
-    """Run every planned run that the results file lacks; returns the results document."""
+              events: Events | None = None, controls: dict[str, str] | None = None,
+              preset: str | None = None) -> dict:
+    """Run every planned run that the results file lacks; returns the results document.
+
+    `refs` may hold random-init controls (`pretrained.with_controls`); `controls` maps a checkpoint's
+    key to its control's, for the margins; `preset` is the protocol's name, recorded.
+    """
     import torch
 
     from .encode import TextEncoder
@@ -240,12 +302,15 @@ def run_sweep(refs: list[CheckpointRef], tasks: list[str], glue_dir: Path, out_d
     total = sum(ft.epochs * steps_per_epoch(len(data[p.task].train), p.batch_size) for p in pending)
 
     doc["protocol"] = {**protocol(ft), "batch_sizes": list(ft.batch_sizes), "learning_rates": list(ft.learning_rates),
-                       "seeds": ft.seeds, "first_seed": ft.seed, "run_score": ft.run_score, "hash": protocol_hash(ft)}
+                       "seeds": ft.seeds, "first_seed": ft.seed, "run_score": ft.run_score, "hash": protocol_hash(ft),
+                       "preset": preset or "paper"}
     doc["data"] = data_report(data)
     doc["tasks"] = tasks
+    doc["init"] = sorted({ref.init for ref in refs})
+    doc["controls"] = dict(controls or {})
 
     def save() -> None:
-        doc["summary"] = summarize(doc["runs"], plan, ft.run_score)
+        doc["summary"] = summarize(doc["runs"], plan, ft.run_score, controls)
         write_json(path, json_safe(doc))
 
     # Written once a run has finished, not before: a sweep that fails first leaves no results.json
@@ -253,22 +318,30 @@ def run_sweep(refs: list[CheckpointRef], tasks: list[str], glue_dir: Path, out_d
     if doc["runs"]:
         save()
     else:
-        doc["summary"] = summarize(doc["runs"], plan, ft.run_score)
+        doc["summary"] = summarize(doc["runs"], plan, ft.run_score, controls)
     events.start(total, len(pending), len(plan) - len(pending))
 
     for ref in refs:
         todo = [p for p in pending if p.ref.sha == ref.sha]
         if not todo:
             continue
-        state, cfg, ck_settings = load_encoder_state(ref)
+        if ref.init == "random":
+            cfg, ck_settings = load_architecture(ref)
+            state = None
+        else:
+            state, cfg, ck_settings = load_encoder_state(ref)
         max_len = min(ft.max_seq_len, cfg.max_position)
         encoder_text = TextEncoder(ref.path / "tokenizer.json", ck_settings.preprocess, max_len, out_dir / "cache")
 
-        def make_encoder(cfg=cfg, state=state):
+        def make_encoder(seed: int, cfg=cfg, state=state, ref=ref):
             from ..model import Encoder
 
+            # Built the same way in both arms, so the global RNG that the head init and dropout draw from
+            # next is in the same state: seed s of the control differs from seed s of the checkpoint only
+            # in the encoder weights (random_encoder draws them in a forked RNG).
             enc = Encoder(cfg)
-            enc.load_state_dict(state)  # copies: every run starts from the pretrained weights
+            # copies: every run starts from the pretrained weights, or from this seed's random ones (the control)
+            enc.load_state_dict(state if state is not None else random_encoder(cfg, ref.init_seed, seed).state_dict())
             return enc
 
         encoded: dict[str, tuple] = {}
@@ -287,10 +360,14 @@ def run_sweep(refs: list[CheckpointRef], tasks: list[str], glue_dir: Path, out_d
                            warmup_ratio=ft.warmup_ratio, weight_decay=ft.weight_decay, betas=tuple(ft.betas),
                            eps=ft.eps, length_group=ft.length_group, eval_batch_size=ft.eval_batch_size,
                            dropout=cfg.dropout)
-            result = finetune_run(make_encoder, TASKS[item.task], train, devs, rc, encoder_text.pad_id, dev,
-                                  precision, on_step=events.advance)
+            result = finetune_run(lambda seed=item.seed: make_encoder(seed), TASKS[item.task], train, devs, rc,
+                                  encoder_text.pad_id, dev, precision, on_step=events.advance)
             record = {"checkpoint": {"key": ref.key, "run": ref.run, "step": ref.step, "sha256": ref.sha,
-                                     "path": str(ref.path)},
+                                     "path": str(ref.path), "init": ref.init},
+                      "init": ref.init,
+                      **({"init_seed": {"pretraining_seed": ref.init_seed,
+                                        "torch_seed": random_init_seed(ref.init_seed, item.seed)}}
+                         if ref.init == "random" else {}),
                       "task": item.task, "batch_size": item.batch_size, "lr": item.lr, "seed": item.seed,
                       "epochs": result.epochs, "steps": result.steps, "seconds": round(result.seconds, 3),
                       "device": str(dev), "precision": precision, "train_examples": len(train),
