@@ -271,18 +271,37 @@ def variance_curve(pr: PlannedRun, shards: Path) -> dict[str, dict]:
     return out
 
 
+def control_label(seed_index: int) -> str:
+    """The GLUE random-init control of pretraining seed index k (a row of the tables, a key of `glue_results`)."""
+    return f"random-init/seed-{seed_index}"
+
+
 def glue_results(plan: list[PlannedRun], tasks: list[str], glue_data: Path, out: Path, ft, events=None,
-                 every_checkpoint: bool = False) -> dict:
+                 every_checkpoint: bool = False, preset: str | None = None) -> dict:
     """The GLUE sweep (settings.finetune) on every run's final checkpoint, or on all its kept
-    checkpoints (`every_checkpoint`: a GLUE-vs-step curve); {label: {entries, score, curve}}."""
-    from .glue.pretrained import find_checkpoints
+    checkpoints (`every_checkpoint`: a GLUE-vs-step curve); {label: {entries, score, curve}}.
+
+    Plus one random-init control per pretraining seed index k, under `control_label(k)`: seed k's
+    uniform run (else its first strategy) gives the architecture, tokenizer and pretraining seed
+    (`glue.pretrained.random_init_ref`), so controls of different seeds are independent draws and
+    the margin over them can be paired by pretraining seed (`aggregate`).
+    """
+    from .glue.pretrained import find_checkpoints, random_init_ref
     from .glue.sweep import run_sweep
 
     # Every run folder is called seed-k: label checkpoints by strategy too, or the tables mix them up.
     refs = {pr.label: [replace(ref, run=pr.label) for ref in
                        (find_checkpoints(every=[pr.path]) if every_checkpoint else find_checkpoints([pr.path]))]
             for pr in plan}
-    doc = run_sweep([ref for mine in refs.values() for ref in mine], tasks, glue_data, out / "glue", ft, events)
+    controls = {}
+    for k in sorted({pr.index for pr in plan}):
+        mine = [pr for pr in plan if pr.index == k]
+        source = next((pr for pr in mine if split_name(pr.strategy) == ("uniform", None)), mine[0])
+        final = max(refs[source.label], key=lambda ref: ref.step)
+        controls[k] = random_init_ref(final, run=control_label(k))
+    of = {ref.key: controls[pr.index].key for pr in plan for ref in refs[pr.label]}
+    doc = run_sweep([*(ref for mine in refs.values() for ref in mine), *controls.values()], tasks, glue_data,
+                    out / "glue", ft, events, controls=of, preset=preset)
     by_sha = {ck["sha256"]: ck for ck in doc["summary"]["checkpoints"]}
     results = {}
     for pr in plan:
@@ -291,7 +310,17 @@ def glue_results(plan: list[PlannedRun], tasks: list[str], glue_data: Path, out:
         results[pr.label] = {"entries": final["entries"], "score": final["glue"]["score"],
                              "score_entries": final["glue"]["entries"],
                              "curve": [{"step": ref.step, "score": by_sha[ref.sha]["glue"]["score"]} for ref in mine]}
+    for k, ref in controls.items():
+        ck = by_sha[ref.sha]
+        results[control_label(k)] = {"seed_index": k, "init": "random", "pretraining_seed": ref.init_seed,
+                                     "entries": ck["entries"], "score": ck["glue"]["score"],
+                                     "score_entries": ck["glue"]["entries"]}
     return results
+
+
+def glue_controls(glue: dict | None) -> dict[int, dict]:
+    """{seed index: that seed's random-init control record} from `glue_results`' answer."""
+    return {rec["seed_index"]: rec for label, rec in (glue or {}).items() if label.startswith("random-init/seed-")}
 
 
 # ---------------------------------------------------------------- statistics
@@ -355,8 +384,24 @@ def _steps_to_target(agg: dict, mine: list[dict], metric: str, target: float) ->
             "per_seed": [steps_to_target(agg["steps"], [p[metric] for p in r["eval"]], target) for r in mine]}
 
 
-def aggregate(runs: list[dict], strategies: list[str]) -> dict:
-    """Per strategy: curves (mean, CI), final numbers, steps- and seconds-to-target vs. uniform's final mean."""
+def _glue_vs_control(mine: list[dict], control: dict[int, dict]) -> dict | None:
+    """Strategy minus the random-init control of the same pretraining seed, each already averaged over
+    fine-tuning seeds; a t-interval over pretraining seeds (the independent comparisons)."""
+    pairs = [(r["glue"], control[r["seed_index"]]) for r in mine if r["seed_index"] in control]
+    pairs = [(g, c) for g, c in pairs if g["score"] is not None and c["score"] is not None]
+    if not pairs:
+        return None
+    entries = sorted(set.intersection(*(set(g["entries"]) & set(c["entries"]) for g, c in pairs)))
+    return {"score": mean_ci([g["score"] - c["score"] for g, c in pairs]),
+            "entries": {e: mean_ci([g["entries"][e] - c["entries"][e] for g, c in pairs]) for e in entries},
+            "seed_indices": [r["seed_index"] for r in mine if r["seed_index"] in control],
+            "independent_comparisons": len(pairs),
+            "pairing": "pretraining seed; fine-tuning seeds averaged first"}
+
+
+def aggregate(runs: list[dict], strategies: list[str], glue_control: dict[int, dict] | None = None) -> dict:
+    """Per strategy: curves (mean, CI), final numbers, steps- and seconds-to-target vs. uniform's final mean;
+    with `glue_control` ({seed index: control record}) the GLUE margin over the random-init control."""
     out: dict = {}
     for name in strategies:
         mine = sorted((r for r in runs if r["strategy"] == name), key=lambda r: r["seed_index"])
@@ -376,6 +421,12 @@ def aggregate(runs: list[dict], strategies: list[str]) -> dict:
         if all("glue" in r for r in mine):
             scores = [r["glue"]["score"] for r in mine]
             out[name]["glue"] = mean_ci(scores) if None not in scores else None
+            names = sorted(set.intersection(*(set(r["glue"]["entries"]) for r in mine)))
+            out[name]["glue_entries"] = {e: mean_ci([r["glue"]["entries"][e] for r in mine]) for e in names}
+            if glue_control:
+                margin = _glue_vs_control(mine, glue_control)
+                if margin is not None:
+                    out[name]["glue_vs_random_init"] = margin
             curves = [r["glue"].get("curve") or [] for r in mine]
             gsteps = [p["step"] for p in curves[0]]
             if len(gsteps) > 1 and all([p["step"] for p in c] == gsteps and None not in [p["score"] for p in c] for c in curves):
@@ -404,8 +455,15 @@ def aggregate(runs: list[dict], strategies: list[str]) -> dict:
             agg["paired_vs_uniform"] = {
                 m: mean_ci([r["eval"][-1][m] - by_seed[r["seed_index"]]["eval"][-1][m] for r in mine])
                 for m in agg["final"] if m.startswith("eval_loss")}
+    control = None
+    if glue_control:
+        recs = [glue_control[k] for k in sorted(glue_control)]
+        scores = [c["score"] for c in recs]
+        names = sorted(set.intersection(*(set(c["entries"]) for c in recs)))
+        control = {"seed_indices": sorted(glue_control), "glue": mean_ci(scores) if None not in scores else None,
+                   "glue_entries": {e: mean_ci([c["entries"][e] for c in recs]) for e in names}}
     return {"target": {"strategy": "uniform", "final_mean_eval_loss": target} if target is not None else None,
-            "strategies": out}
+            "strategies": out, "glue_control": control}
 
 
 def fairness_checks(runs: list[dict]) -> dict:
@@ -446,7 +504,8 @@ def collect(plan: list[PlannedRun], shards: Path, reused: dict[str, bool], *, va
     return runs
 
 
-def results_document(plan: list[PlannedRun], runs: list[dict], argv: list[str], shards: Path) -> dict:
+def results_document(plan: list[PlannedRun], runs: list[dict], argv: list[str], shards: Path,
+                     glue_control: dict[int, dict] | None = None) -> dict:
     from .atomic import sha256_file
     from .data.shards import find_shard_dir
     from .train import versions
@@ -464,7 +523,8 @@ def results_document(plan: list[PlannedRun], runs: list[dict], argv: list[str], 
                        "manifest_sha256": sha256_file(find_shard_dir(shards) / "manifest.json")},
             "strategies": strategies, "seeds": sorted({pr.settings.train.seed for pr in plan}),
             "eval_steps": eval_steps(plan[0].settings.train), "checks": checks,
-            "aggregate": aggregate(runs, strategies), "runs": runs}
+            "aggregate": aggregate(runs, strategies, glue_control), "runs": runs,
+            **({"glue_control": {str(k): v for k, v in sorted(glue_control.items())}} if glue_control else {})}
 
 
 # ---------------------------------------------------------------- presentation (plain strings; rich is the CLI's)
@@ -483,8 +543,10 @@ def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
     has_var = any("variance" in a for a in strategies.values())
     has_glue = any("glue" in a for a in strategies.values())
     extra = sorted({m for a in strategies.values() for m in a["final"] if m.startswith("eval_loss@")})
+    control = doc["aggregate"].get("glue_control")
     header = (TABLE_HEADER + [f"loss {m.partition('@')[2]}" for m in extra]
-              + (["mask var", "total var", "noise scale"] if has_var else []) + (["GLUE"] if has_glue else []))
+              + (["mask var", "total var", "noise scale"] if has_var else []) + (["GLUE"] if has_glue else [])
+              + (["GLUE Δ vs random init (paired)"] if has_glue and control else []))
     rows = []
     for name, a in strategies.items():
         reached = (a.get("steps_to_target") or {}).get("mean_curve")
@@ -500,10 +562,28 @@ def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
             row += [pm(v["mask_variance"][-1], ".4g"), pm(v["total_variance"][-1], ".4g"),
                     pm(v["noise_scale"][-1], ".4g") if ok and "noise_scale" in v else "-"] if ok else ["-", "-", "-"]
         if has_glue:
-            g = a.get("glue")  # in points, as `mapnet finetune-glue` prints it
-            row.append(pm({"mean": 100 * g["mean"], "ci95": g["ci95"] and [100 * x for x in g["ci95"]]}, ".2f") if g else "-")
+            row.append(_points(a.get("glue"), ".2f"))  # in points, as `mapnet finetune-glue` prints it
+            if control:
+                d = (a.get("glue_vs_random_init") or {}).get("score")
+                row.append(_points(d, "+.2f") + (f" (n={d['n']})" if d else ""))
         rows.append(row)
+    if has_glue and control:  # the control row: GLUE columns only
+        row = [CONTROL_ROW, str(len(control["seed_indices"]))] + ["-"] * (len(header) - 4)
+        rows.append(row + [_points(control["glue"], ".2f"), "control"])
     return header, rows
+
+
+CONTROL_ROW = "random-init (control)"
+
+
+def _points(ci: dict | None, fmt: str) -> str:
+    """A mean_ci of fractions, shown in points (x100)."""
+    if not ci:
+        return "-"
+    mean = format(100 * ci["mean"], fmt)
+    if ci["ci95"] is None:
+        return mean
+    return f"{mean} ± {format(100 * (ci['ci95'][1] - ci['ci95'][0]) / 2, fmt.lstrip('+'))}"
 
 
 def write_plots(doc: dict, out: Path) -> list[str]:
@@ -521,7 +601,7 @@ def write_plots(doc: dict, out: Path) -> list[str]:
                lambda a: ([p["mean"] for p in a["curve"]["elapsed"]], a["curve"]["eval_loss"])),
               ("variance_vs_step.png", "step", "total gradient variance",
                lambda a: (a["variance"]["steps"], a["variance"]["total_variance"]) if "variance" in a else None),
-              ("glue_vs_step.png", "step", "GLUE score (quick protocol)",
+              ("glue_vs_step.png", "step", "GLUE score",
                lambda a: (a["glue_curve"]["steps"], a["glue_curve"]["score"]) if "glue_curve" in a else None)]
     for m in sorted({m for a in aggs.values() for m in a["curve"] if m.startswith("eval_loss@")}):
         name = m.partition("@")[2]
@@ -550,5 +630,5 @@ def write_plots(doc: dict, out: Path) -> list[str]:
 
 __all__ = ["STRATEGIES", "SCHEME", "PlannedRun", "eval_steps", "parse_strategies", "plan_runs", "run_all",
            "initial_weights_sha256", "data_order_sha256", "read_metrics", "run_record", "variance_curve",
-           "glue_results", "t_quantile_975", "mean_ci", "steps_to_target", "aggregate", "fairness_checks",
+           "glue_results", "glue_controls", "control_label", "t_quantile_975", "mean_ci", "steps_to_target", "aggregate", "fairness_checks",
            "collect", "results_document", "table_rows", "write_plots", "extra_metrics"]

@@ -230,6 +230,70 @@ def test_aggregate_extra_sets_get_their_own_curves_and_targets():
     assert m["steps_to_target_by_set"] == {"books": {"target": 5.0, "mean_curve": None, "per_seed": [None]}}
 
 
+def _glue(score, entries):
+    return {"score": score, "entries": entries, "score_entries": sorted(entries), "curve": []}
+
+
+def test_glue_margin_over_random_init_is_paired_by_pretraining_seed():
+    # GLUE scores are already means over fine-tuning seeds (finetune-glue's summary); seeds 0..2.
+    runs = [_run("uniform", k, [6.0, 5.0, 4.0]) for k in range(3)] + [_run("mapnet", k, [6.0, 5.0, 4.5]) for k in range(3)]
+    uni = [(0.70, 0.60), (0.74, 0.58), (0.69, 0.61)]   # (SST-2, CoLA) per pretraining seed
+    mapn = [(0.72, 0.55), (0.70, 0.57), (0.71, 0.60)]
+    ctl = [(0.65, 0.50), (0.70, 0.52), (0.60, 0.55)]  # each seed's own control, an independent draw
+    for r in runs:
+        sst, cola = (uni if r["strategy"] == "uniform" else mapn)[r["seed_index"]]
+        r["glue"] = _glue((sst + cola) / 2, {"SST-2": sst, "CoLA": cola})
+    control = {k: {"seed_index": k, "init": "random", **_glue((s + c) / 2, {"SST-2": s, "CoLA": c})}
+               for k, (s, c) in enumerate(ctl)}
+    agg = cmp.aggregate(runs, ["uniform", "mapnet"], control)
+    for name, arm in (("uniform", uni), ("mapnet", mapn)):
+        m = agg["strategies"][name]["glue_vs_random_init"]
+        # Average over fine-tuning seeds first (done upstream), then the paired difference per pretraining seed.
+        diffs = [(a[0] + a[1]) / 2 - (c[0] + c[1]) / 2 for a, c in zip(arm, ctl)]
+        assert m["score"]["mean"] == pytest.approx(np.mean(diffs))
+        assert m["score"]["ci95"] == pytest.approx(cmp.mean_ci(diffs)["ci95"])
+        assert m["independent_comparisons"] == 3 and m["seed_indices"] == [0, 1, 2]
+        assert m["entries"]["SST-2"]["mean"] == pytest.approx(np.mean([a[0] - c[0] for a, c in zip(arm, ctl)]))
+        assert set(m["entries"]) == {"SST-2", "CoLA"}
+        # Pairing matters: the unpaired interval (control averaged away) is not what is reported.
+        unpaired = cmp.mean_ci([(a[0] + a[1]) / 2 - np.mean([(c[0] + c[1]) / 2 for c in ctl]) for a in arm])
+        assert m["score"]["ci95"] != pytest.approx(unpaired["ci95"])
+    assert agg["glue_control"]["glue"]["mean"] == pytest.approx(np.mean([(s + c) / 2 for s, c in ctl]))
+    assert agg["glue_control"]["seed_indices"] == [0, 1, 2]
+    # A pretraining seed without a control is left out, and the count of comparisons says so.
+    partial = cmp.aggregate(runs, ["uniform", "mapnet"], {k: control[k] for k in (0, 2)})
+    assert partial["strategies"]["mapnet"]["glue_vs_random_init"]["independent_comparisons"] == 2
+
+    header, rows = cmp.table_rows({"aggregate": agg})
+    assert header[-2:] == ["GLUE", "GLUE Δ vs random init (paired)"]
+    by_name = {r[0]: r for r in rows}
+    assert set(by_name) == {"uniform", "mapnet", cmp.CONTROL_ROW} and all(len(r) == len(header) for r in rows)
+    d = agg["strategies"]["mapnet"]["glue_vs_random_init"]["score"]
+    assert by_name["mapnet"][-1] == f"{100 * d['mean']:+.2f} ± {100 * (d['ci95'][1] - d['ci95'][0]) / 2:.2f} (n=3)"
+    g = agg["glue_control"]["glue"]
+    assert by_name[cmp.CONTROL_ROW][1] == "3" and by_name[cmp.CONTROL_ROW][-1] == "control"
+    assert by_name[cmp.CONTROL_ROW][-2] == f"{100 * g['mean']:.2f} ± {100 * (g['ci95'][1] - g['ci95'][0]) / 2:.2f}"
+    # Without a control, the table is as before.
+    header, rows = cmp.table_rows({"aggregate": cmp.aggregate(runs, ["uniform", "mapnet"])})
+    assert header[-1] == "GLUE" and len(rows) == 2
+
+
+def test_glue_protocol_option(tmp_path):
+    import tomllib
+
+    base = ["compare", str(tmp_path / "shards"), "--out", str(tmp_path / "out")]
+    for extra, msg in ((["--glue-protocol", "small"], "need --glue-data"),
+                       (["--glue-data", str(tmp_path)], "the quick protocol names no tasks"),
+                       (["--glue-data", str(tmp_path), "--glue-protocol", "huge"], "unknown fine-tuning protocol")):
+        with pytest.raises(MapnetError, match=msg):
+            invoke(base + extra)
+    res = invoke(base + ["--glue-protocol", "small", "--glue-data", str(tmp_path), "--print-settings"])
+    ft = tomllib.loads(res.stdout)["finetune"]
+    assert (ft["learning_rates"], ft["seeds"], ft["epochs"], ft["max_train"], ft["max_seq_len"]) == ([1e-4, 3e-4], 3, 3, 20000, 128)
+    res = invoke(base + ["--print-settings"])  # without GLUE the finetune section is quick's, as before
+    assert tomllib.loads(res.stdout)["finetune"]["learning_rates"] == [8e-5]
+
+
 def test_plots_are_skipped_cleanly_without_matplotlib(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if not installed
     runs = [_run("uniform", 0, [6.0, 5.0, 4.0])]
@@ -270,15 +334,37 @@ def test_glue_quick_on_final_checkpoints(compared, tmp_path):
     sweep = json.loads((out / "glue" / "results.json").read_text())
     # The --quick protocol: one configuration x 2 seeds per final checkpoint, checkpoints labelled by strategy.
     assert sweep["protocol"]["seeds"] == 2 and sweep["protocol"]["batch_sizes"] == [32]
-    assert sorted(ck["run"] for ck in sweep["summary"]["checkpoints"]) == sorted(
-        f"{s}/seed-{k}" for s in ("uniform", "mapnet") for k in (0, 1))
-    assert all(ck["step"] == 6 for ck in sweep["summary"]["checkpoints"])
+    assert sweep["protocol"]["preset"] == "quick" and doc["glue_protocol"] == {"name": "quick", "tasks": ["SST-2"]}
+    pretrained = [ck for ck in sweep["summary"]["checkpoints"] if ck["init"] == "pretrained"]
+    assert sorted(ck["run"] for ck in pretrained) == sorted(f"{s}/seed-{k}" for s in ("uniform", "mapnet") for k in (0, 1))
+    assert all(ck["step"] == 6 for ck in pretrained)
+    # One random-init control per pretraining seed, from that seed's uniform run, independent across seeds.
+    controls = {ck["run"]: ck for ck in sweep["summary"]["checkpoints"] if ck["init"] == "random"}
+    assert sorted(controls) == ["random-init/seed-0", "random-init/seed-1"]
+    assert len({ck["sha256"] for ck in controls.values()}) == 2
+    uniform_paths = {r["seed_index"]: r["path"] for r in _runs(doc, "uniform")}
+    for k in (0, 1):
+        assert controls[f"random-init/seed-{k}"]["path"].startswith(str(Path(uniform_paths[k]).resolve()))
+        assert doc["glue_control"][str(k)]["score"] == controls[f"random-init/seed-{k}"]["glue"]["score"]
+        assert doc["glue_control"][str(k)]["pretraining_seed"] == k
+    # Each strategy's checkpoint is paired with its own seed's control, in the sweep too.
+    for ck in pretrained:
+        assert ck["margin"]["control_run"] == f"random-init/seed-{ck['run'][-1]}"
     for name in ("uniform", "mapnet"):
         scores = [r["glue"]["score"] for r in _runs(doc, name)]
         assert doc["aggregate"]["strategies"][name]["glue"]["mean"] == pytest.approx(np.mean(scores))
-    row = next(ln for ln in res.stdout.splitlines() if "│ mapnet" in ln)
-    glue_mean = float(row.strip().strip("│").split("│")[-1].split("±")[0])
+        margin = doc["aggregate"]["strategies"][name]["glue_vs_random_init"]
+        diffs = [r["glue"]["score"] - doc["glue_control"][str(r["seed_index"])]["score"] for r in _runs(doc, name)]
+        assert margin["score"]["mean"] == pytest.approx(np.mean(diffs)) and margin["independent_comparisons"] == 2
+    cells = lambda ln: [c.strip() for c in ln.strip().strip("│").split("│")]  # noqa: E731
+    row = cells(next(ln for ln in res.stdout.splitlines() if "│ mapnet" in ln))
+    glue_mean = float(row[-2].split("±")[0])
     assert glue_mean == pytest.approx(100 * doc["aggregate"]["strategies"]["mapnet"]["glue"]["mean"], abs=0.01)
+    d = doc["aggregate"]["strategies"]["mapnet"]["glue_vs_random_init"]["score"]
+    assert float(row[-1].split("±")[0]) == pytest.approx(100 * d["mean"], abs=0.01) and row[-1].endswith("(n=2)")
+    control_row = cells(next(ln for ln in res.stdout.splitlines() if cmp.CONTROL_ROW in ln))
+    assert float(control_row[-2].split("±")[0]) == pytest.approx(100 * doc["aggregate"]["glue_control"]["glue"]["mean"], abs=0.01)
+    assert "2 pretraining seeds = 2 independent comparisons" in " ".join(res.stdout.split())
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 
     mapnet compare shards/ --out runs/compare --preset tiny --steps 300 --seeds 3
     mapnet compare shards/ --out runs/cmp --strategies uniform,mapnet --variance --glue-tasks sst2 --glue-data glue_data
+    mapnet compare shards/ --out runs/cmp --preset mini --glue-protocol small --glue-data glue_data
 
 Rerunning the same command reuses finished runs and recomputes the aggregate.
 """
@@ -21,7 +22,7 @@ from .. import compare as cmp
 from .. import settings as settings_mod
 from ..atomic import write_json, write_text
 from ..errors import MapnetError
-from .finetune_glue import QUICK
+from ..glue.protocols import PROTOCOLS
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
 
 HELP = "Compare masking strategies over seeds from identical starts: held-out loss, s/step, steps to uniform's final loss."
@@ -35,26 +36,30 @@ def compare(
     steps: Annotated[Optional[int], typer.Option("--steps", help="Sets train.steps.", show_default=False)] = None,
     preset: Annotated[Optional[str], typer.Option("--preset", help="Model preset (tiny, mini, small, medium, base).", show_default=False)] = None,
     variance: Annotated[bool, typer.Option("--variance", help="Measure a cheap gradient-variance decomposition (variance.snapshot_*) at every checkpoint.")] = False,
-    glue_tasks: Annotated[Optional[str], typer.Option("--glue-tasks", help="GLUE tasks to fine-tune the final checkpoints on (the --quick protocol), e.g. cola,sst2,mrpc.", show_default=False)] = None,
+    glue_tasks: Annotated[Optional[str], typer.Option("--glue-tasks", help="GLUE tasks to fine-tune the final checkpoints on, e.g. cola,sst2,mrpc (default: the --glue-protocol's tasks).", show_default=False)] = None,
     glue_data: Annotated[Optional[Path], typer.Option("--glue-data", help="GLUE folder in the standard layout.", show_default=False)] = None,
+    glue_protocol: Annotated[Optional[str], typer.Option("--glue-protocol", help="Fine-tuning protocol (default quick): " + "; ".join(f"{p.name}: {p.summary}" for p in PROTOCOLS.values()) + ". A random-init control is fine-tuned once per pretraining seed.", show_default=False)] = None,
     glue_every_checkpoint: Annotated[bool, typer.Option("--glue-every-checkpoint", help="Fine-tune every kept checkpoint, not only the final one: a GLUE-vs-step curve and plot.")] = False,
     config: ConfigOpt = None,
     set_: SetOpt = None,
     print_settings: PrintSettingsOpt = False,
 ) -> None:
     """Compare masking strategies over seeds from identical starts."""
+    from ..glue import protocols
     from ..glue.tasks import task_names
 
-    if (glue_tasks is None) != (glue_data is None):
-        raise MapnetError("--glue-tasks and --glue-data go together")
-    if glue_every_checkpoint and glue_tasks is None:
+    proto = protocols.get(glue_protocol or "quick")
+    if glue_data is None and (glue_tasks is not None or glue_protocol is not None):
+        raise MapnetError("--glue-tasks and --glue-protocol need --glue-data")
+    if glue_data is not None and glue_tasks is None and not proto.tasks:
+        raise MapnetError(f"--glue-data needs --glue-tasks (the {proto.name} protocol names no tasks)")
+    if glue_every_checkpoint and glue_data is None:
         raise MapnetError("--glue-every-checkpoint needs --glue-tasks and --glue-data")
     names = cmp.parse_strategies(strategies)
-    tasks = task_names(glue_tasks) if glue_tasks else []
-    # The GLUE --quick preset sits under the config file and the flags, as in `mapnet finetune-glue --quick`.
-    file_keys = set((settings_mod.load_toml(config).get("finetune") or {})) if config is not None else set()
-    quick = {k: list(v) if isinstance(v, tuple) else v for k, v in QUICK.items() if k not in file_keys}
-    base = settings_mod.resolve(config, {"model": {"preset": preset}, "train": {"steps": steps}, "finetune": quick},
+    tasks = (task_names(glue_tasks) if glue_tasks else list(proto.tasks)) if glue_data is not None else []
+    # The GLUE protocol (quick unless --glue-protocol) sits under the config file and the flags, as in finetune-glue.
+    layer = protocols.protocol_layer(proto.name, config)
+    base = settings_mod.resolve(config, {"model": {"preset": preset}, "train": {"steps": steps}, "finetune": layer},
                                 set_ or ())
     plan = cmp.plan_runs(base, names, seeds, out)
     if print_settings:
@@ -77,11 +82,14 @@ def compare(
 
         events = _RichEvents(err, base.logging.progress)
         with events.progress:
-            glue = cmp.glue_results(plan, tasks, glue_data, out, base.finetune, events, glue_every_checkpoint)
+            glue = cmp.glue_results(plan, tasks, glue_data, out, base.finetune, events, glue_every_checkpoint,
+                                    preset=proto.name)
     if variance:
         note("measuring the gradient variance at every checkpoint")
     runs = cmp.collect(plan, shards, reused, variance=variance, glue=glue)
-    doc = cmp.results_document(plan, runs, sys.argv, shards)
+    doc = cmp.results_document(plan, runs, sys.argv, shards, cmp.glue_controls(glue))
+    if tasks:
+        doc["glue_protocol"] = {"name": proto.name, "tasks": tasks}
     write_json(out / cmp.RESULTS, doc)
     console = Console()
     if not console.is_terminal:  # a log file or a pipe: room for every column rather than elided numbers
@@ -101,6 +109,12 @@ def print_table(console: Console, doc: dict) -> None:
     for row in rows:
         table.add_row(*row)
     console.print(table)
+    control = doc["aggregate"].get("glue_control")
+    if control:
+        n = len(control["seed_indices"])
+        console.print(f"GLUE Δ vs random init: per pretraining seed, the strategy's GLUE score minus that seed's "
+                      f"random-init control (each averaged over fine-tuning seeds first), then a 95% t-interval over "
+                      f"{n} pretraining seeds = {n} independent comparisons", highlight=False)
     if target:
         console.print(f"target: uniform's final mean held-out loss {target['final_mean_eval_loss']:.4f} "
                       f"(steps to target: interpolated on the mean curve)", highlight=False)
