@@ -19,6 +19,7 @@ from .commands import finetune_glue as finetune_glue_cmd
 from .commands import inspect_masks as inspect_masks_cmd
 from .commands import preprocess as preprocess_cmd
 from .commands import pretrain as pretrain_cmd
+from .commands import probe as probe_cmd
 from .commands import quickstart as quickstart_cmd
 from .commands import shard as shard_cmd
 from .commands import variance as variance_cmd
@@ -39,6 +40,7 @@ app.command("pretrain", help=pretrain_cmd.HELP)(pretrain_cmd.pretrain)
 app.command("export", help=export_cmd.HELP)(export_cmd.export)
 app.command("inspect-masks", help=inspect_masks_cmd.HELP)(inspect_masks_cmd.inspect_masks)
 app.command("finetune-glue", help=finetune_glue_cmd.HELP)(finetune_glue_cmd.finetune_glue)
+app.command("probe", help=probe_cmd.HELP)(probe_cmd.probe)
 app.command("variance", help=variance_cmd.HELP)(variance_cmd.variance)
 app.command("compare", help=compare_cmd.HELP)(compare_cmd.compare)
 

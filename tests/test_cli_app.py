@@ -15,8 +15,8 @@ from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
 from tiny_shards import write_tiny_shards
 
-COMMANDS = ("quickstart", "preprocess", "shard", "pretrain", "export", "inspect-masks", "finetune-glue", "variance",
-            "compare", "config")
+COMMANDS = ("quickstart", "preprocess", "shard", "pretrain", "export", "inspect-masks", "finetune-glue", "probe",
+            "variance", "compare", "config")
 
 
 def test_help_lists_every_command():
