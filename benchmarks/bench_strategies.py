@@ -33,7 +33,8 @@ from mapnet_cli.settings import apply, preset
 from mapnet_cli.train import rank_micro_slots, train_step, training_strategy
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
-ARMS = ["uniform", "stratified", "frequency-ht", "mapnet", "mapnet-ht", "mapnet-ht-learnability", "mapnet-ht-1layer"]
+ARMS = ["uniform", "uniform@0.3", "stratified", "frequency-ht", "mapnet", "mapnet-ht", "mapnet-ht-learnability",
+        "mapnet-ht-1layer"]
 
 
 class RandomCorpus:

@@ -534,7 +534,7 @@ TABLE_HEADER = ["strategy", "seeds", "final eval loss", "Δ vs uniform (paired)"
 def pm(ci: dict, fmt: str) -> str:
     if ci["ci95"] is None:
         return format(ci["mean"], fmt)
-    return f"{format(ci['mean'], fmt)} ± {format((ci['ci95'][1] - ci['ci95'][0]) / 2, fmt)}"
+    return f"{format(ci['mean'], fmt)} ± {format((ci['ci95'][1] - ci['ci95'][0]) / 2, fmt.lstrip('+'))}"
 
 
 def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:

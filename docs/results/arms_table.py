@@ -19,7 +19,7 @@ def pm(ci: dict | None, fmt: str) -> str:
         return "–"
     if ci.get("ci95") is None:
         return format(ci["mean"], fmt)
-    return f"{format(ci['mean'], fmt)} ± {format((ci['ci95'][1] - ci['ci95'][0]) / 2, fmt)}"
+    return f"{format(ci['mean'], fmt)} ± {format((ci['ci95'][1] - ci['ci95'][0]) / 2, fmt.lstrip('+'))}"
 
 
 def main(path: str) -> None:
@@ -30,7 +30,7 @@ def main(path: str) -> None:
     print("|---|" + "---|" * (len(sets) + 2))
     for name, a in agg.items():
         cells = [pm(a["final"].get(m), ".3f") for m, _ in sets]
-        print(f"| {name} | " + " | ".join(cells) + f" | {pm(a['final']['eval_accuracy'], '.3%')} | "
+        print(f"| {name} | " + " | ".join(cells) + f" | {pm(a['final']['eval_accuracy'], '.1%')} | "
               f"{pm(a['seconds_per_step'], '.3f')} |")
     print()
     print("| strategy | Δ mixed | Δ books | Δ Wikipedia | seeds better than uniform (mixed) | "

@@ -29,3 +29,26 @@ if [[ $WHICH == mini || $WHICH == all ]]; then
     "${mapnet[@]}" compare "$OUT/shards" --out "$OUT/arms-mini" --preset mini "${CFG[@]}" "${HELD[@]}" \
         --strategies "$ARMS" --seeds 3 --steps 400 --set optim.warmup_steps=40 --set optim.lr=5e-4
 fi
+
+# The ceiling and the schemes, scale-free (RESULTS section 3): the gradient noise scale of every
+# scheme at shared checkpoints — the uniform run's final one (seed 0) with the oracle (proxy and
+# exact gradient norm), the no-network designs and uniform; the HT run's and the paper run's own
+# final ones.
+if [[ $WHICH == tiny || $WHICH == all ]]; then
+    mkdir -p "$OUT/variance-tiny"
+    V=(--sentences 32 --masks 8 --project-dim 4096 --bootstrap 200 --json)
+    R=$OUT/arms-tiny/runs
+    for step in 00000600; do
+        "${mapnet[@]}" variance "$R/uniform/seed-0/checkpoints/step-$step" "${V[@]}" --oracle \
+            --schemes uniform,stratified,frequency > "$OUT/variance-tiny/uniform-step$step.json"
+    done
+    "${mapnet[@]}" variance "$R/mapnet-ht/seed-0" "${V[@]}" --oracle --schemes uniform,ht > "$OUT/variance-tiny/mapnet-ht.json"
+    "${mapnet[@]}" variance "$R/mapnet/seed-0" "${V[@]}" --schemes uniform,mapnet_clipped,mapnet_unweighted \
+        > "$OUT/variance-tiny/mapnet.json"
+fi
+if [[ $WHICH == tiny || $WHICH == all ]]; then
+    # The oracle on the exact per-position gradient norm instead of the proxy (one backward per position).
+    "${mapnet[@]}" variance "$R/uniform/seed-0/checkpoints/step-00000600" "${V[@]}" --oracle --schemes uniform \
+        --set variance.oracle_basis=gradient --set variance.oracle_rounds=1 \
+        > "$OUT/variance-tiny/uniform-step00000600-oracle-gradient.json"
+fi
