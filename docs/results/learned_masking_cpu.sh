@@ -3,10 +3,10 @@
 # setup of section 2 (Gutenberg books + Wikipedia; held-out books and held-out Wikipedia evaluated
 # separately), 3 seeds paired by seed.
 #
-#   bash docs/results/learned_masking_cpu.sh [OUT] [tiny|mini|all]   # default OUT: runs/real-text
+#   bash docs/results/learned_masking_cpu.sh [OUT] [tiny|mini|synthetic|all]   # default OUT: runs/real-text
 #
 # Needs the shards of docs/results/real_text_cpu.sh (its first part builds them; this script builds
-# them too when they are missing). tiny: ~75 min on 2 idle cores; mini: ~5x that.
+# them too when they are missing). tiny: ~1.5 h on 2 cores (27 runs, then the variance); mini: ~5x that.
 set -euo pipefail
 OUT=$(realpath -m "${1:-runs/real-text}")
 WHICH=${2:-all}
@@ -51,4 +51,11 @@ if [[ $WHICH == tiny || $WHICH == all ]]; then
     "${mapnet[@]}" variance "$R/uniform/seed-0/checkpoints/step-00000600" "${V[@]}" --oracle --schemes uniform \
         --set variance.oracle_basis=gradient --set variance.oracle_rounds=1 \
         > "$OUT/variance-tiny/uniform-step00000600-oracle-gradient.json"
+fi
+if [[ $WHICH == synthetic || $WHICH == all ]]; then
+    # Where each proposal target puts its mass by token kind (RESULTS section 3, one seed).
+    "${mapnet[@]}" preprocess --recipe data_recipes/tiny.toml --out "$OUT/synth/prep" --overwrite
+    "${mapnet[@]}" shard "$OUT/synth/prep" --out "$OUT/synth/shards" --overwrite
+    "${mapnet[@]}" compare "$OUT/synth/shards" --out "$OUT/synth/arms" --preset tiny --config data_recipes/tiny.toml \
+        --strategies uniform,mapnet,mapnet-ht,mapnet-ht-loss,mapnet-ht-learnability --seeds 1
 fi
