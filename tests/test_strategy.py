@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
