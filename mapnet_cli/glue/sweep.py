@@ -28,7 +28,7 @@ reuses stale runs.
 
 Statistics (`summary`). Every entry of every checkpoint also carries its
 best configuration's per-seed scores and a 95% Student-t interval over the
-fine-tuning seeds (`compare.mean_ci`, n-1 dof; none from one seed), and so
+fine-tuning seeds (`intervals.mean_ci`, n-1 dof; none from one seed), and so
 does the GLUE score (per seed: the mean over entries of that seed's scores,
 when every task's best configuration ran the same seeds). A checkpoint with
 a random-init control (`--init both`, see `pretrained`) gets its `margin`
@@ -178,7 +178,7 @@ def _chosen(record: dict, rule: str) -> dict:
 
 
 def _ci(values: list[float]) -> dict:
-    from ..compare import mean_ci  # one definition of the interval for every table
+    from ..intervals import mean_ci  # one definition of the interval for every table
 
     return mean_ci(values)
 
