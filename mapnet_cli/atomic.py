@@ -32,6 +32,7 @@ def _umask() -> int:
 # the permissions any ordinary file or folder gets under the user's umask.
 _FILE_MODE = 0o666 & ~_umask()
 _DIR_MODE = 0o777 & ~_umask()
+FILE_MODE = _FILE_MODE  # for files a library writes itself (safetensors) before publishing
 
 
 def fsync_dir(path: Path) -> None:

@@ -96,6 +96,20 @@ def tokenizer_files(tokenizer_path: Path, max_position: int) -> dict[str, dict]:
     }
 
 
+def write_tokenizer(source: Path, path: Path) -> None:
+    """The checkpoint's tokenizer plus a post-processor that adds [CLS] ... [SEP] (and [CLS] a [SEP] b
+    [SEP] for pairs, token type 0 throughout, as pretraining and `finetune-glue` encode), so
+    `tokenizer("...")` in transformers gives the inputs the model was trained on."""
+    from tokenizers import Tokenizer, processors
+
+    tok = Tokenizer.from_file(str(source))
+    cls, sep = SPECIAL_TOKENS["cls_token"], SPECIAL_TOKENS["sep_token"]
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B {sep}",
+        special_tokens=[(cls, tok.token_to_id(cls)), (sep, tok.token_to_id(sep))])
+    atomic.write_text(path, tok.to_str())
+
+
 def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = False) -> Path:
     """Write the Hugging Face folder `out` from a checkpoint (or a run's newest); return `out`."""
     out = Path(out)
@@ -106,8 +120,9 @@ def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = 
     staging = atomic.staging_dir(out)
     try:
         save_file(hf_state_dict(model), str(staging / "model.safetensors"), metadata={"format": "pt"})
+        (staging / "model.safetensors").chmod(atomic.FILE_MODE)  # as every other published file, not 0600
         atomic.write_json(staging / "config.json", hf_config(model))
-        shutil.copyfile(ckpt / checkpoint.TOKENIZER, staging / "tokenizer.json")
+        write_tokenizer(ckpt / checkpoint.TOKENIZER, staging / "tokenizer.json")
         for name, content in tokenizer_files(ckpt / checkpoint.TOKENIZER, model.cfg.max_position).items():
             atomic.write_json(staging / name, content)
         atomic.write_json(staging / "mapnet_export.json", {
@@ -120,4 +135,4 @@ def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = 
     return out
 
 
-__all__ = ["export", "hf_config", "hf_state_dict", "tokenizer_files"]
+__all__ = ["export", "hf_config", "hf_state_dict", "tokenizer_files", "write_tokenizer"]

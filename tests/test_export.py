@@ -73,7 +73,12 @@ def test_export_files_tokenizer_and_no_mapnet_weights(ckpt, tmp_path):
     assert not any("mapnet" in k or "scorer" in k for k in keys)
     tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
     assert tok.mask_token == "[MASK]" and tok.mask_token_id == SPECIAL_IDS["mask"] and tok.pad_token_id == 0
-    assert tok("w7 w9")["input_ids"][-2:] == [7, 9]
+    # The post-processor adds what pretraining and finetune-glue put around the text.
+    cls, sep = SPECIAL_IDS["cls"], SPECIAL_IDS["sep"]
+    assert tok("w7 w9")["input_ids"] == [cls, 7, 9, sep]
+    assert tok("w7", "w9")["input_ids"] == [cls, 7, sep, 9, sep]
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "hf").iterdir()}
+    assert modes["model.safetensors"] == modes["config.json"] == modes["tokenizer.json"], modes
     meta = json.loads((tmp_path / "hf" / "mapnet_export.json").read_text())
     assert meta["step"] == 7 and meta["source"] == str(ckpt[0].resolve())
 
