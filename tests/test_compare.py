@@ -328,6 +328,34 @@ def test_plan_gives_every_strategy_the_same_seeds(tmp_path):
         cmp.parse_strategies("uniform,bogus")
 
 
+def test_new_arms_and_rates_resolve_to_their_settings(tmp_path):
+    base = resolve(None, {"model": {"preset": "tiny"}}, ["train.steps=50", "train.eval_every=25"])
+    names = cmp.parse_strategies("mapnet-uncompressed,mapnet-ht,mapnet-ht-learnability,stratified,frequency-ht,uniform@0.3")
+    plan = {p.strategy: p.settings.masking for p in cmp.plan_runs(base, names, 1, tmp_path)}
+    assert plan["mapnet-uncompressed"].explore_steps == 500 and plan["mapnet-uncompressed"].importance == "clipped"
+    ht = plan["mapnet-ht"]
+    assert (ht.importance, ht.mix_uniform, ht.explore_start, ht.explore_end, ht.proposal_target) == ("ht", 0.5, 0.0, 0.0, "gradnorm")
+    assert plan["mapnet-ht-learnability"].proposal_target == "learnability"
+    assert plan["stratified"].strategy == "stratified" and plan["frequency-ht"].mix_uniform == 0.5
+    assert (plan["uniform@0.3"].strategy, plan["uniform@0.3"].mask_prob) == ("uniform", 0.3)
+    for bad in ("uniform@x", "uniform@1.5"):
+        with pytest.raises(MapnetError, match="masking rate"):
+            cmp.parse_strategies(bad)
+
+
+def test_runs_recorded_before_a_setting_existed_are_still_reused(tmp_path):
+    """A finished run's settings.toml lacks settings added since (here train.eval_mask_prob): its
+    defaults are filled in, the old evaluation rate being masking.mask_prob, before comparing."""
+    s = resolve(None, {"model": {"preset": "tiny"}}, ["train.steps=10"])
+    recorded = s.to_dict()
+    del recorded["train"]["eval_mask_prob"]
+    assert cmp._pretraining_part(cmp._normalised(recorded, tmp_path)) == cmp._pretraining_part(s.to_dict())
+    recorded = s.to_dict()
+    del recorded["train"]["eval_mask_prob"]
+    recorded["masking"]["mask_prob"] = 0.3  # evaluated at 30% then: not the run a 15%-evaluation plan asks for
+    assert cmp._normalised(recorded, tmp_path)["train"]["eval_mask_prob"] == 0.3
+
+
 @pytest.mark.slow
 def test_glue_quick_on_final_checkpoints(compared, tmp_path):
     sys.path.insert(0, str(Path(__file__).parent / "glue"))
