@@ -49,6 +49,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -99,8 +100,6 @@ def make_batch(ids: np.ndarray, keys: Sequence[int], special_ids: dict, vocab_si
                device: torch.device, slots: range | None = None) -> MicroBatch:
     """Uniform masks + 80/10/10 replacement for `ids`, each row from its own keyed stream (the uniform
     strategy's micro-batch; benchmarks and tests build batches without a run)."""
-    from types import SimpleNamespace
-
     data = SimpleNamespace(special_ids=special_ids, vocab_size=vocab_size)
     strategy = UniformTraining(SimpleNamespace(masking=masking), None, data)
     return strategy.micro_batch(ids, 0, slots, keys, device)
