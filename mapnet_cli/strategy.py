@@ -242,7 +242,9 @@ class FrequencyTraining(UniformTraining):
         rng = SequenceRNG(keys)
         order = rng.uniform(targets.shape[1], device)
         start = keyed_uniforms(t.seed, step, slots, SYSTEMATIC_START, device)
-        mask, weights, _ = frequency_masks(targets, eligible, self.type_scores.to(device), m.mask_prob, m.mix_uniform,
+        if self.type_scores.device != targets.device:  # once, not a host-to-device copy per micro-batch
+            self.type_scores = self.type_scores.to(targets.device)
+        mask, weights, _ = frequency_masks(targets, eligible, self.type_scores, m.mask_prob, m.mix_uniform,
                                            order, start)
         inputs = apply_replacement(targets, mask, self.vocab_size, self.special_ids, m.replace_mask, m.replace_random, rng)
         return MicroBatch(inputs, targets, mask, attn, tokens, slots=slots, keys=list(keys), weights=weights)
