@@ -1,6 +1,7 @@
 """Does MAP-Net make pretraining cheaper? Strategies x seeds, same start, same data, one table.
 
     mapnet compare shards/ --out runs/compare --preset tiny --steps 300 --seeds 3
+    mapnet compare shards/ --out runs/warm --init-from runs/uniform-long --strategies uniform,mapnet   # warm start
     mapnet compare shards/ --out runs/cmp --strategies uniform,mapnet,mapnet-noweight --variance \
         --glue-tasks cola,sst2,mrpc --glue-data glue_data
 
@@ -188,15 +189,17 @@ def tensors_sha256(state: dict) -> str:
 
 
 def initial_weights_sha256(settings, vocab_size: int, pad_id: int) -> str:
-    """The MLM model (encoder + head) exactly as `train.Run` builds it before step 0."""
+    """The MLM model (encoder + head) exactly as `train.Run` builds it before step 0 (SOURCE's weights
+    with model.init_from)."""
     import torch
 
-    from .model import BertConfig, BertForMLM
+    from . import init_from
+    from .model import BertConfig
 
     cfg = BertConfig.from_settings(settings.model, vocab_size, pad_id)
+    source = init_from.open_source(settings.model.init_from) if settings.model.init_from else None
     with torch.random.fork_rng(devices=[]):  # leave the caller's RNG as found
-        torch.manual_seed(settings.train.seed)
-        return tensors_sha256(BertForMLM(cfg).state_dict())
+        return tensors_sha256(init_from.start_model(cfg, settings.train.seed, source)[0].state_dict())
 
 
 def data_order_sha256(settings, train_sequences: int) -> str:

@@ -48,6 +48,7 @@ class PreprocessSettings:
     strip_gutenberg: bool = _f(False, "remove Project Gutenberg header and licence footer when their markers are found")
     normalize_punctuation: bool = _f(True, "Moses punctuation normalisation (sacremoses MosesPunctNormalizer)")
     lowercase: bool = _f(True, "lower-case the text (the paper lower-cases)")
+    moses_tokenize: bool = _f(True, "split punctuation off words with the Moses tokenizer (off for a WordPiece tokenizer, whose own pre-tokenizer does it: preprocess --bert-text)")
     moses_lang: str = _f("en", "language code for the Moses normaliser and tokenizer")
     vocab_size: int = _f(32768, "BPE vocabulary size including special tokens (paper: 32k)")
     min_frequency: int = _f(2, "minimum pair frequency for a BPE merge")
@@ -126,7 +127,8 @@ class ShardSettings:
 # ---------------------------------------------------------------- model
 @dataclass(frozen=True, kw_only=True)
 class ModelSettings:
-    preset: Literal["tiny", "mini", "small", "medium", "base"] = _f("base", "size preset (paper: base, L12/H768/A12)")
+    preset: Literal["tiny", "mini", "small", "medium", "base", "custom"] = _f(
+        "base", "size preset (paper: base, L12/H768/A12); custom: the sizes below as given (what --init-from records when SOURCE matches no preset)")
     layers: int = _f(12, "Transformer blocks")
     hidden: int = _f(768, "hidden width H")
     heads: int = _f(12, "attention heads A")
@@ -136,6 +138,7 @@ class ModelSettings:
     attention_dropout: float = _f(0.1, "dropout on attention probabilities (BERT: 0.1)")
     layer_norm_eps: float = _f(1e-12, "LayerNorm epsilon (BERT: 1e-12)")
     init_std: float = _f(0.02, "std of the normal weight init (BERT: 0.02)")
+    init_from: str = _f("", "start from this encoder: a mapnet run/checkpoint folder or a local Hugging Face BERT folder (empty: random init); the sizes above come from it (mapnet_cli/init_from.py)")
 
     def problems(self) -> list[str]:
         out = []

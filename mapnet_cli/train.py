@@ -56,7 +56,7 @@ import numpy as np
 import torch
 
 from . import __version__ as mapnet_version
-from . import atomic, checkpoint, distributed
+from . import atomic, checkpoint, distributed, init_from
 from .errors import MapnetError
 from .masking import (DROPOUT, EVAL_MASKS, TRAIN_MASKS, SequenceRNG, apply_replacement, eligible_positions, mix_seed,
                       sequence_keys, uniform_mask)
@@ -310,8 +310,13 @@ class Run:
         self.extra_eval = self._extra_eval_sets()
         self.order = DataOrder(len(self.data), t.seed)
 
-        torch.manual_seed(t.seed)  # identical initial weights on every rank
-        self.model = BertForMLM(self.cfg).to(info.device)
+        # model.init_from: SOURCE's weights on a fresh start; --resume restores the run's own checkpoint instead.
+        self.source = init_from.open_source(s.model.init_from) if s.model.init_from and not resume else None
+        if self.source is not None:
+            init_from.check_tokenizer(self.source, self.data.tokenizer_path, f"the shards in {shards}")
+        model, notes = init_from.start_model(self.cfg, t.seed, self.source)  # the same weights on every rank
+        self.init_record = self.source.record(notes) if self.source is not None and info.is_main else None
+        self.model = model.to(info.device)
         # After the encoder: a MAP-Net run starts from the same encoder weights as a uniform run with this seed.
         self.strategy = training_strategy(s, self.model, self.data, info)
         self.optimizer = build_optimizer(self.strategy.optim_modules, s.optim, lrs=self.strategy.optim_lrs(s.optim.lr))
@@ -367,7 +372,7 @@ class Run:
             info.setdefault("resumes", []).append({**this, "from": str(self.resumed_from), "step": self.step})
         else:
             info = {**this, "versions": versions(), "seeds": {"train": t.seed, "eval": t.eval_seed},
-                    "model": self.cfg.to_dict(), "parameters": self.model.num_parameters(),
+                    "model": self.cfg.to_dict(), "parameters": self.model.num_parameters(), "init_from": self.init_record,
                     "shards": {"path": str(shards.resolve()), "manifest_sha256": atomic.sha256_file(self.data.dir / "manifest.json"),
                                "train_sequences": len(self.data), "max_seq_len": self.data.max_seq_len},
                     "eval_set": {"sequences": len(self.eval_set.ids), "sha256": self.eval_set.sha256} if self.eval_set else None,
@@ -469,6 +474,8 @@ class Run:
         end = min(t.steps, stop_at or t.steps)
         if self.resumed_from is not None:
             report("resume", {"path": str(self.resumed_from), "step": self.step})
+        if self.init_record is not None:
+            report("init_from", self.init_record)
         last = checkpoint.latest_checkpoint(self.out)
         every_variance = self.settings.variance.every
         if self.step == 0 and self.resumed_from is None:

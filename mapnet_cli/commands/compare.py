@@ -3,6 +3,7 @@
     mapnet compare shards/ --out runs/compare --preset tiny --steps 300 --seeds 3
     mapnet compare shards/ --out runs/cmp --strategies uniform,mapnet --variance --glue-tasks sst2 --glue-data glue_data
     mapnet compare shards/ --out runs/cmp --preset mini --glue-protocol small --glue-data glue_data
+    mapnet compare shards/ --out runs/warm --init-from runs/uniform-long --strategies uniform,mapnet --seeds 3
 
 Rerunning the same command reuses finished runs and recomputes the aggregate.
 """
@@ -19,7 +20,7 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from .. import compare as cmp
-from .. import settings as settings_mod
+from .. import init_from as init_mod
 from ..atomic import write_json, write_text
 from ..errors import MapnetError
 from ..glue.protocols import PROTOCOLS
@@ -35,6 +36,7 @@ def compare(
     seeds: Annotated[int, typer.Option("--seeds", help="Seeds per strategy: train.seed, train.seed+1, ...")] = 3,
     steps: Annotated[Optional[int], typer.Option("--steps", help="Sets train.steps.", show_default=False)] = None,
     preset: Annotated[Optional[str], typer.Option("--preset", help="Model preset (tiny, mini, small, medium, base).", show_default=False)] = None,
+    init_from: Annotated[Optional[Path], typer.Option("--init-from", help="Every run starts from this encoder (a mapnet run/checkpoint or a local Hugging Face BERT folder), as pretrain --init-from; sets model.init_from.", show_default=False)] = None,
     variance: Annotated[bool, typer.Option("--variance", help="Measure a cheap gradient-variance decomposition (variance.snapshot_*) at every checkpoint.")] = False,
     glue_tasks: Annotated[Optional[str], typer.Option("--glue-tasks", help="GLUE tasks to fine-tune the final checkpoints on, e.g. cola,sst2,mrpc (default: the --glue-protocol's tasks).", show_default=False)] = None,
     glue_data: Annotated[Optional[Path], typer.Option("--glue-data", help="GLUE folder in the standard layout.", show_default=False)] = None,
@@ -59,8 +61,9 @@ def compare(
     tasks = (task_names(glue_tasks) if glue_tasks else list(proto.tasks)) if glue_data is not None else []
     # The GLUE protocol (quick unless --glue-protocol) sits under the config file and the flags, as in finetune-glue.
     layer = protocols.protocol_layer(proto.name, config)
-    base = settings_mod.resolve(config, {"model": {"preset": preset}, "train": {"steps": steps}, "finetune": layer},
-                                set_ or ())
+    model_flags = {"preset": preset, "init_from": str(init_from) if init_from is not None else None}
+    # With --init-from the model size is SOURCE's, as in pretrain.
+    base = init_mod.resolve(config, {"model": model_flags, "train": {"steps": steps}, "finetune": layer}, set_ or ())
     plan = cmp.plan_runs(base, names, seeds, out)
     if print_settings:
         typer.echo(base.to_toml(), nl=False)

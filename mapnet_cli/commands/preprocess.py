@@ -4,6 +4,7 @@
     mapnet preprocess --recipe data_recipes/wikitext103.toml --out wt103
     mapnet preprocess books/ --out corpus --tokenizer old/tokenizer.json --workers 4
     mapnet preprocess synthetic: --out synth --vocab-size 4096
+    mapnet preprocess texts/ --out corpus --tokenizer hf/bert-base-uncased/tokenizer.json --bert-text
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from rich.text import Text
 from .. import settings as settings_mod
 from ..data import preprocess as pp
 from ..data.recipes import load_recipe, recipe_inputs
-from ..errors import MapnetError
+from ..errors import MapnetError, warn
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
 
 
@@ -42,6 +43,7 @@ def preprocess(
     vocab_size: Annotated[Optional[int], typer.Option("--vocab-size", help="BPE vocabulary size, specials included.", show_default=False)] = None,
     tokenizer: Annotated[Optional[Path], typer.Option("--tokenizer", help="Reuse this tokenizer.json instead of training one.", show_default=False)] = None,
     no_lowercase: Annotated[bool, typer.Option("--no-lowercase", help="Keep the original case.")] = False,
+    bert_text: Annotated[bool, typer.Option("--bert-text", help="Text as a Hugging Face BERT's WordPiece tokenizer expects: sentences split, but no Moses normalisation or tokenisation and no lower-casing here (its own normalizer lower-cases an uncased model, its pre-tokenizer splits punctuation). Use with --tokenizer BERT/tokenizer.json.")] = False,
     workers: Annotated[Optional[int], typer.Option("--workers", "-j", help="Worker processes (0: all cores; 1: in-process).", show_default=False)] = None,
     config: ConfigOpt = None,
     set_: SetOpt = None,
@@ -50,7 +52,9 @@ def preprocess(
 ) -> None:
     """Split sentences (spaCy), normalise and tokenise (Moses), lower-case, and train a BPE tokenizer."""
     flags = {"vocab_size": vocab_size, "tokenizer": str(tokenizer) if tokenizer else None,
-             "lowercase": False if no_lowercase else None, "workers": workers}
+             "lowercase": False if no_lowercase or bert_text else None, "workers": workers}
+    if bert_text:  # one flag for the whole recipe: Moses would re-split and normalise what BERT never saw that way
+        flags |= {"normalize_punctuation": False, "moses_tokenize": False}
     files = [p for p in (recipe, config) if p is not None]
     resolved = settings_mod.resolve(config=files, overrides={"preprocess": flags}, assignments=set_ or (),
                                     extra_sections=("recipe",))
@@ -60,6 +64,14 @@ def preprocess(
     if out is None:
         raise MapnetError("missing --out DIR (the output folder)")
     console = Console(stderr=True)
+    pre = resolved.preprocess
+    if pre.tokenizer and pre.moses_tokenize:
+        from ..data.bpe import is_wordpiece, load_tokenizer
+
+        if is_wordpiece(load_tokenizer(pre.tokenizer)):
+            warn(f"{pre.tokenizer} is a WordPiece (BERT) tokenizer but the text is Moses-tokenised"
+                 f"{' and lower-cased' if pre.lowercase else ''}, not as BERT was pretrained; --bert-text gives it "
+                 "plain sentences")
     recipe_info = None
     if recipe is not None:
         rec = load_recipe(recipe)

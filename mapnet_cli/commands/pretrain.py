@@ -13,6 +13,7 @@
     mapnet pretrain shards/ --out runs/ht --masking mapnet --importance ht --set masking.mix_uniform=0.5 --set masking.proposal_target=gradnorm
     mapnet pretrain shards/ --out runs/strat --masking stratified
     mapnet pretrain shards/ --out runs/r40 --mask-prob 0.4
+    mapnet pretrain shards/ --out runs/dapt --init-from hf/bert-base-uncased --masking mapnet   # continued pretraining
 
 Settings: defaults < preset < --config < flags. With --resume the base is the
 settings the run was started with (its newest checkpoint's settings.toml);
@@ -54,7 +55,9 @@ FIXED_ON_RESUME = ("model", "masking.strategy", "masking.map_layers", "masking.m
 def resolve_settings(out: Path, resume: bool, config: Optional[Path], flags: dict, assignments: list[str]):
     """defaults < preset < config < flags; on --resume the run's own settings replace defaults < preset."""
     if not resume:
-        return settings_mod.resolve(config, flags, assignments)
+        from .. import init_from  # with --init-from the model size is SOURCE's
+
+        return init_from.resolve(config, flags, assignments)
     from .. import checkpoint
 
     ckpt = checkpoint.latest_checkpoint(out)
@@ -101,6 +104,7 @@ def pretrain(
     masking: Annotated[Optional[Literal["uniform", "mapnet", "stratified", "frequency"]], typer.Option("--masking", help="uniform (RandMask), mapnet (learned proposals), stratified (disjoint masks per sequence) or frequency (static proposal, HT weights); sets masking.strategy.", show_default=False)] = None,
     importance: Annotated[Optional[Literal["clipped", "unclipped", "none", "ht"]], typer.Option("--importance", help="MAP-Net's importance weights: the paper's per-sequence clipped (default) / unclipped / none, or ht (per-position Horvitz-Thompson); sets masking.importance.", show_default=False)] = None,
     mask_prob: Annotated[Optional[float], typer.Option("--mask-prob", help="Masking rate (paper 0.15; MosaicBERT 0.3, Wettig et al. 0.4); sets masking.mask_prob. Evaluation masks keep train.eval_mask_prob.", show_default=False)] = None,
+    init_from: Annotated[Optional[Path], typer.Option("--init-from", help="Continued pretraining: start from this encoder, a mapnet run/checkpoint folder or a local Hugging Face BERT folder (config.json + model.safetensors + tokenizer.json). The model size is SOURCE's; optimizer, schedule, step and masking start fresh; the shards must use SOURCE's tokenizer. Sets model.init_from.", show_default=False)] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the newest complete checkpoint in --out. With MAP-Net and masking.explore_steps = 0 the exploration schedule spans train.steps, so raising --steps on resume stretches it from the current step on.")] = False,
     stop_at: Annotated[Optional[int], typer.Option("--stop-at", help="Checkpoint and exit after this step (e.g. a job's time slice); --resume continues.", show_default=False)] = None,
     variance_every: Annotated[Optional[int], typer.Option("--variance-every", help="Record the gradient-variance decomposition (cheap settings) in the metrics file every N steps; sets variance.every.", show_default=False)] = None,
@@ -116,7 +120,7 @@ def pretrain(
     """Pretrain the BERT encoder (uniform, stratified, frequency or MAP-Net masking) on shards; checkpoints, metrics, exact resume."""
     shards = shard_folder(shards, data)
     flags = {
-        "model": {"preset": preset},
+        "model": {"preset": preset, "init_from": str(init_from) if init_from is not None else None},
         "train": {"steps": steps, "batch_size": batch_size, "micro_batch_size": micro_batch_size, "seed": seed,
                   "device": device},
         "masking": {"strategy": masking, "importance": importance, "mask_prob": mask_prob},
@@ -202,6 +206,11 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
                     console.print(f"  {name}: loss {data[key]:.4f}  accuracy {data['eval_accuracy@' + name]:.4f}", highlight=False)
             elif kind == "checkpoint":
                 console.print(f"checkpoint {data['path']}", highlight=False)
+            elif kind == "init_from":
+                console.print(f"starting from {data['kind']} weights {data['path']} (sha256 {data['weights_sha256'][:12]})",
+                              highlight=False)
+                for note in data["notes"]:
+                    console.print(f"  note: {note}", highlight=False)
             elif kind == "resume":
                 bar.update(task, completed=data["step"])
                 console.print(f"resumed from {data['path']} (step {data['step']})", highlight=False)

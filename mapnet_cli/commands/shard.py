@@ -2,6 +2,7 @@
 
     mapnet shard prep/ --out shards/
     mapnet shard prep/ --out shards/ --max-seq-len 128 --valid-fraction 0.05 --set shard.packing=whole_sentences
+    mapnet shard prep/ --out shards/ --init-from hf/bert-base-uncased   # refuse another tokenizer than the encoder's
 
 Settings: defaults < preset < the preprocessed folder's settings.toml (so a
 recipe's [shard] table carries over from `mapnet preprocess`) < --config <
@@ -33,6 +34,7 @@ def shard(
     valid_fraction: Annotated[Optional[float], typer.Option("--valid-fraction", help="Held-out fraction; sets shard.valid_fraction.", show_default=False)] = None,
     config: ConfigOpt = None,
     set_: SetOpt = None,
+    init_from: Annotated[Optional[Path], typer.Option("--init-from", help="The encoder these shards are for (as pretrain --init-from): refuse, before packing, a corpus not encoded with its tokenizer.", show_default=False)] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace --out if it exists.")] = False,
     print_settings: PrintSettingsOpt = False,
 ) -> None:
@@ -49,6 +51,10 @@ def shard(
         typer.echo(settings.to_toml(), nl=False)
         return
     corpus = open_preprocessed(preprocessed)
+    if init_from is not None:  # hours of packing for shards pretrain would refuse: check first
+        from .. import init_from as init_mod
+
+        init_mod.check_tokenizer(init_mod.open_source(init_from), corpus.tokenizer_path, f"the corpus in {preprocessed}")
     console = Console(stderr=True)
     columns = (TextColumn("shard"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, disable=not settings.logging.progress) as bar:

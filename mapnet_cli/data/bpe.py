@@ -3,7 +3,8 @@
 Word boundaries use Metaspace (a space becomes "▁" glued to the next word) with
 the matching decoder, so `decode(encode(line)) == line` for every
 preprocessed line whose characters the vocabulary knows (all of them, for the
-corpus it was trained on). Special tokens have fixed ids, as docs/FORMATS.md says.
+corpus it was trained on). A trained tokenizer has the special tokens at ids 0..4; a reused one
+(BPE or a BERT's WordPiece) keeps its own ids, which `shard` reads from it.
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ def train_tokenizer(files: Iterable[str | Path], vocab_size: int, min_frequency:
 
 
 def load_tokenizer(path: str | Path):
-    """Load a tokenizer.json and check it is BPE with the five special tokens at ids 0..4."""
+    """Load a tokenizer.json to reuse: BPE (mapnet's own) or WordPiece (a Hugging Face BERT's), with
+    the five special tokens wherever its vocabulary puts them (BERT's: [PAD] 0, [UNK] 100, [CLS] 101 ...);
+    `shard` reads their ids from it."""
     from tokenizers import Tokenizer, models
 
     path = Path(path)
@@ -53,10 +56,18 @@ def load_tokenizer(path: str | Path):
         tok = Tokenizer.from_file(str(path))
     except Exception as exc:  # tokenizers raises a bare Exception for malformed files
         raise MapnetError(f"{path} is not a tokenizers tokenizer.json ({exc})") from None
-    if not isinstance(tok.model, models.BPE):
-        raise MapnetError(f"{path}: expected a BPE tokenizer, got {type(tok.model).__name__}")
-    check_specials(tok, str(path))
+    if not isinstance(tok.model, (models.BPE, models.WordPiece)):
+        raise MapnetError(f"{path}: expected a BPE or WordPiece tokenizer, got {type(tok.model).__name__}")
+    missing = [name for name in SPECIAL_TOKENS if tok.token_to_id(name) is None]
+    if missing:
+        raise MapnetError(f"{path}: lacks the special token(s) {', '.join(missing)} (mapnet needs {', '.join(SPECIAL_TOKENS)})")
     return tok
+
+
+def is_wordpiece(tok) -> bool:
+    from tokenizers import models
+
+    return isinstance(tok.model, models.WordPiece)
 
 
 def check_specials(tok, source: str) -> None:

@@ -36,7 +36,6 @@ from .preprocessed import Chunk, Preprocessed, open_preprocessed
 from .shards import COLUMN, MANIFEST, SCHEMA
 
 SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
-FIXED_IDS = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 MIN_BYTES_PER_WORKER = 4 << 20  # below ~4 MB of sentences per worker, spawning (~0.5 s each) costs more than it saves
 BATCH_ROWS = 4096  # rows per Arrow record batch: a few MB, so writing never holds a whole file
 
@@ -56,6 +55,9 @@ def load_tokenizer(path: str | Path):
             raise MapnetError(f"{path} is not a readable tokenizers file: {exc}") from None
         # Text that happens to read "[SEP]" must stay text: specials come only from packing.
         tok.encode_special_tokens = True
+        # A Hugging Face tokenizer.json may carry truncation or padding: a sentence must be encoded whole.
+        tok.no_truncation()
+        tok.no_padding()
         _TOKENIZERS[key] = tok
     return _TOKENIZERS[key]
 
@@ -186,9 +188,13 @@ class SplitWriter:
 
 # ---------------------------------------------------------------- the command's library call
 def _special_ids(tokenizer) -> dict[str, int]:
+    """The special tokens' ids as this tokenizer has them (mapnet's BPE: 0..4; BERT's WordPiece: 0, 100..103)."""
     ids = {k: tokenizer.token_to_id(tok) for k, tok in SPECIALS.items()}
-    if ids != FIXED_IDS:
-        raise MapnetError(f"tokenizer special-token ids are {ids}, expected {FIXED_IDS} (docs/FORMATS.md)")
+    missing = [SPECIALS[k] for k, i in ids.items() if i is None]
+    if missing:
+        raise MapnetError(f"the tokenizer lacks the special token(s) {', '.join(missing)} (docs/FORMATS.md)")
+    if len(set(ids.values())) != len(ids):
+        raise MapnetError(f"the tokenizer gives two special tokens one id: {ids}")
     return ids
 
 

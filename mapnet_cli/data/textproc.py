@@ -88,9 +88,12 @@ class TextProcessor:
         return results
 
     def clean(self, sentence: str) -> str:
-        """One sentence -> Moses tokens joined by single spaces (lower-cased if asked)."""
+        """One sentence -> Moses tokens joined by single spaces (lower-cased if asked).
+
+        Without `moses_tokenize` (`preprocess --bert-text`) the sentence keeps its own spacing: a
+        WordPiece tokenizer's pre-tokenizer splits punctuation itself, as in BERT's pretraining."""
         # Tokenise before lower-casing: Moses' non-breaking prefixes ("Mr.", "U.S.") are case-sensitive.
-        line = self.tokenizer.tokenize(sentence, return_str=True, escape=False)
+        line = self.tokenizer.tokenize(sentence, return_str=True, escape=False) if self.settings.moses_tokenize else sentence
         if self.settings.lowercase:
             line = line.lower()
         # "▁" is the BPE word-boundary marker: a literal one would not survive decode(encode(line)).

@@ -150,21 +150,19 @@ def test_reuse_existing_tokenizer(corpus, shared_data, tmp_path):
     assert manifest["tokenizer"]["sha256"] == sha256_file(corpus / "tokenizer.json") == sha256_file(out / "tokenizer.json")
 
 
-def test_tokenizer_with_wrong_special_ids_refused(tmp_path):
+def test_tokenizer_without_a_special_token_refused(tmp_path):
+    """Special-token ids are read from a reused tokenizer (a BERT's are 0, 100..103), but all five must exist."""
     lines = tmp_path / "l.txt"
     lines.write_text("a b c d e .\n" * 20)
     tok = train_tokenizer([lines], 300, 1)
-    tok.add_special_tokens(["[EXTRA]"])
     save_tokenizer(tok, tmp_path / "good.json")
     bad = json.loads((tmp_path / "good.json").read_text())
-    for entry in bad["added_tokens"]:  # swap [PAD] and [UNK]
-        entry["id"] = {0: 1, 1: 0}.get(entry["id"], entry["id"])
-    vocab = bad["model"]["vocab"]
-    vocab["[PAD]"], vocab["[UNK]"] = 1, 0
+    bad["added_tokens"] = [e for e in bad["added_tokens"] if e["content"] != "[MASK]"]
+    del bad["model"]["vocab"]["[MASK]"]
     (tmp_path / "bad.json").write_text(json.dumps(bad))
     (tmp_path / "in.txt").write_text("Hello there.\n")
     assert_one_line_error(cli(tmp_path / "in.txt", "--out", tmp_path / "o", "--tokenizer", tmp_path / "bad.json"),
-                          r"special token ids are wrong: \[PAD\] is 1, expected 0")
+                          r"lacks the special token\(s\) \[MASK\]")
     assert_one_line_error(cli(tmp_path / "in.txt", "--out", tmp_path / "o", "--tokenizer", tmp_path / "nope.json"),
                           "tokenizer not found")
     assert no_output(tmp_path / "o")

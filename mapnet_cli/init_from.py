@@ -1,0 +1,333 @@
+"""Continued pretraining: start a run from an existing encoder instead of random weights.
+
+    mapnet pretrain shards/ --out runs/dapt --init-from hf/bert-base-uncased --masking mapnet
+    mapnet pretrain shards/ --out runs/more --init-from runs/base          # a mapnet run's newest checkpoint
+    mapnet shard prep/ --out shards/ --init-from hf/bert-base-uncased      # refuse a foreign tokenizer early
+    mapnet compare shards/ --out runs/warm --init-from runs/base --strategies uniform,mapnet
+
+SOURCE is a mapnet checkpoint or run folder, or a local Hugging Face BERT folder
+(`config.json` + `model.safetensors`, BertForMaskedLM / BertForPreTraining /
+BertModel layout; never a download, never a pickle). Only the weights come
+from SOURCE: optimizer, schedule, step and masking strategy start fresh
+(`model.init_from` is a setting, so `--resume` of the continued run restores
+its own checkpoint and never goes back to SOURCE).
+
+The mapping is the inverse of `mapnet export`: query/key/value are stacked
+into mapnet's fused matrix; HF's token-type row 0 is added to the position
+embeddings (every mapnet token is segment 0, HF's default, so the logits stay
+identical; other rows, and a pooler or NSP head, are dropped and said so); a
+BertModel has no MLM head, which then keeps the seeded BERT init. The model
+size is SOURCE's; a preset or size the user gave that disagrees is an error
+(`source_settings`), not a silent choice between the two.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import settings as settings_mod
+from .atomic import sha256_file
+from .errors import MapnetError
+
+# The architecture settings SOURCE decides; dropout and init_std stay the run's (training choices).
+ARCH = ("layers", "hidden", "heads", "intermediate", "max_position", "layer_norm_eps")
+HF_ARCH = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
+           "intermediate": "intermediate_size", "max_position": "max_position_embeddings"}
+# HF module names inside a layer -> mapnet's (besides query/key/value, stacked into qkv).
+LAYER_PAIRS = {"attention.output.dense": "attn_out", "attention.output.LayerNorm": "attn_norm",
+               "intermediate.dense": "ffn_in", "output.dense": "ffn_out", "output.LayerNorm": "ffn_norm"}
+HEAD_PAIRS = {"cls.predictions.transform.dense": "head.dense", "cls.predictions.transform.LayerNorm": "head.norm"}
+
+
+@dataclass
+class Source:
+    """What --init-from points at, read without loading the weights."""
+
+    path: Path            # the checkpoint folder (a run resolves to its newest) or the HF folder
+    kind: str             # "mapnet" | "huggingface"
+    arch: dict            # ARCH values plus vocab_size
+    weights: Path
+    tokenizer: Path
+    config_sha256: str
+
+    def record(self, notes: list[str]) -> dict:
+        """For run.json: where the start came from, the hashes that pin it, and what was folded or dropped."""
+        return {"path": str(self.path.resolve()), "kind": self.kind, "config_sha256": self.config_sha256,
+                "weights_sha256": sha256_file(self.weights), "tokenizer_sha256": sha256_file(self.tokenizer),
+                "notes": list(notes)}
+
+
+# ---------------------------------------------------------------- reading SOURCE
+def open_source(path: str | Path) -> Source:
+    path = Path(path)
+    if not path.is_dir():
+        raise MapnetError(f"--init-from {path}: no such folder (a mapnet run/checkpoint or a local Hugging Face BERT folder)")
+    config = _read_json(path / "config.json") if (path / "config.json").is_file() else None
+    if config is not None and ("model_type" in config or "architectures" in config):
+        return _hf_source(path, config)
+    return _mapnet_source(path)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise MapnetError(f"{path} is unreadable: {exc}") from None
+    if not isinstance(value, dict):
+        raise MapnetError(f"{path} is not a JSON object")
+    return value
+
+
+def _mapnet_source(path: Path) -> Source:
+    from . import checkpoint
+
+    ckpt = checkpoint.resolve_checkpoint(path)  # verified against its manifest
+    meta = checkpoint.read_config(ckpt)
+    m = meta["model"]
+    arch = {k: m[k] for k in ARCH} | {"vocab_size": m["vocab_size"]}
+    return Source(ckpt, "mapnet", arch, ckpt / checkpoint.WEIGHTS, ckpt / checkpoint.TOKENIZER,
+                  sha256_file(ckpt / checkpoint.CONFIG))
+
+
+def _hf_source(path: Path, c: dict) -> Source:
+    where = f"--init-from {path}"
+    kind = c.get("model_type")
+    if kind != "bert":
+        raise MapnetError(f"{where} is a {kind or 'unknown'} model (architectures {c.get('architectures')}); "
+                          "mapnet's encoder is BERT's: model_type 'bert' only")
+    unsupported = [f"{k} = {c[k]!r}" for k, ok in (("position_embedding_type", "absolute"), ("hidden_act", "gelu"))
+                   if c.get(k, ok) != ok]
+    unsupported += [f"{k} = true" for k in ("is_decoder", "add_cross_attention") if c.get(k)]
+    if unsupported:
+        raise MapnetError(f"{where}: {', '.join(unsupported)} is not the BERT mapnet trains (absolute positions, "
+                          "exact GELU, encoder only)")
+    missing = [k for k in (*HF_ARCH.values(), "vocab_size") if not isinstance(c.get(k), int)]
+    if missing:
+        raise MapnetError(f"{where}: config.json lacks {', '.join(missing)}")
+    weights = path / "model.safetensors"
+    if not weights.is_file():
+        other = [p.name for p in path.glob("*.bin")] + [p.name for p in path.glob("*.safetensors.index.json")]
+        hint = f" (found {', '.join(other)}: mapnet never unpickles, and reads one safetensors file; " \
+               "re-save with save_pretrained(..., safe_serialization=True))" if other else ""
+        raise MapnetError(f"{where} has no model.safetensors{hint}")
+    tokenizer = path / "tokenizer.json"
+    if not tokenizer.is_file():
+        raise MapnetError(f"{where} has no tokenizer.json: the shards must be checked against SOURCE's vocabulary "
+                          "(AutoTokenizer.from_pretrained(folder).save_pretrained(folder) writes one, offline)")
+    arch = {ours: c[theirs] for ours, theirs in HF_ARCH.items()}
+    arch |= {"layer_norm_eps": float(c.get("layer_norm_eps", 1e-12)), "vocab_size": c["vocab_size"]}
+    return Source(path, "huggingface", arch, weights, tokenizer, sha256_file(path / "config.json"))
+
+
+# ---------------------------------------------------------------- settings: the size is SOURCE's
+def resolve(config, overrides: dict, assignments, **kw):
+    """`settings.resolve` (defaults < preset < config < flags), with the model sized by SOURCE when
+    model.init_from is given anywhere: SOURCE's sizes replace defaults < preset, and a preset or size
+    the user gave that disagrees is refused first (one line naming all), before it could be mistaken
+    for another problem (model.hidden not divisible by the default heads)."""
+    paths = [] if config is None else [config] if isinstance(config, (str, Path)) else list(config)
+    given = given_model_values(paths, overrides.get("model", {}), assignments)
+    if not given.get("init_from"):
+        return settings_mod.resolve(config, overrides, assignments, **kw)
+    source = open_source(given["init_from"])
+    refuse_conflicts(source, given)
+    return settings_mod.resolve(config, overrides, assignments, base=sized_by(source), **kw)
+
+
+def given_model_values(config: list, flags: dict, assignments) -> dict:
+    """The model.* values the user gave: a config file's [model] table, a flag, a --set (later wins)."""
+    given: dict = {}
+    for path in config:
+        table = settings_mod.load_toml(path).get("model")
+        given.update(table if isinstance(table, dict) else {})
+    given.update({k: v for k, v in flags.items() if v is not None})
+    for text in assignments:
+        try:
+            section, key, value = settings_mod.parse_assignment(text)
+        except MapnetError:
+            continue  # `settings.resolve` names it, beside every other problem
+        if section == "model":
+            given[key] = value
+    return given
+
+
+def _effective(model) -> tuple:
+    return (model["layers"], model["hidden"], model["heads"], model["intermediate"] or 4 * model["hidden"])
+
+
+def _preset_arch(name: str) -> dict:
+    return settings_mod._section_dict(settings_mod.preset(name).model)
+
+
+def refuse_conflicts(source: Source, given: dict) -> None:
+    arch, conflicts = source.arch, []
+    name = given.get("preset")
+    if name in settings_mod.PRESETS and _effective(_preset_arch(name)) != _effective(arch):
+        p = _preset_arch(name)
+        conflicts.append(f"--preset {name} (L{p['layers']}/H{p['hidden']}/A{p['heads']})")
+    for key in ARCH:
+        if key in given and given[key] != arch[key]:
+            if key == "intermediate" and (given[key] or 4 * arch["hidden"]) == arch["intermediate"]:
+                continue  # 0 means 4H, which SOURCE has
+            conflicts.append(f"model.{key} = {given[key]!r}")
+    if conflicts:
+        size = (f"L{arch['layers']}/H{arch['hidden']}/A{arch['heads']}, intermediate {arch['intermediate']}, "
+                f"max_position {arch['max_position']}")
+        raise MapnetError(f"--init-from {source.path} sets the model size ({size}); {', '.join(conflicts)} "
+                          "disagrees: drop it (the size comes from SOURCE)")
+
+
+def sized_by(source: Source):
+    """Default settings with the model sized by SOURCE, named by the preset it matches, else "custom"."""
+    arch = source.arch
+    values = {k: arch[k] for k in ARCH}
+    values["intermediate"] = 0 if arch["intermediate"] == 4 * arch["hidden"] else arch["intermediate"]
+    match = [n for n in settings_mod.PRESETS if _effective(_preset_arch(n)) == _effective(arch)]
+    values["preset"] = match[0] if match else "custom"
+    return settings_mod.apply(settings_mod.Settings(), {"model": values}, f"--init-from {source.path}")
+
+
+# ---------------------------------------------------------------- vocabulary
+def _encoding_identity(path: Path) -> str:
+    """A tokenizer.json minus what `shard` never uses (it encodes without specials, truncation or padding):
+    `mapnet export` adds a [CLS]/[SEP] post-processor, which must not make its own tokenizer foreign."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    for key in ("post_processor", "truncation", "padding"):
+        doc.pop(key, None)
+    return json.dumps(doc, sort_keys=True)
+
+
+def check_tokenizer(source: Source, tokenizer: Path, what: str) -> None:
+    """Refuse `tokenizer` (the shards' or a preprocessed corpus's) unless it encodes as SOURCE's does."""
+    theirs, ours = sha256_file(source.tokenizer), sha256_file(tokenizer)
+    if theirs == ours or _encoding_identity(source.tokenizer) == _encoding_identity(tokenizer):
+        return
+    raise MapnetError(f"{what} was encoded with tokenizer {ours}, but --init-from {source.path} uses tokenizer {theirs}: "
+                      f"token ids would mean other words; preprocess the text with --tokenizer {source.tokenizer} "
+                      "and shard it again")
+
+
+# ---------------------------------------------------------------- weights
+def load_into(source: Source, model) -> list[str]:
+    """Copy SOURCE's weights into `model` (a BertForMLM of SOURCE's size, already seeded-initialised);
+    return notes on what was folded, dropped or initialised."""
+    if model.cfg.vocab_size != source.arch["vocab_size"]:
+        raise MapnetError(f"--init-from {source.path} has a {source.arch['vocab_size']}-token vocabulary, the shards' "
+                          f"tokenizer {model.cfg.vocab_size}: the tokenizer and the embedding table must match")
+    if source.kind == "mapnet":
+        from . import checkpoint
+
+        checkpoint.load_weights(source.weights, {"": model})  # MAP-Net's weights, if any, stay behind
+        return []
+    tensors = _read_safetensors(source.weights)
+    state, notes = hf_to_mapnet(tensors, model.cfg.layers, model.cfg.hidden)
+    if not any(k.startswith("head.") for k in state):
+        for name, t in model.state_dict().items():
+            if name.startswith("head."):
+                state[name] = t
+    wanted = model.state_dict()
+    missing = sorted(set(wanted) - set(state))
+    if missing:
+        raise MapnetError(f"--init-from {source.path}: model.safetensors lacks {len(missing)} weights (e.g. {missing[0]})")
+    for k, t in state.items():
+        if t.shape != wanted[k].shape:
+            raise MapnetError(f"--init-from {source.path}: {k} has shape {tuple(t.shape)}, config.json implies "
+                              f"{tuple(wanted[k].shape)}")
+    model.load_state_dict({k: t.to(wanted[k].dtype) for k, t in state.items()}, strict=True)
+    return notes
+
+
+def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        tensors = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise MapnetError(f"{path} is not a readable safetensors file ({exc}); truncated or corrupt?") from None
+    # Checkpoints converted from TensorFlow name LayerNorm parameters gamma/beta; transformers renames them on load.
+    return {k.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias"): v
+            for k, v in tensors.items()}
+
+
+def hf_to_mapnet(sd: dict[str, torch.Tensor], layers: int, hidden: int) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """HF BERT names -> mapnet's (the inverse of `export.hf_state_dict`), with notes. No MLM head in `sd`
+    (a BertModel) gives no head.* keys here and a note saying the head is initialised."""
+    import torch
+
+    if "bert.embeddings.word_embeddings.weight" in sd:
+        enc = "bert."
+    elif "embeddings.word_embeddings.weight" in sd:
+        enc = ""  # BertModel.save_pretrained writes its keys without the "bert." prefix
+    else:
+        raise MapnetError("model.safetensors holds no BERT encoder (no embeddings.word_embeddings.weight)")
+    sd, notes = dict(sd), []
+    take = lambda key: sd.pop(key)  # noqa: E731  every weight used is removed: what is left was not mapped
+    out = {"encoder.tok_embeddings.weight": take(f"{enc}embeddings.word_embeddings.weight"),
+           "encoder.pos_embeddings.weight": take(f"{enc}embeddings.position_embeddings.weight").float(),
+           "encoder.emb_norm.weight": take(f"{enc}embeddings.LayerNorm.weight"),
+           "encoder.emb_norm.bias": take(f"{enc}embeddings.LayerNorm.bias")}
+    types = sd.pop(f"{enc}embeddings.token_type_embeddings.weight", None)
+    if types is not None:
+        rest = f"; rows 1..{len(types) - 1} (segment B of sentence pairs) dropped" if len(types) > 1 else ""
+        if torch.count_nonzero(types[0]):
+            # HF adds word + type + position before the LayerNorm; mapnet feeds every token as segment 0.
+            out["encoder.pos_embeddings.weight"] = out["encoder.pos_embeddings.weight"] + types[0].float()
+            notes.append(f"token-type embeddings: row 0 folded into the position embeddings (same logits for segment 0){rest}")
+        else:
+            notes.append(f"token-type embeddings: row 0 is zero (a mapnet export), dropped{rest}")
+    sd.pop(f"{enc}embeddings.position_ids", None)  # a buffer older transformers saved
+    for i in range(layers):
+        hf, ours = f"{enc}encoder.layer.{i}.", f"encoder.blocks.{i}."
+        for part in ("weight", "bias"):
+            out[f"{ours}qkv.{part}"] = torch.cat([_need(sd, f"{hf}attention.self.{n}.{part}") for n in ("query", "key", "value")])
+            for theirs, mine in LAYER_PAIRS.items():
+                out[f"{ours}{mine}.{part}"] = _need(sd, f"{hf}{theirs}.{part}")
+    head = [k for k in sd if k.startswith("cls.predictions.")]
+    if head:
+        for theirs, mine in HEAD_PAIRS.items():
+            for part in ("weight", "bias"):
+                out[f"{mine}.{part}"] = _need(sd, f"{theirs}.{part}")
+        bias, decoder_bias = sd.pop("cls.predictions.bias", None), sd.pop("cls.predictions.decoder.bias", None)
+        if bias is None and decoder_bias is None:
+            raise MapnetError("model.safetensors lacks cls.predictions.bias")
+        out["head.bias"] = bias if bias is not None else decoder_bias  # the same tensor, tied, in transformers
+        decoder = sd.pop("cls.predictions.decoder.weight", None)
+        if decoder is not None and not torch.equal(decoder, out["encoder.tok_embeddings.weight"]):
+            raise MapnetError("SOURCE's MLM decoder is not tied to its word embeddings; mapnet's is (tie_word_embeddings)")
+    else:
+        notes.append("no MLM head in SOURCE (a BertModel): the head's transform and bias are initialised as BERT's "
+                     "(from train.seed); the decoder is the word embedding matrix, as always")
+    dropped = sorted({k.rsplit(".", 1)[0] for k in sd})  # module names: bert.pooler.dense, cls.seq_relationship
+    unknown = [k for k in dropped if k.startswith((f"{enc}embeddings", f"{enc}encoder"))]
+    if unknown:
+        raise MapnetError(f"model.safetensors has encoder weights mapnet's BERT does not: {', '.join(unknown[:3])} "
+                          "(more layers than config.json says, or not a BERT)")
+    if dropped:
+        notes.append(f"not used by MLM pretraining, dropped: {', '.join(dropped)}")
+    return {k: v.float() for k, v in out.items()}, notes
+
+
+def _need(sd: dict, key: str) -> torch.Tensor:
+    if key not in sd:
+        raise MapnetError(f"model.safetensors lacks {key}")
+    return sd.pop(key)
+
+
+# ---------------------------------------------------------------- a run's start
+def start_model(cfg, seed: int, source: Source | None = None):
+    """The MLM model exactly as a run starts it: BERT's init from `seed`, then SOURCE's weights if given.
+    Returns (model, notes). `train.Run` and `compare`'s fairness hash both build it here."""
+    import torch
+
+    from .model import BertForMLM
+
+    torch.manual_seed(seed)  # identical initial weights on every rank (and a BertModel's head)
+    model = BertForMLM(cfg)
+    return model, (load_into(source, model) if source is not None else [])
+
+
+__all__ = ["Source", "open_source", "resolve", "given_model_values", "refuse_conflicts", "sized_by", "check_tokenizer", "load_into",
+           "hf_to_mapnet", "start_model"]
