@@ -289,3 +289,40 @@ def test_wordpiece_tokenizer_preprocess_shard_and_pretrain(tmp_path, hf_folder):
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, run_args(tmp_path / "shards", tmp_path / "run2", "--init-from", str(hf_folder)))
     assert isinstance(res.exception, MapnetError) and "tokenizer" in str(res.exception)
+
+
+def test_compare_passes_init_from_to_every_run(shards, hf_folder, tmp_path):
+    res = CliRunner().invoke(app, ["compare", str(shards), "--out", str(tmp_path / "cmp"), "--init-from", str(hf_folder),
+                                   "--strategies", "uniform,stratified", "--seeds", "1", "--steps", "2",
+                                   *[a for kv in RUN for a in ("--set", kv)]])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "cmp" / "results.json").read_text())
+    assert all(doc["checks"].values()), doc["checks"]
+    start, _ = init_from.start_model(CFG, 0, init_from.open_source(hf_folder))
+    from mapnet_cli.compare import tensors_sha256
+
+    assert {r["initial_weights_sha256"] for r in doc["runs"]} == {tensors_sha256(start.state_dict())}
+    for r in doc["runs"]:
+        assert json.loads((Path(r["path"]) / "run.json").read_text())["init_from"]["path"] == str(hf_folder.resolve())
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_two_gloo_processes_start_from_source_as_one(shards, hf_folder, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from mapnet_cli.train import pretrain
+
+    sets = [*RUN, "model.dropout=0.0", "model.attention_dropout=0.0", f"model.init_from={hf_folder}", "train.steps=2",
+            "train.micro_batch_size=4"]
+    args = [sys.executable, "-m", "mapnet_cli.cli", "pretrain", str(shards), "--out", str(tmp_path / "two"), "--nproc", "2",
+            *[a for kv in sets for a in ("--set", kv)]]
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_NTASKS")}
+    done = subprocess.run(args, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    pretrain(init_from.resolve(None, {}, sets), shards, tmp_path / "one")
+    a, b = (metrics(tmp_path / name, "eval") for name in ("one", "two"))
+    assert [r["eval_loss"] for r in b] == pytest.approx([r["eval_loss"] for r in a], rel=1e-5)
+    assert json.loads((tmp_path / "two" / "run.json").read_text())["init_from"]["kind"] == "huggingface"
