@@ -13,6 +13,7 @@
     mapnet pretrain shards/ --out runs/ht --masking mapnet --importance ht --set masking.mix_uniform=0.5 --set masking.proposal_target=gradnorm
     mapnet pretrain shards/ --out runs/strat --masking stratified
     mapnet pretrain shards/ --out runs/r40 --mask-prob 0.4
+    mapnet pretrain shards/ --out runs/ww --masking whole-word              # or span, or pmi (after mapnet pmi-vocab)
 
 Settings: defaults < preset < --config < flags. With --resume the base is the
 settings the run was started with (its newest checkpoint's settings.toml);
@@ -98,7 +99,7 @@ def pretrain(
     micro_batch_size: Annotated[Optional[int], typer.Option("--micro-batch-size", help="Sequences per forward pass per device; sets train.micro_batch_size.", show_default=False)] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Sets train.seed.", show_default=False)] = None,
     device: Annotated[Optional[str], typer.Option("--device", help="auto, cpu or cuda; sets train.device.", show_default=False)] = None,
-    masking: Annotated[Optional[Literal["uniform", "mapnet", "stratified", "frequency"]], typer.Option("--masking", help="uniform (RandMask), mapnet (learned proposals), stratified (disjoint masks per sequence) or frequency (static proposal, HT weights); sets masking.strategy.", show_default=False)] = None,
+    masking: Annotated[Optional[Literal["uniform", "mapnet", "stratified", "frequency", "whole-word", "span", "pmi"]], typer.Option("--masking", help="uniform (RandMask), mapnet (learned proposals), stratified (disjoint masks per sequence), frequency (static proposal, HT weights), whole-word, span (SpanBERT) or pmi (PMI-Masking; needs mapnet pmi-vocab); sets masking.strategy.", show_default=False)] = None,
     importance: Annotated[Optional[Literal["clipped", "unclipped", "none", "ht"]], typer.Option("--importance", help="MAP-Net's importance weights: the paper's per-sequence clipped (default) / unclipped / none, or ht (per-position Horvitz-Thompson); sets masking.importance.", show_default=False)] = None,
     mask_prob: Annotated[Optional[float], typer.Option("--mask-prob", help="Masking rate (paper 0.15; MosaicBERT 0.3, Wettig et al. 0.4); sets masking.mask_prob. Evaluation masks keep train.eval_mask_prob.", show_default=False)] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue from the newest complete checkpoint in --out. With MAP-Net and masking.explore_steps = 0 the exploration schedule spans train.steps, so raising --steps on resume stretches it from the current step on.")] = False,
