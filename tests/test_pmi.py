@@ -90,7 +90,7 @@ def test_every_ranked_score_matches_enumeration_on_a_small_corpus():
     lines = [" ".join(g.choice(words, g.integers(3, 12), p=np.array([8, 6, 5, 4, 3, 2, 1, 1]) / 30)) for _ in range(200)]
     vocab = pmi.build_vocabulary(FakeCorpus(lines), size=1000, min_count=2)
     counts, totals = exact_counts(lines)
-    assert vocab.entries and vocab.header["complete"] and vocab.header["prune_floor"] == 0
+    assert vocab.entries and vocab.header["exact_counts"] and vocab.header["prune_floor"] == 0
     for text, n, c, score in vocab.entries:
         gram = tuple(text.split())
         assert len(gram) == n and counts[gram] == c >= 2
@@ -178,7 +178,7 @@ def vocab_file(synthetic_shards, tmp_path_factory) -> Path:
 
 def test_cli_builds_a_vocabulary_of_the_corpus(vocab_file, synthetic_shards):
     v = pmi.read_vocabulary(vocab_file)
-    assert v.entries and v.header["complete"] and v.header["min_count"] == 3
+    assert v.entries and v.header["exact_counts"] and v.header["min_count"] == 3
     assert v.header["corpus"]["path"] == str((synthetic_shards.parent / "prep").resolve())
     assert all(c >= 3 for _, _, c, _ in v.entries)
     bad = CliRunner().invoke(app, ["pmi-vocab", str(synthetic_shards), "--out", str(vocab_file.parent / "x.tsv")])

@@ -298,3 +298,17 @@ def test_masks_do_not_depend_on_the_batch_split(tokenizer, tmp_path, name):
     assert torch.equal(whole.mask, again.mask) and torch.equal(whole.inputs, again.inputs)
     other = s.micro_batch(ids, 4, range(8), sequence_keys(7, 4, range(8), TRAIN_MASKS), "cpu")
     assert not torch.equal(whole.mask, other.mask)
+
+
+def test_whole_word_is_exactly_uniform_masking_when_every_word_is_one_token(tmp_path):
+    """With single-token words the unit keys are uniform's scores and the crossing rule never cuts:
+    the same rows get the same masks and inputs as the uniform strategy (the embedded synthetic corpus's case)."""
+    from tiny_shards import write_tokenizer
+    from mapnet_cli.strategy import UniformTraining
+
+    write_tokenizer(tmp_path / "wl.json", VOCAB)
+    ids = random_batch(32, 40, 7, cont=0.0).numpy()
+    keys = sequence_keys(3, 1, range(32), TRAIN_MASKS)
+    ww = strategy(WholeWordTraining, tmp_path / "wl.json", strategy="whole-word").micro_batch(ids, 1, range(32), keys, "cpu")
+    uni = strategy(UniformTraining, tmp_path / "wl.json").micro_batch(ids, 1, range(32), keys, "cpu")
+    assert torch.equal(ww.mask, uni.mask) and torch.equal(ww.inputs, uni.inputs)

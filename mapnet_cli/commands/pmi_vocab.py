@@ -42,9 +42,9 @@ def pmi_vocab(
                                      progress=lambda n: bar.advance(task, n))
     sha = pmi.write_vocabulary(vocab, out)
     h = vocab.header
-    if not h["complete"]:
-        warn(f"--max-entries {max_entries} pruned counts up to {h['prune_floor']} >= --min-count {min_count}: "
-             "n-grams rarer than that may be missing; raise --max-entries for a complete vocabulary")
+    if not h["exact_counts"]:
+        warn(f"--max-entries {max_entries} pruned n-gram counts by up to {h['prune_floor']}: n-grams seen fewer than "
+             f"{min_count + h['prune_floor']} times may be missing or under-counted; raise --max-entries for exact counts")
     by_len = ", ".join(f"{n}-grams {c:,}" for n, c in h["entries_by_length"].items())
     Console().print(f"{out}: {h['entries']:,} entries ({by_len}) from {h['words']:,} words in {h['sentences']:,} "
                     f"sentences, {h['seconds']:.1f} s; prune floor {h['prune_floor']}; sha256 {sha[:12]}", highlight=False)
