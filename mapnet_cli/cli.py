@@ -19,6 +19,7 @@ from .commands import finetune_glue as finetune_glue_cmd
 from .commands import inspect_masks as inspect_masks_cmd
 from .commands import preprocess as preprocess_cmd
 from .commands import pretrain as pretrain_cmd
+from .commands import pmi_vocab as pmi_vocab_cmd
 from .commands import probe as probe_cmd
 from .commands import quickstart as quickstart_cmd
 from .commands import shard as shard_cmd
@@ -36,6 +37,7 @@ app.add_typer(config_cmd.app, name="config")
 app.command("quickstart", help=quickstart_cmd.HELP)(quickstart_cmd.quickstart)
 app.command("preprocess")(preprocess_cmd.preprocess)
 app.command("shard", help=shard_cmd.HELP)(shard_cmd.shard)
+app.command("pmi-vocab", help=pmi_vocab_cmd.HELP)(pmi_vocab_cmd.pmi_vocab)
 app.command("pretrain", help=pretrain_cmd.HELP)(pretrain_cmd.pretrain)
 app.command("export", help=export_cmd.HELP)(export_cmd.export)
 app.command("inspect-masks", help=inspect_masks_cmd.HELP)(inspect_masks_cmd.inspect_masks)

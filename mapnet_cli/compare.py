@@ -59,12 +59,18 @@ STRATEGIES = {
     "mapnet-ht-learnability": {**_HT, "proposal_target": "learnability"},
     "stratified": {"strategy": "stratified"},
     "frequency-ht": {"strategy": "frequency", "mix_uniform": 0.5},
+    # The no-network unit schemes people use (word_masking.py): unweighted, the uniform token budget.
+    "whole-word": {"strategy": "whole-word"},
+    "span": {"strategy": "span"},
+    "pmi": {"strategy": "pmi"},
 }
 # The variance-decomposition scheme that matches what each strategy trains with.
 SCHEME = {"uniform": "uniform", "mapnet": "mapnet_clipped", "mapnet-noweight": "mapnet_unweighted",
           "mapnet-unclipped": "mapnet_unclipped", "mapnet-noexplore": "mapnet_clipped",
           "mapnet-uncompressed": "mapnet_clipped", "mapnet-ht": "ht", "mapnet-ht-loss": "ht",
-          "mapnet-ht-learnability": "ht", "stratified": "stratified", "frequency-ht": "frequency"}
+          "mapnet-ht-learnability": "ht", "stratified": "stratified", "frequency-ht": "frequency",
+          # Unit masks are not a variance scheme yet: their arms show no variance curve (uniform is still measured).
+          "whole-word": None, "span": None, "pmi": None}
 
 
 def split_name(name: str) -> tuple[str, float | None]:
@@ -378,7 +384,7 @@ def aggregate(runs: list[dict], strategies: list[str], glue_control: dict[int, d
         out[name] = {"seeds": [r["seed"] for r in mine], "steps": steps, "curve": curve,
                      "final": {m: curve[m][-1] for m in scores},
                      "seconds_per_step": mean_ci([r["seconds_per_step"] for r in mine])}
-        if all("variance" in r for r in mine):
+        if SCHEME[split_name(name)[0]] is not None and all("variance" in r for r in mine):
             scheme = SCHEME[split_name(name)[0]]
             vsteps = sorted(set.intersection(*(set(map(int, r["variance"])) for r in mine)))
             out[name]["variance"] = {"scheme": scheme, "steps": vsteps, **{

@@ -158,10 +158,14 @@ class ModelSettings:
 
 
 # ---------------------------------------------------------------- masking
+# Strategies that mask whole units (word_masking.py): unweighted, so importance settings do not apply.
+UNIT_STRATEGIES = ("whole-word", "span", "pmi")
+
+
 @dataclass(frozen=True, kw_only=True)
 class MaskingSettings:
-    strategy: Literal["uniform", "mapnet", "stratified", "frequency"] = _f(
-        "uniform", "uniform RandMask baseline; MAP-Net proposals; stratified (fully-explored, Zheng et al. 2020: disjoint masks of one sequence); frequency (static proposal from token counts, HT weights)")
+    strategy: Literal["uniform", "mapnet", "stratified", "frequency", "whole-word", "span", "pmi"] = _f(
+        "uniform", "uniform RandMask baseline; MAP-Net proposals; stratified (fully-explored, Zheng et al. 2020: disjoint masks of one sequence); frequency (static proposal from token counts, HT weights); whole-word; span (SpanBERT random spans); pmi (PMI-Masking n-grams, needs mapnet pmi-vocab)")
     mask_prob: float = _f(0.15, "fraction of eligible tokens masked (paper: 0.15)")
     mask_count: Literal["exact", "bernoulli"] = _f(
         "exact", "exact: round(mask_prob x eligible) positions per sequence, as MAP-Net's K (mapnet choice: same K for both strategies); bernoulli: each position independently")
@@ -178,6 +182,9 @@ class MaskingSettings:
     target_floor: float = _f(1e-3, "gradnorm / learnability targets are floored at this before the log (keeps every position's mass > 0)")
     strata_copies: int = _f(2, "stratified: each sequence fills this many batch slots, masked with that many disjoint strata (Zheng et al. use all of them)")
     frequency_power: float = _f(0.5, "frequency: the proposal is proportional to count(token type)^-power")
+    span_p: float = _f(0.2, "span: p of the geometric span-length distribution in words, p(1-p)^(l-1) (SpanBERT: 0.2)")
+    span_max_words: int = _f(10, "span: longest span in words; the geometric is truncated there and renormalised (SpanBERT: 10, mean 3.8)")
+    pmi_vocab: str = _f("", "pmi: the PMI vocabulary file of mapnet pmi-vocab (empty: pmi.tsv in the shard folder, else in the corpus the shards were made from)")
     clip_epsilon: float = _f(0.2, "weights are clipped to [1-eps, 1+eps] (paper gives no value; mapnet choice)")
     explore_start: float = _f(1.0, "probability of uniform masking at step 0 (paper: 100%)")
     explore_end: float = _f(0.33, "probability of uniform masking at the end of the schedule (paper: 33%)")
@@ -224,6 +231,14 @@ class MaskingSettings:
             out.append(f"masking.strata_copies must be >= 1 (got {self.strata_copies})")
         if self.frequency_power < 0:
             out.append(f"masking.frequency_power must be >= 0 (got {self.frequency_power})")
+        if not 0.0 < self.span_p <= 1.0:
+            out.append(f"masking.span_p must be in (0, 1] (got {self.span_p})")
+        if self.span_max_words < 1:
+            out.append(f"masking.span_max_words must be >= 1 (got {self.span_max_words})")
+        if self.strategy in UNIT_STRATEGIES and self.importance in ("unclipped", "none", "ht"):
+            out.append(f"masking.importance {self.importance!r} does not apply to masking.strategy '{self.strategy}': unit masks "
+                       "(whole words, spans, n-grams) are unweighted; importance weights need a proposal's inclusion "
+                       "probabilities (use masking.strategy 'mapnet' or 'frequency' for weighted masking)")
         out += self._ignored()
         if self.strategy != "uniform" and self.mask_count != "exact":
             # MAP-Net draws exactly K positions, and its importance ratio compares K-position masks.
@@ -247,6 +262,9 @@ class MaskingSettings:
             "target_floor": (regressed, "masking.proposal_target 'gradnorm' or 'learnability'"),
             "strata_copies": (self.strategy == "stratified", "masking.strategy 'stratified'"),
             "frequency_power": (self.strategy == "frequency", "masking.strategy 'frequency'"),
+            "span_p": (self.strategy == "span", "masking.strategy 'span'"),
+            "span_max_words": (self.strategy == "span", "masking.strategy 'span'"),
+            "pmi_vocab": (self.strategy == "pmi", "masking.strategy 'pmi'"),
         }
         defaults = {f.name: f.default for f in fields(self)}
         return [f"masking.{name} = {getattr(self, name)!r} only applies with {where}; here it would be ignored"
@@ -477,7 +495,7 @@ class Settings:
         if self.shard.max_seq_len > self.model.max_position:
             out.append(f"shard.max_seq_len ({self.shard.max_seq_len}) exceeds model.max_position ({self.model.max_position})")
         m = self.masking
-        if m.importance == "ht" and m.strategy != "mapnet":
+        if m.importance == "ht" and m.strategy not in ("mapnet", *UNIT_STRATEGIES):
             out.append(f"masking.importance 'ht' weights a MAP-Net proposal; with masking.strategy '{m.strategy}' it does nothing "
                        "(the frequency strategy always uses HT weights)")
         if m.strategy == "stratified" and self.train.batch_size % m.strata_copies:

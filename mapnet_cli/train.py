@@ -64,6 +64,7 @@ from .model import BertConfig, BertForMLM
 from .optim import build_optimizer, build_scheduler
 from .mapnet.training import MapnetTraining
 from .strategy import FrequencyTraining, MicroBatch, StratifiedTraining, Strategy, UniformTraining, mlm_loss
+from .word_masking import UNIT_STRATEGIES
 Report = Callable[[str, dict], None]
 
 
@@ -106,7 +107,7 @@ def make_batch(ids: np.ndarray, keys: Sequence[int], special_ids: dict, vocab_si
 
 
 STRATEGIES = {"uniform": UniformTraining, "stratified": StratifiedTraining, "frequency": FrequencyTraining,
-              "mapnet": MapnetTraining}
+              "mapnet": MapnetTraining, **UNIT_STRATEGIES}
 
 
 def training_strategy(settings, model: BertForMLM, data, info: distributed.DistInfo) -> Strategy:
@@ -377,7 +378,8 @@ class Run:
                                "train_sequences": len(self.data), "max_seq_len": self.data.max_seq_len},
                     "eval_set": {"sequences": len(self.eval_set.ids), "sha256": self.eval_set.sha256} if self.eval_set else None,
                     "extra_eval": {name: {"sequences": len(d.ids), "sha256": d.sha256, **d.source}
-                                   for name, d in self.extra_eval.items()}}
+                                   for name, d in self.extra_eval.items()},
+                    **getattr(self.strategy, "run_info", dict)()}  # e.g. the PMI vocabulary's path and sha256
         atomic.write_json(path, info)
 
     @property

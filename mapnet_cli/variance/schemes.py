@@ -298,7 +298,8 @@ def own_schemes(masking) -> tuple[str, ...]:
     """The scheme(s) measuring what a run with these masking settings trains with (`compare.SCHEME`)."""
     if masking.strategy == "mapnet":
         return ("ht",) if masking.importance == "ht" else MAPNET_SCHEMES
-    return {"uniform": ("uniform",), "stratified": ("stratified",), "frequency": ("frequency",)}[masking.strategy]
+    # Unit masks (whole-word, span, pmi) are not measured yet: nothing of their own, uniform stays the reference.
+    return {"uniform": ("uniform",), "stratified": ("stratified",), "frequency": ("frequency",)}.get(masking.strategy, ())
 
 
 def default_schemes(masking) -> tuple[str, ...]:
