@@ -142,7 +142,8 @@ def plan_runs(base: settings_mod.Settings, strategies: list[str], seeds: int, ou
 def _pretraining_part(values: dict) -> dict:
     """The settings a finished run's outcome depends on: fine-tuning and variance are post hoc, progress is display."""
     out = {k: v for k, v in values.items() if k not in ("finetune", "variance")}
-    out["logging"] = {k: v for k, v in out.get("logging", {}).items() if k != "progress"}
+    # Only these logging keys change what a run records; the rest (progress, TensorBoard, W&B) is display.
+    out["logging"] = {k: v for k, v in out.get("logging", {}).items() if k in ("log_every", "metrics_file")}
     return out
 
 
