@@ -30,6 +30,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # click's plain help: it wraps to any width (80 columns included), shows flags without a `<bool>` value,
+    # and pipes into `less`/logs without box-drawing characters.
+    rich_markup_mode=None,
 )
 app.add_typer(config_cmd.app, name="config")
 # One line per command; a command is listed only when it does something real.

@@ -7,7 +7,8 @@ with `logging.plain_every_s = N` at most one per N seconds; the first logged
 step and the last step always get one. No escape codes, no carriage returns:
 each line is complete when written, so `tail -f` and `grep` work. Elapsed and
 ETA are wall-clock time in this process (evaluation and checkpoints included),
-counted from its first step, so a resumed run's ETA covers only what is left.
+counted from the end of its first step (or the resume), so a resumed run's
+ETA covers only what is left.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ class PlainProgress:
     def step(self, data: dict) -> None:
         step, total = data["step"], data["total"]
         t = self.now()
-        if self.start is None:
-            self.start = (t, step - 1)
+        if self.start is None:  # from the end of the first step: its warm-up (allocation, compilation) is no rate
+            self.start = (t, step)
         final = step == total
         if not final and step % self.log_every:
             return
