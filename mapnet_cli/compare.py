@@ -553,12 +553,11 @@ def _points(ci: dict | None, fmt: str) -> str:
 
 def write_plots(doc: dict, out: Path) -> list[str]:
     """PNG plots when matplotlib is importable; returns one-line notes either way."""
-    try:
-        import matplotlib
-    except ImportError:
-        return ["no plots: matplotlib is not installed (pip install 'mapnet[plots]')"]
-    matplotlib.use("Agg")  # files only; never a window
-    import matplotlib.pyplot as plt
+    from .plotting import MISSING, pyplot, save_figure
+
+    plt = pyplot()
+    if plt is None:
+        return [f"no plots: {MISSING}"]
 
     aggs = doc["aggregate"]["strategies"]
     panels = [("loss_vs_step.png", "step", "held-out MLM loss", lambda a: (a["steps"], a["curve"]["eval_loss"])),
@@ -587,8 +586,7 @@ def write_plots(doc: dict, out: Path) -> list[str]:
         ax.set_ylabel(ylabel)
         ax.legend()
         fig.tight_layout()
-        fig.savefig(out / filename, dpi=120)
-        plt.close(fig)
+        save_figure(fig, out / filename)
         notes.append(f"plot: {out / filename}")
     return notes
 
