@@ -33,6 +33,7 @@ import numpy as np
 
 from . import settings as settings_mod
 from .errors import MapnetError
+from .metrics_file import read_metrics
 from .intervals import mean_ci, t_quantile_975
 
 SCHEMA = "mapnet.compare/1"
@@ -205,16 +206,6 @@ def data_order_sha256(settings, train_sequences: int) -> str:
 
     first = DataOrder(train_sequences, settings.train.seed).take(0, settings.train.batch_size)
     return hashlib.sha256(np.asarray(first, np.int64).tobytes()).hexdigest()
-
-
-def read_metrics(path: Path) -> tuple[list[dict], list[dict]]:
-    """(eval lines, train lines) in step order; for a repeated step the later line wins (a resume)."""
-    kinds: dict[str, dict[int, dict]] = {"eval": {}, "train": {}}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        if record.get("kind") in kinds:
-            kinds[record["kind"]][record["step"]] = record
-    return [kinds["eval"][k] for k in sorted(kinds["eval"])], [kinds["train"][k] for k in sorted(kinds["train"])]
 
 
 def run_record(pr: PlannedRun, vocab_size: int, pad_id: int, train_sequences: int) -> dict:

@@ -3,7 +3,7 @@
     fig = run_curves([Path("runs/a"), Path("runs/b")])     # what `mapnet plot runs/a runs/b --out curves.png` draws
     save_figure(fig, Path("curves.png"))
 
-`run_curves` reads each run's metrics file (`compare.read_metrics`: a step a
+`run_curves` reads each run's metrics file (`metrics_file.read_metrics`: a step a
 resume repeated counts once, the later line) and draws one panel per curve,
 one line per run: training loss, held-out loss (the main set, then each
 `train.extra_eval` set), learning rate, and, for runs that log them, MAP-Net's
@@ -64,7 +64,7 @@ def metrics_path(run: Path) -> Path:
 
 def _curves(run: Path) -> dict[str, tuple[list[int], list[float]]]:
     """{panel key: (steps, values)} of one run; a metric's None points (nothing to average) are left out."""
-    from .compare import read_metrics
+    from .metrics_file import read_metrics
 
     try:
         evals, trains = read_metrics(metrics_path(run))
