@@ -17,6 +17,7 @@ from .commands import config as config_cmd
 from .commands import export as export_cmd
 from .commands import finetune_glue as finetune_glue_cmd
 from .commands import inspect_masks as inspect_masks_cmd
+from .commands import plot as plot_cmd
 from .commands import preprocess as preprocess_cmd
 from .commands import pretrain as pretrain_cmd
 from .commands import pmi_vocab as pmi_vocab_cmd
@@ -31,6 +32,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # click's plain help: it wraps to any width (80 columns included), shows flags without a `<bool>` value,
+    # and pipes into `less`/logs without box-drawing characters.
+    rich_markup_mode=None,
 )
 app.add_typer(config_cmd.app, name="config")
 # One line per command; a command is listed only when it does something real.
@@ -45,6 +49,7 @@ app.command("finetune-glue", help=finetune_glue_cmd.HELP)(finetune_glue_cmd.fine
 app.command("probe", help=probe_cmd.HELP)(probe_cmd.probe)
 app.command("variance", help=variance_cmd.HELP)(variance_cmd.variance)
 app.command("compare", help=compare_cmd.HELP)(compare_cmd.compare)
+app.command("plot", help=plot_cmd.HELP)(plot_cmd.plot)
 
 def main() -> None:
     """Console-script entry point: one red line and exit code 2 for user errors.

@@ -34,6 +34,7 @@ import numpy as np
 
 from . import settings as settings_mod
 from .errors import MapnetError
+from .metrics_file import read_metrics
 from .intervals import mean_ci, t_quantile_975
 
 SCHEMA = "mapnet.compare/1"
@@ -149,7 +150,8 @@ def plan_runs(base: settings_mod.Settings, strategies: list[str], seeds: int, ou
 def _pretraining_part(values: dict) -> dict:
     """The settings a finished run's outcome depends on: fine-tuning and variance are post hoc, progress is display."""
     out = {k: v for k, v in values.items() if k not in ("finetune", "variance")}
-    out["logging"] = {k: v for k, v in out.get("logging", {}).items() if k != "progress"}
+    # Only these logging keys change what a run records; the rest (progress, TensorBoard, W&B) is display.
+    out["logging"] = {k: v for k, v in out.get("logging", {}).items() if k in ("log_every", "metrics_file")}
     return out
 
 
@@ -213,16 +215,6 @@ def data_order_sha256(settings, train_sequences: int) -> str:
 
     first = DataOrder(train_sequences, settings.train.seed).take(0, settings.train.batch_size)
     return hashlib.sha256(np.asarray(first, np.int64).tobytes()).hexdigest()
-
-
-def read_metrics(path: Path) -> tuple[list[dict], list[dict]]:
-    """(eval lines, train lines) in step order; for a repeated step the later line wins (a resume)."""
-    kinds: dict[str, dict[int, dict]] = {"eval": {}, "train": {}}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        if record.get("kind") in kinds:
-            kinds[record["kind"]][record["step"]] = record
-    return [kinds["eval"][k] for k in sorted(kinds["eval"])], [kinds["train"][k] for k in sorted(kinds["train"])]
 
 
 def run_record(pr: PlannedRun, vocab_size: int, pad_id: int, train_sequences: int) -> dict:
@@ -561,12 +553,11 @@ def _points(ci: dict | None, fmt: str) -> str:
 
 def write_plots(doc: dict, out: Path) -> list[str]:
     """PNG plots when matplotlib is importable; returns one-line notes either way."""
-    try:
-        import matplotlib
-    except ImportError:
-        return ["no plots: matplotlib is not installed (pip install 'mapnet[plots]')"]
-    matplotlib.use("Agg")  # files only; never a window
-    import matplotlib.pyplot as plt
+    from .plotting import MISSING, pyplot, save_figure
+
+    plt = pyplot()
+    if plt is None:
+        return [f"no plots: {MISSING}"]
 
     aggs = doc["aggregate"]["strategies"]
     panels = [("loss_vs_step.png", "step", "held-out MLM loss", lambda a: (a["steps"], a["curve"]["eval_loss"])),
@@ -595,8 +586,7 @@ def write_plots(doc: dict, out: Path) -> list[str]:
         ax.set_ylabel(ylabel)
         ax.legend()
         fig.tight_layout()
-        fig.savefig(out / filename, dpi=120)
-        plt.close(fig)
+        save_figure(fig, out / filename)
         notes.append(f"plot: {out / filename}")
     return notes
 

@@ -24,6 +24,7 @@ same way.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from datetime import datetime, timezone
@@ -96,18 +97,33 @@ def tokenizer_files(tokenizer_path: Path, max_position: int) -> dict[str, dict]:
     }
 
 
-def write_tokenizer(source: Path, path: Path) -> None:
+def write_tokenizer(source: Path, path: Path, lowercase: bool | None = None) -> None:
     """The checkpoint's tokenizer plus a post-processor that adds [CLS] ... [SEP] (and [CLS] a [SEP] b
     [SEP] for pairs, token type 0 throughout, as pretraining and `finetune-glue` encode), so
-    `tokenizer("...")` in transformers gives the inputs the model was trained on."""
-    from tokenizers import Tokenizer, processors
+    `tokenizer("...")` in transformers gives the inputs the model was trained on.
+
+    Two more things make `pipeline("fill-mask")` work on text as people type it: `[MASK]` takes the space
+    before it (lstrip), so "the [MASK] ." is [▁the, [MASK], ▁.] as in pretraining, not [▁the, ▁, [MASK], ▁.];
+    and with `lowercase` a Lowercase normaliser, so "The" finds "▁the". `lowercase=None` decides from the
+    vocabulary: lower-casing loses nothing exactly when no token holds an upper-case letter (a lower-cased
+    corpus); a cased vocabulary is left as it is, whatever the run's settings say."""
+    from tokenizers import Tokenizer, normalizers, processors
 
     tok = Tokenizer.from_file(str(source))
     cls, sep = SPECIAL_TOKENS["cls_token"], SPECIAL_TOKENS["sep_token"]
     tok.post_processor = processors.TemplateProcessing(
         single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B {sep}",
         special_tokens=[(cls, tok.token_to_id(cls)), (sep, tok.token_to_id(sep))])
-    atomic.write_text(path, tok.to_str())
+    if lowercase is None:
+        specials = {t.content for t in tok.get_added_tokens_decoder().values()}  # [PAD] ... are upper-case by name
+        lowercase = not any(ch.isupper() for piece in tok.get_vocab() if piece not in specials for ch in piece)
+    if lowercase:
+        tok.normalizer = normalizers.Sequence([n for n in (tok.normalizer, normalizers.Lowercase()) if n is not None])
+    data = json.loads(tok.to_str())
+    for added in data.get("added_tokens", []):
+        if added["content"] == SPECIAL_TOKENS["mask_token"]:
+            added["lstrip"] = True
+    atomic.write_text(path, json.dumps(data, ensure_ascii=False))
 
 
 def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = False) -> Path:
@@ -122,7 +138,7 @@ def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = 
         save_file(hf_state_dict(model), str(staging / "model.safetensors"), metadata={"format": "pt"})
         (staging / "model.safetensors").chmod(atomic.FILE_MODE)  # as every other published file, not 0600
         atomic.write_json(staging / "config.json", hf_config(model))
-        write_tokenizer(ckpt / checkpoint.TOKENIZER, staging / "tokenizer.json")
+        write_tokenizer(ckpt / checkpoint.TOKENIZER, staging / "tokenizer.json", lowercase=None)
         for name, content in tokenizer_files(ckpt / checkpoint.TOKENIZER, model.cfg.max_position).items():
             atomic.write_json(staging / name, content)
         atomic.write_json(staging / "mapnet_export.json", {

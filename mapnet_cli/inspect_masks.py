@@ -21,7 +21,9 @@ positions from the proposal without replacement (Gumbel-top-k), K and
 mask_prob as in training; every row is masked by MAP-Net (no exploration).
 The word table repeats the draw `samples` times and compares, per word type,
 how often its tokens were masked with how often uniform masking would mask
-them (K/n per position): `relative` > 1 means MAP-Net prefers the word.
+them (K/n per position): `relative` > 1 means MAP-Net prefers the word. Only
+word types with at least `min_count` tokens in the shown rows are ranked
+(`--min-count`, default 5); `left_out` says how many were not.
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ class Inspection:
     sequences: list[SequenceView]
     most: list[WordStat] = field(default_factory=list)
     least: list[WordStat] = field(default_factory=list)
+    min_count: int = 1  # word types seen fewer times than this are left out of most / least
+    left_out: int = 0  # how many word types that was
 
     def to_json(self) -> dict:
         return {"schema": SCHEMA, **asdict(self)}
@@ -148,13 +152,15 @@ def _special_ids(tokenizer) -> dict[str, int]:
 # ---------------------------------------------------------------- the inspection
 @torch.no_grad()
 def inspect_masks(path: str | Path, *, text: str | None = None, source: str = "text", sentences: int = 4,
-                  seed: int = 0, samples: int = 200, top: int = 10, min_occurrences: int = 2,
+                  seed: int = 0, samples: int = 200, top: int = 10, min_count: int = 5,
                   shards: str | Path | None = None, device: str | torch.device = "cpu") -> Inspection:
     """Proposal probabilities, one sampled mask per row, and the word-type table (see the module doc)."""
     from .data.bpe import load_tokenizer
 
     if sentences < 1 or samples < 1:
         raise MapnetError("--sentences and the number of samples must be >= 1")
+    if min_count < 1:
+        raise MapnetError(f"--min-count must be >= 1 (got {min_count})")
     model, proposal, meta, ckpt = load_checkpoint(path, device)
     settings = checkpoint.load_settings(ckpt)
     tokenizer = load_tokenizer(ckpt / checkpoint.TOKENIZER)
@@ -193,9 +199,10 @@ def inspect_masks(path: str | Path, *, text: str | None = None, source: str = "t
         views.append(SequenceView(tokens=[tokenizer.id_to_token(t) or "?" for t in r], ids=list(r),
                                   probabilities=p_row, masked=[int(j) for j in shown[i].nonzero().flatten()],
                                   k=int(k[i]), eligible=int(n[i]), entropy=ent))
-    most, least = _word_table(views, freq, k, n, top, min_occurrences)
+    most, least, left_out = _word_table(views, freq, k, n, top, min_count)
     return Inspection(checkpoint=str(ckpt), step=int(meta.get("step", 0)), source=source, seed=seed, samples=samples,
-                      mask_prob=settings.masking.mask_prob, sequences=views, most=most, least=least)
+                      mask_prob=settings.masking.mask_prob, sequences=views, most=most, least=least,
+                      min_count=min_count, left_out=left_out)
 
 
 def _normalised_entropy(p: torch.Tensor, eligible: torch.Tensor) -> float:
@@ -218,11 +225,16 @@ def words_of(tokens: list[str]) -> list[int]:
 
 
 def _word_table(views: list[SequenceView], freq: torch.Tensor, k: torch.Tensor, n: torch.Tensor, top: int,
-                min_occurrences: int) -> tuple[list[WordStat], list[WordStat]]:
-    """Per word type: sum of masking frequencies of its tokens vs the uniform K/n at the same positions."""
+                min_count: int) -> tuple[list[WordStat], list[WordStat], int]:
+    """Per word type: sum of masking frequencies of its tokens vs the uniform K/n at the same positions.
+
+    Only word types with at least `min_count` tokens in the shown rows are ranked: a word seen once or twice
+    sits at the top or bottom by the accident of its one context, not by a preference. Returns (most, least,
+    number of word types left out)."""
     masked_sum: dict[str, float] = {}
     uniform_sum: dict[str, float] = {}
     count: dict[str, int] = {}
+    seen: dict[str, int] = {}  # occurrences of the word (count is its tokens: a word may be several BPE pieces)
     for i, v in enumerate(views):
         rate = float(k[i]) / max(int(n[i]), 1)
         word_ids = words_of(v.tokens)
@@ -236,16 +248,15 @@ def _word_table(views: list[SequenceView], freq: torch.Tensor, k: torch.Tensor, 
             masked_sum[word] = masked_sum.get(word, 0.0) + sum(float(freq[i, j]) for j in positions)
             uniform_sum[word] = uniform_sum.get(word, 0.0) + rate * len(positions)
             count[word] = count.get(word, 0) + len(positions)
+            seen[word] = seen.get(word, 0) + 1
     stats = [WordStat(w, count[w], masked_sum[w] / count[w], masked_sum[w] / uniform_sum[w])
-             for w in count if count[w] >= min_occurrences and uniform_sum[w] > 0]
-    if len(stats) < 2 * top:  # few repeated words (short text): rank every word instead
-        stats = [WordStat(w, count[w], masked_sum[w] / count[w], masked_sum[w] / uniform_sum[w])
-                 for w in count if uniform_sum[w] > 0]
+             for w in count if seen[w] >= min_count and uniform_sum[w] > 0]
+    left_out = sum(1 for w in count if uniform_sum[w] > 0) - len(stats)
     stats.sort(key=lambda s: (-s.relative, s.word))
     top = min(top, len(stats) // 2)  # the two tables never share a word
     most = stats[:top]
     least = sorted(stats[len(stats) - top:], key=lambda s: (s.relative, s.word)) if top else []
-    return most, least
+    return most, least, left_out
 
 
 __all__ = ["SCHEMA", "SequenceView", "WordStat", "Inspection", "load_checkpoint", "text_rows", "validation_rows",

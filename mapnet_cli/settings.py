@@ -372,9 +372,23 @@ class LoggingSettings:
     log_every: int = _f(10, "write a metrics line every N steps")
     progress: bool = _f(True, "show rich progress bars (off when not a terminal)")
     metrics_file: str = _f("metrics.jsonl", "JSON-lines metrics file inside the run folder")
+    plain_every_s: float = _f(0.0, "when stderr is not a terminal: at most one plain progress line per N seconds "
+                              "(0: one per logging.log_every steps)")
+    tensorboard: bool = _f(False, "also write every metric as a TensorBoard scalar in RUN/tb "
+                           "(pip install 'mapnet[tensorboard]')")
+    wandb: bool = _f(False, "also log every metric to Weights & Biases (pip install 'mapnet[wandb]'; "
+                     "WANDB_MODE=offline works without a network)")
+    wandb_project: str = _f("mapnet", "W&B project")
+    wandb_name: str = _f("", "W&B run name ('' = the run folder's name)")
+    wandb_mode: Literal["auto", "online", "offline"] = _f("auto", "W&B mode (auto = WANDB_MODE, else online)")
 
     def problems(self) -> list[str]:
-        return [f"logging.log_every must be >= 1 (got {self.log_every})"] if self.log_every < 1 else []
+        out = [f"logging.log_every must be >= 1 (got {self.log_every})"] if self.log_every < 1 else []
+        if self.plain_every_s < 0:
+            out.append(f"logging.plain_every_s must be >= 0 (got {self.plain_every_s})")
+        if self.wandb and not self.wandb_project:
+            out.append("logging.wandb_project must not be empty when logging.wandb is true")
+        return out
 
 
 # ---------------------------------------------------------------- fine-tuning (GLUE)

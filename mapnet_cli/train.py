@@ -56,7 +56,7 @@ import numpy as np
 import torch
 
 from . import __version__ as mapnet_version
-from . import atomic, checkpoint, distributed, init_from
+from . import atomic, checkpoint, distributed, init_from, tracking
 from .errors import MapnetError
 from .masking import (DROPOUT, EVAL_MASKS, TRAIN_MASKS, SequenceRNG, apply_replacement, eligible_positions, mix_seed,
                       sequence_keys, uniform_mask)
@@ -242,10 +242,11 @@ def memory_bytes(device: torch.device) -> int:
 
 
 class MetricsLog:
-    """JSON lines in RUN/metrics.jsonl, appended and flushed line by line (rank 0 only)."""
+    """JSON lines in RUN/metrics.jsonl, appended and flushed line by line (rank 0 only); each record also
+    goes to the TensorBoard / W&B sinks (`tracking.py`), so they show exactly what the file holds."""
 
-    def __init__(self, path: Path, enabled: bool, resume_step: int | None):
-        self.path, self.enabled = path, enabled
+    def __init__(self, path: Path, enabled: bool, resume_step: int | None, sinks: Sequence = ()):
+        self.path, self.enabled, self.sinks = path, enabled, list(sinks)
         if enabled and path.exists():
             # Resumed: lines past the checkpoint were written by the interrupted run, which this one rewrites.
             # Fresh: every line is from an earlier run that never checkpointed, none of them this run's.
@@ -257,6 +258,14 @@ class MetricsLog:
         if self.enabled:
             with open(self.path, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(record) + "\n")
+            values = list(tracking.scalars(record))
+            for sink in self.sinks:
+                sink.write(int(record["step"]), values)
+
+    def close(self, failed: bool = False) -> None:
+        for sink in self.sinks:
+            sink.close(failed)
+        self.sinks = []
 
 
 def _line_step(line: str) -> float:
@@ -285,7 +294,13 @@ def pretrain(settings, shards: str | os.PathLike, out: str | os.PathLike, *, res
     with distributed.process_group(settings.train.device, settings.distributed.backend) as info:
         run = Run(settings, Path(shards), Path(out), info, resume, list(command_line))
         quiet = not info.is_main or on_report is None  # one progress display per job
-        return run.train(stop_at, (lambda kind, data: None) if quiet else on_report)
+        failed = True
+        try:
+            last = run.train(stop_at, (lambda kind, data: None) if quiet else on_report)
+            failed = False
+            return last
+        finally:
+            run.metrics.close(failed)
 
 
 class Run:
@@ -296,6 +311,7 @@ class Run:
 
         s, t = settings, settings.train
         self.settings, self.out, self.info = settings, out, info
+        tracking.require(s.logging)  # every rank, before any work: a missing extra is one line, not a hang
         if t.batch_size % info.world_size:
             raise MapnetError(f"train.batch_size ({t.batch_size}) must be divisible by the world size ({info.world_size})")
         self.micro = t.micro_batch_size or t.batch_size // info.world_size
@@ -333,9 +349,11 @@ class Run:
             self.strategy.compile()
         self.ddp = distributed.wrap_model(self.strategy.net, info)
         self.autocast = precision_context(t.precision, info.device)
-        self.metrics = MetricsLog(out / s.logging.metrics_file, info.is_main, self.step if resume else None)
+        resume_step = self.step if resume else None
+        self.metrics = MetricsLog(out / s.logging.metrics_file, info.is_main, resume_step)
         if info.is_main:
             self._write_run_files(shards, argv)
+            self.metrics.sinks = tracking.open_sinks(s, out, resume_step)  # after the folder exists
 
     def _restore(self) -> Path:
         ckpt = checkpoint.latest_checkpoint(self.out)

@@ -94,3 +94,36 @@ def test_cli_export_and_refusals(ckpt, tmp_path):
     broken = runner.invoke(app, ["export", str(ckpt[0]), "--out", str(tmp_path / "hf2")])
     assert isinstance(broken.exception, MapnetError) and "incomplete" in str(broken.exception)
     assert not (tmp_path / "hf2").exists()
+
+
+def test_fill_mask_pipeline_works_on_typed_text_from_a_trained_export(synthetic_shards, tmp_path):
+    """A tiny model trained a few steps on the Moses-processed, lower-cased synthetic corpus, exported to a local
+    folder: AutoTokenizer + pipeline("fill-mask") take text as typed and predict what mapnet's own model does."""
+    from mapnet_cli.settings import resolve
+    from mapnet_cli.train import pretrain
+
+    s = resolve(None, {"model": {"preset": "tiny"}},
+                ["train.batch_size=8", "train.steps=6", "train.eval_every=0", "train.checkpoint_every=6",
+                 "optim.warmup_steps=1", "optim.lr=3e-3", "logging.progress=false"])
+    last = pretrain(s, synthetic_shards, tmp_path / "run")
+    out = export(tmp_path / "run", tmp_path / "hf")
+    tok = transformers.AutoTokenizer.from_pretrained(str(out))
+    fill = transformers.pipeline("fill-mask", model=str(out), tokenizer=str(out), device="cpu", top_k=3)
+
+    text = "The bodan ka [MASK] ."
+    ids = tok(text)["input_ids"]
+    raw = checkpoint.load_model(last)[0].eval()
+    from tokenizers import Tokenizer
+
+    mapnet_tok = Tokenizer.from_file(str(last / "tokenizer.json"))
+    body = mapnet_tok.encode("the bodan ka").ids + [tok.mask_token_id] + mapnet_tok.encode(".").ids
+    # [CLS] ... [SEP] around it, lower-cased, and [MASK] takes its space: the ids pretraining would have seen.
+    assert ids == [tok.cls_token_id, *body, tok.sep_token_id]
+    assert tok.special_tokens_map["mask_token"] == "[MASK]" and fill.tokenizer.mask_token_id == SPECIAL_IDS["mask"]
+    predictions = fill(text)
+    assert len(predictions) == 3 and all("[MASK]" not in p["sequence"] and "[CLS]" not in p["sequence"] for p in predictions)
+    with torch.no_grad():
+        logits = raw(torch.tensor([ids]))[0, ids.index(tok.mask_token_id)]
+    top = torch.softmax(logits.float(), -1).topk(3)
+    assert [p["token"] for p in predictions] == top.indices.tolist()
+    assert [p["score"] for p in predictions] == pytest.approx(top.values.tolist(), abs=1e-4)

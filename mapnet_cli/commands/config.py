@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.syntax import Syntax
 from rich.table import Table
@@ -16,7 +17,7 @@ from rich.table import Table
 from .. import settings as settings_mod
 from .options import ConfigOpt, SetOpt
 
-app = typer.Typer(help="Inspect settings.", no_args_is_help=True)
+app = typer.Typer(help="Inspect settings.", no_args_is_help=True, rich_markup_mode=None)  # plain help, as `mapnet`
 
 
 @app.command("show")
@@ -29,8 +30,14 @@ def show(
     """Print the resolved settings as TOML (what a command would run with)."""
     console = Console()
     if docs:
-        table = Table("setting", "default", "meaning", show_lines=False)
-        for key, default, doc in settings_mod.field_docs():
+        rows = settings_mod.field_docs()
+        # The name is what one types after --set: never cut or wrapped. The default folds and the meaning
+        # wraps into what is left, so the table fits 80 columns; box.SIMPLE spends no columns on borders.
+        table = Table(box=box.SIMPLE, show_lines=False, pad_edge=False)
+        table.add_column("setting", no_wrap=True, min_width=max(len(key) for key, _, _ in rows))
+        table.add_column("default", overflow="fold", max_width=16)
+        table.add_column("meaning", ratio=1, overflow="fold")
+        for key, default, doc in rows:
             table.add_row(key, default, doc)
         console.print(table)
         return

@@ -81,6 +81,12 @@ def show(result: Inspection, console: Console) -> None:
     for i, view in enumerate(result.sequences):
         console.print(f"\n[bold]#{i + 1}[/]  K={view.k} of n={view.eligible}, entropy/log n={view.entropy:.3f}")
         console.print(render_sequence(view))
+    if result.left_out:
+        console.print(f"\n{result.left_out} word types seen fewer than {result.min_count} times are left out of the "
+                      "tables below (--min-count; more rows with --sentences)")
+    if not (result.most or result.least):
+        console.print(f"\nno word type is seen {result.min_count} times or more in these rows: no word table "
+                      "(lower --min-count or raise --sentences)")
     for title, rows in (("MAP-Net masks most", result.most), ("MAP-Net masks least", result.least)):
         if not rows:
             continue
@@ -103,6 +109,7 @@ def inspect_masks(
     sentences: Annotated[int, typer.Option("--sentences", "-n", help="Rows to show: sentences of the text, or validation sequences.")] = 4,
     samples: Annotated[int, typer.Option("--samples", help="Masks drawn per row for the word table.")] = 200,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the sampled masks.")] = 0,
+    min_count: Annotated[int, typer.Option("--min-count", help="Rank only word types seen at least this many times in the rows.")] = 5,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (schema mapnet.inspect-masks/1) instead of the coloured view.")] = False,
 ) -> None:
     """Show a MAP-Net checkpoint's mask proposals: per-token probabilities, sampled masks, preferred words."""
@@ -120,7 +127,8 @@ def inspect_masks(
         piped = sys.stdin.read()
         if piped.strip():  # an empty pipe (e.g. cron, CI) falls back to the validation shards
             text, source = piped, "stdin"
-    result = run_inspect(run, text=text, source=source, sentences=sentences, seed=seed, samples=samples, shards=shards)
+    result = run_inspect(run, text=text, source=source, sentences=sentences, seed=seed, samples=samples, shards=shards,
+                         min_count=min_count)
     if as_json:
         typer.echo(json.dumps(result.to_json(), ensure_ascii=False))
     else:

@@ -13,7 +13,7 @@ ConfigOpt = Annotated[
 ]
 SetOpt = Annotated[
     Optional[list[str]],
-    typer.Option("--set", help="Override any setting: --set section.key=value (repeatable).", show_default=False),
+    typer.Option("--set", metavar="SECTION.KEY=VALUE", help="Override any setting (repeatable).", show_default=False),
 ]
 PrintSettingsOpt = Annotated[
     bool,

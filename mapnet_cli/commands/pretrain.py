@@ -42,6 +42,7 @@ from .. import settings as settings_mod
 from ..atomic import make_dirs
 from ..errors import MapnetError, warn
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
+from .plain_progress import PlainProgress
 
 ARGV_ENV = "MAPNET_LAUNCH_ARGV"
 HELP = "Pretrain the BERT encoder (uniform, stratified, frequency or MAP-Net masking) on shards; checkpoints, metrics, exact resume."
@@ -140,7 +141,9 @@ def pretrain(
         raise MapnetError(f"--stop-at must be >= 1 (got {stop_at})")
 
     from .. import distributed
+    from ..tracking import require
 
+    require(settings.logging)  # a missing tensorboard/wandb package: one line, before torchrun starts anything
     if distributed.should_launch(d.gpus, d.nproc):
         _launch(shards, out, settings, resume, stop_at)
         return
@@ -185,8 +188,11 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
     warn_long_warmup(settings)
 
     console = Console(stderr=True)
+    console.soft_wrap = not console.is_terminal  # a log line stays one line, however long (rich would wrap at 80)
     show_bar = settings.logging.progress and console.is_terminal
-    log_every = settings.logging.log_every
+    # Not a terminal (SLURM, nohup, CI, `2> log`): complete plain lines, no escape codes, no redraws.
+    plain = PlainProgress(lambda line: console.print(line, highlight=False, markup=False), settings.logging.log_every,
+                          settings.logging.plain_every_s)
     columns = (TextColumn("[bold]pretrain"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[stats]}"),
                TimeElapsedColumn(), TimeRemainingColumn())
     command_line = json.loads(os.environ[ARGV_ENV]) if ARGV_ENV in os.environ else sys.argv
@@ -197,8 +203,8 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
             if kind == "step":
                 stats = f"loss {data['loss']:.4f}  lr {data['lr']:.2e}  {data['tokens_per_s']:,.0f} tok/s"
                 bar.update(task, completed=data["step"], stats=stats)
-                if not show_bar and (data["step"] % log_every == 0 or data["step"] == data["total"]):
-                    console.print(f"step {data['step']}/{data['total']}  {stats}", highlight=False)
+                if not show_bar:
+                    plain.step(data)
             elif kind == "eval":
                 console.print(f"eval @ {data['step']}: loss {data['eval_loss']:.4f}  accuracy {data['eval_accuracy']:.4f}"
                               f"  ({data['eval_masked_tokens']} masked tokens, set {data['eval_sha256'][:12]})", highlight=False)
@@ -214,6 +220,7 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
                     console.print(f"  note: {note}", highlight=False)
             elif kind == "resume":
                 bar.update(task, completed=data["step"])
+                plain.resumed(data["step"])
                 console.print(f"resumed from {data['path']} (step {data['step']})", highlight=False)
 
         last = run_pretrain(settings, shards, out, resume=resume, stop_at=stop_at, command_line=command_line, on_report=report)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from pathlib import Path
 
 from ..atomic import write_json, write_text
 from . import metrics as M
@@ -151,12 +152,11 @@ def write_curves(summary: dict, out_dir) -> list[str]:
     writer.writerows(records)
     write_text(out_dir / "learning_curves.csv", buf.getvalue())
     notes = [f"learning curves: {out_dir / 'learning_curves.csv'}"]
-    try:
-        import matplotlib
-    except ImportError:
-        notes.append("no plot: matplotlib is not installed (pip install 'mapnet[plots]')")
+    from ..plotting import MISSING, pyplot
+
+    if pyplot() is None:
+        notes.append(f"no plot: {MISSING}")
         return notes
-    matplotlib.use("Agg")  # files only; never a window
     plot_curves(records, out_dir / "learning_curves.png")
     notes.append(f"plot: {out_dir / 'learning_curves.png'}")
     return notes
@@ -164,8 +164,9 @@ def write_curves(summary: dict, out_dir) -> list[str]:
 
 def plot_curves(records: list[dict], path) -> None:
     """One panel per entry (the paper's Figure 3 shows RTE, SST-2, QNLI): score vs. pretraining step, a line per run."""
-    import matplotlib.pyplot as plt
+    from ..plotting import pyplot, save_figure
 
+    plt = pyplot()
     entries = list(dict.fromkeys(r["entry"] for r in records))
     cols = min(3, len(entries)) or 1
     rows = math.ceil(len(entries) / cols) or 1
@@ -186,7 +187,4 @@ def plot_curves(records: list[dict], path) -> None:
     for ax in list(axes.flat)[len(entries):]:
         ax.set_visible(False)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(path)
+    save_figure(fig, Path(path))

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from mapnet_cli import checkpoint
 from mapnet_cli import settings as settings_mod
 from mapnet_cli.cli import app, main
+from mapnet_cli.errors import MapnetError
 from mapnet_cli.data.bpe import save_tokenizer, train_tokenizer
 from mapnet_cli.inspect_masks import SCHEMA, inspect_masks, words_of
 from mapnet_cli.mapnet import ProposalConfig, ProposalNetwork
@@ -51,7 +52,8 @@ def mapnet_run(tmp_path_factory):
 
 
 def test_json_schema_on_text(mapnet_run):
-    result = CliRunner().invoke(app, ["inspect-masks", str(mapnet_run), "--text", TEXT, "--json", "--samples", "50"])
+    result = CliRunner().invoke(app, ["inspect-masks", str(mapnet_run), "--text", TEXT, "--json", "--samples", "50",
+                                      "--min-count", "1"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["schema"] == SCHEMA and data["source"] == "text" and data["step"] == 7
@@ -78,7 +80,8 @@ def test_same_seed_same_masks_and_rich_view(mapnet_run):
     a = inspect_masks(mapnet_run, text=TEXT, seed=3, samples=20)
     b = inspect_masks(mapnet_run, text=TEXT, seed=3, samples=20)
     assert [s.masked for s in a.sequences] == [s.masked for s in b.sequences]
-    result = CliRunner().invoke(app, ["inspect-masks", str(mapnet_run), "--text", TEXT, "--samples", "20"])
+    result = CliRunner().invoke(app, ["inspect-masks", str(mapnet_run), "--text", TEXT, "--samples", "20",
+                                      "--min-count", "1"])
     assert result.exit_code == 0, result.output
     assert "proposal p x n" in result.stdout and "masked" in result.stdout and "vs uniform" in result.stdout
 
@@ -106,3 +109,18 @@ def test_uniform_checkpoint_is_refused_in_one_line(tmp_path, monkeypatch, capsys
 
 def test_words_of_groups_bpe_pieces():
     assert words_of(["[CLS]", "\u2581comp", "uter", "\u2581is", "[SEP]"]) == [0, 1, 1, 2, 3]
+
+
+def test_word_tables_rank_only_word_types_seen_min_count_times_and_say_how_many_were_left_out(mapnet_run):
+    text = "the cat sat on the mat . " * 3 + "a dog ran . the end ."  # "the" x5, cat/sat/on/mat x3, "." x5, rest x1
+    result = inspect_masks(mapnet_run, text=text, samples=20, sentences=10, min_count=3)
+    ranked = {w.word for w in result.most + result.least}
+    assert ranked and ranked <= {"the", "cat", "sat", "on", "mat", "."}  # words, not BPE pieces, are counted
+    assert result.min_count == 3 and result.left_out == 4  # a, dog, ran, end
+    assert inspect_masks(mapnet_run, text=text, samples=20, sentences=10, min_count=1).left_out == 0
+    shown = CliRunner().invoke(app, ["inspect-masks", str(mapnet_run), "--text", text, "--samples", "20",
+                                     "--sentences", "10", "--min-count", "3"])
+    assert shown.exit_code == 0, shown.output
+    assert "4 word types seen fewer than 3 times are left out" in " ".join(shown.output.split())
+    bad = CliRunner().invoke(app, ["inspect-masks", str(mapnet_run), "--text", text, "--min-count", "0"])
+    assert isinstance(bad.exception, MapnetError) and "--min-count" in str(bad.exception)

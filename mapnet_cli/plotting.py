@@ -1,0 +1,140 @@
+"""Figures from run folders, and the matplotlib plumbing every plot in mapnet shares.
+
+    fig = run_curves([Path("runs/a"), Path("runs/b")])     # what `mapnet plot runs/a runs/b --out curves.png` draws
+    save_figure(fig, Path("curves.png"))
+
+`run_curves` reads each run's metrics file (`metrics_file.read_metrics`: a step a
+resume repeated counts once, the later line) and draws one panel per curve,
+one line per run: training loss, held-out loss (the main set, then each
+`train.extra_eval` set), learning rate, and, for runs that log them, MAP-Net's
+proposal entropy and its mass on each token kind. matplotlib is the `plots`
+extra; `pyplot()` uses the Agg backend (files only, never a window).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from .errors import MapnetError
+
+MISSING = "matplotlib is not installed (pip install 'mapnet[plots]')"
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend, or None when matplotlib is not installed."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    matplotlib.use("Agg")  # files only; never a window
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save_figure(fig, path: Path, dpi: int = 120) -> None:
+    """Write `fig` to `path` atomically (a hidden file in the same folder, renamed into place) and close it."""
+    plt = pyplot()
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")  # the suffix tells matplotlib the format
+    try:
+        fig.savefig(tmp, dpi=dpi)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+        plt.close(fig)
+
+
+def metrics_path(run: Path) -> Path:
+    """RUN/<logging.metrics_file> (from the run's settings.toml; metrics.jsonl when it has none)."""
+    if not run.is_dir():
+        raise MapnetError(f"{run} is not a run folder")
+    name = "metrics.jsonl"
+    settings = run / "settings.toml"
+    if settings.is_file():
+        try:
+            name = tomllib.loads(settings.read_text(encoding="utf-8")).get("logging", {}).get("metrics_file", name)
+        except tomllib.TOMLDecodeError as exc:
+            raise MapnetError(f"{settings} is not valid TOML: {exc}") from None
+    path = run / name
+    if not path.is_file():
+        raise MapnetError(f"{run} has no {name}: is it a `mapnet pretrain` run folder?")
+    return path
+
+
+def _curves(run: Path) -> dict[str, tuple[list[int], list[float]]]:
+    """{panel key: (steps, values)} of one run; a metric's None points (nothing to average) are left out."""
+    from .metrics_file import read_metrics
+
+    try:
+        evals, trains = read_metrics(metrics_path(run))
+    except ValueError as exc:  # json.JSONDecodeError: a line that is not JSON
+        raise MapnetError(f"{run}: unreadable metrics line ({exc})") from None
+    out: dict[str, tuple[list[int], list[float]]] = {}
+    for records, keep in ((trains, lambda k: k in ("loss", "lr") or k == "mapnet/entropy" or k.startswith("mapnet/mass/")),
+                          (evals, lambda k: k == "eval_loss" or k.startswith("eval_loss@"))):
+        for key in dict.fromkeys(k for r in records for k in r if keep(k)):
+            points = [(r["step"], r[key]) for r in records if isinstance(r.get(key), (int, float))]
+            if points:
+                out[key] = ([s for s, _ in points], [float(v) for _, v in points])
+    return out
+
+
+PANELS = (("loss", "training loss (masked positions)"), ("eval_loss", "held-out MLM loss"), ("lr", "learning rate"),
+          ("mapnet/entropy", "proposal entropy / log n"))
+
+
+def _panel_keys(found: set[str]) -> list[tuple[str, str]]:
+    keys = [(k, title) for k, title in PANELS[:2] if k in found]
+    keys += [(k, f"held-out MLM loss ({k.partition('@')[2]})") for k in sorted(found) if k.startswith("eval_loss@")]
+    keys += [(k, title) for k, title in PANELS[2:] if k in found]
+    keys += [(k, f"proposal mass on {k.rpartition('/')[2]} tokens") for k in sorted(found) if k.startswith("mapnet/mass/")]
+    return keys
+
+
+def run_curves(runs: list[Path], labels: list[str] | None = None):
+    """One matplotlib Figure: a panel per curve (see the module doc), a line per run labelled by its folder name.
+
+    Each line's data is exactly the metrics file's values at its steps (tests read them back with
+    `line.get_xdata()` / `get_ydata()`)."""
+    plt = pyplot()
+    if plt is None:
+        raise MapnetError(f"mapnet plot needs matplotlib: {MISSING}")
+    if not runs:
+        raise MapnetError("no run folder given: mapnet plot RUN... --out FILE.png")
+    curves = {run: _curves(run) for run in runs}
+    labels = labels or _labels(runs)
+    panels = _panel_keys({k for c in curves.values() for k in c})
+    if not panels:
+        raise MapnetError(f"nothing to plot: no metrics lines yet in {', '.join(map(str, runs))}")
+    cols = min(2, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 3.6 * rows), squeeze=False)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, (key, title) in zip(axes.flat, panels):
+        for i, run in enumerate(runs):
+            if key in curves[run]:
+                steps, values = curves[run][key]
+                ax.plot(steps, values, label=labels[i], color=colours[i % len(colours)],
+                        marker="o" if len(steps) < 30 else None, markersize=3)
+        ax.set_title(title, fontsize="medium")
+        ax.set_xlabel("step")
+        ax.set_gid(key)  # which metric a panel shows, for tests and scripts
+        ax.grid(alpha=0.3)
+        if key == "lr":
+            ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+        if len(runs) > 1:
+            ax.legend(fontsize="small")
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    return fig
+
+
+def _labels(runs: list[Path]) -> list[str]:
+    """Folder names, or the paths as given where two runs share a name (runs/a/seed0, runs/b/seed0)."""
+    names = [run.resolve().name for run in runs]
+    return [str(run) if names.count(name) > 1 else name for run, name in zip(runs, names)]
+
+
+__all__ = ["MISSING", "pyplot", "save_figure", "metrics_path", "run_curves"]

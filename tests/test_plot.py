@@ -1,0 +1,86 @@
+"""`mapnet plot`: the figure's lines hold exactly the metrics files' values, one line per run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mapnet_cli import plotting
+from mapnet_cli.cli import app
+from mapnet_cli.errors import MapnetError
+
+pytest.importorskip("matplotlib")
+
+
+def write_run(path: Path, records: list[dict]) -> Path:
+    path.mkdir(parents=True)
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def uniform_run(path: Path) -> Path:
+    return write_run(path, [
+        {"kind": "eval", "step": 0, "eval_loss": 7.0, "eval_loss@books": 7.5, "eval_sha256": "x"},
+        {"kind": "train", "step": 10, "loss": 6.0, "lr": 1e-4},
+        {"kind": "eval", "step": 10, "eval_loss": 6.5, "eval_loss@books": 6.9, "eval_sha256": "x"},
+        {"kind": "train", "step": 20, "loss": 5.5, "lr": 5e-5},
+        {"kind": "train", "step": 20, "loss": 5.25, "lr": 5e-5},  # a resume rewrote step 20: the later line counts
+        {"kind": "variance", "step": 20, "schemes": {}},
+    ])
+
+
+def mapnet_run(path: Path) -> Path:
+    return write_run(path, [
+        {"kind": "eval", "step": 0, "eval_loss": 7.1},
+        {"kind": "train", "step": 10, "loss": 6.2, "lr": 1e-4, "mapnet/entropy": 0.99, "mapnet/log_ratio": None,
+         "mapnet/mass/noise": 0.2, "mapnet/mass/determined": 0.1},
+        {"kind": "train", "step": 20, "loss": 5.9, "lr": 5e-5, "mapnet/entropy": 0.95, "mapnet/log_ratio": -0.5,
+         "mapnet/mass/noise": None, "mapnet/mass/determined": 0.05},
+        {"kind": "eval", "step": 20, "eval_loss": 6.0},
+    ])
+
+
+def lines_by_panel(fig) -> dict[str, dict[str, tuple[list, list]]]:
+    return {ax.get_gid(): {ln.get_label(): (list(ln.get_xdata()), list(ln.get_ydata())) for ln in ax.get_lines()}
+            for ax in fig.axes if ax.get_visible()}
+
+
+def test_one_figure_overlays_every_run_with_the_metrics_values(tmp_path):
+    a, b = uniform_run(tmp_path / "a"), mapnet_run(tmp_path / "b")
+    panels = lines_by_panel(plotting.run_curves([a, b]))
+    assert list(panels) == ["loss", "eval_loss", "eval_loss@books", "lr", "mapnet/entropy", "mapnet/mass/determined",
+                            "mapnet/mass/noise"]
+    assert panels["loss"] == {"a": ([10, 20], [6.0, 5.25]), "b": ([10, 20], [6.2, 5.9])}
+    assert panels["eval_loss"] == {"a": ([0, 10], [7.0, 6.5]), "b": ([0, 20], [7.1, 6.0])}
+    assert panels["eval_loss@books"] == {"a": ([0, 10], [7.5, 6.9])}
+    assert panels["lr"]["a"] == ([10, 20], [1e-4, 5e-5])
+    # MAP-Net curves only for the run that logs them; a null point (nothing to average) is left out.
+    assert panels["mapnet/entropy"] == {"b": ([10, 20], [0.99, 0.95])}
+    assert panels["mapnet/mass/noise"] == {"b": ([10], [0.2])}
+
+
+def test_runs_with_the_same_folder_name_are_labelled_by_path(tmp_path):
+    a, b = uniform_run(tmp_path / "x" / "seed0"), uniform_run(tmp_path / "y" / "seed0")
+    assert set(lines_by_panel(plotting.run_curves([a, b]))["loss"]) == {str(a), str(b)}
+
+
+def test_cli_writes_the_image_and_refuses_bad_input_in_one_line(tmp_path, monkeypatch):
+    a, b = uniform_run(tmp_path / "a"), mapnet_run(tmp_path / "b")
+    runner = CliRunner()
+    done = runner.invoke(app, ["plot", str(a), str(b), "--out", str(tmp_path / "curves.png")])
+    assert done.exit_code == 0, done.output
+    assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging file left
+    for args, message in (([str(tmp_path / "nope")], "is not a run folder"),
+                          ([str(tmp_path)], "has no metrics.jsonl"),
+                          ([str(a), "--out", str(tmp_path / "c.txt")], "use one of .png"),
+                          ([str(a), "--out", str(tmp_path / "no" / "c.png")], "does not exist")):
+        args = args if "--out" in args else [*args, "--out", str(tmp_path / "c.png")]
+        bad = runner.invoke(app, ["plot", *args])
+        assert isinstance(bad.exception, MapnetError) and message in str(bad.exception), (args, bad.output)
+    monkeypatch.setattr(plotting, "pyplot", lambda: None)
+    missing = runner.invoke(app, ["plot", str(a), "--out", str(tmp_path / "c.png")])
+    assert isinstance(missing.exception, MapnetError) and "pip install 'mapnet[plots]'" in str(missing.exception)

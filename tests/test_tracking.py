@@ -1,0 +1,173 @@
+"""TensorBoard and W&B sinks: every metrics.jsonl number, under the same name, read back with each tool's own format."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mapnet_cli import tracking
+from mapnet_cli.cli import app
+from mapnet_cli.errors import MapnetError
+from mapnet_cli.settings import resolve
+from mapnet_cli.train import pretrain
+from tiny_shards import write_tiny_shards
+
+TINY = ["model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8", "train.steps=20",
+        "train.eval_every=10", "train.eval_sequences=16", "train.checkpoint_every=10", "optim.warmup_steps=3",
+        "optim.lr=3e-3", "logging.log_every=5", "logging.progress=false"]
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory) -> Path:
+    return write_tiny_shards(tmp_path_factory.mktemp("shards") / "shards")
+
+
+def settings(*extra: str):
+    return resolve(None, {"model": {"preset": "tiny"}}, [*TINY, *extra])
+
+
+def jsonl(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def expected(run: Path) -> dict[str, dict[int, float]]:
+    """{name: {step: value}} of every number metrics.jsonl holds."""
+    out: dict[str, dict[int, float]] = {}
+    for record in jsonl(run):
+        for name, value in tracking.scalars(record):
+            out.setdefault(name, {})[record["step"]] = value
+    return out
+
+
+def tensorboard_scalars(logdir: Path) -> dict[str, dict[int, float]]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(logdir), size_guidance={"scalars": 0})  # 0: keep every point
+    acc.Reload()
+    out = {}
+    for tag in acc.Tags()["scalars"]:
+        events = acc.Scalars(tag)
+        steps = [e.step for e in events]
+        assert len(steps) == len(set(steps)), f"{tag}: a step logged twice {steps}"
+        out[tag] = {e.step: e.value for e in events}
+    return out
+
+
+def assert_same(found: dict[str, dict[int, float]], want: dict[str, dict[int, float]]) -> None:
+    assert set(found) == set(want), set(found) ^ set(want)
+    for name, points in want.items():
+        assert found[name].keys() == points.keys(), name
+        for step, value in points.items():
+            assert found[name][step] == pytest.approx(value, rel=1e-6, abs=1e-6), (name, step)  # TB stores float32
+
+
+def test_scalars_names_every_number_by_its_path_and_skips_the_rest():
+    record = {"kind": "eval", "step": 3, "eval_loss": 2.5, "eval_loss/noise": 4, "eval_sha256": "ab", "flag": True,
+              "mapnet/log_ratio": None, "nan": float("nan"), "schemes": {"uniform": {"total": 1.5, "name": "u"}}}
+    assert dict(tracking.scalars(record)) == {"eval_loss": 2.5, "eval_loss/noise": 4.0, "schemes/uniform/total": 1.5}
+
+
+def test_tensorboard_holds_every_metric_and_a_resume_replaces_what_the_checkpoint_did_not_keep(shards, tmp_path):
+    pytest.importorskip("tensorboard")
+    from torch.utils.tensorboard import SummaryWriter
+
+    run = tmp_path / "run"
+    pretrain(settings("logging.tensorboard=true"), shards, run, stop_at=10)
+    # The interrupted run got past its checkpoint: its later points must not survive the resume.
+    stale = SummaryWriter(str(run / tracking.TB_DIR))
+    stale.add_scalar("loss", -1.0, global_step=15)
+    stale.add_scalar("eval_loss", -1.0, global_step=20)
+    stale.close()
+    pretrain(settings("logging.tensorboard=true"), shards, run, resume=True)
+
+    want = expected(run)
+    assert {"loss", "lr", "grad_norm", "tokens_per_s", "eval_loss", "eval_accuracy"} <= set(want)
+    assert sorted(want["loss"]) == [5, 10, 15, 20] and sorted(want["eval_loss"]) == [0, 10, 20]
+    found = tensorboard_scalars(run / tracking.TB_DIR)
+    assert_same(found, want)
+    assert found["loss"][15] != -1.0 and found["eval_loss"][20] != -1.0
+
+
+def test_tensorboard_names_match_the_mapnet_metrics_and_eval_per_kind(synthetic_shards, tmp_path):
+    pytest.importorskip("tensorboard")
+    run = tmp_path / "run"
+    s = resolve(None, {"model": {"preset": "tiny"}},
+                ["train.batch_size=8", "train.steps=4", "train.eval_every=4", "train.eval_sequences=8",
+                 "train.checkpoint_every=4", "optim.warmup_steps=1", "logging.log_every=2", "logging.progress=false",
+                 "masking.strategy=mapnet", "logging.tensorboard=true"])
+    pretrain(s, synthetic_shards, run)
+    want = expected(run)
+    assert {"mapnet/entropy", "mapnet/p_uniform", "eval_loss/noise", "mapnet/mass/determined"} <= set(want)
+    assert_same(tensorboard_scalars(run / tracking.TB_DIR), want)
+
+
+def wandb_records(path: Path):
+    """The protobuf records of an offline run's .wandb file (a LevelDB-style log after a 7-byte W&B header)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data = path.read_bytes()
+    assert data[:4] == b":W&B"
+    pos, block, buf = 7, 32768, b""
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        if left < 7:  # a block's tail too short for a header is padding
+            pos += left
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        if length == 0 and kind == 0:
+            pos += left
+            continue
+        buf += data[pos + 7:pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):  # FULL or LAST: one record complete
+            record = pb.Record()
+            record.ParseFromString(buf)
+            yield record
+            buf = b""
+
+
+def test_wandb_offline_logs_every_metric_with_the_project_and_name_asked(shards, tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")  # never the network
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run = tmp_path / "run"
+    pretrain(settings("logging.wandb=true", "logging.wandb_project=enc", "logging.wandb_name=tiny-1"), shards, run)
+    import wandb
+
+    wandb.teardown()  # the run's file is written by W&B's service process: stop it so every record is on disk
+    files = list(run.glob("wandb/offline-run-*/run-*.wandb"))
+    assert len(files) == 1, files
+    history: dict[str, dict[int, float]] = {}
+    meta = None
+    for record in wandb_records(files[0]):
+        kind = record.WhichOneof("record_type")
+        if kind == "run":
+            meta = record.run
+        elif kind == "history":
+            items = {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+            step = items["_step"]
+            for name, value in items.items():
+                if not name.startswith("_"):
+                    history.setdefault(name, {})[step] = value
+    assert meta.project == "enc" and meta.display_name == "tiny-1"
+    assert meta.run_id == json.loads((run / tracking.WANDB_ID_FILE).read_text())["id"]
+    assert_same(history, expected(run))
+
+
+def test_a_sink_without_its_package_is_one_line_naming_the_extra(shards, tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorboard" else real(name, *a))
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(out), "--preset", "tiny",
+                                      *[a for kv in TINY for a in ("--set", kv)], "--set", "logging.tensorboard=true"])
+    assert isinstance(result.exception, MapnetError) and result.exit_code != 0
+    assert "pip install 'mapnet[tensorboard]'" in str(result.exception) and "\n" not in str(result.exception)
+    assert not out.exists()  # refused before anything was written
+    with pytest.raises(MapnetError, match="mapnet\\[tensorboard\\]"):  # the library refuses too (torchrun workers)
+        pretrain(settings("logging.tensorboard=true"), shards, tmp_path / "lib")
