@@ -135,11 +135,15 @@ def pretrain(
         raise MapnetError(f"--stop-at must be >= 1 (got {stop_at})")
 
     from .. import distributed
+    from ..run_lock import output_lock
 
     if distributed.should_launch(d.gpus, d.nproc):
-        _launch(shards, out, settings, resume, stop_at)
+        # The launcher holds the lock for the job (its workers accept it); other nodes' launchers do not lock.
+        with output_lock(out, active=d.node_rank == 0):
+            _launch(shards, out, settings, resume, stop_at)
         return
-    train_with_progress(shards, out, settings, resume, stop_at)
+    with output_lock(out):
+        train_with_progress(shards, out, settings, resume, stop_at)
 
 
 def _launch(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[int]) -> None:

@@ -21,6 +21,7 @@ from rich.table import Table
 from .. import settings as settings_mod
 from ..data.preprocessed import open_preprocessed
 from ..data.shard_writer import run_shard
+from ..run_lock import output_lock
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
 
 HELP = "Pack a preprocessed corpus into fixed-length, train/valid-split Arrow shards."
@@ -48,12 +49,13 @@ def shard(
     if print_settings:
         typer.echo(settings.to_toml(), nl=False)
         return
-    corpus = open_preprocessed(preprocessed)
-    console = Console(stderr=True)
-    columns = (TextColumn("shard"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, disable=not settings.logging.progress) as bar:
-        task = bar.add_task("shard", total=corpus.total_bytes)
-        summary = run_shard(corpus, out, settings, overwrite=overwrite, progress=lambda n: bar.advance(task, n))
+    with output_lock(out):
+        corpus = open_preprocessed(preprocessed)
+        console = Console(stderr=True)
+        columns = (TextColumn("shard"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
+        with Progress(*columns, console=console, disable=not settings.logging.progress) as bar:
+            task = bar.add_task("shard", total=corpus.total_bytes)
+            summary = run_shard(corpus, out, settings, overwrite=overwrite, progress=lambda n: bar.advance(task, n))
     _print_summary(Console(), summary)
 
 
