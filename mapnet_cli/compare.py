@@ -32,6 +32,7 @@ from typing import Callable
 import numpy as np
 
 from . import settings as settings_mod
+from .atomic import atomic_file
 from .errors import MapnetError
 from .intervals import mean_ci, t_quantile_975
 
@@ -586,7 +587,8 @@ def write_plots(doc: dict, out: Path) -> list[str]:
         ax.set_ylabel(ylabel)
         ax.legend()
         fig.tight_layout()
-        fig.savefig(out / filename, dpi=120)
+        with atomic_file(out / filename, "wb") as fh:  # a killed run or a full disk leaves no half image
+            fig.savefig(fh, format="png", dpi=120)
         plt.close(fig)
         notes.append(f"plot: {out / filename}")
     return notes

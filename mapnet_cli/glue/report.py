@@ -14,7 +14,7 @@ import csv
 import io
 import math
 
-from ..atomic import write_json, write_text
+from ..atomic import atomic_file, write_json, write_text
 from . import metrics as M
 from .tasks import TASKS
 
@@ -186,7 +186,6 @@ def plot_curves(records: list[dict], path) -> None:
     for ax in list(axes.flat)[len(entries):]:
         ax.set_visible(False)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
+    with atomic_file(path, "wb") as fh:  # also removes the temp file when the disk is full
+        fig.savefig(fh, format="png", dpi=120)
     plt.close(fig)
-    tmp.replace(path)
