@@ -21,10 +21,11 @@ published, and --overwrite replaces or deletes the folder, which would orphan a
 lock file inside it. A clean exit removes the lock file.
 
 Distributed runs lock once per job, in the process that outlives the others:
-the launcher of `--gpus/--nproc` (node rank 0) takes the lock and names itself
-in MAPNET_HELD_LOCKS for its workers; a worker of rank 0 accepts a lock held by
-the process named there, and takes the lock itself when started by someone
-else's torchrun or srun. Ranks other than 0 never lock.
+the launcher of `--gpus/--nproc` (node rank 0) takes the lock, passes its
+descriptor to torchrun (so the lock outlives a launcher killed while its job
+runs on) and names itself in MAPNET_HELD_LOCKS for its workers; a worker of
+rank 0 accepts a lock held by the process named there, and takes the lock itself
+when started by someone else's torchrun or srun. Ranks other than 0 never lock.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ from .errors import MapnetError
 
 HELD_ENV = "MAPNET_HELD_LOCKS"  # {lock file: pid of the holder} for the holder's child processes
 _HELD: dict[str, int] = {}  # lock file -> nesting depth in this process (flock would refuse our own second fd)
+_FDS: dict[str, int] = {}  # lock file -> its locked descriptor
+
+
+def held_fds() -> tuple[int, ...]:
+    """The locked descriptors of this process, for a launcher to pass to torchrun: a flock lasts while any
+    process holds its descriptor, so a launcher killed with SIGKILL leaves the lock with its surviving job."""
+    return tuple(_FDS.values())
 
 
 def lock_path(output: str | os.PathLike) -> Path:
@@ -84,13 +92,13 @@ def output_lock(output: str | os.PathLike, active: bool = True) -> Iterator[None
     if fd is None:  # held on our behalf by the launcher that started this worker
         yield
         return
-    _HELD[key] = 1
+    _HELD[key], _FDS[key] = 1, fd
     before = os.environ.get(HELD_ENV)
     os.environ[HELD_ENV] = json.dumps({**_inherited(), key: os.getpid()})
     try:
         yield
     finally:
-        del _HELD[key]
+        del _HELD[key], _FDS[key]
         if before is None:
             os.environ.pop(HELD_ENV, None)
         else:
@@ -176,4 +184,4 @@ def _describe(holder: dict) -> str:
     return text
 
 
-__all__ = ["HELD_ENV", "lock_path", "output_lock", "process_rank"]
+__all__ = ["HELD_ENV", "held_fds", "lock_path", "output_lock", "process_rank"]

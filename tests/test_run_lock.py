@@ -6,6 +6,7 @@ flock sees; a second fd in this process would not be the same case).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -38,7 +39,7 @@ def mapnet(*args: str) -> list[str]:
 
 def stop(proc: subprocess.Popen) -> None:
     """SIGKILL the process and everything it started (its own session), as a crash or `kill -9` would."""
-    if proc.poll() is None:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=60)
 
@@ -67,10 +68,10 @@ def refused(res, folder: Path, pid: int) -> str:
     return text
 
 
-def wait_for(predicate, proc: subprocess.Popen, what: str, timeout: float = 240) -> None:
+def wait_for(predicate, proc: subprocess.Popen | None, what: str, timeout: float = 240) -> None:
     end = time.monotonic() + timeout
     while not predicate():
-        if proc.poll() is not None:
+        if proc is not None and proc.poll() is not None:
             raise AssertionError(f"the first run ended before {what}: {proc.communicate()[1][-3000:]}")
         if time.monotonic() > end:
             raise AssertionError(f"timed out waiting for {what}")
@@ -209,7 +210,8 @@ def test_nproc_2_holds_one_lock_for_the_job_and_refuses_a_second_run(tmp_path):
     shards = write_tiny_shards(tmp_path / "shards", train=64, valid=8)
     run = tmp_path / "run"
     first = subprocess.Popen(mapnet("pretrain", str(shards), "--out", str(run), "--steps", "100000", "--nproc", "2",
-                                    "--set", "train.checkpoint_every=0", *TINY), env=ENV, stdout=subprocess.DEVNULL,
+                                    "--set", "train.checkpoint_every=0", "--set", "logging.log_every=1", *TINY),
+                             env=ENV, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         # metrics.jsonl is written by rank 0 once training runs: the workers got past the lock
@@ -220,5 +222,13 @@ def test_nproc_2_holds_one_lock_for_the_job_and_refuses_a_second_run(tmp_path):
                                 capture_output=True, text=True, timeout=300)
         assert second.returncode == 2 and "Traceback" not in second.stderr, second.stderr
         assert f"pid {first.pid} " in second.stderr and first.poll() is None
+        # The launcher killed alone: torchrun and its workers train on, and still hold the folder.
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(timeout=60)
+        size = (run / "metrics.jsonl").stat().st_size
+        wait_for(lambda: (run / "metrics.jsonl").stat().st_size > size, None, "the orphaned workers to train on")
+        third = subprocess.run(mapnet("pretrain", str(shards), "--out", str(run), "--steps", "2", *TINY), env=ENV,
+                               capture_output=True, text=True, timeout=300)
+        assert third.returncode == 2 and "is in use" in third.stderr, third.stderr
     finally:
         stop(first)

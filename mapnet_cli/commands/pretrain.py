@@ -149,6 +149,7 @@ def pretrain(
 def _launch(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[int]) -> None:
     """Re-run this command under torchrun with exactly the settings resolved here."""
     from .. import distributed
+    from ..run_lock import held_fds
 
     make_dirs(out)
     frozen = out / f".launch-settings-{os.getpid()}.toml"
@@ -159,7 +160,7 @@ def _launch(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[i
     try:
         # The workers record the command the user typed, not their own re-invocation.
         env = {**os.environ, ARGV_ENV: json.dumps(sys.argv)}
-        code = distributed.launch(args, settings.distributed, env=env)
+        code = distributed.launch(args, settings.distributed, env=env, pass_fds=held_fds())
     finally:
         frozen.unlink(missing_ok=True)
     if code:
