@@ -2,12 +2,15 @@
 
 A reader never sees a half-written file: either the old content, the new
 content, or nothing. Folders count as complete only when their marker file
-(written last by the caller) exists.
+(written last by the caller) exists. A full disk (or an exhausted quota)
+part-way through a write is one line naming the file or folder being written;
+the temp file or staging folder is removed and the previous output stays.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import math
@@ -63,6 +66,57 @@ def _unwritable(path: Path, exc: OSError) -> MapnetError:
     return MapnetError(f"cannot write {path}: {exc.strerror or exc}")
 
 
+_NO_SPACE = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded"}
+
+
+def out_of_space(exc: BaseException | None) -> str | None:
+    """"no space left on device" / "disk quota exceeded" when `exc` comes from a full disk, else None.
+
+    Libraries wrap the OSError: safetensors keeps only its text ("... (os error 28)"), torch.save
+    into a Python file object raises a RuntimeError whose __context__ is the OSError.
+    """
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
+            return _NO_SPACE[exc.errno]
+        for code, reason in _NO_SPACE.items():
+            if f"os error {code})" in str(exc) or os.strerror(code) in str(exc):
+                return reason
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+class DiskFull(MapnetError):
+    """A write failed for want of space: `reason` while writing `path` (the path the output would have had)."""
+
+    def __init__(self, reason: str, path: str | Path):
+        self.reason, self.path = reason, Path(path)
+        super().__init__(f"{reason} while writing {path}")
+
+
+@contextlib.contextmanager
+def full_disk_is_an_error(path: str | Path, staging: Path | None = None) -> Iterator[None]:
+    """Turn a full disk inside the block into one line naming `path`; anything else passes through.
+
+    A file of the staging folder of `path` is named where it would have been published, not by
+    its hidden temp path.
+    """
+    try:
+        yield
+    except DiskFull as exc:
+        if staging is not None and exc.path.is_relative_to(staging):
+            raise DiskFull(exc.reason, Path(path) / exc.path.relative_to(staging)) from None
+        raise
+    except MapnetError:
+        raise
+    except Exception as exc:
+        reason = out_of_space(exc)
+        if reason is None:
+            raise
+        raise DiskFull(reason, path) from None
+
+
 @contextlib.contextmanager
 def atomic_file(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator:
     """Open a temp file beside `path`; on clean exit fsync and rename it over `path`."""
@@ -75,13 +129,14 @@ def atomic_file(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
     except OSError as exc:  # a read-only folder
         raise _unwritable(path, exc) from None
     try:
-        os.fchmod(fd, _FILE_MODE)
-        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
+        with full_disk_is_an_error(path):
+            os.fchmod(fd, _FILE_MODE)
+            with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as fh:
+                yield fh
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+            fsync_dir(path.parent)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -163,11 +218,12 @@ def staged_output(final: Path, overwrite: bool = False) -> Iterator[Path]:
     """
     staging = staging_dir(final)
     try:
-        yield staging
-        try:
-            publish_dir(staging, final, overwrite=overwrite)
-        except FileExistsError:
-            raise MapnetError(f"{final} appeared while it was being written; pass --overwrite to replace it") from None
+        with full_disk_is_an_error(final, staging):
+            yield staging
+            try:
+                publish_dir(staging, final, overwrite=overwrite)
+            except FileExistsError:
+                raise MapnetError(f"{final} appeared while it was being written; pass --overwrite to replace it") from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

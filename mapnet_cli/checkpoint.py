@@ -171,7 +171,9 @@ def save_checkpoint(run_dir: Path, step: int, modules: Mapping[str, nn.Module], 
     final = Path(run_dir) / "checkpoints" / step_name(step)
     with atomic.staged_output(final, overwrite=True) as staging:
         save_weights(staging / WEIGHTS, modules)
-        torch.save({**state, "step": step}, staging / STATE)
+        # Through a Python file: a full disk then stays an OSError (errno 28); torch's own file writer drops it.
+        with open(staging / STATE, "wb") as fh:
+            torch.save({**state, "step": step}, fh)
         torch.load(staging / STATE, weights_only=True)  # fail now, not at resume time
         atomic.write_json(staging / CONFIG, {
             "schema": SCHEMA, "step": step, "model": model_config.to_dict(), "tokenizer_sha256": tokenizer_sha256,

@@ -10,7 +10,9 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
+from .atomic import out_of_space
 from .errors import MapnetError
 from .commands import compare as compare_cmd
 from .commands import config as config_cmd
@@ -56,13 +58,23 @@ def main() -> None:
 
     typer/click run in standalone mode: they format usage errors themselves
     (exit 2) and turn Ctrl-C into exit 130; `MapnetError` passes through them
-    and is printed here, once.
+    and is printed here, once, as is a full disk that reached no writer's own check.
     """
     try:
         app()
     except MapnetError as exc:
-        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        sys.exit(exc.exit_code)
+        fail(exc)
+    except OSError as exc:  # a full disk outside the writers that name their file (atomic.py): still one line
+        reason = out_of_space(exc)
+        if reason is None:
+            raise
+        fail(MapnetError(f"{reason} ({exc.filename})" if exc.filename else reason))
+
+
+def fail(exc: MapnetError) -> None:
+    # escape: a path such as runs/[exp1]/... is text, not rich markup (it would vanish from the line)
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+    sys.exit(exc.exit_code)
 
 if __name__ == "__main__":
     main()

@@ -166,9 +166,11 @@ def torchrun_command(module_args: Sequence[str], nproc_per_node: int, nnodes: in
     return cmd + ["-m", "mapnet_cli.cli", *module_args]
 
 
-def launch(module_args: Sequence[str], dist_settings, env: dict[str, str] | None = None) -> int:
+def launch(module_args: Sequence[str], dist_settings, env: dict[str, str] | None = None,
+           pass_fds: Sequence[int] = ()) -> int:
     """Run `mapnet <module_args>` in one process per GPU (`distributed.gpus`) or
-    CPU worker (`distributed.nproc`, gloo) and return torchrun's exit code."""
+    CPU worker (`distributed.nproc`, gloo) and return torchrun's exit code.
+    `pass_fds`: descriptors torchrun inherits (the output lock, held while it lives)."""
     d = dist_settings
     count = d.gpus or d.nproc
     if d.gpus and d.gpus > torch.cuda.device_count():
@@ -176,7 +178,7 @@ def launch(module_args: Sequence[str], dist_settings, env: dict[str, str] | None
     child_env = dict(os.environ if env is None else env)
     child_env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // count)))
     cmd = torchrun_command(module_args, count, d.nnodes, d.node_rank, d.rdzv_endpoint)
-    return subprocess.call(cmd, env=child_env)
+    return subprocess.call(cmd, env=child_env, pass_fds=tuple(pass_fds))
 
 
 __all__ = ["DistInfo", "job_env", "pick_device", "init", "cleanup", "process_group", "print0", "wrap_model",

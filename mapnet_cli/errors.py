@@ -25,6 +25,8 @@ def warn(message: str) -> None:
     if int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))) != 0:
         return
     from rich.console import Console
+    from rich.markup import escape
 
-    Console(file=sys.stderr).print(f"[bold yellow]warning:[/] {' '.join(str(message).split())}", highlight=False,
-                                   markup=True, soft_wrap=True)
+    # escape: a path such as runs/[exp1]/... is text, not rich markup (it would vanish from the line)
+    Console(file=sys.stderr).print(f"[bold yellow]warning:[/] {escape(' '.join(str(message).split()))}",
+                                   highlight=False, markup=True, soft_wrap=True)

@@ -135,16 +135,17 @@ def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = 
     ckpt = Path(meta["path"])
     staging = atomic.staging_dir(out)
     try:
-        save_file(hf_state_dict(model), str(staging / "model.safetensors"), metadata={"format": "pt"})
-        (staging / "model.safetensors").chmod(atomic.FILE_MODE)  # as every other published file, not 0600
-        atomic.write_json(staging / "config.json", hf_config(model))
-        write_tokenizer(ckpt / checkpoint.TOKENIZER, staging / "tokenizer.json", lowercase=None)
-        for name, content in tokenizer_files(ckpt / checkpoint.TOKENIZER, model.cfg.max_position).items():
-            atomic.write_json(staging / name, content)
-        atomic.write_json(staging / "mapnet_export.json", {
-            "source": str(ckpt.resolve()), "step": meta["step"], "tokenizer_sha256": meta["tokenizer_sha256"],
-            "mapnet_version": __version__, "created": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-        atomic.publish_dir(staging, out, overwrite=overwrite)
+        with atomic.full_disk_is_an_error(out, staging):
+            save_file(hf_state_dict(model), str(staging / "model.safetensors"), metadata={"format": "pt"})
+            (staging / "model.safetensors").chmod(atomic.FILE_MODE)  # as every other published file, not 0600
+            atomic.write_json(staging / "config.json", hf_config(model))
+            write_tokenizer(ckpt / checkpoint.TOKENIZER, staging / "tokenizer.json", lowercase=None)
+            for name, content in tokenizer_files(ckpt / checkpoint.TOKENIZER, model.cfg.max_position).items():
+                atomic.write_json(staging / name, content)
+            atomic.write_json(staging / "mapnet_export.json", {
+                "source": str(ckpt.resolve()), "step": meta["step"], "tokenizer_sha256": meta["tokenizer_sha256"],
+                "mapnet_version": __version__, "created": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+            atomic.publish_dir(staging, out, overwrite=overwrite)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -16,6 +16,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+from .atomic import atomic_file
 from .errors import MapnetError
 
 MISSING = "matplotlib is not installed (pip install 'mapnet[plots]')"
@@ -34,14 +35,13 @@ def pyplot():
 
 
 def save_figure(fig, path: Path, dpi: int = 120) -> None:
-    """Write `fig` to `path` atomically (a hidden file in the same folder, renamed into place) and close it."""
+    """Write `fig` to `path` atomically and close it: `atomic.atomic_file` (a temp file renamed into place,
+    removed on any failure; a full disk is one line naming `path`), so a killed run leaves no half image."""
     plt = pyplot()
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")  # the suffix tells matplotlib the format
     try:
-        fig.savefig(tmp, dpi=dpi)
-        tmp.replace(path)
+        with atomic_file(path, "wb") as fh:
+            fig.savefig(fh, format=path.suffix.lstrip(".").lower() or "png", dpi=dpi)
     finally:
-        tmp.unlink(missing_ok=True)
         plt.close(fig)
 
 

@@ -256,7 +256,8 @@ class MetricsLog:
 
     def write(self, record: dict) -> None:
         if self.enabled:
-            with open(self.path, "a", encoding="utf-8") as fh:
+            # A full disk may leave a torn last line: _line_step drops it on resume.
+            with atomic.full_disk_is_an_error(self.path), open(self.path, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(record) + "\n")
             values = list(tracking.scalars(record))
             for sink in self.sinks:

@@ -24,6 +24,7 @@ from .. import init_from as init_mod
 from ..atomic import write_json, write_text
 from ..errors import MapnetError
 from ..glue.protocols import PROTOCOLS
+from ..run_lock import output_lock
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
 
 HELP = "Compare masking strategies over seeds from identical starts: held-out loss, s/step, steps to uniform's final loss."
@@ -73,34 +74,35 @@ def compare(
 
     err = Console(stderr=True)
     note = lambda text: err.print(text, highlight=False, markup=False)  # noqa: E731
-    out.mkdir(parents=True, exist_ok=True)
-    write_text(out / "command.txt", shlex.join(sys.argv) + "\n")
-    from .pretrain import train_with_progress
+    with output_lock(out):
+        out.mkdir(parents=True, exist_ok=True)
+        write_text(out / "command.txt", shlex.join(sys.argv) + "\n")
+        from .pretrain import train_with_progress
 
-    reused = cmp.run_all(plan, shards, lambda pr, resume: train_with_progress(shards, pr.path, pr.settings, resume, None),
-                         note)
-    glue = None
-    if tasks:
-        from .finetune_glue import _RichEvents
+        reused = cmp.run_all(plan, shards,
+                             lambda pr, resume: train_with_progress(shards, pr.path, pr.settings, resume, None), note)
+        glue = None
+        if tasks:
+            from .finetune_glue import _RichEvents
 
-        events = _RichEvents(err, base.logging.progress)
-        with events.progress:
-            glue = cmp.glue_results(plan, tasks, glue_data, out, base.finetune, events, glue_every_checkpoint,
-                                    preset=proto.name)
-    if variance:
-        note("measuring the gradient variance at every checkpoint")
-    runs = cmp.collect(plan, shards, reused, variance=variance, glue=glue)
-    doc = cmp.results_document(plan, runs, sys.argv, shards, cmp.glue_controls(glue))
-    if tasks:
-        doc["glue_protocol"] = {"name": proto.name, "tasks": tasks}
-    write_json(out / cmp.RESULTS, doc)
-    console = Console()
-    if not console.is_terminal:  # a log file or a pipe: room for every column rather than elided numbers
-        console = Console(width=max(console.width, 240))
-    print_table(console, doc)
-    for text in cmp.write_plots(doc, out):
-        note(text)
-    note(f"results: {out / cmp.RESULTS}")
+            events = _RichEvents(err, base.logging.progress)
+            with events.progress:
+                glue = cmp.glue_results(plan, tasks, glue_data, out, base.finetune, events, glue_every_checkpoint,
+                                        preset=proto.name)
+        if variance:
+            note("measuring the gradient variance at every checkpoint")
+        runs = cmp.collect(plan, shards, reused, variance=variance, glue=glue)
+        doc = cmp.results_document(plan, runs, sys.argv, shards, cmp.glue_controls(glue))
+        if tasks:
+            doc["glue_protocol"] = {"name": proto.name, "tasks": tasks}
+        write_json(out / cmp.RESULTS, doc)
+        console = Console()
+        if not console.is_terminal:  # a log file or a pipe: room for every column rather than elided numbers
+            console = Console(width=max(console.width, 240))
+        print_table(console, doc)
+        for text in cmp.write_plots(doc, out):
+            note(text)
+        note(f"results: {out / cmp.RESULTS}")
 
 
 def print_table(console: Console, doc: dict) -> None:

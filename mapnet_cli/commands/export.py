@@ -21,5 +21,8 @@ def export(
 ) -> None:
     """Export a checkpoint's encoder + MLM head for transformers (AutoModelForMaskedLM)."""
     from ..export import export as run_export  # here, not at the top: `mapnet --help` must not load torch
+    from ..run_lock import output_lock
 
-    typer.echo(f"exported {run_export(checkpoint, out, overwrite)}")
+    with output_lock(out):
+        done = run_export(checkpoint, out, overwrite)
+    typer.echo(f"exported {done}")

@@ -22,6 +22,7 @@ from .. import settings as settings_mod
 from ..data import preprocess as pp
 from ..data.recipes import load_recipe, recipe_inputs
 from ..errors import MapnetError, warn
+from ..run_lock import output_lock
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
 
 
@@ -93,7 +94,9 @@ def preprocess(
                        text_bytes=p.text_bytes, sentences=p.sentences)
             bar.refresh()
 
-        result = pp.run_preprocess(inputs, out, resolved, overwrite=overwrite, on_progress=on_progress, recipe=recipe_info)
+        with output_lock(out):
+            result = pp.run_preprocess(inputs, out, resolved, overwrite=overwrite, on_progress=on_progress,
+                                       recipe=recipe_info)
     Console().print(_summary(result))
     if result.skipped_binary:
         console.print(f"[yellow]skipped {len(result.skipped_binary)} binary file(s):[/] " + ", ".join(result.skipped_binary), highlight=False)

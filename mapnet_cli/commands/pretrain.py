@@ -142,17 +142,22 @@ def pretrain(
 
     from .. import distributed
     from ..tracking import require
+    from ..run_lock import output_lock
 
     require(settings.logging)  # a missing tensorboard/wandb package: one line, before torchrun starts anything
     if distributed.should_launch(d.gpus, d.nproc):
-        _launch(shards, out, settings, resume, stop_at)
+        # The launcher holds the lock for the job (its workers accept it); other nodes' launchers do not lock.
+        with output_lock(out, active=d.node_rank == 0):
+            _launch(shards, out, settings, resume, stop_at)
         return
-    train_with_progress(shards, out, settings, resume, stop_at)
+    with output_lock(out):
+        train_with_progress(shards, out, settings, resume, stop_at)
 
 
 def _launch(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[int]) -> None:
     """Re-run this command under torchrun with exactly the settings resolved here."""
     from .. import distributed
+    from ..run_lock import held_fds
 
     make_dirs(out)
     frozen = out / f".launch-settings-{os.getpid()}.toml"
@@ -163,7 +168,7 @@ def _launch(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[i
     try:
         # The workers record the command the user typed, not their own re-invocation.
         env = {**os.environ, ARGV_ENV: json.dumps(sys.argv)}
-        code = distributed.launch(args, settings.distributed, env=env)
+        code = distributed.launch(args, settings.distributed, env=env, pass_fds=held_fds())
     finally:
         frozen.unlink(missing_ok=True)
     if code:

@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import MapnetError
+from ..run_lock import output_lock
 
 HELP = "Linear probe (logistic regression on frozen features) at every checkpoint of a run; JSON, and its rank correlation with fine-tuning."
 
@@ -67,11 +68,12 @@ def probe(
                       max_seq_len=max_seq_len, l2=l2, max_iter=max_iter, pooling=pooling)
     err = Console(stderr=True)
     refs = find_checkpoints(every=runs)
-    doc = probe_run(refs, data, cfg, out, control=control,
-                    note=lambda text: err.print(text, highlight=False, markup=False), device=dev)
-    if glue_doc is not None:
-        doc["correlation"] = rank_correlation(doc, glue_doc)
-        write_json(out, json_safe(doc))
+    with output_lock(out):
+        doc = probe_run(refs, data, cfg, out, control=control,
+                        note=lambda text: err.print(text, highlight=False, markup=False), device=dev)
+        if glue_doc is not None:
+            doc["correlation"] = rank_correlation(doc, glue_doc)
+            write_json(out, json_safe(doc))
 
     console = Console()
     entries = list(doc["checkpoints"][0]["mean"]["entries"]) if doc["checkpoints"] else []

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import quickstart as qs
+from ..run_lock import output_lock
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
 
 HELP = "Run the whole chain on the embedded synthetic corpus: preprocess, shard, pretrain `tiny`, summary."
@@ -46,20 +47,22 @@ def quickstart(
         return
     console = Console(stderr=True)
     stages = qs.Stages.under(out, settings.masking.strategy)
-    if overwrite and out.exists():
-        shutil.rmtree(out)
-    started = time.perf_counter()
-    with console.status("preparing the synthetic corpus and shards", spinner="dots"):
-        qs.prepare_data(stages, settings, lambda msg: console.print(msg, highlight=False))
+    # Held from before --overwrite deletes anything until the summary: the lock file is beside out/, not in it.
+    with output_lock(out):
+        if overwrite and out.exists():
+            shutil.rmtree(out)
+        started = time.perf_counter()
+        with console.status("preparing the synthetic corpus and shards", spinner="dots"):
+            qs.prepare_data(stages, settings, lambda msg: console.print(msg, highlight=False))
 
-    from .pretrain import train_with_progress
+        from .pretrain import train_with_progress
 
-    state = qs.run_stage(stages, settings)
-    if state == "done":
-        console.print(f"reusing the finished run {stages.run}", highlight=False)
-    else:
-        train_with_progress(stages.shards, stages.run, settings, resume=state == "resume", stop_at=None)
-    _summary(Console(), stages, settings, time.perf_counter() - started)
+        state = qs.run_stage(stages, settings)
+        if state == "done":
+            console.print(f"reusing the finished run {stages.run}", highlight=False)
+        else:
+            train_with_progress(stages.shards, stages.run, settings, resume=state == "resume", stop_at=None)
+        _summary(Console(), stages, settings, time.perf_counter() - started)
 
 
 def _summary(console: Console, stages: qs.Stages, settings, seconds: float) -> None:

@@ -22,6 +22,7 @@ from rich.table import Table
 from .. import settings as settings_mod
 from ..data.preprocessed import open_preprocessed
 from ..data.shard_writer import run_shard
+from ..run_lock import output_lock
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
 
 HELP = "Pack a preprocessed corpus into fixed-length, train/valid-split Arrow shards."
@@ -50,16 +51,17 @@ def shard(
     if print_settings:
         typer.echo(settings.to_toml(), nl=False)
         return
-    corpus = open_preprocessed(preprocessed)
-    if init_from is not None:  # hours of packing for shards pretrain would refuse: check first
-        from .. import init_from as init_mod
+    with output_lock(out):
+        corpus = open_preprocessed(preprocessed)
+        if init_from is not None:  # hours of packing for shards pretrain would refuse: check first
+            from .. import init_from as init_mod
 
-        init_mod.check_tokenizer(init_mod.open_source(init_from), corpus.tokenizer_path, f"the corpus in {preprocessed}")
-    console = Console(stderr=True)
-    columns = (TextColumn("shard"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, disable=not settings.logging.progress) as bar:
-        task = bar.add_task("shard", total=corpus.total_bytes)
-        summary = run_shard(corpus, out, settings, overwrite=overwrite, progress=lambda n: bar.advance(task, n))
+            init_mod.check_tokenizer(init_mod.open_source(init_from), corpus.tokenizer_path, f"the corpus in {preprocessed}")
+        console = Console(stderr=True)
+        columns = (TextColumn("shard"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
+        with Progress(*columns, console=console, disable=not settings.logging.progress) as bar:
+            task = bar.add_task("shard", total=corpus.total_bytes)
+            summary = run_shard(corpus, out, settings, overwrite=overwrite, progress=lambda n: bar.advance(task, n))
     _print_summary(Console(), summary)
 
 

@@ -58,6 +58,18 @@ def _count_and_replace(exc: UnicodeDecodeError):
 codecs.register_error("mapnet-count-replace", _count_and_replace)
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_lone_surrogates(text: str) -> str:
+    """JSON can escape half a UTF-16 pair ("\\ud800"): not text, and not encodable as UTF-8 further on.
+    Each becomes U+FFFD and is counted with the invalid UTF-8 bytes."""
+    if text.isascii() or not _LONE_SURROGATE.search(text):
+        return text
+    _invalid_bytes[0] += len(_LONE_SURROGATE.findall(text))
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
 def invalid_utf8_count() -> int:
     """Bytes replaced by U+FFFD so far in this process (callers take differences)."""
     return _invalid_bytes[0]
@@ -475,12 +487,14 @@ class InputReader:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise MapnetError(f"{self.inp.path}:{lineno}: not valid JSON ({exc.msg})") from None
+            except RecursionError:  # [[[[... deeper than Python's recursion limit
+                raise MapnetError(f"{self.inp.path}:{lineno}: not valid JSON (nested too deeply)") from None
             if not isinstance(record, dict) or key not in record:
                 raise MapnetError(f"{self.inp.path}:{lineno}: no {key!r} field (set preprocess.text_field)")
             value = record[key]
             if not isinstance(value, str):
                 raise MapnetError(f"{self.inp.path}:{lineno}: field {key!r} is {type(value).__name__}, not text")
-            yield value
+            yield _without_lone_surrogates(value)
 
     def _columnar_texts(self) -> Iterator[str]:
         import pyarrow as pa

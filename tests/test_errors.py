@@ -1,0 +1,43 @@
+"""The one error line and the one warning line name their paths as they are, markup characters included."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from mapnet_cli import checkpoint
+from mapnet_cli.cli import app
+from mapnet_cli.errors import warn
+from tiny_shards import write_tiny_shards
+
+SMALL = ["--preset", "tiny", "--steps", "2", "--set", "model.max_position=32", "--set", "shard.max_seq_len=32",
+         "--set", "train.batch_size=8", "--set", "train.eval_sequences=8", "--set", "optim.warmup_steps=1",
+         "--set", "logging.progress=false"]
+
+
+def test_a_warning_keeps_brackets_in_paths(capsys):
+    warn("/runs/[exp1]/[bold]x has no manifest.json")
+    assert capsys.readouterr().err == "warning: /runs/[exp1]/[bold]x has no manifest.json\n"
+
+
+@pytest.mark.slow
+def test_a_checkpoint_from_before_manifests_loads_with_a_warning_naming_it_and_errors_name_paths(tmp_path):
+    """A run folder named like rich markup: the warning (and an error) must still name it exactly."""
+    shards = write_tiny_shards(tmp_path / "shards")
+    run = tmp_path / "[exp1] run"
+    assert CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(run), *SMALL]).exit_code == 0
+    ckpt = checkpoint.latest_checkpoint(run)
+    (ckpt / "manifest.json").unlink()  # as written before manifests existed
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "400"}
+    cmd = [sys.executable, "-m", "mapnet_cli.cli", "export", str(run), "--out", str(tmp_path / "[hf]")]
+    first = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert f"warning: {ckpt} has no manifest.json (written before checkpoints were hashed): loading it unverified" \
+        in first.stderr.splitlines()
+    again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 2 and "Traceback" not in again.stderr
+    assert f"error: {tmp_path / '[hf]'} already exists (pass --overwrite to replace it)" in again.stderr.splitlines()
