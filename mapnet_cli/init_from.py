@@ -191,12 +191,20 @@ def sized_by(source: Source):
 
 # ---------------------------------------------------------------- vocabulary
 def _encoding_identity(path: Path) -> str:
-    """A tokenizer.json minus what `shard` never uses (it encodes without specials, truncation or padding):
-    `mapnet export` adds a [CLS]/[SEP] post-processor, which must not make its own tokenizer foreign."""
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    for key in ("post_processor", "truncation", "padding"):
-        doc.pop(key, None)
-    return json.dumps(doc, sort_keys=True)
+    """What decides what a token id means: the model (its vocabulary, and merges for BPE) and the added/special
+    tokens' (id, content). The encoder pipeline around them is left out: `mapnet export` adds a [CLS]/[SEP]
+    post-processor, a Lowercase normaliser (lower-cased vocabulary) and lstrip on [MASK], and `shard` encodes
+    without specials, truncation or padding, so none of that makes an exported tokenizer foreign."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        model = dict(doc["model"])
+        if isinstance(model.get("merges"), list):  # tokenizers writes "a b" (older) or ["a", "b"] (newer)
+            model["merges"] = [m.split(" ", 1) if isinstance(m, str) else list(m) for m in model["merges"]]
+        added = sorted((int(t["id"]), str(t["content"])) for t in doc.get("added_tokens") or [])
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise MapnetError(f"{path} is not a readable tokenizer.json ({type(exc).__name__}: {exc}); "
+                          "truncated or corrupt?") from None
+    return json.dumps({"model": model, "added_tokens": added}, sort_keys=True)
 
 
 def check_tokenizer(source: Source, tokenizer: Path, what: str) -> None:

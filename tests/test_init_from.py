@@ -177,6 +177,44 @@ def test_wrong_tokenizer_is_refused_naming_both_hashes(shards, hf_folder, tmp_pa
     assert sha256_file(other / "tokenizer.json") in message and sha256_file(hf_folder / "tokenizer.json") in message
 
 
+def _tokenizer_source(tokenizer: Path) -> init_from.Source:
+    return init_from.Source(path=tokenizer.parent, kind="huggingface", arch={}, weights=tokenizer,
+                            tokenizer=tokenizer, config_sha256="")
+
+
+def test_exported_tokenizer_counts_as_the_shards_tokenizer(shards, tmp_path):
+    """`export` adds a post-processor, a Lowercase normaliser and lstrip on [MASK]: ids still mean the same words."""
+    from mapnet_cli.export import write_tokenizer
+
+    exported = tmp_path / "tokenizer.json"
+    write_tokenizer(shards / "tokenizer.json", exported, lowercase=True)
+    doc = json.loads(exported.read_text())
+    assert doc["normalizer"] is not None and any(t.get("lstrip") for t in doc["added_tokens"])
+    init_from.check_tokenizer(_tokenizer_source(exported), shards / "tokenizer.json", "the shards")
+    # merges written the older way ("a b") are the same merges
+    old_style = json.loads(exported.read_text())
+    if old_style["model"].get("merges"):
+        old_style["model"]["merges"] = [" ".join(m) if isinstance(m, list) else m for m in old_style["model"]["merges"]]
+    (tmp_path / "old.json").write_text(json.dumps(old_style))
+    init_from.check_tokenizer(_tokenizer_source(tmp_path / "old.json"), shards / "tokenizer.json", "the shards")
+
+
+def test_added_token_with_another_id_is_still_refused(shards, tmp_path):
+    doc = json.loads((shards / "tokenizer.json").read_text())
+    doc["added_tokens"][0]["content"] = "[OTHER]"
+    (tmp_path / "tokenizer.json").write_text(json.dumps(doc))
+    with pytest.raises(MapnetError, match="token ids would mean other words"):
+        init_from.check_tokenizer(_tokenizer_source(tmp_path / "tokenizer.json"), shards / "tokenizer.json", "the shards")
+
+
+@pytest.mark.parametrize("text", ['{"model": {"vocab"', '{"added_tokens": []}', '[1, 2]'])
+def test_corrupt_tokenizer_json_is_a_one_line_error(shards, tmp_path, text):
+    (tmp_path / "tokenizer.json").write_text(text)
+    with pytest.raises(MapnetError) as info:
+        init_from.check_tokenizer(_tokenizer_source(tmp_path / "tokenizer.json"), shards / "tokenizer.json", "the shards")
+    assert "tokenizer.json" in str(info.value) and "\n" not in str(info.value)
+
+
 def test_roberta_style_source_is_refused(shards, tmp_path):
     cfg = transformers.RobertaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                                      intermediate_size=64, max_position_embeddings=66)
