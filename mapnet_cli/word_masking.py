@@ -226,9 +226,9 @@ class PmiMatcher:
 
     def __init__(self, entries: Sequence[str], tokenizer_path: Path, special_ids: dict, starts: torch.Tensor,
                  vocab_size: int):
-        from tokenizers import Tokenizer
+        from .data.shard_writer import load_tokenizer
 
-        tok = Tokenizer.from_file(str(tokenizer_path))
+        tok = load_tokenizer(tokenizer_path)  # as `shard` encodes: no padding, no truncation, specials as text
         self.hasher = NgramHasher(vocab_size)
         self.starts = starts
         specials = set(special_id_list(special_ids))

@@ -261,6 +261,25 @@ def test_pmi_units_are_vocabulary_ngrams_longest_first_never_across_a_boundary(t
     assert starts == ["w1", "w9", "w5", "w7", "w1", "w6", "w5"]
 
 
+def test_pmi_matcher_ignores_padding_and_truncation_in_the_tokenizer_json(tokenizer, tmp_path):
+    """A Hugging Face tokenizer.json may enable padding/truncation; padded rows hold [PAD] and were dropped."""
+    from tokenizers import Tokenizer
+
+    from mapnet_cli.word_masking import PmiMatcher
+
+    padded = Tokenizer.from_file(str(tokenizer))
+    padded.enable_padding(pad_id=SPECIAL_IDS["pad"], pad_token="[PAD]", length=8)
+    padded.enable_truncation(max_length=6)
+    padded.save(str(tmp_path / "padded.json"))
+    entries = ["w1 w2c3", "w1 w2c3 w4", "w5 w6", "w6 w7 w8c1c2 w9"]
+    s = strategy(WholeWordTraining, tokenizer)
+    plain = PmiMatcher(entries, tokenizer, SPECIAL_IDS, s.starts, VOCAB)
+    other = PmiMatcher(entries, tmp_path / "padded.json", SPECIAL_IDS, s.starts, VOCAB)
+    assert plain.entries == 4
+    assert other.entries == plain.entries
+    assert {n: t.tolist() for n, t in other.tables.items()} == {n: t.tolist() for n, t in plain.tables.items()}
+
+
 def test_pmi_masks_keep_the_budget_and_draw_units_whole(tokenizer, tmp_path):
     entries = [(f"w{a} w{b}", 2, 10, 1.0) for a in range(0, 30, 3) for b in range(1, 30, 4)]
     entries += [(f"w{a} w{b} w{c}", 3, 10, 1.0) for a, b, c in [(1, 2, 3), (4, 5, 6), (7, 8, 9)]]
