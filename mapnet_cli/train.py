@@ -264,9 +264,15 @@ class MetricsLog:
                 sink.write(int(record["step"]), values)
 
     def close(self, failed: bool = False) -> None:
-        for sink in self.sinks:
-            sink.close(failed)
-        self.sinks = []
+        """Close every sink. After a failed run a sink's own close error (a full disk, a dead W&B service) is
+        swallowed, so the error that stopped the run is the one the user sees."""
+        sinks, self.sinks = self.sinks, []
+        for sink in sinks:
+            if failed:
+                with contextlib.suppress(Exception):
+                    sink.close(True)
+            else:
+                sink.close(False)
 
 
 def _line_step(line: str) -> float:

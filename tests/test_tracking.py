@@ -171,3 +171,26 @@ def test_a_sink_without_its_package_is_one_line_naming_the_extra(shards, tmp_pat
     assert not out.exists()  # refused before anything was written
     with pytest.raises(MapnetError, match="mapnet\\[tensorboard\\]"):  # the library refuses too (torchrun workers)
         pretrain(settings("logging.tensorboard=true"), shards, tmp_path / "lib")
+
+
+def test_a_sink_close_error_does_not_replace_the_error_that_stopped_the_run(tmp_path):
+    from mapnet_cli.train import MetricsLog
+
+    closed = []
+
+    class Broken:
+        def close(self, failed):
+            closed.append(failed)
+            raise OSError(28, "No space left on device")
+
+    log = MetricsLog(tmp_path / "metrics.jsonl", True, None, [Broken(), Broken()])
+    with pytest.raises(MapnetError, match="the disk is full"):
+        try:
+            raise MapnetError("the disk is full")
+        finally:
+            log.close(failed=True)
+    assert closed == [True, True]  # every sink still closed
+    log = MetricsLog(tmp_path / "metrics.jsonl", True, None, [Broken()])
+    with pytest.raises(OSError):  # a run that succeeded reports its sink's close error
+        log.close(failed=False)
+
