@@ -89,10 +89,18 @@ class WandbSink:
         id_file = out / WANDB_ID_FILE
         run_id = None
         if resume_step is not None and id_file.is_file():
-            run_id = json.loads(id_file.read_text(encoding="utf-8")).get("id")
+            try:
+                run_id = json.loads(id_file.read_text(encoding="utf-8"))["id"]
+                if not isinstance(run_id, str):
+                    raise TypeError("id is not a string")
+            except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+                raise MapnetError(f"{id_file} is not readable ({type(exc).__name__}: {exc}): delete it to log the "
+                                  "resumed run as a new W&B run, or write {\"id\": \"<the W&B run id>\"} into it") from None
         run_id = run_id or secrets.token_hex(4)  # W&B's own id format: 8 lower-case characters
+        # Default name: the folder and its parent, so `compare`'s runs (RUN/<arm>/seed-N) are not all "seed-0".
+        default_name = f"{out.resolve().parent.name}/{out.resolve().name}"
         self.run = wandb.init(
-            project=lg.wandb_project, name=lg.wandb_name or out.resolve().name, id=run_id, resume="allow",
+            project=lg.wandb_project, name=lg.wandb_name or default_name, id=run_id, resume="allow",
             dir=str(out), config=settings.to_dict(), mode=None if lg.wandb_mode == "auto" else lg.wandb_mode,
             # No console capture (it would interleave with the progress bar) and no system-stats sampler thread.
             settings=wandb.Settings(console="off", x_disable_stats=True, silent=True))

@@ -194,3 +194,41 @@ def test_a_sink_close_error_does_not_replace_the_error_that_stopped_the_run(tmp_
     with pytest.raises(OSError):  # a run that succeeded reports its sink's close error
         log.close(failed=False)
 
+
+class FakeWandb:
+    """Stands in for the wandb module: records what `init` is asked."""
+
+    def __init__(self):
+        self.calls = []
+
+    def init(self, **kwargs):
+        self.calls.append(kwargs)
+        return object()
+
+    def Settings(self, **kwargs):
+        return kwargs
+
+
+@pytest.mark.parametrize("text", ["{\"id\": \"ab", "[1]", "{}", "{\"id\": 3}"])
+def test_a_corrupt_wandb_run_file_is_one_line(tmp_path, monkeypatch, text):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "wandb", FakeWandb())
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / tracking.WANDB_ID_FILE).write_text(text)
+    with pytest.raises(MapnetError) as info:
+        tracking.WandbSink(settings("logging.wandb=true"), run, resume_step=10)
+    assert tracking.WANDB_ID_FILE in str(info.value) and "\n" not in str(info.value)
+
+
+def test_wandb_names_a_run_by_its_folder_and_parent_unless_asked(tmp_path, monkeypatch):
+    import sys
+
+    fake = FakeWandb()
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    for arm in ("uniform", "span"):
+        (tmp_path / arm / "seed-0").mkdir(parents=True)
+        tracking.WandbSink(settings("logging.wandb=true"), tmp_path / arm / "seed-0", resume_step=None)
+    tracking.WandbSink(settings("logging.wandb=true", "logging.wandb_name=mine"), tmp_path / "span" / "seed-0", None)
+    assert [c["name"] for c in fake.calls] == ["uniform/seed-0", "span/seed-0", "mine"]
