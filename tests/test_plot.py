@@ -84,3 +84,25 @@ def test_cli_writes_the_image_and_refuses_bad_input_in_one_line(tmp_path, monkey
     monkeypatch.setattr(plotting, "pyplot", lambda: None)
     missing = runner.invoke(app, ["plot", str(a), "--out", str(tmp_path / "c.png")])
     assert isinstance(missing.exception, MapnetError) and "pip install 'mapnet[plots]'" in str(missing.exception)
+
+
+def test_a_torn_last_line_is_skipped_and_a_bad_middle_line_is_one_line(tmp_path):
+    from mapnet_cli.metrics_file import read_metrics
+
+    run = uniform_run(tmp_path / "torn")
+    with open(run / "metrics.jsonl", "a", encoding="utf-8") as fh:
+        fh.write('{"kind": "train", "step": 30, "lo')  # a full disk stopped the write here
+    evals, trains = read_metrics(run / "metrics.jsonl")
+    assert [r["step"] for r in trains] == [10, 20] and [r["step"] for r in evals] == [0, 10]
+    done = CliRunner().invoke(app, ["plot", str(run), "--out", str(tmp_path / "torn.png")])
+    assert done.exit_code == 0, done.output
+
+    bad = uniform_run(tmp_path / "bad")
+    lines = (bad / "metrics.jsonl").read_text().splitlines()
+    lines[2] = lines[2][:15]
+    (bad / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(MapnetError) as info:
+        read_metrics(bad / "metrics.jsonl")
+    assert "line 3" in str(info.value) and "metrics.jsonl" in str(info.value) and "\n" not in str(info.value)
+    res = CliRunner().invoke(app, ["plot", str(bad), "--out", str(tmp_path / "bad.png")])
+    assert isinstance(res.exception, MapnetError) and "line 3" in str(res.exception)
