@@ -461,7 +461,7 @@ def collect(plan: list[PlannedRun], shards: Path, reused: dict[str, bool], *, va
     for pr in plan:
         rec = run_record(pr, reader.vocab_size, reader.special_ids["pad"], len(reader))
         rec["reused"] = reused.get(pr.label, False)
-        if variance:
+        if variance and SCHEME[split_name(pr.strategy)[0]] is not None:  # unit masks: no scheme, nothing to show
             rec["variance"] = variance_curve(pr, shards)
         if glue is not None:
             rec["glue"] = glue[pr.label]

@@ -434,3 +434,15 @@ def test_glue_at_every_checkpoint_gives_a_curve(compared, tmp_path):
         assert [p["mean"] for p in curve["score"]] == pytest.approx(
             [np.mean([r["glue"]["curve"][i]["score"] for r in runs]) for i in range(2)])
     assert "no plots" in res.stderr or (out / "glue_vs_step.png").is_file()
+
+
+def test_variance_is_measured_only_for_arms_with_a_variance_scheme(tmp_path, monkeypatch):
+    shards = write_tiny_shards(tmp_path / "shards", train=16, valid=8, seq_len=32)
+    base = resolve(None, {"model": {"preset": "tiny"}}, ["train.steps=4", "train.eval_every=2"])
+    plan = cmp.plan_runs(base, cmp.parse_strategies("uniform,whole-word,span,pmi,span@0.3"), 1, tmp_path)
+    measured = []
+    monkeypatch.setattr(cmp, "run_record", lambda pr, *a: {"strategy": pr.strategy})
+    monkeypatch.setattr(cmp, "variance_curve", lambda pr, shards: measured.append(pr.strategy) or {})
+    runs = cmp.collect(plan, shards, {}, variance=True)
+    assert measured == ["uniform"]
+    assert ["variance" in r for r in runs] == [True, False, False, False, False]
