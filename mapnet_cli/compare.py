@@ -134,15 +134,25 @@ def plan_runs(base: settings_mod.Settings, strategies: list[str], seeds: int, ou
         raise MapnetError(f"--seeds must be >= 1 (got {seeds})")
     t = base.train
     kept = [s for s in eval_steps(t) if s > 0]
-    out_runs = []
+    defaults = settings_mod.MaskingSettings()
+    out_runs: list[PlannedRun] = []
+    unused: dict[str, str] | None = None  # strategy-specific keys given that no arm uses
     for k in range(seeds):
         for name in strategies:
             updates = {"masking": strategy_masking(name, t.steps),
                        "train": {"seed": t.seed + k, "checkpoint_every": t.eval_every, "keep_steps": kept}}
             s = settings_mod.apply(base, updates, f"compare strategy {name}")
+            # A strategy-specific key (--set masking.span_p=0.3) goes to the arms that use it; the others
+            # keep its default, as their own `pretrain` would need.
+            ignored = s.masking.ignored_keys()
+            unused = dict(ignored) if unused is None else {key: w for key, w in unused.items() if key in ignored}
+            s = replace(s, masking=replace(s.masking, **{key: getattr(defaults, key) for key in ignored}))
             if s.problems():
                 raise MapnetError(f"invalid settings for strategy {name}: " + "; ".join(s.problems()))
             out_runs.append(PlannedRun(name, k, s, Path(out) / "runs" / name / f"seed-{k}"))
+    if unused:
+        raise MapnetError("; ".join(f"masking.{key} = {getattr(base.masking, key)!r} only applies with {where}, "
+                                    "and no compared strategy uses it" for key, where in unused.items()))
     return out_runs
 
 

@@ -199,7 +199,9 @@ class MaskingSettings:
         "map", "which term lambda scales: 'map' = L_enc + lambda*L_MAP (mapnet choice, see README), 'encoder' = L_MAP + lambda*L_enc as printed")
     train_map_on_uniform: bool = _f(True, "uniformly masked sequences also train MAP-Net (mapnet choice: more signal early)")
 
-    def problems(self) -> list[str]:
+    def problems(self, ignored: bool = True) -> list[str]:
+        """Every bad masking setting; `ignored=False` leaves out settings this strategy would ignore
+        (`compare` gives each arm the ones it uses and resets the rest, `ignored_keys`)."""
         out = []
         if not 0.0 < self.mask_prob < 1.0:
             out.append(f"masking.mask_prob must be in (0, 1) (got {self.mask_prob})")
@@ -239,7 +241,7 @@ class MaskingSettings:
             out.append(f"masking.importance {self.importance!r} does not apply to masking.strategy '{self.strategy}': unit masks "
                        "(whole words, spans, n-grams) are unweighted; importance weights need a proposal's inclusion "
                        "probabilities (use masking.strategy 'mapnet' or 'frequency' for weighted masking)")
-        out += self._ignored()
+        out += self._ignored() if ignored else []
         if self.strategy != "uniform" and self.mask_count != "exact":
             # MAP-Net draws exactly K positions, and its importance ratio compares K-position masks.
             out.append(f"masking.mask_count must be 'exact' with masking.strategy '{self.strategy}'")
@@ -250,6 +252,11 @@ class MaskingSettings:
 
     def _ignored(self) -> list[str]:
         """Settings given a non-default value that this strategy would silently ignore: refused by name."""
+        return [f"masking.{name} = {getattr(self, name)!r} only applies with {where}; here it would be ignored"
+                for name, where in self.ignored_keys().items()]
+
+    def ignored_keys(self) -> dict[str, str]:
+        """{name: where it applies} of the settings given a non-default value that this strategy ignores."""
         ht = self.strategy == "mapnet" and self.importance == "ht"
         regressed = self.strategy == "mapnet" and self.proposal_target != "loss"
         used = {
@@ -267,8 +274,7 @@ class MaskingSettings:
             "pmi_vocab": (self.strategy == "pmi", "masking.strategy 'pmi'"),
         }
         defaults = {f.name: f.default for f in fields(self)}
-        return [f"masking.{name} = {getattr(self, name)!r} only applies with {where}; here it would be ignored"
-                for name, (applies, where) in used.items() if not applies and getattr(self, name) != defaults[name]]
+        return {name: where for name, (applies, where) in used.items() if not applies and getattr(self, name) != defaults[name]}
 
 
 # ---------------------------------------------------------------- optimisation
@@ -504,8 +510,10 @@ class Settings:
     finetune: FinetuneSettings = field(default_factory=FinetuneSettings)
     variance: VarianceSettings = field(default_factory=VarianceSettings)
 
-    def problems(self) -> list[str]:
-        out = [p for f in fields(self) for p in getattr(self, f.name).problems()]
+    def problems(self, ignored: bool = True) -> list[str]:
+        """Every bad setting; `ignored=False`: not the masking settings the strategy would ignore (`compare`'s base)."""
+        sections = [getattr(self, f.name) for f in fields(self)]
+        out = [p for sec in sections for p in (sec.problems(ignored) if sec is self.masking else sec.problems())]
         if self.shard.max_seq_len > self.model.max_position:
             out.append(f"shard.max_seq_len ({self.shard.max_seq_len}) exceeds model.max_position ({self.model.max_position})")
         m = self.masking
@@ -662,6 +670,7 @@ def resolve(
     assignments: list[str] | tuple[str, ...] = (),
     extra_sections: tuple[str, ...] = ("recipe",),
     base: Settings | None = None,
+    check_ignored: bool = True,
 ) -> Settings:
     """Defaults < preset < config files (in order) < CLI flags (`overrides`, then `--set`).
 
@@ -669,6 +678,8 @@ def resolve(
     run config). `extra_sections` names top-level tables a file may carry that
     are not settings; they are skipped here. By default that is a recipe's
     `[recipe]` table, so every recipe doubles as a config file for any command.
+    `check_ignored=False` lets a masking setting the strategy would ignore through (`compare`'s base
+    settings, whose arms each take the ones they use).
     """
     paths = [] if config is None else [config] if isinstance(config, (str, Path)) else list(config)
     file_layers = [(p, {k: v for k, v in load_toml(p).items() if k not in extra_sections}) for p in paths]
@@ -698,7 +709,7 @@ def resolve(
     for path, values in [*file_layers, ("command-line flags", cli_values)]:
         settings, bad = _apply(settings, values, str(path))
         errors += bad
-    problems = errors + settings.problems()  # a key with a type error keeps its earlier value for these checks
+    problems = errors + settings.problems(ignored=check_ignored)  # a key with a type error keeps its earlier value
     if problems:
         raise MapnetError("invalid settings: " + "; ".join(problems))
     return settings

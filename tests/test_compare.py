@@ -18,7 +18,7 @@ from mapnet_cli import checkpoint
 from mapnet_cli import compare as cmp
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
-from mapnet_cli.settings import resolve
+from mapnet_cli.settings import MaskingSettings, resolve
 from tiny_shards import write_tiny_shards
 
 SETS = ["model.max_position=32", "shard.max_seq_len=32", "train.batch_size=8", "train.eval_sequences=8",
@@ -446,3 +446,21 @@ def test_variance_is_measured_only_for_arms_with_a_variance_scheme(tmp_path, mon
     runs = cmp.collect(plan, shards, {}, variance=True)
     assert measured == ["uniform"]
     assert ["variance" in r for r in runs] == [True, False, False, False, False]
+
+
+def test_a_strategy_specific_setting_goes_to_the_arms_that_use_it(tmp_path):
+    shards = write_tiny_shards(tmp_path / "shards", train=16, valid=8, seq_len=32)
+    sets = ["train.steps=4", "train.eval_every=2", "masking.span_p=0.3"]
+    base = resolve(None, {"model": {"preset": "tiny"}}, sets, check_ignored=False)
+    plan = {p.strategy: p.settings.masking for p in cmp.plan_runs(base, cmp.parse_strategies("uniform,span"), 1, tmp_path)}
+    assert plan["span"].span_p == 0.3 and plan["uniform"].span_p == MaskingSettings().span_p
+    with pytest.raises(MapnetError, match="masking.span_p = 0.3 only applies with masking.strategy 'span'.*no compared"):
+        cmp.plan_runs(base, cmp.parse_strategies("uniform,mapnet"), 1, tmp_path)
+    args = ["compare", str(shards), "--out", str(tmp_path / "cmp"), "--strategies", "uniform,span", "--preset", "tiny",
+            *[a for kv in sets for a in ("--set", kv)], "--print-settings"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    # a single run still refuses a setting its strategy would ignore
+    res = CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(tmp_path / "run"), "--preset", "tiny",
+                                   "--set", "masking.span_p=0.3", "--print-settings"])
+    assert isinstance(res.exception, MapnetError) and "here it would be ignored" in str(res.exception)

@@ -64,7 +64,9 @@ def compare(
     layer = protocols.protocol_layer(proto.name, config)
     model_flags = {"preset": preset, "init_from": str(init_from) if init_from is not None else None}
     # With --init-from the model size is SOURCE's, as in pretrain.
-    base = init_mod.resolve(config, {"model": model_flags, "train": {"steps": steps}, "finetune": layer}, set_ or ())
+    # Not refused here for a strategy-specific key (masking.span_p): plan_runs gives it to the arms that use it.
+    base = init_mod.resolve(config, {"model": model_flags, "train": {"steps": steps}, "finetune": layer}, set_ or (),
+                            check_ignored=False)
     plan = cmp.plan_runs(base, names, seeds, out)
     if print_settings:
         typer.echo(base.to_toml(), nl=False)
