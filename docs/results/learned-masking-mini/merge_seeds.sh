@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Move the per-seed mini comparisons into one folder and let compare collect them (every run reused).
+set -euo pipefail
+cd /work/main
+R=/work/main/runs/real-text
+mkdir -p $R/arms-mini/runs
+for arm in uniform uniform@0.3; do
+  mkdir -p "$R/arms-mini/runs/$arm"
+  for s in 0 1 2; do mv "$R/arms-mini-seed$s/runs/$arm/seed-0" "$R/arms-mini/runs/$arm/seed-$s"; done
+done
+uv run mapnet compare "$R/shards" --out "$R/arms-mini" --preset mini --config docs/results/real-text-cpu.toml \
+  --set "train.extra_eval=[\"books=$R/heldout-books\", \"wiki=$R/heldout-wiki\"]" \
+  --strategies uniform,uniform@0.3 --seeds 3 --steps 400 --set optim.warmup_steps=40 --set optim.lr=5e-4
