@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Move the per-seed mini comparisons into one folder and let compare collect them (every run reused).
+# Section 3b: move the per-seed mini comparisons (arms-mini-seed0..2, one `compare --seeds 1
+# --set train.seed=S` each) into one folder and let compare collect them (every run is reused).
+#
+#   bash docs/results/learned-masking-mini/merge_seeds.sh [OUT]   # default OUT: runs/real-text
 set -euo pipefail
-cd /work/main
-R=/work/main/runs/real-text
-mkdir -p $R/arms-mini/runs
+R=$(realpath -m "${1:-runs/real-text}")
+mkdir -p "$R/arms-mini/runs"
 for arm in uniform uniform@0.3; do
   mkdir -p "$R/arms-mini/runs/$arm"
   for s in 0 1 2; do mv "$R/arms-mini-seed$s/runs/$arm/seed-0" "$R/arms-mini/runs/$arm/seed-$s"; done
