@@ -139,14 +139,20 @@ def uniform_mask(input_ids: torch.Tensor, eligible: torch.Tensor, mask_prob: flo
 
 def apply_replacement(input_ids: torch.Tensor, mask: torch.Tensor, vocab_size: int,
                       special_ids: Mapping[str, int], replace_mask: float = 0.8, replace_random: float = 0.1,
-                      generator: torch.Generator | SequenceRNG | None = None) -> torch.Tensor:
+                      generator: torch.Generator | SequenceRNG | None = None,
+                      choice_at: torch.Tensor | None = None) -> torch.Tensor:
     """The corrupted input: at masked positions [MASK] with probability
     `replace_mask`, a random non-special token with probability
     `replace_random`, else the original token. Positions outside `mask` are
-    untouched. Draws two uniforms per position (choice, then random token)."""
+    untouched. Draws two uniforms per position (choice, then random token).
+    `choice_at` (B, T), optional: the position whose choice draw decides each
+    position, so a whole unit (a word, a span) gets one 80/10/10 decision
+    (`word_masking`); the draws themselves are the same."""
     B, T = input_ids.shape
     choice = _uniform((B, T), input_ids.device, generator)
     pick = _uniform((B, T), input_ids.device, generator)
+    if choice_at is not None:
+        choice = choice.gather(1, choice_at)
     specials = torch.tensor(special_id_list(special_ids), dtype=torch.long, device=input_ids.device)
     ordinary = torch.arange(vocab_size, device=input_ids.device)
     ordinary = ordinary[~torch.isin(ordinary, specials)]

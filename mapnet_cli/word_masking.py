@@ -62,7 +62,7 @@ import torch
 
 from . import pmi as pmi_mod
 from .errors import MapnetError
-from .masking import SequenceRNG, _uniform, eligible_positions, mask_counts, mix_seed, special_id_list
+from .masking import SequenceRNG, apply_replacement, eligible_positions, mask_counts, mix_seed, special_id_list
 from .strategy import MicroBatch, UniformTraining, batch_tensors
 
 _M64 = (1 << 64) - 1
@@ -302,19 +302,9 @@ def unit_replacement(input_ids: torch.Tensor, mask: torch.Tensor, unit_start: to
                      generator: SequenceRNG | torch.Generator | None = None) -> torch.Tensor:
     """80/10/10 decided once per unit (the draw at the unit's first token; per token when `unit_start`
     is None, exactly `masking.apply_replacement`). Random tokens are drawn per token."""
-    B, T = input_ids.shape
-    choice = _uniform((B, T), input_ids.device, generator)
-    pick = _uniform((B, T), input_ids.device, generator)
-    if unit_start is not None:
-        choice = choice.gather(1, _start_position(unit_start))
-    specials = torch.tensor(special_id_list(special_ids), dtype=torch.long, device=input_ids.device)
-    ordinary = torch.arange(vocab_size, device=input_ids.device)
-    ordinary = ordinary[~torch.isin(ordinary, specials)]
-    random_ids = ordinary[(pick * len(ordinary)).long().clamp(max=len(ordinary) - 1)].to(input_ids.dtype)
-    to_mask = mask & (choice < replace_mask)
-    to_random = mask & (choice >= replace_mask) & (choice < replace_mask + replace_random)
-    out = torch.where(to_mask, torch.as_tensor(special_ids["mask"], dtype=input_ids.dtype, device=input_ids.device), input_ids)
-    return torch.where(to_random, random_ids, out)
+    choice_at = _start_position(unit_start) if unit_start is not None else None
+    return apply_replacement(input_ids, mask, vocab_size, special_ids, replace_mask, replace_random, generator,
+                             choice_at=choice_at)
 
 
 # ---------------------------------------------------------------- the strategies
