@@ -118,7 +118,8 @@ def text_rows(text: str, tokenizer, preprocess_settings, max_len: int, limit: in
     rows = []
     for piece in (p for p in text.split("\n\n") if p.strip()):
         for sentence in processor.process([piece])[0].sentences:
-            ids = tokenizer.encode(sentence).ids[: max_len - 2]
+            # No post-processor: a BERT tokenizer's own [CLS]/[SEP] would be doubled.
+            ids = tokenizer.encode(sentence, add_special_tokens=False).ids[: max_len - 2]
             rows.append([tokenizer.token_to_id("[CLS]"), *ids, tokenizer.token_to_id("[SEP]")])
             if len(rows) >= limit:
                 return rows
@@ -199,7 +200,7 @@ def inspect_masks(path: str | Path, *, text: str | None = None, source: str = "t
         views.append(SequenceView(tokens=[tokenizer.id_to_token(t) or "?" for t in r], ids=list(r),
                                   probabilities=p_row, masked=[int(j) for j in shown[i].nonzero().flatten()],
                                   k=int(k[i]), eligible=int(n[i]), entropy=ent))
-    most, least, left_out = _word_table(views, freq, k, n, top, min_count)
+    most, least, left_out = _word_table(views, freq, k, n, top, min_count, continuation_prefix(tokenizer))
     return Inspection(checkpoint=str(ckpt), step=int(meta.get("step", 0)), source=source, seed=seed, samples=samples,
                       mask_prob=settings.masking.mask_prob, sequences=views, most=most, least=least,
                       min_count=min_count, left_out=left_out)
@@ -214,18 +215,30 @@ def _normalised_entropy(p: torch.Tensor, eligible: torch.Tensor) -> float:
     return float(-(q * q.log()).sum() / np.log(n))
 
 
-def words_of(tokens: list[str]) -> list[int]:
-    """Word index per token: a piece starting with "▁" (or a special token) starts a new word."""
-    out, w = [], -1
+def words_of(tokens: list[str], continuation: str | None = None) -> list[int]:
+    """Word index per token. mapnet's BPE (Metaspace): a piece starting with "▁" starts a new word.
+    A WordPiece vocabulary (`continuation`, e.g. "##"): every piece starts a word except those with the
+    continuation prefix. A special token is always a word of its own."""
+    out, w, after_special = [], -1, True
     for tok in tokens:
-        if w < 0 or tok.startswith(METASPACE) or (tok.startswith("[") and tok.endswith("]")):
+        special = tok.startswith("[") and tok.endswith("]")
+        starts = not tok.startswith(continuation) if continuation else tok.startswith(METASPACE)
+        if starts or special or after_special:
             w += 1
         out.append(w)
+        after_special = special
     return out
 
 
+def continuation_prefix(tokenizer) -> str | None:
+    """The WordPiece continuation prefix ("##") of a `tokenizers.Tokenizer`, None for BPE/Metaspace."""
+    spec = json.loads(tokenizer.to_str())
+    model = spec.get("model") or {}
+    return (model.get("continuing_subword_prefix") or "##") if model.get("type") == "WordPiece" else None
+
+
 def _word_table(views: list[SequenceView], freq: torch.Tensor, k: torch.Tensor, n: torch.Tensor, top: int,
-                min_count: int) -> tuple[list[WordStat], list[WordStat], int]:
+                min_count: int, continuation: str | None = None) -> tuple[list[WordStat], list[WordStat], int]:
     """Per word type: sum of masking frequencies of its tokens vs the uniform K/n at the same positions.
 
     Only word types with at least `min_count` tokens in the shown rows are ranked: a word seen once or twice
@@ -237,7 +250,7 @@ def _word_table(views: list[SequenceView], freq: torch.Tensor, k: torch.Tensor, 
     seen: dict[str, int] = {}  # occurrences of the word (count is its tokens: a word may be several BPE pieces)
     for i, v in enumerate(views):
         rate = float(k[i]) / max(int(n[i]), 1)
-        word_ids = words_of(v.tokens)
+        word_ids = words_of(v.tokens, continuation)
         words: dict[int, list[int]] = {}
         for j, w in enumerate(word_ids):
             words.setdefault(w, []).append(j)

@@ -124,3 +124,22 @@ def test_word_tables_rank_only_word_types_seen_min_count_times_and_say_how_many_
     assert "4 word types seen fewer than 3 times are left out" in " ".join(shown.output.split())
     bad = CliRunner().invoke(app, ["inspect-masks", str(mapnet_run), "--text", text, "--min-count", "0"])
     assert isinstance(bad.exception, MapnetError) and "--min-count" in str(bad.exception)
+
+
+def test_words_of_groups_wordpiece_pieces_and_keeps_specials_apart():
+    # WordPiece: "##" continues a word; every other piece starts one; a special token is its own word
+    tokens = ["[CLS]", "comp", "##uter", "##s", "are", "fast", "[SEP]", "##x"]
+    assert words_of(tokens, "##") == [0, 1, 1, 1, 2, 3, 4, 5]
+    # read as BPE the same pieces would be one word after [CLS]: the prefix matters
+    assert words_of(tokens) != words_of(tokens, "##")
+
+
+def test_continuation_prefix_reads_the_tokenizer_model():
+    from tokenizers import Tokenizer, models
+
+    from mapnet_cli.inspect_masks import continuation_prefix
+
+    wp = Tokenizer(models.WordPiece({"[UNK]": 0, "a": 1, "##b": 2}, unk_token="[UNK]"))
+    bpe = Tokenizer(models.BPE({"[UNK]": 0, "a": 1}, [], unk_token="[UNK]"))
+    assert continuation_prefix(wp) == "##"
+    assert continuation_prefix(bpe) is None
