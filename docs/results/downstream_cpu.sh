@@ -4,10 +4,10 @@
 # setup of section 2, 2,000 steps (1.5 epochs of its training text), then `finetune-glue --protocol
 # small --init both`: the same fine-tuning of the pretrained weights and of random weights of the
 # same architecture and tokenizer (the control), paired by fine-tuning seed. Then the cheap probe at
-# every kept checkpoint (its rank correlation with fine-tuning needs fine-tuning at every checkpoint:
-# `finetune-glue --checkpoints RUN`, then `probe --against`; not run, see RESULTS).
+# every kept checkpoint, and a cheap one-seed SST-2 fine-tuning at every checkpoint for the probe's
+# rank correlation (`probe --against` prints it).
 #
-#   bash docs/results/downstream_cpu.sh [OUT] [pretrain|finetune|probe|all]   # default OUT: runs/real-text
+#   bash docs/results/downstream_cpu.sh [OUT] [pretrain|finetune|probe|rank|all]   # default OUT: runs/real-text
 #
 # Needs the shards of docs/results/real_text_cpu.sh (built here when missing). Measured on 2 cores:
 # pretraining ~1 h (one thread, shared), fine-tuning ~1.5 h (two one-thread processes, shared), the
@@ -43,4 +43,11 @@ if [[ $WHICH == probe || $WHICH == all ]]; then
     for task in sst2 cola; do
         "${mapnet[@]}" probe "$RUN" --data "$GLUE" --task "$task" --out "$OUT/probe-mini-2000-$task.json"
     done
+fi
+if [[ $WHICH == rank || $WHICH == all ]]; then
+    "${mapnet[@]}" finetune-glue --checkpoints "$RUN" --init both --task SST-2 --data "$GLUE" --batch-sizes 32 \
+        --lrs 3e-4 --seeds 1 --epochs 3 --max-train 5000 --set finetune.max_seq_len=128 \
+        --out "$OUT/glue-sst2-5k-every-checkpoint"
+    "${mapnet[@]}" probe "$RUN" --data "$GLUE" --task sst2 --out "$OUT/probe-mini-2000-sst2.json" \
+        --against "$OUT/glue-sst2-5k-every-checkpoint/results.json"
 fi
