@@ -17,11 +17,7 @@ OUT=$(realpath -m "${1:-runs/real-text}")
 WHICH=${2:-all}
 GLUE=$(realpath -m ../shared/data/glue)
 mapnet=(uv run mapnet)
-if [[ ! -f "$OUT/shards/manifest.json" || ! -f "$OUT/heldout-books/manifest.json" || ! -f "$OUT/heldout-wiki/manifest.json" ]]; then
-    head -n "$(grep -n '^HELD=' docs/results/real_text_cpu.sh | cut -d: -f1)" docs/results/real_text_cpu.sh \
-        | grep -v '^HELD=' > "$OUT.prep.sh"
-    bash "$OUT.prep.sh" "$OUT"
-fi
+bash docs/results/real_text_shards.sh "$OUT"
 RUN=$OUT/mini-uniform-2000
 if [[ $WHICH == pretrain || $WHICH == all ]]; then
     # A checkpoint every 250 steps, all kept: the probe's rank correlation needs them.

@@ -11,11 +11,7 @@ set -euo pipefail
 OUT=$(realpath -m "${1:-runs/real-text}")
 WHICH=${2:-all}
 mapnet=(uv run mapnet)
-if [[ ! -f "$OUT/shards/manifest.json" || ! -f "$OUT/heldout-books/manifest.json" || ! -f "$OUT/heldout-wiki/manifest.json" ]]; then
-    head -n "$(grep -n '^HELD=' docs/results/real_text_cpu.sh | cut -d: -f1)" docs/results/real_text_cpu.sh \
-        | grep -v '^HELD=' > "$OUT.prep.sh"
-    bash "$OUT.prep.sh" "$OUT"
-fi
+bash docs/results/real_text_shards.sh "$OUT"
 HELD=(--set "train.extra_eval=[\"books=$OUT/heldout-books\", \"wiki=$OUT/heldout-wiki\"]")
 CFG=(--config docs/results/real-text-cpu.toml)
 # The paper's arm (unchanged), the same with an uncompressed exploration schedule (10x the run), the

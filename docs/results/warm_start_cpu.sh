@@ -23,11 +23,7 @@ mkdir -p "$OUT"
 
 if [[ $DATA == real ]]; then
     SHARDS=$OUT/shards
-    if [[ ! -f "$SHARDS/manifest.json" || ! -f "$OUT/heldout-books/manifest.json" || ! -f "$OUT/heldout-wiki/manifest.json" ]]; then
-        head -n "$(grep -n '^HELD=' docs/results/real_text_cpu.sh | cut -d: -f1)" docs/results/real_text_cpu.sh \
-            | grep -v '^HELD=' > "$OUT.prep.sh"
-        bash "$OUT.prep.sh" "$OUT"
-    fi
+    bash docs/results/real_text_shards.sh "$OUT"
     CFG=(--config docs/results/real-text-cpu.toml
          --set "train.extra_eval=[\"books=$OUT/heldout-books\", \"wiki=$OUT/heldout-wiki\"]")
     ARMS=uniform,mapnet,mapnet-uncompressed,mapnet-ht,mapnet-ht-loss,mapnet-ht-learnability,stratified,frequency-ht,uniform@0.3

@@ -43,11 +43,7 @@ if [[ $WHICH == smoke ]]; then
     exit 0
 fi
 
-if [[ ! -f "$OUT/shards/manifest.json" || ! -f "$OUT/heldout-books/manifest.json" || ! -f "$OUT/heldout-wiki/manifest.json" ]]; then
-    head -n "$(grep -n '^HELD=' docs/results/real_text_cpu.sh | cut -d: -f1)" docs/results/real_text_cpu.sh \
-        | grep -v '^HELD=' > "$OUT.prep.sh"
-    bash "$OUT.prep.sh" "$OUT"
-fi
+bash docs/results/real_text_shards.sh "$OUT"
 HELD=(--set "train.extra_eval=[\"books=$OUT/heldout-books\", \"wiki=$OUT/heldout-wiki\"]")
 CFG=(--config docs/results/real-text-cpu.toml)
 
