@@ -259,9 +259,10 @@ class MetricsLog:
             # A full disk may leave a torn last line: _line_step drops it on resume.
             with atomic.full_disk_is_an_error(self.path), open(self.path, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(record) + "\n")
-            values = list(tracking.scalars(record))
-            for sink in self.sinks:
-                sink.write(int(record["step"]), values)
+            if self.sinks:  # flattening the record is only for TensorBoard / W&B
+                values = list(tracking.scalars(record))
+                for sink in self.sinks:
+                    sink.write(int(record["step"]), values)
 
     def close(self, failed: bool = False) -> None:
         """Close every sink. After a failed run a sink's own close error (a full disk, a dead W&B service) is
