@@ -10,7 +10,9 @@ becomes a scalar under the same name (`loss`, `lr`, `grad_norm`,
 `mapnet/entropy`, `mapnet/mass/determined`, ...) at the record's step; a
 nested number (the `variance` records) is named by its path joined with "/".
 Strings, booleans and nulls (`eval_sha256`, a `mapnet/log_ratio` with nothing
-to average) are skipped. Only the main process opens sinks.
+to average) are skipped. Only the main process opens sinks. MAP-Net runs also
+log histograms (`mapnet/histogram/entropy`, `.../log10_relative_p`,
+`.../token_weight`: see `mapnet/stats.py`), which metrics.jsonl does not hold.
 
 Resuming. TensorBoard: the writer starts with `purge_step = checkpoint step + 1`,
 so what the interrupted run logged past its checkpoint is hidden and the
@@ -30,6 +32,8 @@ import math
 import secrets
 from pathlib import Path
 from typing import Any, Iterator
+
+import numpy as np
 
 from . import atomic
 from .errors import MapnetError
@@ -71,9 +75,11 @@ class TensorBoardSink:
         # None would keep what an earlier, never-checkpointed run left there; 0 hides it, N+1 keeps steps <= N.
         self.writer = SummaryWriter(str(out / TB_DIR), purge_step=0 if resume_step is None else resume_step + 1)
 
-    def write(self, step: int, values: list[tuple[str, float]]) -> None:
+    def write(self, step: int, values: list[tuple[str, float]], histograms: dict[str, np.ndarray]) -> None:
         for name, value in values:
             self.writer.add_scalar(name, value, global_step=step)
+        for name, samples in histograms.items():
+            self.writer.add_histogram(name, samples, global_step=step)
 
     def close(self, failed: bool) -> None:
         self.writer.close()
@@ -106,8 +112,11 @@ class WandbSink:
             settings=wandb.Settings(console="off", x_disable_stats=True, silent=True))
         atomic.write_json(id_file, {"id": run_id, "project": lg.wandb_project})
 
-    def write(self, step: int, values: list[tuple[str, float]]) -> None:
-        self.run.log(dict(values), step=step)
+    def write(self, step: int, values: list[tuple[str, float]], histograms: dict[str, np.ndarray]) -> None:
+        import wandb
+
+        self.run.log({**dict(values), **{name: wandb.Histogram(samples) for name, samples in histograms.items()}},
+                     step=step)
 
     def close(self, failed: bool) -> None:
         self.run.finish(exit_code=1 if failed else 0)

@@ -255,14 +255,18 @@ class MetricsLog:
             atomic.write_text(path, "".join(ln + "\n" for ln in keep))
 
     def write(self, record: dict) -> None:
+        """An array value (a strategy's histogram samples) goes to the sinks only: in the JSON line it
+        would be thousands of numbers per log step."""
         if self.enabled:
+            histograms = {k: v for k, v in record.items() if isinstance(v, np.ndarray)}
+            record = {k: v for k, v in record.items() if k not in histograms}
             # A full disk may leave a torn last line: _line_step drops it on resume.
             with atomic.full_disk_is_an_error(self.path), open(self.path, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(record) + "\n")
             if self.sinks:  # flattening the record is only for TensorBoard / W&B
                 values = list(tracking.scalars(record))
                 for sink in self.sinks:
-                    sink.write(int(record["step"]), values)
+                    sink.write(int(record["step"]), values, histograms)
 
     def close(self, failed: bool = False) -> None:
         """Close every sink. After a failed run a sink's own close error (a full disk, a dead W&B service) is

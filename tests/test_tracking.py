@@ -105,6 +105,37 @@ def test_tensorboard_names_match_the_mapnet_metrics_and_eval_per_kind(synthetic_
     assert_same(tensorboard_scalars(run / tracking.TB_DIR), want)
 
 
+def test_mapnet_histograms_reach_tensorboard_and_stay_out_of_metrics_jsonl(synthetic_shards, tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    run = tmp_path / "run"
+    s = resolve(None, {"model": {"preset": "tiny"}},
+                ["train.batch_size=8", "train.steps=4", "train.eval_every=4", "train.eval_sequences=8",
+                 "train.checkpoint_every=4", "optim.warmup_steps=1", "logging.log_every=2", "logging.progress=false",
+                 "masking.strategy=mapnet", "masking.importance=ht", "masking.mix_uniform=0.25",
+                 "logging.tensorboard=true"])
+    pretrain(s, synthetic_shards, run)
+    assert not any("histogram" in key for record in jsonl(run) for key in record)
+    acc = EventAccumulator(str(run / tracking.TB_DIR), size_guidance={"histograms": 0})
+    acc.Reload()
+    names = ["mapnet/histogram/entropy", "mapnet/histogram/log10_relative_p", "mapnet/histogram/token_weight"]
+    assert set(names) <= set(acc.Tags()["histograms"])
+    trains = {r["step"]: r for r in jsonl(run) if r["kind"] == "train"}
+    for event in acc.Histograms("mapnet/histogram/entropy"):
+        h = event.histogram_value
+        # One value per sequence of the log step (batch 8, one process), mean = the logged scalar.
+        assert h.num == 8 and h.sum / h.num == pytest.approx(trains[event.step]["mapnet/entropy"], rel=1e-5)
+        assert 0 < h.min <= h.max <= 1 + 1e-6  # float32 proposal: entropy may round past 1
+    for event in acc.Histograms("mapnet/histogram/token_weight"):
+        h = event.histogram_value
+        # HT weights with a uniform share alpha = 0.25 are bounded by 1/alpha; their mean is the logged scalar.
+        assert h.max <= 4 + 1e-6
+        assert h.sum / h.num == pytest.approx(trains[event.step]["mapnet/token_weight"], rel=1e-5)
+    p = acc.Histograms("mapnet/histogram/log10_relative_p")[-1].histogram_value
+    assert p.min < 0 < p.max  # a learned proposal: some positions below uniform's probability, some above
+
+
 def wandb_records(path: Path):
     """The protobuf records of an offline run's .wandb file (a LevelDB-style log after a 7-byte W&B header)."""
     from wandb.proto import wandb_internal_pb2 as pb

@@ -23,6 +23,14 @@ whatever the micro-batch split. Summary keys (all under `mapnet/`):
   tokens, their effective sample size / count (1 = all equal), mean over sequences of the largest weight
 - `mass/<kind>` and `share/<kind>`: with token kinds (synthetic corpus), the proposal's probability mass
   on tokens of each kind, and the uniform proposal's (the kind's share of eligible tokens), means over sequences
+
+Histograms (`histograms()`, for TensorBoard / W&B only: a mean hides whether a few sequences or
+positions carry the skew). Samples, not sums, so they are this process's micro-batches only:
+
+- `histogram/entropy`: each sequence's proposal entropy / log n
+- `histogram/log10_relative_p`: log10(n p_i) at every eligible position (0 = the uniform proposal's
+  probability; +1 = ten times it), so mass piling onto few positions shows as a long right tail
+- `histogram/token_weight` (importance "ht"): the HT weight of every masked position (bounded by 1/alpha)
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
+import numpy as np
 import torch
 
 _P = "mapnet/"
@@ -40,6 +49,10 @@ class MapnetStats:
 
     def __init__(self, totals: Mapping[str, tuple[torch.Tensor | float, torch.Tensor | float]] | None = None):
         self.totals: dict[str, list] = {k: [s, c] for k, (s, c) in (totals or {}).items()}
+        self.samples: dict[str, list[torch.Tensor]] = {}  # histogram name -> 1-d tensors, one per micro-batch
+
+    def sample(self, name: str, values: torch.Tensor) -> None:
+        self.samples.setdefault(name, []).append(values.detach().reshape(-1))
 
     def put(self, name: str, total, count) -> None:
         if name in self.totals:
@@ -51,7 +64,14 @@ class MapnetStats:
     def add(self, other: "MapnetStats") -> "MapnetStats":
         for name, (s, c) in other.totals.items():
             self.put(name, s, c)
+        for name, parts in other.samples.items():
+            self.samples.setdefault(name, []).extend(parts)
         return self
+
+    def histograms(self) -> dict[str, np.ndarray]:
+        """{"mapnet/histogram/<name>": float64 values} of the samples taken (this process only)."""
+        return {f"{_P}histogram/{name}": torch.cat(parts).to("cpu", torch.float64).numpy()
+                for name, parts in sorted(self.samples.items()) if sum(p.numel() for p in parts)}
 
     def names(self) -> list[str]:
         return sorted(self.totals)
@@ -122,7 +142,10 @@ def collect(*, log_probs: torch.Tensor, eligible: torch.Tensor, input_ids: torch
     plogp = torch.where(eligible, p * log_p, torch.zeros_like(p))
     entropy = -plogp.sum(1)
     multi = n >= 2  # entropy / log n is undefined for n < 2
-    st.put("entropy", (entropy / torch.log(n.clamp(min=2).to(f)))[multi].sum(), multi.sum())
+    normalised = (entropy / torch.log(n.clamp(min=2).to(f)))[multi]
+    st.put("entropy", normalised.sum(), multi.sum())
+    st.sample("entropy", normalised)
+    st.sample("log10_relative_p", torch.log10(p * n[:, None].to(f))[eligible & (p > 0)])
 
     map_rows = ~uniform_rows & (chosen.sum(1) > 0)
     w = weights.to(f)
@@ -147,6 +170,7 @@ def collect(*, log_probs: torch.Tensor, eligible: torch.Tensor, input_ids: torch
         st.put("_tw2", (tw * tw).sum(), chosen.sum())
         row_max = tw.max(1).values
         st.put("max_token_weight", row_max[n > 0].sum(), (n > 0).sum())
+        st.sample("token_weight", token_weights.to(f)[chosen])
 
     if token_kinds:
         has = n > 0
