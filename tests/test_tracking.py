@@ -189,6 +189,31 @@ def test_wandb_offline_logs_every_metric_with_the_project_and_name_asked(shards,
     assert_same(history, expected(run))
 
 
+def test_wandb_gets_the_mapnet_histograms(synthetic_shards, tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run = tmp_path / "run"
+    s = resolve(None, {"model": {"preset": "tiny"}},
+                ["train.batch_size=8", "train.steps=2", "train.eval_every=2", "train.eval_sequences=8",
+                 "train.checkpoint_every=2", "optim.warmup_steps=1", "logging.log_every=2", "logging.progress=false",
+                 "masking.strategy=mapnet", "logging.wandb=true"])
+    pretrain(s, synthetic_shards, run)
+    import wandb
+
+    wandb.teardown()
+    [file] = run.glob("wandb/offline-run-*/run-*.wandb")
+    logged = {}
+    for record in wandb_records(file):
+        if record.WhichOneof("record_type") == "history":
+            for item in record.history.item:
+                logged[item.key or "/".join(item.nested_key)] = json.loads(item.value_json)
+    # The history record flattens a histogram into its fields (nested keys).
+    assert logged["mapnet/histogram/entropy/_type"] == "histogram"
+    assert sum(logged["mapnet/histogram/entropy/values"]) == 8  # one count per sequence of the log step
+    assert logged["mapnet/histogram/log10_relative_p/_type"] == "histogram"
+
+
 def test_a_sink_without_its_package_is_one_line_naming_the_extra(shards, tmp_path, monkeypatch):
     import importlib.util
 
