@@ -55,16 +55,16 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from . import __version__ as mapnet_version
-from . import atomic, checkpoint, distributed, init_from, tracking
-from .errors import MapnetError
-from .masking import (DROPOUT, EVAL_MASKS, TRAIN_MASKS, SequenceRNG, apply_replacement, eligible_positions, mix_seed,
+from .. import __version__ as mapnet_version
+from .. import atomic, checkpoint, distributed, init_from, tracking
+from ..errors import MapnetError
+from ..masking import (DROPOUT, EVAL_MASKS, TRAIN_MASKS, SequenceRNG, apply_replacement, eligible_positions, mix_seed,
                       sequence_keys, uniform_mask)
-from .model import BertConfig, BertForMLM
-from .optim import build_optimizer, build_scheduler
-from .mapnet.training import MapnetTraining
-from .strategy import FrequencyTraining, MicroBatch, StratifiedTraining, Strategy, UniformTraining, mlm_loss
-from .word_masking import UNIT_STRATEGIES
+from ..model import BertConfig, BertForMLM
+from ..optim import build_optimizer, build_scheduler
+from ..mapnet.training import MapnetTraining
+from ..strategy import FrequencyTraining, MicroBatch, StratifiedTraining, Strategy, UniformTraining, mlm_loss
+from ..word_masking import UNIT_STRATEGIES
 Report = Callable[[str, dict], None]
 
 
@@ -315,7 +315,7 @@ class Run:
     """Everything a training run holds: data, model, optimizer, position, output folder."""
 
     def __init__(self, settings, shards: Path, out: Path, info: distributed.DistInfo, resume: bool, argv: list[str]):
-        from .data.shards import ShardReader
+        from ..data.shards import ShardReader
 
         s, t = settings, settings.train
         self.settings, self.out, self.info = settings, out, info
@@ -445,7 +445,7 @@ class Run:
         Wikipedia can be reported separately while training on both. The folder must use the
         training shards' tokenizer, or its token ids would mean other words.
         """
-        from .data.shards import ShardReader
+        from ..data.shards import ShardReader
 
         s, t = self.settings, self.settings.train
         if t.extra_eval and self.eval_set is None:
@@ -492,7 +492,7 @@ class Run:
         """
         if not self.info.is_main:
             return
-        from .variance.measure import variance_snapshot  # lazily: only runs that ask for it pay the import
+        from ..variance.measure import variance_snapshot  # lazily: only runs that ask for it pay the import
 
         snap = variance_snapshot(self.model, getattr(self.strategy, "proposal", None), self.valid, self.settings, self.step)
         self.metrics.write({"kind": "variance", **snap})
