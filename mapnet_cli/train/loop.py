@@ -30,6 +30,7 @@ from ..errors import MapnetError
 from ..masking import DROPOUT, TRAIN_MASKS, mix_seed, sequence_keys
 from ..model import BertConfig
 from ..optim import build_optimizer, build_scheduler
+from ..run_loader import load_run
 from ..strategy import MicroBatch
 from .batches import DataOrder, rank_micro_slots
 from .evaluation import build_eval_set, evaluate, extra_eval_sets
@@ -112,8 +113,9 @@ class Run:
         ckpt = checkpoint.latest_checkpoint(self.out)
         if ckpt is None:
             raise MapnetError(f"--resume: {self.out} has no complete checkpoint to continue from")
-        checkpoint.verify(ckpt, self.settings.shard.verify)  # a flipped byte is refused by name, as in the shards
-        meta = checkpoint.read_config(ckpt)
+        # Verified as every reader verifies: a flipped byte is refused by name, as in the shards.
+        saved = load_run(ckpt, weights=False, verify=self.settings.shard.verify)
+        meta = saved.meta
         if meta["model"] != self.cfg.to_dict():
             raise MapnetError(f"--resume: {ckpt} was trained with a different model ({meta['model']}); model settings cannot change")
         if meta["tokenizer_sha256"] != self.tokenizer_sha:
@@ -123,8 +125,8 @@ class Run:
             raise MapnetError(f"--resume: {ckpt} was trained with {meta.get('masking')} masking, not {wanted}; "
                               "masking.strategy cannot change")
         self.strategy.check_resume(meta, ckpt)
-        checkpoint.load_weights(ckpt / checkpoint.WEIGHTS, self.strategy.modules)
-        state = checkpoint.load_state(ckpt, self.info.device)
+        saved.load_into(self.strategy.modules)  # into the strategy's own networks: DDP and the optimizer hold them
+        state = saved.state(self.info.device)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         checkpoint.set_rng_state(state["rng"])
