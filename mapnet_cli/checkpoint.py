@@ -333,9 +333,10 @@ def load_settings(ckpt: Path):
     return settings_mod.from_dict(values, str(path))
 
 
-def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> tuple[BertForMLM, dict]:
-    """The encoder + MLM head of a checkpoint (or a run's newest), with its config.json."""
-    ckpt = resolve_checkpoint(path)
+def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", mode: str = "full") -> tuple[BertForMLM, dict]:
+    """The encoder + MLM head of a checkpoint (or a run's newest), with its config.json (`mode` as `verify`).
+    Commands open checkpoints through `run_loader.load_run`, which builds MAP-Net and finds the shards too."""
+    ckpt = resolve_checkpoint(path, mode)
     meta = read_config(ckpt)
     model = BertForMLM(BertConfig.from_dict(meta["model"]))
     load_weights(ckpt / WEIGHTS, {"": model})

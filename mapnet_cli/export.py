@@ -33,9 +33,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from . import __version__, atomic, checkpoint
+from . import __version__, atomic
 from .errors import MapnetError
 from .model import BertForMLM
+from .run_loader import load_run
 
 SPECIAL_TOKENS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
                   "mask_token": "[MASK]"}
@@ -131,16 +132,16 @@ def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = 
     out = Path(out)
     if out.exists() and not overwrite:
         raise MapnetError(f"{out} already exists (pass --overwrite to replace it)")
-    model, meta = checkpoint.load_model(source)
-    ckpt = Path(meta["path"])
+    run = load_run(source, with_proposal=False)  # only the encoder and MLM head are exported
+    model, meta, ckpt = run.model, run.meta, run.checkpoint
     staging = atomic.staging_dir(out)
     try:
         with atomic.full_disk_is_an_error(out, staging):
             save_file(hf_state_dict(model), str(staging / "model.safetensors"), metadata={"format": "pt"})
             (staging / "model.safetensors").chmod(atomic.FILE_MODE)  # as every other published file, not 0600
             atomic.write_json(staging / "config.json", hf_config(model))
-            write_tokenizer(ckpt / checkpoint.TOKENIZER, staging / "tokenizer.json", lowercase=None)
-            for name, content in tokenizer_files(ckpt / checkpoint.TOKENIZER, model.cfg.max_position).items():
+            write_tokenizer(run.tokenizer, staging / "tokenizer.json", lowercase=None)
+            for name, content in tokenizer_files(run.tokenizer, model.cfg.max_position).items():
                 atomic.write_json(staging / name, content)
             atomic.write_json(staging / "mapnet_export.json", {
                 "source": str(ckpt.resolve()), "step": meta["step"], "tokenizer_sha256": meta["tokenizer_sha256"],

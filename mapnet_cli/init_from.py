@@ -82,10 +82,10 @@ def _read_json(path: Path) -> dict:
 
 def _mapnet_source(path: Path) -> Source:
     from . import checkpoint
+    from .run_loader import load_run
 
-    ckpt = checkpoint.resolve_checkpoint(path)  # verified against its manifest
-    meta = checkpoint.read_config(ckpt)
-    m = meta["model"]
+    run = load_run(path, weights=False)  # found and verified against its manifest; weights come later (load_into)
+    ckpt, m = run.checkpoint, run.meta["model"]
     arch = {k: m[k] for k in ARCH} | {"vocab_size": m["vocab_size"]}
     return Source(ckpt, "mapnet", arch, ckpt / checkpoint.WEIGHTS, ckpt / checkpoint.TOKENIZER,
                   sha256_file(ckpt / checkpoint.CONFIG))

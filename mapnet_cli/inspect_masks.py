@@ -37,9 +37,9 @@ import torch
 
 from . import checkpoint
 from .errors import MapnetError
-from .mapnet.proposal import ProposalConfig, ProposalNetwork
 from .mapnet.sampling import gumbel_top_k
 from .masking import SPECIAL_NAMES, eligible_positions, mask_counts
+from .run_loader import load_run, recorded_shards
 
 SCHEMA = "mapnet.inspect-masks/1"
 METASPACE = "\u2581"  # the BPE word-start marker (data/bpe.py)
@@ -84,29 +84,14 @@ class Inspection:
 
 # ---------------------------------------------------------------- loading
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu"):
-    """(model, proposal, config.json, checkpoint path); a uniform checkpoint is a MapnetError."""
-    from safetensors import safe_open
-
-    ckpt = checkpoint.resolve_checkpoint(path)
-    weights = ckpt / checkpoint.WEIGHTS
-    try:
-        with safe_open(str(weights), framework="pt") as fh:
-            keys = list(fh.keys())
-    except (OSError, Exception) as exc:  # safetensors raises its own error types for corrupt files
-        raise MapnetError(f"{weights} is unreadable: {exc}") from None
-    if not any(k.startswith("mapnet.") for k in keys):
-        raise MapnetError(f"{ckpt} has no proposal network (no mapnet.* weights): it was trained with uniform "
+    """(model, proposal, config.json, checkpoint path), both networks in eval mode; a checkpoint without
+    MAP-Net is a MapnetError."""
+    run = load_run(path, device=device)
+    if run.proposal is None:
+        raise MapnetError(f"{run.checkpoint} has no proposal network (no mapnet.* weights): it was trained with uniform "
                           "masking; inspect-masks needs a run trained with --masking mapnet")
-    model, meta = checkpoint.load_model(ckpt, "cpu")
-    if isinstance(meta.get("mapnet"), dict):
-        cfg = ProposalConfig(**meta["mapnet"])
-    else:  # older checkpoints: rebuild the size from the run's settings
-        s = checkpoint.load_settings(ckpt)
-        cfg = ProposalConfig.from_settings(s.model, s.masking)
-    proposal = ProposalNetwork(cfg, model.encoder.tok_embeddings)
-    checkpoint.load_weights(weights, {"mapnet": proposal})
-    model.eval(), proposal.eval()
-    return model.to(device), proposal.to(device), meta, ckpt
+    run.model.eval(), run.proposal.eval()
+    return run.model, run.proposal, run.meta, run.checkpoint
 
 
 # ---------------------------------------------------------------- inputs
@@ -134,10 +119,9 @@ def validation_rows(ckpt: Path, limit: int, shards: str | Path | None = None) ->
 
     if shards is None:
         run_json = ckpt.parent.parent / "run.json"
-        try:
-            shards = json.loads(run_json.read_text(encoding="utf-8"))["shards"]["path"]
-        except (OSError, ValueError, KeyError, TypeError):
-            raise MapnetError(f"no input: give --text, --file or stdin, or --shards (no {run_json} names the run's shards)") from None
+        shards = recorded_shards(run_json)
+        if shards is None:
+            raise MapnetError(f"no input: give --text, --file or stdin, or --shards (no {run_json} names the run's shards)")
     valid = ShardReader(shards, "valid", verify="size")
     if len(valid) == 0:
         raise MapnetError(f"{shards} has no validation sequences; give --text, --file or stdin")

@@ -51,3 +51,12 @@ def synthetic_shards(tmp_path_factory) -> Path:
     run_shard(root / "prep", root / "shards", s)
     assert (root / "shards" / "token_kinds.json").is_file()
     return root / "shards"
+
+
+@pytest.fixture(scope="session")
+def trained_runs(tmp_path_factory) -> dict[str, Path]:
+    """Real tiny runs ({"shards", "uniform", "mapnet"}, see trained_runs.py): for tests that read a checkpoint.
+    Read-only: a test that damages or extends one works on a copy."""
+    from trained_runs import trained_runs as build
+
+    return build(tmp_path_factory.mktemp("trained"))

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
+from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from mapnet_cli import checkpoint
@@ -15,26 +16,20 @@ from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.export import export
 from mapnet_cli.model import BertConfig, BertForMLM
-from mapnet_cli.settings import Settings
-from tiny_shards import SPECIAL_IDS, write_tokenizer
+from tiny_shards import SPECIAL_IDS
 
 transformers = pytest.importorskip("transformers")
 
-CFG = BertConfig(vocab_size=60, layers=2, hidden=32, heads=4, intermediate=64, max_position=24, layer_norm_eps=1e-12)
-
 
 @pytest.fixture
-def ckpt(tmp_path) -> tuple[Path, BertForMLM]:
-    torch.manual_seed(0)
-    model = BertForMLM(CFG)
-    with torch.no_grad():  # trained-looking weights: LayerNorms and biases away from their init
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.1)
-    mapnet = nn.Module()
-    mapnet.scorer = nn.Linear(32, 1)
-    write_tokenizer(tmp_path / "tok.json", CFG.vocab_size)
-    path = checkpoint.save_checkpoint(tmp_path / "run", 7, {"": model, "mapnet": mapnet}, {}, CFG,
-                                      Settings().to_toml(), tmp_path / "tok.json", "abc")
+def ckpt(trained_runs, tmp_path) -> tuple[Path, BertForMLM]:
+    """A copy of the real tiny MAP-Net run (the tests damage it) and its model, read straight from the file."""
+    run = shutil.copytree(trained_runs["mapnet"], tmp_path / "run")
+    path = checkpoint.latest_checkpoint(run)
+    meta = checkpoint.read_config(path)
+    model = BertForMLM(BertConfig.from_dict(meta["model"]))
+    checkpoint.load_weights(path / checkpoint.WEIGHTS, {"": model})
+    assert any(k.startswith("mapnet.") for k in load_file(str(path / checkpoint.WEIGHTS)))  # for export to leave behind
     return path, model.eval()
 
 
@@ -80,7 +75,7 @@ def test_export_files_tokenizer_and_no_mapnet_weights(ckpt, tmp_path):
     modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "hf").iterdir()}
     assert modes["model.safetensors"] == modes["config.json"] == modes["tokenizer.json"], modes
     meta = json.loads((tmp_path / "hf" / "mapnet_export.json").read_text())
-    assert meta["step"] == 7 and meta["source"] == str(ckpt[0].resolve())
+    assert meta["step"] == 3 and meta["source"] == str(ckpt[0].resolve())
 
 
 def test_cli_export_and_refusals(ckpt, tmp_path):

@@ -167,13 +167,12 @@ def load_architecture(ref: CheckpointRef):
 
 
 def load_encoder_state(ref: CheckpointRef):
-    """(encoder state dict on CPU, BertConfig, the checkpoint's Settings)."""
-    from ..checkpoint import TOKENIZER, WEIGHTS, load_settings, load_weights, read_config
-    from ..model import BertConfig, Encoder
+    """(encoder state dict on CPU, BertConfig, the checkpoint's Settings). The MLM head is read and
+    dropped with the rest: fine-tuning starts from the encoder alone, as in the paper."""
+    from ..checkpoint import TOKENIZER
+    from ..run_loader import load_run
 
     if not (ref.path / TOKENIZER).is_file():
         raise MapnetError(f"checkpoint {ref.path} lacks {TOKENIZER}")
-    cfg = BertConfig.from_dict(read_config(ref.path)["model"])
-    encoder = Encoder(cfg)
-    load_weights(ref.path / WEIGHTS, {"encoder": encoder})
-    return encoder.state_dict(), cfg, load_settings(ref.path)
+    run = load_run(ref.path, with_proposal=False)  # verified on read, as everywhere (hashed once per process while unchanged)
+    return run.model.encoder.state_dict(), run.model.cfg, run.settings

@@ -379,35 +379,22 @@ def load_target(path, data=None) -> Target:
     The shards are `data`, else the folder recorded in the run's run.json.
     Refuses shards encoded with another tokenizer than the checkpoint's.
     """
-    from safetensors import safe_open
-
-    from .. import checkpoint
     from ..data.shards import ShardReader
-    from ..mapnet.proposal import ProposalConfig, ProposalNetwork, has_proposal_weights, load_proposal_state_dict
+    from ..run_loader import load_run
 
-    ckpt = checkpoint.resolve_checkpoint(path)
-    model, meta = checkpoint.load_model(ckpt)
-    settings = checkpoint.load_settings(ckpt)
-    with safe_open(str(ckpt / checkpoint.WEIGHTS), framework="pt") as fh:
-        keys = list(fh.keys())
-        tensors = {k: fh.get_tensor(k) for k in keys if k.startswith("mapnet.")} if has_proposal_weights(keys) else None
-    proposal = None
-    if tensors is not None:
-        proposal = ProposalNetwork(ProposalConfig.from_settings(settings.model, settings.masking), model.encoder.tok_embeddings)
-        load_proposal_state_dict(proposal, tensors)
+    run = load_run(path)
+    ckpt, settings, meta = run.checkpoint, run.settings, run.meta
     if data is None:
-        run_json = ckpt.parent.parent / "run.json"
-        try:
-            data = json.loads(run_json.read_text(encoding="utf-8"))["shards"]["path"]
-        except (OSError, ValueError, KeyError, TypeError):
-            raise MapnetError(f"cannot tell which shards {ckpt} was trained on ({run_json} is missing or has no "
-                              "shards.path); pass --data SHARDS") from None
+        data = run.shards
+        if data is None:
+            raise MapnetError(f"cannot tell which shards {ckpt} was trained on ({run.run_json} is missing or has no "
+                              "shards.path); pass --data SHARDS")
     reader = ShardReader(Path(data), "valid", verify=settings.shard.verify)
     if len(reader) == 0:
         raise MapnetError(f"{reader.dir} has no validation sequences (shard.valid_fraction was 0); the variance is measured on held-out data")
     if reader.manifest.get("tokenizer_sha256") != meta.get("tokenizer_sha256"):
         raise MapnetError(f"{reader.dir} was encoded with another tokenizer than {ckpt}")
-    return Target(model, proposal, reader, settings, meta)
+    return Target(run.model, run.proposal, reader, settings, meta)
 
 
 __all__ = ["Measurement", "pick_sentences", "split_available", "measure", "analyse", "variance_snapshot", "NO_PROPOSAL",

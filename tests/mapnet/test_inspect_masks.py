@@ -96,8 +96,8 @@ def test_stdin_and_file(mapnet_run, tmp_path):
     assert from_file.exit_code == 0 and len(json.loads(from_file.stdout)["sequences"]) == 1
 
 
-def test_uniform_checkpoint_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
-    run = make_run(tmp_path, with_mapnet=False)
+def test_uniform_checkpoint_is_refused_in_one_line(trained_runs, monkeypatch, capsys):
+    run = trained_runs["uniform"]  # a real run trained with uniform masking: no MAP-Net to inspect
     # Through the console-script entry point: it is main() that formats errors as one line.
     monkeypatch.setattr(sys, "argv", ["mapnet", "inspect-masks", str(run), "--text", TEXT])
     with pytest.raises(SystemExit) as exit_info:

@@ -1,0 +1,243 @@
+"""MLM pretraining: the run loop (`Run`) over the pieces beside it in this package.
+
+    mapnet pretrain shards/ --out runs/tiny --preset tiny --set train.steps=2000
+    mapnet pretrain shards/ --out runs/base --gpus 8
+    mapnet pretrain shards/ --out runs/mapnet --preset base --masking mapnet
+    torchrun --nproc-per-node 8 -m mapnet_cli.cli pretrain shards/ --out runs/base
+
+Library entry point: `pretrain(settings, shards, out, resume=..., on_report=...)`.
+
+The data order and micro-batch split are in `batches.py`, one optimizer step
+and the loss normalisation in `step.py`, the masking strategy in
+`strategies.py`, evaluation in `evaluation.py`, run.json and metrics.jsonl in
+`record.py`; what stays here is the order they happen in.
+
+Dropout. The RNG is reseeded at each step from (seed, step, rank), which makes
+a resumed run bit-identical to an uninterrupted one whatever the world size.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+
+from .. import checkpoint, distributed, init_from, tracking
+from ..errors import MapnetError
+from ..masking import DROPOUT, TRAIN_MASKS, mix_seed, sequence_keys
+from ..model import BertConfig
+from ..optim import build_optimizer, build_scheduler
+from ..run_loader import load_run
+from ..strategy import MicroBatch
+from .batches import DataOrder, rank_micro_slots
+from .evaluation import build_eval_set, evaluate, extra_eval_sets
+from .record import MetricsLog, memory_bytes, write_run_files
+from .step import NonFiniteLoss, precision_context, train_step
+from .strategies import training_strategy
+
+Report = Callable[[str, dict], None]
+
+
+# ---------------------------------------------------------------- the run
+def pretrain(settings, shards: str | os.PathLike, out: str | os.PathLike, *, resume: bool = False,
+             stop_at: int | None = None, command_line: Sequence[str] = (), on_report: Report | None = None) -> Path:
+    """Train (or continue) the run in `out` on `shards`; return the last checkpoint's path."""
+    with distributed.process_group(settings.train.device, settings.distributed.backend) as info:
+        run = Run(settings, Path(shards), Path(out), info, resume, list(command_line))
+        quiet = not info.is_main or on_report is None  # one progress display per job
+        failed = True
+        try:
+            last = run.train(stop_at, (lambda kind, data: None) if quiet else on_report)
+            failed = False
+            return last
+        finally:
+            run.metrics.close(failed)
+
+
+class Run:
+    """Everything a training run holds: data, model, optimizer, position, output folder."""
+
+    def __init__(self, settings, shards: Path, out: Path, info: distributed.DistInfo, resume: bool, argv: list[str]):
+        from ..data.shards import ShardReader
+
+        s, t = settings, settings.train
+        self.settings, self.out, self.info = settings, out, info
+        tracking.require(s.logging)  # every rank, before any work: a missing extra is one line, not a hang
+        if t.batch_size % info.world_size:
+            raise MapnetError(f"train.batch_size ({t.batch_size}) must be divisible by the world size ({info.world_size})")
+        self.micro = t.micro_batch_size or t.batch_size // info.world_size
+        self.data = ShardReader(shards, "train", verify=s.shard.verify)
+        if len(self.data) == 0:
+            raise MapnetError(f"{shards} has no training sequences")
+        self.valid = ShardReader(shards, "valid", verify=s.shard.verify)
+        self.eval_set = build_eval_set(self.valid, t.eval_sequences, t.eval_seed, s.masking, t.eval_pick, t.eval_mask_prob)
+        self.cfg = BertConfig.from_settings(s.model, self.data.vocab_size, self.data.special_ids["pad"])
+        if self.data.max_seq_len > self.cfg.max_position:
+            raise MapnetError(f"shards hold {self.data.max_seq_len}-token sequences but model.max_position is {self.cfg.max_position}")
+        self.tokenizer_sha = self.data.tokenizer_sha256
+        self.extra_eval = extra_eval_sets(s, self.tokenizer_sha, self.cfg.max_position, self.eval_set is not None)
+        self.order = DataOrder(len(self.data), t.seed)
+
+        # model.init_from: SOURCE's weights on a fresh start; --resume restores the run's own checkpoint instead.
+        self.source = init_from.open_source(s.model.init_from) if s.model.init_from and not resume else None
+        if self.source is not None:
+            init_from.check_tokenizer(self.source, self.data.tokenizer_path, f"the shards in {shards}")
+        model, notes = init_from.start_model(self.cfg, t.seed, self.source)  # the same weights on every rank
+        self.init_record = self.source.record(notes) if self.source is not None and info.is_main else None
+        self.model = model.to(info.device)
+        # After the encoder: a MAP-Net run starts from the same encoder weights as a uniform run with this seed.
+        self.strategy = training_strategy(s, self.model, self.data, info)
+        self.optimizer = build_optimizer(self.strategy.optim_modules, s.optim, lrs=self.strategy.optim_lrs(s.optim.lr))
+        self.scheduler = build_scheduler(self.optimizer, s.optim, t.steps)
+        self.step, self.position, self.elapsed = 0, 0, 0.0
+        self.resumed_from = self._restore() if resume else None
+        # Rank 0 decides and tells the others, so no rank is left waiting in a collective.
+        if not resume and distributed.broadcast_object(info.is_main and bool(checkpoint.list_checkpoints(out)), info):
+            raise MapnetError(f"{out} already holds checkpoints; pass --resume to continue it or choose another --out")
+        if t.compile:
+            for block in self.model.encoder.blocks:
+                block.compile()  # per block, in place: state_dict keys stay unchanged
+            self.strategy.compile()
+        self.ddp = distributed.wrap_model(self.strategy.net, info)
+        self.autocast = precision_context(t.precision, info.device)
+        resume_step = self.step if resume else None
+        self.metrics = MetricsLog(out / s.logging.metrics_file, info.is_main, resume_step)
+        if info.is_main:
+            write_run_files(self, shards, argv)
+            self.metrics.sinks = tracking.open_sinks(s, out, resume_step)  # after the folder exists
+
+    def _restore(self) -> Path:
+        ckpt = checkpoint.latest_checkpoint(self.out)
+        if ckpt is None:
+            raise MapnetError(f"--resume: {self.out} has no complete checkpoint to continue from")
+        # Verified as every reader verifies: a flipped byte is refused by name, as in the shards.
+        saved = load_run(ckpt, weights=False, verify=self.settings.shard.verify)
+        meta = saved.meta
+        if meta["model"] != self.cfg.to_dict():
+            raise MapnetError(f"--resume: {ckpt} was trained with a different model ({meta['model']}); model settings cannot change")
+        if meta["tokenizer_sha256"] != self.tokenizer_sha:
+            raise MapnetError(f"--resume: {ckpt} used another tokenizer than these shards")
+        wanted = self.settings.masking.strategy
+        if meta.get("masking", "uniform") != wanted:
+            raise MapnetError(f"--resume: {ckpt} was trained with {meta.get('masking')} masking, not {wanted}; "
+                              "masking.strategy cannot change")
+        self.strategy.check_resume(meta, ckpt)
+        saved.load_into(self.strategy.modules)  # into the strategy's own networks: DDP and the optimizer hold them
+        state = saved.state(self.info.device)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        checkpoint.set_rng_state(state["rng"])
+        self.step, self.position, self.elapsed = state["step"], state["data_position"], state["elapsed"]
+        return ckpt
+
+    @property
+    def sequences_per_step(self) -> int:
+        """Distinct sequences a step consumes: the batch, or fewer when a strategy repeats each one (stratified)."""
+        return self.settings.train.batch_size // self.strategy.copies
+
+    def batches(self, step: int) -> list[MicroBatch]:
+        t = self.settings.train
+        indices = self.order.take(self.position, self.sequences_per_step)
+        out = []
+        for slots in rank_micro_slots(t.batch_size, self.info.world_size, self.info.rank, self.micro):
+            keys = sequence_keys(t.seed, step, slots, TRAIN_MASKS)
+            ids = self.data.take(indices[[s // self.strategy.copies for s in slots]])
+            out.append(self.strategy.micro_batch(ids, step, slots, keys, self.info.device))
+        return out
+
+    def save(self) -> Path | None:
+        path = None
+        if self.info.is_main:
+            state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                     "rng": checkpoint.rng_state(), "data_position": self.position, "elapsed": self.elapsed,
+                     "world_size": self.info.world_size}
+            extra = {"data_position": self.position, "masking": self.settings.masking.strategy,
+                     **self.strategy.checkpoint_extra()}
+            path = checkpoint.save_checkpoint(self.out, self.step, self.strategy.modules, state, self.cfg,
+                                              self.settings.to_toml(), self.data.tokenizer_path, self.tokenizer_sha, extra)
+            t = self.settings.train
+            checkpoint.prune(self.out, t.keep_last, t.keep_steps)
+        distributed.barrier(self.info)
+        return path
+
+    def evaluate(self) -> dict | None:
+        if self.eval_set is None:
+            return None
+        result = evaluate(self.model, self.eval_set, self.micro, self.autocast, self.info, self.cfg.pad_id,
+                          self.data.token_kinds)
+        for name, data in self.extra_eval.items():
+            on_set = evaluate(self.model, data, self.micro, self.autocast, self.info, self.cfg.pad_id)
+            result.update({f"{key}@{name}": value for key, value in on_set.items()})
+        return result
+
+    def _log_eval(self, report: Report) -> None:
+        ev = self.evaluate()
+        if ev is not None:
+            self.metrics.write({"kind": "eval", "step": self.step, **ev})
+            report("eval", {"step": self.step, **ev})
+
+    def _log_variance(self) -> None:
+        """`variance.every`: the cheap gradient-variance decomposition on fixed validation sentences.
+
+        Rank 0 measures on the bare model (no DDP hooks); the others wait at the next collective.
+        """
+        if not self.info.is_main:
+            return
+        from ..variance.measure import variance_snapshot  # lazily: only runs that ask for it pay the import
+
+        snap = variance_snapshot(self.model, getattr(self.strategy, "proposal", None), self.valid, self.settings, self.step)
+        self.metrics.write({"kind": "variance", **snap})
+
+    def train(self, stop_at: int | None, report: Report) -> Path:
+        t, lg = self.settings.train, self.settings.logging
+        end = min(t.steps, stop_at or t.steps)
+        if self.resumed_from is not None:
+            report("resume", {"path": str(self.resumed_from), "step": self.step})
+        if self.init_record is not None:
+            report("init_from", self.init_record)
+        last = checkpoint.latest_checkpoint(self.out)
+        every_variance = self.settings.variance.every
+        if self.step == 0 and self.resumed_from is None:
+            self._log_eval(report)  # the starting point: steps-to-target and loss curves need step 0
+            if every_variance:
+                self._log_variance()
+        window_tokens, window_time = 0, 0.0
+        while self.step < end:
+            t0 = time.perf_counter()
+            torch.manual_seed(mix_seed(DROPOUT, t.seed, self.step, self.info.rank))
+            log_step = (self.step + 1) % lg.log_every == 0 or self.step + 1 == end
+            try:
+                st = train_step(self.ddp, self.optimizer, self.scheduler, self.batches(self.step),
+                                scale=self.info.world_size / t.batch_size, grad_clip=self.settings.optim.grad_clip,
+                                autocast=self.autocast, info=self.info, batch_size=t.batch_size,
+                                loss_fn=self.strategy.loss_fn(self.step, with_stats=log_step))
+            except NonFiniteLoss as exc:
+                keep = f"last good checkpoint: {last}" if last else "no checkpoint was written yet"
+                raise MapnetError(f"non-finite loss at step {self.step + 1} ({exc}); stopped, {keep}") from None
+            self.strategy.after_step()
+            dt = time.perf_counter() - t0
+            self.step, self.position, self.elapsed = self.step + 1, self.position + self.sequences_per_step, self.elapsed + dt
+            window_tokens, window_time = window_tokens + st.tokens, window_time + dt
+            record = {"step": self.step, "loss": st.loss, "lr": st.lr, "grad_norm": st.grad_norm,
+                      "tokens_per_s": window_tokens / window_time, "masked_tokens": st.masked, "tokens": st.tokens,
+                      "memory_bytes": memory_bytes(self.info.device), "elapsed": self.elapsed}
+            if log_step:
+                record.update(self.strategy.metrics())  # a collective: every rank calls it
+                self.metrics.write({"kind": "train", **record})
+                window_tokens, window_time = 0, 0.0
+            report("step", {**record, "total": t.steps})
+            if (t.eval_every and self.step % t.eval_every == 0) or self.step == t.steps:
+                self._log_eval(report)
+            if every_variance and self.step % every_variance == 0:
+                self._log_variance()
+            if ((t.checkpoint_every and self.step % t.checkpoint_every == 0) or self.step in t.keep_steps
+                    or self.step == end):
+                last = self.save() or last
+                report("checkpoint", {"step": self.step, "path": str(last)})
+        return last or checkpoint.latest_checkpoint(self.out)
+
+
+__all__ = ["pretrain", "Run", "Report"]

@@ -1,0 +1,28 @@
+"""The strategy hookup: `masking.strategy` -> the object that masks, weights and scores a run's batches.
+
+A strategy object (`strategy.py`: uniform, stratified, frequency; the unit
+strategies of `word_masking.py`; `mapnet.training.MapnetTraining`) owns what
+differs — how a micro-batch is masked and weighted, the modules DDP wraps and
+the checkpoint stores, the loss of a step, extra metrics — so the loop in
+`loop.py` is the same for all of them.
+"""
+
+from __future__ import annotations
+
+from .. import distributed
+from ..mapnet.training import MapnetTraining
+from ..model import BertForMLM
+from ..strategy import FrequencyTraining, StratifiedTraining, Strategy, UniformTraining
+from ..word_masking import UNIT_STRATEGIES
+
+STRATEGIES = {"uniform": UniformTraining, "stratified": StratifiedTraining, "frequency": FrequencyTraining,
+              "mapnet": MapnetTraining, **UNIT_STRATEGIES}
+
+
+def training_strategy(settings, model: BertForMLM, data, info: distributed.DistInfo) -> Strategy:
+    """The strategy object for `settings.masking.strategy`; call it right after building the encoder
+    (a MAP-Net run then starts from the same encoder weights as a uniform run with the same seed)."""
+    return STRATEGIES[settings.masking.strategy](settings, model, data, info)
+
+
+__all__ = ["STRATEGIES", "training_strategy"]

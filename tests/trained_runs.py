@@ -1,0 +1,36 @@
+"""Real small checkpoints for the tests that read one: a few `pretrain` steps of a tiny model on tiny shards.
+
+Made by the training loop itself, not assembled by hand, so each carries what
+a real checkpoint carries (manifest, settings.toml, tokenizer, config.json's
+MAP-Net size, the run's run.json naming its shards) and a loader that drifts
+from what training writes fails here first. A few seconds each on one CPU
+thread; `conftest.trained_runs` builds them once per session.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tiny_shards import write_tiny_shards
+
+# One block of width 32 over the 64-token tiny vocabulary; MAP-Net at its default half size.
+SETTINGS = ["model.layers=1", "model.hidden=32", "model.heads=2", "model.intermediate=64", "model.max_position=32",
+            "shard.max_seq_len=32", "train.batch_size=8", "train.steps=3", "train.eval_sequences=8",
+            "train.checkpoint_every=3", "optim.warmup_steps=1", "optim.lr=3e-3", "logging.progress=false"]
+
+
+def train_tiny_run(out: Path, shards: Path, masking: str = "uniform", *extra: str) -> Path:
+    """Train the tiny model for train.steps on `shards` into the run folder `out`; return `out`."""
+    from mapnet_cli.settings import resolve
+    from mapnet_cli.train import pretrain
+
+    settings = resolve(None, {"model": {"preset": "tiny"}}, [*SETTINGS, f"masking.strategy={masking}", *extra])
+    pretrain(settings, shards, out)
+    return out
+
+
+def trained_runs(root: Path) -> dict[str, Path]:
+    """{"shards", "uniform", "mapnet"}: tiny shards and one finished run of each strategy on them."""
+    shards = write_tiny_shards(root / "shards")
+    return {"shards": shards, "uniform": train_tiny_run(root / "uniform", shards),
+            "mapnet": train_tiny_run(root / "mapnet", shards, "mapnet")}
