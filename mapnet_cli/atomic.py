@@ -22,8 +22,6 @@ from typing import Iterator
 
 from .errors import MapnetError
 
-_BUF = 1 << 20
-
 
 def _umask() -> int:
     mask = os.umask(0)
@@ -164,11 +162,8 @@ def write_json(path: str | Path, obj) -> None:
 
 
 def sha256_file(path: str | Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        while chunk := fh.read(_BUF):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def staging_dir(final: Path) -> Path:

@@ -158,7 +158,7 @@ def _effective(model) -> tuple:
 
 
 def _preset_arch(name: str) -> dict:
-    return settings_mod._section_dict(settings_mod.preset(name).model)
+    return settings_mod.section_dict(settings_mod.preset(name).model)
 
 
 def refuse_conflicts(source: Source, given: dict) -> None:

@@ -140,7 +140,7 @@ def test_table_matches_results_json(compared):
     # The uniform baseline reaches its own final mean loss by its last step at the latest.
     assert doc["aggregate"]["strategies"]["uniform"]["steps_to_target"]["mean_curve"] <= 6
     assert (out / "command.txt").is_file()
-    assert "no plots: matplotlib is not installed" in res.stderr or (out / "loss_vs_step.png").is_file()
+    assert all((out / name).is_file() for name in ("loss_vs_step.png", "loss_vs_time.png", "variance_vs_step.png"))
 
 
 @pytest.mark.slow
@@ -301,6 +301,24 @@ def test_glue_protocol_option(tmp_path):
     assert (ft["learning_rates"], ft["seeds"], ft["epochs"], ft["max_train"], ft["max_seq_len"]) == ([1e-4, 3e-4], 3, 3, 20000, 128)
     res = invoke(base + ["--print-settings"])  # without GLUE the finetune section is quick's, as before
     assert tomllib.loads(res.stdout)["finetune"]["learning_rates"] == [8e-5]
+
+
+def test_plots_draw_each_strategys_mean_curve_and_interval(tmp_path, monkeypatch):
+    from mapnet_cli import plotting
+
+    drawn = {}
+    monkeypatch.setattr(plotting, "save_figure", lambda fig, path: drawn.setdefault(path.name, fig))
+    runs = [_run("uniform", k, [6.0, 5.0, 4.0 + k]) for k in range(2)] + [_run("mapnet", k, [6.0, 4.0, 3.0]) for k in range(2)]
+    doc = {"aggregate": cmp.aggregate(runs, ["uniform", "mapnet"])}
+    notes = cmp.write_plots(doc, tmp_path)
+    assert sorted(drawn) == ["loss_vs_step.png", "loss_vs_time.png"]  # no variance or GLUE curve in these runs
+    assert notes == [f"plot: {tmp_path / name}" for name in ("loss_vs_step.png", "loss_vs_time.png")]
+    ax = drawn["loss_vs_step.png"].axes[0]
+    lines = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in ax.get_lines()}
+    assert lines == {"uniform": ([0, 10, 20], [6.0, 5.0, 4.5]), "mapnet": ([0, 10, 20], [6.0, 4.0, 3.0])}
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("step", "held-out MLM loss")
+    assert len(ax.collections) == 2  # one 95% band per strategy (two seeds each)
+    assert list(drawn["loss_vs_time.png"].axes[0].get_lines()[0].get_xdata()) == [0.0, 5.0, 10.0]
 
 
 def test_plots_are_skipped_cleanly_without_matplotlib(tmp_path, monkeypatch):

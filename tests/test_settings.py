@@ -53,6 +53,19 @@ def test_precedence_defaults_preset_file_flags(tmp_path):
     assert S.resolve(cfg, {"optim": {"lr": None}}).optim.lr == 5e-4
 
 
+def test_a_protocol_sits_between_the_preset_and_the_config_file(tmp_path):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text("[finetune]\nepochs = 5\n")
+    s = S.resolve(cfg, {"finetune": {"seeds": 4}}, ["finetune.max_train=7"], protocol="quick")
+    # quick sets batch 32, lr 8e-5, 2 seeds, 2 epochs, 2000 examples: the file, the flags and --set win.
+    assert (s.finetune.batch_sizes, s.finetune.learning_rates) == ((32,), (8e-5,))
+    assert (s.finetune.epochs, s.finetune.seeds, s.finetune.max_train) == (5, 4, 7)
+    assert S.resolve(None).finetune == S.Settings().finetune  # no protocol: the paper's defaults
+    with pytest.raises(MapnetError) as exc:
+        S.resolve(None, assignments=["optim.lr=abc"], protocol="fast")
+    assert "unknown fine-tuning protocol 'fast'" in str(exc.value) and "optim.lr must be a number" in str(exc.value)
+
+
 def test_a_recipe_doubles_as_a_config_file(tmp_path):
     cfg = tmp_path / "recipe.toml"
     cfg.write_text('[recipe]\nname = "x"\ninputs = ["synthetic:"]\n[shard]\nmax_seq_len = 64\n')
@@ -108,8 +121,6 @@ def test_set_parses_toml_values_and_bare_strings():
 
 def test_round_trip_through_toml():
     s = S.resolve(None, {"model": {"preset": "tiny"}}, ["optim.lr=3e-4", "train.keep_steps=[5, 10]"])
-    import tomllib
-
     assert S.from_dict(tomllib.loads(s.to_toml()), "test") == s
 
 
@@ -117,8 +128,6 @@ def test_config_show_cli(tmp_path):
     runner = CliRunner()
     res = runner.invoke(app, ["config", "show", "--preset", "mini", "--set", "optim.lr=0.002"])
     assert res.exit_code == 0, res.output
-    import tomllib
-
     shown = tomllib.loads(res.stdout)
     assert shown["model"]["hidden"] == 256 and shown["optim"]["lr"] == 0.002
     res = runner.invoke(app, ["config", "show", "--set", "optim.nope=1"])
@@ -148,8 +157,9 @@ def test_config_file_and_flags_errors_are_reported_together(tmp_path):
 
 
 # ---------------------------------------------------------------- properties of the parser (hypothesis)
-KEYS = [(sec.name, f.name, typing.get_type_hints(S._section_class(sec.name))[f.name])
-        for sec in dc_fields(S.Settings) for f in dc_fields(S._section_class(sec.name))]
+SECTION_CLASSES = typing.get_type_hints(S.Settings)
+KEYS = [(sec.name, f.name, typing.get_type_hints(SECTION_CLASSES[sec.name])[f.name])
+        for sec in dc_fields(S.Settings) for f in dc_fields(SECTION_CLASSES[sec.name])]
 
 
 def values_of(annotation) -> st.SearchStrategy:

@@ -23,8 +23,8 @@ from .. import compare as cmp
 from .. import init_from as init_mod
 from ..atomic import write_json, write_text
 from ..errors import MapnetError
-from ..glue.protocols import PROTOCOLS
 from ..run_lock import output_lock
+from ..settings import PROTOCOLS, protocol
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
 
 HELP = "Compare masking strategies over seeds from identical starts: held-out loss, s/step, steps to uniform's final loss."
@@ -48,10 +48,9 @@ def compare(
     print_settings: PrintSettingsOpt = False,
 ) -> None:
     """Compare masking strategies over seeds from identical starts."""
-    from ..glue import protocols
     from ..glue.tasks import task_names
 
-    proto = protocols.get(glue_protocol or "quick")
+    proto = protocol(glue_protocol or "quick")
     if glue_data is None and (glue_tasks is not None or glue_protocol is not None):
         raise MapnetError("--glue-tasks and --glue-protocol need --glue-data")
     if glue_data is not None and glue_tasks is None and not proto.tasks:
@@ -60,13 +59,12 @@ def compare(
         raise MapnetError("--glue-every-checkpoint needs --glue-tasks and --glue-data")
     names = cmp.parse_strategies(strategies)
     tasks = (task_names(glue_tasks) if glue_tasks else list(proto.tasks)) if glue_data is not None else []
-    # The GLUE protocol (quick unless --glue-protocol) sits under the config file and the flags, as in finetune-glue.
-    layer = protocols.protocol_layer(proto.name, config)
     model_flags = {"preset": preset, "init_from": str(init_from) if init_from is not None else None}
     # With --init-from the model size is SOURCE's, as in pretrain.
     # Not refused here for a strategy-specific key (masking.span_p): plan_runs gives it to the arms that use it.
-    base = init_mod.resolve(config, {"model": model_flags, "train": {"steps": steps}, "finetune": layer}, set_ or (),
-                            check_ignored=False)
+    # The GLUE protocol (quick unless --glue-protocol) sits under the config file and the flags, as in finetune-glue.
+    base = init_mod.resolve(config, {"model": model_flags, "train": {"steps": steps}}, set_ or (),
+                            check_ignored=False, protocol=proto.name)
     plan = cmp.plan_runs(base, names, seeds, out)
     if print_settings:
         typer.echo(base.to_toml(), nl=False)

@@ -9,7 +9,7 @@
 
 Settings: defaults < --protocol (--quick = --protocol quick) < --config < flags
 (`--set finetune.key=value` reaches every field, e.g. finetune.run_score=last_epoch);
-the protocols are the table in `glue/protocols.py`. `--init random` fine-tunes the
+the protocols are the table in `settings/presets.py`. `--init random` fine-tunes the
 checkpoint's architecture from random weights (the control), `--init both` the
 checkpoint and that control, with the margin over it. Re-running with the same
 --out resumes: finished runs are read from results.json, not redone.
@@ -26,16 +26,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from .. import settings as settings_mod
+from ..settings import PROTOCOLS
 from ..errors import MapnetError
-from ..glue.protocols import PROTOCOLS
 from ..run_lock import output_lock
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
 
 HELP = "Fine-tune checkpoints on GLUE (grid x seeds, best mean config) and report dev scores."
-
-# Kept for importers: the quick protocol's values (the table is glue/protocols.py).
-QUICK = dict(PROTOCOLS["quick"].finetune)
-
 
 def parse_list(text: str, kind, what: str) -> tuple:
     try:
@@ -78,7 +74,7 @@ def finetune_glue(
     print_settings: PrintSettingsOpt = False,
 ) -> None:
     """Fine-tune checkpoints on GLUE (grid x seeds, best mean config) and report dev scores."""
-    from ..glue import protocols, report, sweep
+    from ..glue import report, sweep
     from ..glue.pretrained import find_checkpoints, with_controls
     from ..glue.tasks import task_names
 
@@ -86,7 +82,7 @@ def finetune_glue(
         if protocol not in (None, "quick"):
             raise MapnetError(f"--quick is --protocol quick; it cannot go with --protocol {protocol}")
         protocol = "quick"
-    proto = protocols.get(protocol) if protocol is not None else None
+    proto = settings_mod.protocol(protocol) if protocol is not None else None
     if init not in ("pretrained", "random", "both"):
         raise MapnetError(f"--init must be pretrained, random or both (got {init!r})")
 
@@ -103,9 +99,7 @@ def finetune_glue(
         if value is not None:
             flags[key] = value
     # A protocol is a preset: below the config file and the flags, so either can still change any of it.
-    layer = protocols.protocol_layer(protocol, config)
-    ft = {k: list(v) if isinstance(v, tuple) else v for k, v in {**layer, **flags}.items()}
-    settings = settings_mod.resolve(config, {"finetune": ft}, set_ or ())
+    settings = settings_mod.resolve(config, {"finetune": flags}, set_ or (), protocol=protocol)
     if print_settings:
         typer.echo(settings.to_toml(), nl=False)
         return

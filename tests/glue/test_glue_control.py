@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from mapnet_cli.errors import MapnetError
 from mapnet_cli.glue import report, sweep
 from mapnet_cli.glue.pretrained import (CheckpointRef, find_checkpoints, load_encoder_state, random_encoder,
                                         random_init_ref, random_init_seed, with_controls)
-from mapnet_cli.glue.protocols import PROTOCOLS
+from mapnet_cli.settings import PROTOCOLS
 from mapnet_cli.glue.sweep import Events, make_plan, run_sweep, summarize
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -230,7 +231,7 @@ def test_protocol_resolves_as_the_readme_says(name, fake_run, glue_dir, tmp_path
     res = CliRunner().invoke(app, ["finetune-glue", "--data", str(glue_dir), "--out", str(tmp_path), "--checkpoint",
                                    str(fake_run), "--print-settings", "--protocol", name])
     assert res.exit_code == 0, res.output
-    ft = settings_mod.tomllib.loads(res.output)["finetune"]
+    ft = tomllib.loads(res.output)["finetune"]
     assert ft["batch_sizes"] == _numbers(row["batch sizes"], int)
     assert ft["learning_rates"] == _numbers(row["learning rates"], float)
     assert [ft["seeds"]] == _numbers(row["seeds"], int) and [ft["epochs"]] == _numbers(row["epochs"], int)
@@ -245,11 +246,11 @@ def test_protocol_is_a_preset_below_the_config_and_flags(fake_run, glue_dir, tmp
     base = ["finetune-glue", "--data", str(glue_dir), "--out", str(tmp_path), "--checkpoint", str(fake_run),
             "--print-settings", "--protocol", "small"]
     res = CliRunner().invoke(app, base + ["--seeds", "5", "--set", "finetune.epochs=4"])
-    ft = settings_mod.tomllib.loads(res.output)["finetune"]
+    ft = tomllib.loads(res.output)["finetune"]
     assert (ft["seeds"], ft["epochs"], ft["learning_rates"]) == (5, 4, [1e-4, 3e-4])
     cfg = tmp_path / "ft.toml"
     cfg.write_text("[finetune]\nmax_seq_len = 256\n")
-    ft = settings_mod.tomllib.loads(CliRunner().invoke(app, base + ["--config", str(cfg)]).output)["finetune"]
+    ft = tomllib.loads(CliRunner().invoke(app, base + ["--config", str(cfg)]).output)["finetune"]
     assert ft["max_seq_len"] == 256 and ft["max_train"] == 20000
     for extra, msg in ((["--protocol", "small", "--quick"], "--quick is --protocol quick"),
                        (["--protocol", "huge"], "unknown fine-tuning protocol 'huge'")):

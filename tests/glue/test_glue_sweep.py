@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import tomllib
 from dataclasses import replace
 
 import numpy as np
@@ -270,10 +271,10 @@ def test_quick_preset_sits_below_flags(fake_run, glue_dir, tmp_path):
     base = ["finetune-glue", "--task", "rte", "--data", str(glue_dir), "--out", str(tmp_path), "--checkpoint",
             str(fake_run), "--print-settings", "--quick"]
     res = CliRunner().invoke(app, base)
-    ft = settings_mod.tomllib.loads(res.output)["finetune"]
+    ft = tomllib.loads(res.output)["finetune"]
     assert (ft["batch_sizes"], ft["learning_rates"], ft["seeds"], ft["epochs"], ft["max_train"]) == ([32], [8e-5], 2, 2, 2000)
     res = CliRunner().invoke(app, base + ["--seeds", "3"])
-    assert settings_mod.tomllib.loads(res.output)["finetune"]["seeds"] == 3
+    assert tomllib.loads(res.output)["finetune"]["seeds"] == 3
 
 
 def test_bf16_autocast_path_runs_on_cpu(fake_run, glue_dir, tmp_path):

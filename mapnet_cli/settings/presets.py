@@ -1,13 +1,17 @@
-"""Named fine-tuning protocols: every preset of `finetune-glue --protocol` and `compare --glue-protocol`, in one table.
+"""Named presets, each a layer of settings that resolution puts under the config file and the flags.
 
-    layer = protocol_layer("small", config_path)   # {finetune key: value} to put under the config file
-    settings = settings_mod.resolve(config_path, {"finetune": {**layer, **flags}}, assignments)
-    tasks = PROTOCOLS["small"].tasks                 # the protocol's tasks when --task is not given
+    preset("tiny")          # the full default settings with the model sized `tiny`
+    protocol("small")       # a fine-tuning protocol: its finetune values and its GLUE tasks
 
-A protocol is a preset layer of `finetune` settings: it sits below the config
-file and the flags (defaults < protocol < --config < flags < --set), so any
-of its values can still be changed, and `--print-settings` shows the result.
-A protocol may also name its tasks; `--task` replaces them.
+`settings.resolve` applies both, once: defaults < model preset < fine-tuning
+protocol < config files < flags < --set, so any value a preset sets can still
+be changed, and `--print-settings` shows the result. Commands only name them
+(`--preset`, `finetune-glue --protocol` / `--quick`, `compare --glue-protocol`).
+
+Model presets size the encoder (paper: base, L12/H768/A12).
+
+Fine-tuning protocols set `finetune` values and may name their tasks; `--task`
+replaces them.
 
 - `paper`: the settings defaults, the paper's protocol (grid bs {16, 32} x
   LR {1e-5 ... 8e-5}, 10 seeds, 10 epochs, full data).
@@ -35,11 +39,34 @@ checks that the two agree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..errors import MapnetError
+from .training import ModelSettings
+from .tree import Settings
 
 
+# ---------------------------------------------------------------- model sizes
+def _model_preset(name: str, layers: int, hidden: int, heads: int) -> Settings:
+    return Settings(model=ModelSettings(preset=name, layers=layers, hidden=hidden, heads=heads))
+
+
+PRESETS = {
+    "tiny": lambda: _model_preset("tiny", 2, 128, 2),
+    "mini": lambda: _model_preset("mini", 4, 256, 4),
+    "small": lambda: _model_preset("small", 4, 512, 8),
+    "medium": lambda: _model_preset("medium", 8, 512, 8),
+    "base": lambda: _model_preset("base", 12, 768, 12),
+}
+
+
+def preset(name: str) -> Settings:
+    """The full default settings with the model sized by preset `name`."""
+    if name not in PRESETS:
+        raise MapnetError(f"unknown preset {name!r} (choose from {', '.join(PRESETS)})")
+    return PRESETS[name]()
+
+
+# ---------------------------------------------------------------- fine-tuning protocols
 @dataclass(frozen=True)
 class Protocol:
     name: str
@@ -59,23 +86,8 @@ PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
 )}
 
 
-def get(name: str) -> Protocol:
+def protocol(name: str) -> Protocol:
+    """The fine-tuning protocol `name` (`finetune-glue --protocol`, `compare --glue-protocol`)."""
     if name not in PROTOCOLS:
         raise MapnetError(f"unknown fine-tuning protocol {name!r} (choose from {', '.join(PROTOCOLS)})")
     return PROTOCOLS[name]
-
-
-def protocol_layer(name: str | None, config: Path | None = None) -> dict:
-    """The protocol's finetune values that the config file does not set, as TOML-ready values (lists).
-
-    The layer goes into `settings.resolve`'s overrides together with the flags, which are applied
-    after it (`{**layer, **flags}`); leaving out the keys the config file sets puts the protocol
-    below the file. `None` is the paper's protocol (no layer).
-    """
-    if name is None:
-        return {}
-    proto = get(name)
-    from .. import settings as settings_mod
-
-    file_keys = set((settings_mod.load_toml(config).get("finetune") or {})) if config is not None else set()
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in proto.finetune.items() if k not in file_keys}

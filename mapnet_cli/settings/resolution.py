@@ -1,0 +1,194 @@
+"""Settings resolution, stated once: defaults < model preset < fine-tuning protocol < config files
+(in order) < CLI flags < `--set`, then one check that names every problem.
+
+    resolve("run.toml", {"model": {"preset": "tiny"}}, ["optim.lr=3e-4"])
+    resolve(config, {"finetune": flags}, assignments, protocol="quick")   # finetune-glue --quick
+
+Unknown keys and type errors do not stop resolution: each bad key keeps its earlier value, and
+`resolve` reports them together with every section's range problems in one `MapnetError` line.
+"""
+
+from __future__ import annotations
+
+import tomllib
+import typing
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin
+
+from ..errors import MapnetError
+from .presets import PRESETS, preset, protocol as named_protocol
+from .tree import SECTIONS, Settings
+
+
+def _section_class(name: str):
+    return typing.get_type_hints(Settings)[name]
+
+
+def _coerce(key: str, value: Any, annotation) -> Any:
+    """Check `value` against a field's annotation; return it in the field's type."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        choices = get_args(annotation)
+        if value not in choices:
+            raise MapnetError(f"{key} must be one of {', '.join(map(repr, choices))} (got {value!r})")
+        return value
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise MapnetError(f"{key} must be a list (got {type(value).__name__} {value!r})")
+        args = get_args(annotation)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(f"{key}[{i}]", v, args[0]) for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise MapnetError(f"{key} must have {len(args)} items (got {len(value)})")
+        return tuple(_coerce(f"{key}[{i}]", v, a) for i, (v, a) in enumerate(zip(value, args)))
+    if annotation is bool:
+        if not isinstance(value, bool):
+            raise MapnetError(f"{key} must be true or false (got {value!r})")
+        return value
+    if annotation is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise MapnetError(f"{key} must be an integer (got {value!r})")
+        return value
+    if annotation is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise MapnetError(f"{key} must be a number (got {value!r})")
+        return float(value)
+    if annotation is str:
+        if not isinstance(value, str):
+            raise MapnetError(f"{key} must be a string (got {value!r})")
+        return value
+    raise TypeError(f"unsupported settings type for {key}: {annotation}")  # a bug, not user input
+
+
+def apply(settings: Settings, updates: dict[str, dict[str, Any]], source: str) -> Settings:
+    """Return `settings` with `updates` ({section: {key: value}}) checked and applied."""
+    settings, errors = _apply(settings, updates, source)
+    if errors:
+        raise MapnetError("; ".join(errors))
+    return settings
+
+
+def _apply(settings: Settings, updates: dict[str, dict[str, Any]], source: str) -> tuple[Settings, list[str]]:
+    """`apply` that skips a bad key and goes on, returning every unknown key and type error: `resolve`
+    reports them together with the range problems, so one run of a command names all that is wrong."""
+    changed, errors = {}, []
+    for section_name, values in updates.items():
+        if section_name not in SECTIONS:
+            errors.append(f"unknown settings section {section_name!r} in {source} (known: {', '.join(SECTIONS)})")
+            continue
+        if not isinstance(values, dict):
+            errors.append(f"{section_name} in {source} must be a table of keys")
+            continue
+        cls = _section_class(section_name)
+        hints = typing.get_type_hints(cls, include_extras=False)
+        section = changed.get(section_name, getattr(settings, section_name))
+        new = {}
+        for key, value in values.items():
+            full = f"{section_name}.{key}"
+            if key not in hints:
+                errors.append(f"unknown setting {full!r} in {source}")
+                continue
+            try:
+                new[key] = _coerce(full, value, hints[key])
+            except MapnetError as exc:
+                errors.append(str(exc))
+        changed[section_name] = replace(section, **new)
+    return replace(settings, **changed), errors
+
+
+def parse_assignment(text: str) -> tuple[str, str, Any]:
+    """Parse a `--set section.key=value` string; the value is read as TOML, else as a bare string."""
+    if "=" not in text or "." not in text.split("=", 1)[0]:
+        raise MapnetError(f"--set expects section.key=value (got {text!r})")
+    dotted, raw = text.split("=", 1)
+    section, key = dotted.strip().split(".", 1)
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return section, key, value
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise MapnetError(f"config file not found: {path}") from None
+    except IsADirectoryError:
+        raise MapnetError(f"config path is a folder, not a TOML file: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise MapnetError(f"{path} is not valid TOML: {exc}") from None
+
+
+def resolve(
+    config: str | Path | list[str | Path] | tuple[str | Path, ...] | None = None,
+    overrides: dict[str, dict[str, Any]] | None = None,
+    assignments: list[str] | tuple[str, ...] = (),
+    extra_sections: tuple[str, ...] = ("recipe",),
+    base: Settings | None = None,
+    check_ignored: bool = True,
+    protocol: str | None = None,
+) -> Settings:
+    """Defaults < model preset < fine-tuning `protocol` < config files (in order) < CLI flags (`overrides`,
+    then `--set`).
+
+    `config` is one TOML file or several applied in order (a recipe, then a
+    run config). `extra_sections` names top-level tables a file may carry that
+    are not settings; they are skipped here. By default that is a recipe's
+    `[recipe]` table, so every recipe doubles as a config file for any command.
+    The model preset is the last one named (flags, then the files from the last); `protocol` is
+    `finetune-glue --protocol` (or `--quick`) and `compare --glue-protocol`; `None` adds no layer.
+    `check_ignored=False` lets a masking setting the strategy would ignore through (`compare`'s base
+    settings, whose arms each take the ones they use).
+    """
+    paths = [] if config is None else [config] if isinstance(config, (str, Path)) else list(config)
+    file_layers = [(p, {k: v for k, v in load_toml(p).items() if k not in extra_sections}) for p in paths]
+    cli_values: dict[str, dict[str, Any]] = {}
+    errors: list[str] = []
+    for section, values in (overrides or {}).items():
+        for key, value in values.items():
+            if value is not None:
+                cli_values.setdefault(section, {})[key] = value
+    for text in assignments:
+        try:
+            section, key, value = parse_assignment(text)
+        except MapnetError as exc:
+            errors.append(str(exc))
+            continue
+        cli_values.setdefault(section, {})[key] = value
+
+    preset_name = cli_values.get("model", {}).get("preset")
+    for _, values in reversed(file_layers):  # the last file that names a preset wins
+        table = values.get("model")
+        preset_name = preset_name or (table.get("preset") if isinstance(table, dict) else None)
+    # `base` replaces defaults < preset when a command continues from an earlier
+    # output (a checkpoint's own settings.toml): its model is what was trained.
+    # An unknown preset is named below by model.preset's own check, beside every other bad setting.
+    known = isinstance(preset_name, str) and preset_name in PRESETS
+    settings = base if base is not None else preset(preset_name) if known else Settings()
+    protocol_layer = []
+    if protocol is not None:
+        try:
+            protocol_layer = [(f"protocol {protocol}", {"finetune": dict(named_protocol(protocol).finetune)})]
+        except MapnetError as exc:
+            errors.append(str(exc))
+    for path, values in [*protocol_layer, *file_layers, ("command-line flags", cli_values)]:
+        settings, bad = _apply(settings, values, str(path))
+        errors += bad
+    problems = errors + settings.problems(ignored=check_ignored)  # a key with a type error keeps its earlier value
+    if problems:
+        raise MapnetError("invalid settings: " + "; ".join(problems))
+    return settings
+
+
+def from_dict(values: dict[str, Any], source: str) -> Settings:
+    """Rebuild settings written by `Settings.to_toml` (a run's settings.toml)."""
+    settings, errors = _apply(Settings(), values, source)
+    problems = errors + settings.problems()
+    if problems:
+        raise MapnetError(f"invalid settings in {source}: " + "; ".join(problems))
+    return settings
+

@@ -1,0 +1,163 @@
+"""Settings of a pretraining run: the model, the optimiser, the run itself, its processes and its logging."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from .field import setting
+
+
+# ---------------------------------------------------------------- model
+@dataclass(frozen=True, kw_only=True)
+class ModelSettings:
+    preset: Literal["tiny", "mini", "small", "medium", "base", "custom"] = setting(
+        "base", "size preset (paper: base, L12/H768/A12); custom: the sizes below as given (what --init-from records when SOURCE matches no preset)")
+    layers: int = setting(12, "Transformer blocks")
+    hidden: int = setting(768, "hidden width H")
+    heads: int = setting(12, "attention heads A")
+    intermediate: int = setting(0, "feed-forward width (0: 4H)")
+    max_position: int = setting(512, "learned position embeddings")
+    dropout: float = setting(0.1, "dropout on embeddings, attention output and feed-forward (paper: 0.1)")
+    attention_dropout: float = setting(0.1, "dropout on attention probabilities (BERT: 0.1)")
+    layer_norm_eps: float = setting(1e-12, "LayerNorm epsilon (BERT: 1e-12)")
+    init_std: float = setting(0.02, "std of the normal weight init (BERT: 0.02)")
+    init_from: str = setting("", "start from this encoder: a mapnet run/checkpoint folder or a local Hugging Face BERT folder (empty: random init); the sizes above come from it (mapnet_cli/init_from.py)")
+
+    def problems(self) -> list[str]:
+        out = []
+        for name in ("layers", "hidden", "heads", "max_position"):
+            if getattr(self, name) < 1:
+                out.append(f"model.{name} must be >= 1 (got {getattr(self, name)})")
+        if self.heads >= 1 and self.hidden % self.heads:
+            out.append(f"model.hidden ({self.hidden}) must be divisible by model.heads ({self.heads})")
+        if self.intermediate < 0:
+            out.append(f"model.intermediate must be >= 0 (got {self.intermediate})")
+        for name in ("dropout", "attention_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                out.append(f"model.{name} must be in [0, 1) (got {getattr(self, name)})")
+        if self.init_std <= 0:
+            out.append(f"model.init_std must be > 0 (got {self.init_std})")
+        return out
+
+
+# ---------------------------------------------------------------- optimisation
+@dataclass(frozen=True, kw_only=True)
+class OptimSettings:
+    lr: float = setting(1e-4, "peak learning rate (paper: 1e-4)")
+    betas: tuple[float, float] = setting((0.9, 0.98), "Adam betas (paper: 0.9, 0.98)")
+    eps: float = setting(1e-6, "Adam epsilon (paper: 1e-6)")
+    weight_decay: float = setting(0.01, "decoupled weight decay, not on biases and LayerNorm (paper: 0.01)")
+    warmup_steps: int = setting(10_000, "linear warm-up steps (paper: 10k)")
+    schedule: Literal["linear", "constant"] = setting("linear", "after warm-up: linear decay to zero (paper) or constant")
+    grad_clip: float = setting(0.0, "clip the global gradient norm to this (0: off)")
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.lr <= 0:
+            out.append(f"optim.lr must be > 0 (got {self.lr})")
+        if not all(0.0 <= b < 1.0 for b in self.betas):
+            out.append(f"optim.betas must be in [0, 1) (got {list(self.betas)})")
+        if self.eps <= 0:
+            out.append(f"optim.eps must be > 0 (got {self.eps})")
+        if self.weight_decay < 0:
+            out.append(f"optim.weight_decay must be >= 0 (got {self.weight_decay})")
+        if self.warmup_steps < 0:
+            out.append(f"optim.warmup_steps must be >= 0 (got {self.warmup_steps})")
+        if self.grad_clip < 0:
+            out.append(f"optim.grad_clip must be >= 0 (got {self.grad_clip})")
+        return out
+
+
+# ---------------------------------------------------------------- training run
+@dataclass(frozen=True, kw_only=True)
+class TrainSettings:
+    steps: int = setting(1_000_000, "optimizer steps (paper: 1M)")
+    batch_size: int = setting(256, "global batch in sequences per optimizer step (paper: 256)")
+    micro_batch_size: int = setting(0, "sequences per device per forward pass; accumulation fills the global batch (0: global batch / world size)")
+    seed: int = setting(0, "seed of initial weights, data order and masks")
+    precision: Literal["auto", "fp32", "bf16"] = setting("auto", "auto: bf16 autocast on CUDA, fp32 on CPU")
+    compile: bool = setting(False, "wrap the model in torch.compile")
+    device: Literal["auto", "cpu", "cuda"] = setting("auto", "where to train")
+    eval_every: int = setting(2000, "held-out evaluation every N steps (0: only at the end)")
+    eval_sequences: int = setting(512, "validation sequences per evaluation set (fixed set, fixed masks), the main one and each train.extra_eval")
+    eval_mask_prob: float = setting(
+        0.15, "masking rate of the fixed evaluation masks, apart from masking.mask_prob so runs trained at 15% and 40% answer the same questions")
+    eval_seed: int = setting(1234, "seed of the evaluation masks: the same for every run so strategies answer identical questions")
+    eval_pick: Literal["first", "spread"] = setting(
+        "first", "which validation sequences form each eval set: the first eval_sequences, or that many evenly spread over the split (for held-out sets of whole files)")
+    extra_eval: tuple[str, ...] = setting(
+        (), "more held-out sets, each NAME=SHARD_FOLDER (its validation split, same tokenizer), evaluated beside the main one and logged as eval_loss@NAME, e.g. [\"books=shards/books-heldout\"]")
+    checkpoint_every: int = setting(10_000, "write a checkpoint every N steps (0: only at the end)")
+    keep_last: int = setting(2, "periodic checkpoints kept (older ones are deleted)")
+    keep_steps: tuple[int, ...] = setting((400_000, 600_000, 800_000, 1_000_000), "checkpoints kept for good (paper's sweep)")
+
+    def problems(self) -> list[str]:
+        out = []
+        for name in ("steps", "batch_size", "eval_sequences", "keep_last"):
+            if getattr(self, name) < 1:
+                out.append(f"train.{name} must be >= 1 (got {getattr(self, name)})")
+        for name in ("micro_batch_size", "eval_every", "checkpoint_every"):
+            if getattr(self, name) < 0:
+                out.append(f"train.{name} must be >= 0 (got {getattr(self, name)})")
+        names = [entry.partition("=")[0] for entry in self.extra_eval]
+        for entry, name in zip(self.extra_eval, names):
+            # The name becomes part of metric keys and plot file names: plain ASCII only.
+            if "=" not in entry or not entry.partition("=")[2] or not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+                out.append(f"train.extra_eval entries are NAME=SHARD_FOLDER with NAME of letters, digits, - and _ (got {entry!r})")
+        if len(set(names)) != len(names):
+            out.append(f"train.extra_eval names must be unique (got {names})")
+        return out
+
+
+# ---------------------------------------------------------------- distributed
+@dataclass(frozen=True, kw_only=True)
+class DistributedSettings:
+    gpus: int = setting(0, "GPUs on this node: start one process per GPU with torchrun (0: no launch)")
+    nproc: int = setting(0, "CPU processes on this node (gloo), for tests and debugging (0: no launch)")
+    nnodes: int = setting(1, "nodes in the job (passed to torchrun)")
+    node_rank: int = setting(0, "this node's rank (passed to torchrun)")
+    rdzv_endpoint: str = setting("", "rendezvous host:port for multi-node jobs (passed to torchrun)")
+    backend: Literal["auto", "nccl", "gloo"] = setting("auto", "process-group backend (auto: nccl on CUDA, gloo on CPU)")
+
+    def problems(self) -> list[str]:
+        out = []
+        for name in ("gpus", "nproc", "node_rank"):
+            if getattr(self, name) < 0:
+                out.append(f"distributed.{name} must be >= 0 (got {getattr(self, name)})")
+        if self.nnodes < 1:
+            out.append(f"distributed.nnodes must be >= 1 (got {self.nnodes})")
+        if self.gpus and self.nproc:
+            out.append("distributed.gpus and distributed.nproc cannot both be set")
+        if self.node_rank >= self.nnodes:
+            out.append(f"distributed.node_rank ({self.node_rank}) must be < distributed.nnodes ({self.nnodes})")
+        if self.nnodes > 1 and not self.rdzv_endpoint:
+            out.append("distributed.rdzv_endpoint is required when distributed.nnodes > 1")
+        return out
+
+
+# ---------------------------------------------------------------- logging / output
+@dataclass(frozen=True, kw_only=True)
+class LoggingSettings:
+    log_every: int = setting(10, "write a metrics line every N steps")
+    progress: bool = setting(True, "show rich progress bars (off when not a terminal)")
+    metrics_file: str = setting("metrics.jsonl", "JSON-lines metrics file inside the run folder")
+    plain_every_s: float = setting(0.0, "when stderr is not a terminal: at most one plain progress line per N seconds "
+                                   "(0: one per logging.log_every steps)")
+    tensorboard: bool = setting(False, "also write every metric as a TensorBoard scalar in RUN/tb "
+                                "(pip install 'mapnet[tensorboard]')")
+    wandb: bool = setting(False, "also log every metric to Weights & Biases (pip install 'mapnet[wandb]'; "
+                          "WANDB_MODE=offline works without a network)")
+    wandb_project: str = setting("mapnet", "W&B project")
+    wandb_name: str = setting("", "W&B run name ('' = the run folder's name)")
+    wandb_mode: Literal["auto", "online", "offline"] = setting("auto", "W&B mode (auto = WANDB_MODE, else online)")
+
+    def problems(self) -> list[str]:
+        out = [f"logging.log_every must be >= 1 (got {self.log_every})"] if self.log_every < 1 else []
+        if self.plain_every_s < 0:
+            out.append(f"logging.plain_every_s must be >= 0 (got {self.plain_every_s})")
+        if self.wandb and not self.wandb_project:
+            out.append("logging.wandb_project must not be empty when logging.wandb is true")
+        return out
+

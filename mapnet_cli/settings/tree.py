@@ -1,0 +1,55 @@
+"""The whole settings tree: one section per concern, and the checks that span sections."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import tomli_w
+
+from .data import PreprocessSettings, ShardSettings, SyntheticSettings
+from .evaluation import FinetuneSettings, VarianceSettings
+from .masking import UNIT_STRATEGIES, MaskingSettings
+from .training import DistributedSettings, LoggingSettings, ModelSettings, OptimSettings, TrainSettings
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    preprocess: PreprocessSettings = field(default_factory=PreprocessSettings)
+    synthetic: SyntheticSettings = field(default_factory=SyntheticSettings)
+    shard: ShardSettings = field(default_factory=ShardSettings)
+    model: ModelSettings = field(default_factory=ModelSettings)
+    masking: MaskingSettings = field(default_factory=MaskingSettings)
+    optim: OptimSettings = field(default_factory=OptimSettings)
+    train: TrainSettings = field(default_factory=TrainSettings)
+    distributed: DistributedSettings = field(default_factory=DistributedSettings)
+    logging: LoggingSettings = field(default_factory=LoggingSettings)
+    finetune: FinetuneSettings = field(default_factory=FinetuneSettings)
+    variance: VarianceSettings = field(default_factory=VarianceSettings)
+
+    def problems(self, ignored: bool = True) -> list[str]:
+        """Every bad setting; `ignored=False`: not the masking settings the strategy would ignore (`compare`'s base)."""
+        sections = [getattr(self, f.name) for f in fields(self)]
+        out = [p for sec in sections for p in (sec.problems(ignored) if sec is self.masking else sec.problems())]
+        if self.shard.max_seq_len > self.model.max_position:
+            out.append(f"shard.max_seq_len ({self.shard.max_seq_len}) exceeds model.max_position ({self.model.max_position})")
+        m = self.masking
+        if m.importance == "ht" and m.strategy not in ("mapnet", *UNIT_STRATEGIES):
+            out.append(f"masking.importance 'ht' weights a MAP-Net proposal; with masking.strategy '{m.strategy}' it does nothing "
+                       "(the frequency strategy always uses HT weights)")
+        if m.strategy == "stratified" and self.train.batch_size % m.strata_copies:
+            out.append(f"train.batch_size ({self.train.batch_size}) must be divisible by masking.strata_copies ({m.strata_copies})")
+        if not 0.0 < self.train.eval_mask_prob < 1.0:
+            out.append(f"train.eval_mask_prob must be in (0, 1) (got {self.train.eval_mask_prob})")
+        return out
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {f.name: section_dict(getattr(self, f.name)) for f in fields(self)}
+
+    def to_toml(self) -> str:
+        return tomli_w.dumps(self.to_dict())
+
+def section_dict(section) -> dict[str, Any]:
+    """One section as TOML-ready values (tuples as lists)."""
+    return {f.name: (list(v) if isinstance(v := getattr(section, f.name), tuple) else v) for f in fields(section)}
+
+SECTIONS = tuple(f.name for f in fields(Settings))
