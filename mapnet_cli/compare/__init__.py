@@ -32,10 +32,10 @@ from typing import Callable
 
 import numpy as np
 
-from . import settings as settings_mod
-from .errors import MapnetError
-from .metrics_file import read_metrics
-from .intervals import mean_ci, t_quantile_975
+from .. import settings as settings_mod
+from ..errors import MapnetError
+from ..metrics_file import read_metrics
+from ..intervals import mean_ci, t_quantile_975
 
 SCHEMA = "mapnet.compare/1"
 RESULTS = "results.json"
@@ -176,7 +176,7 @@ def _normalised(recorded: dict, path: Path) -> dict:
 def run_all(plan: list[PlannedRun], shards: Path, train_fn: Callable[[PlannedRun, bool], None],
             note: Callable[[str], None] = lambda _: None) -> dict[str, bool]:
     """Train every run that lacks its final checkpoint; returns {label: reused}."""
-    from . import checkpoint  # torch-heavy: only when the command runs, not for `mapnet --help`
+    from .. import checkpoint  # torch-heavy: only when the command runs, not for `mapnet --help`
 
     reused = {}
     for pr in plan:
@@ -211,8 +211,8 @@ def initial_weights_sha256(settings, vocab_size: int, pad_id: int) -> str:
     with model.init_from)."""
     import torch
 
-    from . import init_from
-    from .model import BertConfig
+    from .. import init_from
+    from ..model import BertConfig
 
     cfg = BertConfig.from_settings(settings.model, vocab_size, pad_id)
     source = init_from.open_source(settings.model.init_from) if settings.model.init_from else None
@@ -221,7 +221,7 @@ def initial_weights_sha256(settings, vocab_size: int, pad_id: int) -> str:
 
 
 def data_order_sha256(settings, train_sequences: int) -> str:
-    from .train import DataOrder
+    from ..train import DataOrder
 
     first = DataOrder(train_sequences, settings.train.seed).take(0, settings.train.batch_size)
     return hashlib.sha256(np.asarray(first, np.int64).tobytes()).hexdigest()
@@ -260,9 +260,9 @@ def run_record(pr: PlannedRun, vocab_size: int, pad_id: int, train_sequences: in
 def variance_curve(pr: PlannedRun, shards: Path) -> dict[str, dict]:
     """A cheap decomposition (variance.snapshot_*) at each of the run's checkpoints, cached in the run
     folder by weights hash and variance settings: a rerun measures nothing twice."""
-    from . import checkpoint
-    from .atomic import sha256_file, write_json
-    from .variance.measure import load_target, variance_snapshot
+    from .. import checkpoint
+    from ..atomic import sha256_file, write_json
+    from ..variance.measure import load_target, variance_snapshot
 
     cache_path = pr.path / "compare-variance.json"
     wanted = pr.settings.to_dict()["variance"]
@@ -297,8 +297,8 @@ def glue_results(plan: list[PlannedRun], tasks: list[str], glue_data: Path, out:
     (`glue.pretrained.random_init_ref`), so controls of different seeds are independent draws and
     the margin over them can be paired by pretraining seed (`aggregate`).
     """
-    from .glue.pretrained import find_checkpoints, random_init_ref
-    from .glue.sweep import run_sweep
+    from ..glue.pretrained import find_checkpoints, random_init_ref
+    from ..glue.sweep import run_sweep
 
     # Every run folder is called seed-k: label checkpoints by strategy too, or the tables mix them up.
     refs = {pr.label: [replace(ref, run=pr.label) for ref in
@@ -463,7 +463,7 @@ def fairness_checks(runs: list[dict]) -> dict:
 def collect(plan: list[PlannedRun], shards: Path, reused: dict[str, bool], *, variance: bool = False,
             glue: dict | None = None) -> list[dict]:
     """Every run's raw record (metrics, hashes, optional variance and GLUE)."""
-    from .data.shards import ShardReader
+    from ..data.shards import ShardReader
 
     s0 = plan[0].settings
     reader = ShardReader(shards, "train", verify=s0.shard.verify)
@@ -481,9 +481,9 @@ def collect(plan: list[PlannedRun], shards: Path, reused: dict[str, bool], *, va
 
 def results_document(plan: list[PlannedRun], runs: list[dict], argv: list[str], shards: Path,
                      glue_control: dict[int, dict] | None = None) -> dict:
-    from .atomic import sha256_file
-    from .data.shards import find_shard_dir
-    from .train import versions
+    from ..atomic import sha256_file
+    from ..data.shards import find_shard_dir
+    from ..train import versions
 
     checks = fairness_checks(runs)
     if not checks["same_eval_set"]:
@@ -563,7 +563,7 @@ def _points(ci: dict | None, fmt: str) -> str:
 
 def write_plots(doc: dict, out: Path) -> list[str]:
     """PNG plots when matplotlib is importable; returns one-line notes either way."""
-    from .plotting import MISSING, pyplot, save_figure
+    from ..plotting import MISSING, pyplot, save_figure
 
     plt = pyplot()
     if plt is None:
