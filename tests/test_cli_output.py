@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from mapnet_cli.cli import app
-from mapnet_cli.commands.plain_progress import PlainProgress, clock
+from mapnet_cli.commands.progress import PlainProgress, clock
 from mapnet_cli.settings import field_docs
 from tiny_shards import write_tiny_shards
 

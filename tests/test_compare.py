@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from mapnet_cli import checkpoint
 from mapnet_cli import compare as cmp
+from mapnet_cli.compare import records
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.settings import MaskingSettings, resolve
@@ -361,17 +362,13 @@ def test_new_arms_and_rates_resolve_to_their_settings(tmp_path):
             cmp.parse_strategies(bad)
 
 
-def test_runs_recorded_before_a_setting_existed_are_still_reused(tmp_path):
-    """A finished run's settings.toml lacks settings added since (here train.eval_mask_prob): its
-    defaults are filled in, the old evaluation rate being masking.mask_prob, before comparing."""
+def test_a_runs_recorded_settings_compare_with_the_plan_that_wrote_them(tmp_path):
+    """run_all reuses a run only when its settings.toml matches the plan's pretraining settings."""
     s = resolve(None, {"model": {"preset": "tiny"}}, ["train.steps=10"])
-    recorded = s.to_dict()
-    del recorded["train"]["eval_mask_prob"]
-    assert cmp._pretraining_part(cmp._normalised(recorded, tmp_path)) == cmp._pretraining_part(s.to_dict())
-    recorded = s.to_dict()
-    del recorded["train"]["eval_mask_prob"]
-    recorded["masking"]["mask_prob"] = 0.3  # evaluated at 30% then: not the run a 15%-evaluation plan asks for
-    assert cmp._normalised(recorded, tmp_path)["train"]["eval_mask_prob"] == 0.3
+    (tmp_path / "settings.toml").write_text(s.to_toml(), encoding="utf-8")
+    assert cmp.pretraining_part(cmp.recorded_settings(tmp_path)) == cmp.pretraining_part(s.to_dict())
+    other = resolve(None, {"model": {"preset": "tiny"}}, ["train.steps=10", "train.eval_mask_prob=0.3"])
+    assert cmp.pretraining_part(cmp.recorded_settings(tmp_path)) != cmp.pretraining_part(other.to_dict())
 
 
 @pytest.mark.slow
@@ -459,8 +456,8 @@ def test_variance_is_measured_only_for_arms_with_a_variance_scheme(tmp_path, mon
     base = resolve(None, {"model": {"preset": "tiny"}}, ["train.steps=4", "train.eval_every=2"])
     plan = cmp.plan_runs(base, cmp.parse_strategies("uniform,whole-word,span,pmi,span@0.3"), 1, tmp_path)
     measured = []
-    monkeypatch.setattr(cmp, "run_record", lambda pr, *a: {"strategy": pr.strategy})
-    monkeypatch.setattr(cmp, "variance_curve", lambda pr, shards: measured.append(pr.strategy) or {})
+    monkeypatch.setattr(records, "run_record", lambda pr, *a: {"strategy": pr.strategy})
+    monkeypatch.setattr(records, "variance_curve", lambda pr, shards: measured.append(pr.strategy) or {})
     runs = cmp.collect(plan, shards, {}, variance=True)
     assert measured == ["uniform"]
     assert ["variance" in r for r in runs] == [True, False, False, False, False]

@@ -67,3 +67,13 @@ def test_the_walk_sees_known_edges():
 def test_mapnet_cli_has_no_import_cycles():
     cycle = find_cycle(import_graph())
     assert cycle is None, " -> ".join(cycle)
+
+
+def test_no_command_imports_another_command():
+    """Commands share code through commands/options.py and commands/progress.py (or the library), never
+    through a sibling command: each stays one command's option parsing plus calls into the library."""
+    shared = {"mapnet_cli.commands", "mapnet_cli.commands.options", "mapnet_cli.commands.progress"}
+    graph = import_graph()
+    crossing = {name: sorted(t for t in targets if t.startswith("mapnet_cli.commands.") and t not in shared)
+                for name, targets in graph.items() if name.startswith("mapnet_cli.commands.")}
+    assert not {name: t for name, t in crossing.items() if t}

@@ -26,6 +26,7 @@ from ..errors import MapnetError
 from ..run_lock import output_lock
 from ..settings import PROTOCOLS, protocol
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
+from .progress import SweepProgress, train_with_progress
 
 HELP = "Compare masking strategies over seeds from identical starts: held-out loss, s/step, steps to uniform's final loss."
 
@@ -77,15 +78,11 @@ def compare(
     with output_lock(out):
         out.mkdir(parents=True, exist_ok=True)
         write_text(out / "command.txt", shlex.join(sys.argv) + "\n")
-        from .pretrain import train_with_progress
-
         reused = cmp.run_all(plan, shards,
                              lambda pr, resume: train_with_progress(shards, pr.path, pr.settings, resume, None), note)
         glue = None
         if tasks:
-            from .finetune_glue import _RichEvents
-
-            events = _RichEvents(err, base.logging.progress)
+            events = SweepProgress(err, base.logging.progress)
             with events.progress:
                 glue = cmp.glue_results(plan, tasks, glue_data, out, base.finetune, events, glue_every_checkpoint,
                                         preset=proto.name)

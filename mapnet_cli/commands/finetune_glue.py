@@ -22,7 +22,6 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from .. import settings as settings_mod
@@ -30,6 +29,7 @@ from ..settings import PROTOCOLS
 from ..errors import MapnetError
 from ..run_lock import output_lock
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
+from .progress import SweepProgress
 
 HELP = "Fine-tune checkpoints on GLUE (grid x seeds, best mean config) and report dev scores."
 
@@ -119,7 +119,7 @@ def finetune_glue(
         err.print(f"note: dev sets capped at {settings.finetune.max_dev} examples: scores are not comparable "
                   "with published ones", highlight=False, markup=False)
     with output_lock(out):
-        events = _RichEvents(err, settings.logging.progress)
+        events = SweepProgress(err, settings.logging.progress)
         with events.progress:
             doc = sweep.run_sweep(refs, tasks, data, out, settings.finetune, events, controls=controls, preset=protocol)
         summary = doc["summary"]
@@ -149,32 +149,3 @@ def finetune_glue(
             for note in report.write_curves(summary, out):
                 err.print(note, highlight=False, markup=False)
         err.print(f"results: {out / sweep.RESULTS}", highlight=False, markup=False)
-
-
-class _RichEvents:
-    """One progress bar over every training step of the whole sweep; notes printed above it."""
-
-    def __init__(self, console: Console, enabled: bool):
-        self.console = console
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("steps"), TimeElapsedColumn(), TimeRemainingColumn(),
-                                 console=console, disable=not enabled)
-        self.task = None
-
-    def start(self, total_steps: int, runs: int, done: int) -> None:
-        if done:
-            self.console.print(f"resuming: {done} runs already in results.json, {runs} to go", highlight=False)
-        self.task = self.progress.add_task("fine-tuning", total=max(total_steps, 1) if runs else 1,
-                                           completed=0 if runs else 1)
-
-    def run_started(self, description: str) -> None:
-        self.progress.update(self.task, description=description)
-
-    def advance(self, steps: int) -> None:
-        self.progress.advance(self.task, steps)
-
-    def run_finished(self, key: str, record: dict) -> None:
-        pass
-
-    def note(self, text: str) -> None:
-        self.console.print(f"note: {text}", highlight=False, markup=False)

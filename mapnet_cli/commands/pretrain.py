@@ -35,16 +35,13 @@ from pathlib import Path
 from typing import Annotated, Literal, Optional
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from .. import settings as settings_mod
 from ..atomic import make_dirs
-from ..errors import MapnetError, warn
+from ..errors import MapnetError
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
-from .plain_progress import PlainProgress
+from .progress import ARGV_ENV, train_with_progress
 
-ARGV_ENV = "MAPNET_LAUNCH_ARGV"
 HELP = "Pretrain the BERT encoder (uniform, stratified, frequency or MAP-Net masking) on shards; checkpoints, metrics, exact resume."
 
 
@@ -173,60 +170,3 @@ def _launch(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[i
         frozen.unlink(missing_ok=True)
     if code:
         raise MapnetError(f"training processes failed (torchrun exit code {code}); their messages are above")
-
-
-def warn_long_warmup(settings) -> None:
-    """A warm-up as long as the run keeps the learning rate below optim.lr throughout (the paper's 10k
-    steps on a 50-step run: lr <= 5e-7, nothing learned): worth one line, naming the fix."""
-    o, steps = settings.optim, settings.train.steps
-    if o.warmup_steps and o.warmup_steps >= steps:
-        warn(f"optim.warmup_steps ({o.warmup_steps}) >= train.steps ({steps}): the learning rate never leaves its "
-             f"warm-up (at most {o.lr * steps / o.warmup_steps:.2g}, optim.lr is {o.lr:g}); pass --set "
-             f"optim.warmup_steps=N with N < {steps}, e.g. {max(1, steps // 10)}")
-
-
-def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[int]) -> None:
-    """Train in this process with a rich progress bar (also used by `mapnet quickstart`)."""
-    from .. import distributed
-    from ..train import pretrain as run_pretrain
-
-    warn_long_warmup(settings)
-
-    console = Console(stderr=True)
-    console.soft_wrap = not console.is_terminal  # a log line stays one line, however long (rich would wrap at 80)
-    show_bar = settings.logging.progress and console.is_terminal
-    # Not a terminal (SLURM, nohup, CI, `2> log`): complete plain lines, no escape codes, no redraws.
-    plain = PlainProgress(lambda line: console.print(line, highlight=False, markup=False), settings.logging.log_every,
-                          settings.logging.plain_every_s)
-    columns = (TextColumn("[bold]pretrain"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[stats]}"),
-               TimeElapsedColumn(), TimeRemainingColumn())
-    command_line = json.loads(os.environ[ARGV_ENV]) if ARGV_ENV in os.environ else sys.argv
-    with Progress(*columns, console=console, disable=not show_bar) as bar:
-        task = bar.add_task("pretrain", total=settings.train.steps, stats="")
-
-        def report(kind: str, data: dict) -> None:
-            if kind == "step":
-                stats = f"loss {data['loss']:.4f}  lr {data['lr']:.2e}  {data['tokens_per_s']:,.0f} tok/s"
-                bar.update(task, completed=data["step"], stats=stats)
-                if not show_bar:
-                    plain.step(data)
-            elif kind == "eval":
-                console.print(f"eval @ {data['step']}: loss {data['eval_loss']:.4f}  accuracy {data['eval_accuracy']:.4f}"
-                              f"  ({data['eval_masked_tokens']} masked tokens, set {data['eval_sha256'][:12]})", highlight=False)
-                for key in (k for k in data if k.startswith("eval_loss@")):
-                    name = key.partition("@")[2]
-                    console.print(f"  {name}: loss {data[key]:.4f}  accuracy {data['eval_accuracy@' + name]:.4f}", highlight=False)
-            elif kind == "checkpoint":
-                console.print(f"checkpoint {data['path']}", highlight=False)
-            elif kind == "init_from":
-                console.print(f"starting from {data['kind']} weights {data['path']} (sha256 {data['weights_sha256'][:12]})",
-                              highlight=False)
-                for note in data["notes"]:
-                    console.print(f"  note: {note}", highlight=False)
-            elif kind == "resume":
-                bar.update(task, completed=data["step"])
-                plain.resumed(data["step"])
-                console.print(f"resumed from {data['path']} (step {data['step']})", highlight=False)
-
-        last = run_pretrain(settings, shards, out, resume=resume, stop_at=stop_at, command_line=command_line, on_report=report)
-    distributed.print0(f"done: {last}")

@@ -55,7 +55,7 @@ def quickstart(
         with console.status("preparing the synthetic corpus and shards", spinner="dots"):
             qs.prepare_data(stages, settings, lambda msg: console.print(msg, highlight=False))
 
-        from .pretrain import train_with_progress
+        from .progress import train_with_progress
 
         state = qs.run_stage(stages, settings)
         if state == "done":

@@ -1,0 +1,166 @@
+"""Progress display shared by the commands that train: `pretrain`, `quickstart`, `finetune-glue`, `compare`.
+
+`train_with_progress` trains in this process with a rich bar on a terminal and plain lines
+otherwise; `SweepProgress` is one bar over a whole GLUE sweep.
+
+Plain lines are for output that is not a terminal (SLURM logs, `nohup`, CI, `2> log`):
+
+    step 120/2000 (6%)  loss 4.1234  lr 1.00e-04  12,345 tok/s  elapsed 0:01:23  eta 0:21:40
+
+A line at every `logging.log_every` step (the steps metrics.jsonl gets), or
+with `logging.plain_every_s = N` at most one per N seconds; the first logged
+step and the last step always get one. No escape codes, no carriage returns:
+each line is complete when written, so `tail -f` and `grep` work. Elapsed and
+ETA are wall-clock time in this process (evaluation and checkpoints included),
+counted from the end of its first step (or the resume), so a resumed run's
+ETA covers only what is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from ..errors import warn
+
+# The command line a torchrun worker records: the one the user typed, not its own re-invocation.
+ARGV_ENV = "MAPNET_LAUNCH_ARGV"
+
+
+def clock(seconds: float) -> str:
+    """H:MM:SS (hours grow past 99 rather than wrap)."""
+    s = max(0, int(round(seconds)))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+class PlainProgress:
+    """Decides when to print and formats the line; `emit` writes it (the CLI's console)."""
+
+    def __init__(self, emit: Callable[[str], None], log_every: int, every_s: float = 0.0,
+                 now: Callable[[], float] = time.monotonic):
+        self.emit, self.log_every, self.every_s, self.now = emit, log_every, every_s, now
+        self.start: tuple[float, int] | None = None  # (time, step) this process began at
+        self.last_line: float | None = None
+
+    def resumed(self, step: int) -> None:
+        self.start = (self.now(), step)
+
+    def step(self, data: dict) -> None:
+        step, total = data["step"], data["total"]
+        t = self.now()
+        if self.start is None:  # from the end of the first step: its warm-up (allocation, compilation) is no rate
+            self.start = (t, step)
+        final = step == total
+        if not final and step % self.log_every:
+            return
+        if not final and self.every_s and self.last_line is not None and t - self.last_line < self.every_s:
+            return
+        self.last_line = t
+        self.emit(self.line(data, t))
+
+    def line(self, data: dict, t: float) -> str:
+        step, total = data["step"], data["total"]
+        t0, step0 = self.start
+        elapsed = t - t0
+        done = step - step0
+        eta = elapsed / done * (total - step) if done > 0 else float("nan")
+        pct = 100 * step // max(total, 1)
+        eta_text = clock(eta) if eta == eta else "?"
+        return (f"step {step}/{total} ({pct}%)  loss {data['loss']:.4f}  lr {data['lr']:.2e}  "
+                f"{data['tokens_per_s']:,.0f} tok/s  elapsed {clock(elapsed)}  eta {eta_text}")
+
+
+def warn_long_warmup(settings) -> None:
+    """A warm-up as long as the run keeps the learning rate below optim.lr throughout (the paper's 10k
+    steps on a 50-step run: lr <= 5e-7, nothing learned): worth one line, naming the fix."""
+    o, steps = settings.optim, settings.train.steps
+    if o.warmup_steps and o.warmup_steps >= steps:
+        warn(f"optim.warmup_steps ({o.warmup_steps}) >= train.steps ({steps}): the learning rate never leaves its "
+             f"warm-up (at most {o.lr * steps / o.warmup_steps:.2g}, optim.lr is {o.lr:g}); pass --set "
+             f"optim.warmup_steps=N with N < {steps}, e.g. {max(1, steps // 10)}")
+
+
+def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[int]) -> None:
+    """Train in this process with a rich progress bar (`pretrain`, `quickstart`, `compare`)."""
+    from .. import distributed
+    from ..train import pretrain as run_pretrain
+
+    warn_long_warmup(settings)
+
+    console = Console(stderr=True)
+    console.soft_wrap = not console.is_terminal  # a log line stays one line, however long (rich would wrap at 80)
+    show_bar = settings.logging.progress and console.is_terminal
+    # Not a terminal (SLURM, nohup, CI, `2> log`): complete plain lines, no escape codes, no redraws.
+    plain = PlainProgress(lambda line: console.print(line, highlight=False, markup=False), settings.logging.log_every,
+                          settings.logging.plain_every_s)
+    columns = (TextColumn("[bold]pretrain"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[stats]}"),
+               TimeElapsedColumn(), TimeRemainingColumn())
+    command_line = json.loads(os.environ[ARGV_ENV]) if ARGV_ENV in os.environ else sys.argv
+    with Progress(*columns, console=console, disable=not show_bar) as bar:
+        task = bar.add_task("pretrain", total=settings.train.steps, stats="")
+
+        def report(kind: str, data: dict) -> None:
+            if kind == "step":
+                stats = f"loss {data['loss']:.4f}  lr {data['lr']:.2e}  {data['tokens_per_s']:,.0f} tok/s"
+                bar.update(task, completed=data["step"], stats=stats)
+                if not show_bar:
+                    plain.step(data)
+            elif kind == "eval":
+                console.print(f"eval @ {data['step']}: loss {data['eval_loss']:.4f}  accuracy {data['eval_accuracy']:.4f}"
+                              f"  ({data['eval_masked_tokens']} masked tokens, set {data['eval_sha256'][:12]})", highlight=False)
+                for key in (k for k in data if k.startswith("eval_loss@")):
+                    name = key.partition("@")[2]
+                    console.print(f"  {name}: loss {data[key]:.4f}  accuracy {data['eval_accuracy@' + name]:.4f}", highlight=False)
+            elif kind == "checkpoint":
+                console.print(f"checkpoint {data['path']}", highlight=False)
+            elif kind == "init_from":
+                console.print(f"starting from {data['kind']} weights {data['path']} (sha256 {data['weights_sha256'][:12]})",
+                              highlight=False)
+                for note in data["notes"]:
+                    console.print(f"  note: {note}", highlight=False)
+            elif kind == "resume":
+                bar.update(task, completed=data["step"])
+                plain.resumed(data["step"])
+                console.print(f"resumed from {data['path']} (step {data['step']})", highlight=False)
+
+        last = run_pretrain(settings, shards, out, resume=resume, stop_at=stop_at, command_line=command_line, on_report=report)
+    distributed.print0(f"done: {last}")
+
+
+class SweepProgress:
+    """One progress bar over every training step of the whole sweep; notes printed above it."""
+
+    def __init__(self, console: Console, enabled: bool):
+        self.console = console
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("steps"), TimeElapsedColumn(), TimeRemainingColumn(),
+                                 console=console, disable=not enabled)
+        self.task = None
+
+    def start(self, total_steps: int, runs: int, done: int) -> None:
+        if done:
+            self.console.print(f"resuming: {done} runs already in results.json, {runs} to go", highlight=False)
+        self.task = self.progress.add_task("fine-tuning", total=max(total_steps, 1) if runs else 1,
+                                           completed=0 if runs else 1)
+
+    def run_started(self, description: str) -> None:
+        self.progress.update(self.task, description=description)
+
+    def advance(self, steps: int) -> None:
+        self.progress.advance(self.task, steps)
+
+    def run_finished(self, key: str, record: dict) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        self.console.print(f"note: {text}", highlight=False, markup=False)
+
+
+__all__ = ["ARGV_ENV", "PlainProgress", "SweepProgress", "clock", "train_with_progress", "warn_long_warmup"]

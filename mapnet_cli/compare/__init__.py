@@ -1,0 +1,47 @@
+"""Does MAP-Net make pretraining cheaper? Strategies x seeds, same start, same data, one table.
+
+    mapnet compare shards/ --out runs/compare --preset tiny --steps 300 --seeds 3
+    mapnet compare shards/ --out runs/warm --init-from runs/uniform-long --strategies uniform,mapnet   # warm start
+    mapnet compare shards/ --out runs/cmp --strategies uniform,mapnet,mapnet-noweight --variance \
+        --glue-tasks cola,sst2,mrpc --glue-data glue_data
+
+Library entry points: `plan_runs` (settings of every strategy x seed), `run_all`
+(train what is missing), `collect` (every raw number + `aggregate`), `table_rows`.
+One job per module:
+
+    plan.py         the strategies table, `parse_strategies`, `plan_runs`
+    run.py          `run_all`: training the planned runs, reusing finished ones
+    records.py      `collect`: each run's curve, fairness hashes, variance
+    glue_scores.py  `glue_results`: GLUE fine-tuning and the random-init controls
+    statistics.py   `aggregate`: means, paired differences, steps to target; `fairness_checks`
+    report.py       `results_document` (results.json) and `table_rows`
+    plots.py        `write_plots`
+
+Fairness. For seed index k every strategy trains with train.seed = base + k: the
+same initial encoder (MAP-Net is built after it, see `train.Run`), the same data
+order and the same dropout streams; only the masks differ. The results record the
+hashes that show it (initial weights, first batch, evaluation set) and the step-0
+held-out loss, which must be identical across strategies of a seed.
+
+Checkpoints. Every run checkpoints at its evaluation steps (train.checkpoint_every
+= train.eval_every, all of them kept) so the gradient variance can be measured post
+hoc at each of them. A run whose final checkpoint exists is reused; one that stopped
+after a checkpoint is resumed; one with none is started again.
+"""
+
+from ..intervals import mean_ci, t_quantile_975
+from ..metrics_file import read_metrics
+from .glue_scores import control_label, glue_controls, glue_results
+from .plan import SCHEME, STRATEGIES, PlannedRun, eval_steps, parse_strategies, plan_runs, split_name, strategy_masking
+from .plots import write_plots
+from .records import collect, data_order_sha256, initial_weights_sha256, run_record, tensors_sha256, variance_curve
+from .report import CONTROL_ROW, RESULTS, SCHEMA, TABLE_HEADER, pm, results_document, table_rows
+from .run import pretraining_part, recorded_settings, run_all
+from .statistics import aggregate, extra_metrics, fairness_checks, steps_to_target
+
+__all__ = ["STRATEGIES", "SCHEME", "PlannedRun", "split_name", "strategy_masking", "eval_steps", "parse_strategies",
+           "plan_runs", "run_all", "pretraining_part", "recorded_settings", "tensors_sha256", "initial_weights_sha256",
+           "data_order_sha256", "read_metrics", "run_record", "variance_curve", "glue_results", "glue_controls",
+           "control_label", "t_quantile_975", "mean_ci", "steps_to_target", "aggregate", "fairness_checks",
+           "collect", "SCHEMA", "RESULTS", "results_document", "TABLE_HEADER", "CONTROL_ROW", "pm", "table_rows",
+           "write_plots", "extra_metrics"]

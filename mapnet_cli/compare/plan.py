@@ -1,0 +1,123 @@
+"""The comparison's plan: the strategies table (each arm's masking settings) and one run per strategy x seed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .. import settings as settings_mod
+from ..errors import MapnetError
+
+_PAPER = {"strategy": "mapnet", "importance": "clipped", "explore_start": 1.0, "explore_end": 0.33,
+          "proposal_target": "loss", "mix_uniform": 0.0}
+# The principled arms: per-position Horvitz-Thompson weights over systematic PPS masks, a per-token
+# mixture with uniform (alpha = 0.5: every weight <= 2) instead of the per-sequence exploration coin.
+_HT = {"strategy": "mapnet", "importance": "ht", "mix_uniform": 0.5, "explore_start": 0.0, "explore_end": 0.0}
+# Each ablation is the paper's MAP-Net with one thing changed.
+STRATEGIES = {
+    "uniform": {"strategy": "uniform"},
+    "mapnet": _PAPER,
+    "mapnet-noweight": {**_PAPER, "importance": "none"},
+    "mapnet-unclipped": {**_PAPER, "importance": "unclipped"},
+    "mapnet-noexplore": {**_PAPER, "explore_start": 0.0, "explore_end": 0.0},
+    # The paper's exploration schedule is 1M steps long; a short run compresses it ~1000x. Here it
+    # is set to 10x the run (train.steps), so the run ends at ~93% uniform masking (a fairness check).
+    "mapnet-uncompressed": {**_PAPER, "explore_steps": "10x"},
+    "mapnet-ht": {**_HT, "proposal_target": "gradnorm"},
+    "mapnet-ht-loss": {**_HT, "proposal_target": "loss"},
+    "mapnet-ht-learnability": {**_HT, "proposal_target": "learnability"},
+    "stratified": {"strategy": "stratified"},
+    "frequency-ht": {"strategy": "frequency", "mix_uniform": 0.5},
+    # The no-network unit schemes people use (word_masking.py): unweighted, the uniform token budget.
+    "whole-word": {"strategy": "whole-word"},
+    "span": {"strategy": "span"},
+    "pmi": {"strategy": "pmi"},
+}
+# The variance-decomposition scheme that matches what each strategy trains with.
+SCHEME = {"uniform": "uniform", "mapnet": "mapnet_clipped", "mapnet-noweight": "mapnet_unweighted",
+          "mapnet-unclipped": "mapnet_unclipped", "mapnet-noexplore": "mapnet_clipped",
+          "mapnet-uncompressed": "mapnet_clipped", "mapnet-ht": "ht", "mapnet-ht-loss": "ht",
+          "mapnet-ht-learnability": "ht", "stratified": "stratified", "frequency-ht": "frequency",
+          # Unit masks are not a variance scheme yet: their arms show no variance curve (uniform is still measured).
+          "whole-word": None, "span": None, "pmi": None}
+
+
+def split_name(name: str) -> tuple[str, float | None]:
+    """"uniform@0.4" -> ("uniform", 0.4): any strategy at another masking rate (masking.mask_prob)."""
+    base, at, rate = name.partition("@")
+    if not at:
+        return base, None
+    try:
+        value = float(rate)
+    except ValueError:
+        raise MapnetError(f"strategy {name!r}: the masking rate after @ must be a number, e.g. uniform@0.3") from None
+    if not 0.0 < value < 1.0:
+        raise MapnetError(f"strategy {name!r}: the masking rate must be in (0, 1)")
+    return base, value
+
+
+def strategy_masking(name: str, steps: int) -> dict:
+    """The masking settings strategy `name` (optionally NAME@RATE) trains with, for a run of `steps` steps."""
+    base, rate = split_name(name)
+    values = dict(STRATEGIES[base])
+    if values.get("explore_steps") == "10x":
+        values["explore_steps"] = 10 * steps
+    if rate is not None:
+        values["mask_prob"] = rate
+    return values
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    strategy: str
+    index: int  # seed index k: train.seed = base seed + k
+    settings: settings_mod.Settings
+    path: Path
+
+    @property
+    def label(self) -> str:
+        return f"{self.strategy}/seed-{self.index}"
+
+
+def eval_steps(train) -> list[int]:
+    """The steps `train.Run` evaluates at: 0, every eval_every, and the last."""
+    every = range(train.eval_every, train.steps + 1, train.eval_every) if train.eval_every else []
+    return sorted({0, *every, train.steps})
+
+
+def parse_strategies(text: str) -> list[str]:
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in names if split_name(s)[0] not in STRATEGIES]
+    if unknown or not names:
+        raise MapnetError(f"unknown strategies {unknown or [text]} (choose from {', '.join(STRATEGIES)}; "
+                          "NAME@RATE sets the masking rate, e.g. uniform@0.3)")
+    return list(dict.fromkeys(names))
+
+
+def plan_runs(base: settings_mod.Settings, strategies: list[str], seeds: int, out: Path) -> list[PlannedRun]:
+    """One run per strategy x seed index, in the order they are trained (seed-major, so a stopped
+    comparison already holds complete seeds)."""
+    if seeds < 1:
+        raise MapnetError(f"--seeds must be >= 1 (got {seeds})")
+    t = base.train
+    kept = [s for s in eval_steps(t) if s > 0]
+    defaults = settings_mod.MaskingSettings()
+    out_runs: list[PlannedRun] = []
+    unused: dict[str, str] | None = None  # strategy-specific keys given that no arm uses
+    for k in range(seeds):
+        for name in strategies:
+            updates = {"masking": strategy_masking(name, t.steps),
+                       "train": {"seed": t.seed + k, "checkpoint_every": t.eval_every, "keep_steps": kept}}
+            s = settings_mod.apply(base, updates, f"compare strategy {name}")
+            # A strategy-specific key (--set masking.span_p=0.3) goes to the arms that use it; the others
+            # keep its default, as their own `pretrain` would need.
+            ignored = s.masking.ignored_keys()
+            unused = dict(ignored) if unused is None else {key: w for key, w in unused.items() if key in ignored}
+            s = replace(s, masking=replace(s.masking, **{key: getattr(defaults, key) for key in ignored}))
+            if s.problems():
+                raise MapnetError(f"invalid settings for strategy {name}: " + "; ".join(s.problems()))
+            out_runs.append(PlannedRun(name, k, s, Path(out) / "runs" / name / f"seed-{k}"))
+    if unused:
+        raise MapnetError("; ".join(f"masking.{key} = {getattr(base.masking, key)!r} only applies with {where}, "
+                                    "and no compared strategy uses it" for key, where in unused.items()))
+    return out_runs

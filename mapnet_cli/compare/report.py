@@ -1,0 +1,93 @@
+"""results.json and the comparison table as plain strings (rich is the CLI's)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import MapnetError
+from .plan import PlannedRun, eval_steps
+from .statistics import aggregate, fairness_checks
+
+SCHEMA = "mapnet.compare/1"
+RESULTS = "results.json"
+
+
+def results_document(plan: list[PlannedRun], runs: list[dict], argv: list[str], shards: Path,
+                     glue_control: dict[int, dict] | None = None) -> dict:
+    from ..atomic import sha256_file
+    from ..data.shards import find_shard_dir
+    from ..train import versions
+
+    checks = fairness_checks(runs)
+    if not checks["same_eval_set"]:
+        raise MapnetError("the runs were evaluated on different held-out sets (eval_sha256 differs): "
+                          "their losses are not comparable")
+    if not checks["same_extra_eval_sets"]:
+        raise MapnetError("the runs' train.extra_eval sets differ (names or eval_sha256@NAME): "
+                          "their losses on those sets are not comparable")
+    strategies = list(dict.fromkeys(pr.strategy for pr in plan))
+    return {"schema": SCHEMA, "command": list(argv), "versions": versions(),
+            "shards": {"path": str(Path(shards).resolve()),
+                       "manifest_sha256": sha256_file(find_shard_dir(shards) / "manifest.json")},
+            "strategies": strategies, "seeds": sorted({pr.settings.train.seed for pr in plan}),
+            "eval_steps": eval_steps(plan[0].settings.train), "checks": checks,
+            "aggregate": aggregate(runs, strategies, glue_control), "runs": runs,
+            **({"glue_control": {str(k): v for k, v in sorted(glue_control.items())}} if glue_control else {})}
+
+
+TABLE_HEADER = ["strategy", "seeds", "final eval loss", "Δ vs uniform (paired)", "accuracy", "s/step", "steps to target"]
+
+
+def pm(ci: dict, fmt: str) -> str:
+    if ci["ci95"] is None:
+        return format(ci["mean"], fmt)
+    return f"{format(ci['mean'], fmt)} ± {format((ci['ci95'][1] - ci['ci95'][0]) / 2, fmt.lstrip('+'))}"
+
+
+def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
+    """The comparison table: header and one row per strategy, numbers from `doc['aggregate']`."""
+    strategies = doc["aggregate"]["strategies"]
+    has_var = any("variance" in a for a in strategies.values())
+    has_glue = any("glue" in a for a in strategies.values())
+    extra = sorted({m for a in strategies.values() for m in a["final"] if m.startswith("eval_loss@")})
+    control = doc["aggregate"].get("glue_control")
+    header = (TABLE_HEADER + [f"loss {m.partition('@')[2]}" for m in extra]
+              + (["mask var", "total var", "noise scale"] if has_var else []) + (["GLUE"] if has_glue else [])
+              + (["GLUE Δ vs random init (paired)"] if has_glue and control else []))
+    rows = []
+    for name, a in strategies.items():
+        reached = (a.get("steps_to_target") or {}).get("mean_curve")
+        diff = (a.get("paired_vs_uniform") or {}).get("eval_loss")
+        row = [name, str(len(a["seeds"])), pm(a["final"]["eval_loss"], ".4f"), pm(diff, "+.4f") if diff else "-",
+               pm(a["final"]["eval_accuracy"], ".4f"),
+               pm(a["seconds_per_step"], ".4f"),
+               "no baseline" if "steps_to_target" not in a else "not reached" if reached is None else f"{reached:.1f}"]
+        row += [pm(a["final"][m], ".4f") if m in a["final"] else "-" for m in extra]
+        if has_var:
+            v = a.get("variance")
+            ok = v and v["steps"]
+            row += [pm(v["mask_variance"][-1], ".4g"), pm(v["total_variance"][-1], ".4g"),
+                    pm(v["noise_scale"][-1], ".4g") if ok and "noise_scale" in v else "-"] if ok else ["-", "-", "-"]
+        if has_glue:
+            row.append(_points(a.get("glue"), ".2f"))  # in points, as `mapnet finetune-glue` prints it
+            if control:
+                d = (a.get("glue_vs_random_init") or {}).get("score")
+                row.append(_points(d, "+.2f") + (f" (n={d['n']})" if d else ""))
+        rows.append(row)
+    if has_glue and control:  # the control row: GLUE columns only
+        row = [CONTROL_ROW, str(len(control["seed_indices"]))] + ["-"] * (len(header) - 4)
+        rows.append(row + [_points(control["glue"], ".2f"), "control"])
+    return header, rows
+
+
+CONTROL_ROW = "random-init (control)"
+
+
+def _points(ci: dict | None, fmt: str) -> str:
+    """A mean_ci of fractions, shown in points (x100)."""
+    if not ci:
+        return "-"
+    mean = format(100 * ci["mean"], fmt)
+    if ci["ci95"] is None:
+        return mean
+    return f"{mean} ± {format(100 * (ci['ci95'][1] - ci['ci95'][0]) / 2, fmt.lstrip('+'))}"

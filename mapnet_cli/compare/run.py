@@ -1,0 +1,50 @@
+"""Training the planned runs: reuse a finished run, resume a stopped one, refuse one trained otherwise."""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+from pathlib import Path
+from typing import Callable
+
+from .. import settings as settings_mod
+from ..errors import MapnetError
+from .plan import PlannedRun
+
+
+def pretraining_part(values: dict) -> dict:
+    """The settings a finished run's outcome depends on: fine-tuning and variance are post hoc, progress is display."""
+    out = {k: v for k, v in values.items() if k not in ("finetune", "variance")}
+    # Only these logging keys change what a run records; the rest (progress, TensorBoard, W&B) is display.
+    out["logging"] = {k: v for k, v in out.get("logging", {}).items() if k in ("log_every", "metrics_file")}
+    return out
+
+
+def recorded_settings(path: Path) -> dict:
+    """A run's settings.toml read back through the settings tree, so it compares with a plan's
+    `Settings.to_dict()` value for value (TOML's spelling of a value never makes a run look different)."""
+    text = (path / "settings.toml").read_text(encoding="utf-8")
+    return settings_mod.from_dict(tomllib.loads(text), str(path / "settings.toml")).to_dict()
+
+
+def run_all(plan: list[PlannedRun], shards: Path, train_fn: Callable[[PlannedRun, bool], None],
+            note: Callable[[str], None] = lambda _: None) -> dict[str, bool]:
+    """Train every run that lacks its final checkpoint; returns {label: reused}."""
+    from .. import checkpoint  # torch-heavy: only when the command runs, not for `mapnet --help`
+
+    reused = {}
+    for pr in plan:
+        done = dict(checkpoint.list_checkpoints(pr.path)) if pr.path.is_dir() else {}
+        if done:
+            if pretraining_part(recorded_settings(pr.path)) != pretraining_part(pr.settings.to_dict()):
+                raise MapnetError(f"{pr.path} was trained with other settings than this comparison asks for; "
+                                  "choose another --out or remove that run")
+        elif pr.path.exists():
+            shutil.rmtree(pr.path)  # never reached a checkpoint: nothing worth keeping, and stale metrics lines
+        reused[pr.label] = pr.settings.train.steps in done
+        if reused[pr.label]:
+            note(f"reusing {pr.label} ({pr.path})")
+            continue
+        note(f"{'resuming' if done else 'training'} {pr.label} -> {pr.path}")
+        train_fn(pr, bool(done))
+    return reused
