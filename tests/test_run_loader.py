@@ -70,9 +70,11 @@ def test_a_missing_corrupt_or_absent_checkpoint_is_a_one_line_error(trained_runs
     one_line(copy, "model.safetensors", "sha256")
     one_line(copy, "model.safetensors", "sha256", weights=False)  # verified even when nothing is built
     (ckpt / checkpoint.WEIGHTS).write_bytes(b"\x00garbage" * 64)
-    (ckpt / checkpoint.MANIFEST).unlink()  # as a checkpoint from before manifests: the loader must refuse it itself
+    (ckpt / checkpoint.STATE).write_bytes(b"\x00garbage" * 64)
+    (ckpt / checkpoint.MANIFEST).unlink()
+    one_line(copy, "has no manifest.json", "cannot be verified")
+    checkpoint.write_manifest(ckpt)  # past the manifest: the loaders themselves must refuse the garbage
     one_line(copy, "model.safetensors", "truncated or corrupt")
-    (ckpt / checkpoint.STATE).unlink()
     with pytest.raises(MapnetError, match="state.pt is unreadable"):
         load_run(copy, weights=False).state()
 
