@@ -19,7 +19,7 @@ checkpoint never runs pickled code.
 Loading verifies each file against `manifest.json` as `ShardReader` verifies
 shards: sizes always, sha256 too unless `shard.verify = "size"`, so a flipped
 byte is refused by name instead of silently training or exporting from it.
-Checkpoints written before manifests existed load unverified, with a warning.
+A checkpoint without a manifest is refused: every checkpoint mapnet writes has one.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from . import atomic
-from .errors import MapnetError, warn
+from .errors import MapnetError
 from .model import BertConfig, BertForMLM
 
 SCHEMA = "mapnet.checkpoint/1"
@@ -194,7 +194,6 @@ def write_manifest(ckpt: Path) -> None:
 
 
 _VERIFIED: dict[tuple, str] = {}  # (path, size, mtime, inode) -> sha256: several loads of one file hash it once
-_UNVERIFIED_WARNED: set[Path] = set()
 
 
 def _sha256(path: Path, stat: os.stat_result) -> str:
@@ -208,15 +207,12 @@ def verify(ckpt: Path, mode: str = "full") -> None:
     """Refuse a checkpoint whose files do not match its manifest, naming the file.
 
     `mode` as shard.verify: "full" compares sha256 (each file hashed once per
-    process), "size" only sizes. A checkpoint without a manifest (written before
-    they existed) loads unverified, with a warning.
+    process), "size" only sizes. A checkpoint without a manifest is refused.
     """
     ckpt = Path(ckpt)
     if not (ckpt / MANIFEST).is_file():
-        if ckpt not in _UNVERIFIED_WARNED:
-            _UNVERIFIED_WARNED.add(ckpt)
-            warn(f"{ckpt} has no {MANIFEST} (written before checkpoints were hashed): loading it unverified")
-        return
+        raise MapnetError(f"{ckpt} has no {MANIFEST}, which every mapnet checkpoint has: it cannot be verified "
+                          "(damaged, or not written by mapnet)")
     try:
         manifest = json.loads((ckpt / MANIFEST).read_text(encoding="utf-8"))
         entries = {e["name"]: e for e in manifest["files"]}

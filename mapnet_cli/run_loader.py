@@ -90,11 +90,10 @@ def load_run(path: str | os.PathLike, *, weights: bool = True, with_proposal: bo
     model, meta = checkpoint.load_model(ckpt, "cpu", verify)  # verified above: its hashes are remembered
     run = LoadedRun(ckpt, meta, model)
     if with_proposal and has_proposal_weights(weight_names(ckpt / checkpoint.WEIGHTS)):
-        if isinstance(meta.get("mapnet"), dict):
-            cfg = ProposalConfig(**meta["mapnet"])
-        else:  # older checkpoints: the size their settings give
-            cfg = ProposalConfig.from_settings(run.settings.model, run.settings.masking)
-        run.proposal = ProposalNetwork(cfg, model.encoder.tok_embeddings)
+        if not isinstance(meta.get("mapnet"), dict):
+            raise MapnetError(f"{ckpt / checkpoint.CONFIG} has MAP-Net weights but no \"mapnet\" entry (its size); "
+                              "every mapnet checkpoint with MAP-Net records it")
+        run.proposal = ProposalNetwork(ProposalConfig(**meta["mapnet"]), model.encoder.tok_embeddings)
         run.load_into({"mapnet": run.proposal})
         run.proposal.to(device)
     model.to(device)

@@ -209,11 +209,16 @@ def test_manifest_hashes_every_file_and_a_flipped_byte_is_refused_by_name(tmp_pa
         checkpoint.verify(other, "size")
 
 
-def test_checkpoint_without_manifest_loads_unverified_with_a_warning(tmp_path, tokenizer, capsys):
+def test_checkpoint_without_manifest_is_refused_in_one_line(tmp_path, tokenizer):
     ckpt = fake_checkpoint(tmp_path / "run", 3, tokenizer)
-    (ckpt / "manifest.json").unlink()  # as written before manifests existed
-    checkpoint.load_model(ckpt)
-    assert "no manifest.json" in capsys.readouterr().err
+    (ckpt / "manifest.json").unlink()
+    for load in (checkpoint.load_model, lambda c: checkpoint.verify(c, "size")):
+        with pytest.raises(MapnetError) as exc:
+            load(ckpt)
+        assert str(exc.value) == (f"{ckpt} has no manifest.json, which every mapnet checkpoint has: it cannot be "
+                                  "verified (damaged, or not written by mapnet)")
+    with pytest.raises(MapnetError, match="has no manifest.json"):
+        checkpoint.resolve_checkpoint(tmp_path / "run")
     (ckpt / "manifest.json").write_text("{not json")
     with pytest.raises(MapnetError, match="manifest.json is unreadable"):
         checkpoint.load_model(ckpt)
@@ -225,7 +230,7 @@ def test_unreadable_weights_and_state_are_one_line_errors(tmp_path, tokenizer, d
     for name in ("model.safetensors", "state.pt"):
         data = (ckpt / name).read_bytes()
         (ckpt / name).write_bytes({"truncated": data[: len(data) // 2], "garbage": b"\x07garbage" * 50, "empty": b""}[damage])
-    (ckpt / "manifest.json").unlink()  # past the manifest: the loaders themselves must not raise a traceback
+    checkpoint.write_manifest(ckpt)  # past the manifest: the loaders themselves must not raise a traceback
     with pytest.raises(MapnetError, match=r"model\.safetensors is not a readable safetensors file") as exc:
         checkpoint.load_model(ckpt)
     assert "\n" not in str(exc.value)

@@ -72,9 +72,9 @@ def damage(weights: Path, how: str) -> None:
     data = weights.read_bytes()
     if how == "flipped":  # one bit in the last tensor's data: safetensors alone would load it
         weights.write_bytes(data[:-3] + bytes([data[-3] ^ 1]) + data[-2:])
-    else:  # and no manifest (a checkpoint from before manifests): the loaders must refuse it themselves
+    else:  # and a manifest that matches it: past the hashes, the loaders must refuse it themselves
         weights.write_bytes(data[: len(data) // 2] if how == "truncated" else b"\x00garbage" * 64)
-        (weights.parent / "manifest.json").unlink(missing_ok=True)
+        checkpoint.write_manifest(weights.parent)
 
 
 COMMANDS_ON_A_CHECKPOINT = {

@@ -343,7 +343,7 @@ def test_plan_gives_every_strategy_the_same_seeds(tmp_path):
     assert plan[1].settings.masking.importance == "none"
     assert all(p.settings.train.checkpoint_every == 4 and p.settings.train.keep_steps == (4, 8, 10) for p in plan)
     assert plan[4].path == tmp_path / "runs" / "mapnet-noweight" / "seed-1"
-    with pytest.raises(MapnetError, match="unknown strategies"):
+    with pytest.raises(MapnetError, match="unknown strategy .bogus. .choose from uniform, .*NAME@RATE"):
         cmp.parse_strategies("uniform,bogus")
 
 

@@ -25,19 +25,21 @@ def test_a_warning_keeps_brackets_in_paths(capsys):
 
 
 @pytest.mark.slow
-def test_a_checkpoint_from_before_manifests_loads_with_a_warning_naming_it_and_errors_name_paths(tmp_path):
-    """A run folder named like rich markup: the warning (and an error) must still name it exactly."""
+def test_errors_name_paths_as_they_are_and_a_checkpoint_without_manifest_is_refused(tmp_path):
+    """A run folder named like rich markup: the error lines must still name it exactly."""
     shards = write_tiny_shards(tmp_path / "shards")
     run = tmp_path / "[exp1] run"
     assert CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(run), *SMALL]).exit_code == 0
     ckpt = checkpoint.latest_checkpoint(run)
-    (ckpt / "manifest.json").unlink()  # as written before manifests existed
     env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "400"}
     cmd = [sys.executable, "-m", "mapnet_cli.cli", "export", str(run), "--out", str(tmp_path / "[hf]")]
     first = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert first.returncode == 0, first.stderr
-    assert f"warning: {ckpt} has no manifest.json (written before checkpoints were hashed): loading it unverified" \
-        in first.stderr.splitlines()
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert again.returncode == 2 and "Traceback" not in again.stderr
     assert f"error: {tmp_path / '[hf]'} already exists (pass --overwrite to replace it)" in again.stderr.splitlines()
+    (ckpt / "manifest.json").unlink()
+    refused = subprocess.run([*cmd, "--overwrite"], capture_output=True, text=True, env=env, timeout=300)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert (f"error: {ckpt} has no manifest.json, which every mapnet checkpoint has: it cannot be verified "
+            "(damaged, or not written by mapnet)") in refused.stderr.splitlines()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -70,9 +71,11 @@ def test_a_missing_corrupt_or_absent_checkpoint_is_a_one_line_error(trained_runs
     one_line(copy, "model.safetensors", "sha256")
     one_line(copy, "model.safetensors", "sha256", weights=False)  # verified even when nothing is built
     (ckpt / checkpoint.WEIGHTS).write_bytes(b"\x00garbage" * 64)
-    (ckpt / checkpoint.MANIFEST).unlink()  # as a checkpoint from before manifests: the loader must refuse it itself
+    (ckpt / checkpoint.STATE).write_bytes(b"\x00garbage" * 64)
+    (ckpt / checkpoint.MANIFEST).unlink()
+    one_line(copy, "has no manifest.json", "cannot be verified")
+    checkpoint.write_manifest(ckpt)  # past the manifest: the loaders themselves must refuse the garbage
     one_line(copy, "model.safetensors", "truncated or corrupt")
-    (ckpt / checkpoint.STATE).unlink()
     with pytest.raises(MapnetError, match="state.pt is unreadable"):
         load_run(copy, weights=False).state()
 
@@ -81,3 +84,16 @@ def test_a_run_without_run_json_names_no_shards(trained_runs, tmp_path):
     copy = shutil.copytree(trained_runs["uniform"], tmp_path / "run")
     (copy / "run.json").unlink()
     assert load_run(copy).shards is None
+
+
+def test_mapnet_weights_without_their_recorded_size_are_refused(trained_runs, tmp_path):
+    copy = shutil.copytree(trained_runs["mapnet"], tmp_path / "run")
+    ckpt = checkpoint.latest_checkpoint(copy)
+    meta = json.loads((ckpt / checkpoint.CONFIG).read_text())
+    del meta["mapnet"]  # every checkpoint with MAP-Net weights records its size
+    (ckpt / checkpoint.CONFIG).write_text(json.dumps(meta))
+    checkpoint.write_manifest(ckpt)
+    with pytest.raises(MapnetError) as info:
+        load_run(copy)
+    assert str(info.value) == (f"{ckpt / 'config.json'} has MAP-Net weights but no \"mapnet\" entry (its size); "
+                               "every mapnet checkpoint with MAP-Net records it")

@@ -26,6 +26,7 @@ from rich.table import Table
 
 from .. import settings as settings_mod
 from ..settings import PROTOCOLS
+from ..comma_list import comma_list
 from ..errors import MapnetError
 from ..run_lock import output_lock
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
@@ -33,22 +34,13 @@ from .progress import SweepProgress
 
 HELP = "Fine-tune checkpoints on GLUE (grid x seeds, best mean config) and report dev scores."
 
-def parse_list(text: str, kind, what: str) -> tuple:
-    try:
-        values = tuple(kind(v) for v in text.replace(" ", "").split(",") if v)
-    except ValueError:
-        raise MapnetError(f"{what} must be a comma-separated list of {kind.__name__}s (got {text!r})") from None
-    if not values:
-        raise MapnetError(f"{what} is empty")
-    return values
-
-
 def parse_grid(text: str) -> tuple[tuple[int, ...], tuple[float, ...]]:
     """'16,32x1e-5,2e-5' -> ((16, 32), (1e-5, 2e-5))."""
     parts = text.lower().split("x")
     if len(parts) != 2:
         raise MapnetError(f"--grid expects BATCH_SIZES x LEARNING_RATES, e.g. '16,32x1e-5,2e-5' (got {text!r})")
-    return parse_list(parts[0], int, "--grid batch sizes"), parse_list(parts[1], float, "--grid learning rates")
+    return (tuple(comma_list(parts[0], "--grid batch sizes", convert=int)),
+            tuple(comma_list(parts[1], "--grid learning rates", convert=float)))
 
 
 def finetune_glue(
@@ -92,9 +84,9 @@ def finetune_glue(
             raise MapnetError("give either --grid or --batch-sizes/--lrs, not both")
         flags["batch_sizes"], flags["learning_rates"] = parse_grid(grid)
     if batch_sizes is not None:
-        flags["batch_sizes"] = parse_list(batch_sizes, int, "--batch-sizes")
+        flags["batch_sizes"] = tuple(comma_list(batch_sizes, "--batch-sizes", convert=int))
     if lrs is not None:
-        flags["learning_rates"] = parse_list(lrs, float, "--lrs")
+        flags["learning_rates"] = tuple(comma_list(lrs, "--lrs", convert=float))
     for key, value in (("seeds", seeds), ("epochs", epochs), ("max_train", max_train), ("max_dev", max_dev), ("device", device)):
         if value is not None:
             flags[key] = value

@@ -32,20 +32,10 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import settings as settings_mod
-from ..errors import MapnetError
+from ..comma_list import comma_list
 from .options import ConfigOpt, SetOpt
 
 HELP = "Measure the gradient-variance decomposition (mask / sentence / total) of a checkpoint, per masking scheme."
-
-
-def _int_list(text: Optional[str], flag: str) -> Optional[list[int]]:
-    if text is None:
-        return None
-    try:
-        values = [int(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise MapnetError(f"{flag} expects comma-separated integers, e.g. 1,8,32 (got {text!r})") from None
-    return values
 
 
 def resolve_settings(ckpt: Path, config: Optional[Path], flags: dict, assignments: list[str]):
@@ -53,12 +43,6 @@ def resolve_settings(ckpt: Path, config: Optional[Path], flags: dict, assignment
     from .. import checkpoint  # torch-heavy: imported only when the command runs
 
     return settings_mod.resolve(config, flags, assignments, base=checkpoint.load_settings(ckpt))
-
-def _scheme_list(text: Optional[str]) -> Optional[list[str]]:
-    if text is None:
-        return None
-    return [x for x in text.replace(" ", "").split(",") if x]
-
 
 def wanted_schemes(settings, oracle: bool) -> list[str]:
     """variance.schemes (or the checkpoint's defaults when empty), plus the oracle when asked for."""
@@ -90,9 +74,11 @@ def variance(
     from ..variance.report import variance_report
 
     ckpt = checkpoint.resolve_checkpoint(run)
+    sizes = None if batch_sizes is None else comma_list(batch_sizes, "--batch-sizes", convert=int, allow_empty=True)
+    names = None if schemes is None else comma_list(schemes, "--schemes", allow_empty=True)  # checked by the settings
     flags = {"variance": {"sentences": sentences, "masks": masks, "project_dim": project_dim,
-                          "params": list(params) if params else None, "batch_sizes": _int_list(batch_sizes, "--batch-sizes"),
-                          "bootstrap": bootstrap, "seed": seed, "schemes": _scheme_list(schemes)}}
+                          "params": list(params) if params else None, "batch_sizes": sizes,
+                          "bootstrap": bootstrap, "seed": seed, "schemes": names}}
     settings = resolve_settings(ckpt, config, flags, list(set_ or ()))
     err = Console(stderr=True)
     target = load_target(ckpt, data)

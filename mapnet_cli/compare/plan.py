@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import settings as settings_mod
+from ..comma_list import comma_list
 from ..errors import MapnetError
 
 _PAPER = {"strategy": "mapnet", "importance": "clipped", "explore_start": 1.0, "explore_end": 0.33,
@@ -86,11 +87,11 @@ def eval_steps(train) -> list[int]:
 
 
 def parse_strategies(text: str) -> list[str]:
-    names = [s.strip() for s in text.split(",") if s.strip()]
-    unknown = [s for s in names if split_name(s)[0] not in STRATEGIES]
-    if unknown or not names:
-        raise MapnetError(f"unknown strategies {unknown or [text]} (choose from {', '.join(STRATEGIES)}; "
-                          "NAME@RATE sets the masking rate, e.g. uniform@0.3)")
+    """`--strategies`: known names, each optionally NAME@RATE; duplicates dropped, order kept."""
+    try:
+        names = comma_list(text, "strategy", allowed=STRATEGIES, key=lambda name: split_name(name)[0])
+    except MapnetError as exc:
+        raise MapnetError(f"{exc}; NAME@RATE sets the masking rate, e.g. uniform@0.3") from None
     return list(dict.fromkeys(names))
 
 

@@ -61,7 +61,7 @@ def load_manifest(shard_dir: Path) -> dict:
     if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
         got = manifest.get("schema") if isinstance(manifest, dict) else type(manifest).__name__
         raise MapnetError(f"{shard_dir / MANIFEST} is not a shard manifest (schema {got!r}, expected {SCHEMA!r})")
-    missing = [k for k in ("max_seq_len", "dtype", "vocab_size", "special_ids", "files", "splits") if k not in manifest]
+    missing = [k for k in ("max_seq_len", "dtype", "vocab_size", "special_ids", "tokenizer_sha256", "files", "splits") if k not in manifest]
     if missing:
         raise MapnetError(f"{shard_dir / MANIFEST} lacks {', '.join(missing)}")
     return manifest
@@ -104,7 +104,7 @@ class ShardReader:
         self.tokenizer_path = self.dir / "tokenizer.json"
         if not self.tokenizer_path.is_file():
             raise MapnetError(f"shard folder {self.dir} lacks tokenizer.json")
-        if verify == "full" and sha256_file(self.tokenizer_path) != m.get("tokenizer_sha256"):
+        if verify == "full" and sha256_file(self.tokenizer_path) != m["tokenizer_sha256"]:
             raise MapnetError(f"{self.tokenizer_path} does not match tokenizer_sha256 in the manifest (edited?)")
         self._blocks: list[np.ndarray] = []  # one [rows, L] zero-copy view per record batch
         self._sources: list[pa.MemoryMappedFile] = []
@@ -124,8 +124,8 @@ class ShardReader:
 
     @property
     def tokenizer_sha256(self) -> str:
-        """The tokenizer's hash: from the manifest, or hashed now if an older manifest lacks it."""
-        return self.manifest.get("tokenizer_sha256") or sha256_file(self.tokenizer_path)
+        """The tokenizer's hash, as the manifest records it (checked against the file when verify is "full")."""
+        return self.manifest["tokenizer_sha256"]
 
     def _map(self, path: Path) -> list[np.ndarray]:
         try:

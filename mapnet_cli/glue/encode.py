@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..atomic import sha256_file
 from ..errors import MapnetError
 
 CACHE_VERSION = 1
@@ -66,8 +67,7 @@ class TextEncoder:
         self.max_len = max_len
         self.cache_dir = cache_dir
         self._processor = None
-        with open(tokenizer_path, "rb") as fh:
-            self._tokenizer_sha = hashlib.sha256(fh.read()).hexdigest()
+        self._tokenizer_sha = sha256_file(tokenizer_path)
 
     # ------------------------------------------------------------ cleaning + tokenising
     def _clean_all(self, texts: list[str]) -> list[str]:

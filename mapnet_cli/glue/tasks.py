@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..comma_list import comma_list
 from ..errors import MapnetError
 
 
@@ -90,20 +91,18 @@ TASKS: dict[str, TaskSpec] = {t.name: t for t in (
              dev=(("WNLI", "dev.tsv"),), metrics=("acc",)),
 )}
 
-_ALIASES = {name.lower().replace("-", ""): name for name in TASKS}
+def _task_key(name: str) -> str:
+    return name.lower().replace("-", "").replace("_", "")
+
+
+_ALIASES = {_task_key(name): name for name in TASKS}
 
 
 def task_names(text: str) -> list[str]:
     """Canonical task names from `RTE`, `sst2`, `sts-b`, `all`, or a comma list of those."""
     out: list[str] = []
-    for part in (p.strip() for p in text.split(",")):
-        key = part.lower().replace("-", "").replace("_", "")
-        if key == "all":
-            out.extend(TASKS)
-        elif key in _ALIASES:
-            out.append(_ALIASES[key])
-        else:
-            raise MapnetError(f"unknown GLUE task {part!r} (choose from {', '.join(TASKS)}, or all)")
+    for part in comma_list(text, "GLUE task", allowed=[*TASKS, "all"], key=_task_key):
+        out.extend(TASKS if _task_key(part) == "all" else [_ALIASES[_task_key(part)]])
     return list(dict.fromkeys(out))  # de-duplicated, order kept
 
 

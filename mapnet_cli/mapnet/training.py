@@ -138,21 +138,20 @@ class MapnetTraining:
 
     def check_resume(self, meta: dict, ckpt: Path) -> None:
         m = self.settings.masking
-        # Checkpoints from before these settings existed trained with their defaults.
-        for name, before in (("map_lr", meta.get("map_lr", 0.0)), ("proposal_target", meta.get("proposal_target", "loss"))):
+        missing = [key for key in ("map_lr", "proposal_target", "mapnet") if key not in meta]
+        if missing:  # every MAP-Net checkpoint records them
+            raise MapnetError(f"--resume: {ckpt}/config.json lacks {', '.join(missing)}, which every MAP-Net checkpoint "
+                              "records; it cannot be continued")
+        for name, before in (("map_lr", meta["map_lr"]), ("proposal_target", meta["proposal_target"])):
             if before != getattr(m, name):
                 raise MapnetError(f"--resume: {ckpt} was trained with masking.{name} = {before!r}, not {getattr(m, name)!r}; "
                                   f"masking.{name} cannot change on resume (the optimizer's groups and the proposal's "
                                   "training state depend on it)")
-        saved, now = meta.get("mapnet") or {}, self.proposal_cfg.to_dict()
+        saved, now = meta["mapnet"], self.proposal_cfg.to_dict()
         if saved != now:
             changed = {k: (saved.get(k), now.get(k)) for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)}
-            hint = ""
-            if set(changed) <= {"dropout", "attention_dropout"} and saved.get("dropout") == saved.get("attention_dropout"):
-                # Checkpoints from before masking.map_dropout existed used the encoder's dropout (0.1).
-                hint = f"; resume with --set masking.map_dropout={saved.get('dropout')}"
             raise MapnetError(f"--resume: {ckpt} has a different MAP-Net (checkpoint vs now: {changed}); "
-                              f"masking.map_* settings cannot change{hint}")
+                              "masking.map_* settings cannot change")
 
 
 __all__ = ["MapnetTraining"]

@@ -121,8 +121,11 @@ class Run:
         if meta["tokenizer_sha256"] != self.tokenizer_sha:
             raise MapnetError(f"--resume: {ckpt} used another tokenizer than these shards")
         wanted = self.settings.masking.strategy
-        if meta.get("masking", "uniform") != wanted:
-            raise MapnetError(f"--resume: {ckpt} was trained with {meta.get('masking')} masking, not {wanted}; "
+        if "masking" not in meta:  # every checkpoint pretrain writes records it
+            raise MapnetError(f"--resume: {ckpt / checkpoint.CONFIG} does not say which masking it was trained with; "
+                              "it was not written by `mapnet pretrain` and cannot be continued")
+        if meta["masking"] != wanted:
+            raise MapnetError(f"--resume: {ckpt} was trained with {meta['masking']} masking, not {wanted}; "
                               "masking.strategy cannot change")
         self.strategy.check_resume(meta, ckpt)
         saved.load_into(self.strategy.modules)  # into the strategy's own networks: DDP and the optimizer hold them

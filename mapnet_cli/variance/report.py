@@ -102,7 +102,7 @@ def variance_report(target: measure_mod.Target, settings, schemes=None) -> dict:
                    counts_reason=reason, oracle_rounds=v.oracle_rounds, oracle_basis=v.oracle_basis)
     analysis = measure_mod.analyse(meas, v.batch_sizes, v.bootstrap, v.bootstrap_masks, v.batch_draws, v.seed, m.clip_epsilon)
     ckpt = {"path": target.meta.get("path"), "step": target.meta.get("step"),
-            "masking": target.meta.get("masking", m.strategy)}
+            "masking": target.meta["masking"]}
     data = {"shards": str(target.reader.dir), "split": "valid", "sentences": idx}
     return build_report(meas, analysis, settings=settings, checkpoint=ckpt, data=data)
 

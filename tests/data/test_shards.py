@@ -286,6 +286,14 @@ def test_reader_refuses_damage(tmp_path, prep):
         ShardReader(tmp_path / "unfinished")
     with pytest.raises(MapnetError, match="not a shard manifest"):
         ShardReader(prep)
+    no_hash = tmp_path / "no-hash"
+    shutil.copytree(good, no_hash)
+    manifest = json.loads((no_hash / "manifest.json").read_text())
+    del manifest["tokenizer_sha256"]  # every manifest `shard` writes records it
+    (no_hash / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(MapnetError) as exc:
+        ShardReader(no_hash, verify="size")
+    assert str(exc.value) == f"{no_hash / 'manifest.json'} lacks tokenizer_sha256"
 
 
 def test_refuses_unfinished_or_edited_preprocessed(tmp_path, docs):

@@ -143,3 +143,18 @@ def test_resume_refuses_a_changed_map_lr_or_proposal_target(tmp_path):
     for change, name in (("masking.map_lr=1e-2", "masking.map_lr"), ("masking.proposal_target=loss", "masking.proposal_target")):
         result = runner.invoke(app, [*base, "--resume", "--steps", "4", "--set", change])
         assert isinstance(result.exception, MapnetError) and name in str(result.exception), result.output
+    # A config.json without what every MAP-Net checkpoint records is refused in one line, not given defaults.
+    import json
+
+    from mapnet_cli import checkpoint
+
+    ckpt = checkpoint.latest_checkpoint(tmp_path / "run")
+    for key, message in (("map_lr", "lacks map_lr, which every MAP-Net checkpoint records"),
+                         ("masking", "does not say which masking it was trained with")):
+        meta = json.loads((ckpt / "config.json").read_text())
+        del meta[key]
+        (ckpt / "config.json").write_text(json.dumps(meta))
+        checkpoint.write_manifest(ckpt)  # as if written so: past the hash check
+        result = runner.invoke(app, [*base, "--resume", "--steps", "4"])
+        assert isinstance(result.exception, MapnetError) and message in str(result.exception), result.output
+        assert "\n" not in str(result.exception)

@@ -146,6 +146,20 @@ def test_mean_distance_is_unbiased_for_the_squared_bias():
     assert float(plug_in.mean()) > truth + 6 * float(plug_in.std()) / math.sqrt(reps)
 
 
+def test_relative_distance_is_nan_exactly_when_the_uniform_mean_is_indistinguishable_from_zero():
+    mm = lambda p, q: p @ q.transpose(-1, -2)  # noqa: E731
+    ga = torch.tensor([[1.0, 0.5], [1.2, 0.4], [0.9, 0.6]], dtype=torch.float64)
+    centred = torch.tensor([[1.0, 0.0], [-1.0, 0.0], [0.0, 0.0]], dtype=torch.float64)  # mean 0: ||mu||^2 estimate < 0
+    d = est.mean_distance(mm(ga, ga), mm(centred, centred), mm(ga, centred))
+    assert math.isnan(float(d["relative_unbiased"])) and math.isnan(float(d["relative_sq_unbiased"]))
+    assert float(d["distance_unbiased"]) > 0  # the distance itself is still measured
+    shifted = centred + torch.tensor([3.0, 1.0], dtype=torch.float64)  # clearly nonzero mean
+    d = est.mean_distance(mm(ga, ga), mm(shifted, shifted), mm(ga, shifted))
+    S = 3
+    ref_sq = float((shifted.mean(0) ** 2).sum()) - float(shifted.var(0).sum()) / S
+    assert float(d["relative_unbiased"]) == pytest.approx(float(d["distance_unbiased"]) / math.sqrt(ref_sq))
+
+
 def test_minibatch_direct_measurement_agrees_with_total_over_b():
     x, _, _ = two_level(1, S=16, M=4, D=6, seed=7)
     flat = x[0].reshape(64, 6)

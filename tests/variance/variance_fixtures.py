@@ -31,13 +31,15 @@ def save_run(root: Path, shards: Path, strategy: str) -> Path:
     settings = tiny_settings(strategy)
     torch.manual_seed(0)
     model = BertForMLM(BertConfig.from_settings(settings.model, 64, 0))
-    modules = {"": model}
+    modules, extra = {"": model}, {"masking": strategy}
     if strategy == "mapnet":
-        proposal = ProposalNetwork(ProposalConfig.from_settings(settings.model, settings.masking), model.encoder.tok_embeddings)
+        pcfg = ProposalConfig.from_settings(settings.model, settings.masking)
+        proposal = ProposalNetwork(pcfg, model.encoder.tok_embeddings)
+        extra["mapnet"] = pcfg.to_dict()  # as every checkpoint with MAP-Net records it
         torch.nn.init.normal_(proposal.score.weight, std=0.5)  # not uniform, so the weights are not all 1
         modules["mapnet"] = proposal
     manifest_sha = json.loads((shards / "manifest.json").read_text())["tokenizer_sha256"]
     checkpoint.save_checkpoint(root, 7, modules, {"data_position": 0}, model.cfg, settings.to_toml(),
-                               shards / "tokenizer.json", manifest_sha, {"masking": strategy})
+                               shards / "tokenizer.json", manifest_sha, extra)
     write_json(root / "run.json", {"shards": {"path": str(shards)}})
     return root
