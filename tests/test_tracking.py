@@ -30,6 +30,14 @@ def settings(*extra: str):
     return resolve(None, {"model": {"preset": "tiny"}}, [*TINY, *extra])
 
 
+def mapnet_settings(steps: int, *extra: str):
+    """A short MAP-Net run on the synthetic corpus (its token kinds give the per-kind metrics), logging every 2 steps."""
+    return resolve(None, {"model": {"preset": "tiny"}},
+                   ["train.batch_size=8", f"train.steps={steps}", f"train.eval_every={steps}", "train.eval_sequences=8",
+                    f"train.checkpoint_every={steps}", "optim.warmup_steps=1", "logging.log_every=2",
+                    "logging.progress=false", "masking.strategy=mapnet", *extra])
+
+
 def jsonl(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
@@ -95,10 +103,7 @@ def test_tensorboard_holds_every_metric_and_a_resume_replaces_what_the_checkpoin
 def test_tensorboard_names_match_the_mapnet_metrics_and_eval_per_kind(synthetic_shards, tmp_path):
     pytest.importorskip("tensorboard")
     run = tmp_path / "run"
-    s = resolve(None, {"model": {"preset": "tiny"}},
-                ["train.batch_size=8", "train.steps=4", "train.eval_every=4", "train.eval_sequences=8",
-                 "train.checkpoint_every=4", "optim.warmup_steps=1", "logging.log_every=2", "logging.progress=false",
-                 "masking.strategy=mapnet", "logging.tensorboard=true"])
+    s = mapnet_settings(4, "logging.tensorboard=true")
     pretrain(s, synthetic_shards, run)
     want = expected(run)
     assert {"mapnet/entropy", "mapnet/p_uniform", "eval_loss/noise", "mapnet/mass/determined"} <= set(want)
@@ -110,11 +115,7 @@ def test_mapnet_histograms_reach_tensorboard_and_stay_out_of_metrics_jsonl(synth
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     run = tmp_path / "run"
-    s = resolve(None, {"model": {"preset": "tiny"}},
-                ["train.batch_size=8", "train.steps=4", "train.eval_every=4", "train.eval_sequences=8",
-                 "train.checkpoint_every=4", "optim.warmup_steps=1", "logging.log_every=2", "logging.progress=false",
-                 "masking.strategy=mapnet", "masking.importance=ht", "masking.mix_uniform=0.25",
-                 "logging.tensorboard=true"])
+    s = mapnet_settings(4, "masking.importance=ht", "masking.mix_uniform=0.25", "logging.tensorboard=true")
     pretrain(s, synthetic_shards, run)
     assert not any("histogram" in key for record in jsonl(run) for key in record)
     acc = EventAccumulator(str(run / tracking.TB_DIR), size_guidance={"histograms": 0})
@@ -194,10 +195,7 @@ def test_wandb_gets_the_mapnet_histograms(synthetic_shards, tmp_path, monkeypatc
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     run = tmp_path / "run"
-    s = resolve(None, {"model": {"preset": "tiny"}},
-                ["train.batch_size=8", "train.steps=2", "train.eval_every=2", "train.eval_sequences=8",
-                 "train.checkpoint_every=2", "optim.warmup_steps=1", "logging.log_every=2", "logging.progress=false",
-                 "masking.strategy=mapnet", "logging.wandb=true"])
+    s = mapnet_settings(2, "logging.wandb=true")
     pretrain(s, synthetic_shards, run)
     import wandb
 
