@@ -15,8 +15,8 @@ safetensors (`load_weights`), training state only through
 `MapnetError` naming it.
 
 MAP-Net is rebuilt at the size the checkpoint recorded (config.json's
-"mapnet"), which is what its weights were trained at; checkpoints from before
-that was recorded fall back to the size their settings.toml implies.
+"mapnet"), which is what its weights were trained at; a MAP-Net checkpoint
+without that entry is refused in one line.
 """
 
 from __future__ import annotations

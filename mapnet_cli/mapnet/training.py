@@ -122,13 +122,16 @@ class MapnetTraining:
 
         Every key is present at every log step; a number with nothing to average
         (e.g. `log_ratio` while every sequence is still masked uniformly) is None.
-        Plus this process's histograms (`mapnet/histogram/...`, numpy arrays): `MetricsLog`
-        hands them to TensorBoard / W&B and keeps them out of metrics.jsonl.
+        Plus, when a TensorBoard or W&B sink is on, the main process's histograms
+        (`mapnet/histogram/...`, numpy arrays): `MetricsLog` hands them to the sinks and
+        keeps them out of metrics.jsonl.
         """
         names = self.stats.names()
         flat = distributed.all_reduce_sum(self.stats.as_tensor(self.info.device), self.info)
         summary = MapnetStats.from_tensor(names, flat).summary()
-        histograms = self.stats.histograms() if self.info.is_main else {}  # only the main process logs
+        lg = self.settings.logging
+        # Only the main process logs, and only a sink shows histograms: no device-to-host copy otherwise.
+        histograms = self.stats.histograms() if self.info.is_main and (lg.tensorboard or lg.wandb) else {}
         self.stats = MapnetStats()
         return {**{key: summary.get(key) for key in self.keys}, **histograms}
 
