@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import checkpoint
+from .model import checkpoint
 from .errors import MapnetError
 from .mapnet.sampling import gumbel_top_k
 from .masking import SPECIAL_NAMES, eligible_positions, mask_counts

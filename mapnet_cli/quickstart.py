@@ -101,7 +101,7 @@ def run_stage(stages: Stages, settings) -> str:
 
     A checkpoint made with other settings (but train.steps) is refused, not summarised or continued.
     """
-    from . import checkpoint
+    from .model import checkpoint
 
     latest = checkpoint.latest_checkpoint(stages.run)
     if latest is None:

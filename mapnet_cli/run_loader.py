@@ -30,10 +30,10 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from . import checkpoint
+from .model import checkpoint
 from .errors import MapnetError
 from .mapnet.proposal import ProposalConfig, ProposalNetwork, has_proposal_weights
-from .model import BertForMLM
+from .model.bert import BertForMLM
 
 
 @dataclass

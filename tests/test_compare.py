@@ -14,7 +14,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from mapnet_cli import checkpoint
+from mapnet_cli.model import checkpoint
 from mapnet_cli import compare as cmp
 from mapnet_cli.compare import records
 from mapnet_cli.cli import app
@@ -77,7 +77,7 @@ def test_same_start_same_data_same_eval_set(compared):
     assert uni[0]["initial_weights_sha256"] != uni[1]["initial_weights_sha256"]
     assert uni[0]["eval"][0]["eval_loss"] != uni[1]["eval"][0]["eval_loss"]
 
-    from mapnet_cli.model import BertConfig, BertForMLM
+    from mapnet_cli.model.bert import BertConfig, BertForMLM
     from mapnet_cli.train import DataOrder
 
     shas = set()

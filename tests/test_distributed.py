@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from mapnet_cli import checkpoint, distributed
+from mapnet_cli import distributed
+from mapnet_cli.model import checkpoint
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.settings import resolve
 from mapnet_cli.train import pretrain

@@ -11,11 +11,11 @@ import torch
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
-from mapnet_cli import checkpoint
+from mapnet_cli.model import checkpoint
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.export import export
-from mapnet_cli.model import BertConfig, BertForMLM
+from mapnet_cli.model.bert import BertConfig, BertForMLM
 from tiny_shards import SPECIAL_IDS
 
 transformers = pytest.importorskip("transformers")

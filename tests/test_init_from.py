@@ -10,12 +10,13 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from mapnet_cli import checkpoint, init_from
+from mapnet_cli import init_from
+from mapnet_cli.model import checkpoint
 from mapnet_cli.atomic import sha256_file
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.export import export
-from mapnet_cli.model import BertConfig, BertForMLM
+from mapnet_cli.model.bert import BertConfig, BertForMLM
 from mapnet_cli.settings import Settings
 from tiny_shards import SPECIAL_IDS, write_tiny_shards
 

@@ -16,7 +16,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from mapnet_cli import checkpoint, pmi
+from mapnet_cli import pmi
+from mapnet_cli.model import checkpoint
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.settings import resolve

@@ -73,8 +73,8 @@ def test_a_stage_made_with_other_settings_is_refused_not_reused(tmp_path):
 
 
 def test_each_strategy_trains_in_its_own_run_folder_and_a_changed_run_is_refused(tmp_path):
-    from mapnet_cli import checkpoint
-    from mapnet_cli.model import BertConfig, BertForMLM
+    from mapnet_cli.model import checkpoint
+    from mapnet_cli.model.bert import BertConfig, BertForMLM
 
     assert qs.Stages.under(tmp_path).run == tmp_path / "run"
     assert qs.Stages.under(tmp_path, "mapnet").run == tmp_path / "run-mapnet"

@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from mapnet_cli import checkpoint
+from mapnet_cli.model import checkpoint
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.run_loader import load_run
 

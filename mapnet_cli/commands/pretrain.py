@@ -57,7 +57,7 @@ def resolve_settings(out: Path, resume: bool, config: Optional[Path], flags: dic
         from .. import init_from  # with --init-from the model size is SOURCE's
 
         return init_from.resolve(config, flags, assignments)
-    from .. import checkpoint
+    from ..model import checkpoint
 
     ckpt = checkpoint.latest_checkpoint(out)
     if ckpt is None:

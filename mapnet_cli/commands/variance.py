@@ -40,7 +40,7 @@ HELP = "Measure the gradient-variance decomposition (mask / sentence / total) of
 
 def resolve_settings(ckpt: Path, config: Optional[Path], flags: dict, assignments: list[str]):
     """The checkpoint's settings < config file < flags < --set."""
-    from .. import checkpoint  # torch-heavy: imported only when the command runs
+    from ..model import checkpoint  # torch-heavy: imported only when the command runs
 
     return settings_mod.resolve(config, flags, assignments, base=checkpoint.load_settings(ckpt))
 
@@ -69,7 +69,7 @@ def variance(
     set_: SetOpt = None,
 ) -> None:
     """Measure the gradient-variance decomposition (mask / sentence / total) of a checkpoint, per masking scheme."""
-    from .. import checkpoint
+    from ..model import checkpoint
     from ..variance.measure import load_target
     from ..variance.report import variance_report
 

@@ -28,7 +28,7 @@ def initial_weights_sha256(settings, vocab_size: int, pad_id: int) -> str:
     import torch
 
     from .. import init_from
-    from ..model import BertConfig
+    from ..model.bert import BertConfig
 
     cfg = BertConfig.from_settings(settings.model, vocab_size, pad_id)
     source = init_from.open_source(settings.model.init_from) if settings.model.init_from else None
@@ -76,7 +76,7 @@ def run_record(pr: PlannedRun, vocab_size: int, pad_id: int, train_sequences: in
 def variance_curve(pr: PlannedRun, shards: Path) -> dict[str, dict]:
     """A cheap decomposition (variance.snapshot_*) at each of the run's checkpoints, cached in the run
     folder by weights hash and variance settings: a rerun measures nothing twice."""
-    from .. import checkpoint
+    from ..model import checkpoint
     from ..atomic import sha256_file, write_json
     from ..variance.measure import load_target, variance_snapshot
 

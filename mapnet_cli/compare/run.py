@@ -30,7 +30,7 @@ def recorded_settings(path: Path) -> dict:
 def run_all(plan: list[PlannedRun], shards: Path, train_fn: Callable[[PlannedRun, bool], None],
             note: Callable[[str], None] = lambda _: None) -> dict[str, bool]:
     """Train every run that lacks its final checkpoint; returns {label: reused}."""
-    from .. import checkpoint  # torch-heavy: only when the command runs, not for `mapnet --help`
+    from ..model import checkpoint  # torch-heavy: only when the command runs, not for `mapnet --help`
 
     reused = {}
     for pr in plan:

@@ -59,7 +59,7 @@ class CheckpointRef:
 
 
 def _describe(path: Path) -> CheckpointRef:
-    from ..checkpoint import WEIGHTS, read_config, verify
+    from ..model.checkpoint import WEIGHTS, read_config, verify
 
     verify(path)  # a corrupt checkpoint stops the sweep before any run, by name
     step = int(read_config(path)["step"])
@@ -76,7 +76,7 @@ def find_checkpoints(latest: list[Path] | tuple[Path, ...] = (), every: list[Pat
 
     De-duplicated by weights hash; ordered by run, then step.
     """
-    from ..checkpoint import list_checkpoints, resolve_checkpoint
+    from ..model.checkpoint import list_checkpoints, resolve_checkpoint
 
     paths = [resolve_checkpoint(p) for p in latest]
     for p in map(Path, every):
@@ -109,7 +109,7 @@ def random_encoder(cfg, pretraining_seed: int, finetune_seed: int):
     """
     import torch
 
-    from ..model import BertForMLM
+    from ..model.bert import BertForMLM
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(random_init_seed(pretraining_seed, finetune_seed))
@@ -118,7 +118,7 @@ def random_encoder(cfg, pretraining_seed: int, finetune_seed: int):
 
 def random_init_ref(ref: CheckpointRef, run: str = CONTROL) -> CheckpointRef:
     """The random-init control of `ref`: its architecture, tokenizer, cleaning and pretraining seed."""
-    from ..checkpoint import TOKENIZER, load_settings, read_config
+    from ..model.checkpoint import TOKENIZER, load_settings, read_config
 
     if not (ref.path / TOKENIZER).is_file():
         raise MapnetError(f"checkpoint {ref.path} lacks {TOKENIZER}")
@@ -158,8 +158,8 @@ def with_controls(refs: list[CheckpointRef], init: str) -> tuple[list[Checkpoint
 
 def load_architecture(ref: CheckpointRef):
     """(BertConfig, the checkpoint's Settings) without reading its weights."""
-    from ..checkpoint import TOKENIZER, load_settings, read_config
-    from ..model import BertConfig
+    from ..model.checkpoint import TOKENIZER, load_settings, read_config
+    from ..model.bert import BertConfig
 
     if not (ref.path / TOKENIZER).is_file():
         raise MapnetError(f"checkpoint {ref.path} lacks {TOKENIZER}")
@@ -169,7 +169,7 @@ def load_architecture(ref: CheckpointRef):
 def load_encoder_state(ref: CheckpointRef):
     """(encoder state dict on CPU, BertConfig, the checkpoint's Settings). The MLM head is read and
     dropped with the rest: fine-tuning starts from the encoder alone, as in the paper."""
-    from ..checkpoint import TOKENIZER
+    from ..model.checkpoint import TOKENIZER
     from ..run_loader import load_run
 
     if not (ref.path / TOKENIZER).is_file():

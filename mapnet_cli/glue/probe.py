@@ -185,7 +185,7 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, classes: int, l2: float = 1e-3, m
 def probe_checkpoint(ref: CheckpointRef, data: TaskData, cfg: ProbeConfig, cache_dir: Path | None = None,
                      device=None) -> dict:
     """Probe scores of one checkpoint (or random-init control) on `data`: per pooling, the dev metrics."""
-    from ..model import Encoder
+    from ..model.bert import Encoder
     from .encode import TextEncoder
     from .pretrained import load_architecture, load_encoder_state, random_encoder
 

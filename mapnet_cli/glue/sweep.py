@@ -334,7 +334,7 @@ def run_sweep(refs: list[CheckpointRef], tasks: list[str], glue_dir: Path, out_d
         encoder_text = TextEncoder(ref.path / "tokenizer.json", ck_settings.preprocess, max_len, out_dir / "cache")
 
         def make_encoder(seed: int, cfg=cfg, state=state, ref=ref):
-            from ..model import Encoder
+            from ..model.bert import Encoder
 
             # Built the same way in both arms, so the global RNG that the head init and dropout draw from
             # next is in the same state: seed s of the control differs from seed s of the checkpoint only

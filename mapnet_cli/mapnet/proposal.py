@@ -73,7 +73,7 @@ class ProposalNetwork(nn.Module):
 
     def __init__(self, cfg: ProposalConfig, tok_embeddings: nn.Embedding):
         super().__init__()
-        from ..model import Block  # the encoder's block: one implementation for both networks
+        from ..model.bert import Block  # the encoder's block: one implementation for both networks
 
         if tok_embeddings.embedding_dim != cfg.embed_dim:
             raise ValueError(f"shared embedding width {tok_embeddings.embedding_dim} != cfg.embed_dim {cfg.embed_dim}")

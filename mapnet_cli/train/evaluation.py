@@ -18,7 +18,7 @@ import torch
 from .. import atomic, distributed
 from ..errors import MapnetError
 from ..masking import EVAL_MASKS, SequenceRNG, apply_replacement, eligible_positions, sequence_keys, uniform_mask
-from ..model import BertForMLM
+from ..model.bert import BertForMLM
 
 
 @dataclass

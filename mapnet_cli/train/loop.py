@@ -25,10 +25,11 @@ from typing import Callable, Sequence
 
 import torch
 
-from .. import checkpoint, distributed, init_from, tracking
+from .. import distributed, init_from, tracking
+from ..model import checkpoint
 from ..errors import MapnetError
 from ..masking import DROPOUT, TRAIN_MASKS, mix_seed, sequence_keys
-from ..model import BertConfig
+from ..model.bert import BertConfig
 from ..optim import build_optimizer, build_scheduler
 from ..run_loader import load_run
 from ..strategy import MicroBatch

@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 from .. import __version__ as mapnet_version
-from .. import atomic, checkpoint, tracking
+from .. import atomic, tracking
+from ..model import checkpoint
 
 
 def memory_bytes(device: torch.device) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .. import distributed
 from ..mapnet.training import MapnetTraining
-from ..model import BertForMLM
+from ..model.bert import BertForMLM
 from ..strategy import FrequencyTraining, StratifiedTraining, Strategy, UniformTraining
 from ..word_masking import UNIT_STRATEGIES
 

@@ -69,9 +69,9 @@ def make_checkpoint(run_dir: Path, steps=(100,), seed: int = 0, tokenizer_texts=
 
     from mapnet_cli import settings as settings_mod
     from mapnet_cli.atomic import sha256_file
-    from mapnet_cli.checkpoint import save_checkpoint
+    from mapnet_cli.model.checkpoint import save_checkpoint
     from mapnet_cli.data.bpe import save_tokenizer, train_tokenizer
-    from mapnet_cli.model import BertConfig, BertForMLM
+    from mapnet_cli.model.bert import BertConfig, BertForMLM
 
     run_dir.mkdir(parents=True, exist_ok=True)
     corpus = run_dir / "corpus.txt"

@@ -9,14 +9,14 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from mapnet_cli import checkpoint
+from mapnet_cli.model import checkpoint
 from mapnet_cli import settings as settings_mod
 from mapnet_cli.cli import app, main
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.data.bpe import save_tokenizer, train_tokenizer
 from mapnet_cli.inspect_masks import SCHEMA, inspect_masks, words_of
 from mapnet_cli.mapnet import ProposalConfig, ProposalNetwork
-from mapnet_cli.model import BertConfig, BertForMLM
+from mapnet_cli.model.bert import BertConfig, BertForMLM
 
 CORPUS = ["the computer computes a computation .", "a cat sat on the mat .", "the dog ate the computer ."] * 30
 TEXT = "The computer computes a computation. A cat sat on the mat!"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mapnet_cli import checkpoint
+from mapnet_cli.model import checkpoint
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.mapnet import ProposalConfig, ProposalNetwork, load_proposal_state_dict, proposal_state_dict
 from mapnet_cli.masking import eligible_positions
-from mapnet_cli.model import BertConfig, BertForMLM, Block
+from mapnet_cli.model.bert import BertConfig, BertForMLM, Block
 from mapnet_cli.optim import build_optimizer
 from mapnet_cli.settings import MaskingSettings, ModelSettings, OptimSettings, preset
 

@@ -146,7 +146,7 @@ def test_resume_refuses_a_changed_map_lr_or_proposal_target(tmp_path):
     # A config.json without what every MAP-Net checkpoint records is refused in one line, not given defaults.
     import json
 
-    from mapnet_cli import checkpoint
+    from mapnet_cli.model import checkpoint
 
     ckpt = checkpoint.latest_checkpoint(tmp_path / "run")
     for key, message in (("map_lr", "lacks map_lr, which every MAP-Net checkpoint records"),

@@ -8,7 +8,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from mapnet_cli import checkpoint
+from mapnet_cli.model import checkpoint
 from mapnet_cli.cli import app
 from mapnet_cli.data.shards import ShardReader
 from mapnet_cli.errors import MapnetError

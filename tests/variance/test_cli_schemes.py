@@ -8,7 +8,7 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from mapnet_cli import checkpoint
+from mapnet_cli.model import checkpoint
 from mapnet_cli import settings as settings_mod
 from mapnet_cli.cli import app
 from mapnet_cli.data.shards import ShardReader

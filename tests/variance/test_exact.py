@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from mapnet_cli.masking import mix_seed
-from mapnet_cli.model import BertConfig, BertForMLM
+from mapnet_cli.model.bert import BertConfig, BertForMLM
 from mapnet_cli.settings import MaskingSettings
 from mapnet_cli.variance import estimator as est
 from mapnet_cli.variance.gradients import ExampleGradients, MaskedExample

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mapnet_cli.errors import MapnetError
-from mapnet_cli.model import BertConfig, BertForMLM
+from mapnet_cli.model.bert import BertConfig, BertForMLM
 from mapnet_cli.variance.gradients import CountSketch, ExampleGradients, MaskedExample, eval_mode, select_parameters
 
 

@@ -11,11 +11,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/tiny_shards.py: shards in the real format
 from tiny_shards import write_tiny_shards  # noqa: E402,F401  (re-exported to the tests)
 
-from mapnet_cli import checkpoint  # noqa: E402
+from mapnet_cli.model import checkpoint  # noqa: E402
 from mapnet_cli import settings as settings_mod  # noqa: E402
 from mapnet_cli.atomic import write_json  # noqa: E402
 from mapnet_cli.mapnet.proposal import ProposalConfig, ProposalNetwork  # noqa: E402
-from mapnet_cli.model import BertConfig, BertForMLM  # noqa: E402
+from mapnet_cli.model.bert import BertConfig, BertForMLM  # noqa: E402
 
 
 def tiny_settings(strategy: str):

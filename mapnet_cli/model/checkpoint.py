@@ -42,9 +42,9 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
-from . import atomic
-from .errors import MapnetError
-from .model import BertConfig, BertForMLM
+from .. import atomic
+from ..errors import MapnetError
+from .bert import BertConfig, BertForMLM
 
 SCHEMA = "mapnet.checkpoint/1"
 MANIFEST_SCHEMA = "mapnet.checkpoint-manifest/1"
@@ -319,7 +319,7 @@ def load_state(ckpt: Path, map_location: str | torch.device = "cpu") -> dict[str
 
 
 def load_settings(ckpt: Path):
-    from . import settings as settings_mod
+    from .. import settings as settings_mod
 
     path = Path(ckpt) / SETTINGS
     try:

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from mapnet_cli import settings as settings_mod
-from mapnet_cli.model import BertConfig, BertForMLM, Block, Encoder, flops_per_token
+from mapnet_cli.model.bert import BertConfig, BertForMLM, Block, Encoder, flops_per_token
 
 
 def tiny_cfg(**kw) -> BertConfig:
