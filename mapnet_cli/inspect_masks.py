@@ -37,8 +37,8 @@ import torch
 
 from .model import checkpoint
 from .errors import MapnetError
-from .mapnet.sampling import gumbel_top_k
-from .masking import SPECIAL_NAMES, eligible_positions, mask_counts
+from .masking.mapnet.sampling import gumbel_top_k
+from .masking.uniform import SPECIAL_NAMES, eligible_positions, mask_counts
 from .run_loader import load_run, recorded_shards
 
 SCHEMA = "mapnet.inspect-masks/1"

@@ -32,7 +32,7 @@ from safetensors import safe_open
 
 from .model import checkpoint
 from .errors import MapnetError
-from .mapnet.proposal import ProposalConfig, ProposalNetwork, has_proposal_weights
+from .masking.mapnet.proposal import ProposalConfig, ProposalNetwork, has_proposal_weights
 from .model.bert import BertForMLM
 
 

@@ -12,7 +12,7 @@ nested number (the `variance` records) is named by its path joined with "/".
 Strings, booleans and nulls (`eval_sha256`, a `mapnet/log_ratio` with nothing
 to average) are skipped. Only the main process opens sinks. MAP-Net runs also
 log histograms (`mapnet/histogram/entropy`, `.../log10_relative_p`,
-`.../token_weight`: see `mapnet/stats.py`), which metrics.jsonl does not hold.
+`.../token_weight`: see `masking/mapnet/stats.py`), which metrics.jsonl does not hold.
 
 Resuming. TensorBoard: the writer starts with `purge_step = checkpoint step + 1`,
 so what the interrupted run logged past its checkpoint is hidden and the

@@ -15,7 +15,7 @@ from mapnet_cli.model import checkpoint
 from mapnet_cli.cli import app
 from mapnet_cli.data.shards import ShardReader
 from mapnet_cli.errors import MapnetError
-from mapnet_cli.masking import sequence_keys
+from mapnet_cli.masking.uniform import sequence_keys
 from mapnet_cli.settings import MaskingSettings, resolve
 from mapnet_cli.train import (DataOrder, Run, build_eval_set, make_batch, pretrain, rank_micro_slots, train_step)
 from tiny_shards import SPECIAL_IDS, write_tiny_shards

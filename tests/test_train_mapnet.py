@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from mapnet_cli.model import checkpoint
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
-from mapnet_cli.mapnet import summary_keys
+from mapnet_cli.masking.mapnet import summary_keys
 from mapnet_cli.settings import resolve
 from mapnet_cli.train import pretrain
 from gloo import pretrain_two_processes

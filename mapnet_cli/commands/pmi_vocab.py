@@ -5,7 +5,7 @@
     mapnet pretrain shards/ --out runs/pmi --masking pmi      # finds pmi.tsv in shards/ or in their corpus
 
 Streams the corpus once in bounded memory (at most --max-entries n-gram counts; see
-`mapnet_cli/pmi.py` for the measure and the approximation) and writes the file atomically.
+`mapnet_cli/masking/pmi_vocab.py` for the measure and the approximation) and writes the file atomically.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
-from .. import pmi
 from ..data.preprocessed import open_preprocessed
 from ..errors import warn
+from ..masking import pmi_vocab as vocabulary  # the command below is named pmi_vocab
 
 HELP = "Build the PMI n-gram vocabulary (PMI-Masking) of a preprocessed corpus, in bounded memory."
 
@@ -38,9 +38,9 @@ def pmi_vocab(
     columns = (TextColumn("pmi-vocab"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, disable=not progress) as bar:
         task = bar.add_task("pmi-vocab", total=source.total_bytes)
-        vocab = pmi.build_vocabulary(source, size=size, min_count=min_count, max_entries=max_entries,
-                                     progress=lambda n: bar.advance(task, n))
-    sha = pmi.write_vocabulary(vocab, out)
+        vocab = vocabulary.build_vocabulary(source, size=size, min_count=min_count, max_entries=max_entries,
+                                            progress=lambda n: bar.advance(task, n))
+    sha = vocabulary.write_vocabulary(vocab, out)
     h = vocab.header
     if not h["exact_counts"]:
         warn(f"--max-entries {max_entries} pruned n-gram counts by up to {h['prune_floor']}: n-grams seen fewer than "

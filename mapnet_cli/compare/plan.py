@@ -29,7 +29,7 @@ STRATEGIES = {
     "mapnet-ht-learnability": {**_HT, "proposal_target": "learnability"},
     "stratified": {"strategy": "stratified"},
     "frequency-ht": {"strategy": "frequency", "mix_uniform": 0.5},
-    # The no-network unit schemes people use (word_masking.py): unweighted, the uniform token budget.
+    # The no-network unit schemes people use (masking/units.py, masking/pmi_units.py): unweighted, the uniform token budget.
     "whole-word": {"strategy": "whole-word"},
     "span": {"strategy": "span"},
     "pmi": {"strategy": "pmi"},

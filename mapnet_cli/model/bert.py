@@ -1,6 +1,6 @@
 """A BERT encoder for masked-language-model pretraining, in plain PyTorch.
 
-    from mapnet_cli.model import BertConfig, BertForMLM
+    from mapnet_cli.model.bert import BertConfig, BertForMLM
     cfg = BertConfig(vocab_size=32768, layers=4, hidden=256, heads=4, intermediate=1024)
     model = BertForMLM(cfg)
     out = model.mlm_losses(inputs, attention_mask, mask, targets)   # masked positions only

@@ -8,7 +8,7 @@ from typing import Literal
 from .field import setting
 
 
-# Strategies that mask whole units (word_masking.py): unweighted, so importance settings do not apply.
+# Strategies that mask whole units (masking/units.py, masking/pmi_units.py): unweighted, so importance settings do not apply.
 UNIT_STRATEGIES = ("whole-word", "span", "pmi")
 
 

@@ -1,7 +1,7 @@
 """MLM pretraining, one job per module:
 
     batches.py      data order through the epochs, a rank's micro-batch slots
-    strategies.py   masking.strategy -> the strategy object (strategy.py, mapnet/training.py)
+    strategies.py   masking.strategy -> the strategy object (masking/strategy.py, units.py, mapnet/...)
     step.py         one optimizer step (`train_step`) and its loss normalisation
     evaluation.py   fixed held-out sets under fixed masks, and evaluating on them
     record.py       metrics.jsonl, run.json, versions
@@ -14,7 +14,7 @@ The names below are this package's public surface (what the CLI, compare,
 benchmarks and tests import); the submodules import each other, never this file.
 """
 
-from ..strategy import MicroBatch, UniformTraining, mlm_loss
+from ..masking.strategy import MicroBatch, UniformTraining, mlm_loss
 from .batches import DataOrder, make_batch, rank_micro_slots
 from .evaluation import EvalSet, build_eval_set, evaluate
 from .loop import Report, Run, pretrain

@@ -7,7 +7,7 @@ consumed) is saved in every checkpoint.
 
 Splitting. The global batch's slots are cut into equal contiguous parts, one
 per rank, and each part into micro-batches. Masks come from per-sequence
-streams keyed by (seed, step, slot) (`masking.SequenceRNG`), so neither the
+streams keyed by (seed, step, slot) (`masking.uniform.SequenceRNG`), so neither the
 data nor the masks depend on how the batch is split.
 """
 
@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..strategy import MicroBatch, UniformTraining
+from ..masking.strategy import MicroBatch, UniformTraining
 
 
 class DataOrder:

@@ -17,7 +17,7 @@ import torch
 
 from .. import atomic, distributed
 from ..errors import MapnetError
-from ..masking import EVAL_MASKS, SequenceRNG, apply_replacement, eligible_positions, sequence_keys, uniform_mask
+from ..masking.uniform import EVAL_MASKS, SequenceRNG, apply_replacement, eligible_positions, sequence_keys, uniform_mask
 from ..model.bert import BertForMLM
 
 

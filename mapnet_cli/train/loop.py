@@ -28,11 +28,11 @@ import torch
 from .. import distributed, init_from, tracking
 from ..model import checkpoint
 from ..errors import MapnetError
-from ..masking import DROPOUT, TRAIN_MASKS, mix_seed, sequence_keys
+from ..masking.uniform import DROPOUT, TRAIN_MASKS, mix_seed, sequence_keys
 from ..model.bert import BertConfig
 from ..optim import build_optimizer, build_scheduler
 from ..run_loader import load_run
-from ..strategy import MicroBatch
+from ..masking.strategy import MicroBatch
 from .batches import DataOrder, rank_micro_slots
 from .evaluation import build_eval_set, evaluate, extra_eval_sets
 from .record import MetricsLog, memory_bytes, write_run_files

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .. import distributed
-from ..strategy import MicroBatch, mlm_loss
+from ..masking.strategy import MicroBatch, mlm_loss
 
 
 class NonFiniteLoss(Exception):

@@ -1,7 +1,8 @@
 """The strategy hookup: `masking.strategy` -> the object that masks, weights and scores a run's batches.
 
-A strategy object (`strategy.py`: uniform, stratified, frequency; the unit
-strategies of `word_masking.py`; `mapnet.training.MapnetTraining`) owns what
+A strategy object (`masking/strategy.py`: uniform, stratified, frequency; the
+unit strategies of `masking/units.py` and `masking/pmi_units.py`;
+`masking/mapnet/training.py`: `MapnetTraining`) owns what
 differs — how a micro-batch is masked and weighted, the modules DDP wraps and
 the checkpoint stores, the loss of a step, extra metrics — so the loop in
 `loop.py` is the same for all of them.
@@ -10,13 +11,14 @@ the checkpoint stores, the loss of a step, extra metrics — so the loop in
 from __future__ import annotations
 
 from .. import distributed
-from ..mapnet.training import MapnetTraining
+from ..masking.mapnet.training import MapnetTraining
+from ..masking.pmi_units import PmiTraining
+from ..masking.strategy import FrequencyTraining, StratifiedTraining, Strategy, UniformTraining
+from ..masking.units import SpanTraining, WholeWordTraining
 from ..model.bert import BertForMLM
-from ..strategy import FrequencyTraining, StratifiedTraining, Strategy, UniformTraining
-from ..word_masking import UNIT_STRATEGIES
 
 STRATEGIES = {"uniform": UniformTraining, "stratified": StratifiedTraining, "frequency": FrequencyTraining,
-              "mapnet": MapnetTraining, **UNIT_STRATEGIES}
+              "mapnet": MapnetTraining, "whole-word": WholeWordTraining, "span": SpanTraining, "pmi": PmiTraining}
 
 
 def training_strategy(settings, model: BertForMLM, data, info: distributed.DistInfo) -> Strategy:

@@ -65,7 +65,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import MapnetError
-from ..masking import mix_seed
+from ..masking.uniform import mix_seed
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from ..errors import MapnetError
-from ..masking import mix_seed
+from ..masking.uniform import mix_seed
 from . import estimator as est
 from . import schemes as sch
 from .gradients import ExampleGradients, MaskedExample, eval_mode, example_gradient_fn
@@ -344,7 +344,7 @@ def frequency_scores(shard_dir, power: float, verify: str = "full") -> tuple[tor
     (training has already verified it).
     """
     from ..data.shards import ShardReader, find_shard_dir, load_manifest
-    from ..strategy import token_counts
+    from ..masking.strategy import token_counts
 
     if shard_dir is None:
         return None, "the frequency proposal needs the training split, and no shard folder is known here"

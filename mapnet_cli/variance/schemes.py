@@ -68,12 +68,12 @@ from typing import Callable, Mapping
 
 import torch
 
-from .. import designs
-from ..masking import apply_replacement, eligible_positions, mask_counts, uniform_mask
-from ..mapnet import sampling
-from ..mapnet.objective import ht_inclusion
-from ..mapnet.targets import gradnorm_proxy
-from ..strategy import frequency_masks, strata_of, stratified_masks
+from ..masking import designs
+from ..masking.uniform import apply_replacement, eligible_positions, mask_counts, uniform_mask
+from ..masking.mapnet import sampling
+from ..masking.mapnet.objective import ht_inclusion
+from ..masking.mapnet.targets import gradnorm_proxy
+from ..masking.strategy import frequency_masks, strata_of, stratified_masks
 from .gradients import ExampleGradients, MaskedExample
 
 SCHEMES = ("uniform", "mapnet_clipped", "mapnet_unclipped", "mapnet_unweighted")  # one weight per mask

@@ -15,7 +15,7 @@ from mapnet_cli.cli import app, main
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.data.bpe import save_tokenizer, train_tokenizer
 from mapnet_cli.inspect_masks import SCHEMA, inspect_masks, words_of
-from mapnet_cli.mapnet import ProposalConfig, ProposalNetwork
+from mapnet_cli.masking.mapnet import ProposalConfig, ProposalNetwork
 from mapnet_cli.model.bert import BertConfig, BertForMLM
 
 CORPUS = ["the computer computes a computation .", "a cat sat on the mat .", "the dog ate the computer ."] * 30

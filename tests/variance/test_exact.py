@@ -17,7 +17,7 @@ import math
 import pytest
 import torch
 
-from mapnet_cli.masking import mix_seed
+from mapnet_cli.masking.uniform import mix_seed
 from mapnet_cli.model.bert import BertConfig, BertForMLM
 from mapnet_cli.settings import MaskingSettings
 from mapnet_cli.variance import estimator as est

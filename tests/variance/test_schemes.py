@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from mapnet_cli import designs
-from mapnet_cli.masking import eligible_positions, mask_counts
+from mapnet_cli.masking import designs
+from mapnet_cli.masking.uniform import eligible_positions, mask_counts
 from mapnet_cli.settings import MaskingSettings
 from mapnet_cli.variance import estimator as est
 from mapnet_cli.variance.gradients import ExampleGradients, MaskedExample

@@ -14,7 +14,7 @@ from tiny_shards import write_tiny_shards  # noqa: E402,F401  (re-exported to th
 from mapnet_cli.model import checkpoint  # noqa: E402
 from mapnet_cli import settings as settings_mod  # noqa: E402
 from mapnet_cli.atomic import write_json  # noqa: E402
-from mapnet_cli.mapnet.proposal import ProposalConfig, ProposalNetwork  # noqa: E402
+from mapnet_cli.masking.mapnet.proposal import ProposalConfig, ProposalNetwork  # noqa: E402
 from mapnet_cli.model.bert import BertConfig, BertForMLM  # noqa: E402
 
 

@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from mapnet_cli.mapnet import (MapnetJoint, MapnetStats, ProposalConfig, ProposalNetwork, draw_masks,
+from mapnet_cli.masking.mapnet import (MapnetJoint, MapnetStats, ProposalConfig, ProposalNetwork, draw_masks,
                                map_training_sequences, mapnet_micro_batch_loss, mapnet_objective)
-from mapnet_cli.masking import SequenceRNG, apply_replacement, eligible_positions, sequence_keys, uniform_mask
+from mapnet_cli.masking.uniform import SequenceRNG, apply_replacement, eligible_positions, sequence_keys, uniform_mask
 from mapnet_cli.model.bert import BertConfig, BertForMLM
 from mapnet_cli.optim import build_optimizer
 from mapnet_cli.settings import MaskingSettings, OptimSettings

@@ -40,9 +40,9 @@ from typing import Any
 
 import torch
 
-from .. import distributed
-from ..errors import MapnetError
-from ..masking import SequenceRNG
+from ... import distributed
+from ...errors import MapnetError
+from ..uniform import SequenceRNG
 from ..strategy import MicroBatch, batch_tensors
 from .objective import MapnetJoint, map_training_sequences
 from .proposal import ProposalConfig, ProposalNetwork

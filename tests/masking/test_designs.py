@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from mapnet_cli import designs
-from mapnet_cli.mapnet.sampling import importance_weights, log_importance_ratio
+from mapnet_cli.masking import designs
+from mapnet_cli.masking.mapnet.sampling import importance_weights, log_importance_ratio
 
 
 def systematic_set_probabilities(pi: list[float]) -> dict[frozenset, float]:

@@ -44,7 +44,7 @@ weight by 1/alpha. It mixes *per token*, where the paper's exploration coin mixe
 per sequence (a sequence masked by the proposal gets no uniform mass at all).
 
 Determinism: the order and U come from the sequence's own keyed stream
-(`masking.SequenceRNG`), so masks do not depend on the batch split.
+(`masking.uniform.SequenceRNG`), so masks do not depend on the batch split.
 """
 
 from __future__ import annotations

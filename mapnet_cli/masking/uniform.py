@@ -147,7 +147,7 @@ def apply_replacement(input_ids: torch.Tensor, mask: torch.Tensor, vocab_size: i
     untouched. Draws two uniforms per position (choice, then random token).
     `choice_at` (B, T), optional: the position whose choice draw decides each
     position, so a whole unit (a word, a span) gets one 80/10/10 decision
-    (`word_masking`); the draws themselves are the same."""
+    (`units.py`); the draws themselves are the same."""
     B, T = input_ids.shape
     choice = _uniform((B, T), input_ids.device, generator)
     pick = _uniform((B, T), input_ids.device, generator)

@@ -1,4 +1,5 @@
-"""Whole-word, span (SpanBERT) and PMI unit masking: word boundaries, budgets, span lengths, determinism."""
+"""Whole-word, span (SpanBERT) and PMI unit masking (masking/units.py, masking/pmi_units.py): word boundaries,
+budgets, span lengths, determinism."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import numpy as np
 import pytest
 import torch
 
-from mapnet_cli import pmi
-from mapnet_cli.masking import TRAIN_MASKS, SequenceRNG, eligible_positions, mask_counts, sequence_keys
+from mapnet_cli.masking import pmi_vocab
+from mapnet_cli.masking.pmi_units import PmiTraining, greedy_chain, pmi_units
+from mapnet_cli.masking.uniform import TRAIN_MASKS, SequenceRNG, eligible_positions, mask_counts, sequence_keys
+from mapnet_cli.masking.units import (SpanTraining, WholeWordTraining, budget_mask, span_length_probs, span_lengths,
+                                      span_units, word_start_table, words_of)
 from mapnet_cli.settings import MaskingSettings
-from mapnet_cli.word_masking import (PmiTraining, SpanTraining, WholeWordTraining, budget_mask, greedy_chain, pmi_units,
-                                     span_length_probs, span_lengths, span_units, word_start_table, words_of)
 
 SPECIAL_IDS = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -245,7 +247,7 @@ def test_greedy_chain_matches_a_left_to_right_loop():
 def test_pmi_units_are_vocabulary_ngrams_longest_first_never_across_a_boundary(tokenizer, tmp_path):
     entries = [("w1 w2c3", 2, 20, 3.0), ("w1 w2c3 w4", 3, 12, 4.0), ("w5 w6", 2, 15, 2.0), ("w6 w7", 2, 15, 2.0)]
     path = tmp_path / "pmi.tsv"
-    pmi.write_vocabulary(pmi.Vocabulary(entries, {"test": True}), path)
+    pmi_vocab.write_vocabulary(pmi_vocab.Vocabulary(entries, {"test": True}), path)
     s = strategy(PmiTraining, tokenizer, strategy="pmi", pmi_vocab=str(path))
     from tokenizers import Tokenizer
 
@@ -265,7 +267,7 @@ def test_pmi_matcher_ignores_padding_and_truncation_in_the_tokenizer_json(tokeni
     """A Hugging Face tokenizer.json may enable padding/truncation; padded rows hold [PAD] and were dropped."""
     from tokenizers import Tokenizer
 
-    from mapnet_cli.word_masking import PmiMatcher
+    from mapnet_cli.masking.pmi_units import PmiMatcher
 
     padded = Tokenizer.from_file(str(tokenizer))
     padded.enable_padding(pad_id=SPECIAL_IDS["pad"], pad_token="[PAD]", length=8)
@@ -284,7 +286,7 @@ def test_pmi_masks_keep_the_budget_and_draw_units_whole(tokenizer, tmp_path):
     entries = [(f"w{a} w{b}", 2, 10, 1.0) for a in range(0, 30, 3) for b in range(1, 30, 4)]
     entries += [(f"w{a} w{b} w{c}", 3, 10, 1.0) for a, b, c in [(1, 2, 3), (4, 5, 6), (7, 8, 9)]]
     path = tmp_path / "pmi.tsv"
-    pmi.write_vocabulary(pmi.Vocabulary(entries, {}), path)
+    pmi_vocab.write_vocabulary(pmi_vocab.Vocabulary(entries, {}), path)
     s = strategy(PmiTraining, tokenizer, strategy="pmi", pmi_vocab=str(path))
     ids = random_batch(300, 64, 5, cont=0.2)
     rng = SequenceRNG(range(300))
@@ -303,7 +305,7 @@ def test_pmi_masks_keep_the_budget_and_draw_units_whole(tokenizer, tmp_path):
 def test_masks_do_not_depend_on_the_batch_split(tokenizer, tmp_path, name):
     """Slots 0..7 in one micro-batch (1 x 8) or two of four (2 x 4): the same masks and inputs."""
     path = tmp_path / "pmi.tsv"
-    pmi.write_vocabulary(pmi.Vocabulary([("w1 w2", 2, 10, 1.0), ("w3 w4 w5", 3, 10, 1.0)], {}), path)
+    pmi_vocab.write_vocabulary(pmi_vocab.Vocabulary([("w1 w2", 2, 10, 1.0), ("w3 w4 w5", 3, 10, 1.0)], {}), path)
     extra = {"pmi_vocab": str(path)} if name == "pmi" else {}
     s = strategy({"whole-word": WholeWordTraining, "span": SpanTraining, "pmi": PmiTraining}[name], tokenizer,
                  strategy=name, **extra)
@@ -323,7 +325,7 @@ def test_whole_word_is_exactly_uniform_masking_when_every_word_is_one_token(tmp_
     """With single-token words the unit keys are uniform's scores and the crossing rule never cuts:
     the same rows get the same masks and inputs as the uniform strategy (the embedded synthetic corpus's case)."""
     from tiny_shards import write_tokenizer
-    from mapnet_cli.strategy import UniformTraining
+    from mapnet_cli.masking.strategy import UniformTraining
 
     write_tokenizer(tmp_path / "wl.json", VOCAB)
     ids = random_batch(32, 40, 7, cont=0.0).numpy()

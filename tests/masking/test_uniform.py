@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mapnet_cli.masking import (SequenceRNG, apply_replacement, eligible_positions, mask_batch, mask_counts,
+from mapnet_cli.masking.uniform import (SequenceRNG, apply_replacement, eligible_positions, mask_batch, mask_counts,
                                 mix_seed, sequence_keys, uniform_mask)
 from mapnet_cli.settings import MaskingSettings
 

@@ -7,8 +7,8 @@ import torch
 
 from mapnet_cli.model import checkpoint
 from mapnet_cli.errors import MapnetError
-from mapnet_cli.mapnet import ProposalConfig, ProposalNetwork, load_proposal_state_dict, proposal_state_dict
-from mapnet_cli.masking import eligible_positions
+from mapnet_cli.masking.mapnet import ProposalConfig, ProposalNetwork, load_proposal_state_dict, proposal_state_dict
+from mapnet_cli.masking.uniform import eligible_positions
 from mapnet_cli.model.bert import BertConfig, BertForMLM, Block
 from mapnet_cli.optim import build_optimizer
 from mapnet_cli.settings import MaskingSettings, ModelSettings, OptimSettings, preset

@@ -1,6 +1,6 @@
 """MAP-Net: a mask proposal network trained jointly with the encoder (Chen et al., sections 3.2-3.3).
 
-    from mapnet_cli.mapnet import ProposalConfig, ProposalNetwork, MapnetJoint
+    from mapnet_cli.masking.mapnet import ProposalConfig, ProposalNetwork, MapnetJoint
 
 - `proposal`: the half-width Transformer that scores positions (shares the encoder's token embedding)
 - `sampling`: Gumbel-top-k without replacement, importance weights, the exploration schedule

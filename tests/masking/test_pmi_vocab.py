@@ -16,7 +16,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from mapnet_cli import pmi
+from mapnet_cli.masking import pmi_vocab
 from mapnet_cli.model import checkpoint
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
@@ -68,7 +68,7 @@ def brute_force_pmi(gram: tuple, counts: Counter, totals: dict) -> float:
 def test_bigram_pmi_is_the_textbook_value():
     # a b | a b | a c: N1 = 6, N2 = 3; p(ab) = 2/3, p(a) = 3/6, p(b) = 2/6 -> PMI = log((2/3) / (1/2 * 1/3)) = log 4
     counts, totals = exact_counts(["a b", "a b", "a c"])
-    assert math.isclose(pmi.pmi_n(("a", "b"), counts.__getitem__, totals), math.log(4))
+    assert math.isclose(pmi_vocab.pmi_n(("a", "b"), counts.__getitem__, totals), math.log(4))
 
 
 def test_trigram_pmi_takes_the_best_segmentation_by_hand():
@@ -80,7 +80,7 @@ def test_trigram_pmi_takes_the_best_segmentation_by_hand():
     assert (totals[1], totals[2], totals[3]) == (16, 12, 8)
     best = max(math.log(3 / 16) + math.log(4 / 16) + math.log(3 / 16), math.log(3 / 12) + math.log(3 / 16))
     by_hand = math.log(2 / 8) - best
-    got = pmi.pmi_n(("new", "york", "city"), counts.__getitem__, totals)
+    got = pmi_vocab.pmi_n(("new", "york", "city"), counts.__getitem__, totals)
     assert math.isclose(got, by_hand)
     assert math.isclose(got, brute_force_pmi(("new", "york", "city"), counts, totals))
 
@@ -89,7 +89,7 @@ def test_every_ranked_score_matches_enumeration_on_a_small_corpus():
     g = np.random.default_rng(0)
     words = [f"x{i}" for i in range(8)]
     lines = [" ".join(g.choice(words, g.integers(3, 12), p=np.array([8, 6, 5, 4, 3, 2, 1, 1]) / 30)) for _ in range(200)]
-    vocab = pmi.build_vocabulary(FakeCorpus(lines), size=1000, min_count=2)
+    vocab = pmi_vocab.build_vocabulary(FakeCorpus(lines), size=1000, min_count=2)
     counts, totals = exact_counts(lines)
     assert vocab.entries and vocab.header["exact_counts"] and vocab.header["prune_floor"] == 0
     for text, n, c, score in vocab.entries:
@@ -106,7 +106,7 @@ def test_every_ranked_score_matches_enumeration_on_a_small_corpus():
 def test_vocabulary_size_is_split_by_length_as_in_the_paper():
     g = np.random.default_rng(1)
     lines = [" ".join(g.choice([f"y{i}" for i in range(5)], 20)) for _ in range(400)]
-    vocab = pmi.build_vocabulary(FakeCorpus(lines), size=40, min_count=2)
+    vocab = pmi_vocab.build_vocabulary(FakeCorpus(lines), size=40, min_count=2)
     assert vocab.header["entries_by_length"] == {"2": 20, "3": 10, "4": 5, "5": 5}
 
 
@@ -114,7 +114,7 @@ def test_pruned_counts_are_bounded_and_nothing_above_the_floor_is_lost():
     g = np.random.default_rng(2)
     zipf = 1 / np.arange(1, 60)
     lines = [" ".join(g.choice([f"z{i}" for i in range(59)], g.integers(4, 15), p=zipf / zipf.sum())) for _ in range(600)]
-    counter = pmi.NgramCounter(max_entries=3000)
+    counter = pmi_vocab.NgramCounter(max_entries=3000)
     for i in range(0, len(lines), 20):
         counter.add_sentences(lines[i:i + 20])
     exact, _ = exact_counts(lines)
@@ -130,34 +130,34 @@ def test_pruned_counts_are_bounded_and_nothing_above_the_floor_is_lost():
             assert c <= f <= c + d, gram
         else:
             assert f <= counter.floor, gram
-    unpruned = pmi.NgramCounter(max_entries=10 ** 7)
+    unpruned = pmi_vocab.NgramCounter(max_entries=10 ** 7)
     unpruned.add_sentences(lines)
     assert {tuple(names[i] for i in k): c for k, c in unpruned.table.items()} == {k: v for k, v in exact.items() if len(k) >= 2}
 
 
 # ---------------------------------------------------------------- the file
 def test_file_round_trips_and_is_refused_when_damaged(tmp_path):
-    vocab = pmi.Vocabulary([("new york", 2, 12, 3.5), ("new york city", 3, 5, 2.25)], {"size": 2})
+    vocab = pmi_vocab.Vocabulary([("new york", 2, 12, 3.5), ("new york city", 3, 5, 2.25)], {"size": 2})
     path = tmp_path / "pmi.tsv"
-    sha = pmi.write_vocabulary(vocab, path)
-    back = pmi.read_vocabulary(path)
+    sha = pmi_vocab.write_vocabulary(vocab, path)
+    back = pmi_vocab.read_vocabulary(path)
     assert back.entries == vocab.entries and back.header["size"] == 2 and len(sha) == 64
     data = path.read_bytes()
     for damaged in (data[:-3], data.replace(b"new york\t2\t12", b"new yorl\t2\t12"), b"hello\n"):
         path.write_bytes(damaged)
         with pytest.raises(MapnetError):
-            pmi.read_vocabulary(path)
+            pmi_vocab.read_vocabulary(path)
     with pytest.raises(MapnetError, match="not found"):
-        pmi.read_vocabulary(tmp_path / "missing.tsv")
+        pmi_vocab.read_vocabulary(tmp_path / "missing.tsv")
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
     path = tmp_path / "pmi.tsv"
-    pmi.write_vocabulary(pmi.Vocabulary([("a b", 2, 3, 1.0)], {}), path)
+    pmi_vocab.write_vocabulary(pmi_vocab.Vocabulary([("a b", 2, 3, 1.0)], {}), path)
     before = path.read_bytes()
 
     with pytest.raises(TypeError):  # fails inside the write (the header cannot be serialised)
-        pmi.write_vocabulary(pmi.Vocabulary([("c d", 2, 3, 1.0)], {"bad": object()}), path)
+        pmi_vocab.write_vocabulary(pmi_vocab.Vocabulary([("c d", 2, 3, 1.0)], {"bad": object()}), path)
     assert path.read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == ["pmi.tsv"]
 
@@ -178,7 +178,7 @@ def vocab_file(synthetic_shards, tmp_path_factory) -> Path:
 
 
 def test_cli_builds_a_vocabulary_of_the_corpus(vocab_file, synthetic_shards):
-    v = pmi.read_vocabulary(vocab_file)
+    v = pmi_vocab.read_vocabulary(vocab_file)
     assert v.entries and v.header["exact_counts"] and v.header["min_count"] == 3
     assert v.header["corpus"]["path"] == str((synthetic_shards.parent / "prep").resolve())
     assert all(c >= 3 for _, _, c, _ in v.entries)
@@ -197,10 +197,10 @@ def test_pmi_pretraining_records_the_vocabulary_and_resumes_exactly(vocab_file, 
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     run = json.loads((tmp_path / "a" / "run.json").read_text())
     assert run["pmi_vocab"]["sha256"] == checkpoint.read_config(straight)["pmi_vocab_sha256"]
-    assert run["pmi_vocab"]["entries"] == len(pmi.read_vocabulary(vocab_file).entries)
+    assert run["pmi_vocab"]["entries"] == len(pmi_vocab.read_vocabulary(vocab_file).entries)
     # Another vocabulary under the same name: resume refuses, naming it.
     other = tmp_path / "other.tsv"
-    pmi.write_vocabulary(pmi.Vocabulary([("a b", 2, 3, 1.0)], {}), other)
+    pmi_vocab.write_vocabulary(pmi_vocab.Vocabulary([("a b", 2, 3, 1.0)], {}), other)
     s2 = resolve(None, {"model": {"preset": "tiny"}}, [*PMI_TRAIN, f"masking.pmi_vocab={other}", "train.steps=9"])
     with pytest.raises(MapnetError, match="another PMI vocabulary"):
         pretrain(s2, synthetic_shards, tmp_path / "b", resume=True)

@@ -16,7 +16,7 @@ asks which one it runs. Where each one samples, weights and learns:
 | `mapnet` (`mapnet.training.MapnetTraining`) | in the forward pass, from the proposal network | the paper's per-sequence ratio, or HT per position | the proposal (eq. 10, gradnorm or learnability) |
 
 Randomness: masks come from per-sequence streams keyed by (seed, step, global slot)
-(`masking.SequenceRNG`), so they do not depend on the batch split.
+(`masking.uniform.SequenceRNG`), so they do not depend on the batch split.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from . import designs
-from .masking import (STRATA, SYSTEMATIC_START, SequenceRNG, apply_replacement, eligible_positions, keyed_uniforms,
+from .uniform import (STRATA, SYSTEMATIC_START, SequenceRNG, apply_replacement, eligible_positions, keyed_uniforms,
                       mask_counts, sequence_keys, uniform_mask)
 
 

@@ -75,8 +75,8 @@ import torch
 from torch import nn
 
 from .. import designs
-from .. import masking as masking_mod
-from ..settings import MaskingSettings
+from .. import uniform as masking_mod
+from ...settings import MaskingSettings
 from . import stats as stats_mod
 from .proposal import ProposalNetwork
 from .targets import TokenLossReference, gradnorm_proxy, regression_objective
@@ -208,7 +208,7 @@ def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mas
     uniform_rows = exploration_coins(seed, step, slots, p_uniform, device)
 
     log_p = proposal(input_ids, attention_mask, eligible)
-    # The first draw of each sequence's stream, as in masking.uniform_mask: uniform rows take the
+    # The first draw of each sequence's stream, as in masking.uniform.uniform_mask: uniform rows take the
     # K smallest u (stable on ties: the very mask uniform_mask picks), MAP rows the K largest
     # Gumbel keys log p + G(u) — or, with HT weights, the systematic PPS design ordered by u,
     # started from its own keyed uniform (so the mask stream stays the uniform strategy's).

@@ -44,7 +44,7 @@ type's spread across contexts, and a noise word's loss spreads widely (it is
 ~ln 128 after an unmasked "(", far more when the bracket is masked too), so
 "above its own average" rewarded exactly the unlearnable tokens. The learning
 progress version moved the noise mass to ~0 in the same runs
-(tests/mapnet/test_targets.py).
+(tests/masking/mapnet/test_targets.py).
 
 The regression. log p is defined up to a constant per sequence (softmax), so
 the proposal's log-probabilities at the masked positions are fitted to the log
@@ -61,7 +61,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .. import distributed
+from ... import distributed
 
 
 def gradnorm_proxy(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

@@ -61,8 +61,8 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from . import atomic
-from .errors import MapnetError
+from .. import atomic
+from ..errors import MapnetError
 
 SCHEMA = "mapnet.pmi-vocab/1"
 FILENAME = "pmi.tsv"

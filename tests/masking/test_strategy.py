@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from mapnet_cli.masking import eligible_positions, mask_counts
+from mapnet_cli.masking.uniform import eligible_positions, mask_counts
 from mapnet_cli.settings import resolve
-from mapnet_cli.strategy import (FrequencyTraining, StratifiedTraining, UniformTraining, strata_of, stratified_masks,
+from mapnet_cli.masking.strategy import (FrequencyTraining, StratifiedTraining, UniformTraining, strata_of, stratified_masks,
                                  token_counts)
 from tiny_shards import SPECIAL_IDS, write_tiny_shards
 
@@ -67,7 +67,7 @@ def _strategy(cls, shards, *extra):
                                        (FrequencyTraining, ["masking.strategy=frequency", "masking.mix_uniform=0.5"]),
                                        (UniformTraining, [])])
 def test_micro_batches_do_not_depend_on_the_batch_split(tmp_path, cls, extra):
-    from mapnet_cli.masking import TRAIN_MASKS, sequence_keys
+    from mapnet_cli.masking.uniform import TRAIN_MASKS, sequence_keys
 
     shards = write_tiny_shards(tmp_path / "shards", train=32, valid=4, seq_len=64)
     strategy, reader = _strategy(cls, shards, *extra)
@@ -92,7 +92,7 @@ def test_frequency_proposal_masks_rare_types_more_and_weights_them_down(tmp_path
     counts = token_counts(reader)
     assert counts.sum() == reader.take(np.arange(len(reader))).size
     ids = reader.take(np.arange(32))
-    from mapnet_cli.masking import TRAIN_MASKS, sequence_keys
+    from mapnet_cli.masking.uniform import TRAIN_MASKS, sequence_keys
 
     freq = []
     for step in range(30):

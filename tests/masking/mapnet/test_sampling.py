@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from mapnet_cli.mapnet.sampling import (MAX_LOG_RATIO, explore_probability, exploration_coins, gumbel_top_k,
+from mapnet_cli.masking.mapnet.sampling import (MAX_LOG_RATIO, explore_probability, exploration_coins, gumbel_top_k,
                                         importance_weights, log_importance_ratio, top_k_mask)
 
 # Chi-square thresholds: the 0.999 quantiles for the degrees of freedom used below

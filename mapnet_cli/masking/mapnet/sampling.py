@@ -1,14 +1,14 @@
 """Sampling masks from a proposal: Gumbel-top-k, importance weights, exploration schedule.
 
 Vectorised over the batch. Randomness comes from per-sequence streams keyed by
-(seed, step, global batch slot) — `masking.SequenceRNG` for the positions and
-the 80/10/10 replacement, `masking.mix_seed` for the exploration coin — so a
+(seed, step, global batch slot) — `masking.uniform.SequenceRNG` for the positions and
+the 80/10/10 replacement, `masking.uniform.mix_seed` for the exploration coin — so a
 sequence's mask, coin and replacement depend only on *which* sequence it is,
 never on how the global batch was cut into micro-batches or spread over ranks.
 
-    eligible = masking.eligible_positions(ids, special_ids)
+    eligible = uniform.eligible_positions(ids, special_ids)
     log_p = proposal(ids, attention_mask, eligible)                 # -inf off `eligible`
-    k = masking.mask_counts(eligible.sum(1), 0.15)                   # round(0.15 n), >= 1
+    k = uniform.mask_counts(eligible.sum(1), 0.15)                   # round(0.15 n), >= 1
     chosen = gumbel_top_k(log_p, k, rng.uniform(T, device))
     w = importance_weights(log_importance_ratio(log_p, chosen, eligible), "clipped", 0.2)
 
@@ -32,9 +32,9 @@ import math
 
 import torch
 
-from ..masking import mix_seed
+from ..uniform import mix_seed
 
-# Domain of the exploration coin in `masking.mix_seed`, apart from the masks' own streams.
+# Domain of the exploration coin in `masking.uniform.mix_seed`, apart from the masks' own streams.
 COIN_DOMAIN = 0x4D4150  # "MAP"
 
 # Unclipped weights are exp(log r) with log r clamped to +-MAX_LOG_RATIO first.
@@ -59,7 +59,7 @@ def top_k_mask(keys: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 
     Rows have different K: every position's rank within its row is compared
     with that row's K, so there is no loop over the batch. The sort is stable,
-    so equal keys go to the lower position (as in `masking.uniform_mask`).
+    so equal keys go to the lower position (as in `masking.uniform.uniform_mask`).
     """
     order = keys.argsort(dim=1, descending=True, stable=True)
     ranks = torch.empty_like(order)

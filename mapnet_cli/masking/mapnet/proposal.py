@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..errors import MapnetError
-from ..settings import MaskingSettings, ModelSettings
+from ...errors import MapnetError
+from ...settings import MaskingSettings, ModelSettings
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class ProposalNetwork(nn.Module):
 
     def __init__(self, cfg: ProposalConfig, tok_embeddings: nn.Embedding):
         super().__init__()
-        from ..model.bert import Block  # the encoder's block: one implementation for both networks
+        from ...model.bert import Block  # the encoder's block: one implementation for both networks
 
         if tok_embeddings.embedding_dim != cfg.embed_dim:
             raise ValueError(f"shared embedding width {tok_embeddings.embedding_dim} != cfg.embed_dim {cfg.embed_dim}")

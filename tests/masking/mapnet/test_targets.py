@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from mapnet_cli import distributed
-from mapnet_cli.mapnet.targets import TokenLossReference, gradnorm_proxy, regression_objective
+from mapnet_cli.masking.mapnet.targets import TokenLossReference, gradnorm_proxy, regression_objective
 from mapnet_cli.settings import resolve
 from mapnet_cli.train import pretrain
 from tiny_shards import write_tiny_shards
@@ -112,7 +112,7 @@ def test_gradnorm_moves_mass_off_predictable_tokens_onto_large_gradients(tmp_pat
     """tiny shards: each sequence repeats one theme token, 1 in 5 positions is random noise. Once the
     encoder predicts the theme (softmax ~ onehot there), the gradient-norm proxy is small at theme
     positions and ~1 at noise positions, so the regressed proposal moves mass off the theme."""
-    from mapnet_cli.masking import eligible_positions
+    from mapnet_cli.masking.uniform import eligible_positions
     from mapnet_cli.variance.measure import load_target
 
     shards = write_tiny_shards(tmp_path / "shards", train=256, valid=32, seq_len=64)
