@@ -36,7 +36,7 @@ from safetensors.torch import save_file
 from . import __version__, atomic
 from .errors import MapnetError
 from .model.bert import BertForMLM
-from .run_loader import load_run
+from .train.run_loader import load_run
 
 SPECIAL_TOKENS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
                   "mask_token": "[MASK]"}

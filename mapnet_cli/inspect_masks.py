@@ -39,7 +39,7 @@ from .model import checkpoint
 from .errors import MapnetError
 from .masking.mapnet.sampling import gumbel_top_k
 from .masking.uniform import SPECIAL_NAMES, eligible_positions, mask_counts
-from .run_loader import load_run, recorded_shards
+from .train.run_loader import load_run, recorded_shards
 
 SCHEMA = "mapnet.inspect-masks/1"
 METASPACE = "\u2581"  # the BPE word-start marker (data/bpe.py)

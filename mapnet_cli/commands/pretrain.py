@@ -54,7 +54,7 @@ FIXED_ON_RESUME = ("model", "masking.strategy", "masking.map_layers", "masking.m
 def resolve_settings(out: Path, resume: bool, config: Optional[Path], flags: dict, assignments: list[str]):
     """defaults < preset < config < flags; on --resume the run's own settings replace defaults < preset."""
     if not resume:
-        from .. import init_from  # with --init-from the model size is SOURCE's
+        from ..train import init_from  # with --init-from the model size is SOURCE's
 
         return init_from.resolve(config, flags, assignments)
     from ..model import checkpoint
@@ -138,7 +138,7 @@ def pretrain(
         raise MapnetError(f"--stop-at must be >= 1 (got {stop_at})")
 
     from .. import distributed
-    from ..tracking import require
+    from ..train.tracking import require
     from ..run_lock import output_lock
 
     require(settings.logging)  # a missing tensorboard/wandb package: one line, before torchrun starts anything

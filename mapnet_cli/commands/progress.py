@@ -92,6 +92,10 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
     from .. import distributed
     from ..train import pretrain as run_pretrain
 
+    snapshot = None
+    if settings.variance.every:  # lazily: only runs that ask for it pay the import
+        from ..variance.measure import variance_snapshot as snapshot
+
     warn_long_warmup(settings)
 
     console = Console(stderr=True)
@@ -130,7 +134,8 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
                 plain.resumed(data["step"])
                 console.print(f"resumed from {data['path']} (step {data['step']})", highlight=False)
 
-        last = run_pretrain(settings, shards, out, resume=resume, stop_at=stop_at, command_line=command_line, on_report=report)
+        last = run_pretrain(settings, shards, out, resume=resume, stop_at=stop_at, command_line=command_line,
+                            on_report=report, variance_snapshot=snapshot)
     distributed.print0(f"done: {last}")
 
 

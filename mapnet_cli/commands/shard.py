@@ -54,7 +54,7 @@ def shard(
     with output_lock(out):
         corpus = open_preprocessed(preprocessed)
         if init_from is not None:  # hours of packing for shards pretrain would refuse: check first
-            from .. import init_from as init_mod
+            from ..train import init_from as init_mod
 
             init_mod.check_tokenizer(init_mod.open_source(init_from), corpus.tokenizer_path, f"the corpus in {preprocessed}")
         console = Console(stderr=True)

@@ -27,7 +27,7 @@ def initial_weights_sha256(settings, vocab_size: int, pad_id: int) -> str:
     with model.init_from)."""
     import torch
 
-    from .. import init_from
+    from ..train import init_from
     from ..model.bert import BertConfig
 
     cfg = BertConfig.from_settings(settings.model, vocab_size, pad_id)

@@ -170,7 +170,7 @@ def load_encoder_state(ref: CheckpointRef):
     """(encoder state dict on CPU, BertConfig, the checkpoint's Settings). The MLM head is read and
     dropped with the rest: fine-tuning starts from the encoder alone, as in the paper."""
     from ..model.checkpoint import TOKENIZER
-    from ..run_loader import load_run
+    from ..train.run_loader import load_run
 
     if not (ref.path / TOKENIZER).is_file():
         raise MapnetError(f"checkpoint {ref.path} lacks {TOKENIZER}")

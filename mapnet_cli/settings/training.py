@@ -23,7 +23,7 @@ class ModelSettings:
     attention_dropout: float = setting(0.1, "dropout on attention probabilities (BERT: 0.1)")
     layer_norm_eps: float = setting(1e-12, "LayerNorm epsilon (BERT: 1e-12)")
     init_std: float = setting(0.02, "std of the normal weight init (BERT: 0.02)")
-    init_from: str = setting("", "start from this encoder: a mapnet run/checkpoint folder or a local Hugging Face BERT folder (empty: random init); the sizes above come from it (mapnet_cli/init_from.py)")
+    init_from: str = setting("", "start from this encoder: a mapnet run/checkpoint folder or a local Hugging Face BERT folder (empty: random init); the sizes above come from it (mapnet_cli/train/init_from.py)")
 
     def problems(self) -> list[str]:
         out = []

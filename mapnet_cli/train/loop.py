@@ -6,10 +6,13 @@
     torchrun --nproc-per-node 8 -m mapnet_cli.cli pretrain shards/ --out runs/base
 
 Library entry point: `pretrain(settings, shards, out, resume=..., on_report=...)`.
+With `variance.every`, the caller also passes the measurement
+(`variance_snapshot=`, `evaluation/variance/snapshot.py`'s, as the CLI does):
+training sits below evaluation and never imports it.
 
 The data order and micro-batch split are in `batches.py`, one optimizer step
 and the loss normalisation in `step.py`, the masking strategy in
-`strategies.py`, evaluation in `evaluation.py`, run.json and metrics.jsonl in
+`strategies.py`, held-out evaluation in `held_out.py`, run.json and metrics.jsonl in
 `record.py`; what stays here is the order they happen in.
 
 Dropout. The RNG is reseeded at each step from (seed, step, rank), which makes
@@ -25,29 +28,33 @@ from typing import Callable, Sequence
 
 import torch
 
-from .. import distributed, init_from, tracking
-from ..model import checkpoint
+from .. import distributed
 from ..errors import MapnetError
-from ..masking.uniform import DROPOUT, TRAIN_MASKS, mix_seed, sequence_keys
-from ..model.bert import BertConfig
-from ..optim import build_optimizer, build_scheduler
-from ..run_loader import load_run
 from ..masking.strategy import MicroBatch
+from ..masking.uniform import DROPOUT, TRAIN_MASKS, mix_seed, sequence_keys
+from ..model import checkpoint
+from ..model.bert import BertConfig
+from . import init_from, tracking
 from .batches import DataOrder, rank_micro_slots
-from .evaluation import build_eval_set, evaluate, extra_eval_sets
+from .held_out import build_eval_set, evaluate, extra_eval_sets
+from .optim import build_optimizer, build_scheduler
 from .record import MetricsLog, memory_bytes, write_run_files
+from .run_loader import load_run
 from .step import NonFiniteLoss, precision_context, train_step
 from .strategies import training_strategy
 
 Report = Callable[[str, dict], None]
+# (bare model, MAP-Net or None, validation ShardReader, settings, step) -> a metrics record
+VarianceSnapshot = Callable[..., dict]
 
 
 # ---------------------------------------------------------------- the run
 def pretrain(settings, shards: str | os.PathLike, out: str | os.PathLike, *, resume: bool = False,
-             stop_at: int | None = None, command_line: Sequence[str] = (), on_report: Report | None = None) -> Path:
+             stop_at: int | None = None, command_line: Sequence[str] = (), on_report: Report | None = None,
+             variance_snapshot: VarianceSnapshot | None = None) -> Path:
     """Train (or continue) the run in `out` on `shards`; return the last checkpoint's path."""
     with distributed.process_group(settings.train.device, settings.distributed.backend) as info:
-        run = Run(settings, Path(shards), Path(out), info, resume, list(command_line))
+        run = Run(settings, Path(shards), Path(out), info, resume, list(command_line), variance_snapshot)
         quiet = not info.is_main or on_report is None  # one progress display per job
         failed = True
         try:
@@ -61,11 +68,16 @@ def pretrain(settings, shards: str | os.PathLike, out: str | os.PathLike, *, res
 class Run:
     """Everything a training run holds: data, model, optimizer, position, output folder."""
 
-    def __init__(self, settings, shards: Path, out: Path, info: distributed.DistInfo, resume: bool, argv: list[str]):
+    def __init__(self, settings, shards: Path, out: Path, info: distributed.DistInfo, resume: bool, argv: list[str],
+                 variance_snapshot: VarianceSnapshot | None = None):
         from ..data.shards import ShardReader
 
         s, t = settings, settings.train
         self.settings, self.out, self.info = settings, out, info
+        if s.variance.every and variance_snapshot is None:  # a library caller's mistake: never silently skipped
+            raise MapnetError("variance.every is set but no variance measurement was passed (pretrain(..., "
+                              "variance_snapshot=...), as `mapnet pretrain` passes evaluation's)")
+        self.variance_snapshot = variance_snapshot
         tracking.require(s.logging)  # every rank, before any work: a missing extra is one line, not a hang
         if t.batch_size % info.world_size:
             raise MapnetError(f"train.batch_size ({t.batch_size}) must be divisible by the world size ({info.world_size})")
@@ -190,9 +202,8 @@ class Run:
         """
         if not self.info.is_main:
             return
-        from ..variance.measure import variance_snapshot  # lazily: only runs that ask for it pay the import
-
-        snap = variance_snapshot(self.model, getattr(self.strategy, "proposal", None), self.valid, self.settings, self.step)
+        snap = self.variance_snapshot(self.model, getattr(self.strategy, "proposal", None), self.valid, self.settings,
+                                      self.step)
         self.metrics.write({"kind": "variance", **snap})
 
     def train(self, stop_at: int | None, report: Report) -> Path:
@@ -244,4 +255,4 @@ class Run:
         return last or checkpoint.latest_checkpoint(self.out)
 
 
-__all__ = ["pretrain", "Run", "Report"]
+__all__ = ["pretrain", "Run", "Report", "VarianceSnapshot"]

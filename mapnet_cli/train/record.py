@@ -20,8 +20,9 @@ import numpy as np
 import torch
 
 from .. import __version__ as mapnet_version
-from .. import atomic, tracking
+from .. import atomic
 from ..model import checkpoint
+from . import tracking
 
 
 def memory_bytes(device: torch.device) -> int:

@@ -380,7 +380,7 @@ def load_target(path, data=None) -> Target:
     Refuses shards encoded with another tokenizer than the checkpoint's.
     """
     from ..data.shards import ShardReader
-    from ..run_loader import load_run
+    from ..train.run_loader import load_run
 
     run = load_run(path)
     ckpt, settings, meta = run.checkpoint, run.settings, run.meta

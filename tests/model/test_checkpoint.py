@@ -21,7 +21,7 @@ from mapnet_cli import atomic
 from mapnet_cli.model import checkpoint
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.model.bert import BertConfig, BertForMLM
-from mapnet_cli.optim import build_optimizer, build_scheduler
+from mapnet_cli.train.optim import build_optimizer, build_scheduler
 from mapnet_cli.settings import OptimSettings, Settings
 from tiny_shards import write_tiny_shards
 

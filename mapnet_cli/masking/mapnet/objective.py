@@ -74,8 +74,7 @@ from typing import Mapping, Sequence
 import torch
 from torch import nn
 
-from .. import designs
-from .. import uniform as masking_mod
+from .. import designs, uniform
 from ...settings import MaskingSettings
 from . import stats as stats_mod
 from .proposal import ProposalNetwork
@@ -184,7 +183,7 @@ def ht_inclusion(log_p: torch.Tensor, eligible: torch.Tensor, k: torch.Tensor, m
 def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, *,
                special_ids: Mapping[str, int], vocab_size: int, step: int, total_steps: int, seed: int,
                slots: Sequence[int], masking: MaskingSettings,
-               rng: masking_mod.SequenceRNG | None = None) -> MaskDraw:
+               rng: uniform.SequenceRNG | None = None) -> MaskDraw:
     """Steps 1-2 of the module doc: coin, proposal, Gumbel-top-k, weights, replacement.
 
     `rng` is the `SequenceRNG` the uniform strategy would use for these
@@ -198,11 +197,11 @@ def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mas
     if len(slots) != B:
         raise ValueError(f"{len(slots)} slots for a batch of {B}")
     if rng is None:
-        rng = masking_mod.SequenceRNG(masking_mod.sequence_keys(seed, step, slots, masking_mod.TRAIN_MASKS))
-    eligible = masking_mod.eligible_positions(input_ids, special_ids)
+        rng = uniform.SequenceRNG(uniform.sequence_keys(seed, step, slots, uniform.TRAIN_MASKS))
+    eligible = uniform.eligible_positions(input_ids, special_ids)
     if attention_mask is not None:
         eligible &= attention_mask.bool()
-    k = masking_mod.mask_counts(eligible.sum(1), masking.mask_prob)
+    k = uniform.mask_counts(eligible.sum(1), masking.mask_prob)
     p_uniform = explore_probability(step, total_steps, masking.explore_start, masking.explore_end,
                                     masking.explore_steps)
     uniform_rows = exploration_coins(seed, step, slots, p_uniform, device)
@@ -218,7 +217,7 @@ def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mas
     token_weights = inclusion = None
     if masking.importance == "ht":
         inclusion = ht_inclusion(log_p, eligible, k, masking)
-        start = masking_mod.keyed_uniforms(seed, step, slots, masking_mod.SYSTEMATIC_START, device)
+        start = uniform.keyed_uniforms(seed, step, slots, uniform.SYSTEMATIC_START, device)
         proposed = designs.systematic_sample(inclusion, u, start)
         chosen = torch.where(uniform_rows[:, None], uniform_chosen, proposed)
         # float64: a coin-uniform row's weights are then exactly (K/n) / (K/n) = 1.
@@ -232,7 +231,7 @@ def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mas
     mode = "none" if masking.importance == "ht" else masking.importance  # HT weighs positions, not sequences
     weights = importance_weights(log_r, mode, masking.clip_epsilon)
     weights = torch.where(uniform_rows, torch.ones_like(weights), weights)
-    corrupted = masking_mod.apply_replacement(input_ids, chosen, vocab_size, special_ids, masking.replace_mask,
+    corrupted = uniform.apply_replacement(input_ids, chosen, vocab_size, special_ids, masking.replace_mask,
                                               masking.replace_random, generator=rng)
     return MaskDraw(eligible, k, uniform_rows, log_p, chosen, log_r, weights, corrupted, p_uniform, token_weights,
                     inclusion)
@@ -258,7 +257,7 @@ def proposal_terms(draw: MaskDraw, out, dense_losses: torch.Tensor, masking: Mas
 def mapnet_micro_batch_loss(
     model: nn.Module, proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, *,
     special_ids: Mapping[str, int], vocab_size: int, step: int, total_steps: int, seed: int, slots: Sequence[int],
-    masking: MaskingSettings, rng: masking_mod.SequenceRNG | None = None,
+    masking: MaskingSettings, rng: uniform.SequenceRNG | None = None,
     token_kinds: Mapping[str, torch.Tensor] | None = None, with_stats: bool = True,
     reference: TokenLossReference | None = None,
 ) -> tuple[MicroBatchLoss, stats_mod.MapnetStats | None]:

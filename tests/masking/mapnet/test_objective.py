@@ -11,7 +11,7 @@ from mapnet_cli.masking.mapnet import (MapnetJoint, MapnetStats, ProposalConfig,
                                map_training_sequences, mapnet_micro_batch_loss, mapnet_objective)
 from mapnet_cli.masking.uniform import SequenceRNG, apply_replacement, eligible_positions, sequence_keys, uniform_mask
 from mapnet_cli.model.bert import BertConfig, BertForMLM
-from mapnet_cli.optim import build_optimizer
+from mapnet_cli.train.optim import build_optimizer
 from mapnet_cli.settings import MaskingSettings, OptimSettings
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}

@@ -10,7 +10,7 @@ from mapnet_cli.errors import MapnetError
 from mapnet_cli.masking.mapnet import ProposalConfig, ProposalNetwork, load_proposal_state_dict, proposal_state_dict
 from mapnet_cli.masking.uniform import eligible_positions
 from mapnet_cli.model.bert import BertConfig, BertForMLM, Block
-from mapnet_cli.optim import build_optimizer
+from mapnet_cli.train.optim import build_optimizer
 from mapnet_cli.settings import MaskingSettings, ModelSettings, OptimSettings, preset
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}

@@ -35,8 +35,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from . import atomic
-from .errors import MapnetError
+from .. import atomic
+from ..errors import MapnetError
 
 TB_DIR = "tb"
 WANDB_ID_FILE = "wandb-run.json"

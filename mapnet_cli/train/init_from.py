@@ -27,9 +27,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import settings as settings_mod
-from .atomic import sha256_file
-from .errors import MapnetError
+from .. import settings as settings_mod
+from ..atomic import sha256_file
+from ..errors import MapnetError
 
 # The architecture settings SOURCE decides; dropout and init_std stay the run's (training choices).
 ARCH = ("layers", "hidden", "heads", "intermediate", "max_position", "layer_norm_eps")
@@ -81,7 +81,7 @@ def _read_json(path: Path) -> dict:
 
 
 def _mapnet_source(path: Path) -> Source:
-    from .model import checkpoint
+    from ..model import checkpoint
     from .run_loader import load_run
 
     run = load_run(path, weights=False)  # found and verified against its manifest; weights come later (load_into)
@@ -225,7 +225,7 @@ def load_into(source: Source, model) -> list[str]:
         raise MapnetError(f"--init-from {source.path} has a {source.arch['vocab_size']}-token vocabulary, the shards' "
                           f"tokenizer {model.cfg.vocab_size}: the tokenizer and the embedding table must match")
     if source.kind == "mapnet":
-        from .model import checkpoint
+        from ..model import checkpoint
 
         checkpoint.load_weights(source.weights, {"": model})  # MAP-Net's weights, if any, stay behind
         return []
@@ -330,7 +330,7 @@ def start_model(cfg, seed: int, source: Source | None = None):
     Returns (model, notes). `train.Run` and `compare`'s fairness hash both build it here."""
     import torch
 
-    from .model.bert import BertForMLM
+    from ..model.bert import BertForMLM
 
     torch.manual_seed(seed)  # identical initial weights on every rank (and a BertModel's head)
     model = BertForMLM(cfg)

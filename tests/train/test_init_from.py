@@ -10,7 +10,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from mapnet_cli import init_from
+from mapnet_cli.train import init_from
 from mapnet_cli.model import checkpoint
 from mapnet_cli.atomic import sha256_file
 from mapnet_cli.cli import app

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from mapnet_cli import tracking
+from mapnet_cli.train import tracking
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.settings import resolve

@@ -30,10 +30,10 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from .model import checkpoint
-from .errors import MapnetError
-from .masking.mapnet.proposal import ProposalConfig, ProposalNetwork, has_proposal_weights
-from .model.bert import BertForMLM
+from ..errors import MapnetError
+from ..masking.mapnet.proposal import ProposalConfig, ProposalNetwork, has_proposal_weights
+from ..model import checkpoint
+from ..model.bert import BertForMLM
 
 
 @dataclass

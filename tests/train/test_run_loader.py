@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 
 from mapnet_cli.model import checkpoint
 from mapnet_cli.errors import MapnetError
-from mapnet_cli.run_loader import load_run
+from mapnet_cli.train.run_loader import load_run
 
 
 def saved_tensors(ckpt) -> dict[str, torch.Tensor]:
