@@ -48,7 +48,7 @@ def compare(
     print_settings: PrintSettingsOpt = False,
 ) -> None:
     """Compare masking strategies over seeds from identical starts."""
-    from ..glue.tasks import task_names
+    from ..evaluation.glue.tasks import task_names
 
     proto = protocol(glue_protocol or "quick")
     if glue_data is None and (glue_tasks is not None or glue_protocol is not None):

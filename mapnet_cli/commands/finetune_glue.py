@@ -66,9 +66,9 @@ def finetune_glue(
     print_settings: PrintSettingsOpt = False,
 ) -> None:
     """Fine-tune checkpoints on GLUE (grid x seeds, best mean config) and report dev scores."""
-    from ..glue import report, sweep
-    from ..glue.pretrained import find_checkpoints, with_controls
-    from ..glue.tasks import task_names
+    from ..evaluation.glue import report, sweep
+    from ..evaluation.glue.pretrained import find_checkpoints, with_controls
+    from ..evaluation.glue.tasks import task_names
 
     if quick:
         if protocol not in (None, "quick"):

@@ -27,7 +27,7 @@ from rich.text import Text
 from ..errors import MapnetError
 
 if TYPE_CHECKING:  # the library loads torch: imported in the command, so `mapnet --help` stays light
-    from ..inspect_masks import Inspection, SequenceView
+    from ..evaluation.inspect_masks import Inspection, SequenceView
 
 HELP = "Show a MAP-Net checkpoint's mask proposals: per-token probabilities, sampled masks, preferred words."
 
@@ -113,7 +113,7 @@ def inspect_masks(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (schema mapnet.inspect-masks/1) instead of the coloured view.")] = False,
 ) -> None:
     """Show a MAP-Net checkpoint's mask proposals: per-token probabilities, sampled masks, preferred words."""
-    from ..inspect_masks import inspect_masks as run_inspect
+    from ..evaluation.inspect_masks import inspect_masks as run_inspect
 
     if text is not None and file is not None:
         raise MapnetError("give --text or --file, not both")

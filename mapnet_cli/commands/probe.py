@@ -8,7 +8,7 @@ For each checkpoint (a run folder: every complete checkpoint; a checkpoint
 folder: itself) and, unless --no-control, the random-init control of each
 architecture: logistic regression on frozen [CLS] and mean-pooled features,
 fitted on --examples training rows drawn with --seed, scored on the dev set
-with the task's GLUE metric (see `mapnet_cli/glue/probe.py`). With --against
+with the task's GLUE metric (see `mapnet_cli/evaluation/probe.py`). With --against
 (a `finetune-glue` results.json over the same checkpoints) it adds Spearman's
 rank correlation between probe and fine-tuning scores.
 """
@@ -47,8 +47,8 @@ def probe(
 ) -> None:
     """Linear probe at every checkpoint of a run."""
     from ..atomic import json_safe, write_json
-    from ..glue.probe import ProbeConfig, probe_run, rank_correlation
-    from ..glue.pretrained import find_checkpoints
+    from ..evaluation.probe import ProbeConfig, probe_run, rank_correlation
+    from ..evaluation.glue.pretrained import find_checkpoints
 
     import torch
 

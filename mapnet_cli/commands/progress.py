@@ -94,7 +94,7 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
 
     snapshot = None
     if settings.variance.every:  # lazily: only runs that ask for it pay the import
-        from ..variance.measure import variance_snapshot as snapshot
+        from ..evaluation.variance.snapshot import variance_snapshot as snapshot
 
     warn_long_warmup(settings)
 

@@ -46,7 +46,7 @@ def resolve_settings(ckpt: Path, config: Optional[Path], flags: dict, assignment
 
 def wanted_schemes(settings, oracle: bool) -> list[str]:
     """variance.schemes (or the checkpoint's defaults when empty), plus the oracle when asked for."""
-    from ..variance.schemes import default_schemes
+    from ..evaluation.variance.schemes import default_schemes
 
     schemes = list(settings.variance.schemes or default_schemes(settings.masking))
     return schemes + ["oracle"] if oracle and "oracle" not in schemes else schemes
@@ -70,8 +70,8 @@ def variance(
 ) -> None:
     """Measure the gradient-variance decomposition (mask / sentence / total) of a checkpoint, per masking scheme."""
     from ..model import checkpoint
-    from ..variance.measure import load_target
-    from ..variance.report import variance_report
+    from ..evaluation.variance.target import load_target
+    from ..evaluation.variance.report import variance_report
 
     ckpt = checkpoint.resolve_checkpoint(run)
     sizes = None if batch_sizes is None else comma_list(batch_sizes, "--batch-sizes", convert=int, allow_empty=True)

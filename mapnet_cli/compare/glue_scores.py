@@ -23,8 +23,8 @@ def glue_results(plan: list[PlannedRun], tasks: list[str], glue_data: Path, out:
     (`glue.pretrained.random_init_ref`), so controls of different seeds are independent draws and
     the margin over them can be paired by pretraining seed (`aggregate`).
     """
-    from ..glue.pretrained import find_checkpoints, random_init_ref
-    from ..glue.sweep import run_sweep
+    from ..evaluation.glue.pretrained import find_checkpoints, random_init_ref
+    from ..evaluation.glue.sweep import run_sweep
 
     # Every run folder is called seed-k: label checkpoints by strategy too, or the tables mix them up.
     refs = {pr.label: [replace(ref, run=pr.label) for ref in

@@ -78,7 +78,8 @@ def variance_curve(pr: PlannedRun, shards: Path) -> dict[str, dict]:
     folder by weights hash and variance settings: a rerun measures nothing twice."""
     from ..model import checkpoint
     from ..atomic import sha256_file, write_json
-    from ..variance.measure import load_target, variance_snapshot
+    from ..evaluation.variance.snapshot import variance_snapshot
+    from ..evaluation.variance.target import load_target
 
     cache_path = pr.path / "compare-variance.json"
     wanted = pr.settings.to_dict()["variance"]

@@ -113,7 +113,7 @@ def test_gradnorm_moves_mass_off_predictable_tokens_onto_large_gradients(tmp_pat
     encoder predicts the theme (softmax ~ onehot there), the gradient-norm proxy is small at theme
     positions and ~1 at noise positions, so the regressed proposal moves mass off the theme."""
     from mapnet_cli.masking.uniform import eligible_positions
-    from mapnet_cli.variance.measure import load_target
+    from mapnet_cli.evaluation.variance.target import load_target
 
     shards = write_tiny_shards(tmp_path / "shards", train=256, valid=32, seq_len=64)
     s = resolve(None, {"model": {"preset": "tiny"}}, [*BASE, *HT, "masking.proposal_target=gradnorm", "masking.map_lr=1e-2",

@@ -1,0 +1,378 @@
+"""The paper's protocol: checkpoints x tasks x (batch size, learning rate) x seeds.
+
+    refs = find_checkpoints([Path("runs/bert")])
+    doc = run_sweep(refs, ["RTE", "SST-2"], Path("glue_data"), Path("out/glue"), settings.finetune)
+    doc["summary"]["checkpoints"][0]["glue"]["score"]
+
+Selection, as the paper states it: "each configuration will be run for ten
+times with different random seeds, and the average of these ten results on
+the development set will be used as the performance of one configuration.
+We will ultimately report the best number over all configurations." So per
+(checkpoint, task): every configuration's mean run score over its seeds; the
+configuration with the best mean wins (ties: the first in grid order) and is
+reported as mean ± sample std (ddof=1; 0 for a single seed) over its seeds.
+
+A run's score is its best epoch's dev score (`finetune.run_score =
+best_epoch`, early stopping within the "maximum epoch" of 10) or its last
+epoch's; every epoch's metrics are recorded either way, so switching the
+rule re-summarises without re-running. For MNLI the epoch is chosen by the
+mean of matched and mismatched accuracy, and both are reported from it.
+
+Results live in one JSON file, rewritten atomically after every finished
+run: `runs` (every run's every epoch) and `summary` (computed from `runs`;
+the tables printed by the CLI are rendered from it). Runs are keyed by
+checkpoint weights hash and step, task, batch size, learning rate, seed and
+a hash of the settings that change a run's outcome, so an interrupted sweep
+resumes with exactly the runs it lacks, and changing, say, `epochs` never
+reuses stale runs.
+
+Statistics (`summary`). Every entry of every checkpoint also carries its
+best configuration's per-seed scores and a 95% Student-t interval over the
+fine-tuning seeds (`intervals.mean_ci`, n-1 dof; none from one seed), and so
+does the GLUE score (per seed: the mean over entries of that seed's scores,
+when every task's best configuration ran the same seeds). A checkpoint with
+a random-init control (`--init both`, see `pretrained`) gets its `margin`
+over it: per fine-tuning seed s, (checkpoint's score at s) - (control's
+score at s), each arm at its own best configuration, then a t-interval over
+the seeds both arms ran. Seed s gives both arms the same head init, dropout
+stream and data order, so the pairing is real, and the seeds are the
+independent replicates: `n` of them. These intervals are over fine-tuning
+noise only, for one pretrained checkpoint; whether a pretraining method
+helps needs pretraining seeds as the replicates (`mapnet compare`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...atomic import json_safe, make_dirs, write_json
+from ...errors import MapnetError
+from . import metrics as M
+from .finetune import RunConfig, finetune_run, select_epoch, steps_per_epoch
+from .pretrained import CheckpointRef, load_architecture, load_encoder_state, random_encoder, random_init_seed
+from .tasks import TASKS, Split, TaskData, load_task
+
+SCHEMA = "mapnet.glue/1"
+RESULTS = "results.json"
+DATA_SEED = 0  # the max_train / max_dev subsets: the same for every run, checkpoint and seed
+
+
+class Events:
+    """What a sweep tells its caller; the CLI turns these into one progress bar and notes."""
+
+    def start(self, total_steps: int, runs: int, done: int) -> None: ...
+    def run_started(self, description: str) -> None: ...
+    def advance(self, steps: int) -> None: ...
+    def run_finished(self, key: str, record: dict) -> None: ...
+    def note(self, text: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    ref: CheckpointRef
+    task: str
+    batch_size: int
+    lr: float
+    seed: int
+    key: str
+
+
+# ---------------------------------------------------------------- the plan
+def protocol(ft) -> dict:
+    """The settings that change a run's outcome (and so belong in its key)."""
+    return {
+        "epochs": ft.epochs, "warmup_ratio": ft.warmup_ratio, "weight_decay": ft.weight_decay,
+        "betas": list(ft.betas), "eps": ft.eps, "max_seq_len": ft.max_seq_len, "max_train": ft.max_train,
+        "max_dev": ft.max_dev, "length_group": ft.length_group, "precision": ft.precision,
+        "malformed_rows": ft.malformed_rows,
+    }
+
+
+def protocol_hash(ft) -> str:
+    return hashlib.sha256(json.dumps(protocol(ft), sort_keys=True).encode()).hexdigest()[:8]
+
+
+def run_key(ref: CheckpointRef, task: str, batch_size: int, lr: float, seed: int, proto: str) -> str:
+    return f"{ref.key}/{task}/bs={batch_size}/lr={lr:g}/seed={seed}/p={proto}"
+
+
+def make_plan(refs: list[CheckpointRef], tasks: list[str], ft) -> list[PlanItem]:
+    proto = protocol_hash(ft)
+    return [PlanItem(ref, task, bs, lr, seed, run_key(ref, task, bs, lr, seed, proto))
+            for ref in refs for task in tasks for bs in ft.batch_sizes for lr in ft.learning_rates
+            for seed in range(ft.seed, ft.seed + ft.seeds)]
+
+
+# ---------------------------------------------------------------- data
+def _subset(split: Split, n: int) -> Split:
+    """A fixed random subset of at most n rows (seeded by DATA_SEED, order kept)."""
+    if n <= 0 or len(split) <= n:
+        return split
+    keep = np.sort(np.random.default_rng(DATA_SEED).choice(len(split), size=n, replace=False))
+    return Split(split.entry, split.path, [split.text_a[i] for i in keep],
+                 None if split.text_b is None else [split.text_b[i] for i in keep],
+                 split.labels[keep], split.skipped, split.skipped_lines)
+
+
+def load_tasks(tasks: list[str], glue_dir: Path, ft) -> dict[str, TaskData]:
+    """Read every task first, so that all missing files are named in one error before any training."""
+    skip = {"task": None, "error": False, "skip": True}[ft.malformed_rows]
+    out, problems = {}, []
+    for name in tasks:
+        try:
+            data = load_task(TASKS[name], glue_dir, skip)
+        except MapnetError as exc:
+            problems.append(str(exc))
+            continue
+        data.train = _subset(data.train, ft.max_train)
+        data.dev = [_subset(d, ft.max_dev) for d in data.dev]
+        out[name] = data
+    if problems:
+        raise MapnetError("; ".join(problems))
+    return out
+
+
+def data_report(data: dict[str, TaskData]) -> dict:
+    rep = {}
+    for name, d in data.items():
+        rep[name] = {
+            split.entry: {
+                "path": str(split.path), "rows": len(split), "skipped_malformed": split.skipped,
+                "skipped_lines": split.skipped_lines}
+            for split in [d.train, *d.dev]}
+    return rep
+
+
+# ---------------------------------------------------------------- results file
+
+
+def load_results(path: Path) -> dict:
+    if not path.is_file():
+        return {"schema": SCHEMA, "runs": {}}
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MapnetError(f"{path} is unreadable ({exc}); move it away to start a fresh sweep") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA or not isinstance(doc.get("runs"), dict):
+        raise MapnetError(f"{path} is not a mapnet GLUE results file (schema {SCHEMA})")
+    return doc
+
+
+# ---------------------------------------------------------------- summary
+def _mean_std(values: list[float]) -> tuple[float, float]:
+    arr = np.asarray(values, dtype=np.float64)
+    return float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else 0.0
+
+
+def _chosen(record: dict, rule: str) -> dict:
+    epochs = record["epochs"]
+    # Scores stored as null (non-finite) compare as -inf.
+    fixed = [{**e, "score": e["score"] if e["score"] is not None else -math.inf} for e in epochs]
+    return epochs[select_epoch(fixed, rule)]
+
+
+def _ci(values: list[float]) -> dict:
+    from ...intervals import mean_ci  # one definition of the interval for every table
+
+    return mean_ci(values)
+
+
+def _seed_stats(seeds: list[int], scores: list[float]) -> dict:
+    return {**_ci(scores), "seeds": list(seeds), "scores": list(scores)}
+
+
+def _paired(a: dict, b: dict) -> dict | None:
+    """a - b over the seeds both ran ({seeds, scores} each): mean, t-interval, n, the differences."""
+    mine = dict(zip(a["seeds"], a["scores"]))
+    theirs = dict(zip(b["seeds"], b["scores"]))
+    common = [s for s in mine if s in theirs]
+    if not common:
+        return None
+    diffs = [mine[s] - theirs[s] for s in common]
+    return {**_ci(diffs), "seeds": common, "differences": diffs}
+
+
+def summarize(runs: dict, plan: list[PlanItem], rule: str, controls: dict[str, str] | None = None) -> dict:
+    """Per checkpoint: every configuration's mean, the best one per task, entry scores and the GLUE score,
+    each entry's and the GLUE score's t-interval over fine-tuning seeds, and (with `controls`,
+    {checkpoint key: control key}) the paired margin over the random-init control."""
+    by_ckpt: dict[str, dict] = {}
+    for item in plan:
+        ck = by_ckpt.setdefault(item.ref.key, {"ref": item.ref, "tasks": {}})
+        configs = ck["tasks"].setdefault(item.task, {})
+        cfg = configs.setdefault((item.batch_size, item.lr), {"planned": 0, "records": [], "seeds": []})
+        cfg["planned"] += 1
+        if item.key in runs:
+            cfg["records"].append(runs[item.key])
+            cfg["seeds"].append(item.seed)
+
+    checkpoints = []
+    for ck in by_ckpt.values():
+        ref = ck["ref"]
+        tasks_out, entry_scores, stats = {}, {}, {}
+        for task, configs in ck["tasks"].items():
+            rows = []
+            for (bs, lr), cfg in configs.items():
+                done = cfg["records"]
+                row = {"batch_size": bs, "lr": lr, "seeds_done": len(done), "seeds_planned": cfg["planned"]}
+                if done:
+                    chosen = [_chosen(r, rule) for r in done]
+                    row["score"], row["score_std"] = _mean_std([c["score"] if c["score"] is not None else 0.0 for c in chosen])
+                    row["epochs"] = [c["epoch"] for c in chosen]
+                    row["seeds"] = list(cfg["seeds"])
+                    row["entries"] = {}
+                    for entry in TASKS[task].entries:
+                        e_scores = [c["entries"][entry]["score"] or 0.0 for c in chosen]
+                        m, s = _mean_std(e_scores)
+                        row["entries"][entry] = {"score": m, "score_std": s, "ci95": _ci(e_scores)["ci95"],
+                                                 "seed_scores": e_scores, "metrics": {
+                            name: dict(zip(("mean", "std"), _mean_std([c["entries"][entry]["metrics"][name] or 0.0 for c in chosen])))
+                            for name in TASKS[task].metrics}}
+                rows.append(row)
+            scored = [r for r in rows if "score" in r]
+            best = max(scored, key=lambda r: r["score"]) if scored else None  # max keeps the first of equals
+            tasks_out[task] = {"configs": rows, "best": best,
+                               "complete": all(r["seeds_done"] == r["seeds_planned"] for r in rows)}
+            if best is not None:
+                for entry, e in best["entries"].items():
+                    entry_scores[entry] = e["score"]
+                    stats[entry] = _seed_stats(best["seeds"], e["seed_scores"])
+        score, used = M.glue_score(entry_scores)
+        # The GLUE score per fine-tuning seed: the mean over entries of that seed's scores (seeds every entry ran).
+        per_seed = [dict(zip(stats[e]["seeds"], stats[e]["scores"])) for e in used]
+        glue_seeds = [s for s in (stats[used[0]]["seeds"] if used else []) if all(s in d for d in per_seed)]
+        if glue_seeds:
+            stats["GLUE"] = _seed_stats(glue_seeds, [float(np.mean([d[s] for d in per_seed])) for s in glue_seeds])
+        checkpoints.append({
+            "checkpoint": ref.key, "run": ref.run, "step": ref.step, "path": str(ref.path), "sha256": ref.sha,
+            "init": ref.init, "tasks": tasks_out, "entries": entry_scores,
+            "glue": {"score": score if used else None, "entries": used, "of": len(M.SCORE_ENTRIES),
+                     "ci95": stats["GLUE"]["ci95"] if "GLUE" in stats else None},
+            "stats": stats,
+        })
+    by_key = {ck["checkpoint"]: ck for ck in checkpoints}
+    for ck in checkpoints:
+        control = by_key.get((controls or {}).get(ck["checkpoint"]))
+        if control is None:
+            continue
+        margin = {entry: _paired(st, control["stats"][entry]) for entry, st in ck["stats"].items()
+                  if entry in control["stats"]}
+        ck["margin"] = {"control": control["checkpoint"], "control_run": control["run"],
+                        "pairing": "fine-tuning seed", "entries": {e: m for e, m in margin.items() if m is not None}}
+    return {"run_score": rule, "checkpoints": checkpoints}
+
+
+# ---------------------------------------------------------------- the sweep
+def run_sweep(refs: list[CheckpointRef], tasks: list[str], glue_dir: Path, out_dir: Path, ft,
+              events: Events | None = None, controls: dict[str, str] | None = None,
+              preset: str | None = None) -> dict:
+    """Run every planned run that the results file lacks; returns the results document.
+
+    `refs` may hold random-init controls (`pretrained.with_controls`); `controls` maps a checkpoint's
+    key to its control's, for the margins; `preset` is the protocol's name, recorded.
+    """
+    import torch
+
+    from .encode import TextEncoder
+
+    events = events or Events()
+    if ft.device == "cuda" and not torch.cuda.is_available():
+        raise MapnetError("finetune.device is cuda but no CUDA device is available")
+    dev = torch.device("cuda" if ft.device == "cuda" or (ft.device == "auto" and torch.cuda.is_available()) else "cpu")
+    # Resolved once and recorded with every run: "auto" means bf16 autocast on CUDA, fp32 elsewhere.
+    precision = "bf16" if ft.precision == "bf16" or (ft.precision == "auto" and dev.type == "cuda") else "fp32"
+    out_dir = Path(out_dir)
+    path = out_dir / RESULTS
+    doc = load_results(path)
+    data = load_tasks(tasks, glue_dir, ft)  # every input problem surfaces before anything is written
+    make_dirs(out_dir)
+    for name, d in data.items():
+        for split in [d.train, *d.dev]:
+            if split.skipped:
+                events.note(f"{name} {split.path.name}: skipped {split.skipped} malformed rows "
+                            f"(lines {', '.join(map(str, split.skipped_lines))}{', ...' if split.skipped > len(split.skipped_lines) else ''})")
+    plan = make_plan(refs, tasks, ft)
+    pending = [p for p in plan if p.key not in doc["runs"]]
+    total = sum(ft.epochs * steps_per_epoch(len(data[p.task].train), p.batch_size) for p in pending)
+
+    doc["protocol"] = {**protocol(ft), "batch_sizes": list(ft.batch_sizes), "learning_rates": list(ft.learning_rates),
+                       "seeds": ft.seeds, "first_seed": ft.seed, "run_score": ft.run_score, "hash": protocol_hash(ft),
+                       "preset": preset or "paper"}
+    doc["data"] = data_report(data)
+    doc["tasks"] = tasks
+    doc["init"] = sorted({ref.init for ref in refs})
+    doc["controls"] = dict(controls or {})
+
+    def save() -> None:
+        doc["summary"] = summarize(doc["runs"], plan, ft.run_score, controls)
+        write_json(path, json_safe(doc))
+
+    # Written once a run has finished, not before: a sweep that fails first leaves no results.json
+    # that looks like a result (a summary whose every score is missing).
+    if doc["runs"]:
+        save()
+    else:
+        doc["summary"] = summarize(doc["runs"], plan, ft.run_score, controls)
+    events.start(total, len(pending), len(plan) - len(pending))
+
+    for ref in refs:
+        todo = [p for p in pending if p.ref.sha == ref.sha]
+        if not todo:
+            continue
+        if ref.init == "random":
+            cfg, ck_settings = load_architecture(ref)
+            state = None
+        else:
+            state, cfg, ck_settings = load_encoder_state(ref)
+        max_len = min(ft.max_seq_len, cfg.max_position)
+        encoder_text = TextEncoder(ref.path / "tokenizer.json", ck_settings.preprocess, max_len, out_dir / "cache")
+
+        def make_encoder(seed: int, cfg=cfg, state=state, ref=ref):
+            from ...model.bert import Encoder
+
+            # Built the same way in both arms, so the global RNG that the head init and dropout draw from
+            # next is in the same state: seed s of the control differs from seed s of the checkpoint only
+            # in the encoder weights (random_encoder draws them in a forked RNG).
+            enc = Encoder(cfg)
+            # copies: every run starts from the pretrained weights, or from this seed's random ones (the control)
+            enc.load_state_dict(state if state is not None else random_encoder(cfg, ref.init_seed, seed).state_dict())
+            return enc
+
+        encoded: dict[str, tuple] = {}
+        for item in todo:
+            if item.task not in encoded:
+                events.run_started(f"{ref.run}@{ref.step} {item.task}: encoding")
+                d = data[item.task]
+                enc = [encoder_text.encode(s.entry, s.text_a, s.text_b, s.labels) for s in (d.train, *d.dev)]
+                encoded[item.task] = (enc[0], enc[1:])
+                cut = sum(e.truncated for e in enc)
+                if cut:
+                    events.note(f"{item.task}: {cut} examples truncated to {max_len} tokens")
+            train, devs = encoded[item.task]
+            events.run_started(f"{ref.run}@{ref.step} {item.task} bs={item.batch_size} lr={item.lr:g} seed={item.seed}")
+            rc = RunConfig(batch_size=item.batch_size, lr=item.lr, seed=item.seed, epochs=ft.epochs,
+                           warmup_ratio=ft.warmup_ratio, weight_decay=ft.weight_decay, betas=tuple(ft.betas),
+                           eps=ft.eps, length_group=ft.length_group, eval_batch_size=ft.eval_batch_size,
+                           dropout=cfg.dropout)
+            result = finetune_run(lambda seed=item.seed: make_encoder(seed), TASKS[item.task], train, devs, rc,
+                                  encoder_text.pad_id, dev, precision, on_step=events.advance)
+            record = {"checkpoint": {"key": ref.key, "run": ref.run, "step": ref.step, "sha256": ref.sha,
+                                     "path": str(ref.path), "init": ref.init},
+                      "init": ref.init,
+                      **({"init_seed": {"pretraining_seed": ref.init_seed,
+                                        "torch_seed": random_init_seed(ref.init_seed, item.seed)}}
+                         if ref.init == "random" else {}),
+                      "task": item.task, "batch_size": item.batch_size, "lr": item.lr, "seed": item.seed,
+                      "epochs": result.epochs, "steps": result.steps, "seconds": round(result.seconds, 3),
+                      "device": str(dev), "precision": precision, "train_examples": len(train),
+                      "config": asdict(rc)}
+            doc["runs"][item.key] = json_safe(record)
+            save()
+            events.run_finished(item.key, record)
+    return doc

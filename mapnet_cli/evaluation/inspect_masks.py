@@ -1,0 +1,260 @@
+"""What a trained MAP-Net proposes: per-token probabilities, sampled masks, word-type preferences.
+
+    result = inspect_masks("runs/mapnet", text="The computer computes a computation.", seed=0)
+    result.sequences[0].tokens, result.sequences[0].probabilities, result.sequences[0].masked
+    result.most, result.least          # word types masked most / least often relative to uniform
+
+The library half of `mapnet inspect-masks` (the rich rendering lives in
+`commands/inspect_masks.py`). A run folder means its newest complete
+checkpoint. The encoder and MAP-Net weights come from the checkpoint's
+model.safetensors (MAP-Net's under the `mapnet.` prefix, sharing the encoder's
+token embedding); a checkpoint without them was trained with uniform masking
+and is refused with one line.
+
+Inputs: free text (processed the way `mapnet preprocess` processes a corpus:
+sentence split, Moses normalise + tokenise, lower-case, as the checkpoint's
+settings say — one row per sentence), or, by default, the first sequences of
+the run's validation shards.
+
+Sampling: the shown mask of each row is one draw of K = round(mask_prob x n)
+positions from the proposal without replacement (Gumbel-top-k), K and
+mask_prob as in training; every row is masked by MAP-Net (no exploration).
+The word table repeats the draw `samples` times and compares, per word type,
+how often its tokens were masked with how often uniform masking would mask
+them (K/n per position): `relative` > 1 means MAP-Net prefers the word. Only
+word types with at least `min_count` tokens in the shown rows are ranked
+(`--min-count`, default 5); `left_out` says how many were not.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..model import checkpoint
+from ..errors import MapnetError
+from ..masking.mapnet.sampling import gumbel_top_k
+from ..masking.uniform import SPECIAL_NAMES, eligible_positions, mask_counts
+from ..train.run_loader import load_run, recorded_shards
+
+SCHEMA = "mapnet.inspect-masks/1"
+METASPACE = "\u2581"  # the BPE word-start marker (data/bpe.py)
+
+
+@dataclass
+class SequenceView:
+    tokens: list[str]  # BPE pieces, "▁" marking a word start
+    ids: list[int]
+    probabilities: list[float | None]  # p_prop per token; None where the token cannot be masked
+    masked: list[int]  # positions of one sampled mask
+    k: int
+    eligible: int
+    entropy: float  # proposal entropy / log n (1 = uniform)
+
+
+@dataclass
+class WordStat:
+    word: str
+    occurrences: int  # token positions of this word type across the shown rows
+    mask_rate: float  # how often a token of it was masked, over all samples
+    relative: float  # mask_rate / the uniform rate at the same positions
+
+
+@dataclass
+class Inspection:
+    checkpoint: str
+    step: int
+    source: str  # "text", "file", "stdin" or "valid"
+    seed: int
+    samples: int
+    mask_prob: float
+    sequences: list[SequenceView]
+    most: list[WordStat] = field(default_factory=list)
+    least: list[WordStat] = field(default_factory=list)
+    min_count: int = 1  # word types seen fewer times than this are left out of most / least
+    left_out: int = 0  # how many word types that was
+
+    def to_json(self) -> dict:
+        return {"schema": SCHEMA, **asdict(self)}
+
+
+# ---------------------------------------------------------------- loading
+def load_checkpoint(path: str | Path, device: str | torch.device = "cpu"):
+    """(model, proposal, config.json, checkpoint path), both networks in eval mode; a checkpoint without
+    MAP-Net is a MapnetError."""
+    run = load_run(path, device=device)
+    if run.proposal is None:
+        raise MapnetError(f"{run.checkpoint} has no proposal network (no mapnet.* weights): it was trained with uniform "
+                          "masking; inspect-masks needs a run trained with --masking mapnet")
+    run.model.eval(), run.proposal.eval()
+    return run.model, run.proposal, run.meta, run.checkpoint
+
+
+# ---------------------------------------------------------------- inputs
+def text_rows(text: str, tokenizer, preprocess_settings, max_len: int, limit: int) -> list[list[int]]:
+    """[CLS] + the BPE ids of one processed sentence + [SEP], per sentence, at most `limit` rows."""
+    from ..data.textproc import TextProcessor  # spaCy + sacremoses: only when free text is given
+
+    processor = TextProcessor(preprocess_settings)
+    rows = []
+    for piece in (p for p in text.split("\n\n") if p.strip()):
+        for sentence in processor.process([piece])[0].sentences:
+            # No post-processor: a BERT tokenizer's own [CLS]/[SEP] would be doubled.
+            ids = tokenizer.encode(sentence, add_special_tokens=False).ids[: max_len - 2]
+            rows.append([tokenizer.token_to_id("[CLS]"), *ids, tokenizer.token_to_id("[SEP]")])
+            if len(rows) >= limit:
+                return rows
+    if not rows:
+        raise MapnetError("the input text holds no sentence to inspect")
+    return rows
+
+
+def validation_rows(ckpt: Path, limit: int, shards: str | Path | None = None) -> list[list[int]]:
+    """The first `limit` validation sequences of the run's shards (from run.json, or `shards`), padding dropped."""
+    from ..data.shards import ShardReader
+
+    if shards is None:
+        run_json = ckpt.parent.parent / "run.json"
+        shards = recorded_shards(run_json)
+        if shards is None:
+            raise MapnetError(f"no input: give --text, --file or stdin, or --shards (no {run_json} names the run's shards)")
+    valid = ShardReader(shards, "valid", verify="size")
+    if len(valid) == 0:
+        raise MapnetError(f"{shards} has no validation sequences; give --text, --file or stdin")
+    block = valid.take(np.arange(min(limit, len(valid))))
+    pad = valid.special_ids["pad"]
+    return [[int(t) for t in row if t != pad] for row in block]
+
+
+def _special_ids(tokenizer) -> dict[str, int]:
+    return {name: tokenizer.token_to_id(f"[{name.upper()}]") for name in SPECIAL_NAMES}
+
+
+# ---------------------------------------------------------------- the inspection
+@torch.no_grad()
+def inspect_masks(path: str | Path, *, text: str | None = None, source: str = "text", sentences: int = 4,
+                  seed: int = 0, samples: int = 200, top: int = 10, min_count: int = 5,
+                  shards: str | Path | None = None, device: str | torch.device = "cpu") -> Inspection:
+    """Proposal probabilities, one sampled mask per row, and the word-type table (see the module doc)."""
+    from ..data.bpe import load_tokenizer
+
+    if sentences < 1 or samples < 1:
+        raise MapnetError("--sentences and the number of samples must be >= 1")
+    if min_count < 1:
+        raise MapnetError(f"--min-count must be >= 1 (got {min_count})")
+    model, proposal, meta, ckpt = load_checkpoint(path, device)
+    settings = checkpoint.load_settings(ckpt)
+    tokenizer = load_tokenizer(ckpt / checkpoint.TOKENIZER)
+    max_len = proposal.cfg.max_position
+    if text is not None:
+        rows = text_rows(text, tokenizer, settings.preprocess, max_len, sentences)
+    else:
+        rows, source = validation_rows(ckpt, sentences, shards), "valid"
+        rows = [r[:max_len] for r in rows]
+    special = _special_ids(tokenizer)
+
+    T = max(len(r) for r in rows)
+    ids = torch.full((len(rows), T), special["pad"], dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r)
+    attn = ids != special["pad"]
+    eligible = eligible_positions(ids, special) & attn
+    n = eligible.sum(1)
+    k = mask_counts(n, settings.masking.mask_prob)
+    log_p = proposal(ids.to(device), attn.to(device), eligible.to(device)).cpu().double()
+    probs = log_p.exp()
+
+    # samples x rows draws at once: row r of draw s is row (s * B + r).
+    g = torch.Generator().manual_seed(seed)
+    B = len(rows)
+    reps = log_p.repeat(samples, 1)
+    chosen = gumbel_top_k(reps, k.repeat(samples), torch.rand(reps.shape, generator=g, dtype=torch.float64))
+    freq = chosen.view(samples, B, T).double().mean(0)  # per-position masking frequency
+    shown = chosen[:B]
+
+    views = []
+    for i, r in enumerate(rows):
+        L = len(r)
+        p_row = [float(probs[i, j]) if eligible[i, j] else None for j in range(L)]
+        ent = _normalised_entropy(probs[i, :L], eligible[i, :L])
+        views.append(SequenceView(tokens=[tokenizer.id_to_token(t) or "?" for t in r], ids=list(r),
+                                  probabilities=p_row, masked=[int(j) for j in shown[i].nonzero().flatten()],
+                                  k=int(k[i]), eligible=int(n[i]), entropy=ent))
+    most, least, left_out = _word_table(views, freq, k, n, top, min_count, continuation_prefix(tokenizer))
+    return Inspection(checkpoint=str(ckpt), step=int(meta.get("step", 0)), source=source, seed=seed, samples=samples,
+                      mask_prob=settings.masking.mask_prob, sequences=views, most=most, least=least,
+                      min_count=min_count, left_out=left_out)
+
+
+def _normalised_entropy(p: torch.Tensor, eligible: torch.Tensor) -> float:
+    n = int(eligible.sum())
+    if n < 2:
+        return 1.0
+    q = p[eligible]
+    q = q[q > 0]
+    return float(-(q * q.log()).sum() / np.log(n))
+
+
+def words_of(tokens: list[str], continuation: str | None = None) -> list[int]:
+    """Word index per token. mapnet's BPE (Metaspace): a piece starting with "▁" starts a new word.
+    A WordPiece vocabulary (`continuation`, e.g. "##"): every piece starts a word except those with the
+    continuation prefix. A special token is always a word of its own."""
+    out, w, after_special = [], -1, True
+    for tok in tokens:
+        special = tok.startswith("[") and tok.endswith("]")
+        starts = not tok.startswith(continuation) if continuation else tok.startswith(METASPACE)
+        if starts or special or after_special:
+            w += 1
+        out.append(w)
+        after_special = special
+    return out
+
+
+def continuation_prefix(tokenizer) -> str | None:
+    """The WordPiece continuation prefix ("##") of a `tokenizers.Tokenizer`, None for BPE/Metaspace."""
+    spec = json.loads(tokenizer.to_str())
+    model = spec.get("model") or {}
+    return (model.get("continuing_subword_prefix") or "##") if model.get("type") == "WordPiece" else None
+
+
+def _word_table(views: list[SequenceView], freq: torch.Tensor, k: torch.Tensor, n: torch.Tensor, top: int,
+                min_count: int, continuation: str | None = None) -> tuple[list[WordStat], list[WordStat], int]:
+    """Per word type: sum of masking frequencies of its tokens vs the uniform K/n at the same positions.
+
+    Only word types with at least `min_count` tokens in the shown rows are ranked: a word seen once or twice
+    sits at the top or bottom by the accident of its one context, not by a preference. Returns (most, least,
+    number of word types left out)."""
+    masked_sum: dict[str, float] = {}
+    uniform_sum: dict[str, float] = {}
+    count: dict[str, int] = {}
+    seen: dict[str, int] = {}  # occurrences of the word (count is its tokens: a word may be several BPE pieces)
+    for i, v in enumerate(views):
+        rate = float(k[i]) / max(int(n[i]), 1)
+        word_ids = words_of(v.tokens, continuation)
+        words: dict[int, list[int]] = {}
+        for j, w in enumerate(word_ids):
+            words.setdefault(w, []).append(j)
+        for positions in words.values():
+            if any(v.probabilities[j] is None for j in positions):
+                continue  # special tokens are never masked
+            word = "".join(v.tokens[j] for j in positions).lstrip(METASPACE) or METASPACE
+            masked_sum[word] = masked_sum.get(word, 0.0) + sum(float(freq[i, j]) for j in positions)
+            uniform_sum[word] = uniform_sum.get(word, 0.0) + rate * len(positions)
+            count[word] = count.get(word, 0) + len(positions)
+            seen[word] = seen.get(word, 0) + 1
+    stats = [WordStat(w, count[w], masked_sum[w] / count[w], masked_sum[w] / uniform_sum[w])
+             for w in count if seen[w] >= min_count and uniform_sum[w] > 0]
+    left_out = sum(1 for w in count if uniform_sum[w] > 0) - len(stats)
+    stats.sort(key=lambda s: (-s.relative, s.word))
+    top = min(top, len(stats) // 2)  # the two tables never share a word
+    most = stats[:top]
+    least = sorted(stats[len(stats) - top:], key=lambda s: (s.relative, s.word)) if top else []
+    return most, least, left_out
+
+
+__all__ = ["SCHEMA", "SequenceView", "WordStat", "Inspection", "load_checkpoint", "text_rows", "validation_rows",
+           "inspect_masks", "words_of"]

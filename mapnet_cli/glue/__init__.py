@@ -1,1 +1,0 @@
-"""GLUE fine-tuning: task readers (tasks), text encoding (encode), metrics, the head (model), one run (finetune), the protocol (sweep), tables and curves (report)."""

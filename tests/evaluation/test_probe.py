@@ -1,0 +1,113 @@
+"""The linear probe: reproducible for a fixed seed, a real fit, and its rank correlation with fine-tuning."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from mapnet_cli.cli import app
+from mapnet_cli.errors import MapnetError
+from mapnet_cli.evaluation.glue import metrics as M
+from mapnet_cli.evaluation.glue.pretrained import find_checkpoints
+from mapnet_cli.evaluation.probe import ProbeConfig, fit_logistic, probe_run, rank_correlation
+
+
+@pytest.fixture
+def real_sst2(shared_data, tmp_path) -> Path:
+    """The first 300 training and 120 dev rows of the real SST-2 files, in the official layout."""
+    root = tmp_path / "glue"
+    (root / "SST-2").mkdir(parents=True)
+    for name, rows in (("train.tsv", 300), ("dev.tsv", 120)):
+        lines = (shared_data / "glue" / "SST-2" / name).read_text(encoding="utf-8").splitlines()
+        (root / "SST-2" / name).write_text("\n".join(lines[:rows + 1]) + "\n", encoding="utf-8")
+    return root
+
+
+def _without_time(doc: dict) -> dict:
+    return {**doc, "checkpoints": [{k: v for k, v in ck.items() if k != "seconds"} for ck in doc["checkpoints"]]}
+
+
+def test_probe_is_reproducible_for_a_fixed_seed(fake_run, real_sst2, tmp_path):
+    refs = find_checkpoints(every=[fake_run])
+    cfg = ProbeConfig(train_examples=200, seed=3, max_seq_len=64)
+    a = probe_run(refs, real_sst2, cfg, tmp_path / "a" / "probe.json")
+    b = probe_run(refs, real_sst2, cfg)
+    assert _without_time(a) == _without_time(b)  # every number, bit for bit
+    assert json.loads((tmp_path / "a" / "probe.json").read_text())["checkpoints"][0]["mean"] == a["checkpoints"][0]["mean"]
+    # Two checkpoints and their one random-init control, each with both poolings scored on the real dev rows.
+    assert [(ck["run"], ck["step"], ck["init"]) for ck in a["checkpoints"]] == [
+        ("fake-bert", 100, "pretrained"), ("fake-bert", 200, "pretrained"), ("random-init", 0, "random")]
+    assert a["data"] == {"train_rows": 200, "train_subset_sha256": a["data"]["train_subset_sha256"],
+                         "dev_rows": {"SST-2": 120}}
+    for ck in a["checkpoints"]:
+        for pooling in ("cls", "mean"):
+            p = ck[pooling]
+            assert 0.0 <= p["entries"]["SST-2"]["metrics"]["acc"] <= 1.0 and p["iterations"] >= 1
+            assert math.isfinite(p["train_loss"]) and p["train_accuracy"] > 0.5  # fitted, not left at zero
+        assert ck["score"] == ck["mean"]["score"]
+    # The checkpoints and the control have different features, so different probes.
+    assert len({json.dumps(ck["mean"]) for ck in a["checkpoints"]}) == 3
+    # Another seed draws other training rows.
+    c = probe_run(refs[:1], real_sst2, ProbeConfig(train_examples=200, seed=4, max_seq_len=64), control=False)
+    assert c["data"]["train_subset_sha256"] != a["data"]["train_subset_sha256"]
+    assert [ck["init"] for ck in c["checkpoints"]] == ["pretrained"]
+
+
+def test_logistic_fit_by_hand():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(400, 5))
+    y = (x[:, 0] - 2 * x[:, 3] > 0).astype(np.int64)  # linearly separable
+    probe = fit_logistic(x, y, 2, l2=1e-4, max_iter=200)
+    assert M.accuracy(probe.predict(x), y) > 0.98
+    again = fit_logistic(x, y, 2, l2=1e-4, max_iter=200)
+    assert np.array_equal(probe.weight, again.weight) and np.array_equal(probe.bias, again.bias)
+    # The weights point along the rule (standardised features): x0 positive, x3 negative, the rest small.
+    w = probe.weight[:, 1] - probe.weight[:, 0]
+    assert w[0] > 0 > w[3] and np.all(np.abs(w[[1, 2, 4]]) < 0.25 * abs(w[3]))
+    # A larger penalty shrinks the weights; a constant feature is harmless.
+    assert np.abs(fit_logistic(x, y, 2, l2=1.0).weight).sum() < np.abs(probe.weight).sum()
+    fit_logistic(np.c_[x, np.ones(400)], y, 2)
+
+
+def test_rank_correlation_matches_checkpoints_by_hash():
+    probe = {"task": "SST-2", "config": {"pooling": "mean"}, "checkpoints": [
+        {"run": "r", "step": s, "sha256": f"h{s}", "init": "pretrained", "mean": {"score": p}, "cls": {"score": 1 - p}}
+        for s, p in ((1, 0.5), (2, 0.6), (3, 0.7), (4, 0.8))] + [
+        {"run": "random-init", "step": 0, "sha256": "ctl", "init": "random", "mean": {"score": 0.1}, "cls": {"score": 0.1}}]}
+    glue = {"summary": {"checkpoints": [
+        {"sha256": f"h{s}", "init": "pretrained", "entries": {"SST-2": f}} for s, f in ((1, 0.1), (2, 0.3), (3, 0.2))] + [
+        {"sha256": "ctl", "init": "random", "entries": {"SST-2": 0.9}}]}}
+    c = rank_correlation(probe, glue)
+    # Matched: steps 1-3 (step 4 was not fine-tuned; the control is never a pair). Ranks (1,2,3) vs (1,3,2): rho 0.5.
+    assert c["n"] == 3 and [p["step"] for p in c["pairs"]] == [1, 2, 3]
+    assert c["spearman"] == pytest.approx(0.5) and c["per_run"] == {"r": {"n": 3, "spearman": pytest.approx(0.5)}}
+    assert rank_correlation(probe, glue, pooling="cls")["spearman"] == pytest.approx(-0.5)
+    glue["summary"]["checkpoints"] = glue["summary"]["checkpoints"][:2]
+    assert rank_correlation(probe, glue)["spearman"] is None  # two checkpoints rank nothing
+
+
+def test_probe_command_writes_json_and_correlation(fake_run, real_sst2, tmp_path):
+    results = tmp_path / "results.json"
+    refs = find_checkpoints(every=[fake_run])
+    results.write_text(json.dumps({"summary": {"checkpoints": [
+        {"sha256": r.sha, "entries": {"SST-2": 0.5 + 0.1 * i}} for i, r in enumerate(refs)]}}))
+    out = tmp_path / "probe.json"
+    res = CliRunner().invoke(app, ["probe", str(fake_run), "--data", str(real_sst2), "--out", str(out),
+                                   "--examples", "100", "--max-seq-len", "48", "--no-control", "--against", str(results)],
+                             env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    assert [ck["step"] for ck in doc["checkpoints"]] == [100, 200] and doc["config"]["train_examples"] == 100
+    assert doc["correlation"]["n"] == 2 and doc["correlation"]["spearman"] is None
+    text = " ".join(res.output.split())
+    for ck in doc["checkpoints"]:
+        assert f"fake-bert@{ck['step']} │ pretrained │ {100 * ck['mean']['score']:.2f}" in text
+    assert "over 2 checkpoints: not computed" in text
+    for extra, msg in ((["--task", "stsb"], "regression"), (["--pooling", "max"], "pooling must be one of")):
+        res = CliRunner().invoke(app, ["probe", str(fake_run), "--data", str(real_sst2), "--out", str(out), *extra])
+        assert isinstance(res.exception, MapnetError) and msg in str(res.exception), res.output
