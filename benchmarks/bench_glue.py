@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mapnet_cli.glue.encode import Encoded
-from mapnet_cli.glue.finetune import autocast, collate, length_grouped_batches
-from mapnet_cli.glue.model import SequenceClassifier, task_loss
-from mapnet_cli.glue.tasks import TASKS, load_task, task_spec
-from mapnet_cli.model import BertConfig, Encoder
+from mapnet_cli.evaluation.glue.encode import Encoded
+from mapnet_cli.evaluation.glue.finetune import autocast, collate, length_grouped_batches
+from mapnet_cli.evaluation.glue.model import SequenceClassifier, task_loss
+from mapnet_cli.evaluation.glue.tasks import TASKS, load_task, task_spec
+from mapnet_cli.model.bert import BertConfig, Encoder
 from mapnet_cli.settings import preset
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,10 +21,10 @@ import time
 
 import torch
 
-from mapnet_cli.mapnet import MapnetJoint, ProposalConfig, ProposalNetwork
-from mapnet_cli.masking import SequenceRNG, apply_replacement, eligible_positions, sequence_keys, uniform_mask
-from mapnet_cli.model import BertConfig, BertForMLM
-from mapnet_cli.optim import build_optimizer
+from mapnet_cli.masking.mapnet import MapnetJoint, ProposalConfig, ProposalNetwork
+from mapnet_cli.masking.uniform import SequenceRNG, apply_replacement, eligible_positions, sequence_keys, uniform_mask
+from mapnet_cli.model.bert import BertConfig, BertForMLM
+from mapnet_cli.train.optim import build_optimizer
 from mapnet_cli.settings import MaskingSettings, preset
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}

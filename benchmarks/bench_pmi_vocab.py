@@ -3,7 +3,7 @@
     uv run python benchmarks/bench_pmi_vocab.py                         # 2, 4, 8, 16 MB of Wikipedia text
     uv run python benchmarks/bench_pmi_vocab.py --mb 1 2 --max-entries 200000 4000000
 
-Not a timed test. Feeds `pmi.build_vocabulary` (the code `mapnet pmi-vocab` runs) lower-cased,
+Not a timed test. Feeds `pmi_vocab.build_vocabulary` (the code `mapnet pmi-vocab` runs) lower-cased,
 whitespace-split lines of the Wikipedia extract in ../shared/data, in 1 MB chunks as the
 preprocessed-corpus reader gives them, without the spaCy/Moses preprocessing (which would
 dominate the time and does not change the counting). Each size runs in a fresh process, so the
@@ -55,10 +55,10 @@ class WikiCorpus:
 
 def child(mb: float, max_entries: int) -> None:
     sys.path.insert(0, str(REPO))
-    from mapnet_cli import pmi
+    from mapnet_cli.masking import pmi_vocab
 
     start = time.perf_counter()
-    vocab = pmi.build_vocabulary(WikiCorpus(mb), size=800_000, min_count=11, max_entries=max_entries)
+    vocab = pmi_vocab.build_vocabulary(WikiCorpus(mb), size=800_000, min_count=11, max_entries=max_entries)
     h = vocab.header
     print(json.dumps({"mb": mb, "max_entries": max_entries, "seconds": round(time.perf_counter() - start, 2),
                       "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),

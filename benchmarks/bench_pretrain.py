@@ -32,9 +32,9 @@ import numpy as np
 import torch
 
 from mapnet_cli import distributed
-from mapnet_cli.masking import sequence_keys
-from mapnet_cli.model import BertConfig, BertForMLM, flops_per_token
-from mapnet_cli.optim import build_optimizer
+from mapnet_cli.masking.uniform import sequence_keys
+from mapnet_cli.model.bert import BertConfig, BertForMLM, flops_per_token
+from mapnet_cli.train.optim import build_optimizer
 from mapnet_cli.settings import MaskingSettings, OptimSettings, preset
 from mapnet_cli.train import make_batch, train_step
 

@@ -26,9 +26,9 @@ import numpy as np
 import torch
 
 from mapnet_cli import compare, distributed
-from mapnet_cli.masking import TRAIN_MASKS, sequence_keys
-from mapnet_cli.model import BertConfig, BertForMLM
-from mapnet_cli.optim import build_optimizer, build_scheduler
+from mapnet_cli.masking.uniform import TRAIN_MASKS, sequence_keys
+from mapnet_cli.model.bert import BertConfig, BertForMLM
+from mapnet_cli.train.optim import build_optimizer, build_scheduler
 from mapnet_cli.settings import apply, preset
 from mapnet_cli.train import rank_micro_slots, train_step, training_strategy
 

@@ -26,10 +26,10 @@ def one(mode: int, sentences: int, masks: int, seq_len: int, mapnet: bool, memor
         threads: int) -> dict:
     import torch
 
-    from mapnet_cli.mapnet.proposal import ProposalConfig, ProposalNetwork
-    from mapnet_cli.model import BertConfig, BertForMLM
+    from mapnet_cli.masking.mapnet.proposal import ProposalConfig, ProposalNetwork
+    from mapnet_cli.model.bert import BertConfig, BertForMLM
     from mapnet_cli.settings import preset
-    from mapnet_cli.variance.measure import analyse, measure
+    from mapnet_cli.evaluation.variance.measure import analyse, measure
 
     torch.set_num_threads(threads)
     s = preset("mini")

@@ -16,7 +16,7 @@ import sys
 import numpy as np
 import torch
 
-from mapnet_cli import checkpoint
+from mapnet_cli.model import checkpoint
 from mapnet_cli.data.shards import ShardReader
 from mapnet_cli.settings import MaskingSettings
 from mapnet_cli.train import build_eval_set

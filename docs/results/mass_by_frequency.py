@@ -28,14 +28,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from loss_by_frequency import EVAL_SEED, EVAL_SEQUENCES, frequency_rank  # noqa: E402
 
-from mapnet_cli import checkpoint  # noqa: E402
+from mapnet_cli.model import checkpoint  # noqa: E402
 from mapnet_cli.data.shards import ShardReader  # noqa: E402
-from mapnet_cli.masking import eligible_positions, mask_counts  # noqa: E402
-from mapnet_cli.mapnet.objective import ht_inclusion  # noqa: E402
+from mapnet_cli.masking.uniform import eligible_positions, mask_counts  # noqa: E402
+from mapnet_cli.masking.mapnet.objective import ht_inclusion  # noqa: E402
 from mapnet_cli.settings import MaskingSettings  # noqa: E402
-from mapnet_cli.strategy import frequency_masks, token_counts  # noqa: E402
+from mapnet_cli.masking.strategy import frequency_masks, token_counts  # noqa: E402
 from mapnet_cli.train import build_eval_set  # noqa: E402
-from mapnet_cli.variance.measure import load_target  # noqa: E402
+from mapnet_cli.evaluation.variance.target import load_target  # noqa: E402
 
 GROUPS = ("top-100 types", "types 101-1000", "rarer types")
 
