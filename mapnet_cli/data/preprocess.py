@@ -33,7 +33,8 @@ from ..atomic import sha256_file, staged_output, write_json, write_text
 from ..errors import MapnetError
 from ..settings import PreprocessSettings, Settings
 from . import bpe
-from .readers import InputFile, InputReader, ReadStats, discover, invalid_utf8_count
+from .inputs import InputFile, ReadStats, discover, invalid_utf8_count
+from .readers import InputReader
 from .textproc import TextProcessor, import_spacy
 
 SCHEMA = "mapnet.preprocess/1"

@@ -15,6 +15,7 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 import pytest
 
+from mapnet_cli.data import inputs
 from mapnet_cli.data import readers as R
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.settings import resolve
@@ -26,10 +27,10 @@ def settings(**pre):
     return resolve(overrides={"preprocess": pre})
 
 
-def read(path, **pre) -> tuple[list, R.ReadStats, R.InputReader]:
+def read(path, **pre) -> tuple[list, inputs.ReadStats, R.InputReader]:
     s = settings(**pre)
-    stats = R.ReadStats()
-    (inp,) = R.discover([path], s.preprocess)
+    stats = inputs.ReadStats()
+    (inp,) = inputs.discover([path], s.preprocess)
     reader = R.InputReader(inp, s, stats)
     return list(reader), stats, reader
 
@@ -138,7 +139,7 @@ def test_discover_walks_sorted_skips_hidden_and_excluded(tmp_path):
     for rel in ("b/2.txt", "b/1.txt", "a.txt", ".hidden.txt", ".git/x.txt", "README.md", "c/MANIFEST.tsv"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x.\n")
-    found = R.discover([tmp_path], settings(exclude=("README*", "MANIFEST*")).preprocess)
+    found = inputs.discover([tmp_path], settings(exclude=("README*", "MANIFEST*")).preprocess)
     assert [Path(f.path).relative_to(tmp_path).as_posix() for f in found] == ["a.txt", "b/1.txt", "b/2.txt"]
     assert not any(f.explicit for f in found)
 
@@ -146,7 +147,7 @@ def test_discover_walks_sorted_skips_hidden_and_excluded(tmp_path):
 # ---------------------------------------------------------------- bad input
 def test_missing_input(tmp_path):
     with pytest.raises(MapnetError, match="input not found"):
-        R.discover([tmp_path / "nope.txt"], settings().preprocess)
+        inputs.discover([tmp_path / "nope.txt"], settings().preprocess)
 
 
 def test_binary_named_errors_found_in_folder_skips(tmp_path):
@@ -158,18 +159,18 @@ def test_binary_named_errors_found_in_folder_skips(tmp_path):
     items, stats, reader = read(tmp_path / "d" / "img.bin", on_binary="skip")
     assert items == [] and reader.skipped and stats.skipped_binary == [str(tmp_path / "d" / "img.bin")]
     s = settings()
-    stats = R.ReadStats()
-    out = [x for inp in R.discover([tmp_path / "d"], s.preprocess) for x in R.InputReader(inp, s, stats)]
+    stats = inputs.ReadStats()
+    out = [x for inp in inputs.discover([tmp_path / "d"], s.preprocess) for x in R.InputReader(inp, s, stats)]
     assert out == ["Fine text.", None] and len(stats.skipped_binary) == 1
 
 
 def test_invalid_utf8_replaced_and_counted(tmp_path):
     f = tmp_path / "latin1.txt"
     f.write_bytes("Caf\xe9 na\xefve.\n".encode("latin-1"))
-    before = R.invalid_utf8_count()
+    before = inputs.invalid_utf8_count()
     items, _, _ = read(f)
     assert items == ["Caf\ufffd na\ufffdve.", None]
-    assert R.invalid_utf8_count() - before == 2
+    assert inputs.invalid_utf8_count() - before == 2
 
 
 @pytest.mark.parametrize("suffix,opener", [(".gz", gzip.open), (".bz2", bz2.open), (".xz", lzma.open)])
@@ -195,9 +196,9 @@ def test_huge_single_line_streams_in_bounded_memory(tmp_path):
         for _ in range(50):
             fh.write(word * 100_000)  # 50 MB, no newline anywhere
     tracemalloc.start()
-    stats = R.ReadStats()
+    stats = inputs.ReadStats()
     s = settings(doc_separator="file")
-    (inp,) = R.discover([f], s.preprocess)
+    (inp,) = inputs.discover([f], s.preprocess)
     pieces = docs = 0
     for item in R.InputReader(inp, s, stats):
         if item is None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from hypothesis import example, given, settings as hsettings, strategies as st
 
+from mapnet_cli.data import inputs
 from mapnet_cli.data import readers as R
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.settings import resolve
@@ -51,8 +52,8 @@ def read_all(data: bytes, fmt: str, separator: str, name: str) -> list:
         path = Path(tmp) / name
         path.write_bytes(data)
         try:
-            (inp,) = R.discover([path], settings.preprocess)
-            return list(R.InputReader(inp, settings, R.ReadStats()))
+            (inp,) = inputs.discover([path], settings.preprocess)
+            return list(R.InputReader(inp, settings, inputs.ReadStats()))
         except MapnetError as exc:
             assert str(exc) and "\n" not in str(exc)
             return []
