@@ -1,4 +1,5 @@
-"""No import cycles in mapnet_cli: a static walk of every import statement, function-level (lazy) ones included."""
+"""The import graph of mapnet_cli, walked statically (function-level, lazy imports included): no cycles,
+and the layers of docs/ARCHITECTURE.md hold — a module imports only from its own layer and the ones below."""
 
 from __future__ import annotations
 
@@ -57,16 +58,54 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+# Bottom to top. A top-level module or package of mapnet_cli belongs to exactly one layer.
+LAYERS = [
+    ("utilities", {"mapnet_cli", "errors", "atomic", "run_lock", "comma_list", "intervals", "metrics_file", "distributed",
+                   "plotting"}),
+    ("settings", {"settings"}),
+    ("data", {"data"}),
+    ("model", {"model"}),
+    ("masking", {"masking"}),
+    ("train", {"train"}),
+    ("evaluation", {"evaluation"}),
+    ("pipelines", {"compare", "export", "quickstart"}),
+    ("commands", {"commands", "cli"}),
+]
+
+
+def layer_of(module: str) -> int:
+    top = module.split(".")[1] if "." in module else module
+    found = [rank for rank, (_, members) in enumerate(LAYERS) if top in members]
+    assert len(found) == 1, f"{module}: not in exactly one layer of LAYERS (add it where it belongs)"
+    return found[0]
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every edge from a module to a module of a higher layer, as "a (layer) -> b (layer)"."""
+    return [f"{a} ({LAYERS[layer_of(a)][0]}) -> {b} ({LAYERS[layer_of(b)][0]})"
+            for a, targets in sorted(graph.items()) for b in sorted(targets) if layer_of(b) > layer_of(a)]
+
+
 def test_the_walk_sees_known_edges():
     graph = import_graph()
-    assert "mapnet_cli.strategy" in graph["mapnet_cli.train.strategies"]
-    assert "mapnet_cli.designs" in graph["mapnet_cli.strategy"]
+    assert "mapnet_cli.masking.strategy" in graph["mapnet_cli.train.strategies"]
+    assert "mapnet_cli.masking.designs" in graph["mapnet_cli.masking.strategy"]
+    assert "mapnet_cli.train.run_loader" in graph["mapnet_cli.evaluation.variance.target"]  # a lazy import
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert layer_violations({"mapnet_cli.data.shards": {"mapnet_cli.train.loop", "mapnet_cli.errors"}}) == [
+        "mapnet_cli.data.shards (data) -> mapnet_cli.train.loop (train)"]
 
 
 def test_mapnet_cli_has_no_import_cycles():
     cycle = find_cycle(import_graph())
     assert cycle is None, " -> ".join(cycle)
+
+
+def test_lower_layers_never_import_higher_ones():
+    """data never imports masking, train, evaluation, compare or commands; masking never imports train or
+    above; train never evaluation or above (pretrain takes the variance measurement as an argument);
+    nothing but cli.py and commands/ imports commands/."""
+    assert layer_violations(import_graph()) == []
 
 
 def test_no_command_imports_another_command():
