@@ -20,7 +20,7 @@ def glue_results(plan: list[PlannedRun], tasks: list[str], glue_data: Path, out:
 
     Plus one random-init control per pretraining seed index k, under `control_label(k)`: seed k's
     uniform run (else its first strategy) gives the architecture, tokenizer and pretraining seed
-    (`glue.pretrained.random_init_ref`), so controls of different seeds are independent draws and
+    (`evaluation.glue.pretrained.random_init_ref`), so controls of different seeds are independent draws and
     the margin over them can be paired by pretraining seed (`aggregate`).
     """
     from ..evaluation.glue.pretrained import find_checkpoints, random_init_ref

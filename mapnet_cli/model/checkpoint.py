@@ -331,7 +331,7 @@ def load_settings(ckpt: Path):
 
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", mode: str = "full") -> tuple[BertForMLM, dict]:
     """The encoder + MLM head of a checkpoint (or a run's newest), with its config.json (`mode` as `verify`).
-    Commands open checkpoints through `run_loader.load_run`, which builds MAP-Net and finds the shards too."""
+    Commands open checkpoints through `train.run_loader.load_run`, which builds MAP-Net and finds the shards too."""
     ckpt = resolve_checkpoint(path, mode)
     meta = read_config(ckpt)
     model = BertForMLM(BertConfig.from_dict(meta["model"]))

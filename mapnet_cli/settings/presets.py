@@ -32,7 +32,7 @@ replaces them.
   CoLA. The values are kept so that results stay comparable; `--task` and
   `--lrs` narrow it to what a machine can afford.
 
-The README's protocol table states the same values; `tests/glue/test_glue_control.py`
+The README's protocol table states the same values; `tests/evaluation/glue/test_glue_control.py`
 checks that the two agree.
 """
 

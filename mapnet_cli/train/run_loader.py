@@ -7,7 +7,7 @@
 
 Every command that reads a checkpoint (export, inspect-masks, variance,
 finetune-glue, pretrain --resume, --init-from) opens it here, so they cannot
-drift apart on the rules, which are `checkpoint.py`'s: the folder is found
+drift apart on the rules, which are `model/checkpoint.py`'s: the folder is found
 (`resolve_checkpoint`: a marker file, the newest complete one of a run) and
 verified against its manifest before anything is read; weights come only from
 safetensors (`load_weights`), training state only through

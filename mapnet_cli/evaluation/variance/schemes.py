@@ -43,7 +43,7 @@ when l_i does not depend on which *other* positions are masked (exactly so for K
 
 The oracle's scores (`oracle_scores`). The variance-optimal inclusion probability for a
 Horvitz-Thompson mean is pi_i proportional to the root mean square of the per-position gradient
-norm (`mapnet.targets`: minimise sum_i E||g_i||^2 / pi_i under sum_i pi_i = K). The proxy of
+norm (`masking.mapnet.targets`: minimise sum_i E||g_i||^2 / pi_i under sum_i pi_i = K). The proxy of
 ||g_i|| is the encoder's ||softmax - onehot|| at i (`targets.gradnorm_proxy`), and it depends on
 the context — which other positions are masked, and how. So it is measured *in the training
 context*: a random partition of the eligible positions into m ~ n/K strata (`strategy.strata_of`)
