@@ -27,9 +27,10 @@ def test_help_lists_every_command():
 
 
 def test_help_and_data_commands_do_not_import_torch():
-    # Startup time matters for a CLI: torch costs seconds, and preprocess/shard never need it.
+    # Startup time matters for a CLI: torch costs seconds, and preprocess/shard (even with --init-from) never need it.
     code = ("import sys; from mapnet_cli import cli; "
             "from mapnet_cli.data import preprocess, shard_writer; "
+            "from mapnet_cli.train import init_from, tracking; "  # shard --init-from, --print-settings
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -24,6 +24,7 @@ from ..atomic import write_json, write_text
 from ..errors import MapnetError
 from ..run_lock import output_lock
 from ..settings import PROTOCOLS, protocol
+from ..train import init_from as init_mod
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
 from .progress import SweepProgress, train_with_progress
 
@@ -63,8 +64,6 @@ def compare(
     # With --init-from the model size is SOURCE's, as in pretrain.
     # Not refused here for a strategy-specific key (masking.span_p): plan_runs gives it to the arms that use it.
     # The GLUE protocol (quick unless --glue-protocol) sits under the config file and the flags, as in finetune-glue.
-    from ..train import init_from as init_mod  # here, not at the top: the train package imports torch
-
     base = init_mod.resolve(config, {"model": model_flags, "train": {"steps": steps}}, set_ or (),
                             check_ignored=False, protocol=proto.name)
     plan = cmp.plan_runs(base, names, seeds, out)

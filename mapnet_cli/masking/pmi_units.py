@@ -189,9 +189,10 @@ class PmiTraining(WholeWordTraining):
         return {"pmi_vocab_sha256": self.vocab_sha256}
 
     def check_resume(self, meta: dict, ckpt) -> None:
-        recorded = meta["pmi_vocab_sha256"]  # every pmi checkpoint records it (`checkpoint_extra`)
+        # `checkpoint_extra` always writes it; .get so a damaged config.json is this one-line error, not a KeyError
+        recorded = meta.get("pmi_vocab_sha256")
         if recorded != self.vocab_sha256:
-            raise MapnetError(f"--resume: {ckpt} was trained with another PMI vocabulary (sha256 {recorded[:12]}…, "
+            raise MapnetError(f"--resume: {ckpt} was trained with another PMI vocabulary (sha256 {str(recorded)[:12]}…, "
                               f"now {self.vocab_sha256[:12]}… at {self.vocab_path}); put the original back to continue exactly")
 
 

@@ -18,14 +18,21 @@ The names below are this package's public surface (what the CLI, compare,
 benchmarks and tests import); the submodules import each other, never this file.
 """
 
-from ..masking.strategy import MicroBatch, UniformTraining, mlm_loss
-from .batches import DataOrder, make_batch, rank_micro_slots
-from .held_out import EvalSet, build_eval_set, evaluate
-from .loop import Report, Run, pretrain
-from .record import MetricsLog, memory_bytes, versions
-from .step import NonFiniteLoss, StepStats, precision_context, train_step
-from .strategies import STRATEGIES, training_strategy
+from importlib import import_module
 
-__all__ = ["DataOrder", "MicroBatch", "rank_micro_slots", "make_batch", "StepStats", "mlm_loss", "train_step",
-           "UniformTraining", "training_strategy", "STRATEGIES", "EvalSet", "build_eval_set", "evaluate", "pretrain",
-           "Run", "Report", "NonFiniteLoss", "MetricsLog", "memory_bytes", "versions", "precision_context"]
+# Loaded on first use (PEP 562), not here: `from mapnet_cli.train import init_from` (shard --init-from,
+# --print-settings) must not pay for torch, which the loop and the step import.
+_HOME = {"MicroBatch": "..masking.strategy", "UniformTraining": "..masking.strategy", "mlm_loss": "..masking.strategy",
+         "DataOrder": ".batches", "make_batch": ".batches", "rank_micro_slots": ".batches",
+         "EvalSet": ".held_out", "build_eval_set": ".held_out", "evaluate": ".held_out",
+         "Report": ".loop", "Run": ".loop", "pretrain": ".loop",
+         "MetricsLog": ".record", "memory_bytes": ".record", "versions": ".record",
+         "NonFiniteLoss": ".step", "StepStats": ".step", "precision_context": ".step", "train_step": ".step",
+         "STRATEGIES": ".strategies", "training_strategy": ".strategies"}
+__all__ = list(_HOME)
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(_HOME[name], __name__), name)

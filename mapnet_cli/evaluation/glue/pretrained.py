@@ -6,7 +6,7 @@
     refs, controls = with_controls(refs, "both")    # + the random-init control of each architecture
 
 Checkpoint folders and their rules (marker file, newest complete one) belong
-to `mapnet_cli.checkpoint`; this module only picks which ones a sweep covers
+to `mapnet_cli.model.checkpoint`; this module only picks which ones a sweep covers
 and names them. Only the encoder's weights are read: the MLM head and MAP-Net
 are discarded, as in the paper.
 
