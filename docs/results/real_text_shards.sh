@@ -6,6 +6,7 @@
 #   bash docs/results/real_text_shards.sh OUT
 set -euo pipefail
 OUT=$(realpath -m "$1")
+mkdir -p "$(dirname "$OUT")"  # the preparation script is written beside OUT
 if [[ ! -f "$OUT/shards/manifest.json" || ! -f "$OUT/heldout-books/manifest.json" || ! -f "$OUT/heldout-wiki/manifest.json" ]]; then
     head -n "$(grep -n '^HELD=' docs/results/real_text_cpu.sh | cut -d: -f1)" docs/results/real_text_cpu.sh \
         | grep -v '^HELD=' > "$OUT.prep.sh"

@@ -52,6 +52,12 @@ def no_output(out: Path) -> bool:
     return not out.exists() and not list(out.parent.glob(f".{out.name}.*"))
 
 
+def left_behind(out: Path) -> list[str]:
+    """What an interrupted run left beside `out`, for the failure message."""
+    return sorted(str(p.relative_to(out.parent)) for pattern in (out.name, f".{out.name}.*")
+                  for root in out.parent.glob(pattern) for p in [root, *root.rglob("*")])
+
+
 @pytest.fixture(scope="module")
 def corpus(shared_data, tmp_path_factory) -> Path:
     """Wikipedia (WikiExtractor) + two real Gutenberg books + Alice, through the CLI with 2 workers."""
@@ -315,10 +321,18 @@ def test_cli_error_is_one_red_line_exit_2(tmp_path):
     assert proc.stderr.strip().count("\n") == 0 and "error: input not found" in proc.stderr
 
 
+def sigint_as_in_a_terminal() -> None:
+    # A shell starts background jobs (`cmd &`, nohup) with SIGINT ignored, and an ignored signal stays
+    # ignored across exec: under a test suite started that way the command would never see the Ctrl-C
+    # and would run to completion. A command started from a terminal has the default disposition.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_and_wait_for_parts(out: Path, inputs: list[Path]) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-m", "mapnet_cli.cli", "preprocess", *map(str, inputs), "--out", str(out),
                              "--workers", "2"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)  # own process group: the kill reaches its workers too
+                            start_new_session=True,  # own process group: the kill reaches its workers too
+                            preexec_fn=sigint_as_in_a_terminal)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         parts = list(out.parent.glob(f".{out.name}.*/sentences/part-*.txt"))
@@ -351,5 +365,5 @@ def test_ctrl_c_cleans_up(shared_data, tmp_path):
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
     _, err = proc.communicate(timeout=60)
     assert "Traceback" not in err.decode()
-    assert no_output(out)  # the staging folder was removed, nothing published
+    assert no_output(out), (proc.returncode, left_behind(out), err.decode()[-500:])  # nothing staged or published
     assert proc.returncode == 130, err
