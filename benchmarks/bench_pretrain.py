@@ -199,9 +199,12 @@ def main() -> None:
             print(f"        per CPU-second: mapnet {med_cpu['mapnet']:,.0f} | hf {med_cpu['hf']:,.0f} | "
                   f"ratio {med_cpu['mapnet'] / med_cpu['hf']:.2f}x")
         if args.compile:
-            print(f"        torch.compile: mapnet {med['mapnet+compile']:,.0f} tok/s | hf {med['hf+compile']:,.0f} tok/s | "
-                  f"mapnet+compile / hf {med['mapnet+compile'] / med['hf']:.2f}x | "
-                  f"mapnet+compile / hf+compile {med['mapnet+compile'] / med['hf+compile']:.2f}x")
+            line = (f"        torch.compile: mapnet {med['mapnet+compile']:,.0f} tok/s | hf {med['hf+compile']:,.0f} tok/s | "
+                    f"mapnet+compile / hf {med['mapnet+compile'] / med['hf']:.2f}x | "
+                    f"mapnet+compile / hf+compile {med['mapnet+compile'] / med['hf+compile']:.2f}x")
+            if device.type == "cuda" and peak:
+                line += f" | MFU mapnet+compile {mfu['mapnet+compile']:.1%}, hf+compile {mfu['hf+compile']:.1%}"
+            print(line)
         print("        wall tok/s by round: " + ", ".join(f"{k} {[round(x) for x in v]}" for k, v in wall.items()))
 
 if __name__ == "__main__":

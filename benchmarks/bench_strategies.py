@@ -2,6 +2,7 @@
 
     uv run python benchmarks/bench_strategies.py                               # tiny and mini, 32 x 128 tokens
     uv run python benchmarks/bench_strategies.py --presets mini --seq-len 512 --batch 8
+    python benchmarks/bench_strategies.py --device cuda --presets base --batch 64   # GPU: bf16 autocast
 
 Each arm is built through `train.training_strategy` with the settings `mapnet compare` gives
 it, and timed through `train.train_step` exactly as the loop runs it: the strategy's micro-batch
@@ -31,6 +32,7 @@ from mapnet_cli.model.bert import BertConfig, BertForMLM
 from mapnet_cli.train.optim import build_optimizer, build_scheduler
 from mapnet_cli.settings import apply, preset
 from mapnet_cli.train import rank_micro_slots, train_step, training_strategy
+from mapnet_cli.train.step import precision_context
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 ARMS = ["uniform", "uniform@0.3", "stratified", "frequency-ht", "mapnet", "mapnet-ht", "mapnet-ht-learnability",
@@ -53,6 +55,11 @@ class RandomCorpus:
 
     def take(self, rows) -> np.ndarray:
         return self.ids[np.asarray(rows)]
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def build(arm: str, size: str, batch: int, steps: int, data: RandomCorpus, info):
@@ -82,7 +89,7 @@ def one_step(run, step: int, data: RandomCorpus, info) -> None:
         batches.append(strategy.micro_batch(data.take(indices[[x // strategy.copies for x in slots]]), step, slots,
                                             keys, info.device))
     train_step(strategy.net, run.optimizer, run.scheduler, batches, scale=1 / t.batch_size, grad_clip=0.0,
-               autocast=torch.autocast(info.device.type, enabled=False), info=info, batch_size=t.batch_size,
+               autocast=precision_context("auto", info.device), info=info, batch_size=t.batch_size,
                loss_fn=strategy.loss_fn(step, with_stats=False))
     strategy.after_step()
 
@@ -96,10 +103,12 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=8192)
     ap.add_argument("--steps", type=int, default=15)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cuda: bf16 autocast, as the loop's precision=auto")
     args = ap.parse_args()
-    info = distributed.DistInfo()
+    info = distributed.DistInfo(device=torch.device(args.device))
     data = RandomCorpus(4096, args.seq_len, args.vocab)
-    print(f"CPU, {torch.get_num_threads()} threads; load average {os.getloadavg()[0]:.2f} (1 min) before; "
+    where = torch.cuda.get_device_name() if info.device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    print(f"{where}; load average {os.getloadavg()[0]:.2f} (1 min) before; "
           f"batch {args.batch} x {args.seq_len} tokens, vocab {args.vocab}; median of {args.steps} steps, round-robin")
     for size in args.presets:
         runs = {arm: build(arm, size, args.batch, args.warmup + args.steps, data, info) for arm in args.arms}
@@ -109,8 +118,10 @@ def main() -> None:
         samples = {arm: [] for arm in runs}
         for i in range(args.warmup, args.warmup + args.steps):
             for arm, run in runs.items():
+                sync(info.device)
                 t0 = time.perf_counter()
                 one_step(run, i, data, info)
+                sync(info.device)  # GPU work is asynchronous: time it to its end
                 samples[arm].append(time.perf_counter() - t0)
         base = statistics.median(samples["uniform"]) if "uniform" in samples else None
         print(f"\n{size}: {'arm':24} {'ms/step':>9} {'vs uniform':>11}")

@@ -57,16 +57,23 @@ class TextProcessor:
     def __init__(self, settings: PreprocessSettings):
         from sacremoses import MosesPunctNormalizer, MosesTokenizer
 
-        spacy = import_spacy()
-
         self.settings = settings
-        # blank("en") has only the tokenizer; the sentencizer splits on punctuation rules.
-        # No tagger/parser: they are slow and the paper needs sentences only.
-        self.nlp = spacy.blank("en")
-        self.nlp.add_pipe("sentencizer")
-        self.nlp.max_length = max(self.nlp.max_length, settings.max_chunk_chars + 1)
+        self._nlp = None
         self.normalizer = MosesPunctNormalizer(lang=settings.moses_lang) if settings.normalize_punctuation else None
         self.tokenizer = _fast_moses(MosesTokenizer)(lang=settings.moses_lang)
+
+    @property
+    def nlp(self):
+        """The sentence splitter, built on first use: `clean` (GLUE's one-sentence texts) never needs
+        spaCy, so fine-tuning runs where it is not installed and skips its slow import."""
+        if self._nlp is None:
+            # blank("en") has only the tokenizer; the sentencizer splits on punctuation rules.
+            # No tagger/parser: they are slow and the paper needs sentences only.
+            nlp = import_spacy().blank("en")
+            nlp.add_pipe("sentencizer")
+            nlp.max_length = max(nlp.max_length, self.settings.max_chunk_chars + 1)
+            self._nlp = nlp
+        return self._nlp
 
     def process(self, pieces: list[str]) -> list[PieceResult]:
         if self.normalizer is not None:

@@ -148,14 +148,15 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: Mapping[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
+    """Restore `rng_state()`'s states, whatever device `torch.load` mapped them to (torch takes CPU byte tensors only)."""
+    torch.set_rng_state(state["torch"].cpu())
     n = state["numpy"]
-    np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
+    np.random.set_state(("MT19937", n["keys"].cpu().numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
     p = state["python"]
-    random.setstate((p["version"], tuple(int(x) for x in p["state"].tolist()), p["gauss"]))
+    random.setstate((p["version"], tuple(int(x) for x in p["state"].cpu().tolist()), p["gauss"]))
     if "cuda" in state and torch.cuda.is_available():
         cuda = state["cuda"][: torch.cuda.device_count()]
-        torch.cuda.set_rng_state_all(cuda)
+        torch.cuda.set_rng_state_all([s.cpu() for s in cuda])
 
 
 # ---------------------------------------------------------------- saving

@@ -142,7 +142,9 @@ class Run:
                               "masking.strategy cannot change")
         self.strategy.check_resume(meta, ckpt)
         saved.load_into(self.strategy.modules)  # into the strategy's own networks: DDP and the optimizer hold them
-        state = saved.state(self.info.device)
+        # Read on the CPU: the RNG states must stay CPU byte tensors (a CUDA copy is refused), and
+        # Optimizer.load_state_dict moves each optimizer tensor to its parameter's device itself.
+        state = saved.state("cpu")
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         checkpoint.set_rng_state(state["rng"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import sys
 import tomllib
 from dataclasses import replace
 
@@ -67,6 +68,19 @@ def test_encoder_cleans_like_pretraining_and_lays_out_pairs(fake_run):
     assert seq.tolist() == [2, *a[:3], 3, *a[:2], 3] and not cut  # [CLS]=2, [SEP]=3 (bpe.SPECIAL_TOKENS)
     single, _ = enc.pair(a[:3], None)
     assert single.tolist() == [2, *a[:3], 3]
+
+
+def test_encoding_needs_no_spacy(fake_run, monkeypatch):
+    # Fine-tuning cleans one-sentence texts with Moses only: it must run where spaCy is missing (the GPU
+    # image has no spaCy, and the first GPU fine-tuning failed on it); splitting sentences still needs it.
+    from mapnet_cli.data.textproc import TextProcessor
+
+    monkeypatch.setitem(sys.modules, "spacy", None)  # `import spacy` now raises ImportError
+    (ref,) = find_checkpoints([fake_run])
+    enc = TextEncoder(ref.path / "tokenizer.json", settings_mod.Settings().preprocess, max_len=12)
+    assert len(enc.tokenise(["The CAT sat, didn't it?"])[0]) > 3
+    with pytest.raises(ImportError):
+        TextProcessor(settings_mod.Settings().preprocess).process(["One. Two."])
 
 
 @pytest.mark.parametrize("la, lb, keep", [(10, 3, (6, 3)), (3, 10, (3, 6)), (9, 9, (4, 5)), (20, 1, (8, 1))])
