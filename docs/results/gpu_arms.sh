@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The first comparison at a GPU's budget (docs/RESULTS.md section 7): `mini` on the section-6b text
+# The first comparison at a GPU's budget (docs/RESULTS.md section 4c): `mini` on the section-6b text
 # (every 5th book and Wikipedia file, 18M tokens), 2,000 steps x 128 sequences of 128 tokens (33M tokens,
 # 1.8 epochs), uniform vs uniform@0.3 vs the paper's MAP-Net vs mapnet-ht, 2 seeds paired by seed.
 # Each (arm, seed) is its own one-seed compare, all eight side by side on one GPU; then `compare --seeds 2`
@@ -10,8 +10,8 @@
 set -uo pipefail
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
 OUT=$(realpath -m "$1")
-RT=runs/real-text
-X5=runs/real-text-x5
+RT=$(realpath -m runs/real-text)  # absolute: runs record their held-out sets' paths
+X5=$(realpath -m runs/real-text-x5)
 ARMS=(uniform uniform@0.3 mapnet mapnet-ht)
 SEEDS=(0 1)
 RECIPE=(--preset mini --config docs/results/real-text-cpu.toml --steps 2000 --set train.batch_size=128
@@ -29,7 +29,9 @@ tail -n 2 "$OUT"/q/*.log
 for arm in "${ARMS[@]}"; do
     mkdir -p "$OUT/arms/runs/$arm"
     for seed in "${SEEDS[@]}"; do
-        mv "$OUT/q/$arm-s$seed/runs/$arm/seed-0" "$OUT/arms/runs/$arm/seed-$seed"
+        to=$OUT/arms/runs/$arm/seed-$seed
+        # A run that hit its time limit is missing: stop, rather than let the collecting compare retrain it.
+        [[ -e $to ]] || mv "$OUT/q/$arm-s$seed/runs/$arm/seed-0" "$to" || exit 1
     done
 done
 "${mapnet[@]}" compare "$X5/shards" --out "$OUT/arms" "${RECIPE[@]}" --strategies "$(IFS=,; echo "${ARMS[*]}")" --seeds 2

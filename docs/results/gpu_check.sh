@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The first GPU figures (docs/RESULTS.md section 7, README "Performance"): the CUDA tests, training-step
+# The first GPU figures (docs/RESULTS.md sections 4a and 4b, README "Performance"): the CUDA tests, training-step
 # throughput and MFU at `base` against transformers' BertForMaskedLM (eager and compiled), MAP-Net's and
 # the other strategies' step cost at `base`, the `--gpus 1` torchrun/NCCL path with resume and a CPU load
 # of the GPU-trained checkpoint, and the step and fine-tuning speeds that size the GPU experiments.
@@ -20,7 +20,7 @@ mkdir -p "$OUT"
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
 read -r -a py <<<"${PY:-uv run python}"
 GLUE=$(realpath -m "${GLUE:-../shared/data/glue}")
-RT=runs/real-text
+RT=$(realpath -m runs/real-text)  # absolute: runs record their held-out sets' paths
 stage() { echo; echo "=== $1 ($(date -u +%H:%M:%S))"; }
 timed() { local t0=$SECONDS; "$@"; local rc=$?; echo "wall $((SECONDS - t0)) s, exit $rc"; return $rc; }
 
@@ -29,8 +29,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 "${py[@]}" -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__)"
 
 stage "CUDA tests"
-MAPNET_SHARED_DATA=$(dirname "$GLUE") timeout 240 "${py[@]}" -m pytest -q -p no:cacheprovider \
-    tests/test_distributed.py tests/evaluation/glue/test_glue_sweep.py -k "cuda or nccl or gpu"
+MAPNET_SHARED_DATA=$(dirname "$GLUE") timeout 240 "${py[@]}" -m pytest -q -p no:cacheprovider -m gpu tests
 
 stage "throughput and MFU, base, 128 tokens"
 timeout 300 "${py[@]}" benchmarks/bench_pretrain.py --device cuda --sizes base --seq-len 128 --batch 128 \

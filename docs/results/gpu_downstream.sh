@@ -10,15 +10,16 @@
 #   bash docs/results/gpu_downstream.sh prepare                   # here, with spaCy: the shards (~2 min)
 #   MAPNET="python3 -m mapnet_cli.cli" PY=python3 GLUE=.gpu/glue bash docs/results/gpu_downstream.sh run OUT
 #
-# Training text: every 5th Gutenberg book (105) and every 5th Wikipedia file (21), 14.3M words, through
+# Training text: every 5th Gutenberg book and Wikipedia file (125 inputs in the manifest: 104 books, 21
+# Wikipedia files), 14.3M words, through
 # the tokenizer of docs/results/real_text_cpu.sh; its held-out books and Wikipedia (disjoint from these:
 # every 125th book at offset 14, every 50th Wikipedia file at offset 27) are the held-out sets.
 set -uo pipefail
 WHICH=$1
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
 read -r -a py <<<"${PY:-uv run python}"
-RT=runs/real-text
-X5=runs/real-text-x5
+RT=$(realpath -m runs/real-text)  # absolute: runs record their held-out sets' paths
+X5=$(realpath -m runs/real-text-x5)
 
 if [[ $WHICH == prepare ]]; then
     set -e

@@ -97,13 +97,17 @@ def test_accumulation_gives_the_gradient_of_one_big_batch(shards, tmp_path):
         run = Run(s, shards, tmp_path / f"m{micro}", info, False, [])
         batches = run.batches(0)
         assert [len(b.targets) for b in batches] == ([8] if micro == 8 else [3, 3, 2])
+        before = {k: v.clone() for k, v in run.model.state_dict().items()}
         st = train_step(run.ddp, run.optimizer, run.scheduler, batches, scale=1 / 8, grad_clip=0.0,
                         autocast=run.autocast, info=info, batch_size=8)
-        after.append((st, {k: v.clone() for k, v in run.model.state_dict().items()}))
-    (st1, w1), (st2, w2) = after
+        after.append((st, {k: v - before[k] for k, v in run.model.state_dict().items()}))
+    (st1, u1), (st2, u2) = after
     assert st1.loss == pytest.approx(st2.loss, rel=1e-6) and st1.grad_norm == pytest.approx(st2.grad_norm, rel=1e-5)
-    for k in w1:
-        torch.testing.assert_close(w1[k], w2[k], atol=1e-6, rtol=1e-5)
+    for k in u1:
+        # The updates, compared as wholes: Adam divides by sqrt(v) + eps, so where a gradient is ~0 the
+        # rounding of the sums (8 rows at once vs 3 + 3 + 2) moves that one coordinate's step by ~1e-6
+        # (seen on CI), while a wrongly weighted micro-batch turns whole updates.
+        assert (u1[k] - u2[k]).norm() <= 1e-4 * u1[k].norm() + 1e-9, k
     # ...and that loss is the mean over sequences of each sequence's mean masked-token loss.
     run = Run(settings, shards, tmp_path / "ref", info, False, [])
     b = run.batches(0)[0]

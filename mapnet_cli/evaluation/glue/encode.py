@@ -72,7 +72,7 @@ class TextEncoder:
     # ------------------------------------------------------------ cleaning + tokenising
     def _clean_all(self, texts: list[str]) -> list[str]:
         if self._processor is None:
-            # Imported here: spaCy/sacremoses load slowly and only this path needs them.
+            # Imported here: sacremoses loads slowly and only this path needs it (spaCy is never loaded here).
             from ...data.textproc import TextProcessor
 
             self._processor = TextProcessor(self.settings)
