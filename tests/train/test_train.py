@@ -106,7 +106,7 @@ def test_accumulation_gives_the_gradient_of_one_big_batch(shards, tmp_path):
     for k in u1:
         # The updates, compared as wholes: Adam divides by sqrt(v) + eps, so where a gradient is ~0 the
         # rounding of the sums (8 rows at once vs 3 + 3 + 2) moves that one coordinate's step by ~1e-6
-        # (seen on CI), while a wrongly weighted micro-batch turns whole updates.
+        # (seen on CI), while a dropped or wrongly weighted micro-batch changes whole updates.
         assert (u1[k] - u2[k]).norm() <= 1e-4 * u1[k].norm() + 1e-9, k
     # ...and that loss is the mean over sequences of each sequence's mean masked-token loss.
     run = Run(settings, shards, tmp_path / "ref", info, False, [])
