@@ -35,4 +35,17 @@ def read_metrics(path: Path) -> tuple[list[dict], list[dict]]:
     return [kinds["eval"][k] for k in sorted(kinds["eval"])], [kinds["train"][k] for k in sorted(kinds["train"])]
 
 
-__all__ = ["read_metrics"]
+def read_unigram(path: Path) -> dict | None:
+    """The run's "unigram" record (its plateau levels, written once at step 0), or None for runs from
+    before mapnet wrote it."""
+    for line in path.read_text(encoding="utf-8").splitlines()[:20]:  # written before the first evaluation
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("kind") == "unigram":
+            return {k: v for k, v in record.items() if k not in ("kind", "step")}
+    return None
+
+
+__all__ = ["read_metrics", "read_unigram"]

@@ -117,6 +117,9 @@ def print_table(console: Console, doc: dict) -> None:
         console.print(f"GLUE Δ vs random init: per pretraining seed, the strategy's GLUE score minus that seed's "
                       f"random-init control (each averaged over fine-tuning seeds first), then a 95% t-interval over "
                       f"{n} pretraining seeds = {n} independent comparisons", highlight=False)
+    plateau = cmp.unigram_line(doc)
+    if plateau:
+        console.print(plateau, highlight=False, markup=False)
     if target:
         console.print(f"target: uniform's final mean held-out loss {target['final_mean_eval_loss']:.4f} "
                       f"(steps to target: interpolated on the mean curve)", highlight=False)

@@ -77,6 +77,11 @@ class PlainProgress:
                 f"{data['tokens_per_s']:,.0f} tok/s  elapsed {clock(elapsed)}  eta {eta_text}")
 
 
+def below(level: float | None, loss: float) -> str:
+    """' (unigram -0.42)': how far a held-out loss is under its set's unigram level (the plateau)."""
+    return "" if level is None else f" (vs unigram {loss - level:+.3f})"
+
+
 def warn_long_warmup(settings) -> None:
     """A warm-up as long as the run keeps the learning rate below optim.lr throughout (the paper's 10k
     steps on a 50-step run: lr <= 5e-7, nothing learned): worth one line, naming the fix."""
@@ -107,6 +112,7 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
     columns = (TextColumn("[bold]pretrain"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[stats]}"),
                TimeElapsedColumn(), TimeRemainingColumn())
     command_line = json.loads(os.environ[ARGV_ENV]) if ARGV_ENV in os.environ else sys.argv
+    levels: dict = {}  # the unigram plateau of each held-out set, from the run's first report
     with Progress(*columns, console=console, disable=not show_bar) as bar:
         task = bar.add_task("pretrain", total=settings.train.steps, stats="")
 
@@ -116,12 +122,20 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
                 bar.update(task, completed=data["step"], stats=stats)
                 if not show_bar:
                     plain.step(data)
+            elif kind == "unigram":
+                levels.update(data)
+                sets = ", ".join(f"{k.partition('@')[2] or 'main'} {v:.3f}" for k, v in data.items() if k.startswith("eval_unigram"))
+                console.print(f"unigram plateau: training tokens' entropy {data['train_entropy']:.3f} nats; held-out "
+                              f"sets' unigram level {sets or '-'} (a model that ignores context scores about this)",
+                              highlight=False)
             elif kind == "eval":
-                console.print(f"eval @ {data['step']}: loss {data['eval_loss']:.4f}  accuracy {data['eval_accuracy']:.4f}"
+                console.print(f"eval @ {data['step']}: loss {data['eval_loss']:.4f}{below(levels.get('eval_unigram'), data['eval_loss'])}"
+                              f"  accuracy {data['eval_accuracy']:.4f}"
                               f"  ({data['eval_masked_tokens']} masked tokens, set {data['eval_sha256'][:12]})", highlight=False)
                 for key in (k for k in data if k.startswith("eval_loss@")):
                     name = key.partition("@")[2]
-                    console.print(f"  {name}: loss {data[key]:.4f}  accuracy {data['eval_accuracy@' + name]:.4f}", highlight=False)
+                    console.print(f"  {name}: loss {data[key]:.4f}{below(levels.get('eval_unigram@' + name), data[key])}"
+                                  f"  accuracy {data['eval_accuracy@' + name]:.4f}", highlight=False)
             elif kind == "checkpoint":
                 console.print(f"checkpoint {data['path']}", highlight=False)
             elif kind == "init_from":

@@ -35,7 +35,7 @@ from .glue_scores import control_label, glue_controls, glue_results
 from .plan import SCHEME, STRATEGIES, PlannedRun, eval_steps, parse_strategies, plan_runs, split_name, strategy_masking
 from .plots import write_plots
 from .records import collect, data_order_sha256, initial_weights_sha256, run_record, tensors_sha256, variance_curve
-from .report import CONTROL_ROW, RESULTS, SCHEMA, TABLE_HEADER, pm, results_document, table_rows
+from .report import CONTROL_ROW, RESULTS, SCHEMA, TABLE_HEADER, pm, results_document, table_rows, unigram_line, vs_unigram
 from .run import pretraining_part, recorded_settings, run_all
 from .statistics import aggregate, extra_metrics, fairness_checks, steps_to_target
 
@@ -43,5 +43,6 @@ __all__ = ["STRATEGIES", "SCHEME", "PlannedRun", "split_name", "strategy_masking
            "plan_runs", "run_all", "pretraining_part", "recorded_settings", "tensors_sha256", "initial_weights_sha256",
            "data_order_sha256", "read_metrics", "run_record", "variance_curve", "glue_results", "glue_controls",
            "control_label", "t_quantile_975", "mean_ci", "steps_to_target", "aggregate", "fairness_checks",
-           "collect", "SCHEMA", "RESULTS", "results_document", "TABLE_HEADER", "CONTROL_ROW", "pm", "table_rows",
+           "collect", "SCHEMA", "RESULTS", "results_document", "TABLE_HEADER", "CONTROL_ROW", "pm", "table_rows", "unigram_line",
+           "vs_unigram",
            "write_plots", "extra_metrics"]

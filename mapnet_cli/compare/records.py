@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import MapnetError
-from ..metrics_file import read_metrics
+from ..metrics_file import read_metrics, read_unigram
 from .plan import SCHEME, PlannedRun, split_name
 
 
@@ -69,6 +69,7 @@ def run_record(pr: PlannedRun, vocab_size: int, pad_id: int, train_sequences: in
         "extra_eval_sha256": {name: v[0] if len(v) == 1 else v for name, v in extra_shas.items()},
         "eval": curve, "train": [{"step": r["step"], "loss": r["loss"], "elapsed": r["elapsed"]} for r in trains],
         "seconds_per_step": trains[-1]["elapsed"] / trains[-1]["step"],
+        "unigram": read_unigram(pr.path / pr.settings.logging.metrics_file),
         "settings": pr.settings.to_dict(),
     }
 

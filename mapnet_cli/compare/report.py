@@ -26,7 +26,8 @@ def results_document(plan: list[PlannedRun], runs: list[dict], argv: list[str], 
         raise MapnetError("the runs' train.extra_eval sets differ (names or eval_sha256@NAME): "
                           "their losses on those sets are not comparable")
     strategies = list(dict.fromkeys(pr.strategy for pr in plan))
-    return {"schema": SCHEMA, "command": list(argv), "versions": versions(),
+    levels = [r["unigram"] for r in runs if r.get("unigram")]  # the same shards and held-out sets: the same levels
+    return {"schema": SCHEMA, "command": list(argv), "versions": versions(), "unigram": levels[0] if levels else None,
             "shards": {"path": str(Path(shards).resolve()),
                        "manifest_sha256": sha256_file(find_shard_dir(shards) / "manifest.json")},
             "strategies": strategies, "seeds": sorted({pr.settings.train.seed for pr in plan}),
@@ -35,7 +36,8 @@ def results_document(plan: list[PlannedRun], runs: list[dict], argv: list[str], 
             **({"glue_control": {str(k): v for k, v in sorted(glue_control.items())}} if glue_control else {})}
 
 
-TABLE_HEADER = ["strategy", "seeds", "final eval loss", "Δ vs uniform (paired)", "accuracy", "s/step", "steps to target"]
+TABLE_HEADER = ["strategy", "seeds", "final eval loss", "vs unigram", "Δ vs uniform (paired)", "accuracy", "s/step",
+                "steps to target"]
 
 
 def pm(ci: dict, fmt: str) -> str:
@@ -58,7 +60,8 @@ def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
     for name, a in strategies.items():
         reached = (a.get("steps_to_target") or {}).get("mean_curve")
         diff = (a.get("paired_vs_uniform") or {}).get("eval_loss")
-        row = [name, str(len(a["seeds"])), pm(a["final"]["eval_loss"], ".4f"), pm(diff, "+.4f") if diff else "-",
+        row = [name, str(len(a["seeds"])), pm(a["final"]["eval_loss"], ".4f"),
+               vs_unigram(doc, a["final"]["eval_loss"]["mean"]), pm(diff, "+.4f") if diff else "-",
                pm(a["final"]["eval_accuracy"], ".4f"),
                pm(a["seconds_per_step"], ".4f"),
                "no baseline" if "steps_to_target" not in a else "not reached" if reached is None else f"{reached:.1f}"]
@@ -81,6 +84,21 @@ def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
 
 
 CONTROL_ROW = "random-init (control)"
+
+
+def vs_unigram(doc: dict, loss: float, key: str = "eval_unigram") -> str:
+    """The final loss minus the held-out set's unigram level: negative once a run has left the plateau."""
+    level = (doc.get("unigram") or {}).get(key)
+    return "-" if level is None else f"{loss - level:+.3f}"
+
+
+def unigram_line(doc: dict) -> str | None:
+    u = doc.get("unigram")
+    if not u:
+        return None
+    sets = ", ".join(f"{k.partition('@')[2] or 'main'} {v:.3f}" for k, v in u.items() if k.startswith("eval_unigram"))
+    return (f"unigram plateau: training tokens' entropy {u['train_entropy']:.3f} nats; held-out sets' unigram level "
+            f"{sets} (\"vs unigram\": final loss minus it; a run near 0 has not learned to use context)")
 
 
 def _points(ci: dict | None, fmt: str) -> str:

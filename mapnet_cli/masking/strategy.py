@@ -27,6 +27,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 import torch
 
+from ..data.unigram import token_counts
 from . import designs
 from .uniform import (STRATA, SYSTEMATIC_START, SequenceRNG, apply_replacement, eligible_positions, keyed_uniforms,
                       mask_counts, sequence_keys, uniform_mask)
@@ -202,17 +203,6 @@ class StratifiedTraining(UniformTraining):
         return MicroBatch(inputs, targets, mask, attn, tokens, slots=slots, keys=list(keys), weights=weights)
 
 
-def token_counts(reader, max_sequences: int = 20_000) -> np.ndarray:
-    """Token-type counts over up to `max_sequences` training sequences spread evenly over the split
-    (a deterministic sample: the same shards give the same counts on every rank and every resume)."""
-    n = len(reader)
-    rows = np.arange(n) if n <= max_sequences else np.linspace(0, n - 1, max_sequences).round().astype(np.int64)
-    counts = np.zeros(reader.vocab_size, dtype=np.int64)
-    for start in range(0, len(rows), 4096):
-        counts += np.bincount(reader.take(rows[start:start + 4096]).ravel().astype(np.int64), minlength=reader.vocab_size)
-    return counts
-
-
 def frequency_masks(targets: torch.Tensor, eligible: torch.Tensor, type_scores: torch.Tensor, mask_prob: float,
                     alpha: float, order_uniforms: torch.Tensor, start_uniforms: torch.Tensor
                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -251,4 +241,4 @@ class FrequencyTraining(UniformTraining):
 
 
 __all__ = ["MicroBatch", "mlm_loss", "Strategy", "UniformTraining", "StratifiedTraining", "FrequencyTraining",
-           "strata_of", "stratified_masks", "token_counts", "frequency_masks"]
+           "strata_of", "stratified_masks", "frequency_masks"]

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from .. import atomic, distributed
+from ..data.unigram import unigram_level
 from ..errors import MapnetError
 from ..masking.uniform import EVAL_MASKS, SequenceRNG, apply_replacement, eligible_positions, sequence_keys, uniform_mask
 from ..model.bert import BertForMLM
@@ -30,6 +31,10 @@ class EvalSet:
     mask: torch.Tensor
     sha256: str
     source: dict | None = None  # train.extra_eval sets: their folder and manifest hash, for run.json
+    unigram: float | None = None  # the plateau on these questions: -mean log p_train(masked target) (data/unigram.py)
+
+    def set_unigram_level(self, log_p: np.ndarray) -> None:
+        self.unigram = unigram_level(log_p, self.ids[self.mask.numpy()])
 
 
 def build_eval_set(valid, count: int, eval_seed: int, masking, pick: str = "first",

@@ -29,6 +29,7 @@ from typing import Callable, Sequence
 import torch
 
 from .. import distributed
+from ..data.unigram import entropy, unigram_log_probs
 from ..errors import MapnetError
 from ..masking.strategy import MicroBatch
 from ..masking.uniform import DROPOUT, TRAIN_MASKS, mix_seed, sequence_keys
@@ -92,6 +93,7 @@ class Run:
             raise MapnetError(f"shards hold {self.data.max_seq_len}-token sequences but model.max_position is {self.cfg.max_position}")
         self.tokenizer_sha = self.data.tokenizer_sha256
         self.extra_eval = extra_eval_sets(s, self.tokenizer_sha, self.cfg.max_position, self.eval_set is not None)
+        self.unigram = self._unigram_levels() if info.is_main else {}
         self.order = DataOrder(len(self.data), t.seed)
 
         # model.init_from: SOURCE's weights on a fresh start; --resume restores the run's own checkpoint instead.
@@ -122,6 +124,17 @@ class Run:
             write_run_files(self, shards, argv)
             self.metrics.sinks = tracking.open_sinks(s, out, resume_step)  # after the folder exists
 
+    def _unigram_levels(self) -> dict:
+        """The plateau this run must leave: the training tokens' unigram entropy, and each held-out set's
+        cross-entropy under those frequencies on its own masked tokens (`data/unigram.py`)."""
+        log_p = unigram_log_probs(self.data)
+        levels = {"train_entropy": entropy(log_p)}
+        for name, data in ({"": self.eval_set} | self.extra_eval).items():
+            if data is not None:
+                data.set_unigram_level(log_p)
+                levels["eval_unigram" + (f"@{name}" if name else "")] = data.unigram
+        return levels
+
     def _restore(self) -> Path:
         ckpt = checkpoint.latest_checkpoint(self.out)
         if ckpt is None:
@@ -129,7 +142,7 @@ class Run:
         # Verified as every reader verifies: a flipped byte is refused by name, as in the shards.
         saved = load_run(ckpt, weights=False, verify=self.settings.shard.verify)
         meta = saved.meta
-        if meta["model"] != self.cfg.to_dict():
+        if BertConfig.from_dict(meta["model"]) != self.cfg:  # from_dict: older checkpoints lack newer fields
             raise MapnetError(f"--resume: {ckpt} was trained with a different model ({meta['model']}); model settings cannot change")
         if meta["tokenizer_sha256"] != self.tokenizer_sha:
             raise MapnetError(f"--resume: {ckpt} used another tokenizer than these shards")
@@ -218,6 +231,9 @@ class Run:
         last = checkpoint.latest_checkpoint(self.out)
         every_variance = self.settings.variance.every
         if self.step == 0 and self.resumed_from is None:
+            if self.info.is_main:  # once per run: every later loss is read against it
+                self.metrics.write({"kind": "unigram", "step": 0, **self.unigram})
+                report("unigram", dict(self.unigram))
             self._log_eval(report)  # the starting point: steps-to-target and loss curves need step 0
             if every_variance:
                 self._log_variance()

@@ -115,28 +115,32 @@ def test_table_matches_results_json(compared):
     number = lambda text: [float(x) for x in re.findall(r"[-+]?\d+\.?\d*(?:e[-+]?\d+)?", text)]  # noqa: E731
     for name, cells in rows.items():
         agg = doc["aggregate"]["strategies"][name]
-        for cell, ci, tol in ((cells[2], agg["final"]["eval_loss"], 1e-4), (cells[4], agg["final"]["eval_accuracy"], 1e-4),
-                              (cells[5], agg["seconds_per_step"], 1e-4)):
+        for cell, ci, tol in ((cells[2], agg["final"]["eval_loss"], 1e-4), (cells[5], agg["final"]["eval_accuracy"], 1e-4),
+                              (cells[6], agg["seconds_per_step"], 1e-4)):
             mean, half = number(cell)
             assert mean == pytest.approx(ci["mean"], abs=tol)
             assert half == pytest.approx((ci["ci95"][1] - ci["ci95"][0]) / 2, abs=tol)
+        # The unigram plateau: every run recorded the same levels, and the column is the final loss minus it.
+        assert {json.dumps(r["unigram"], sort_keys=True) for r in doc["runs"]} == {json.dumps(doc["unigram"], sort_keys=True)}
+        assert 0 < doc["unigram"]["eval_unigram"] < 20 and "eval_unigram@other" in doc["unigram"]
+        assert number(cells[3])[0] == pytest.approx(agg["final"]["eval_loss"]["mean"] - doc["unigram"]["eval_unigram"], abs=1e-3)
         if name == "uniform":
-            assert cells[3] == "-"
+            assert cells[4] == "-"
         else:  # the paired difference: per seed index, strategy minus uniform, then a t-interval
             diffs = [r["eval"][-1]["eval_loss"] - u["eval"][-1]["eval_loss"]
                      for r in doc["runs"] if r["strategy"] == name
                      for u in doc["runs"] if u["strategy"] == "uniform" and u["seed_index"] == r["seed_index"]]
-            mean, half = number(cells[3])
+            mean, half = number(cells[4])
             assert mean == pytest.approx(float(np.mean(diffs)), abs=1e-4)
             assert agg["paired_vs_uniform"]["eval_loss"]["n"] == len(diffs) >= 2
         reached = agg["steps_to_target"]["mean_curve"]
-        assert cells[6] == ("not reached" if reached is None else f"{reached:.1f}")
-        mean, half = number(cells[7])  # the extra held-out set's column
+        assert cells[7] == ("not reached" if reached is None else f"{reached:.1f}")
+        mean, half = number(cells[8])  # the extra held-out set's column
         other = agg["final"]["eval_loss@other"]
         assert mean == pytest.approx(other["mean"], abs=1e-4) and other["mean"] != agg["final"]["eval_loss"]["mean"]
         assert half == pytest.approx((other["ci95"][1] - other["ci95"][0]) / 2, abs=1e-4)
         assert set(agg["steps_to_target_by_set"]) == {"other"}
-        total = number(cells[9])[0]
+        total = number(cells[10])[0]
         assert total == pytest.approx(agg["variance"]["total_variance"][-1]["mean"], rel=1e-3)
     # The uniform baseline reaches its own final mean loss by its last step at the latest.
     assert doc["aggregate"]["strategies"]["uniform"]["steps_to_target"]["mean_curve"] <= 6

@@ -8,8 +8,8 @@ import torch
 
 from mapnet_cli.masking.uniform import eligible_positions, mask_counts
 from mapnet_cli.settings import resolve
-from mapnet_cli.masking.strategy import (FrequencyTraining, StratifiedTraining, UniformTraining, strata_of, stratified_masks,
-                                 token_counts)
+from mapnet_cli.data.unigram import token_counts
+from mapnet_cli.masking.strategy import FrequencyTraining, StratifiedTraining, UniformTraining, strata_of, stratified_masks
 from tiny_shards import SPECIAL_IDS, write_tiny_shards
 
 

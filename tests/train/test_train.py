@@ -14,6 +14,7 @@ from mapnet_cli import distributed
 from mapnet_cli.model import checkpoint
 from mapnet_cli.cli import app
 from mapnet_cli.data.shards import ShardReader
+from mapnet_cli.data.unigram import entropy, unigram_log_probs
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.masking.uniform import sequence_keys
 from mapnet_cli.settings import MaskingSettings, resolve
@@ -218,6 +219,32 @@ def test_extra_eval_sets_are_evaluated_beside_the_main_one(shards, tmp_path):
     assert info["extra_eval"]["other"]["sha256"] == evals[0]["eval_sha256@other"]
 
 
+def test_the_unigram_plateau_is_recorded_once_and_printed_beside_every_held_out_loss(shards, tmp_path):
+    other = write_tiny_shards(tmp_path / "other", seed=7)
+    res = CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(tmp_path / "run"),
+                                   *tiny_args("--steps", "4", "--set", "train.eval_every=2",
+                                              "--set", f'train.extra_eval=["other={other}"]')])
+    assert res.exit_code == 0, res.output
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    unigram = [r for r in records if r["kind"] == "unigram"]
+    assert len(unigram) == 1 and unigram[0]["step"] == 0
+    # By hand: the training tokens' smoothed frequencies, scored on each set's own masked targets.
+    log_p = unigram_log_probs(ShardReader(shards, "train"))
+    s = tiny_settings()
+    for key, folder in (("eval_unigram", shards), ("eval_unigram@other", other)):
+        data = build_eval_set(ShardReader(folder, "valid"), s.train.eval_sequences, s.train.eval_seed, s.masking)
+        assert unigram[0][key] == pytest.approx(-log_p[data.ids[data.mask.numpy()]].mean(), rel=1e-12)
+    assert unigram[0]["train_entropy"] == pytest.approx(entropy(log_p))
+    assert f"training tokens' entropy {unigram[0]['train_entropy']:.3f} nats" in res.output
+    final = [r for r in records if r["kind"] == "eval"][-1]
+    assert f"loss {final['eval_loss']:.4f} (vs unigram {final['eval_loss'] - unigram[0]['eval_unigram']:+.3f})" in res.output
+    assert f"other: loss {final['eval_loss@other']:.4f} (vs unigram " in res.output
+    # A resumed run keeps the record and does not write a second one.
+    res = CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(tmp_path / "run"), "--steps", "6", "--resume"])
+    assert res.exit_code == 0, res.output
+    assert [r for r in metrics(tmp_path / "run", "unigram")] == unigram
+
+
 def test_extra_eval_refuses_another_tokenizer_and_bad_entries(shards, tmp_path):
     foreign = write_tiny_shards(tmp_path / "foreign", vocab_size=80)
     with pytest.raises(MapnetError, match="another tokenizer"):
@@ -313,7 +340,7 @@ def test_a_fresh_run_does_not_append_to_an_interrupted_runs_metrics(shards, tmp_
                                        + json.dumps({"kind": "train", "step": 5, "loss": 99.0}) + "\n{torn")
     pretrain(tiny_settings("train.steps=4", "train.eval_every=2", "logging.log_every=2"), shards, run)
     assert [(r["kind"], r["step"]) for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())] == [
-        ("eval", 0), ("train", 2), ("eval", 2), ("train", 4), ("eval", 4)]
+        ("unigram", 0), ("eval", 0), ("train", 2), ("eval", 2), ("train", 4), ("eval", 4)]
     assert all(r["eval_loss"] != 99.0 for r in metrics(run, "eval"))
 
 

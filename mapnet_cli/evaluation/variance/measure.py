@@ -293,13 +293,13 @@ _COUNTS_CACHE: dict[tuple, torch.Tensor] = {}
 def frequency_scores(shard_dir, power: float, verify: str = "full") -> tuple[torch.Tensor | None, str | None]:
     """(count^-power type scores from the training split of `shard_dir`, None) or (None, why not).
 
-    The counts are `strategy.token_counts` of the training split — what `FrequencyTraining`
+    The counts are `data.unigram.token_counts` of the training split — what `FrequencyTraining`
     built its proposal from. Cached per folder and training files (manifest entries), so the
     snapshots of a run read the split once; pretraining snapshots open it with verify="size"
     (training has already verified it).
     """
     from ...data.shards import ShardReader, find_shard_dir, load_manifest
-    from ...masking.strategy import token_counts
+    from ...data.unigram import token_counts
 
     if shard_dir is None:
         return None, "the frequency proposal needs the training split, and no shard folder is known here"
