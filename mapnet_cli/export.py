@@ -20,6 +20,14 @@ decoder weight is tied to the word embeddings in both, so only the embedding
 is stored. The tokenizer does not include mapnet's preprocessing (Moses
 normalisation and tokenisation, lower-casing): feed it text preprocessed the
 same way.
+
+A pre-LN model (`model.norm = "pre"`) is written as
+`RobertaPreLayerNormForMaskedLM`, the transformers class with exactly its
+layout (LayerNorm before attention and feed-forward, a final LayerNorm,
+embedding LayerNorm kept). RoBERTa numbers positions from pad_id + 1 and
+gives padding the row pad_id, so mapnet's position rows go to
+pad_id + 1 ... and the rows before them are zero: identical logits at every
+non-padding position of right-padded inputs (how mapnet pads).
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from safetensors.torch import save_file
 from . import __version__, atomic
 from .errors import MapnetError
 from .model.bert import BertForMLM
+from .model.hf_layout import LAYOUTS
 from .train.run_loader import load_run
 
 SPECIAL_TOKENS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
@@ -45,11 +54,13 @@ TYPE_VOCAB_SIZE = 2
 
 def hf_config(model: BertForMLM) -> dict:
     c = model.cfg
+    layout = LAYOUTS[c.norm]
     return {
-        "architectures": ["BertForMaskedLM"], "model_type": "bert", "vocab_size": c.vocab_size,
+        "architectures": [layout.architecture], "model_type": layout.model_type, "vocab_size": c.vocab_size,
         "hidden_size": c.hidden, "num_hidden_layers": c.layers, "num_attention_heads": c.heads,
         "intermediate_size": c.intermediate, "hidden_act": "gelu", "hidden_dropout_prob": c.dropout,
-        "attention_probs_dropout_prob": c.attention_dropout, "max_position_embeddings": c.max_position,
+        "attention_probs_dropout_prob": c.attention_dropout,
+        "max_position_embeddings": c.max_position + layout.position_rows_before(c.pad_id),
         "type_vocab_size": TYPE_VOCAB_SIZE, "initializer_range": c.init_std, "layer_norm_eps": c.layer_norm_eps,
         "pad_token_id": c.pad_id, "position_embedding_type": "absolute", "tie_word_embeddings": True,
         "torch_dtype": "float32",
@@ -57,30 +68,29 @@ def hf_config(model: BertForMLM) -> dict:
 
 
 def hf_state_dict(model: BertForMLM) -> dict[str, torch.Tensor]:
-    """mapnet parameter names -> BertForMaskedLM's."""
+    """mapnet parameter names -> those of the Hugging Face class of its layout (`model/hf_layout.py`)."""
     sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    H = model.cfg.hidden
+    c, H = model.cfg, model.cfg.hidden
+    layout = LAYOUTS[c.norm]
+    enc = layout.encoder
+    positions = sd["encoder.pos_embeddings.weight"]
+    unused = torch.zeros(layout.position_rows_before(c.pad_id), H, dtype=positions.dtype)
     out = {
-        "bert.embeddings.word_embeddings.weight": sd["encoder.tok_embeddings.weight"],
-        "bert.embeddings.position_embeddings.weight": sd["encoder.pos_embeddings.weight"],
-        "bert.embeddings.token_type_embeddings.weight": torch.zeros(TYPE_VOCAB_SIZE, H),
-        "bert.embeddings.LayerNorm.weight": sd["encoder.emb_norm.weight"],
-        "bert.embeddings.LayerNorm.bias": sd["encoder.emb_norm.bias"],
-        "cls.predictions.transform.dense.weight": sd["head.dense.weight"],
-        "cls.predictions.transform.dense.bias": sd["head.dense.bias"],
-        "cls.predictions.transform.LayerNorm.weight": sd["head.norm.weight"],
-        "cls.predictions.transform.LayerNorm.bias": sd["head.norm.bias"],
-        "cls.predictions.bias": sd["head.bias"],
+        f"{enc}embeddings.word_embeddings.weight": sd["encoder.tok_embeddings.weight"],
+        f"{enc}embeddings.position_embeddings.weight": torch.cat([unused, positions]),
+        f"{enc}embeddings.token_type_embeddings.weight": torch.zeros(TYPE_VOCAB_SIZE, H),
+        layout.head_bias: sd["head.bias"],
     }
-    pairs = {"attention.output.dense": "attn_out", "attention.output.LayerNorm": "attn_norm",
-             "intermediate.dense": "ffn_in", "output.dense": "ffn_out", "output.LayerNorm": "ffn_norm"}
-    for i in range(model.cfg.layers):
-        hf, ours = f"bert.encoder.layer.{i}.", f"encoder.blocks.{i}."
+    modules = {mine: enc + theirs for mine, theirs in layout.encoder_top.items()} | layout.head
+    for i in range(c.layers):
+        hf, ours = f"{enc}encoder.layer.{i}.", f"encoder.blocks.{i}."
         for part in ("weight", "bias"):
             for name, t in zip(("query", "key", "value"), sd[f"{ours}qkv.{part}"].split(H)):
                 out[f"{hf}attention.self.{name}.{part}"] = t
-            for theirs, mine in pairs.items():
-                out[f"{hf}{theirs}.{part}"] = sd[f"{ours}{mine}.{part}"]
+        modules |= {ours + mine: hf + theirs for mine, theirs in layout.layer.items()}
+    for mine, theirs in modules.items():
+        for part in ("weight", "bias"):
+            out[f"{theirs}.{part}"] = sd[f"{mine}.{part}"]
     return {k: v.contiguous().clone() for k, v in out.items()}
 
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from typer.testing import CliRunner
 
 from mapnet_cli.model import checkpoint
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
-from mapnet_cli.export import export
+from mapnet_cli.export import export, hf_config, hf_state_dict
 from mapnet_cli.model.bert import BertConfig, BertForMLM
 from tiny_shards import SPECIAL_IDS
 
@@ -51,6 +51,32 @@ def test_transformers_loads_it_with_identical_logits(ckpt, tmp_path):
     torch.testing.assert_close(pairs[real], ours[real], atol=1e-4, rtol=1e-4)  # segment ids add nothing
     # The decoder really is tied to the word embeddings (not a random fresh matrix).
     assert torch.equal(hf.cls.predictions.decoder.weight, hf.bert.embeddings.word_embeddings.weight)
+
+
+def test_pre_ln_exports_as_roberta_prelayernorm_with_identical_logits(tmp_path):
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=60, layers=2, hidden=32, heads=4, intermediate=64, max_position=20, norm="pre")
+    model = BertForMLM(cfg)
+    with torch.no_grad():  # trained-looking LayerNorms and biases, so a misplaced one shows
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    model.eval()
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    save_file(hf_state_dict(model), str(folder / "model.safetensors"), metadata={"format": "pt"})
+    (folder / "config.json").write_text(json.dumps(hf_config(model)))
+    hf = transformers.AutoModelForMaskedLM.from_pretrained(str(folder)).eval()
+    assert type(hf).__name__ == "RobertaPreLayerNormForMaskedLM"
+    ids = torch.randint(5, 60, (3, 20))
+    ids[:, 0] = SPECIAL_IDS["cls"]
+    ids[2, 14:] = SPECIAL_IDS["pad"]  # right padding, as mapnet pads
+    attn = (ids != SPECIAL_IDS["pad"]).long()
+    with torch.no_grad():
+        ours = model(ids, attn.bool())
+        theirs = hf(input_ids=ids, attention_mask=attn).logits
+    real = attn.bool()
+    torch.testing.assert_close(theirs[real], ours[real], atol=1e-4, rtol=1e-4)
+    assert torch.equal(hf.lm_head.decoder.weight, hf.roberta_prelayernorm.embeddings.word_embeddings.weight)
 
 
 def test_export_files_tokenizer_and_no_mapnet_weights(ckpt, tmp_path):

@@ -12,6 +12,14 @@ differences from BERT: no token-type (segment) embeddings — pretraining here
 has no sentence pairs — and no pooler. Export to Hugging Face writes zero
 token-type rows so the logits stay identical (see `mapnet_cli.export`).
 
+`norm="pre"` (`model.norm`) moves each block's LayerNorms in front of its
+attention and feed-forward, x = x + Attn(LN(x)); x = x + FFN(LN(x)), and adds
+a final LayerNorm after the last block (Xiong et al. 2020; what Cramming and
+most modern encoders train with): the residual stream is never normalised, so
+gradients reach the lower layers undiminished and a higher learning rate stays
+stable. It is exactly Hugging Face's `RobertaPreLayerNormForMaskedLM`
+(embedding LayerNorm kept), which export writes for it.
+
 Why it is fast: attention goes through `F.scaled_dot_product_attention`
 (flash / memory-efficient kernels, no T x T mask when nothing is padded), Q, K
 and V come from one fused matmul, and the head runs ONLY at the masked
@@ -47,6 +55,7 @@ class BertConfig:
     layer_norm_eps: float = 1e-12
     init_std: float = 0.02
     pad_id: int = 0
+    norm: str = "post"  # "post" (BERT) or "pre" (LayerNorm before each sublayer, plus a final one)
 
     @classmethod
     def from_settings(cls, model_settings, vocab_size: int, pad_id: int) -> "BertConfig":
@@ -56,7 +65,7 @@ class BertConfig:
             vocab_size=vocab_size, layers=m.layers, hidden=m.hidden, heads=m.heads,
             intermediate=m.intermediate or 4 * m.hidden, max_position=m.max_position,
             dropout=m.dropout, attention_dropout=m.attention_dropout,
-            layer_norm_eps=m.layer_norm_eps, init_std=m.init_std, pad_id=pad_id,
+            layer_norm_eps=m.layer_norm_eps, init_std=m.init_std, pad_id=pad_id, norm=m.norm,
         )
 
     def to_dict(self) -> dict:
@@ -104,19 +113,26 @@ def query_layout(flat: torch.Tensor, B: int, T: int) -> QueryLayout:
     return QueryLayout(rows, slot, width)
 
 
+NORMS = ("post", "pre")
+
+
 class Block(nn.Module):
-    """One post-LN Transformer encoder block: x = LN(x + Attn(x)); x = LN(x + FFN(x)).
+    """One Transformer encoder block, post-LN: x = LN(x + Attn(x)); x = LN(x + FFN(x)),
+    or pre-LN (`norm="pre"`): x = x + Attn(LN(x)); x = x + FFN(LN(x)). The two
+    LayerNorms keep their names either way (`attn_norm`, `ffn_norm`).
 
     `attn_mask`: bool, broadcastable to (B, heads, T, T), True = may attend; or
     None (no padding), which lets SDPA pick its fastest kernel.
     """
 
     def __init__(self, hidden: int, heads: int, intermediate: int, dropout: float = 0.1,
-                 attention_dropout: float = 0.1, layer_norm_eps: float = 1e-12):
+                 attention_dropout: float = 0.1, layer_norm_eps: float = 1e-12, norm: str = "post"):
         super().__init__()
         if hidden % heads:
             raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads})")
-        self.heads = heads
+        if norm not in NORMS:
+            raise ValueError(f"norm must be one of {NORMS} (got {norm!r})")
+        self.heads, self.pre_norm = heads, norm == "pre"
         self.attention_dropout = attention_dropout
         # One matmul for Q, K and V; rows are [Q; K; V], each split into heads
         # in order, which is exactly HF's query/key/value layout stacked.
@@ -136,13 +152,21 @@ class Block(nn.Module):
         if at is not None:
             return self.forward_at(x, attn_mask, at, layout)
         B, T, H = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.heads, H // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        q, k, v = self.qkv(self._attn_input(x)).view(B, T, 3, self.heads, H // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
         a = F.scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, dropout_p=self.attention_dropout if self.training else 0.0)
         return self._finish(x, a.transpose(1, 2).reshape(B, T, H))
 
+    def _attn_input(self, x: torch.Tensor) -> torch.Tensor:
+        """What Q, K and V are computed from: x (post-LN) or LN(x) (pre-LN)."""
+        return self.attn_norm(x) if self.pre_norm else x
+
     def _finish(self, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
-        """Residual + LayerNorm around the attention output `a`, then the feed-forward; position-wise."""
+        """The residual around the attention output `a`, then the feed-forward, each with its LayerNorm
+        where the layout puts it; position-wise."""
+        if self.pre_norm:
+            x = x + self.dropout(self.attn_out(a))
+            return x + self.dropout(self.ffn_out(F.gelu(self.ffn_in(self.ffn_norm(x)))))
         x = self.attn_norm(x + self.dropout(self.attn_out(a)))
         return self.ffn_norm(x + self.dropout(self.ffn_out(F.gelu(self.ffn_in(x)))))
 
@@ -166,10 +190,11 @@ class Block(nn.Module):
             # graph (DDP expects a gradient, zero here, for each).
             return x.new_zeros(0, H) + 0 * self(x, attn_mask).sum()
         rows, slot, width = layout if layout is not None else query_layout(flat, B, T)
-        x_at = x.flatten(0, 1).index_select(0, flat)
+        x_at = x.flatten(0, 1).index_select(0, flat)  # the residual stream at `flat`
+        xin = self._attn_input(x)  # pre-LN: the LayerNorm runs everywhere, K and V need it
         w, b = self.qkv.weight, self.qkv.bias  # rows [Q; K; V]
-        q_at = F.linear(x_at, w[:H], b[:H])
-        k, v = F.linear(x, w[H:], b[H:]).view(B, T, 2, self.heads, H // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        q_at = F.linear(xin.flatten(0, 1).index_select(0, flat) if self.pre_norm else x_at, w[:H], b[:H])
+        k, v = F.linear(xin, w[H:], b[H:]).view(B, T, 2, self.heads, H // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
         q = q_at.new_zeros(B, width, H).index_put((rows, slot), q_at)
         q = q.view(B, width, self.heads, H // self.heads).transpose(1, 2)
         if attn_mask is not None and attn_mask.shape[-2] != 1:  # a full (.., T, T) mask: keep the queries' rows
@@ -182,7 +207,7 @@ class Block(nn.Module):
 
 
 class Encoder(nn.Module):
-    """Token + learned position embeddings, LayerNorm, dropout, then the blocks."""
+    """Token + learned position embeddings, LayerNorm, dropout, then the blocks (and, pre-LN, a final LayerNorm)."""
 
     def __init__(self, cfg: BertConfig):
         super().__init__()
@@ -192,8 +217,10 @@ class Encoder(nn.Module):
         self.emb_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
         self.emb_dropout = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(
-            Block(cfg.hidden, cfg.heads, cfg.intermediate, cfg.dropout, cfg.attention_dropout, cfg.layer_norm_eps)
+            Block(cfg.hidden, cfg.heads, cfg.intermediate, cfg.dropout, cfg.attention_dropout, cfg.layer_norm_eps, cfg.norm)
             for _ in range(cfg.layers))
+        # Pre-LN blocks leave the residual stream unnormalised; the head expects normalised states.
+        self.final_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps) if cfg.norm == "pre" else None
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 at: torch.Tensor | None = None) -> torch.Tensor:
@@ -218,11 +245,10 @@ class Encoder(nn.Module):
         last = len(self.blocks) - 1 if at is not None else len(self.blocks)
         for block in self.blocks[:last]:
             x = block(x, mask)
-        if at is None:
-            return x
-        if last < 0:  # no blocks: the embeddings are the states
-            return x.flatten(0, 1).index_select(0, at)
-        return self.blocks[last](x, mask, at, layout)
+        if at is not None:
+            # No blocks: the embeddings are the states.
+            x = x.flatten(0, 1).index_select(0, at) if last < 0 else self.blocks[last](x, mask, at, layout)
+        return x if self.final_norm is None else self.final_norm(x)
 
 
 class MLMHead(nn.Module):

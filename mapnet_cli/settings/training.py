@@ -21,6 +21,8 @@ class ModelSettings:
     max_position: int = setting(512, "learned position embeddings")
     dropout: float = setting(0.1, "dropout on embeddings, attention output and feed-forward (paper: 0.1)")
     attention_dropout: float = setting(0.1, "dropout on attention probabilities (BERT: 0.1)")
+    norm: Literal["post", "pre"] = setting(
+        "post", "where each block's LayerNorms sit: post (BERT, the paper) or pre (before attention and feed-forward, plus a final LayerNorm; trains stably at higher learning rates; exports as RobertaPreLayerNormForMaskedLM)")
     layer_norm_eps: float = setting(1e-12, "LayerNorm epsilon (BERT: 1e-12)")
     init_std: float = setting(0.02, "std of the normal weight init (BERT: 0.02)")
     init_from: str = setting("", "start from this encoder: a mapnet run/checkpoint folder or a local Hugging Face BERT folder (empty: random init); the sizes above come from it (mapnet_cli/train/init_from.py)")

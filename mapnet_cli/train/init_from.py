@@ -7,7 +7,8 @@
 
 SOURCE is a mapnet checkpoint or run folder, or a local Hugging Face BERT folder
 (`config.json` + `model.safetensors`, BertForMaskedLM / BertForPreTraining /
-BertModel layout; never a download, never a pickle). Only the weights come
+BertModel layout, or RobertaPreLayerNormForMaskedLM — what `mapnet export`
+writes for a pre-LN model; never a download, never a pickle). Only the weights come
 from SOURCE: optimizer, schedule, step and masking strategy start fresh
 (`model.init_from` is a setting, so `--resume` of the continued run restores
 its own checkpoint and never goes back to SOURCE).
@@ -30,15 +31,12 @@ from pathlib import Path
 from .. import settings as settings_mod
 from ..atomic import sha256_file
 from ..errors import MapnetError
+from ..model.hf_layout import BY_MODEL_TYPE, LAYOUTS
 
 # The architecture settings SOURCE decides; dropout and init_std stay the run's (training choices).
-ARCH = ("layers", "hidden", "heads", "intermediate", "max_position", "layer_norm_eps")
+ARCH = ("layers", "hidden", "heads", "intermediate", "max_position", "layer_norm_eps", "norm")
 HF_ARCH = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
            "intermediate": "intermediate_size", "max_position": "max_position_embeddings"}
-# HF module names inside a layer -> mapnet's (besides query/key/value, stacked into qkv).
-LAYER_PAIRS = {"attention.output.dense": "attn_out", "attention.output.LayerNorm": "attn_norm",
-               "intermediate.dense": "ffn_in", "output.dense": "ffn_out", "output.LayerNorm": "ffn_norm"}
-HEAD_PAIRS = {"cls.predictions.transform.dense": "head.dense", "cls.predictions.transform.LayerNorm": "head.norm"}
 
 
 @dataclass
@@ -85,7 +83,7 @@ def _mapnet_source(path: Path) -> Source:
     from .run_loader import load_run
 
     run = load_run(path, weights=False)  # found and verified against its manifest; weights come later (load_into)
-    ckpt, m = run.checkpoint, run.meta["model"]
+    ckpt, m = run.checkpoint, {"norm": "post", **run.meta["model"]}  # checkpoints before model.norm are post-LN
     arch = {k: m[k] for k in ARCH} | {"vocab_size": m["vocab_size"]}
     return Source(ckpt, "mapnet", arch, ckpt / checkpoint.WEIGHTS, ckpt / checkpoint.TOKENIZER,
                   sha256_file(ckpt / checkpoint.CONFIG))
@@ -94,9 +92,9 @@ def _mapnet_source(path: Path) -> Source:
 def _hf_source(path: Path, c: dict) -> Source:
     where = f"--init-from {path}"
     kind = c.get("model_type")
-    if kind != "bert":
+    if kind not in BY_MODEL_TYPE:
         raise MapnetError(f"{where} is a {kind or 'unknown'} model (architectures {c.get('architectures')}); "
-                          "mapnet's encoder is BERT's: model_type 'bert' only")
+                          "mapnet's encoder is BERT's: model_type 'bert' (post-LN) or 'roberta-prelayernorm' (pre-LN) only")
     unsupported = [f"{k} = {c[k]!r}" for k, ok in (("position_embedding_type", "absolute"), ("hidden_act", "gelu"))
                    if c.get(k, ok) != ok]
     unsupported += [f"{k} = true" for k in ("is_decoder", "add_cross_attention") if c.get(k)]
@@ -117,7 +115,14 @@ def _hf_source(path: Path, c: dict) -> Source:
         raise MapnetError(f"{where} has no tokenizer.json: the shards must be checked against SOURCE's vocabulary "
                           "(AutoTokenizer.from_pretrained(folder).save_pretrained(folder) writes one, offline)")
     arch = {ours: c[theirs] for ours, theirs in HF_ARCH.items()}
-    arch |= {"layer_norm_eps": float(c.get("layer_norm_eps", 1e-12)), "vocab_size": c["vocab_size"]}
+    arch |= {"layer_norm_eps": float(c.get("layer_norm_eps", 1e-12)), "vocab_size": c["vocab_size"], "norm": BY_MODEL_TYPE[kind]}
+    pad = c.get("pad_token_id")
+    arch["pad_id"] = pad if isinstance(pad, int) else 0 if kind == "bert" else 1  # transformers' defaults
+    # RoBERTa numbers positions from pad_token_id + 1: the rows before are never used.
+    arch["max_position"] -= LAYOUTS[arch["norm"]].position_rows_before(arch["pad_id"])
+    if arch["max_position"] < 1:
+        raise MapnetError(f"{where}: max_position_embeddings {c['max_position_embeddings']} leaves no position "
+                          f"after pad_token_id {arch['pad_id']}")
     return Source(path, "huggingface", arch, weights, tokenizer, sha256_file(path / "config.json"))
 
 
@@ -230,7 +235,8 @@ def load_into(source: Source, model) -> list[str]:
         checkpoint.load_weights(source.weights, {"": model})  # MAP-Net's weights, if any, stay behind
         return []
     tensors = _read_safetensors(source.weights)
-    state, notes = hf_to_mapnet(tensors, model.cfg.layers, model.cfg.hidden)
+    state, notes = hf_to_mapnet(tensors, model.cfg.layers, model.cfg.hidden, model.cfg.norm,
+                                source.arch["pad_id"])
     if not any(k.startswith("head.") for k in state):
         for name, t in model.state_dict().items():
             if name.startswith("head."):
@@ -260,23 +266,25 @@ def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
             for k, v in tensors.items()}
 
 
-def hf_to_mapnet(sd: dict[str, torch.Tensor], layers: int, hidden: int) -> tuple[dict[str, torch.Tensor], list[str]]:
-    """HF BERT names -> mapnet's (the inverse of `export.hf_state_dict`), with notes. No MLM head in `sd`
-    (a BertModel) gives no head.* keys here and a note saying the head is initialised."""
+def hf_to_mapnet(sd: dict[str, torch.Tensor], layers: int, hidden: int, norm: str = "post",
+                 pad_id: int = 0) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """HF names -> mapnet's (the inverse of `export.hf_state_dict`, `model/hf_layout.py`'s tables), with
+    notes. No MLM head in `sd` (a BertModel) gives no head.* keys here and a note saying the head is
+    initialised."""
     import torch
 
-    if "bert.embeddings.word_embeddings.weight" in sd:
-        enc = "bert."
+    layout = LAYOUTS[norm]
+    if f"{layout.encoder}embeddings.word_embeddings.weight" in sd:
+        enc = layout.encoder
     elif "embeddings.word_embeddings.weight" in sd:
         enc = ""  # BertModel.save_pretrained writes its keys without the "bert." prefix
     else:
         raise MapnetError("model.safetensors holds no BERT encoder (no embeddings.word_embeddings.weight)")
     sd, notes = dict(sd), []
     take = lambda key: sd.pop(key)  # noqa: E731  every weight used is removed: what is left was not mapped
+    positions = take(f"{enc}embeddings.position_embeddings.weight").float()[layout.position_rows_before(pad_id):]
     out = {"encoder.tok_embeddings.weight": take(f"{enc}embeddings.word_embeddings.weight"),
-           "encoder.pos_embeddings.weight": take(f"{enc}embeddings.position_embeddings.weight").float(),
-           "encoder.emb_norm.weight": take(f"{enc}embeddings.LayerNorm.weight"),
-           "encoder.emb_norm.bias": take(f"{enc}embeddings.LayerNorm.bias")}
+           "encoder.pos_embeddings.weight": positions}
     types = sd.pop(f"{enc}embeddings.token_type_embeddings.weight", None)
     if types is not None:
         rest = f"; rows 1..{len(types) - 1} (segment B of sentence pairs) dropped" if len(types) > 1 else ""
@@ -287,27 +295,28 @@ def hf_to_mapnet(sd: dict[str, torch.Tensor], layers: int, hidden: int) -> tuple
         else:
             notes.append(f"token-type embeddings: row 0 is zero (a mapnet export), dropped{rest}")
     sd.pop(f"{enc}embeddings.position_ids", None)  # a buffer older transformers saved
+    modules = {mine: enc + theirs for mine, theirs in layout.encoder_top.items()}
     for i in range(layers):
         hf, ours = f"{enc}encoder.layer.{i}.", f"encoder.blocks.{i}."
         for part in ("weight", "bias"):
             out[f"{ours}qkv.{part}"] = torch.cat([_need(sd, f"{hf}attention.self.{n}.{part}") for n in ("query", "key", "value")])
-            for theirs, mine in LAYER_PAIRS.items():
-                out[f"{ours}{mine}.{part}"] = _need(sd, f"{hf}{theirs}.{part}")
-    head = [k for k in sd if k.startswith("cls.predictions.")]
-    if head:
-        for theirs, mine in HEAD_PAIRS.items():
-            for part in ("weight", "bias"):
-                out[f"{mine}.{part}"] = _need(sd, f"{theirs}.{part}")
-        bias, decoder_bias = sd.pop("cls.predictions.bias", None), sd.pop("cls.predictions.decoder.bias", None)
+        modules |= {ours + mine: hf + theirs for mine, theirs in layout.layer.items()}
+    head_prefix = layout.head_bias.rsplit(".", 1)[0] + "."
+    if any(k.startswith(head_prefix) for k in sd):
+        modules |= layout.head
+        bias, decoder_bias = sd.pop(layout.head_bias, None), sd.pop(f"{layout.decoder}.bias", None)
         if bias is None and decoder_bias is None:
-            raise MapnetError("model.safetensors lacks cls.predictions.bias")
+            raise MapnetError(f"model.safetensors lacks {layout.head_bias}")
         out["head.bias"] = bias if bias is not None else decoder_bias  # the same tensor, tied, in transformers
-        decoder = sd.pop("cls.predictions.decoder.weight", None)
+        decoder = sd.pop(f"{layout.decoder}.weight", None)
         if decoder is not None and not torch.equal(decoder, out["encoder.tok_embeddings.weight"]):
             raise MapnetError("SOURCE's MLM decoder is not tied to its word embeddings; mapnet's is (tie_word_embeddings)")
     else:
         notes.append("no MLM head in SOURCE (a BertModel): the head's transform and bias are initialised as BERT's "
                      "(from train.seed); the decoder is the word embedding matrix, as always")
+    for mine, theirs in modules.items():
+        for part in ("weight", "bias"):
+            out[f"{mine}.{part}"] = _need(sd, f"{theirs}.{part}")
     dropped = sorted({k.rsplit(".", 1)[0] for k in sd})  # module names: bert.pooler.dense, cls.seq_relationship
     unknown = [k for k in dropped if k.startswith((f"{enc}embeddings", f"{enc}encoder"))]
     if unknown:

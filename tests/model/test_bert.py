@@ -105,6 +105,47 @@ def test_block_matches_a_hand_written_post_ln_layer():
     torch.testing.assert_close(b(x), want, atol=1e-5, rtol=1e-5)
 
 
+def test_pre_ln_block_matches_a_hand_written_pre_ln_layer():
+    torch.manual_seed(0)
+    b = Block(32, 4, 64, norm="pre").eval()
+    with torch.no_grad():  # LayerNorms that are not the identity, so a misplaced one shows
+        for norm in (b.attn_norm, b.ffn_norm):
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.normal_(0, 0.1)
+    x = torch.randn(2, 5, 32) * 3
+    q, k, v = b.qkv(b.attn_norm(x)).split(32, -1)
+    heads = lambda t: t.view(2, 5, 4, 8).transpose(1, 2)
+    att = torch.softmax(heads(q) @ heads(k).transpose(-1, -2) / 8 ** 0.5, -1) @ heads(v)
+    h = x + b.attn_out(att.transpose(1, 2).reshape(2, 5, 32))
+    want = h + b.ffn_out(F.gelu(b.ffn_in(b.ffn_norm(h))))
+    torch.testing.assert_close(b(x), want, atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="norm"):
+        Block(32, 4, 64, norm="sandwich")
+
+
+def test_pre_ln_encoder_ends_with_a_final_layer_norm_and_post_ln_has_none():
+    torch.manual_seed(0)
+    pre = Encoder(tiny_cfg(norm="pre")).eval()
+    assert Encoder(tiny_cfg()).final_norm is None
+    ids = torch.randint(5, 97, (2, 9))
+    x = pre.emb_dropout(pre.emb_norm(pre.tok_embeddings(ids) + pre.pos_embeddings.weight[:9]))
+    for block in pre.blocks:
+        x = block(x)
+    torch.testing.assert_close(pre(ids), pre.final_norm(x))
+    names = {n for n, _ in pre.named_parameters()}
+    assert {"final_norm.weight", "final_norm.bias"} <= names
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_settings_choose_the_layout(norm):
+    s = settings_mod.resolve(None, {"model": {"preset": "tiny"}}, [f"model.norm={norm}"])
+    cfg = BertConfig.from_settings(s.model, vocab_size=100, pad_id=0)
+    assert cfg.norm == norm and BertForMLM(cfg).encoder.blocks[0].pre_norm == (norm == "pre")
+    # A checkpoint written before model.norm existed reads back as the post-LN model it is.
+    old = {k: v for k, v in tiny_cfg().to_dict().items() if k != "norm"}
+    assert BertConfig.from_dict(old).norm == "post"
+
+
 def test_mlm_losses_are_per_position_and_per_sequence_means():
     torch.manual_seed(0)
     model = BertForMLM(tiny_cfg()).eval()
@@ -170,12 +211,13 @@ def _uneven_batch(B=4, T=16, padded_row=1):
     return ids, attn, mask
 
 
+@pytest.mark.parametrize("norm", ["post", "pre"])
 @pytest.mark.parametrize("attn_kind", ["none", "keys", "full"])
-def test_last_layer_at_masked_positions_is_exact(attn_kind):
+def test_last_layer_at_masked_positions_is_exact(attn_kind, norm):
     """`Encoder(at=...)` runs the last block only where the loss looks; logits and
     every parameter's gradient must match the full forward at those positions."""
     torch.manual_seed(0)
-    model = BertForMLM(tiny_cfg(layers=3)).eval()
+    model = BertForMLM(tiny_cfg(layers=3, norm=norm)).eval()
     ids, attn, mask = _uneven_batch()
     att = {"none": None, "keys": attn,
            "full": attn[:, None, None, :] & torch.rand(4, 1, 16, 16).lt(0.8) | torch.eye(16, dtype=torch.bool)}[attn_kind]

@@ -72,7 +72,8 @@ def logits(model: BertForMLM, seed: int = 1) -> torch.Tensor:
 def test_export_then_init_from_gives_identical_weights_and_logits(source, hf_folder):
     path, original = source
     src = init_from.open_source(hf_folder)
-    assert src.kind == "huggingface" and src.arch == {**{k: getattr(CFG, k) for k in init_from.ARCH}, "vocab_size": 64}
+    assert src.kind == "huggingface"
+    assert src.arch == {**{k: getattr(CFG, k) for k in init_from.ARCH}, "vocab_size": 64, "pad_id": 0}
     model, notes = init_from.start_model(CFG, 3, src)  # another seed: nothing may come from the init
     for key, value in original.state_dict().items():
         assert torch.equal(model.state_dict()[key], value), key
@@ -81,6 +82,52 @@ def test_export_then_init_from_gives_identical_weights_and_logits(source, hf_fol
     # And the mapnet checkpoint itself (a run folder: its newest checkpoint) as SOURCE.
     again, notes = init_from.start_model(CFG, 3, init_from.open_source(path))
     assert torch.equal(logits(again), logits(original)) and notes == []
+
+
+def test_pre_ln_export_then_init_from_gives_identical_weights_and_logits(shards, tmp_path):
+    """The pre-LN layout goes out as RobertaPreLayerNormForMaskedLM and comes back weight for weight."""
+    cfg = BertConfig(**{**CFG.to_dict(), "norm": "pre"})
+    torch.manual_seed(0)
+    original = BertForMLM(cfg)
+    with torch.no_grad():
+        for p in original.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    checkpoint.save_checkpoint(tmp_path / "run", 5, {"": original}, {}, cfg, Settings().to_toml(),
+                               shards / "tokenizer.json", sha256_file(shards / "tokenizer.json"))
+    folder = export(tmp_path / "run", tmp_path / "hf")
+    src = init_from.open_source(folder)
+    assert src.arch["norm"] == "pre" and src.arch["max_position"] == cfg.max_position  # the RoBERTa offset undone
+    model, _ = init_from.start_model(cfg, 3, src)
+    for key, value in original.state_dict().items():
+        assert torch.equal(model.state_dict()[key], value), key
+    assert torch.equal(logits(model), logits(original))
+    # Sized by SOURCE: a run that starts from it is pre-LN without being told.
+    settings = init_from.sized_by(src)
+    assert settings.model.norm == "pre" and settings.model.max_position == cfg.max_position
+
+
+def test_hf_roberta_prelayernorm_gives_its_own_logits(tmp_path, shards):
+    """Written by transformers (pad_token_id 1, positions from 2, non-zero token types): same logits here."""
+    torch.manual_seed(4)
+    hf_cfg = transformers.RobertaPreLayerNormConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                                                    num_attention_heads=4, intermediate_size=64,
+                                                    max_position_embeddings=66, hidden_dropout_prob=0.0,
+                                                    attention_probs_dropout_prob=0.0, type_vocab_size=1)
+    hf = transformers.RobertaPreLayerNormForMaskedLM(hf_cfg).eval()
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    hf.save_pretrained(tmp_path / "hf")
+    shutil.copyfile(shards / "tokenizer.json", tmp_path / "hf" / "tokenizer.json")
+    src = init_from.open_source(tmp_path / "hf")
+    assert (src.arch["norm"], src.arch["max_position"], src.arch["pad_id"]) == ("pre", 64, 1)
+    cfg = BertConfig(**{**CFG.to_dict(), "norm": "pre", "pad_id": 1})
+    model, notes = init_from.start_model(cfg, 0, src)
+    ids = torch.randint(5, 64, (2, 16))  # no padding: RoBERTa numbers every token
+    with torch.no_grad():
+        theirs = hf(input_ids=ids).logits
+    torch.testing.assert_close(model.eval()(ids), theirs, atol=2e-5, rtol=1e-4)
+    assert any("folded into the position embeddings" in n for n in notes), notes
 
 
 def test_hf_bert_for_masked_lm_gives_its_own_logits(tmp_path, shards):
@@ -223,7 +270,7 @@ def test_roberta_style_source_is_refused(shards, tmp_path):
     shutil.copyfile(shards / "tokenizer.json", tmp_path / "roberta" / "tokenizer.json")
     res = CliRunner().invoke(app, run_args(shards, tmp_path / "run", "--init-from", str(tmp_path / "roberta")))
     assert isinstance(res.exception, MapnetError) and res.exit_code != 0
-    assert "is a roberta model" in str(res.exception) and "model_type 'bert' only" in str(res.exception)
+    assert "is a roberta model" in str(res.exception) and "model_type 'bert' (post-LN)" in str(res.exception)
     res = CliRunner().invoke(app, run_args(shards, tmp_path / "run", "--init-from", str(tmp_path / "nowhere")))
     assert isinstance(res.exception, MapnetError) and "no such folder" in str(res.exception)
 

@@ -1,0 +1,51 @@
+"""Where each mapnet weight lives in the Hugging Face class of its layout: one table per `model.norm`.
+
+`mapnet export` writes these names and `--init-from` reads them back (the exact inverse), so the two
+cannot drift apart. Post-LN is `BertForMaskedLM`; pre-LN is `RobertaPreLayerNormForMaskedLM`, the
+transformers class with the same computation (LayerNorm before attention and feed-forward, a final
+LayerNorm after the last layer, the embedding LayerNorm kept). Q, K and V are split from mapnet's fused
+`qkv` (rows [Q; K; V]); token-type embeddings, which mapnet does not have, are zero rows on export.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class HFLayout:
+    model_type: str
+    architecture: str
+    encoder: str                # the encoder's prefix inside the *ForMaskedLM class ("" in a bare *Model)
+    layer: dict[str, str]       # mapnet module in encoder.blocks.i -> HF module in {encoder}encoder.layer.i
+    encoder_top: dict[str, str]  # mapnet module -> HF module under {encoder} (outside the layers)
+    head: dict[str, str]        # mapnet head module -> HF module (the *ForMaskedLM's own)
+    head_bias: str              # the vocabulary bias
+    decoder: str                # the vocabulary projection, tied to the word embeddings
+    position_offset: bool       # RoBERTa numbers token i's position pad_token_id + 1 + i
+
+    def position_rows_before(self, pad_id: int) -> int:
+        """Rows of HF's position table before mapnet's first position."""
+        return pad_id + 1 if self.position_offset else 0
+
+
+LAYOUTS = {
+    "post": HFLayout(
+        "bert", "BertForMaskedLM", "bert.",
+        {"attn_out": "attention.output.dense", "attn_norm": "attention.output.LayerNorm",
+         "ffn_in": "intermediate.dense", "ffn_out": "output.dense", "ffn_norm": "output.LayerNorm"},
+        {"encoder.emb_norm": "embeddings.LayerNorm"},
+        {"head.dense": "cls.predictions.transform.dense", "head.norm": "cls.predictions.transform.LayerNorm"},
+        "cls.predictions.bias", "cls.predictions.decoder", False),
+    "pre": HFLayout(
+        "roberta-prelayernorm", "RobertaPreLayerNormForMaskedLM", "roberta_prelayernorm.",
+        {"attn_out": "attention.output.dense", "attn_norm": "attention.LayerNorm",
+         "ffn_in": "intermediate.dense", "ffn_out": "output.dense", "ffn_norm": "intermediate.LayerNorm"},
+        {"encoder.emb_norm": "embeddings.LayerNorm", "encoder.final_norm": "LayerNorm"},
+        {"head.dense": "lm_head.dense", "head.norm": "lm_head.layer_norm"},
+        "lm_head.bias", "lm_head.decoder", True),
+}
+BY_MODEL_TYPE = {layout.model_type: norm for norm, layout in LAYOUTS.items()}
+
+
+__all__ = ["HFLayout", "LAYOUTS", "BY_MODEL_TYPE"]
