@@ -77,6 +77,10 @@ MASKINGS = {
     # across uneven micro-batches (3 + 1 per rank).
     "stratified": ["masking.strategy=stratified", "masking.strata_copies=8", "train.micro_batch_size=3"],
     "frequency": ["masking.strategy=frequency", "masking.mix_uniform=0.5"],
+    # The sequence-length warm-up: 4 pieces per sequence for 4 of the 6 steps, uneven micro-batches.
+    "uniform-pieces": ["train.short_seq_len=8", "train.short_seq_steps=4", "train.micro_batch_size=3"],
+    "stratified-pieces": ["masking.strategy=stratified", "masking.strata_copies=2", "train.short_seq_len=16",
+                          "train.short_seq_steps=3"],
     # HT weights + the learnability reference, whose per-type averages are all-reduced every step.
     "mapnet-ht-learnability": ["masking.strategy=mapnet", "masking.importance=ht", "masking.mix_uniform=0.5",
                                "masking.explore_start=0", "masking.explore_end=0",
@@ -90,7 +94,7 @@ MASKINGS = {
 def test_two_gloo_processes_match_one_process(tmp_path, masking):
     """Global batch 8: 1 process x 8 sequences vs 2 processes x 4 (torchrun, gloo) give the same run."""
     shards = write_tiny_shards(tmp_path / "shards", train=64, valid=8)
-    sets = [*MASKINGS[masking], "model.max_position=32", "shard.max_seq_len=32", "model.dropout=0.0", "model.attention_dropout=0.0",
+    sets = ["train.recipe=paper", *MASKINGS[masking], "model.max_position=32", "shard.max_seq_len=32", "model.dropout=0.0", "model.attention_dropout=0.0",
             "train.batch_size=8", "train.steps=6", "train.eval_every=3", "train.eval_sequences=8",
             "train.checkpoint_every=0", "optim.warmup_steps=2", "optim.lr=3e-3", "logging.log_every=1",
             "logging.progress=false"]

@@ -28,7 +28,7 @@ _JOB_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_NTASKS", "SLURM_PROCID", 
 ENV = {**{k: v for k, v in os.environ.items() if k not in _JOB_ENV}, "OMP_NUM_THREADS": "1"}
 HOLD = ("import sys, time; from mapnet_cli.run_lock import output_lock\n"
         "with output_lock(sys.argv[1]):\n    print('locked', flush=True); time.sleep(120)\n")
-TINY = ["--preset", "tiny", "--set", "model.max_position=32", "--set", "shard.max_seq_len=32", "--set",
+TINY = ["--preset", "tiny", "--recipe", "paper", "--set", "model.max_position=32", "--set", "shard.max_seq_len=32", "--set",
         "train.batch_size=8", "--set", "train.eval_sequences=8", "--set", "optim.warmup_steps=1", "--set",
         "logging.progress=false"]
 

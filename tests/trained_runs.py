@@ -14,7 +14,7 @@ from pathlib import Path
 from tiny_shards import write_tiny_shards
 
 # One block of width 32 over the 64-token tiny vocabulary; MAP-Net at its default half size.
-SETTINGS = ["model.layers=1", "model.hidden=32", "model.heads=2", "model.intermediate=64", "model.max_position=32",
+SETTINGS = ["train.recipe=paper", "model.layers=1", "model.hidden=32", "model.heads=2", "model.intermediate=64", "model.max_position=32",
             "shard.max_seq_len=32", "train.batch_size=8", "train.steps=3", "train.eval_sequences=8",
             "train.checkpoint_every=3", "optim.warmup_steps=1", "optim.lr=3e-3", "logging.progress=false"]
 

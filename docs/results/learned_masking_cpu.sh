@@ -52,6 +52,6 @@ if [[ $WHICH == synthetic || $WHICH == all ]]; then
     # Where each proposal target puts its mass by token kind (RESULTS section 3, one seed).
     "${mapnet[@]}" preprocess --recipe data_recipes/tiny.toml --out "$OUT/synth/prep" --overwrite
     "${mapnet[@]}" shard "$OUT/synth/prep" --out "$OUT/synth/shards" --overwrite
-    "${mapnet[@]}" compare "$OUT/synth/shards" --out "$OUT/synth/arms" --preset tiny --config data_recipes/tiny.toml \
+    "${mapnet[@]}" compare "$OUT/synth/shards" --out "$OUT/synth/arms" --preset tiny --recipe paper --config data_recipes/tiny.toml --set train.eval_replace=bert \
         --strategies uniform,mapnet,mapnet-ht,mapnet-ht-loss,mapnet-ht-learnability --seeds 1
 fi

@@ -25,7 +25,7 @@ from ..errors import MapnetError
 from ..run_lock import output_lock
 from ..settings import PROTOCOLS, protocol
 from ..train import init_from as init_mod
-from .options import ConfigOpt, PrintSettingsOpt, SetOpt
+from .options import ConfigOpt, PrintSettingsOpt, RecipeOpt, SetOpt
 from .progress import SweepProgress, train_with_progress
 
 HELP = "Compare masking strategies over seeds from identical starts: held-out loss, s/step, steps to uniform's final loss."
@@ -38,6 +38,7 @@ def compare(
     seeds: Annotated[int, typer.Option("--seeds", help="Seeds per strategy: train.seed, train.seed+1, ...")] = 3,
     steps: Annotated[Optional[int], typer.Option("--steps", help="Sets train.steps.", show_default=False)] = None,
     preset: Annotated[Optional[str], typer.Option("--preset", help="Model preset (tiny, mini, small, medium, base).", show_default=False)] = None,
+    recipe: RecipeOpt = None,
     init_from: Annotated[Optional[Path], typer.Option("--init-from", help="Every run starts from this encoder (a mapnet run/checkpoint or a local Hugging Face BERT folder), as pretrain --init-from; sets model.init_from.", show_default=False)] = None,
     variance: Annotated[bool, typer.Option("--variance", help="Measure a cheap gradient-variance decomposition (variance.snapshot_*) at every checkpoint.")] = False,
     glue_tasks: Annotated[Optional[str], typer.Option("--glue-tasks", help="GLUE tasks to fine-tune the final checkpoints on, e.g. cola,sst2,mrpc (default: the --glue-protocol's tasks).", show_default=False)] = None,
@@ -64,7 +65,7 @@ def compare(
     # With --init-from the model size is SOURCE's, as in pretrain.
     # Not refused here for a strategy-specific key (masking.span_p): plan_runs gives it to the arms that use it.
     # The GLUE protocol (quick unless --glue-protocol) sits under the config file and the flags, as in finetune-glue.
-    base = init_mod.resolve(config, {"model": model_flags, "train": {"steps": steps}}, set_ or (),
+    base = init_mod.resolve(config, {"model": model_flags, "train": {"steps": steps, "recipe": recipe}}, set_ or (),
                             check_ignored=False, protocol=proto.name)
     plan = cmp.plan_runs(base, names, seeds, out)
     if print_settings:

@@ -15,7 +15,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from .. import settings as settings_mod
-from .options import ConfigOpt, SetOpt
+from .options import ConfigOpt, RecipeOpt, SetOpt
 
 app = typer.Typer(help="Inspect settings.", no_args_is_help=True, rich_markup_mode=None)  # plain help, as `mapnet`
 
@@ -25,6 +25,7 @@ def show(
     config: ConfigOpt = None,
     set_: SetOpt = None,
     preset: Annotated[Optional[str], typer.Option("--preset", help="Model size preset.")] = None,
+    recipe: RecipeOpt = None,
     docs: Annotated[bool, typer.Option("--docs", help="List every setting with its default and meaning.")] = False,
 ) -> None:
     """Print the resolved settings as TOML (what a command would run with)."""
@@ -41,7 +42,8 @@ def show(
             table.add_row(key, default, doc)
         console.print(table)
         return
-    resolved = settings_mod.resolve(config, {"model": {"preset": preset}}, set_ or (), extra_sections=("recipe",))
+    resolved = settings_mod.resolve(config, {"model": {"preset": preset}, "train": {"recipe": recipe}}, set_ or (),
+                                    extra_sections=("recipe",))
     text = resolved.to_toml()
     if console.is_terminal:
         console.print(Syntax(text, "toml"))

@@ -1,6 +1,7 @@
 """`mapnet pretrain`: train the BERT encoder with masked language modelling.
 
     mapnet pretrain shards/ --out runs/tiny --preset tiny --steps 2000
+    mapnet pretrain shards/ --out runs/tiny-paper --preset tiny --recipe paper      # the paper's settings, not `fast`
     mapnet pretrain --data shards/ --out runs/tiny --preset tiny            # the same: --data or the argument
     mapnet pretrain shards/ --out runs/base --preset base --gpus 8          # starts torchrun itself
     mapnet pretrain shards/ --out runs/base --resume                        # continue, exactly
@@ -16,7 +17,7 @@
     mapnet pretrain shards/ --out runs/dapt --init-from hf/bert-base-uncased --masking mapnet   # continued pretraining
     mapnet pretrain shards/ --out runs/ww --masking whole-word              # or span, or pmi (after mapnet pmi-vocab)
 
-Settings: defaults < preset < --config < flags. With --resume the base is the
+Settings: defaults < preset < recipe < --config < flags. With --resume the base is the
 settings the run was started with (its newest checkpoint's settings.toml);
 --config and flags still apply on top (e.g. --steps to train longer), but the
 model cannot change, and neither can the masking strategy, MAP-Net's size or
@@ -39,7 +40,7 @@ import typer
 from .. import settings as settings_mod
 from ..atomic import make_dirs
 from ..errors import MapnetError
-from .options import ConfigOpt, PrintSettingsOpt, SetOpt
+from .options import ConfigOpt, PrintSettingsOpt, RecipeOpt, SetOpt
 from .progress import ARGV_ENV, train_with_progress
 
 HELP = "Pretrain the BERT encoder (uniform, stratified, frequency or MAP-Net masking) on shards; checkpoints, metrics, exact resume."
@@ -95,6 +96,7 @@ def pretrain(
     out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (checkpoints, metrics.jsonl, run.json).", show_default=False)] = ...,
     data: Annotated[Optional[Path], typer.Option("--data", help="Shard folder, as the SHARDS argument.", show_default=False)] = None,
     preset: Annotated[Optional[str], typer.Option("--preset", help="Model size: tiny, mini, small, medium, base.", show_default=False)] = None,
+    recipe: RecipeOpt = None,
     steps: Annotated[Optional[int], typer.Option("--steps", help="Optimizer steps; sets train.steps.", show_default=False)] = None,
     batch_size: Annotated[Optional[int], typer.Option("--batch-size", help="Global batch in sequences; sets train.batch_size.", show_default=False)] = None,
     micro_batch_size: Annotated[Optional[int], typer.Option("--micro-batch-size", help="Sequences per forward pass per device; sets train.micro_batch_size.", show_default=False)] = None,
@@ -120,8 +122,8 @@ def pretrain(
     shards = shard_folder(shards, data)
     flags = {
         "model": {"preset": preset, "init_from": str(init_from) if init_from is not None else None},
-        "train": {"steps": steps, "batch_size": batch_size, "micro_batch_size": micro_batch_size, "seed": seed,
-                  "device": device},
+        "train": {"recipe": recipe, "steps": steps, "batch_size": batch_size, "micro_batch_size": micro_batch_size,
+                  "seed": seed, "device": device},
         "masking": {"strategy": masking, "importance": importance, "mask_prob": mask_prob},
         "variance": {"every": variance_every},
         "distributed": {"gpus": gpus, "nproc": nproc, "nnodes": nnodes, "node_rank": node_rank,

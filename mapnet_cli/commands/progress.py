@@ -90,6 +90,11 @@ def warn_long_warmup(settings) -> None:
         warn(f"optim.warmup_steps ({o.warmup_steps}) >= train.steps ({steps}): the learning rate never leaves its "
              f"warm-up (at most {o.lr * steps / o.warmup_steps:.2g}, optim.lr is {o.lr:g}); pass --set "
              f"optim.warmup_steps=N with N < {steps}, e.g. {max(1, steps // 10)}")
+    t = settings.train
+    if t.short_seq_len and t.short_seq_steps >= steps:
+        warn(f"train.short_seq_steps ({t.short_seq_steps}) >= train.steps ({steps}): the whole run trains on "
+             f"{t.short_seq_len}-token pieces and never on whole sequences, which its held-out sets are; pass --set "
+             f"train.short_seq_steps=N with N < {steps}, e.g. {max(1, steps // 4)}")
 
 
 def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[int]) -> None:

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from .. import quickstart as qs
 from ..run_lock import output_lock
-from .options import ConfigOpt, PrintSettingsOpt, SetOpt
+from .options import ConfigOpt, PrintSettingsOpt, RecipeOpt, SetOpt
 
 HELP = "Run the whole chain on the embedded synthetic corpus: preprocess, shard, pretrain `tiny`, summary."
 
@@ -32,6 +32,7 @@ class Masking(str, Enum):
 def quickstart(
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for corpus/, shards/ and run/ (run-mapnet/ with --masking mapnet).")] = Path("runs/quickstart"),
     steps: Annotated[Optional[int], typer.Option("--steps", help="Pretraining steps (recipe: 300).", show_default=False)] = None,
+    recipe: RecipeOpt = None,
     masking: Annotated[Optional[Masking], typer.Option("--masking", help="uniform (baseline) or mapnet.", show_default=False)] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Sets train.seed.", show_default=False)] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Start from scratch instead of reusing finished stages.")] = False,
@@ -40,7 +41,7 @@ def quickstart(
     print_settings: PrintSettingsOpt = False,
 ) -> None:
     """Run the whole chain on the embedded synthetic corpus: preprocess, shard, pretrain `tiny`, summary."""
-    flags = {"train": {"steps": steps, "seed": seed}, "masking": {"strategy": masking.value if masking else None}}
+    flags = {"train": {"steps": steps, "seed": seed, "recipe": recipe}, "masking": {"strategy": masking.value if masking else None}}
     settings = qs.resolve_settings(flags, list(set_ or ()), config)
     if print_settings:
         typer.echo(settings.to_toml(), nl=False)

@@ -63,6 +63,13 @@ def sequence_keys(seed: int, step: int, slots: Sequence[int], domain: int = 0) -
     return [mix_seed(domain, seed, step, s) for s in slots]
 
 
+def piece_slots(slots: Sequence[int], factor: int, batch_size: int) -> list[int]:
+    """The slots of `slots`' sequences cut into `factor` pieces each (sequence-length warm-up): piece j
+    of slot s is slot j x batch_size + s — unique, a function of (s, j) only, and consecutive slots
+    (a stratified sequence's copies) stay in one group for every piece. In order: each sequence's pieces together."""
+    return [j * batch_size + s for s in slots for j in range(factor)] if factor > 1 else list(slots)
+
+
 def keyed_uniforms(seed: int, step: int, slots: Sequence[int], domain: int,
                    device: torch.device | str | None = None) -> torch.Tensor:
     """One float64 uniform in [0, 1) per slot, a pure function of (domain, seed, step, slot) (53 bits)."""
@@ -174,6 +181,6 @@ def mask_batch(input_ids: torch.Tensor, special_ids: Mapping[str, int], vocab_si
 
 
 __all__ = [
-    "SPECIAL_NAMES", "TRAIN_MASKS", "EVAL_MASKS", "DROPOUT", "STRATA", "SYSTEMATIC_START", "keyed_uniforms", "mix_seed", "sequence_keys", "SequenceRNG", "eligible_positions", "mask_counts",
+    "SPECIAL_NAMES", "TRAIN_MASKS", "EVAL_MASKS", "DROPOUT", "STRATA", "SYSTEMATIC_START", "piece_slots", "keyed_uniforms", "mix_seed", "sequence_keys", "SequenceRNG", "eligible_positions", "mask_counts",
     "uniform_mask", "apply_replacement", "mask_batch", "special_id_list",
 ]

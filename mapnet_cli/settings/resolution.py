@@ -1,5 +1,5 @@
-"""Settings resolution, stated once: defaults < model preset < fine-tuning protocol < config files
-(in order) < CLI flags < `--set`, then one check that names every problem.
+"""Settings resolution, stated once: defaults < model preset < training recipe < fine-tuning protocol
+< config files (in order) < CLI flags < `--set`, then one check that names every problem.
 
     resolve("run.toml", {"model": {"preset": "tiny"}}, ["optim.lr=3e-4"])
     resolve(config, {"finetune": flags}, assignments, protocol="quick")   # finetune-glue --quick
@@ -18,6 +18,7 @@ from typing import Any, Literal, get_args, get_origin
 
 from ..errors import MapnetError
 from .presets import PRESETS, preset, protocol as named_protocol
+from .recipes import RECIPES, default_recipe, recipe_layer
 from .tree import SECTIONS, Settings
 
 
@@ -132,14 +133,15 @@ def resolve(
     check_ignored: bool = True,
     protocol: str | None = None,
 ) -> Settings:
-    """Defaults < model preset < fine-tuning `protocol` < config files (in order) < CLI flags (`overrides`,
-    then `--set`).
+    """Defaults < model preset < training recipe < fine-tuning `protocol` < config files (in order) < CLI
+    flags (`overrides`, then `--set`).
 
     `config` is one TOML file or several applied in order (a recipe, then a
     run config). `extra_sections` names top-level tables a file may carry that
     are not settings; they are skipped here. By default that is a recipe's
     `[recipe]` table, so every recipe doubles as a config file for any command.
-    The model preset is the last one named (flags, then the files from the last); `protocol` is
+    The model preset is the last one named (flags, then the files from the last), and so is the recipe
+    (train.recipe), which otherwise is the preset's own (`recipes.default_recipe`); `protocol` is
     `finetune-glue --protocol` (or `--quick`) and `compare --glue-protocol`; `None` adds no layer.
     `check_ignored=False` lets a masking setting the strategy would ignore through (`compare`'s base
     settings, whose arms each take the ones they use).
@@ -160,28 +162,40 @@ def resolve(
             continue
         cli_values.setdefault(section, {})[key] = value
 
-    preset_name = cli_values.get("model", {}).get("preset")
-    for _, values in reversed(file_layers):  # the last file that names a preset wins
-        table = values.get("model")
-        preset_name = preset_name or (table.get("preset") if isinstance(table, dict) else None)
+    preset_name, recipe_name = _named(cli_values, file_layers, "model", "preset"), _named(cli_values, file_layers, "train", "recipe")
     # `base` replaces defaults < preset when a command continues from an earlier
-    # output (a checkpoint's own settings.toml): its model is what was trained.
-    # An unknown preset is named below by model.preset's own check, beside every other bad setting.
+    # output (a checkpoint's own settings.toml): its model is what was trained, so it takes a recipe
+    # only when one is named, and never the recipe's architecture.
+    # An unknown preset or recipe is named below by its setting's own check, beside every other bad setting.
     known = isinstance(preset_name, str) and preset_name in PRESETS
     settings = base if base is not None else preset(preset_name) if known else Settings()
+    if base is None and recipe_name is None:
+        recipe_name = default_recipe(preset_name if known else None)
+    recipe = []
+    if isinstance(recipe_name, str) and recipe_name in RECIPES:
+        recipe = [(f"recipe {recipe_name}", recipe_layer(recipe_name, settings.model.preset, keep_architecture=base is not None))]
     protocol_layer = []
     if protocol is not None:
         try:
             protocol_layer = [(f"protocol {protocol}", {"finetune": dict(named_protocol(protocol).finetune)})]
         except MapnetError as exc:
             errors.append(str(exc))
-    for path, values in [*protocol_layer, *file_layers, ("command-line flags", cli_values)]:
+    for path, values in [*recipe, *protocol_layer, *file_layers, ("command-line flags", cli_values)]:
         settings, bad = _apply(settings, values, str(path))
         errors += bad
     problems = errors + settings.problems(ignored=check_ignored)  # a key with a type error keeps its earlier value
     if problems:
         raise MapnetError("invalid settings: " + "; ".join(problems))
     return settings
+
+
+def _named(cli_values: dict, file_layers: list, section: str, key: str):
+    """section.key as the flags give it, else as the last config file that names it gives it, else None."""
+    value = cli_values.get(section, {}).get(key)
+    for _, values in reversed(file_layers):
+        table = values.get(section)
+        value = value if value is not None else (table.get(key) if isinstance(table, dict) else None)
+    return value
 
 
 def from_dict(values: dict[str, Any], source: str) -> Settings:

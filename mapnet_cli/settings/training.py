@@ -75,9 +75,14 @@ class OptimSettings:
 # ---------------------------------------------------------------- training run
 @dataclass(frozen=True, kw_only=True)
 class TrainSettings:
+    recipe: Literal["paper", "fast"] = setting(
+        "paper", "training recipe, a layer under the config file and flags (settings/recipes.py): paper = the defaults here; fast = pre-LN, no dropout, eps 1e-12, clipping, a higher LR (the default of the tiny, mini and small presets)")
     steps: int = setting(1_000_000, "optimizer steps (paper: 1M)")
     batch_size: int = setting(256, "global batch in sequences per optimizer step (paper: 256)")
     micro_batch_size: int = setting(0, "sequences per device per forward pass; accumulation fills the global batch (0: global batch / world size)")
+    short_seq_len: int = setting(
+        0, "sequence-length warm-up: for the first train.short_seq_steps steps every training sequence is cut into pieces of this many tokens (it must divide the shards' length), the same tokens per step in shorter sequences; 0: off (train/batches.py says why)")
+    short_seq_steps: int = setting(0, "steps of the sequence-length warm-up (train.short_seq_len)")
     seed: int = setting(0, "seed of initial weights, data order and masks")
     precision: Literal["auto", "fp32", "bf16"] = setting("auto", "auto: bf16 autocast on CUDA, fp32 on CPU")
     compile: bool = setting(False, "wrap the model in torch.compile")
@@ -87,6 +92,8 @@ class TrainSettings:
     eval_mask_prob: float = setting(
         0.15, "masking rate of the fixed evaluation masks, apart from masking.mask_prob so runs trained at 15% and 40% answer the same questions")
     eval_seed: int = setting(1234, "seed of the evaluation masks: the same for every run so strategies answer identical questions")
+    eval_replace: Literal["mask", "bert"] = setting(
+        "mask", "what the evaluation puts at its masked positions: mask = [MASK] everywhere, so held-out loss measures prediction from context and a context-blind model scores exactly the unigram level; bert = 80/10/10 as in training (mapnet <= 0.1 and RESULTS sections 1-6: the unchanged 10% let a model that ignores context score below the unigram level)")
     eval_pick: Literal["first", "spread"] = setting(
         "first", "which validation sequences form each eval set: the first eval_sequences, or that many evenly spread over the split (for held-out sets of whole files)")
     extra_eval: tuple[str, ...] = setting(
@@ -95,14 +102,22 @@ class TrainSettings:
     keep_last: int = setting(2, "periodic checkpoints kept (older ones are deleted)")
     keep_steps: tuple[int, ...] = setting((400_000, 600_000, 800_000, 1_000_000), "checkpoints kept for good (paper's sweep)")
 
+    def pieces_per_sequence(self, step: int, seq_len: int) -> int:
+        """Pieces each training sequence of `seq_len` tokens is cut into at `step` (1: whole; short_seq_len)."""
+        return seq_len // self.short_seq_len if self.short_seq_len and step < self.short_seq_steps else 1
+
     def problems(self) -> list[str]:
         out = []
         for name in ("steps", "batch_size", "eval_sequences", "keep_last"):
             if getattr(self, name) < 1:
                 out.append(f"train.{name} must be >= 1 (got {getattr(self, name)})")
-        for name in ("micro_batch_size", "eval_every", "checkpoint_every"):
+        for name in ("micro_batch_size", "eval_every", "checkpoint_every", "short_seq_len", "short_seq_steps"):
             if getattr(self, name) < 0:
                 out.append(f"train.{name} must be >= 0 (got {getattr(self, name)})")
+        if self.short_seq_len > 0 and self.short_seq_steps < 1:
+            out.append(f"train.short_seq_len = {self.short_seq_len} needs train.short_seq_steps >= 1 (how long the warm-up lasts)")
+        if self.short_seq_steps > 0 and self.short_seq_len < 1:
+            out.append(f"train.short_seq_steps = {self.short_seq_steps} needs train.short_seq_len (the pieces' length)")
         names = [entry.partition("=")[0] for entry in self.extra_eval]
         for entry, name in zip(self.extra_eval, names):
             # The name becomes part of metric keys and plot file names: plain ASCII only.

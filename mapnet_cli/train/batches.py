@@ -9,6 +9,22 @@ Splitting. The global batch's slots are cut into equal contiguous parts, one
 per rank, and each part into micro-batches. Masks come from per-sequence
 streams keyed by (seed, step, slot) (`masking.uniform.SequenceRNG`), so neither the
 data nor the masks depend on how the batch is split.
+
+Sequence-length warm-up (`train.short_seq_len`, `train.short_seq_steps`). For the
+first steps each sequence of T tokens is cut into f = T / L pieces of L tokens,
+each a sequence of its own at positions 0 ... L - 1: the same tokens per step, in
+shorter sequences. Why: an encoder leaves the MLM unigram plateau only once some
+attention head has learned to look at the neighbouring tokens, which the learned
+position embeddings must first encode; with T positions at uniform attention that
+signal is diluted T-fold and spread over T embeddings. With 16 shared positions a
+`tiny` encoder finds it in a few hundred steps, and whole sequences then keep and
+extend it (docs/RESULTS.md, section 0, measured on real text: pieces that kept their
+true positions, which trains all T embeddings, did not leave the plateau). It is
+Li et al. 2022's sequence-length warm-up in its simplest form, as BERT's own
+128-then-512 schedule. Piece j of the sequence in global slot s takes slot
+j x batch_size + s (`masking.uniform.piece_slots`): a pure function of (s, j), so
+the 1 x 8 = 2 x 4 and exact-resume guarantees keep holding, and the copies of a
+stratified sequence still share their group.
 """
 
 from __future__ import annotations
@@ -20,6 +36,7 @@ import numpy as np
 import torch
 
 from ..masking.strategy import MicroBatch, UniformTraining
+from ..masking.uniform import piece_slots
 
 
 class DataOrder:
@@ -50,6 +67,15 @@ def rank_micro_slots(batch_size: int, world: int, rank: int, micro: int) -> list
     return [range(s, min(s + micro, start + per_rank)) for s in range(start, start + per_rank, micro)]
 
 
+def pieces(ids: np.ndarray, slots: Sequence[int], factor: int, batch_size: int) -> tuple[np.ndarray, list[int]]:
+    """Cut each row of `ids` (b, T) into `factor` pieces of T / factor tokens: (b x factor, T / factor)
+    rows, each sequence's pieces together in order, and their slots (`masking.uniform.piece_slots`)."""
+    b, T = ids.shape
+    if T % factor:
+        raise ValueError(f"{T}-token sequences do not cut into {factor} equal pieces")
+    return ids.reshape(b * factor, T // factor), piece_slots(slots, factor, batch_size)
+
+
 def make_batch(ids: np.ndarray, keys: Sequence[int], special_ids: dict, vocab_size: int, masking,
                device: torch.device, slots: range | None = None) -> MicroBatch:
     """Uniform masks + 80/10/10 replacement for `ids`, each row from its own keyed stream (the uniform
@@ -59,4 +85,4 @@ def make_batch(ids: np.ndarray, keys: Sequence[int], special_ids: dict, vocab_si
     return strategy.micro_batch(ids, 0, slots, keys, device)
 
 
-__all__ = ["DataOrder", "rank_micro_slots", "make_batch"]
+__all__ = ["DataOrder", "rank_micro_slots", "pieces", "make_batch"]

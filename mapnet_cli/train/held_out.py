@@ -38,11 +38,12 @@ class EvalSet:
 
 
 def build_eval_set(valid, count: int, eval_seed: int, masking, pick: str = "first",
-                   mask_prob: float | None = None) -> EvalSet | None:
+                   mask_prob: float | None = None, replace: str = "bert") -> EvalSet | None:
     """`pick`: "first" N sequences (fine when held-out documents are a hashed random sample), or
     N evenly "spread" over the split (a held-out set of whole files is stored file after file, so
     its first N sequences would all come from the first file). `mask_prob`: the evaluation masking
-    rate (train.eval_mask_prob), default masking.mask_prob."""
+    rate (train.eval_mask_prob), default masking.mask_prob. `replace` (train.eval_replace): "mask"
+    puts [MASK] at every masked position, "bert" replaces as training does (masking.replace_*)."""
     if pick not in ("first", "spread"):
         raise ValueError(f"unknown eval pick {pick!r}")
     n = min(count, len(valid))
@@ -55,8 +56,11 @@ def build_eval_set(valid, count: int, eval_seed: int, masking, pick: str = "firs
     # Always exact-K uniform masks, whatever the run's strategy: every run answers the same questions.
     rate = masking.mask_prob if mask_prob is None else mask_prob
     mask = uniform_mask(targets, eligible_positions(targets, valid.special_ids), rate, "exact", rng)
-    inputs = apply_replacement(targets, mask, valid.vocab_size, valid.special_ids, masking.replace_mask,
-                               masking.replace_random, rng)
+    # The replacement draws are made either way, so "mask" and "bert" ask about the same positions.
+    shares = (1.0, 0.0) if replace == "mask" else (masking.replace_mask, masking.replace_random)
+    if replace not in ("mask", "bert"):
+        raise ValueError(f"unknown eval replacement {replace!r}")
+    inputs = apply_replacement(targets, mask, valid.vocab_size, valid.special_ids, *shares, rng)
     digest = hashlib.sha256()
     for t in (targets, inputs, mask):
         digest.update(t.numpy().tobytes())
@@ -125,7 +129,7 @@ def extra_eval_sets(settings, tokenizer_sha: str, max_position: int, has_main_se
         if reader.max_seq_len > max_position:
             raise MapnetError(f"train.extra_eval {name}: {folder} holds {reader.max_seq_len}-token sequences "
                               f"but model.max_position is {max_position}")
-        data = build_eval_set(reader, t.eval_sequences, t.eval_seed, s.masking, t.eval_pick, t.eval_mask_prob)
+        data = build_eval_set(reader, t.eval_sequences, t.eval_seed, s.masking, t.eval_pick, t.eval_mask_prob, t.eval_replace)
         if data is None:
             raise MapnetError(f"train.extra_eval {name}: {folder} has no validation sequences")
         data.source = {"path": str(Path(folder).resolve()), "manifest_sha256": atomic.sha256_file(reader.dir / "manifest.json")}

@@ -36,7 +36,7 @@ from ..masking.uniform import DROPOUT, TRAIN_MASKS, mix_seed, sequence_keys
 from ..model import checkpoint
 from ..model.bert import BertConfig
 from . import init_from, tracking
-from .batches import DataOrder, rank_micro_slots
+from .batches import DataOrder, pieces, rank_micro_slots
 from .held_out import build_eval_set, evaluate, extra_eval_sets
 from .optim import build_optimizer, build_scheduler
 from .record import MetricsLog, memory_bytes, write_run_files
@@ -87,10 +87,14 @@ class Run:
         if len(self.data) == 0:
             raise MapnetError(f"{shards} has no training sequences")
         self.valid = ShardReader(shards, "valid", verify=s.shard.verify)
-        self.eval_set = build_eval_set(self.valid, t.eval_sequences, t.eval_seed, s.masking, t.eval_pick, t.eval_mask_prob)
+        self.eval_set = build_eval_set(self.valid, t.eval_sequences, t.eval_seed, s.masking, t.eval_pick, t.eval_mask_prob,
+                                       t.eval_replace)
         self.cfg = BertConfig.from_settings(s.model, self.data.vocab_size, self.data.special_ids["pad"])
         if self.data.max_seq_len > self.cfg.max_position:
             raise MapnetError(f"shards hold {self.data.max_seq_len}-token sequences but model.max_position is {self.cfg.max_position}")
+        if t.short_seq_len and (t.short_seq_len >= self.data.max_seq_len or self.data.max_seq_len % t.short_seq_len):
+            raise MapnetError(f"train.short_seq_len ({t.short_seq_len}) must divide the shards' {self.data.max_seq_len}-token "
+                              "sequences into at least two pieces (e.g. 32 or 64 for 128)")
         self.tokenizer_sha = self.data.tokenizer_sha256
         self.extra_eval = extra_eval_sets(s, self.tokenizer_sha, self.cfg.max_position, self.eval_set is not None)
         self.unigram = self._unigram_levels() if info.is_main else {}
@@ -164,6 +168,10 @@ class Run:
         self.step, self.position, self.elapsed = state["step"], state["data_position"], state["elapsed"]
         return ckpt
 
+    def pieces_per_sequence(self, step: int) -> int:
+        """How many pieces each training sequence is cut into at `step` (train.short_seq_len; 1: whole)."""
+        return self.settings.train.pieces_per_sequence(step, self.data.max_seq_len)
+
     @property
     def sequences_per_step(self) -> int:
         """Distinct sequences a step consumes: the batch, or fewer when a strategy repeats each one (stratified)."""
@@ -174,8 +182,9 @@ class Run:
         indices = self.order.take(self.position, self.sequences_per_step)
         out = []
         for slots in rank_micro_slots(t.batch_size, self.info.world_size, self.info.rank, self.micro):
-            keys = sequence_keys(t.seed, step, slots, TRAIN_MASKS)
             ids = self.data.take(indices[[s // self.strategy.copies for s in slots]])
+            ids, slots = pieces(ids, slots, self.pieces_per_sequence(step), t.batch_size)
+            keys = sequence_keys(t.seed, step, slots, TRAIN_MASKS)
             out.append(self.strategy.micro_batch(ids, step, slots, keys, self.info.device))
         return out
 
@@ -242,10 +251,11 @@ class Run:
             t0 = time.perf_counter()
             torch.manual_seed(mix_seed(DROPOUT, t.seed, self.step, self.info.rank))
             log_step = (self.step + 1) % lg.log_every == 0 or self.step + 1 == end
+            rows = t.batch_size * self.pieces_per_sequence(self.step)  # the sequences the loss averages over
             try:
                 st = train_step(self.ddp, self.optimizer, self.scheduler, self.batches(self.step),
-                                scale=self.info.world_size / t.batch_size, grad_clip=self.settings.optim.grad_clip,
-                                autocast=self.autocast, info=self.info, batch_size=t.batch_size,
+                                scale=self.info.world_size / rows, grad_clip=self.settings.optim.grad_clip,
+                                autocast=self.autocast, info=self.info, batch_size=rows,
                                 loss_fn=self.strategy.loss_fn(self.step, with_stats=log_step))
             except NonFiniteLoss as exc:
                 keep = f"last good checkpoint: {last}" if last else "no checkpoint was written yet"

@@ -53,6 +53,43 @@ def test_precedence_defaults_preset_file_flags(tmp_path):
     assert S.resolve(cfg, {"optim": {"lr": None}}).optim.lr == 5e-4
 
 
+@pytest.mark.parametrize("name", ["tiny", "mini", "small"])
+def test_sub_base_presets_bring_the_fast_recipe_and_the_paper_recipe_is_the_defaults(name):
+    fast = S.resolve(None, {"model": {"preset": name}})
+    assert fast.train.recipe == "fast" and fast.model.norm == "pre" and fast.model.dropout == 0.0
+    assert fast.optim.eps == 1e-12 and fast.optim.grad_clip == 1.0 and fast.optim.lr > S.Settings().optim.lr
+    paper = S.resolve(None, {"model": {"preset": name}, "train": {"recipe": "paper"}})
+    # Everything but the recorded name is exactly the preset over the paper's defaults.
+    assert S.apply(paper, {"train": {"recipe": "paper"}}, "x") == S.preset(name) and paper.train.recipe == "paper"
+    assert paper.optim == S.Settings().optim and paper.model.dropout == 0.1 and paper.model.norm == "post"
+
+
+@pytest.mark.parametrize("name", ["medium", "base", None])
+def test_medium_base_and_no_preset_keep_the_paper_settings_unless_asked(name):
+    assert S.resolve(None, {"model": {"preset": name}}).train.recipe == "paper"
+    fast = S.resolve(None, {"model": {"preset": name}}, ["train.recipe=fast"])
+    assert (fast.train.recipe, fast.model.norm, fast.optim.eps) == ("fast", "pre", 1e-12)
+
+
+def test_a_recipe_sits_under_the_config_file_and_the_flags(tmp_path):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('[model]\npreset = "tiny"\n[optim]\nlr = 2e-3\n')
+    s = S.resolve(cfg, {"model": {"dropout": 0.05}})
+    assert (s.train.recipe, s.optim.lr, s.model.dropout, s.model.norm) == ("fast", 2e-3, 0.05, "pre")
+    cfg.write_text('[model]\npreset = "tiny"\n[train]\nrecipe = "paper"\n')  # a config file may name one too
+    assert S.resolve(cfg).model.norm == "post" and S.resolve(cfg, {"train": {"recipe": "fast"}}).model.norm == "pre"
+    with pytest.raises(MapnetError) as exc:
+        S.resolve(None, {"train": {"recipe": "fastest"}}, ["optim.lr=-1"])
+    assert "train.recipe must be one of 'paper', 'fast'" in str(exc.value) and "optim.lr must be > 0" in str(exc.value)
+
+
+def test_continuing_earlier_weights_takes_a_recipe_only_when_named_and_never_its_architecture():
+    base = S.resolve(None, {"model": {"preset": "tiny", "norm": "post"}, "train": {"recipe": "paper"}})
+    assert S.resolve(None, {}, base=base) == base  # resume / --init-from: the run's own settings
+    named = S.resolve(None, {"train": {"recipe": "fast"}}, base=base)
+    assert named.model.norm == "post" and named.optim.eps == 1e-12 and named.train.recipe == "fast"
+
+
 def test_a_protocol_sits_between_the_preset_and_the_config_file(tmp_path):
     cfg = tmp_path / "run.toml"
     cfg.write_text("[finetune]\nepochs = 5\n")

@@ -16,7 +16,7 @@ from mapnet_cli.settings import resolve
 from mapnet_cli.train import pretrain
 from tiny_shards import write_tiny_shards
 
-TINY = ["model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8", "train.steps=20",
+TINY = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8", "train.steps=20",
         "train.eval_every=10", "train.eval_sequences=16", "train.checkpoint_every=10", "optim.warmup_steps=3",
         "optim.lr=3e-3", "logging.log_every=5", "logging.progress=false"]
 
@@ -33,7 +33,7 @@ def settings(*extra: str):
 def mapnet_settings(steps: int, *extra: str):
     """A short MAP-Net run on the synthetic corpus (its token kinds give the per-kind metrics), logging every 2 steps."""
     return resolve(None, {"model": {"preset": "tiny"}},
-                   ["train.batch_size=8", f"train.steps={steps}", f"train.eval_every={steps}", "train.eval_sequences=8",
+                   ["train.recipe=paper", "train.batch_size=8", f"train.steps={steps}", f"train.eval_every={steps}", "train.eval_sequences=8",
                     f"train.checkpoint_every={steps}", "optim.warmup_steps=1", "logging.log_every=2",
                     "logging.progress=false", "masking.strategy=mapnet", *extra])
 
@@ -218,7 +218,7 @@ def test_a_sink_without_its_package_is_one_line_naming_the_extra(shards, tmp_pat
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorboard" else real(name, *a))
     out = tmp_path / "run"
-    result = CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(out), "--preset", "tiny",
+    result = CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(out), "--preset", "tiny", "--recipe", "paper",
                                       *[a for kv in TINY for a in ("--set", kv)], "--set", "logging.tensorboard=true"])
     assert isinstance(result.exception, MapnetError) and result.exit_code != 0
     assert "pip install 'mapnet[tensorboard]'" in str(result.exception) and "\n" not in str(result.exception)

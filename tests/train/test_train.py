@@ -19,9 +19,11 @@ from mapnet_cli.errors import MapnetError
 from mapnet_cli.masking.uniform import sequence_keys
 from mapnet_cli.settings import MaskingSettings, resolve
 from mapnet_cli.train import (DataOrder, Run, build_eval_set, make_batch, pretrain, rank_micro_slots, train_step)
+from mapnet_cli.train.batches import pieces
 from tiny_shards import SPECIAL_IDS, write_tiny_shards
 
-TINY = ["model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8", "train.steps=20",
+# The paper's recipe: these tests are about the loop's mechanics, calibrated on it (the recipes have their own).
+TINY = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8", "train.steps=20",
         "train.eval_every=10", "train.eval_sequences=16", "train.checkpoint_every=10", "optim.warmup_steps=3",
         "optim.lr=3e-3", "logging.log_every=5", "logging.progress=false"]
 
@@ -118,6 +120,53 @@ def test_accumulation_gives_the_gradient_of_one_big_batch(shards, tmp_path):
     assert st1.loss == pytest.approx(torch.stack(per_seq).mean().item(), rel=1e-5)
 
 
+def test_pieces_cut_each_sequence_in_order_and_number_their_slots():
+    ids = np.arange(2 * 8, dtype=np.uint16).reshape(2, 8)
+    cut, slots = pieces(ids, [5, 6], 4, batch_size=8)
+    assert cut.tolist() == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9], [10, 11], [12, 13], [14, 15]]
+    assert slots == [5, 13, 21, 29, 6, 14, 22, 30]
+    every = pieces(np.zeros((8, 8), np.uint16), range(8), 4, batch_size=8)[1]
+    assert sorted(every) == list(range(32))  # unique over the global batch
+    # Stratified copies of one sequence sit in consecutive slots: each piece keeps them in one group.
+    assert all((j * 8 + 2 * q) // 2 == (j * 8 + 2 * q + 1) // 2 for j in range(4) for q in range(4))
+    with pytest.raises(ValueError, match="equal pieces"):
+        pieces(ids, [5, 6], 3, batch_size=8)
+
+
+def test_short_seq_warm_up_trains_on_pieces_then_on_whole_sequences(shards, tmp_path):
+    s = tiny_settings("train.short_seq_len=8", "train.short_seq_steps=3", "train.micro_batch_size=3")
+    run = Run(s, shards, tmp_path / "run", distributed.DistInfo(), False, [])
+    during, after = run.batches(2), run.batches(3)
+    assert [tuple(b.targets.shape) for b in during] == [(12, 8), (12, 8), (8, 8)]  # 3 + 3 + 2 sequences, 4 pieces each
+    assert [tuple(b.targets.shape) for b in after] == [(3, 32), (3, 32), (2, 32)]
+    # The same tokens: the pieces of step 2 are its sequences cut up, in order.
+    whole = Run(tiny_settings(), shards, tmp_path / "whole", distributed.DistInfo(), False, []).batches(2)
+    assert torch.equal(torch.cat([b.targets for b in during]).reshape(8, 32), torch.cat([b.targets for b in whole]))
+    assert all(b.mask.sum(1).min() >= 1 for b in during)  # every piece has a question
+    for bad, message in ((["train.short_seq_len=12", "train.short_seq_steps=3"], "must divide"),
+                         (["train.short_seq_len=32", "train.short_seq_steps=3"], "at least two pieces")):
+        with pytest.raises(MapnetError, match=message):
+            Run(tiny_settings(*bad), shards, tmp_path / "bad", distributed.DistInfo(), False, [])
+    with pytest.raises(MapnetError, match="needs train.short_seq_steps"):
+        tiny_settings("train.short_seq_len=8")
+
+
+@pytest.mark.slow
+def test_resume_in_the_middle_of_the_short_seq_warm_up_continues_exactly(shards, tmp_path):
+    s = tiny_settings("train.short_seq_len=8", "train.short_seq_steps=14")
+    straight = pretrain(s, shards, tmp_path / "a")
+    pretrain(s, shards, tmp_path / "b", stop_at=10)
+    resumed = pretrain(s, shards, tmp_path / "b", resume=True)
+    wa, wb = weights(straight), weights(resumed)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    la, lb = metrics(tmp_path / "a"), metrics(tmp_path / "b")
+    assert [r["loss"] for r in la] == [r["loss"] for r in lb]
+    # Each 8-token piece masks round(0.15 x its ~7 eligible tokens) = 1, a 32-token sequence 5: the count
+    # per step shows which steps trained on pieces.
+    masked = {r["step"]: r["masked_tokens"] for r in la}
+    assert masked[5] == masked[10] == 8 * 4 and masked[15] == masked[20] == 8 * 5
+
+
 # ---------------------------------------------------------------- a whole run
 @pytest.mark.slow
 def test_pretrain_learns_logs_evaluates_and_keeps_checkpoints(shards, tmp_path):
@@ -201,6 +250,18 @@ def test_eval_set_is_fixed_by_eval_seed_only(shards):
     assert np.array_equal(spread.ids, valid.take(np.array([0, 8, 15, 23])))  # both ends and evenly between
 
 
+def test_eval_replace_mask_asks_the_same_positions_with_mask_everywhere(shards):
+    valid = ShardReader(shards, "valid", verify="size")
+    plain = build_eval_set(valid, 24, 1234, MaskingSettings(), replace="mask")
+    bert = build_eval_set(valid, 24, 1234, MaskingSettings(), replace="bert")
+    assert torch.equal(plain.mask, bert.mask) and plain.sha256 != bert.sha256
+    assert (plain.inputs[plain.mask] == SPECIAL_IDS["mask"]).all()
+    assert torch.equal(plain.inputs[~plain.mask], torch.from_numpy(plain.ids.astype(np.int64))[~plain.mask])
+    kept = bert.inputs[bert.mask] != SPECIAL_IDS["mask"]
+    assert 0 < kept.float().mean() < 0.35  # 80/10/10: about a fifth left unchanged or random
+    assert tiny_settings().train.eval_replace == "mask"
+
+
 def test_extra_eval_sets_are_evaluated_beside_the_main_one(shards, tmp_path):
     # The training shards' own validation split as an extra set must give the main numbers exactly;
     # a second folder with other sequences (same tokenizer) must give other numbers.
@@ -232,7 +293,8 @@ def test_the_unigram_plateau_is_recorded_once_and_printed_beside_every_held_out_
     log_p = unigram_log_probs(ShardReader(shards, "train"))
     s = tiny_settings()
     for key, folder in (("eval_unigram", shards), ("eval_unigram@other", other)):
-        data = build_eval_set(ShardReader(folder, "valid"), s.train.eval_sequences, s.train.eval_seed, s.masking)
+        data = build_eval_set(ShardReader(folder, "valid"), s.train.eval_sequences, s.train.eval_seed, s.masking,
+                              replace=s.train.eval_replace)
         assert unigram[0][key] == pytest.approx(-log_p[data.ids[data.mask.numpy()]].mean(), rel=1e-12)
     assert unigram[0]["train_entropy"] == pytest.approx(entropy(log_p))
     assert f"training tokens' entropy {unigram[0]['train_entropy']:.3f} nats" in res.output

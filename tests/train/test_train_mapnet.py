@@ -21,7 +21,7 @@ from gloo import pretrain_two_processes
 from tiny_shards import write_tiny_shards
 
 # Tiny encoder (2 layers, H=128) and MAP-Net (2 layers, H=64), 64-token sequences.
-BASE = ["model.max_position=64", "shard.max_seq_len=64", "train.batch_size=8", "train.eval_sequences=8",
+BASE = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=64", "train.batch_size=8", "train.eval_sequences=8",
         "train.eval_every=0", "train.checkpoint_every=0", "optim.warmup_steps=3", "optim.lr=3e-3",
         "logging.log_every=2", "logging.progress=false", "train.device=cpu"]
 ALWAYS = ["p_uniform", "uniform_fraction", "entropy", "ess", "weight", "map_objective"]  # defined at every step
@@ -43,7 +43,7 @@ def tiny_shards(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def cli_run(synthetic_shards, tmp_path_factory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("cli") / "run"
-    args = ["pretrain", str(synthetic_shards), "--out", str(out), "--preset", "tiny", "--steps", "8",
+    args = ["pretrain", str(synthetic_shards), "--out", str(out), "--preset", "tiny", "--recipe", "paper", "--steps", "8",
             "--masking", "mapnet", "--importance", "unclipped", *[a for kv in BASE for a in ("--set", kv)],
             "--set", "masking.explore_steps=4", "--set", "train.eval_every=4"]
     result = CliRunner().invoke(app, args)
@@ -204,7 +204,7 @@ def test_proposal_moves_mass_off_determined_tokens(synthetic_shards, tmp_path):
 @pytest.mark.slow
 def test_variance_every_records_the_decomposition_during_training(synthetic_shards, tmp_path):
     out = tmp_path / "run"
-    args = ["pretrain", str(synthetic_shards), "--out", str(out), "--preset", "tiny", "--steps", "4",
+    args = ["pretrain", str(synthetic_shards), "--out", str(out), "--preset", "tiny", "--recipe", "paper", "--steps", "4",
             "--masking", "mapnet", "--variance-every", "2", *[a for kv in BASE for a in ("--set", kv)],
             "--set", "variance.snapshot_sentences=3", "--set", "variance.snapshot_masks=2",
             "--set", "variance.snapshot_project_dim=256"]

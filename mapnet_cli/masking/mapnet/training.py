@@ -42,7 +42,7 @@ import torch
 
 from ... import distributed
 from ...errors import MapnetError
-from ..uniform import SequenceRNG
+from ..uniform import SequenceRNG, piece_slots
 from ..strategy import MicroBatch, batch_tensors
 from .objective import MapnetJoint, map_training_sequences
 from .proposal import ProposalConfig, ProposalNetwork
@@ -57,7 +57,7 @@ class MapnetTraining:
 
     def __init__(self, settings, model: torch.nn.Module, data, info: distributed.DistInfo):
         self.settings, self.model, self.info = settings, model, info
-        self.special_ids, self.vocab_size = data.special_ids, data.vocab_size
+        self.special_ids, self.vocab_size, self.seq_len = data.special_ids, data.vocab_size, data.max_seq_len
         self.proposal_cfg = ProposalConfig.from_settings(settings.model, settings.masking)
         self.proposal = ProposalNetwork(self.proposal_cfg, model.encoder.tok_embeddings).to(info.device)
         self.net = MapnetJoint(model, self.proposal)  # what DDP wraps: one all-reduce for both networks
@@ -103,7 +103,8 @@ class MapnetTraining:
         """The `train_step` loss of optimizer step `step`: (loss to backpropagate, sum of l_s, masked count)."""
         s, t = self.settings, self.settings.train
         # Counted over the whole global batch from the seeded coins: every rank gets the same M with no collective.
-        m = map_training_sequences(step, t.steps, t.seed, range(t.batch_size), s.masking)
+        pieces = t.pieces_per_sequence(step, self.seq_len)  # the sequence-length warm-up's pieces are the sequences
+        m = map_training_sequences(step, t.steps, t.seed, piece_slots(range(t.batch_size), pieces, t.batch_size), s.masking)
         map_scale = self.info.world_size / max(m, 1)
 
         def mapnet_loss(ddp, batch, scale: float):

@@ -16,7 +16,7 @@ from mapnet_cli.settings import resolve
 from mapnet_cli.train import pretrain
 from tiny_shards import write_tiny_shards
 
-BASE = ["model.max_position=64", "shard.max_seq_len=64", "train.batch_size=8", "train.eval_sequences=8",
+BASE = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=64", "train.batch_size=8", "train.eval_sequences=8",
         "train.eval_every=0", "train.checkpoint_every=0", "optim.warmup_steps=3", "optim.lr=3e-3",
         "logging.log_every=2", "logging.progress=false", "train.device=cpu"]
 HT = ["masking.strategy=mapnet", "masking.importance=ht", "masking.mix_uniform=0.5", "masking.explore_start=0",
@@ -136,7 +136,7 @@ def test_resume_refuses_a_changed_map_lr_or_proposal_target(tmp_path):
     from mapnet_cli.errors import MapnetError
 
     shards = write_tiny_shards(tmp_path / "shards", train=32, valid=8, seq_len=64)
-    base = ["pretrain", str(shards), "--out", str(tmp_path / "run"), "--preset", "tiny", "--steps", "2",
+    base = ["pretrain", str(shards), "--out", str(tmp_path / "run"), "--preset", "tiny", "--recipe", "paper", "--steps", "2",
             *[a for kv in [*BASE, *HT, "masking.proposal_target=gradnorm"] for a in ("--set", kv)]]
     runner = CliRunner()
     assert runner.invoke(app, base).exit_code == 0

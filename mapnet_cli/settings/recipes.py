@@ -1,0 +1,81 @@
+"""Training recipes: named layers of optimisation and architecture settings, resolved like model presets.
+
+    mapnet pretrain shards/ --out runs/tiny --preset tiny                  # tiny ... small: the `fast` recipe
+    mapnet pretrain shards/ --out runs/tiny --preset tiny --recipe paper   # the paper's settings, exactly
+    mapnet config show --preset mini --recipe fast                         # what a recipe sets
+
+Resolution: defaults < model preset < recipe < fine-tuning protocol < config files < flags < --set,
+so a recipe is a starting point that any key can still change. Without `--recipe` (`train.recipe`) a
+model preset brings its own: `fast` for the sub-base sizes (tiny, mini, small), `paper` for medium and
+base. A run that continues an earlier one (`--resume`, `--init-from`) takes no recipe unless one is
+named, and never a recipe's architecture (`model.norm`): the weights decide that.
+
+- `paper`: the MAP-Net paper's pretraining table, which is what the settings defaults are: post-LN
+  BERT, dropout 0.1, AdamW (0.9, 0.98), eps 1e-6, weight decay 0.01, peak LR 1e-4 after 10k warm-up
+  steps, linear decay, no gradient clipping. The paper's arm is compared under these values.
+- `fast`: mapnet's recipe for leaving the MLM unigram plateau early on a small budget, each part
+  measured on real text on a 2-core CPU (docs/RESULTS.md, section 0, "Does the trainer learn?"):
+  a sequence-length warm-up (the first steps on 16-token pieces, `train/batches.py` says why) — the
+  part without which nothing else here leaves the plateau in a CPU budget; pre-LN with a final
+  LayerNorm; no dropout (as Cramming); Adam eps 1e-12, because eps 1e-6 swamps the tiny gradients
+  of attention weights while attention is still uniform; a wider initialisation (std 0.05 instead of
+  0.02 at these widths, so the query-key products that must break attention's symmetry do not start
+  near zero); gradient clipping at 1.0; a higher peak learning rate after a short warm-up. The values
+  for medium and base follow the same rules but are not measured (no GPU run has tried them yet).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import MapnetError
+
+# Per model preset: (peak LR, warm-up steps, init std, steps on 16-token pieces). tiny and mini are
+# measured (RESULTS 0); small, medium and base extrapolate them (LR and init toward BERT's as width grows).
+FAST_BY_PRESET: dict[str, tuple[float, int, float, int]] = {
+    "tiny": (2e-3, 300, 0.05, 500),
+    "mini": (2e-3, 300, 0.05, 500),
+    "small": (7e-4, 500, 0.03, 1000),
+    "medium": (5e-4, 1000, 0.02, 2000),
+    "base": (3e-4, 2000, 0.02, 4000),
+    "custom": (5e-4, 1000, 0.02, 2000),
+}
+SHORT_SEQ_LEN = 16
+
+
+def _paper(preset: str) -> dict[str, dict[str, Any]]:
+    return {}  # the settings defaults are the paper's
+
+
+def _fast(preset: str) -> dict[str, dict[str, Any]]:
+    lr, warmup, init_std, short_steps = FAST_BY_PRESET.get(preset, FAST_BY_PRESET["custom"])
+    return {"model": {"norm": "pre", "dropout": 0.0, "attention_dropout": 0.0, "init_std": init_std},
+            "optim": {"lr": lr, "warmup_steps": warmup, "eps": 1e-12, "grad_clip": 1.0},
+            "train": {"short_seq_len": SHORT_SEQ_LEN, "short_seq_steps": short_steps}}
+
+
+RECIPES = {"paper": _paper, "fast": _fast}
+SUB_BASE = ("tiny", "mini", "small")
+ARCHITECTURE = {"model": ("norm",)}  # what a recipe never changes over existing weights
+
+
+def default_recipe(preset: str | None) -> str:
+    """The recipe a model preset brings when none is named."""
+    return "fast" if preset in SUB_BASE else "paper"
+
+
+def recipe_layer(name: str, preset: str | None, keep_architecture: bool = False) -> dict[str, dict[str, Any]]:
+    """The settings recipe `name` sets for model preset `preset`, as {section: {key: value}} (and
+    train.recipe, so a run records which one it got). `keep_architecture`: leave model.norm out."""
+    if name not in RECIPES:
+        raise MapnetError(f"unknown recipe {name!r} (choose from {', '.join(RECIPES)})")
+    layer = RECIPES[name](preset or "custom")
+    if keep_architecture:
+        layer = {sec: {k: v for k, v in values.items() if k not in ARCHITECTURE.get(sec, ())}
+                 for sec, values in layer.items()}
+    train = dict(layer.get("train", {}))
+    train["recipe"] = name
+    return {**layer, "train": train}
+
+
+__all__ = ["RECIPES", "FAST_BY_PRESET", "SUB_BASE", "default_recipe", "recipe_layer"]
