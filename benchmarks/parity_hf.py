@@ -6,6 +6,7 @@
     uv run python benchmarks/parity_hf.py SHARDS --out runs/parity/mini --preset mini --batch 128 \\
         --steps 6000 --lr 1.5e-3 --warmup 600 --grad-clip 1.0 --device cuda        # the GPU table of RESULTS 0
     uv run python benchmarks/parity_hf.py --table runs/parity/tiny/parity.json         # print a finished run again
+    uv run python benchmarks/parity_hf.py --table runs/parity/s0/parity.json runs/parity/s1/parity.json  # seeds run apart
     uv run python benchmarks/parity_hf.py SHARDS --out runs/parity/tiny-fix --arms mapnet \
         --reference runs/parity/tiny/parity.json --set ...  # a mapnet change against the same reference curves
 
@@ -271,6 +272,21 @@ def report_point(arm: str, seed: int, point: dict) -> None:
     print(f"[{arm} seed {seed}] step {point['step']:>6}  {losses}  ({point['elapsed']:.0f} s)", flush=True)
 
 
+def merged(results: list[dict]) -> dict:
+    """One result from several parity.json files with the same reference settings (their runs together)."""
+    keys = {json.dumps(r["reference_key"], sort_keys=True) for r in results}
+    if len(keys) > 1:
+        sys.exit("error: these parity.json files were run with different settings")
+    seen = {(r["arm"], r["seed"]) for r in results[0]["runs"]}
+    out = dict(results[0], runs=list(results[0]["runs"]))
+    for other in results[1:]:
+        for run in other["runs"]:
+            if (run["arm"], run["seed"]) not in seen:
+                out["runs"].append(run)
+                seen.add((run["arm"], run["seed"]))
+    return out
+
+
 def table(result: dict, after: int) -> str:
     """Per set: mean curves, mapnet - hf per seed, and the largest difference after `after` steps."""
     runs, lines = result["runs"], []
@@ -322,10 +338,11 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--same-init", action="store_true", help="the hf arm starts from mapnet's initial weights")
     ap.add_argument("--reference", type=Path, help="take the hf curves from this earlier parity.json (same settings)")
     ap.add_argument("--overwrite", action="store_true")
-    ap.add_argument("--table", type=Path, help="print the tables of a finished parity.json and exit")
+    ap.add_argument("--table", type=Path, nargs="+", help="print the tables of finished parity.json files (runs with "
+                    "the same settings, e.g. one seed each, are merged) and exit")
     args = ap.parse_args(argv)
     if args.table:
-        print(table(json.loads(args.table.read_text()), args.after))
+        print(table(merged([json.loads(p.read_text()) for p in args.table]), args.after))
         return
     if args.shards is None or args.out is None:
         ap.error("SHARDS and --out are required")
