@@ -40,6 +40,7 @@ if [[ $SIZE == tiny ]]; then
     ARMS=(
         [fast-s0]="1500 0 --recipe fast"
         [fast-s1]="1500 1 --recipe fast"
+        [fast-1000]="1000 0 --recipe fast"  # the ablations' baseline: the same 1,000-step schedule
         [fast-postln]="1000 0 --recipe fast --set model.norm=post"
         [fast-no-warmup-pieces]="1000 0 --recipe fast --set train.short_seq_len=0 --set train.short_seq_steps=0"
         [fast-dropout]="1000 0 --recipe fast --set model.dropout=0.1 --set model.attention_dropout=0.1"
