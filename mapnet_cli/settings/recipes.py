@@ -13,15 +13,17 @@ named, and never a recipe's architecture (`model.norm`): the weights decide that
 - `paper`: the MAP-Net paper's pretraining table, which is what the settings defaults are: post-LN
   BERT, dropout 0.1, AdamW (0.9, 0.98), eps 1e-6, weight decay 0.01, peak LR 1e-4 after 10k warm-up
   steps, linear decay, no gradient clipping. The paper's arm is compared under these values.
-- `fast`: mapnet's recipe for leaving the MLM unigram plateau early on a small budget, each part
-  measured on real text on a 2-core CPU (docs/RESULTS.md, section 0, "Does the trainer learn?"):
+- `fast`: mapnet's recipe for leaving the MLM unigram plateau early on a small budget, measured on
+  real text on a 2-core CPU (docs/RESULTS.md, section 0, "Does the trainer learn?"; 0c ablates the
+  warm-up, pre-LN, dropout, clipping and the LR; eps and the init std are exploratory choices):
   a sequence-length warm-up (the first steps on 16-token pieces, `train/batches.py` says why) — the
   part without which nothing else here leaves the plateau in a CPU budget; pre-LN with a final
   LayerNorm; no dropout (as Cramming); Adam eps 1e-12, because eps 1e-6 swamps the tiny gradients
   of attention weights while attention is still uniform; a wider initialisation (std 0.05 instead of
   0.02 at these widths, so the query-key products that must break attention's symmetry do not start
-  near zero); gradient clipping at 1.0; a higher peak learning rate after a short warm-up. The values
-  for medium and base follow the same rules but are not measured (no GPU run has tried them yet).
+  near zero); gradient clipping at 1.0 (no measured effect at tiny, kept as a guard for the higher
+  rate); a higher peak learning rate after a short warm-up. The values for small, medium and base
+  follow the same rules but are not measured (no GPU run has tried them yet).
 """
 
 from __future__ import annotations
