@@ -32,11 +32,13 @@ import numpy as np
 import torch
 
 from mapnet_cli import distributed
+from mapnet_cli.masking.strategy import to_device
 from mapnet_cli.masking.uniform import sequence_keys
 from mapnet_cli.model.bert import BertConfig, BertForMLM, flops_per_token
 from mapnet_cli.train.optim import build_optimizer
 from mapnet_cli.settings import MaskingSettings, OptimSettings, preset
 from mapnet_cli.train import make_batch, train_step
+from mapnet_cli.train.loop import HOST
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 SPECIAL_IDS = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
@@ -67,9 +69,10 @@ class MapnetArm:
 
     def step(self, ids: np.ndarray) -> None:
         keys = sequence_keys(0, self.step_no, range(len(ids)))
-        batch = make_batch(ids, keys, SPECIAL_IDS, self.cfg.vocab_size, MaskingSettings(), self.device)
+        # As the loop: masks drawn on the host, sent with their positions; a step between logging steps (no read).
+        batch = to_device(make_batch(ids, keys, SPECIAL_IDS, self.cfg.vocab_size, MaskingSettings(), HOST), self.device)
         train_step(self.model, self.optimizer, self.scheduler, [batch], scale=1 / len(ids), grad_clip=0.0,
-                   autocast=self.autocast, info=self.info, batch_size=len(ids))
+                   autocast=self.autocast, info=self.info, batch_size=len(ids), read=False)
         self.step_no += 1
 
     def flops_per_token(self, seq_len: int) -> float:

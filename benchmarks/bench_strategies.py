@@ -7,7 +7,8 @@
 Each arm is built through `train.training_strategy` with the settings `mapnet compare` gives
 it, and timed through `train.train_step` exactly as the loop runs it: the strategy's micro-batch
 (masks, weights), forward, backward, AdamW (and MAP-Net, and the learnability reference update).
-Logging-step statistics are off (the loop collects them every `logging.log_every` steps only).
+Logging-step statistics are off and nothing is read back (the loop does both every `logging.log_every`
+steps only).
 The arms run round-robin, step by step, on the same batches, so drift in a shared machine's load
 hits all of them alike; run it on an otherwise idle machine (the load average is printed).
 Prints the median step time of each arm and its ratio to uniform. `mapnet-ht-1layer` is the HT
@@ -27,11 +28,13 @@ import numpy as np
 import torch
 
 from mapnet_cli import compare, distributed
+from mapnet_cli.masking.strategy import to_device
 from mapnet_cli.masking.uniform import TRAIN_MASKS, sequence_keys
 from mapnet_cli.model.bert import BertConfig, BertForMLM
 from mapnet_cli.train.optim import build_optimizer, build_scheduler
 from mapnet_cli.settings import apply, preset
 from mapnet_cli.train import rank_micro_slots, train_step, training_strategy
+from mapnet_cli.train.loop import HOST
 from mapnet_cli.train.step import precision_context
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
@@ -48,7 +51,7 @@ class RandomCorpus:
         p = 1.0 / ranks
         self.ids = 5 + rng.choice(len(ranks), size=(sequences, seq_len), p=p / p.sum())
         self.ids[:, 0] = SPECIAL["cls"]
-        self.vocab_size, self.special_ids, self.token_kinds = vocab, SPECIAL, None
+        self.vocab_size, self.special_ids, self.token_kinds, self.max_seq_len = vocab, SPECIAL, None, seq_len
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -86,11 +89,11 @@ def one_step(run, step: int, data: RandomCorpus, info) -> None:
     batches = []
     for slots in rank_micro_slots(t.batch_size, 1, 0, t.batch_size):
         keys = sequence_keys(t.seed, step, slots, TRAIN_MASKS)
-        batches.append(strategy.micro_batch(data.take(indices[[x // strategy.copies for x in slots]]), step, slots,
-                                            keys, info.device))
+        batch = strategy.micro_batch(data.take(indices[[x // strategy.copies for x in slots]]), step, slots, keys, HOST)
+        batches.append(to_device(batch, info.device))  # as the loop: drawn on the host, sent with its positions
     train_step(strategy.net, run.optimizer, run.scheduler, batches, scale=1 / t.batch_size, grad_clip=0.0,
                autocast=precision_context("auto", info.device), info=info, batch_size=t.batch_size,
-               loss_fn=strategy.loss_fn(step, with_stats=False))
+               loss_fn=strategy.loss_fn(step, with_stats=False), read=False)
     strategy.after_step()
 
 

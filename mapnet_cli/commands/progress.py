@@ -58,7 +58,7 @@ class PlainProgress:
         if self.start is None:  # from the end of the first step: its warm-up (allocation, compilation) is no rate
             self.start = (t, step)
         final = step == total
-        if not final and step % self.log_every:
+        if data["tokens_per_s"] is None or (not final and step % self.log_every):  # None: a step not read back
             return
         if not final and self.every_s and self.last_line is not None and t - self.last_line < self.every_s:
             return
@@ -123,8 +123,11 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
 
         def report(kind: str, data: dict) -> None:
             if kind == "step":
-                stats = f"loss {data['loss']:.4f}  lr {data['lr']:.2e}  {data['tokens_per_s']:,.0f} tok/s"
-                bar.update(task, completed=data["step"], stats=stats)
+                if data["tokens_per_s"] is None:  # a step the loop did not read back (between logging steps)
+                    bar.update(task, completed=data["step"])
+                else:
+                    stats = f"loss {data['loss']:.4f}  lr {data['lr']:.2e}  {data['tokens_per_s']:,.0f} tok/s"
+                    bar.update(task, completed=data["step"], stats=stats)
                 if not show_bar:
                     plain.step(data)
             elif kind == "unigram":

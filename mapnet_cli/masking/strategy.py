@@ -21,7 +21,7 @@ Randomness: masks come from per-sequence streams keyed by (seed, step, global sl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, Sequence
 
 import numpy as np
@@ -43,6 +43,37 @@ class MicroBatch:
     slots: range | None = None            # the rows' global batch slots (key MAP-Net's exploration coins)
     keys: Sequence[int] | None = None     # the rows' mask-stream keys (MAP-Net draws its masks from them)
     weights: torch.Tensor | None = None   # (b, T) float loss weight of each masked position; None = all 1
+    positions: torch.Tensor | None = None  # (N,) flat row-major indices of `mask`, computed on the host (`to_device`)
+    width: int | None = None              # the most masked positions in one row (the last block's query grid)
+
+
+def to_device(batch: MicroBatch, device: torch.device) -> MicroBatch:
+    """A micro-batch drawn on the host, with its masked positions and query width worked out there
+    (so the step never reads them back from the device), copied to `device` without blocking.
+
+    Why on the host: the training step's only device-to-host reads would otherwise be the masks'
+    `nonzero` and the widest row of the last block's query grid (`model.bert.query_layout`), each a
+    stall that empties an accelerator's queue once per micro-batch. Drawing a 128 x 128 batch's masks
+    costs the host well under a millisecond, and with nothing read back the host prepares the next
+    step's batch while the device still runs this one. Pinned memory makes the copies asynchronous.
+    """
+    if batch.mask is not None and batch.positions is None:
+        if batch.mask.device.type != "cpu":
+            raise ValueError("to_device takes a batch drawn on the host")
+        batch.positions = batch.mask.flatten().nonzero().squeeze(1)
+        batch.width = int(batch.mask.sum(1).max()) if batch.mask.numel() else 0
+    if device.type == "cpu":
+        return batch
+    pin = device.type == "cuda"
+
+    def move(t: torch.Tensor | None) -> torch.Tensor | None:
+        if t is None or t.device == device:
+            return t
+        return (t.pin_memory() if pin else t).to(device, non_blocking=True)
+
+    return replace(batch, inputs=move(batch.inputs), targets=move(batch.targets), mask=move(batch.mask),
+                   attention_mask=move(batch.attention_mask), weights=move(batch.weights),
+                   positions=move(batch.positions))
 
 
 def mlm_loss(model, batch: MicroBatch, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -51,10 +82,14 @@ def mlm_loss(model, batch: MicroBatch, scale: float) -> tuple[torch.Tensor, torc
     With per-position weights the sequence's loss is sum_{i in S} w_i l_i / K; the
     logged sum stays unweighted, so it compares across strategies.
     """
-    out = model(batch.inputs, batch.attention_mask, batch.mask, targets=batch.targets)
+    if batch.positions is not None:  # worked out on the host: nothing is read back from the device
+        out = model(batch.inputs, batch.attention_mask, batch.positions, targets=batch.targets, width=batch.width)
+    else:
+        out = model(batch.inputs, batch.attention_mask, batch.mask, targets=batch.targets)
     seq = out.sequence_losses
     if batch.weights is not None:
-        seq = designs.weighted_sequence_losses(out.token_losses, out.rows, batch.weights[batch.mask], batch.mask.sum(1))
+        at = batch.weights.flatten().index_select(0, batch.positions) if batch.positions is not None else batch.weights[batch.mask]
+        seq = designs.weighted_sequence_losses(out.token_losses, out.rows, at, batch.mask.sum(1))
     return seq.sum() * scale, out.sequence_losses.detach().sum(), batch.mask.sum()
 
 
@@ -240,5 +275,5 @@ class FrequencyTraining(UniformTraining):
         return MicroBatch(inputs, targets, mask, attn, tokens, slots=slots, keys=list(keys), weights=weights)
 
 
-__all__ = ["MicroBatch", "mlm_loss", "Strategy", "UniformTraining", "StratifiedTraining", "FrequencyTraining",
+__all__ = ["MicroBatch", "to_device", "mlm_loss", "Strategy", "UniformTraining", "StratifiedTraining", "FrequencyTraining",
            "strata_of", "stratified_masks", "frequency_masks"]

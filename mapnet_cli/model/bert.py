@@ -84,12 +84,15 @@ class QueryLayout(NamedTuple):
     width: int          # the most masked positions in any one sequence
 
 
-def query_layout(flat: torch.Tensor, B: int, T: int) -> QueryLayout:
+def query_layout(flat: torch.Tensor, B: int, T: int, width: int | None = None) -> QueryLayout:
     """The query grid for flat indices into B*T, grouped by sequence in order
     (what a (B, T) bool mask's `nonzero` gives; order within a sequence is free).
 
     `width` needs the widest row on the host: a device sync, which also checks
-    the grouping (interleaved sequences would silently share query slots).
+    the grouping (interleaved sequences would silently share query slots) —
+    unless the caller knows it already: a training batch whose masks were drawn
+    on the host passes its width and its row-major positions (`MicroBatch`), and
+    the step reads nothing back from the device.
     `Encoder` computes the layout before its first block, next to the sync
     `nonzero` already made, rather than after the other blocks are queued on a
     GPU. Traced whole by torch.compile (`torch.compile(model)`), the grid pads
@@ -105,6 +108,8 @@ def query_layout(flat: torch.Tensor, B: int, T: int) -> QueryLayout:
     slot = torch.arange(N, device=flat.device) - (counts.cumsum(0) - counts).index_select(0, rows)
     if torch.compiler.is_compiling():
         return QueryLayout(rows, slot, T)
+    if width is not None:
+        return QueryLayout(rows, slot, width)
     if N == 0:
         return QueryLayout(rows, slot, 0)
     width, interleaved = torch.stack([counts.max(), (rows.diff() < 0).any().to(counts.dtype)]).tolist()
@@ -223,10 +228,11 @@ class Encoder(nn.Module):
         self.final_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps) if cfg.norm == "pre" else None
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                at: torch.Tensor | None = None) -> torch.Tensor:
+                at: torch.Tensor | None = None, width: int | None = None) -> torch.Tensor:
         """input_ids (B, T) -> hidden states (B, T, H); with `at` (flat indices
         into B*T, grouped by sequence) the last layer's states at those positions
         only, (N, H) — what an MLM loss needs, for less work (`Block.forward_at`).
+        `width`: the most positions of `at` in one sequence, when the caller knows it (no device read).
 
         `attention_mask`: (B, T) with 1/True for real tokens (keys that may be
         attended), a ready bool mask broadcastable to (B, heads, T, T), or None.
@@ -234,7 +240,7 @@ class Encoder(nn.Module):
         B, T = input_ids.shape
         if T > self.cfg.max_position:
             raise ValueError(f"sequence length {T} exceeds max_position {self.cfg.max_position}")
-        layout = query_layout(at, B, T) if at is not None and len(self.blocks) else None  # before any block is queued
+        layout = query_layout(at, B, T, width) if at is not None and len(self.blocks) else None  # before any block is queued
         x = self.tok_embeddings(input_ids) + self.pos_embeddings.weight[:T]
         x = self.emb_dropout(self.emb_norm(x))
         mask = attention_mask
@@ -298,17 +304,19 @@ class BertForMLM(nn.Module):
             nn.init.zeros_(module.bias)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                positions: torch.Tensor | None = None, targets: torch.Tensor | None = None):
+                positions: torch.Tensor | None = None, targets: torch.Tensor | None = None,
+                width: int | None = None):
         """Logits (N, V) at `positions` — a (B, T) bool mask, or flat indices
         into B*T grouped by sequence in order — or (B, T, V) everywhere when
         `positions` is None (slow; for inspection and the export check). The
         last block and the head run only at `positions`. With `targets` (the original ids,
         (B, T)) it returns the `MLMOutput` losses instead; going through
-        forward keeps DistributedDataParallel's hooks in the path."""
+        forward keeps DistributedDataParallel's hooks in the path. `width` (flat `positions` only):
+        the most positions in one sequence, known on the host, so nothing is read back from the device."""
         if positions is None:
             return self.head(self.encoder(input_ids, attention_mask), self.encoder.tok_embeddings.weight)
         flat = positions.flatten().nonzero().squeeze(1) if positions.dtype == torch.bool else positions
-        logits = self.head(self.encoder(input_ids, attention_mask, at=flat), self.encoder.tok_embeddings.weight)
+        logits = self.head(self.encoder(input_ids, attention_mask, at=flat, width=width), self.encoder.tok_embeddings.weight)
         if targets is None:
             return logits
         B, T = input_ids.shape

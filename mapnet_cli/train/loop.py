@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
+from torch.profiler import record_function
 
 from .. import distributed
 from ..data.unigram import entropy, unigram_log_probs
 from ..errors import MapnetError
-from ..masking.strategy import MicroBatch
+from ..masking.strategy import MicroBatch, to_device
 from ..masking.uniform import DROPOUT, TRAIN_MASKS, mix_seed, sequence_keys
 from ..model import checkpoint
 from ..model.bert import BertConfig
@@ -44,6 +45,7 @@ from .run_loader import load_run
 from .step import NonFiniteLoss, precision_context, train_step
 from .strategies import training_strategy
 
+HOST = torch.device("cpu")  # where every strategy draws its masks (`to_device` says why)
 Report = Callable[[str, dict], None]
 # (bare model, MAP-Net or None, validation ShardReader, settings, step) -> a metrics record
 VarianceSnapshot = Callable[..., dict]
@@ -178,14 +180,19 @@ class Run:
         return self.settings.train.batch_size // self.strategy.copies
 
     def batches(self, step: int) -> list[MicroBatch]:
+        """This rank's micro-batches of `step`, masked on the host and sent to the device (`to_device`)."""
         t = self.settings.train
         indices = self.order.take(self.position, self.sequences_per_step)
         out = []
         for slots in rank_micro_slots(t.batch_size, self.info.world_size, self.info.rank, self.micro):
-            ids = self.data.take(indices[[s // self.strategy.copies for s in slots]])
-            ids, slots = pieces(ids, slots, self.pieces_per_sequence(step), t.batch_size)
+            with record_function("mapnet.data"):
+                ids = self.data.take(indices[[s // self.strategy.copies for s in slots]])
+                ids, slots = pieces(ids, slots, self.pieces_per_sequence(step), t.batch_size)
             keys = sequence_keys(t.seed, step, slots, TRAIN_MASKS)
-            out.append(self.strategy.micro_batch(ids, step, slots, keys, self.info.device))
+            with record_function("mapnet.masks"):
+                batch = self.strategy.micro_batch(ids, step, slots, keys, HOST)
+            with record_function("mapnet.to_device"):
+                out.append(to_device(batch, self.info.device))
         return out
 
     def save(self) -> Path | None:
@@ -230,6 +237,15 @@ class Run:
                                       self.step)
         self.metrics.write({"kind": "variance", **snap})
 
+    def _reads_before(self, step: int, end: int) -> bool:
+        """Whether something after optimizer step `step` looks at the weights (an evaluation, a variance
+        snapshot, a checkpoint): that step is read, so nothing is evaluated or saved after an unseen
+        non-finite step."""
+        t, every_variance = self.settings.train, self.settings.variance.every
+        return bool((t.eval_every and step % t.eval_every == 0) or step == t.steps
+                    or (every_variance and step % every_variance == 0)
+                    or (t.checkpoint_every and step % t.checkpoint_every == 0) or step in t.keep_steps or step == end)
+
     def train(self, stop_at: int | None, report: Report) -> Path:
         t, lg = self.settings.train, self.settings.logging
         end = min(t.steps, stop_at or t.steps)
@@ -246,31 +262,41 @@ class Run:
             self._log_eval(report)  # the starting point: steps-to-target and loss curves need step 0
             if every_variance:
                 self._log_variance()
-        window_tokens, window_time = 0, 0.0
+        window_tokens, window_time = 0, 0.0  # this rank's tokens and the time since the last logged step
+        # The first step since the last read whose loss or gradient norm was not finite (0: none), kept on
+        # the device: reading it every step would stall the device's queue every step (`train_step`).
+        first_bad = torch.zeros((), dtype=torch.long, device=self.info.device)
         while self.step < end:
             t0 = time.perf_counter()
             torch.manual_seed(mix_seed(DROPOUT, t.seed, self.step, self.info.rank))
             log_step = (self.step + 1) % lg.log_every == 0 or self.step + 1 == end
+            read = log_step or self._reads_before(self.step + 1, end)
             rows = t.batch_size * self.pieces_per_sequence(self.step)  # the sequences the loss averages over
             try:
                 st = train_step(self.ddp, self.optimizer, self.scheduler, self.batches(self.step),
                                 scale=self.info.world_size / rows, grad_clip=self.settings.optim.grad_clip,
                                 autocast=self.autocast, info=self.info, batch_size=rows,
-                                loss_fn=self.strategy.loss_fn(self.step, with_stats=log_step))
+                                loss_fn=self.strategy.loss_fn(self.step, with_stats=log_step),
+                                read=read, window_tokens=window_tokens, first_bad=first_bad if read else None)
             except NonFiniteLoss as exc:
                 keep = f"last good checkpoint: {last}" if last else "no checkpoint was written yet"
-                raise MapnetError(f"non-finite loss at step {self.step + 1} ({exc}); stopped, {keep}") from None
+                raise MapnetError(f"non-finite loss at step {exc.step or self.step + 1} ({exc}); stopped, {keep}") from None
+            if not read:
+                first_bad = torch.where(st.finite | (first_bad > 0), first_bad, self.step + 1)
             self.strategy.after_step()
             dt = time.perf_counter() - t0
             self.step, self.position, self.elapsed = self.step + 1, self.position + self.sequences_per_step, self.elapsed + dt
-            window_tokens, window_time = window_tokens + st.tokens, window_time + dt
+            window_time += dt
             record = {"step": self.step, "loss": st.loss, "lr": st.lr, "grad_norm": st.grad_norm,
-                      "tokens_per_s": window_tokens / window_time, "masked_tokens": st.masked, "tokens": st.tokens,
+                      "tokens_per_s": None, "masked_tokens": st.masked, "tokens": st.tokens,
                       "memory_bytes": memory_bytes(self.info.device), "elapsed": self.elapsed}
             if log_step:
+                record["tokens_per_s"] = st.window_tokens / window_time
                 record.update(self.strategy.metrics())  # a collective: every rank calls it
                 self.metrics.write({"kind": "train", **record})
                 window_tokens, window_time = 0, 0.0
+            else:
+                window_tokens += st.local_tokens
             report("step", {**record, "total": t.steps})
             if (t.eval_every and self.step % t.eval_every == 0) or self.step == t.steps:
                 self._log_eval(report)

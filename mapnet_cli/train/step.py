@@ -17,49 +17,81 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch.profiler import record_function
 
 from .. import distributed
 from ..masking.strategy import MicroBatch, mlm_loss
 
 
 class NonFiniteLoss(Exception):
-    pass
+    def __init__(self, message: str, step: int | None = None):
+        super().__init__(message)
+        self.step = step  # an earlier, unread step that was the first non-finite one (None: this step)
 
 
 @dataclass
 class StepStats:
-    loss: float        # mean per-sequence loss over the global batch
-    grad_norm: float   # before clipping
     lr: float
-    masked: int
-    tokens: int
+    local_tokens: int         # non-pad tokens of this rank's micro-batches (known on the host)
+    finite: torch.Tensor      # 0-dim bool on the device: loss and gradient norm were finite (a step not read checks it later)
+    # Read steps only (None otherwise), over every rank:
+    loss: float | None = None         # mean per-sequence loss over the global batch
+    grad_norm: float | None = None    # before clipping
+    masked: int | None = None         # masked positions
+    tokens: int | None = None         # non-pad tokens
+    window_tokens: int | None = None  # non-pad tokens of this step and the `window_tokens` before it
 
 
 def train_step(model, optimizer, scheduler, batches: list[MicroBatch], *, scale: float, grad_clip: float,
-               autocast, info: distributed.DistInfo, batch_size: int, loss_fn=mlm_loss) -> StepStats:
-    """Forward/backward every micro-batch (gradients all-reduced on the last), clip, step."""
+               autocast, info: distributed.DistInfo, batch_size: int, loss_fn=mlm_loss, read: bool = True,
+               window_tokens: int = 0, first_bad: torch.Tensor | None = None) -> StepStats:
+    """Forward/backward every micro-batch (gradients all-reduced on the last), clip, step.
+
+    `read`: bring the step's loss, gradient norm and masked count to the host (one sync, and one
+    all-reduce of the sums) and refuse a non-finite step before the optimizer applies it. A step
+    that is not read queues its work and returns at once: nothing waits for the device. Its
+    finiteness stays on the device (`StepStats.finite`) for the caller to check at its next read;
+    the loop reads every logging, evaluation and checkpoint step, so no checkpoint holds weights
+    from after a non-finite step. `window_tokens`: this rank's tokens of the unread steps before
+    this one, summed over ranks in the same all-reduce for the logged throughput. `first_bad`:
+    the caller's record of the first non-finite unread step (0-dim, 0: none), read in the same sync.
+    """
     model.train()
-    totals = torch.zeros(3, dtype=torch.float64, device=info.device)
+    totals = torch.zeros(2, dtype=torch.float64, device=info.device)
     for i, batch in enumerate(batches):
         with distributed.no_sync(model, sync=i == len(batches) - 1):
-            with autocast:
+            with record_function("mapnet.forward"), autocast:
                 loss, seq_sum, masked = loss_fn(model, batch, scale)
-            loss.backward()
-        totals += torch.stack([seq_sum.double(), masked.double(), torch.tensor(float(batch.tokens), device=info.device, dtype=torch.float64)])
-    params = [p for p in model.parameters() if p.grad is not None]
-    grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params])  # logged every step
-    if grad_clip:  # not clip_grad_norm_(inf): it would still multiply every gradient by 1.0, a full pass for nothing
-        torch.nn.utils.clip_grads_with_norm_(params, grad_clip, grad_norm)
-    distributed.all_reduce_sum(totals, info)
-    seq_sum, masked, tokens, norm = torch.cat([totals, grad_norm.double().view(1)]).tolist()  # the one sync
+            with record_function("mapnet.backward"):
+                loss.backward()
+        totals += torch.stack([seq_sum.double(), masked.double()])
+    tokens = sum(batch.tokens for batch in batches)
     lr = optimizer.param_groups[0]["lr"]
-    if not (np.isfinite(seq_sum) and np.isfinite(norm)):
+    with record_function("mapnet.optimizer"):
+        params = [p for p in model.parameters() if p.grad is not None]
+        grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+        if grad_clip:  # not clip_grad_norm_(inf): it would still multiply every gradient by 1.0, a full pass for nothing
+            torch.nn.utils.clip_grads_with_norm_(params, grad_clip, grad_norm)
+        finite = torch.isfinite(totals[0]) & torch.isfinite(grad_norm)
+        stats = StepStats(lr, tokens, finite)
+        if read:
+            sums = torch.cat([totals, torch.tensor([tokens, tokens + window_tokens], dtype=torch.float64).to(info.device)])
+            distributed.all_reduce_sum(sums, info)
+            earlier = (first_bad if first_bad is not None else grad_norm.new_zeros(())).double().view(1)
+            with record_function("mapnet.read"):
+                seq_sum, masked, step_tokens, window, norm, bad = torch.cat(
+                    [sums, grad_norm.double().view(1), earlier]).tolist()  # the one sync
+            if bad:
+                optimizer.zero_grad(set_to_none=True)
+                raise NonFiniteLoss("seen at the next read of the loss", step=int(bad))
+            if not (np.isfinite(seq_sum) and np.isfinite(norm)):
+                optimizer.zero_grad(set_to_none=True)
+                raise NonFiniteLoss(f"loss {seq_sum / batch_size:.4g}, gradient norm {norm:.4g}")
+            stats = StepStats(lr, tokens, finite, seq_sum / batch_size, norm, int(masked), int(step_tokens), int(window))
+        optimizer.step()
+        scheduler.step()
         optimizer.zero_grad(set_to_none=True)
-        raise NonFiniteLoss(f"loss {seq_sum / batch_size:.4g}, gradient norm {norm:.4g}")
-    optimizer.step()
-    scheduler.step()
-    optimizer.zero_grad(set_to_none=True)
-    return StepStats(seq_sum / batch_size, norm, lr, int(masked), int(tokens))
+    return stats
 
 
 def precision_context(precision: str, device: torch.device):

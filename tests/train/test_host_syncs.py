@@ -1,0 +1,130 @@
+"""A training step reads nothing back from the device except on the steps the loop reads (logging,
+evaluation, checkpoints); the counter behind that claim sees the syncs it is meant to see."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from mapnet_cli import distributed
+from mapnet_cli.errors import MapnetError
+from mapnet_cli.masking.strategy import UniformTraining, mlm_loss, to_device
+from mapnet_cli.model import checkpoint
+from mapnet_cli.settings import resolve
+from mapnet_cli.train import Run, pretrain, train_step
+from mapnet_cli.train import host_syncs
+from tiny_shards import write_tiny_shards
+
+BASE = ["model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8", "train.steps=20",
+        "train.eval_every=10", "train.eval_sequences=16", "train.checkpoint_every=10", "optim.warmup_steps=3",
+        "logging.log_every=5", "logging.progress=false"]
+
+
+def settings(*extra: str):
+    return resolve(None, {"model": {"preset": "tiny"}}, [*BASE, *extra])
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory) -> Path:
+    return write_tiny_shards(tmp_path_factory.mktemp("shards") / "shards")
+
+
+def step_syncs(run: Run, step: int, read: bool) -> dict[str, int]:
+    batches = run.batches(step)  # drawn on the host by design: not part of the count
+    with host_syncs.counting() as prof:
+        train_step(run.ddp, run.optimizer, run.scheduler, batches, scale=1 / 8, grad_clip=1.0, autocast=run.autocast,
+                   info=run.info, batch_size=8, loss_fn=run.strategy.loss_fn(step, with_stats=read), read=read)
+    return host_syncs.count(prof.events())
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "stratified", "frequency", "whole-word"])
+def test_a_step_that_is_not_read_waits_for_nothing_and_a_read_step_once(shards, tmp_path, strategy):
+    run = Run(settings(f"masking.strategy={strategy}", "masking.mix_uniform=0.5" if strategy == "frequency" else
+                       "masking.mask_prob=0.15"), shards, tmp_path / "run", distributed.DistInfo(), False, [])
+    assert step_syncs(run, 0, read=False) == {"item": 0, "nonzero": 0, "tolist": 0, "cuda": 0}
+    assert step_syncs(run, 1, read=True) == {"item": 0, "nonzero": 0, "tolist": 1, "cuda": 0}
+
+
+def test_the_counter_sees_the_reads_of_a_mask_passed_as_bools(shards, tmp_path):
+    """Without host-side positions the model finds them with `nonzero` and reads the widest row
+    (`query_layout`): the two syncs the host-drawn batch removes, and proof the counter can fail."""
+    run = Run(settings(), shards, tmp_path / "run", distributed.DistInfo(), False, [])
+    batch = dataclasses.replace(run.batches(0)[0], positions=None, width=None)
+    with host_syncs.counting() as prof:
+        mlm_loss(run.model, batch, 1 / 8)
+    counts = host_syncs.count(prof.events())
+    assert counts["nonzero"] >= 1 and counts["tolist"] == 1
+    with host_syncs.counting() as prof:
+        torch.tensor([1.0]).item()
+        with torch.profiler.record_function("mapnet.masks"):  # host-side by design: not counted
+            torch.tensor([1, 0]).nonzero()
+    assert host_syncs.count(prof.events()) == {"item": 1, "nonzero": 0, "tolist": 0, "cuda": 0}
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "stratified", "frequency"])
+def test_host_positions_give_exactly_the_loss_of_the_bool_mask(shards, tmp_path, strategy):
+    run = Run(settings(f"masking.strategy={strategy}", "model.dropout=0.0", "model.attention_dropout=0.0",
+                       *(["masking.mix_uniform=0.5"] if strategy == "frequency" else [])),
+              shards, tmp_path / "run", distributed.DistInfo(), False, [])
+    batch = run.batches(3)[0]
+    assert batch.positions is not None and batch.width == int(batch.mask.sum(1).max())
+    assert torch.equal(batch.positions, batch.mask.flatten().nonzero().squeeze(1))
+    as_bools = dataclasses.replace(batch, positions=None, width=None)
+    with torch.no_grad():
+        a, b = mlm_loss(run.model, batch, 1 / 8), mlm_loss(run.model, as_bools, 1 / 8)
+    for x, y in zip(a, b):
+        assert torch.equal(x, y)
+
+
+def test_to_device_refuses_a_batch_drawn_on_the_device(shards, tmp_path):
+    run = Run(settings(), shards, tmp_path / "run", distributed.DistInfo(), False, [])
+    batch = dataclasses.replace(run.batches(0)[0], positions=None, width=None)
+    fake = dataclasses.replace(batch, mask=batch.mask.to("meta"))
+    with pytest.raises(ValueError, match="drawn on the host"):
+        to_device(fake, torch.device("cpu"))
+
+
+def test_a_non_finite_step_between_reads_is_named_and_never_checkpointed(shards, tmp_path, monkeypatch):
+    """Logging every 7 steps, checkpoints every 10: the loss turns NaN on step 13, which nobody reads;
+    the read at step 14 names step 13, and the last checkpoint (step 10) holds finite weights."""
+    plain = UniformTraining.loss_fn
+
+    def poisoned(self, step, with_stats):
+        fn = plain(self, step, with_stats)
+        if step + 1 != 13:
+            return fn
+        return lambda model, batch, scale: tuple(x * float("nan") if i < 2 else x
+                                                 for i, x in enumerate(fn(model, batch, scale)))
+
+    monkeypatch.setattr(UniformTraining, "loss_fn", poisoned)
+    s = settings("logging.log_every=7", "train.eval_every=0", "train.checkpoint_every=10", "train.steps=30")
+    with pytest.raises(MapnetError, match=r"non-finite loss at step 13 .*last good checkpoint: .*step-00000010"):
+        pretrain(s, shards, tmp_path / "run")
+    last = checkpoint.latest_checkpoint(tmp_path / "run")
+    assert last.name == "step-00000010"
+    model, _ = checkpoint.load_model(last)
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_the_profiler_script_profiles_the_real_loop_and_counts_its_syncs(shards, tmp_path):
+    """benchmarks/profile_step.py: the loop's parts, and per step no sync except the read of a logging step."""
+    root = Path(__file__).resolve().parents[2]
+    trace = tmp_path / "trace.json"
+    done = subprocess.run([sys.executable, str(root / "benchmarks" / "profile_step.py"), "--data", str(shards),
+                           "--preset", "tiny", "--steps", "4", "--warmup", "1", "--batch", "8", "--threads", "1",
+                           "--set", "logging.log_every=2", "--trace", str(trace)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    for part in ("data", "masks", "to_device", "forward", "backward", "read", "step (median)"):
+        assert f"\n{part} " in out, part
+    lines = [line.split() for line in out.splitlines() if line.strip().startswith("step ") and "/" in line]
+    counts = {int(w[1]): "".join(w[-7:]) for w in lines}
+    assert counts == {2: "0/0/1/0", 3: "0/0/0/0", 4: "0/0/1/0", 5: "0/0/1/0"}, out
+    assert json.loads(trace.read_text())["traceEvents"]
