@@ -2,6 +2,7 @@
 
     uv run python benchmarks/bench_strategies.py                               # tiny and mini, 32 x 128 tokens
     uv run python benchmarks/bench_strategies.py --presets mini --seq-len 512 --batch 8
+    uv run python benchmarks/bench_strategies.py --data runs/real-text-x5/shards --arms uniform whole-word span pmi
     python benchmarks/bench_strategies.py --device cuda --presets base --batch 64   # GPU: bf16 autocast
 
 Each arm is built through `train.training_strategy` with the settings `mapnet compare` gives
@@ -13,7 +14,9 @@ The arms run round-robin, step by step, on the same batches, so drift in a share
 hits all of them alike; run it on an otherwise idle machine (the load average is printed).
 Prints the median step time of each arm and its ratio to uniform. `mapnet-ht-1layer` is the HT
 arm with a one-block proposal (`masking.map_layers = 1`): whether a smaller proposal suffices is
-a question of its cost, and this is that cost.
+a question of its cost, and this is that cost. `--data SHARDS` takes the batches from real shards
+(their sequence length and vocabulary) instead of a random Zipf corpus; the unit arms (whole-word,
+span, pmi) need it: they read word boundaries from the shards' tokenizer, pmi its PMI vocabulary.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from mapnet_cli.train.step import precision_context
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 ARMS = ["uniform", "uniform@0.3", "stratified", "frequency-ht", "mapnet", "mapnet-ht", "mapnet-ht-learnability",
         "mapnet-ht-1layer"]
+UNIT_ARMS = ["whole-word", "span", "pmi"]  # --data only
 
 
 class RandomCorpus:
@@ -71,8 +75,8 @@ def build(arm: str, size: str, batch: int, steps: int, data: RandomCorpus, info)
     if arm == "mapnet-ht-1layer":
         masking["map_layers"] = 1
     s = apply(preset(size), {"masking": masking, "train": {"batch_size": batch, "steps": steps},
-                             "model": {"max_position": data.ids.shape[1]},
-                             "shard": {"max_seq_len": data.ids.shape[1]}}, f"bench {arm}")
+                             "model": {"max_position": data.max_seq_len},
+                             "shard": {"max_seq_len": data.max_seq_len}}, f"bench {arm}")
     torch.manual_seed(0)
     model = BertForMLM(BertConfig.from_settings(s.model, data.vocab_size, 0)).to(info.device)
     strategy = training_strategy(s, model, data, info)
@@ -100,7 +104,8 @@ def one_step(run, step: int, data: RandomCorpus, info) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--presets", nargs="+", default=["tiny", "mini"])
-    ap.add_argument("--arms", nargs="+", default=ARMS, choices=ARMS)
+    ap.add_argument("--arms", nargs="+", default=ARMS, choices=ARMS + UNIT_ARMS)
+    ap.add_argument("--data", default=None, help="shard folder: real batches (default: a random Zipf corpus)")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--vocab", type=int, default=8192)
@@ -109,7 +114,15 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cuda: bf16 autocast, as the loop's precision=auto")
     args = ap.parse_args()
     info = distributed.DistInfo(device=torch.device(args.device))
-    data = RandomCorpus(4096, args.seq_len, args.vocab)
+    if args.data:
+        from mapnet_cli.data.shards import ShardReader
+
+        data = ShardReader(args.data, "train", verify="size")
+        args.seq_len, args.vocab = data.max_seq_len, data.vocab_size
+    elif set(args.arms) & set(UNIT_ARMS):
+        ap.error(f"--data is needed by {', '.join(sorted(set(args.arms) & set(UNIT_ARMS)))} (word boundaries come from the shards)")
+    else:
+        data = RandomCorpus(4096, args.seq_len, args.vocab)
     where = torch.cuda.get_device_name() if info.device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
     print(f"{where}; load average {os.getloadavg()[0]:.2f} (1 min) before; "
           f"batch {args.batch} x {args.seq_len} tokens, vocab {args.vocab}; median of {args.steps} steps, round-robin")

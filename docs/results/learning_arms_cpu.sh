@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Which masking pays on an encoder that learns? (docs/RESULTS.md, section A): every masking arm with
+# the `fast` recipe on the real-text shards of RESULTS 0 (every 5th book and Wikipedia file, 8,192-token
+# BPE, 140,482 sequences of 128), held-out books and held-out Wikipedia scored separately, 3 seeds paired
+# by seed (same initial encoder, data order and evaluation masks).
+#
+#   bash docs/results/learning_arms_cpu.sh OUT tiny     # 24 runs of 1,200 steps, two lanes: ~1.5 h on 2 cores
+#   bash docs/results/learning_arms_cpu.sh OUT smoke    # the same commands on the embedded data, a few steps
+#   uv run python docs/results/arms_table.py OUT/arms-tiny/results.json
+#
+# Two `compare` lanes (one thread each, disjoint arms) train side by side into their own folders; the
+# finished runs are then gathered into OUT/arms-tiny and one last `compare` over every arm reuses them
+# all (it retrains nothing: it checks each run's recorded settings) and writes results.json. The lanes'
+# logged s/step are NOT idle step costs (two runs share the machine): RESULTS takes step costs from
+# benchmarks/bench_strategies.py run alone.
+#
+# 1,200 steps (the schedule decays to zero over them): on this data uniform leaves the plateau near step
+# 900 and a 1,500-step run ends ~1.6 nats below the training tokens' unigram entropy (6.888, RESULTS 0b),
+# a 1,000-step one only ~0.9 below; 1,200 is what 30 runs fit in on 2 cores beside a session's other work.
+set -euo pipefail
+OUT=$(realpath -m "$1"); WHICH=${2:-tiny}
+read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
+# Eight of the rerun issue's ten arms: uniform@0.4 (~1.7x a uniform step) and frequency-ht did not fit in the
+# session that ran this; add them to a lane and to ALL to run them (finished runs are reused).
+LANE_A=uniform,mapnet,span,stratified
+LANE_B=uniform@0.3,pmi,mapnet-ht,whole-word
+ALL=uniform,uniform@0.3,mapnet,mapnet-ht,stratified,whole-word,span,pmi
+
+if [[ $WHICH == smoke ]]; then
+    "${mapnet[@]}" preprocess --recipe data_recipes/tiny.toml --out "$OUT/prep" --set synthetic.documents=300 --overwrite
+    "${mapnet[@]}" shard "$OUT/prep" --out "$OUT/shards" --set shard.valid_fraction=0.1 --overwrite
+    "${mapnet[@]}" pmi-vocab "$OUT/prep" --out "$OUT/shards/pmi.tsv" --min-count 3 --no-progress
+    SHARDS=$OUT/shards; STEPS=4
+    RUN=(--config data_recipes/tiny.toml --set train.eval_every=2 --set train.eval_sequences=16 --set train.batch_size=8
+         --set optim.warmup_steps=1 --set train.short_seq_steps=2)
+else
+    RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
+    bash docs/results/real_text_shards.sh "$RT"  # the tokenizer and the held-out sets
+    [[ -f $X5/shards/manifest.json ]] || bash docs/results/gpu_downstream.sh prepare
+    # The PMI vocabulary from the training corpus only (never held-out text), the paper's settings
+    # (n = 2..5, count > 10) sized to this ~70 MB corpus; stored beside the shards, where --masking pmi finds it.
+    [[ -f $X5/shards/pmi.tsv ]] || "${mapnet[@]}" pmi-vocab "$X5/prep" --out "$X5/shards/pmi.tsv" --min-count 11 \
+        --size 200000 --no-progress
+    SHARDS=$X5/shards; STEPS=1200
+    RUN=(--preset tiny --recipe fast --set train.batch_size=32 --set model.max_position=128
+         --set shard.max_seq_len=128 --set train.eval_every=200 --set train.eval_sequences=512
+         --set train.eval_pick=spread --set logging.log_every=50 --set logging.progress=false
+         --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]")
+fi
+
+lane() {  # NAME ARMS
+    OMP_NUM_THREADS=1 "${mapnet[@]}" compare "$SHARDS" --out "$OUT/lane-$1" --strategies "$2" --seeds 3 \
+        --steps "$STEPS" "${RUN[@]}" > "$OUT/lane-$1.log" 2>&1
+}
+mkdir -p "$OUT"
+lane a "$LANE_A" & a=$!
+lane b "$LANE_B" & b=$!
+wait $a; wait $b
+
+# Gather the lanes' runs into one comparison folder; the last compare reuses every one of them.
+mkdir -p "$OUT/arms-$WHICH/runs"
+for lane in a b; do
+    for arm in "$OUT/lane-$lane/runs"/*; do
+        [[ -e $OUT/arms-$WHICH/runs/$(basename "$arm") ]] || mv "$arm" "$OUT/arms-$WHICH/runs/"
+    done
+done
+"${mapnet[@]}" compare "$SHARDS" --out "$OUT/arms-$WHICH" --strategies "$ALL" --seeds 3 --steps "$STEPS" "${RUN[@]}" \
+    2>&1 | tee "$OUT/arms-$WHICH.log"
