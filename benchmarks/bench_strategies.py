@@ -78,7 +78,7 @@ def build(arm: str, size: str, batch: int, steps: int, data: RandomCorpus, info)
                              "model": {"max_position": data.max_seq_len},
                              "shard": {"max_seq_len": data.max_seq_len}}, f"bench {arm}")
     torch.manual_seed(0)
-    model = BertForMLM(BertConfig.from_settings(s.model, data.vocab_size, 0)).to(info.device)
+    model = BertForMLM(BertConfig.from_settings(s.model, data.vocab_size, data.special_ids["pad"])).to(info.device)
     strategy = training_strategy(s, model, data, info)
     optimizer = build_optimizer(strategy.optim_modules, s.optim, lrs=strategy.optim_lrs(s.optim.lr))
     return SimpleNamespace(settings=s, strategy=strategy, optimizer=optimizer,

@@ -33,6 +33,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import torch
+from torch.autograd import DeviceType
 from torch.profiler import schedule
 
 from mapnet_cli import compare, distributed
@@ -62,9 +63,16 @@ def build_settings(args):
     return apply(base, {"masking": masking}, f"--masking {args.masking}")
 
 
+def on_host(ev) -> bool:
+    """A range as the host ran it: with CUDA profiling on, every range also appears once more as the
+    device's annotation of its kernels, which holds no host events."""
+    return ev.device_type == DeviceType.CPU and not ev.is_async
+
+
 def profiler_steps(events) -> list:
     """The profiler's per-step ranges, in order (one per loop step)."""
-    return sorted((ev for ev in events if ev.name.startswith("ProfilerStep")), key=lambda ev: ev.time_range.start)
+    return sorted((ev for ev in events if ev.name.startswith("ProfilerStep") and on_host(ev)),
+                  key=lambda ev: ev.time_range.start)
 
 
 def shares(events, steps: list, cuda: bool) -> dict[str, dict[str, list[float]]]:
@@ -72,7 +80,7 @@ def shares(events, steps: list, cuda: bool) -> dict[str, dict[str, list[float]]]
     index = {id(ev): i for i, ev in enumerate(steps)}
     sums = [[defaultdict(float), defaultdict(float)] for _ in steps]
     for ev in events:
-        if ev.name not in PARTS:
+        if ev.name not in PARTS or not on_host(ev):
             continue
         i = next((index[id(p)] for p in host_syncs.ancestors(ev) if id(p) in index), None)
         if i is not None:
@@ -99,8 +107,9 @@ def main() -> None:
     ap.add_argument("--trace", type=Path, default=None, help="write the Chrome trace of the counted steps here")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any setting, as pretrain --set")
     args = ap.parse_args()
-    if args.steps < 1 or args.warmup < 0:
-        sys.exit("error: --steps must be >= 1 and --warmup >= 0")
+    if args.steps < 1 or args.warmup < 1:
+        # >= 1 warm-up step: the first profiled step also holds the run's step-0 evaluation
+        sys.exit("error: --steps and --warmup must be >= 1")
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
@@ -131,11 +140,12 @@ def main() -> None:
               f"{t.short_seq_steps}; --set train.short_seq_steps=0 profiles whole sequences)")
     step_ms = statistics.median(parts["step"]["host"])
     print(f"\n{'part':20} {'host ms/step':>13} {'share':>7}" + (f" {'device ms/step':>15}" if cuda else ""))
+    # The read runs inside the optimizer's range: shown on its own line, taken out step by step.
+    parts["mapnet.optimizer"]["host"] = [o - r for o, r in zip(parts["mapnet.optimizer"]["host"],
+                                                               parts["mapnet.read"]["host"])]
     named = 0.0
     for part in PARTS:
         host = statistics.median(parts[part]["host"])
-        if part == "mapnet.optimizer":
-            host -= statistics.median(parts["mapnet.read"]["host"])  # shown on its own line
         named += host
         label = part.removeprefix("mapnet.") + (" (w/o read)" if part == "mapnet.optimizer" else "")
         line = f"{label:20} {host:13.2f} {host / step_ms:7.1%}"

@@ -53,9 +53,10 @@ def to_device(batch: MicroBatch, device: torch.device) -> MicroBatch:
 
     Why on the host: the training step's only device-to-host reads would otherwise be the masks'
     `nonzero` and the widest row of the last block's query grid (`model.bert.query_layout`), each a
-    stall that empties an accelerator's queue once per micro-batch. Drawing a 128 x 128 batch's masks
-    costs the host well under a millisecond, and with nothing read back the host prepares the next
-    step's batch while the device still runs this one. Pinned memory makes the copies asynchronous.
+    stall that empties an accelerator's queue once per micro-batch. Drawing a 32 x 128 batch's uniform
+    masks costs the host ~1.5 ms (`benchmarks/profile_step.py`; the unit schemes more), and with
+    nothing read back the host prepares the next step's batch while the device still runs this one.
+    Pinned memory makes the copies asynchronous.
     """
     if batch.mask is not None and batch.positions is None:
         if batch.mask.device.type != "cpu":

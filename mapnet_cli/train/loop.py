@@ -15,6 +15,10 @@ and the loss normalisation in `step.py`, the masking strategy in
 `strategies.py`, held-out evaluation in `held_out.py`, run.json and metrics.jsonl in
 `record.py`; what stays here is the order they happen in.
 
+Reads. Only logging, evaluation, variance and checkpoint steps bring the loss back to the host
+(`step.train_step`'s `read`); on the others the `on_report` "step" record carries None for
+loss, grad_norm, masked_tokens, tokens and tokens_per_s (tokens_per_s is set on logging steps).
+
 Dropout. The RNG is reseeded at each step from (seed, step, rank), which makes
 a resumed run bit-identical to an uninterrupted one whatever the world size.
 """

@@ -33,7 +33,7 @@ class NonFiniteLoss(Exception):
 class StepStats:
     lr: float
     local_tokens: int         # non-pad tokens of this rank's micro-batches (known on the host)
-    finite: torch.Tensor      # 0-dim bool on the device: loss and gradient norm were finite (a step not read checks it later)
+    finite: torch.Tensor      # 0-dim bool on the device: the gradient norm was finite (the same on every rank)
     # Read steps only (None otherwise), over every rank:
     loss: float | None = None         # mean per-sequence loss over the global batch
     grad_norm: float | None = None    # before clipping
@@ -50,7 +50,7 @@ def train_step(model, optimizer, scheduler, batches: list[MicroBatch], *, scale:
     `read`: bring the step's loss, gradient norm and masked count to the host (one sync, and one
     all-reduce of the sums) and refuse a non-finite step before the optimizer applies it. A step
     that is not read queues its work and returns at once: nothing waits for the device. Its
-    finiteness stays on the device (`StepStats.finite`) for the caller to check at its next read;
+    gradients' finiteness stays on the device (`StepStats.finite`) for the caller to check at its next read;
     the loop reads every logging, evaluation and checkpoint step, so no checkpoint holds weights
     from after a non-finite step. `window_tokens`: this rank's tokens of the unread steps before
     this one, summed over ranks in the same all-reduce for the logged throughput. `first_bad`:
@@ -72,10 +72,16 @@ def train_step(model, optimizer, scheduler, batches: list[MicroBatch], *, scale:
         grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params])
         if grad_clip:  # not clip_grad_norm_(inf): it would still multiply every gradient by 1.0, a full pass for nothing
             torch.nn.utils.clip_grads_with_norm_(params, grad_clip, grad_norm)
-        finite = torch.isfinite(totals[0]) & torch.isfinite(grad_norm)
+        # The gradient norm, not the loss: after DDP's all-reduce it is the same on every rank, so every rank
+        # agrees on which unread step went bad and stops at the same read (a rank stopping alone would leave
+        # the others waiting in a collective). A non-finite loss with finite gradients leaves the weights as
+        # they were; the read steps also check the all-reduced loss.
+        finite = torch.isfinite(grad_norm)
         stats = StepStats(lr, tokens, finite)
         if read:
-            sums = torch.cat([totals, torch.tensor([tokens, tokens + window_tokens], dtype=torch.float64).to(info.device)])
+            counts = torch.tensor([tokens, tokens + window_tokens], dtype=torch.float64,
+                                  pin_memory=info.device.type == "cuda")  # pinned: the copy does not wait
+            sums = torch.cat([totals, counts.to(info.device, non_blocking=True)])
             distributed.all_reduce_sum(sums, info)
             earlier = (first_bad if first_bad is not None else grad_norm.new_zeros(())).double().view(1)
             with record_function("mapnet.read"):
