@@ -11,6 +11,8 @@ mixed set, interpolated on the arm's mean curve (uniform takes the whole run by 
 the idle step time of `benchmarks/bench_strategies.py` (its printout is the second argument), because
 the comparison's own runs shared the machine. Wall time to uniform's final loss, relative to uniform:
 (steps to it / the run's steps) x (step cost / uniform's); "–" where the arm never reached it.
+"Left the plateau": seeds whose final mixed loss is at least 1 nat below the training tokens' unigram
+entropy (the bar of RESULTS section 0).
 """
 
 from __future__ import annotations
@@ -42,24 +44,26 @@ def main(results: str, bench: str) -> None:
           f"uniform's final mean loss (mixed) {doc['aggregate']['target']['final_mean_eval_loss']:.3f}; "
           f"{steps} steps; seeds {doc['seeds']}")
     print()
-    print("| arm | final loss, mixed | Δ mixed | Δ books | Δ Wikipedia | seeds below uniform | steps to uniform's final | "
-          "step cost (idle) | wall to uniform's final |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| arm | final loss, mixed | left the plateau | Δ mixed | Δ books | Δ Wikipedia | seeds below uniform | "
+          "steps to uniform's final | step cost (idle) | wall to uniform's final |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     runs = doc["runs"]
     uniform = {r["seed_index"]: r for r in runs if r["strategy"] == "uniform"}
+    bar = unigram.get("train_entropy", float("nan")) - 1.0
     for name, a in agg.items():
+        mine = [r for r in runs if r["strategy"] == name]
+        left = f"{sum(r['eval'][-1]['eval_loss'] <= bar for r in mine)} of {len(mine)}"
         final = pm(a["final"]["eval_loss"], ".3f")
         cost = costs.get(name)
         cost_ratio = None if cost is None else cost / base_cost
         if name == "uniform":
-            print(f"| uniform | {final} | – | – | – | – | {steps} | 1.00× | 1.00× |")
+            print(f"| uniform | {final} | {left} | – | – | – | – | {steps} | 1.00× | 1.00× |")
             continue
         d = a.get("paired_vs_uniform", {})
-        mine = [r for r in runs if r["strategy"] == name]
         below = sum(r["eval"][-1]["eval_loss"] < uniform[r["seed_index"]]["eval"][-1]["eval_loss"] for r in mine)
         reached = a.get("steps_to_target", {}).get("mean_curve")
         wall = "–" if reached is None or cost_ratio is None else f"{reached / steps * cost_ratio:.2f}×"
-        print(f"| {name} | {final} | {pm(d.get('eval_loss'), '+.3f')} | {pm(d.get('eval_loss@books'), '+.3f')} | "
+        print(f"| {name} | {final} | {left} | {pm(d.get('eval_loss'), '+.3f')} | {pm(d.get('eval_loss@books'), '+.3f')} | "
               f"{pm(d.get('eval_loss@wiki'), '+.3f')} | {below} of {len(mine)} | "
               f"{'not reached' if reached is None else f'{reached:.0f}'} | "
               f"{'–' if cost_ratio is None else f'{cost_ratio:.2f}×'} | {wall} |")
