@@ -267,8 +267,8 @@ class Run:
             if every_variance:
                 self._log_variance()
         window_tokens, window_time = 0, 0.0  # this rank's tokens and the time since the last logged step
-        # The first step since the last read whose loss or gradient norm was not finite (0: none), kept on
-        # the device: reading it every step would stall the device's queue every step (`train_step`).
+        # The first step since the last read whose gradient norm was not finite (0: none), kept on the
+        # device: reading it every step would stall the device's queue every step (`train_step`).
         first_bad = torch.zeros((), dtype=torch.long, device=self.info.device)
         while self.step < end:
             t0 = time.perf_counter()

@@ -89,7 +89,7 @@ def train_step(model, optimizer, scheduler, batches: list[MicroBatch], *, scale:
                     [sums, grad_norm.double().view(1), earlier]).tolist()  # the one sync
             if bad:
                 optimizer.zero_grad(set_to_none=True)
-                raise NonFiniteLoss("seen at the next read of the loss", step=int(bad))
+                raise NonFiniteLoss("its gradient norm was not finite; seen at the next read", step=int(bad))
             if not (np.isfinite(seq_sum) and np.isfinite(norm)):
                 optimizer.zero_grad(set_to_none=True)
                 raise NonFiniteLoss(f"loss {seq_sum / batch_size:.4g}, gradient norm {norm:.4g}")
