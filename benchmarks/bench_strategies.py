@@ -41,7 +41,7 @@ from mapnet_cli.train.loop import HOST
 from mapnet_cli.train.step import precision_context
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
-ARMS = ["uniform", "uniform@0.3", "stratified", "frequency-ht", "mapnet", "mapnet-ht", "mapnet-ht-learnability",
+ARMS = ["uniform", "uniform@0.3", "uniform@0.4", "stratified", "frequency-ht", "mapnet", "mapnet-ht", "mapnet-ht-learnability",
         "mapnet-ht-1layer"]
 UNIT_ARMS = ["whole-word", "span", "pmi"]  # --data only
 

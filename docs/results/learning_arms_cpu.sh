@@ -4,7 +4,7 @@
 # BPE, 140,482 sequences of 128), held-out books and held-out Wikipedia scored separately, 3 seeds paired
 # by seed (same initial encoder, data order and evaluation masks).
 #
-#   bash docs/results/learning_arms_cpu.sh OUT tiny     # 24 runs of 1,200 steps, two lanes: ~1.5 h on 2 cores
+#   bash docs/results/learning_arms_cpu.sh OUT tiny     # 30 runs of 1,200 steps, two lanes: ~2 h on 2 cores
 #   bash docs/results/learning_arms_cpu.sh OUT smoke    # the same commands on the embedded data, a few steps
 #   uv run python docs/results/arms_table.py OUT/arms-tiny/results.json
 #
@@ -20,11 +20,11 @@
 set -euo pipefail
 OUT=$(realpath -m "$1"); WHICH=${2:-tiny}
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
-# Eight of the rerun issue's ten arms: uniform@0.4 (~1.7x a uniform step) and frequency-ht did not fit in the
-# session that ran this; add them to a lane and to ALL to run them (finished runs are reused).
-LANE_A=uniform,mapnet,span,stratified
-LANE_B=uniform@0.3,pmi,mapnet-ht,whole-word
-ALL=uniform,uniform@0.3,mapnet,mapnet-ht,stratified,whole-word,span,pmi
+# Ten arms. The run of RESULTS A trained the first eight in these two lanes, then uniform@0.4 and
+# frequency-ht in two more lanes of one arm each with the same flags; the last compare gathered all ten.
+LANE_A=uniform,mapnet,span,stratified,uniform@0.4
+LANE_B=uniform@0.3,pmi,mapnet-ht,whole-word,frequency-ht
+ALL=uniform,uniform@0.3,uniform@0.4,mapnet,mapnet-ht,stratified,frequency-ht,whole-word,span,pmi
 
 if [[ $WHICH == smoke ]]; then
     "${mapnet[@]}" preprocess --recipe data_recipes/tiny.toml --out "$OUT/prep" --set synthetic.documents=300 --overwrite
