@@ -31,6 +31,10 @@ class FinetuneSettings:
         "task", "malformed TSV rows: each task's known convention (QQP: skip and count; others: error), or error / skip-and-count everywhere")
     precision: Literal["auto", "fp32", "bf16"] = setting("auto", "auto: bf16 autocast on CUDA, fp32 on CPU")
     device: Literal["auto", "cpu", "cuda"] = setting("auto", "where to fine-tune")
+    dropout: float = setting(
+        -1.0, "dropout in the encoder (hidden and attention) and before the output layer while fine-tuning; -1: the checkpoint's own (paper: 0.1, as pretraining; a `fast`-recipe checkpoint carries 0)")
+    pooling: Literal["cls", "mean"] = setting(
+        "cls", "what the classifier reads: the [CLS] state through a fresh pooler (BERT), or the mean of the last layer's states over the real tokens (no pretraining task trains [CLS] here)")
 
     def problems(self) -> list[str]:
         out = []
@@ -42,6 +46,8 @@ class FinetuneSettings:
         for name in ("eval_batch_size", "length_group"):
             if getattr(self, name) < 1:
                 out.append(f"finetune.{name} must be >= 1 (got {getattr(self, name)})")
+        if not (self.dropout == -1.0 or 0.0 <= self.dropout < 1.0):
+            out.append(f"finetune.dropout must be in [0, 1), or -1 for the checkpoint's own (got {self.dropout})")
         if self.weight_decay < 0:
             out.append(f"finetune.weight_decay must be >= 0 (got {self.weight_decay})")
         if not all(0.0 <= b < 1.0 for b in self.betas):

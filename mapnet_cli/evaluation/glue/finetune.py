@@ -44,7 +44,8 @@ class RunConfig:
     eps: float = 1e-6
     length_group: int = 50
     eval_batch_size: int = 256
-    dropout: float = 0.1
+    dropout: float = 0.1  # before the output layer (the encoder's own dropout is its config's)
+    pooling: str = "cls"
 
 
 @dataclass
@@ -142,7 +143,8 @@ def finetune_run(make_encoder: Callable[[], nn.Module], spec: TaskSpec, train: E
     torch.manual_seed(cfg.seed)  # head init and dropout
     rng = np.random.default_rng(cfg.seed)  # data order
     encoder = make_encoder()
-    model = SequenceClassifier(encoder, spec.num_outputs, cfg.dropout, getattr(encoder.cfg, "init_std", 0.02)).to(device)
+    model = SequenceClassifier(encoder, spec.num_outputs, cfg.dropout, getattr(encoder.cfg, "init_std", 0.02),
+                               cfg.pooling).to(device)
     decay = [p for n, p in model.named_parameters() if not no_decay(n, p)]
     keep = [p for n, p in model.named_parameters() if no_decay(n, p)]
     optimizer = torch.optim.AdamW(

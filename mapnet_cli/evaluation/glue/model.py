@@ -3,10 +3,16 @@
     model = SequenceClassifier(encoder, num_outputs=3, dropout=0.1)
     logits = model(input_ids, attention_mask)          # (B, 3); (B, 1) for STS-B
 
-BERT's recipe: the [CLS] hidden state goes through a pooler (dense + tanh),
-dropout, and a linear layer. The pretrained model has no pooler (no
-next-sentence task trained one), so the pooler starts fresh, like the
+BERT's recipe (`pooling="cls"`): the [CLS] hidden state goes through a pooler
+(dense + tanh), dropout, and a linear layer. The pretrained model has no pooler
+(no next-sentence task trained one), so the pooler starts fresh, like the
 output layer, from N(0, init_std) with zero biases.
+
+`pooling="mean"`: the pooler reads the mean of the last layer's states over the
+real tokens (specials included, padding not) instead of the [CLS] state. MLM
+never scores [CLS] (it is never masked and no sentence task reads it), so its
+final state is whatever the layers make of it; the mean carries every token's
+contextual state, which is what MLM did train (Sentence-BERT's pooling).
 """
 
 from __future__ import annotations
@@ -17,10 +23,14 @@ from torch import nn
 
 
 class SequenceClassifier(nn.Module):
-    def __init__(self, encoder: nn.Module, num_outputs: int, dropout: float, init_std: float = 0.02):
+    def __init__(self, encoder: nn.Module, num_outputs: int, dropout: float, init_std: float = 0.02,
+                 pooling: str = "cls"):
         super().__init__()
+        if pooling not in ("cls", "mean"):
+            raise ValueError(f"pooling must be cls or mean (got {pooling!r})")
         hidden = encoder.cfg.hidden
         self.encoder = encoder
+        self.pooling = pooling
         self.pooler = nn.Linear(hidden, hidden)
         self.dropout = nn.Dropout(dropout)
         self.out = nn.Linear(hidden, num_outputs)
@@ -29,7 +39,14 @@ class SequenceClassifier(nn.Module):
             nn.init.zeros_(layer.bias)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        h = self.encoder(input_ids, attention_mask)[:, 0]
+        states = self.encoder(input_ids, attention_mask)
+        if self.pooling == "cls":
+            h = states[:, 0]
+        elif attention_mask is None:  # no padding in this batch
+            h = states.mean(1)
+        else:
+            real = attention_mask.to(states.dtype)[..., None]
+            h = (states * real).sum(1) / real.sum(1).clamp(min=1)
         return self.out(self.dropout(torch.tanh(self.pooler(h))))
 
 

@@ -46,7 +46,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +91,9 @@ def protocol(ft) -> dict:
         "betas": list(ft.betas), "eps": ft.eps, "max_seq_len": ft.max_seq_len, "max_train": ft.max_train,
         "max_dev": ft.max_dev, "length_group": ft.length_group, "precision": ft.precision,
         "malformed_rows": ft.malformed_rows,
+        # Only when set: the keys (and so the stored runs) of sweeps from before these settings stay valid.
+        **({"dropout": ft.dropout} if ft.dropout != -1.0 else {}),
+        **({"pooling": ft.pooling} if ft.pooling != "cls" else {}),
     }
 
 
@@ -330,6 +333,8 @@ def run_sweep(refs: list[CheckpointRef], tasks: list[str], glue_dir: Path, out_d
             state = None
         else:
             state, cfg, ck_settings = load_encoder_state(ref)
+        if ft.dropout != -1.0:  # fine-tuning's own dropout, in the encoder too (weights are unaffected)
+            cfg = replace(cfg, dropout=ft.dropout, attention_dropout=ft.dropout)
         max_len = min(ft.max_seq_len, cfg.max_position)
         encoder_text = TextEncoder(ref.path / "tokenizer.json", ck_settings.preprocess, max_len, out_dir / "cache")
 
@@ -359,7 +364,7 @@ def run_sweep(refs: list[CheckpointRef], tasks: list[str], glue_dir: Path, out_d
             rc = RunConfig(batch_size=item.batch_size, lr=item.lr, seed=item.seed, epochs=ft.epochs,
                            warmup_ratio=ft.warmup_ratio, weight_decay=ft.weight_decay, betas=tuple(ft.betas),
                            eps=ft.eps, length_group=ft.length_group, eval_batch_size=ft.eval_batch_size,
-                           dropout=cfg.dropout)
+                           dropout=cfg.dropout, pooling=ft.pooling)
             result = finetune_run(lambda seed=item.seed: make_encoder(seed), TASKS[item.task], train, devs, rc,
                                   encoder_text.pad_id, dev, precision, on_step=events.advance)
             record = {"checkpoint": {"key": ref.key, "run": ref.run, "step": ref.step, "sha256": ref.sha,

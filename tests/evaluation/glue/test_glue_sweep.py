@@ -337,3 +337,58 @@ def test_unreadable_results_file_is_a_clear_error(fake_run, glue_dir, tmp_path):
     (tmp_path / "results.json").write_text('{"schema": "something/else", "runs": {}}')
     with pytest.raises(MapnetError, match="not a mapnet GLUE results file"):
         run_sweep(find_checkpoints([fake_run]), ["RTE"], glue_dir, tmp_path, _ft(), Counting())
+
+
+# ---------------------------------------------------------------- pooling and fine-tuning dropout
+def test_mean_pooling_is_the_mean_over_real_tokens_and_ignores_padding():
+    import torch
+
+    from mapnet_cli.evaluation.glue.model import SequenceClassifier
+    from mapnet_cli.model.bert import BertConfig, Encoder
+
+    torch.manual_seed(0)
+    enc = Encoder(BertConfig(vocab_size=50, hidden=16, layers=1, heads=2, intermediate=32, max_position=16,
+                             dropout=0.0, attention_dropout=0.0)).eval()
+    model = SequenceClassifier(enc, 2, 0.0, pooling="mean").eval()
+    ids = torch.randint(5, 50, (2, 6))
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]], dtype=torch.bool)
+    with torch.no_grad():
+        got = model(ids, mask)
+        # Exact: row 1 alone, unpadded, is the same sequence; its mean is over its 3 tokens.
+        states0 = enc(ids[:1])
+        states1 = enc(ids[1:, :3])
+        want = torch.cat([states0.mean(1), states1.mean(1)])
+        want = model.out(torch.tanh(model.pooler(want)))
+        assert torch.allclose(got, want, atol=1e-5)
+        # A padded position's token changes nothing.
+        ids2 = ids.clone(); ids2[1, 4] = 7
+        assert torch.allclose(model(ids2, mask), got, atol=1e-6)
+    with pytest.raises(ValueError, match="pooling"):
+        SequenceClassifier(enc, 2, 0.0, pooling="max")
+
+
+def test_finetune_dropout_and_pooling_reach_the_run_and_its_key(fake_run, glue_dir, tmp_path):
+    from mapnet_cli.evaluation.glue import sweep as sweep_mod
+
+    refs = find_checkpoints([fake_run])
+    seen = []
+    real = sweep_mod.finetune_run
+
+    def spy(make_encoder, spec, train, devs, rc, *a, **kw):
+        enc = make_encoder()
+        seen.append((rc.dropout, rc.pooling, enc.cfg.dropout, enc.cfg.attention_dropout, enc.emb_dropout.p))
+        return real(make_encoder, spec, train, devs, rc, *a, **kw)
+
+    import unittest.mock as mock
+    with mock.patch.object(sweep_mod, "finetune_run", spy):
+        plain = run_sweep(refs, ["RTE"], glue_dir, tmp_path / "a", _ft(seeds=1), Counting())
+        tuned = run_sweep(refs, ["RTE"], glue_dir, tmp_path / "b", _ft(seeds=1, dropout=0.25, pooling="mean"), Counting())
+    ck_dropout = seen[0][2]
+    assert seen[0][:2] == (ck_dropout, "cls")  # -1: the checkpoint's own dropout, everywhere
+    assert seen[1] == (0.25, "mean", 0.25, 0.25, 0.25)
+    (k_plain,), (k_tuned,) = plain["runs"], tuned["runs"]
+    assert k_plain != k_tuned  # both change outcomes, so both are in the run key
+    # ... and the default protocol's hash is what it was before these settings existed.
+    assert sweep_mod.protocol(_ft()).keys() == {"epochs", "warmup_ratio", "weight_decay", "betas", "eps", "max_seq_len",
+                                                "max_train", "max_dev", "length_group", "precision", "malformed_rows"}
+    assert settings_mod.Settings().finetune.__class__(dropout=1.0).problems()
