@@ -14,7 +14,10 @@ The arms run round-robin, step by step, on the same batches, so drift in a share
 hits all of them alike; run it on an otherwise idle machine (the load average is printed).
 Prints the median step time of each arm and its ratio to uniform. `mapnet-ht-1layer` is the HT
 arm with a one-block proposal (`masking.map_layers = 1`): whether a smaller proposal suffices is
-a question of its cost, and this is that cost. `--data SHARDS` takes the batches from real shards
+a question of its cost, and this is that cost. `mapnet-ht-lite` (a `compare` arm) also learns on
+every 4th step only (`masking.map_train_every`); an arm that learns every k-th step is timed per
+cycle: the median over windows of k consecutive steps of their mean (one learning step in each),
+so its figure is its average step, not its cheaper frozen one. `--data SHARDS` takes the batches from real shards
 (their sequence length and vocabulary) instead of a random Zipf corpus; the unit arms (whole-word,
 span, pmi) need it: they read word boundaries from the shards' tokenizer, pmi its PMI vocabulary.
 """
@@ -42,7 +45,7 @@ from mapnet_cli.train.step import precision_context
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 ARMS = ["uniform", "uniform@0.3", "uniform@0.4", "stratified", "frequency-ht", "mapnet", "mapnet-ht", "mapnet-ht-learnability",
-        "mapnet-ht-1layer"]
+        "mapnet-ht-1layer", "mapnet-ht-lite"]
 UNIT_ARMS = ["whole-word", "span", "pmi"]  # --data only
 
 
@@ -97,8 +100,16 @@ def one_step(run, step: int, data: RandomCorpus, info) -> None:
         batches.append(to_device(batch, info.device))  # as the loop: drawn on the host, sent with its positions
     train_step(strategy.net, run.optimizer, run.scheduler, batches, scale=1 / t.batch_size, grad_clip=0.0,
                autocast=precision_context("auto", info.device), info=info, batch_size=t.batch_size,
-               loss_fn=strategy.loss_fn(step, with_stats=False), read=False)
+               loss_fn=strategy.loss_fn(step, with_stats=False), read=False, frozen=strategy.frozen(step))
     strategy.after_step()
+
+
+def per_cycle(times: list[float], cycle: int) -> float:
+    """Median over windows of `cycle` consecutive steps of their mean step time (cycle 1: the median step)."""
+    whole = len(times) - len(times) % cycle
+    if not whole:
+        raise SystemExit(f"--steps must be at least {cycle} (an arm learns every {cycle}th step)")
+    return statistics.median(statistics.fmean(times[i:i + cycle]) for i in range(0, whole, cycle))
 
 
 def main() -> None:
@@ -139,11 +150,12 @@ def main() -> None:
                 one_step(run, i, data, info)
                 sync(info.device)  # GPU work is asynchronous: time it to its end
                 samples[arm].append(time.perf_counter() - t0)
-        base = statistics.median(samples["uniform"]) if "uniform" in samples else None
+        typical = {arm: per_cycle(v, runs[arm].settings.masking.map_train_every) for arm, v in samples.items()}
+        base = typical.get("uniform")
         print(f"\n{size}: {'arm':24} {'ms/step':>9} {'vs uniform':>11}")
-        for arm, v in samples.items():
-            ms = statistics.median(v) * 1e3
-            ratio = f"{statistics.median(v) / base:.2f}x" if base else "-"
+        for arm, v in typical.items():
+            ms = v * 1e3
+            ratio = f"{v / base:.2f}x" if base else "-"
             print(f"{'':{len(size) + 2}}{arm:24} {ms:9.1f} {ratio:>11}")
     print(f"\nload average {os.getloadavg()[0]:.2f} (1 min) after")
 

@@ -27,6 +27,9 @@ STRATEGIES = {
     "mapnet-ht": {**_HT, "proposal_target": "gradnorm"},
     "mapnet-ht-loss": {**_HT, "proposal_target": "loss"},
     "mapnet-ht-learnability": {**_HT, "proposal_target": "learnability"},
+    # The HT arm made cheap (the "step efficiency" issue's <= 1.15x target): a one-block proposal that
+    # learns on every 4th step only and just draws masks in between (masking.map_train_every).
+    "mapnet-ht-lite": {**_HT, "proposal_target": "gradnorm", "map_layers": 1, "map_train_every": 4},
     "stratified": {"strategy": "stratified"},
     "frequency-ht": {"strategy": "frequency", "mix_uniform": 0.5},
     # The no-network unit schemes people use (masking/units.py, masking/pmi_units.py): unweighted, the uniform token budget.
@@ -38,7 +41,7 @@ STRATEGIES = {
 SCHEME = {"uniform": "uniform", "mapnet": "mapnet_clipped", "mapnet-noweight": "mapnet_unweighted",
           "mapnet-unclipped": "mapnet_unclipped", "mapnet-noexplore": "mapnet_clipped",
           "mapnet-uncompressed": "mapnet_clipped", "mapnet-ht": "ht", "mapnet-ht-loss": "ht",
-          "mapnet-ht-learnability": "ht", "stratified": "stratified", "frequency-ht": "frequency",
+          "mapnet-ht-learnability": "ht", "mapnet-ht-lite": "ht", "stratified": "stratified", "frequency-ht": "frequency",
           # Unit masks are not a variance scheme yet: their arms show no variance curve (uniform is still measured).
           "whole-word": None, "span": None, "pmi": None}
 

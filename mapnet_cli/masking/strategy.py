@@ -123,6 +123,8 @@ class Strategy(Protocol):
 
     def after_step(self) -> None: ...  # every rank, after each optimizer step
 
+    def frozen(self, step: int) -> list[torch.nn.Parameter]: ...  # take no update at `step` (their gradients are dropped)
+
     def metrics(self) -> dict[str, Any]: ...  # a collective on log steps: every rank calls it
 
     def compile(self) -> None: ...
@@ -166,6 +168,9 @@ class UniformTraining:
 
     def after_step(self) -> None:
         pass
+
+    def frozen(self, step: int) -> list[torch.nn.Parameter]:
+        return []
 
     def metrics(self) -> dict[str, Any]:
         return {}

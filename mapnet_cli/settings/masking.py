@@ -48,6 +48,8 @@ class MaskingSettings:
     map_loss_on: Literal["map", "encoder"] = setting(
         "map", "which term lambda scales: 'map' = L_enc + lambda*L_MAP (mapnet choice, see README), 'encoder' = L_MAP + lambda*L_enc as printed")
     train_map_on_uniform: bool = setting(True, "uniformly masked sequences also train MAP-Net (mapnet choice: more signal early)")
+    map_train_every: int = setting(
+        1, "MAP-Net learns on every k-th step only; in between it only draws masks (forward without autograd, no update): a cheaper step (mapnet choice; 1: every step, as in the paper)")
 
     def problems(self, ignored: bool = True) -> list[str]:
         """Every bad masking setting; `ignored=False` leaves out settings this strategy would ignore
@@ -62,6 +64,8 @@ class MaskingSettings:
         for name in ("explore_start", "explore_end"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 out.append(f"masking.{name} must be in [0, 1] (got {getattr(self, name)})")
+        if self.map_train_every < 1:
+            out.append(f"masking.map_train_every must be >= 1 (got {self.map_train_every})")
         for name in ("explore_steps", "map_layers", "map_hidden", "map_heads"):
             if getattr(self, name) < 0:
                 out.append(f"masking.{name} must be >= 0 (got {getattr(self, name)})")
@@ -113,6 +117,7 @@ class MaskingSettings:
             "mix_uniform": (ht or self.strategy == "frequency", "masking.importance 'ht' or masking.strategy 'frequency'"),
             "proposal_target": (self.strategy == "mapnet", "masking.strategy 'mapnet'"),
             "map_lr": (self.strategy == "mapnet", "masking.strategy 'mapnet'"),
+            "map_train_every": (self.strategy == "mapnet", "masking.strategy 'mapnet'"),
             "learnability_decay": (self.strategy == "mapnet" and self.proposal_target == "learnability",
                                    "masking.proposal_target 'learnability'"),
             "target_floor": (regressed, "masking.proposal_target 'gradnorm' or 'learnability'"),

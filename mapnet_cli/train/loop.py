@@ -281,7 +281,8 @@ class Run:
                                 scale=self.info.world_size / rows, grad_clip=self.settings.optim.grad_clip,
                                 autocast=self.autocast, info=self.info, batch_size=rows,
                                 loss_fn=self.strategy.loss_fn(self.step, with_stats=log_step),
-                                read=read, window_tokens=window_tokens, first_bad=first_bad if read else None)
+                                read=read, window_tokens=window_tokens, first_bad=first_bad if read else None,
+                                frozen=self.strategy.frozen(self.step))
             except NonFiniteLoss as exc:
                 keep = f"last good checkpoint: {last}" if last else "no checkpoint was written yet"
                 raise MapnetError(f"non-finite loss at step {exc.step or self.step + 1} ({exc}); stopped, {keep}") from None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -44,7 +45,8 @@ class StepStats:
 
 def train_step(model, optimizer, scheduler, batches: list[MicroBatch], *, scale: float, grad_clip: float,
                autocast, info: distributed.DistInfo, batch_size: int, loss_fn=mlm_loss, read: bool = True,
-               window_tokens: int = 0, first_bad: torch.Tensor | None = None) -> StepStats:
+               window_tokens: int = 0, first_bad: torch.Tensor | None = None,
+               frozen: Sequence[torch.nn.Parameter] = ()) -> StepStats:
     """Forward/backward every micro-batch (gradients all-reduced on the last), clip, step.
 
     `read`: bring the step's loss, gradient norm and masked count to the host (one sync, and one
@@ -55,6 +57,9 @@ def train_step(model, optimizer, scheduler, batches: list[MicroBatch], *, scale:
     from after a non-finite step. `window_tokens`: this rank's tokens of the unread steps before
     this one, summed over ranks in the same all-reduce for the logged throughput. `first_bad`:
     the caller's record of the first non-finite unread step (0-dim, 0: none), read in the same sync.
+    `frozen`: parameters that take no update this step. Their gradients (zeros: they are in the loss only
+    so that DDP sees every parameter used) are dropped before clipping, so the optimizer skips them
+    (no momentum step, no weight decay) and they count nowhere in the gradient norm.
     """
     model.train()
     totals = torch.zeros(2, dtype=torch.float64, device=info.device)
@@ -65,6 +70,8 @@ def train_step(model, optimizer, scheduler, batches: list[MicroBatch], *, scale:
             with record_function("mapnet.backward"):
                 loss.backward()
         totals += torch.stack([seq_sum.double(), masked.double()])
+    for p in frozen:
+        p.grad = None
     tokens = sum(batch.tokens for batch in batches)
     lr = optimizer.param_groups[0]["lr"]
     with record_function("mapnet.optimizer"):

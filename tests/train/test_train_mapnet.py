@@ -143,6 +143,59 @@ def test_two_gloo_processes_match_one_process_with_mapnet(tiny_shards, tmp_path)
         torch.testing.assert_close(wb[k], wa[k], atol=2e-5, rtol=1e-4, msg=k)
 
 
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_two_gloo_processes_match_one_process_when_mapnet_learns_every_other_step(tiny_shards, tmp_path):
+    """`masking.map_train_every`: the frozen steps' zero gradients keep DDP's reducer whole, and every
+    rank drops them alike, so 2 x 4 still equals 1 x 8."""
+    sets = [*BASE, "model.dropout=0.0", "model.attention_dropout=0.0", "train.steps=5", "logging.log_every=1",
+            "masking.strategy=mapnet", "masking.explore_steps=2", "masking.map_train_every=2"]
+    pretrain_two_processes(tiny_shards, tmp_path / "two", sets)
+    pretrain(resolve(None, {"model": {"preset": "tiny"}}, sets), tiny_shards, tmp_path / "one")
+    a, b = rows(tmp_path / "one"), rows(tmp_path / "two")
+    assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, 6))
+    for ra, rb in zip(a, b):
+        assert rb["loss"] == pytest.approx(ra["loss"], rel=1e-5, abs=1e-6)
+        assert rb["grad_norm"] == pytest.approx(ra["grad_norm"], rel=1e-4)
+    wa = load_file(str(checkpoint.latest_checkpoint(tmp_path / "one") / "model.safetensors"))
+    wb = load_file(str(checkpoint.latest_checkpoint(tmp_path / "two") / "model.safetensors"))
+    for k in wa:
+        torch.testing.assert_close(wb[k], wa[k], atol=2e-5, rtol=1e-4, msg=k)
+
+
+def test_proposal_learns_only_on_every_kth_step_and_draws_the_same_masks(tiny_shards, tmp_path):
+    from mapnet_cli.masking.mapnet import ProposalConfig, ProposalNetwork, draw_masks
+    from mapnet_cli.model.bert import BertConfig, BertForMLM
+
+    s = mapnet_settings("train.steps=4", "train.checkpoint_every=1", "train.keep_last=10", "masking.explore_steps=2",
+                        "masking.map_train_every=3", "model.dropout=0.0", "model.attention_dropout=0.0")
+    pretrain(s, tiny_shards, tmp_path / "run")
+    ckpts = sorted((tmp_path / "run" / "checkpoints").glob("step-*"))
+    w = [load_file(str(c / "model.safetensors")) for c in ckpts]  # after steps 1..4 = 0-based steps 0..3
+    assert len(w) == 4
+    changed = lambda a, b, prefix: any(not torch.equal(a[k], b[k]) for k in a if k.startswith(prefix))
+    # 0-based steps 1 and 2 are frozen (1 % 3, 2 % 3 != 0): MAP-Net's weights stay; step 3 learns again.
+    assert not changed(w[0], w[1], "mapnet.") and not changed(w[1], w[2], "mapnet.")
+    assert changed(w[2], w[3], "mapnet.")
+    # The encoder learns on every step, frozen or not.
+    assert all(changed(w[i], w[i + 1], "encoder.blocks.") for i in range(3))
+
+    # A frozen step draws exactly the masks a learning step draws from the same weights, with no graph.
+    torch.manual_seed(0)
+    model = BertForMLM(BertConfig(vocab_size=60, hidden=32, layers=1, heads=2, intermediate=64, max_position=16))
+    prop = ProposalNetwork(ProposalConfig.from_settings(s.model.__class__(hidden=32, heads=2, layers=1, max_position=16),
+                                                        s.masking), model.encoder.tok_embeddings)
+    torch.nn.init.normal_(prop.score.weight, std=1.0)  # a non-uniform proposal
+    ids = torch.randint(5, 60, (4, 16))
+    special = {"pad": 0, "cls": 1, "sep": 2, "mask": 3, "unk": 4}
+    kw = dict(special_ids=special, vocab_size=60, step=5, total_steps=10, seed=0, slots=range(4), masking=s.masking)
+    learning = draw_masks(prop, ids, None, **kw)
+    frozen = draw_masks(prop, ids, None, **kw, learn=False)
+    assert torch.equal(learning.chosen, frozen.chosen) and torch.equal(learning.corrupted, frozen.corrupted)
+    assert torch.equal(learning.weights, frozen.weights)
+    assert learning.log_probs.requires_grad and not frozen.log_probs.requires_grad
+
+
 # ---------------------------------------------------------------- (d) export and inspect-masks
 def test_export_keeps_only_the_encoder_and_inspect_masks_reads_the_checkpoint(cli_run, tmp_path):
     pytest.importorskip("transformers")

@@ -46,6 +46,17 @@ total = L_enc + lambda L_MAP: the encoder's loss keeps its natural scale on the
 shared embeddings and MAP-Net's gradient reaches them at weight lambda.
 "encoder" gives total = L_MAP + lambda L_enc, the formula as printed.
 
+Learning on every k-th step only (`masking.map_train_every`, beyond the paper).
+A MAP-Net step costs the proposal's forward *and* backward on top of a uniform
+step. On the steps in between, the proposal only draws the masks: its forward
+runs without autograd (no activations kept, no backward through it) and its
+parameters take no update (`train_step`'s `frozen`). Everything the encoder
+sees is unchanged in kind — masks from the current proposal, the same weights
+— only the proposal's learning is subsampled, by 1/k, like a proposal
+refreshed every k steps. Its term in the loss is then 0 x (the sum of its
+parameters): zero gradients, so every rank's DDP still sees every parameter
+used, which `train_step` then drops.
+
 Uniformly masked sequences and MAP-Net (`masking.train_map_on_uniform`,
 default True). Eq. 10 only needs positions and their losses; for a uniformly
 masked sequence -log p_prop is the proposal's log-probability of the positions
@@ -183,14 +194,15 @@ def ht_inclusion(log_p: torch.Tensor, eligible: torch.Tensor, k: torch.Tensor, m
 def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, *,
                special_ids: Mapping[str, int], vocab_size: int, step: int, total_steps: int, seed: int,
                slots: Sequence[int], masking: MaskingSettings,
-               rng: uniform.SequenceRNG | None = None) -> MaskDraw:
+               rng: uniform.SequenceRNG | None = None, learn: bool = True) -> MaskDraw:
     """Steps 1-2 of the module doc: coin, proposal, Gumbel-top-k, weights, replacement.
 
     `rng` is the `SequenceRNG` the uniform strategy would use for these
     sequences — given the same one, a uniformly masked sequence gets exactly
     the mask and replacement the uniform strategy gives it. Without `rng`, it
     is keyed as the training loop keys uniform masks: (seed, step, slot) in
-    the `masking.TRAIN_MASKS` domain.
+    the `masking.TRAIN_MASKS` domain. `learn=False`: the proposal runs without autograd
+    (a step on which it does not learn; `log_probs` then carries no gradient).
     """
     B, T = input_ids.shape
     device = input_ids.device
@@ -206,7 +218,8 @@ def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mas
                                     masking.explore_steps)
     uniform_rows = exploration_coins(seed, step, slots, p_uniform, device)
 
-    log_p = proposal(input_ids, attention_mask, eligible)
+    with torch.set_grad_enabled(learn and torch.is_grad_enabled()):
+        log_p = proposal(input_ids, attention_mask, eligible)
     # The first draw of each sequence's stream, as in masking.uniform.uniform_mask: uniform rows take the
     # K smallest u (stable on ties: the very mask uniform_mask picks), MAP rows the K largest
     # Gumbel keys log p + G(u) — or, with HT weights, the systematic PPS design ordered by u,
@@ -259,7 +272,7 @@ def mapnet_micro_batch_loss(
     special_ids: Mapping[str, int], vocab_size: int, step: int, total_steps: int, seed: int, slots: Sequence[int],
     masking: MaskingSettings, rng: uniform.SequenceRNG | None = None,
     token_kinds: Mapping[str, torch.Tensor] | None = None, with_stats: bool = True,
-    reference: TokenLossReference | None = None,
+    reference: TokenLossReference | None = None, learn: bool = True,
 ) -> tuple[MicroBatchLoss, stats_mod.MapnetStats | None]:
     """Mask one micro-batch with MAP-Net (or uniformly, by the exploration coin) and compute both losses.
 
@@ -269,9 +282,11 @@ def mapnet_micro_batch_loss(
     micro-batch's loss sums (see `MicroBatchLoss.total`) and its statistics
     (None with `with_stats=False`: steps that are not logged skip ~40 small kernels).
     `reference`: the learnability target's per-type loss average (observed here, updated per step).
+    `learn=False`: MAP-Net draws the masks but does not learn (`masking.map_train_every`, module doc).
     """
     draw = draw_masks(proposal, input_ids, attention_mask, special_ids=special_ids, vocab_size=vocab_size,
-                      step=step, total_steps=total_steps, seed=seed, slots=slots, masking=masking, rng=rng)
+                      step=step, total_steps=total_steps, seed=seed, slots=slots, masking=masking, rng=rng,
+                      learn=learn)
     B, T = input_ids.shape
     device = input_ids.device
     chosen = draw.chosen
@@ -285,6 +300,8 @@ def mapnet_micro_batch_loss(
     # where(), not indexing: the sum stays connected to every MAP-Net parameter even when no row
     # trains it, so DDP always sees a gradient (zero) for each one.
     map_sum = torch.where(train_rows, terms, torch.zeros((), device=device)).sum()
+    if not learn:  # zero gradients, no activations: see "Learning on every k-th step only" above
+        map_sum = map_sum.detach() * 0 + sum(p.sum() for p in proposal.parameters()) * 0
     if draw.token_weights is not None:
         flat_w = draw.token_weights[chosen]
         seq = designs.weighted_sequence_losses(out.token_losses, out.rows, flat_w, draw.counts)

@@ -27,6 +27,9 @@ which strategy it runs:
   and no RNG state is needed (masks, coins and dropout are reseeded from
   (seed, step, slot/rank) every step). The learnability target's per-type
   loss average is saved under `mapnet_reference.`.
+- cheaper steps: with `masking.map_train_every = k` the proposal learns at steps
+  0, k, 2k, ... only; on the others `frozen` names its parameters, whose (zero)
+  gradients `train_step` drops, so they take no update (objective module doc).
 - learning rate: `masking.map_lr` gives MAP-Net's own parameters their own
   peak rate (the shared embedding follows the encoder's). lambda
   (`masking.map_loss_weight`) cannot do that: under Adam a constant factor on a
@@ -91,6 +94,12 @@ class MapnetTraining:
         targets, attn, tokens = batch_tensors(ids, self.special_ids, device)
         return MicroBatch(None, targets, None, attn, tokens, slots=slots, keys=list(keys))
 
+    def learns(self, step: int) -> bool:
+        return step % self.settings.masking.map_train_every == 0
+
+    def frozen(self, step: int) -> list[torch.nn.Parameter]:
+        return [] if self.learns(step) else list(self.proposal.parameters())
+
     def after_step(self) -> None:
         if self.reference is not None:
             self.reference.update(self.info)  # a collective: every rank, every step
@@ -106,12 +115,13 @@ class MapnetTraining:
         pieces = t.pieces_per_sequence(step, self.seq_len)  # the sequence-length warm-up's pieces are the sequences
         m = map_training_sequences(step, t.steps, t.seed, piece_slots(range(t.batch_size), pieces, t.batch_size), s.masking)
         map_scale = self.info.world_size / max(m, 1)
+        learn = self.learns(step)
 
         def mapnet_loss(ddp, batch, scale: float):
             part, st = ddp(batch.targets, batch.attention_mask, special_ids=self.special_ids,
                            vocab_size=self.vocab_size, step=step, total_steps=t.steps, seed=t.seed, slots=batch.slots,
                            masking=s.masking, rng=SequenceRNG(batch.keys), token_kinds=self.kinds,
-                           with_stats=with_stats, reference=self.reference)
+                           with_stats=with_stats, reference=self.reference, learn=learn)
             if st is not None:
                 self.stats.add(st)
             return part.total(s.masking, enc_scale=scale, map_scale=map_scale), part.loss_sum, part.masked
