@@ -45,6 +45,7 @@ class MicroBatch:
     weights: torch.Tensor | None = None   # (b, T) float loss weight of each masked position; None = all 1
     positions: torch.Tensor | None = None  # (N,) flat row-major indices of `mask`, computed on the host (`to_device`)
     width: int | None = None              # the most masked positions in one row (the last block's query grid)
+    draws: Any = None                     # MAP-Net: the micro-batch's randomness drawn on the host (`mapnet.host_draws`)
 
 
 def to_device(batch: MicroBatch, device: torch.device) -> MicroBatch:
@@ -74,7 +75,7 @@ def to_device(batch: MicroBatch, device: torch.device) -> MicroBatch:
 
     return replace(batch, inputs=move(batch.inputs), targets=move(batch.targets), mask=move(batch.mask),
                    attention_mask=move(batch.attention_mask), weights=move(batch.weights),
-                   positions=move(batch.positions))
+                   positions=move(batch.positions), draws=None if batch.draws is None else batch.draws.to(device))
 
 
 def mlm_loss(model, batch: MicroBatch, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

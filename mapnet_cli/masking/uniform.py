@@ -144,30 +144,42 @@ def uniform_mask(input_ids: torch.Tensor, eligible: torch.Tensor, mask_prob: flo
     raise ValueError(f"count must be 'exact' or 'bernoulli' (got {count!r})")
 
 
+def replacement_draws(shape: tuple[int, int], vocab_size: int, special_ids: Mapping[str, int],
+                      device: torch.device | str, generator: torch.Generator | SequenceRNG | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """What the 80/10/10 replacement draws: (choice uniforms, random non-special token ids), both (B, T).
+    Two uniforms per position, in this order; a token id is the `pick` uniform's share of the ordinary ids."""
+    choice = _uniform(shape, device, generator)
+    pick = _uniform(shape, device, generator)
+    specials = torch.tensor(special_id_list(special_ids), dtype=torch.long, device=device)
+    ordinary = torch.arange(vocab_size, device=device)
+    ordinary = ordinary[~torch.isin(ordinary, specials)]
+    return choice, ordinary[(pick * len(ordinary)).long().clamp(max=len(ordinary) - 1)]
+
+
 def apply_replacement(input_ids: torch.Tensor, mask: torch.Tensor, vocab_size: int,
                       special_ids: Mapping[str, int], replace_mask: float = 0.8, replace_random: float = 0.1,
                       generator: torch.Generator | SequenceRNG | None = None,
-                      choice_at: torch.Tensor | None = None) -> torch.Tensor:
+                      choice_at: torch.Tensor | None = None,
+                      drawn: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """The corrupted input: at masked positions [MASK] with probability
     `replace_mask`, a random non-special token with probability
     `replace_random`, else the original token. Positions outside `mask` are
-    untouched. Draws two uniforms per position (choice, then random token).
+    untouched. Draws two uniforms per position (choice, then random token;
+    `replacement_draws`), or takes them ready in `drawn` (drawn on the host
+    beforehand: nothing here then copies or reads anything between host and device).
     `choice_at` (B, T), optional: the position whose choice draw decides each
     position, so a whole unit (a word, a span) gets one 80/10/10 decision
     (`units.py`); the draws themselves are the same."""
-    B, T = input_ids.shape
-    choice = _uniform((B, T), input_ids.device, generator)
-    pick = _uniform((B, T), input_ids.device, generator)
+    if drawn is None:
+        drawn = replacement_draws(tuple(input_ids.shape), vocab_size, special_ids, input_ids.device, generator)
+    choice, random_ids = drawn
     if choice_at is not None:
         choice = choice.gather(1, choice_at)
-    specials = torch.tensor(special_id_list(special_ids), dtype=torch.long, device=input_ids.device)
-    ordinary = torch.arange(vocab_size, device=input_ids.device)
-    ordinary = ordinary[~torch.isin(ordinary, specials)]
-    random_ids = ordinary[(pick * len(ordinary)).long().clamp(max=len(ordinary) - 1)].to(input_ids.dtype)
     to_mask = mask & (choice < replace_mask)
     to_random = mask & (choice >= replace_mask) & (choice < replace_mask + replace_random)
-    out = torch.where(to_mask, torch.as_tensor(special_ids["mask"], dtype=input_ids.dtype, device=input_ids.device), input_ids)
-    return torch.where(to_random, random_ids, out)
+    out = input_ids.masked_fill(to_mask, special_ids["mask"])
+    return torch.where(to_random, random_ids.to(input_ids.dtype), out)
 
 
 def mask_batch(input_ids: torch.Tensor, special_ids: Mapping[str, int], vocab_size: int, masking,
@@ -182,5 +194,5 @@ def mask_batch(input_ids: torch.Tensor, special_ids: Mapping[str, int], vocab_si
 
 __all__ = [
     "SPECIAL_NAMES", "TRAIN_MASKS", "EVAL_MASKS", "DROPOUT", "STRATA", "SYSTEMATIC_START", "piece_slots", "keyed_uniforms", "mix_seed", "sequence_keys", "SequenceRNG", "eligible_positions", "mask_counts",
-    "uniform_mask", "apply_replacement", "mask_batch", "special_id_list",
+    "uniform_mask", "replacement_draws", "apply_replacement", "mask_batch", "special_id_list",
 ]

@@ -16,8 +16,10 @@ syncs a GPU step would make:
   `cudaEventSynchronize`, the synchronous `cudaMemcpy`): what a device-to-host read costs there.
 
 Not counted: whatever runs under a host-side range (`HOST_SIDE`: the batch's data and masks are
-drawn on the host by design, `masking.strategy.to_device`) and PyTorch's optimizers, which read
-their step counters with `.item()` from host tensors (a host read, no device wait, on every device).
+drawn on the host by design, `masking.strategy.to_device`), PyTorch's optimizers, which read
+their step counters with `.item()` from host tensors (a host read, no device wait, on every device),
+and `torch._assert_async`, whose CPU kernel reads its argument (`item`) where the CUDA one is a
+device-side assert that the host never waits for (`DEVICE_CHECKS`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 HOST_SIDE = ("mapnet.data", "mapnet.masks", "mapnet.to_device", "Optimizer.step#", "Optimizer.zero_grad#")
+DEVICE_CHECKS = ("aten::_assert_async",)
 OPERATORS = {"aten::_local_scalar_dense": "item", "aten::nonzero": "nonzero", "Tensor.tolist": "tolist"}
 CUDA_WAITS = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "cudaMemcpy"}
 KINDS = ("item", "nonzero", "tolist", "cuda")
@@ -67,7 +70,7 @@ def ancestors(event) -> Iterator:
 
 
 def host_side(event) -> bool:
-    return any(parent.name.startswith(HOST_SIDE) for parent in ancestors(event))
+    return any(parent.name.startswith(HOST_SIDE) or parent.name in DEVICE_CHECKS for parent in ancestors(event))
 
 
 def count(events: Iterable, within=None) -> dict[str, int]:

@@ -35,20 +35,35 @@ def shards(tmp_path_factory) -> Path:
     return write_tiny_shards(tmp_path_factory.mktemp("shards") / "shards")
 
 
-def step_syncs(run: Run, step: int, read: bool) -> dict[str, int]:
+def step_syncs(run: Run, step: int, read: bool, stats: bool | None = None) -> dict[str, int]:
+    """`stats`: collect the strategy's logging statistics (default: on read steps, as a logging step does)."""
     batches = run.batches(step)  # drawn on the host by design: not part of the count
+    with_stats = read if stats is None else stats
     with host_syncs.counting() as prof:
         train_step(run.ddp, run.optimizer, run.scheduler, batches, scale=1 / 8, grad_clip=1.0, autocast=run.autocast,
-                   info=run.info, batch_size=8, loss_fn=run.strategy.loss_fn(step, with_stats=read), read=read)
+                   info=run.info, batch_size=8, loss_fn=run.strategy.loss_fn(step, with_stats=with_stats),
+                   read=read, frozen=run.strategy.frozen(step))
     return host_syncs.count(prof.events())
 
 
-@pytest.mark.parametrize("strategy", ["uniform", "stratified", "frequency", "whole-word"])
+ARMS = {"uniform": ["masking.strategy=uniform"], "stratified": ["masking.strategy=stratified"],
+        "frequency": ["masking.strategy=frequency", "masking.mix_uniform=0.5"], "whole-word": ["masking.strategy=whole-word"],
+        # MAP-Net draws its masks on the device, from the proposal: its randomness, K and the mask's size
+        # come from the host (`mapnet.host_draws`), so its step waits for nothing either.
+        "mapnet": ["masking.strategy=mapnet", "masking.explore_steps=2"],
+        "mapnet-ht": ["masking.strategy=mapnet", "masking.importance=ht", "masking.mix_uniform=0.5",
+                      "masking.explore_start=0", "masking.explore_end=0", "masking.proposal_target=gradnorm"],
+        "mapnet-ht-frozen": ["masking.strategy=mapnet", "masking.importance=ht", "masking.mix_uniform=0.5",
+                             "masking.explore_start=0", "masking.explore_end=0", "masking.map_train_every=2"]}
+
+
+@pytest.mark.parametrize("strategy", list(ARMS))
 def test_a_step_that_is_not_read_waits_for_nothing_and_a_read_step_once(shards, tmp_path, strategy):
-    run = Run(settings(f"masking.strategy={strategy}", "masking.mix_uniform=0.5" if strategy == "frequency" else
-                       "masking.mask_prob=0.15"), shards, tmp_path / "run", distributed.DistInfo(), False, [])
+    run = Run(settings(*ARMS[strategy]), shards, tmp_path / "run", distributed.DistInfo(), False, [])
     assert step_syncs(run, 0, read=False) == {"item": 0, "nonzero": 0, "tolist": 0, "cuda": 0}
-    assert step_syncs(run, 1, read=True) == {"item": 0, "nonzero": 0, "tolist": 1, "cuda": 0}
+    # An evaluation or checkpoint step reads once; a logging step also collects MAP-Net's statistics,
+    # whose reads are allowed there (and only there).
+    assert step_syncs(run, 1, read=True, stats=False) == {"item": 0, "nonzero": 0, "tolist": 1, "cuda": 0}
 
 
 def test_the_counter_sees_the_reads_of_a_mask_passed_as_bools(shards, tmp_path):

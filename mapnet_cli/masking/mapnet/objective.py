@@ -88,6 +88,7 @@ from torch import nn
 from .. import designs, uniform
 from ...settings import MaskingSettings
 from . import stats as stats_mod
+from .host_draws import HostDraws, draw_on_host
 from .proposal import ProposalNetwork
 from .targets import TokenLossReference, gradnorm_proxy, regression_objective
 from .sampling import (explore_probability, exploration_coins, gumbel_keys, importance_weights, log_importance_ratio,
@@ -157,7 +158,7 @@ def map_training_sequences(step: int, total_steps: int, seed: int, slots: Sequen
         rows = ~exploration_coins(seed, step, slots, p)
     if eligible_counts is not None:
         rows &= torch.as_tensor(eligible_counts).cpu() > 0
-    return int(rows.sum())
+    return int(rows.numpy().sum())  # numpy: a host count, not an operator a sync counter would flag
 
 
 @dataclass
@@ -175,6 +176,8 @@ class MaskDraw:
     p_uniform: float  # the exploration probability of this step
     token_weights: torch.Tensor | None = None  # (B, T) HT weights at chosen positions (importance "ht"), else None
     inclusion: torch.Tensor | None = None  # (B, T) pi_i of the HT design (importance "ht"), else None
+    positions: torch.Tensor | None = None  # (N,) flat row-major indices of `chosen` (N = sum of K)
+    width: int | None = None  # max K: the most chosen positions in one row
 
 
 PROPOSAL_FLOOR = 1e-9  # smallest proposal probability of an eligible position under importance "ht"
@@ -194,29 +197,27 @@ def ht_inclusion(log_p: torch.Tensor, eligible: torch.Tensor, k: torch.Tensor, m
 def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, *,
                special_ids: Mapping[str, int], vocab_size: int, step: int, total_steps: int, seed: int,
                slots: Sequence[int], masking: MaskingSettings,
-               rng: uniform.SequenceRNG | None = None, learn: bool = True) -> MaskDraw:
+               rng: uniform.SequenceRNG | None = None, learn: bool = True, draws: HostDraws | None = None) -> MaskDraw:
     """Steps 1-2 of the module doc: coin, proposal, Gumbel-top-k, weights, replacement.
 
-    `rng` is the `SequenceRNG` the uniform strategy would use for these
-    sequences — given the same one, a uniformly masked sequence gets exactly
-    the mask and replacement the uniform strategy gives it. Without `rng`, it
-    is keyed as the training loop keys uniform masks: (seed, step, slot) in
-    the `masking.TRAIN_MASKS` domain. `learn=False`: the proposal runs without autograd
-    (a step on which it does not learn; `log_probs` then carries no gradient).
+    `draws`: the micro-batch's randomness, drawn on the host beforehand (`host_draws`; the training
+    loop's way: then nothing here waits for the device). Without it they are drawn here from
+    `input_ids` read back to the host, from `rng`, the `SequenceRNG` the uniform strategy would use
+    for these sequences — given the same one, a uniformly masked sequence gets exactly the mask and
+    replacement the uniform strategy gives it. Without `rng`, it is keyed as the training loop keys
+    uniform masks: (seed, step, slot) in the `masking.TRAIN_MASKS` domain. `learn=False`: the
+    proposal runs without autograd (a step on which it does not learn; `log_probs` then carries no
+    gradient).
     """
     B, T = input_ids.shape
     device = input_ids.device
-    if len(slots) != B:
+    if draws is None:
+        draws = draw_on_host(input_ids.cpu(), None if attention_mask is None else attention_mask.cpu(),
+                             special_ids=special_ids, vocab_size=vocab_size, step=step, total_steps=total_steps,
+                             seed=seed, slots=slots, masking=masking, rng=rng).to(device)
+    elif len(slots) != B:
         raise ValueError(f"{len(slots)} slots for a batch of {B}")
-    if rng is None:
-        rng = uniform.SequenceRNG(uniform.sequence_keys(seed, step, slots, uniform.TRAIN_MASKS))
-    eligible = uniform.eligible_positions(input_ids, special_ids)
-    if attention_mask is not None:
-        eligible &= attention_mask.bool()
-    k = uniform.mask_counts(eligible.sum(1), masking.mask_prob)
-    p_uniform = explore_probability(step, total_steps, masking.explore_start, masking.explore_end,
-                                    masking.explore_steps)
-    uniform_rows = exploration_coins(seed, step, slots, p_uniform, device)
+    eligible, k, uniform_rows, u = draws.eligible, draws.counts, draws.coins, draws.order
 
     with torch.set_grad_enabled(learn and torch.is_grad_enabled()):
         log_p = proposal(input_ids, attention_mask, eligible)
@@ -224,14 +225,12 @@ def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mas
     # K smallest u (stable on ties: the very mask uniform_mask picks), MAP rows the K largest
     # Gumbel keys log p + G(u) — or, with HT weights, the systematic PPS design ordered by u,
     # started from its own keyed uniform (so the mask stream stays the uniform strategy's).
-    u = rng.uniform(T, device)
     uniform_keys = (-u.to(torch.float64)).masked_fill(~eligible, float("-inf"))
     uniform_chosen = top_k_mask(uniform_keys, k)
     token_weights = inclusion = None
     if masking.importance == "ht":
         inclusion = ht_inclusion(log_p, eligible, k, masking)
-        start = uniform.keyed_uniforms(seed, step, slots, uniform.SYSTEMATIC_START, device)
-        proposed = designs.systematic_sample(inclusion, u, start)
+        proposed = designs.systematic_sample(inclusion, u, draws.start)
         chosen = torch.where(uniform_rows[:, None], uniform_chosen, proposed)
         # float64: a coin-uniform row's weights are then exactly (K/n) / (K/n) = 1.
         uniform_pi = k[:, None].double() / eligible.sum(1, keepdim=True).clamp(min=1).double()
@@ -245,9 +244,13 @@ def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mas
     weights = importance_weights(log_r, mode, masking.clip_epsilon)
     weights = torch.where(uniform_rows, torch.ones_like(weights), weights)
     corrupted = uniform.apply_replacement(input_ids, chosen, vocab_size, special_ids, masking.replace_mask,
-                                              masking.replace_random, generator=rng)
-    return MaskDraw(eligible, k, uniform_rows, log_p, chosen, log_r, weights, corrupted, p_uniform, token_weights,
-                    inclusion)
+                                          masking.replace_random, drawn=(draws.choice, draws.random_ids))
+    # Every row holds exactly its K (both designs draw exactly K): the flat positions have a size known
+    # on the host, so finding them waits for nothing. The assert is checked on the device, asynchronously.
+    torch._assert_async(chosen.sum() == draws.total, "MAP-Net drew a mask of another size than sum(K)")
+    positions = torch.nonzero_static(chosen.flatten(), size=draws.total).squeeze(1)
+    return MaskDraw(eligible, k, uniform_rows, log_p, chosen, log_r, weights, corrupted, draws.p_uniform, token_weights,
+                    inclusion, positions, draws.width)
 
 
 def proposal_terms(draw: MaskDraw, out, dense_losses: torch.Tensor, masking: MaskingSettings,
@@ -272,13 +275,13 @@ def mapnet_micro_batch_loss(
     special_ids: Mapping[str, int], vocab_size: int, step: int, total_steps: int, seed: int, slots: Sequence[int],
     masking: MaskingSettings, rng: uniform.SequenceRNG | None = None,
     token_kinds: Mapping[str, torch.Tensor] | None = None, with_stats: bool = True,
-    reference: TokenLossReference | None = None, learn: bool = True,
+    reference: TokenLossReference | None = None, learn: bool = True, draws: HostDraws | None = None,
 ) -> tuple[MicroBatchLoss, stats_mod.MapnetStats | None]:
     """Mask one micro-batch with MAP-Net (or uniformly, by the exploration coin) and compute both losses.
 
     `model` is a `BertForMLM` (its `mlm_losses` runs the head at masked
     positions only); `slots` are the sequences' global batch slots at `step`
-    (they key the exploration coin); `rng` as in `draw_masks`. Returns the
+    (they key the exploration coin); `rng` and `draws` as in `draw_masks`. Returns the
     micro-batch's loss sums (see `MicroBatchLoss.total`) and its statistics
     (None with `with_stats=False`: steps that are not logged skip ~40 small kernels).
     `reference`: the learnability target's per-type loss average (observed here, updated per step).
@@ -286,14 +289,15 @@ def mapnet_micro_batch_loss(
     """
     draw = draw_masks(proposal, input_ids, attention_mask, special_ids=special_ids, vocab_size=vocab_size,
                       step=step, total_steps=total_steps, seed=seed, slots=slots, masking=masking, rng=rng,
-                      learn=learn)
+                      learn=learn, draws=draws)
     B, T = input_ids.shape
     device = input_ids.device
     chosen = draw.chosen
     # Through forward (not .mlm_losses) so DDP hooks stay in the path if `model` is wrapped.
-    out = model(draw.corrupted, attention_mask, chosen, targets=input_ids)
-    # Dense (B, T) token losses; masked_scatter fills in row-major order, the order of out.token_losses.
-    dense = torch.zeros(B, T, dtype=out.token_losses.dtype, device=device).masked_scatter(chosen, out.token_losses.detach())
+    out = model(draw.corrupted, attention_mask, draw.positions, targets=input_ids, width=draw.width)
+    # Dense (B, T) token losses: the positions are row-major, the order of out.token_losses.
+    dense = (torch.zeros(B * T, dtype=out.token_losses.dtype, device=device)
+             .index_copy(0, draw.positions, out.token_losses.detach()).view(B, T))
 
     terms = proposal_terms(draw, out, dense, masking, reference)
     train_rows = (~draw.uniform_rows | masking.train_map_on_uniform) & (draw.counts > 0)
@@ -303,7 +307,7 @@ def mapnet_micro_batch_loss(
     if not learn:  # zero gradients, no activations: see "Learning on every k-th step only" above
         map_sum = map_sum.detach() * 0 + sum(p.sum() for p in proposal.parameters()) * 0
     if draw.token_weights is not None:
-        flat_w = draw.token_weights[chosen]
+        flat_w = draw.token_weights.flatten().index_select(0, draw.positions)
         seq = designs.weighted_sequence_losses(out.token_losses, out.rows, flat_w, draw.counts)
         enc_sum = seq.float().sum()
     else:

@@ -47,6 +47,7 @@ from ... import distributed
 from ...errors import MapnetError
 from ..uniform import SequenceRNG, piece_slots
 from ..strategy import MicroBatch, batch_tensors
+from .host_draws import draw_on_host
 from .objective import MapnetJoint, map_training_sequences
 from .proposal import ProposalConfig, ProposalNetwork
 from .stats import MapnetStats, summary_keys
@@ -90,9 +91,14 @@ class MapnetTraining:
         return [lr, self.settings.masking.map_lr or lr]
 
     def micro_batch(self, ids, step, slots, keys, device) -> MicroBatch:
-        """Unmasked: MAP-Net draws the masks in the forward pass, from the rows' keyed streams."""
+        """Unmasked: MAP-Net draws the masks in the forward pass; their randomness (the rows' keyed
+        streams, the coins, K) is drawn here, on the host (`host_draws`), and travels with the batch."""
         targets, attn, tokens = batch_tensors(ids, self.special_ids, device)
-        return MicroBatch(None, targets, None, attn, tokens, slots=slots, keys=list(keys))
+        t = self.settings.train
+        draws = draw_on_host(targets.cpu(), None if attn is None else attn.cpu(), special_ids=self.special_ids,
+                             vocab_size=self.vocab_size, step=step, total_steps=t.steps, seed=t.seed, slots=slots,
+                             masking=self.settings.masking, rng=SequenceRNG(keys)).to(targets.device)
+        return MicroBatch(None, targets, None, attn, tokens, slots=slots, keys=list(keys), draws=draws)
 
     def learns(self, step: int) -> bool:
         return step % self.settings.masking.map_train_every == 0
@@ -120,7 +126,7 @@ class MapnetTraining:
         def mapnet_loss(ddp, batch, scale: float):
             part, st = ddp(batch.targets, batch.attention_mask, special_ids=self.special_ids,
                            vocab_size=self.vocab_size, step=step, total_steps=t.steps, seed=t.seed, slots=batch.slots,
-                           masking=s.masking, rng=SequenceRNG(batch.keys), token_kinds=self.kinds,
+                           masking=s.masking, draws=batch.draws, token_kinds=self.kinds,
                            with_stats=with_stats, reference=self.reference, learn=learn)
             if st is not None:
                 self.stats.add(st)
