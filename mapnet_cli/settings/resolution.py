@@ -31,8 +31,10 @@ def _coerce(key: str, value: Any, annotation) -> Any:
     origin = get_origin(annotation)
     if origin is Literal:
         choices = get_args(annotation)
-        if value not in choices:
-            raise MapnetError(f"{key} must be one of {', '.join(map(repr, choices))} (got {value!r})")
+        # By type too: 1 == True, yet `compile = 1` is not `compile = true`.
+        if not any(value == c and type(value) is type(c) for c in choices):
+            shown = ", ".join(str(c).lower() if isinstance(c, bool) else repr(c) for c in choices)  # TOML's spelling
+            raise MapnetError(f"{key} must be one of {shown} (got {value!r})")
         return value
     if origin is tuple:
         if not isinstance(value, (list, tuple)):

@@ -122,7 +122,7 @@ class Run:
         # Rank 0 decides and tells the others, so no rank is left waiting in a collective.
         if not resume and distributed.broadcast_object(info.is_main and bool(checkpoint.list_checkpoints(out)), info):
             raise MapnetError(f"{out} already holds checkpoints; pass --resume to continue it or choose another --out")
-        if t.compile:
+        if t.compiles(info.device):
             for block in self.model.encoder.blocks:
                 block.compile()  # per block, in place: state_dict keys stay unchanged
             self.strategy.compile()

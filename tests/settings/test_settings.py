@@ -278,3 +278,16 @@ def test_an_unknown_preset_is_named_with_the_other_bad_settings(tmp_path):
     cfg.write_text("model = 5\n")  # a key where a table belongs
     with pytest.raises(MapnetError, match="model in .*odd.toml must be a table of keys"):
         S.resolve(cfg)
+
+
+def test_compile_is_on_with_cuda_only_unless_forced():
+    import torch
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    resolve = S.resolve
+    auto = resolve(None, {}, [])
+    assert auto.train.compile == "auto" and auto.train.compiles(cuda) and not auto.train.compiles(cpu)
+    assert resolve(None, {}, ["train.compile=true"]).train.compiles(cpu)
+    assert not resolve(None, {}, ["train.compile=false"]).train.compiles(cuda)
+    with pytest.raises(MapnetError, match="train.compile must be one of 'auto', true, false"):
+        resolve(None, {}, ["train.compile=1"])
