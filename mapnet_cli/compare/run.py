@@ -17,7 +17,16 @@ def pretraining_part(values: dict) -> dict:
     out = {k: v for k, v in values.items() if k not in ("finetune", "variance")}
     # Only these logging keys change what a run records; the rest (progress, TensorBoard, W&B) is display.
     out["logging"] = {k: v for k, v in out.get("logging", {}).items() if k in ("log_every", "metrics_file")}
+    # How the blocks execute, not what they compute (and "auto" was `false` before it existed).
+    out["train"] = {k: v for k, v in out.get("train", {}).items() if k != "compile"}
     return out
+
+
+def changed_keys(before: dict, now: dict) -> list[str]:
+    """`section.key` of every setting whose value differs between two `to_dict()` trees."""
+    return [f"{sec}.{k}" for sec in sorted(set(before) | set(now))
+            for k in sorted(set(before.get(sec, {})) | set(now.get(sec, {})))
+            if before.get(sec, {}).get(k) != now.get(sec, {}).get(k)]
 
 
 def recorded_settings(path: Path) -> dict:
@@ -36,8 +45,10 @@ def run_all(plan: list[PlannedRun], shards: Path, train_fn: Callable[[PlannedRun
     for pr in plan:
         done = dict(checkpoint.list_checkpoints(pr.path)) if pr.path.is_dir() else {}
         if done:
-            if pretraining_part(recorded_settings(pr.path)) != pretraining_part(pr.settings.to_dict()):
-                raise MapnetError(f"{pr.path} was trained with other settings than this comparison asks for; "
+            changed = changed_keys(pretraining_part(recorded_settings(pr.path)), pretraining_part(pr.settings.to_dict()))
+            if changed:
+                raise MapnetError(f"{pr.path} was trained with other settings than this comparison asks for "
+                                  f"({', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}); "
                                   "choose another --out or remove that run")
         elif pr.path.exists():
             shutil.rmtree(pr.path)  # never reached a checkpoint: nothing worth keeping, and stale metrics lines

@@ -483,3 +483,19 @@ def test_a_strategy_specific_setting_goes_to_the_arms_that_use_it(tmp_path):
     res = CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(tmp_path / "run"), "--preset", "tiny",
                                    "--set", "masking.span_p=0.3", "--print-settings"])
     assert isinstance(res.exception, MapnetError) and "here it would be ignored" in str(res.exception)
+
+
+def test_a_finished_run_is_reused_unless_what_changes_its_outcome_differs():
+    import copy
+
+    from mapnet_cli.compare.run import changed_keys, pretraining_part
+
+    plan = resolve(None, {"model": {"preset": "tiny"}}, []).to_dict()
+    recorded = copy.deepcopy(plan)
+    recorded["train"]["compile"] = False  # a run from before `auto`: same outcome, reused
+    recorded["logging"]["progress"] = not plan["logging"]["progress"]
+    recorded["finetune"]["seeds"] = 99
+    assert changed_keys(pretraining_part(recorded), pretraining_part(plan)) == []
+    recorded["optim"]["lr"] = plan["optim"]["lr"] * 2
+    recorded["masking"]["mask_prob"] = 0.3
+    assert changed_keys(pretraining_part(recorded), pretraining_part(plan)) == ["masking.mask_prob", "optim.lr"]
