@@ -45,21 +45,14 @@ else
          --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]" --seeds 3)
 fi
 
+source docs/results/lanes.sh
+
 pretrain() {
-    lane() {  # NAME ARMS
-        OMP_NUM_THREADS=1 "${mapnet[@]}" compare "$SHARDS" --out "$OUT/lane-$1" --strategies "$2" \
-            --steps "$STEPS" "${RUN[@]}" > "$OUT/lane-$1.log" 2>&1
-    }
     mkdir -p "$OUT"
-    lane a "$LANE_A" & a=$!
-    lane b "$LANE_B" & b=$!
+    lane "$OUT" a "$SHARDS" "$LANE_A" --steps "$STEPS" "${RUN[@]}" & a=$!
+    lane "$OUT" b "$SHARDS" "$LANE_B" --steps "$STEPS" "${RUN[@]}" & b=$!
     wait $a; wait $b
-    mkdir -p "$OUT/arms/runs"
-    for lane in a b; do
-        for arm in "$OUT/lane-$lane/runs"/*; do
-            [[ -e $OUT/arms/runs/$(basename "$arm") ]] || mv "$arm" "$OUT/arms/runs/"
-        done
-    done
+    gather "$OUT" "$OUT/arms"
 }
 
 glue() {  # one compare over every arm: it retrains nothing (it checks each run's settings), then fine-tunes

@@ -21,19 +21,11 @@ RUN=(--preset tiny --recipe fast --init-from "$WARM" --set train.batch_size=32 -
      --set shard.max_seq_len=128 --set optim.warmup_steps=60 --set train.eval_every=100 --set train.eval_sequences=512
      --set train.eval_pick=spread --set logging.log_every=50 --set logging.progress=false
      --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]" --seeds 3 --steps 600)
-lane() {  # NAME ARMS
-    OMP_NUM_THREADS=1 "${mapnet[@]}" compare "$X5/shards" --out "$OUT/lane-$1" --strategies "$2" "${RUN[@]}" \
-        > "$OUT/lane-$1.log" 2>&1
-}
+source docs/results/lanes.sh
 mkdir -p "$OUT"
-lane a uniform,mapnet-ht & a=$!
-lane b uniform@0.3,mapnet & b=$!
+lane "$OUT" a "$X5/shards" uniform,mapnet-ht "${RUN[@]}" & a=$!
+lane "$OUT" b "$X5/shards" uniform@0.3,mapnet "${RUN[@]}" & b=$!
 wait $a; wait $b
-mkdir -p "$OUT/arms/runs"
-for lane in a b; do
-    for arm in "$OUT/lane-$lane/runs"/*; do
-        [[ -e $OUT/arms/runs/$(basename "$arm") ]] || mv "$arm" "$OUT/arms/runs/"
-    done
-done
+gather "$OUT" "$OUT/arms"
 "${mapnet[@]}" compare "$X5/shards" --out "$OUT/arms" --strategies uniform,uniform@0.3,mapnet,mapnet-ht "${RUN[@]}" \
     2>&1 | tee "$OUT/arms.log"

@@ -1,0 +1,20 @@
+# Two-lane `compare` training, sourced by the docs/results scripts that use it: each lane is one
+# `compare` process of one thread over its own arms, in its own folder; `gather` then moves the
+# finished runs into one comparison folder, where a last `compare` over every arm reuses them all (it
+# retrains nothing: it checks each run's recorded settings). A lane's logged s/step are not idle step
+# costs (two runs share the machine). Needs the caller's `mapnet` array (the command to run).
+
+lane() {  # OUT NAME SHARDS ARMS COMPARE-ARGS...
+    local out=$1 name=$2 shards=$3 arms=$4
+    shift 4
+    OMP_NUM_THREADS=1 "${mapnet[@]}" compare "$shards" --out "$out/lane-$name" --strategies "$arms" "$@" \
+        > "$out/lane-$name.log" 2>&1
+}
+
+gather() {  # OUT DEST: every lane-*/runs/ARM of OUT into DEST/runs (an ARM already there is kept)
+    local out=$1 dest=$2 arm
+    mkdir -p "$dest/runs"
+    for arm in "$out"/lane-*/runs/*; do
+        [[ -e $dest/runs/$(basename "$arm") ]] || mv "$arm" "$dest/runs/"
+    done
+}
