@@ -22,6 +22,7 @@ import time
 import torch
 
 from mapnet_cli.masking.mapnet import MapnetJoint, ProposalConfig, ProposalNetwork
+from mapnet_cli.masking.mapnet.host_draws import draw_on_host
 from mapnet_cli.masking.uniform import SequenceRNG, apply_replacement, eligible_positions, sequence_keys, uniform_mask
 from mapnet_cli.model.bert import BertConfig, BertForMLM
 from mapnet_cli.train.optim import build_optimizer
@@ -59,11 +60,16 @@ def bench(preset_name: str, batch: int, seq_len: int, vocab: int, steps: int, wa
         opt.step()
         opt.zero_grad(set_to_none=True)
 
+    host_ids = ids.cpu()
+
     def mapnet_step(opt, step, with_stats):
+        # As the training loop: the masks' randomness drawn on the host and sent with the batch.
+        draws = draw_on_host(host_ids, None, special_ids=SPECIAL, vocab_size=vocab, step=step, total_steps=10**6,
+                             seed=0, slots=slots, masking=masking,
+                             rng=SequenceRNG(sequence_keys(0, step, slots, 1))).to(ids.device)
         with autocast:
             part, _ = joint(ids, None, special_ids=SPECIAL, vocab_size=vocab, step=step, total_steps=10**6, seed=0,
-                            slots=slots, masking=masking, rng=SequenceRNG(sequence_keys(0, step, slots, 1)),
-                            with_stats=with_stats)
+                            slots=slots, masking=masking, draws=draws, with_stats=with_stats)
         part.total(masking, enc_scale=1 / batch, map_scale=1 / batch).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)

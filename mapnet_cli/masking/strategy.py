@@ -41,7 +41,7 @@ class MicroBatch:
     attention_mask: torch.Tensor | None   # (b, T) bool, None when nothing is padded
     tokens: int                           # non-pad tokens
     slots: range | None = None            # the rows' global batch slots (key MAP-Net's exploration coins)
-    keys: Sequence[int] | None = None     # the rows' mask-stream keys (MAP-Net draws its masks from them)
+    keys: Sequence[int] | None = None     # the rows' mask-stream keys (MAP-Net's `draws` were drawn from them)
     weights: torch.Tensor | None = None   # (b, T) float loss weight of each masked position; None = all 1
     positions: torch.Tensor | None = None  # (N,) flat row-major indices of `mask`, computed on the host (`to_device`)
     width: int | None = None              # the most masked positions in one row (the last block's query grid)

@@ -171,6 +171,8 @@ def apply_replacement(input_ids: torch.Tensor, mask: torch.Tensor, vocab_size: i
     `choice_at` (B, T), optional: the position whose choice draw decides each
     position, so a whole unit (a word, a span) gets one 80/10/10 decision
     (`units.py`); the draws themselves are the same."""
+    if drawn is not None and generator is not None:
+        raise ValueError("apply_replacement takes its draws from drawn or from generator, not both")
     if drawn is None:
         drawn = replacement_draws(tuple(input_ids.shape), vocab_size, special_ids, input_ids.device, generator)
     choice, random_ids = drawn

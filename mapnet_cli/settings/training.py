@@ -87,10 +87,6 @@ class TrainSettings:
     precision: Literal["auto", "fp32", "bf16"] = setting("auto", "auto: bf16 autocast on CUDA, fp32 on CPU")
     compile: Literal["auto", True, False] = setting(
         "auto", "compile each block with torch.compile: auto = on CUDA (1.05-1.10x faster at base on an H100, RESULTS 4a), off on CPU (-1% to +2%, README Performance); true / false force it")
-
-    def compiles(self, device) -> bool:
-        """Whether the blocks are compiled on `device` (a torch.device)."""
-        return device.type == "cuda" if self.compile == "auto" else bool(self.compile)
     device: Literal["auto", "cpu", "cuda"] = setting("auto", "where to train")
     eval_every: int = setting(2000, "held-out evaluation every N steps (0: only at the end)")
     eval_sequences: int = setting(512, "validation sequences per evaluation set (fixed set, fixed masks), the main one and each train.extra_eval")
@@ -106,6 +102,10 @@ class TrainSettings:
     checkpoint_every: int = setting(10_000, "write a checkpoint every N steps (0: only at the end)")
     keep_last: int = setting(2, "periodic checkpoints kept (older ones are deleted)")
     keep_steps: tuple[int, ...] = setting((400_000, 600_000, 800_000, 1_000_000), "checkpoints kept for good (paper's sweep)")
+
+    def compiles(self, device) -> bool:
+        """Whether the blocks are compiled on `device` (a torch.device)."""
+        return device.type == "cuda" if self.compile == "auto" else bool(self.compile)
 
     def pieces_per_sequence(self, step: int, seq_len: int) -> int:
         """Pieces each training sequence of `seq_len` tokens is cut into at `step` (1: whole; short_seq_len)."""

@@ -61,8 +61,8 @@ ARMS = {"uniform": ["masking.strategy=uniform"], "stratified": ["masking.strateg
 def test_a_step_that_is_not_read_waits_for_nothing_and_a_read_step_once(shards, tmp_path, strategy):
     run = Run(settings(*ARMS[strategy]), shards, tmp_path / "run", distributed.DistInfo(), False, [])
     assert step_syncs(run, 0, read=False) == {"item": 0, "nonzero": 0, "tolist": 0, "cuda": 0}
-    # An evaluation or checkpoint step reads once; a logging step also collects MAP-Net's statistics,
-    # whose reads are allowed there (and only there).
+    # An evaluation or checkpoint step reads once. (A logging step also collects MAP-Net's statistics,
+    # whose reads are allowed there and not counted here.)
     assert step_syncs(run, 1, read=True, stats=False) == {"item": 0, "nonzero": 0, "tolist": 1, "cuda": 0}
 
 

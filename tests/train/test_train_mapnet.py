@@ -196,6 +196,39 @@ def test_proposal_learns_only_on_every_kth_step_and_draws_the_same_masks(tiny_sh
     assert learning.log_probs.requires_grad and not frozen.log_probs.requires_grad
 
 
+def test_the_loops_host_drawn_masks_are_those_drawn_from_the_rows_streams(tiny_shards, tmp_path):
+    """The training path (`micro_batch` draws on the host, `to_device`, the loss) masks exactly as
+    `draw_masks` does from the rows' keyed streams, for the paper's and the HT arm."""
+    from mapnet_cli import distributed
+    from mapnet_cli.masking.mapnet import draw_masks
+    from mapnet_cli.masking.uniform import SequenceRNG
+    from mapnet_cli.train import Run
+
+    for extra in (["masking.explore_steps=2"],
+                  ["masking.importance=ht", "masking.mix_uniform=0.5", "masking.explore_start=0", "masking.explore_end=0",
+                   "masking.proposal_target=gradnorm"]):
+        s = mapnet_settings("train.steps=4", *extra)
+        run = Run(s, tiny_shards, tmp_path / extra[0], distributed.DistInfo(), False, [])
+        torch.nn.init.normal_(run.strategy.proposal.score.weight, std=1.0)  # a proposal that is not uniform
+        batch = run.batches(3)[0]
+        kw = dict(special_ids=run.strategy.special_ids, vocab_size=run.strategy.vocab_size, step=3, total_steps=4,
+                  seed=0, slots=batch.slots, masking=s.masking)
+        loop = draw_masks(run.strategy.proposal, batch.targets, batch.attention_mask, draws=batch.draws, **kw)
+        streams = draw_masks(run.strategy.proposal, batch.targets, batch.attention_mask, rng=SequenceRNG(batch.keys), **kw)
+        assert not loop.uniform_rows.all()  # some rows were masked by the proposal
+        for name in ("chosen", "corrupted", "weights", "positions"):
+            assert torch.equal(getattr(loop, name), getattr(streams, name)), name
+        assert loop.width == streams.width == int(loop.chosen.sum(1).max())
+        # A diverged proposal still draws exactly K per row: the loop's non-finite check, not an assert, stops it.
+        with torch.no_grad():
+            run.strategy.proposal.score.bias.fill_(float("nan"))
+        nan = draw_masks(run.strategy.proposal, batch.targets, batch.attention_mask, draws=batch.draws, **kw)
+        assert torch.equal(nan.chosen.sum(1), batch.draws.counts)
+        with pytest.raises(ValueError, match="not both"):
+            draw_masks(run.strategy.proposal, batch.targets, batch.attention_mask, draws=batch.draws,
+                       rng=SequenceRNG(batch.keys), **kw)
+
+
 # ---------------------------------------------------------------- (d) export and inspect-masks
 def test_export_keeps_only_the_encoder_and_inspect_masks_reads_the_checkpoint(cli_run, tmp_path):
     pytest.importorskip("transformers")

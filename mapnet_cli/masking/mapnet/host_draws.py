@@ -48,14 +48,18 @@ class HostDraws:
     total: int  # sum of K: the micro-batch's masked positions
     width: int  # max K: the most masked positions in one row
 
-    def to(self, device: torch.device) -> "HostDraws":
+    def to(self, device: torch.device | str) -> "HostDraws":
         """On `device`: pinned, non-blocking copies on CUDA (the host goes on while they travel)."""
-        if device.type == "cpu":
-            return self
+        device = torch.device(device)
         pin = device.type == "cuda"
-        moved = {f.name: (t.pin_memory() if pin else t).to(device, non_blocking=True)
-                 for f in fields(self) if isinstance(t := getattr(self, f.name), torch.Tensor)}
-        return replace(self, **moved)
+
+        def move(t: torch.Tensor) -> torch.Tensor:
+            if t.device == device or (device.type == t.device.type and device.index is None):
+                return t
+            return (t.pin_memory() if pin and t.device.type == "cpu" else t).to(device, non_blocking=True)
+
+        return replace(self, **{f.name: move(t) for f in fields(self)
+                                if isinstance(t := getattr(self, f.name), torch.Tensor)})
 
 
 def draw_on_host(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, *, special_ids: Mapping[str, int],

@@ -168,7 +168,7 @@ class MaskDraw:
     eligible: torch.Tensor  # (B, T) bool: not special, not pad
     counts: torch.Tensor  # (B,) K per sequence
     uniform_rows: torch.Tensor  # (B,) bool: masked uniformly (exploration) rather than by MAP-Net
-    log_probs: torch.Tensor  # (B, T) MAP-Net's log p_prop (with gradient), -inf off `eligible`
+    log_probs: torch.Tensor  # (B, T) MAP-Net's log p_prop (with gradient when it learns), -inf off `eligible`
     chosen: torch.Tensor  # (B, T) bool: the K masked positions
     log_ratio: torch.Tensor  # (B,) float64 log r (paper's formula), also for uniform rows
     weights: torch.Tensor  # (B,) float32 importance weights (1 for uniform rows), detached
@@ -211,6 +211,8 @@ def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mas
     """
     B, T = input_ids.shape
     device = input_ids.device
+    if draws is not None and rng is not None:
+        raise ValueError("draw_masks takes its randomness from draws or from rng, not both")
     if draws is None:
         draws = draw_on_host(input_ids.cpu(), None if attention_mask is None else attention_mask.cpu(),
                              special_ids=special_ids, vocab_size=vocab_size, step=step, total_steps=total_steps,
@@ -237,7 +239,11 @@ def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mas
         inclusion = torch.where(uniform_rows[:, None] & eligible, uniform_pi, inclusion)
         token_weights = designs.ht_weights(inclusion, chosen, k, eligible)
     else:
-        chosen = torch.where(uniform_rows[:, None], uniform_chosen, top_k_mask(gumbel_keys(log_p, u), k))
+        keys = gumbel_keys(log_p, u)
+        # A diverged proposal (NaN scores) must still draw exactly K, so the step reaches the loop's
+        # non-finite check instead of the size assert below: NaN keys rank last among the eligible.
+        keys = torch.where(eligible & keys.isnan(), torch.finfo(keys.dtype).min, keys)
+        chosen = torch.where(uniform_rows[:, None], uniform_chosen, top_k_mask(keys, k))
 
     log_r = log_importance_ratio(log_p, chosen, eligible)
     mode = "none" if masking.importance == "ht" else masking.importance  # HT weighs positions, not sequences
@@ -299,13 +305,15 @@ def mapnet_micro_batch_loss(
     dense = (torch.zeros(B * T, dtype=out.token_losses.dtype, device=device)
              .index_copy(0, draw.positions, out.token_losses.detach()).view(B, T))
 
-    terms = proposal_terms(draw, out, dense, masking, reference)
     train_rows = (~draw.uniform_rows | masking.train_map_on_uniform) & (draw.counts > 0)
-    # where(), not indexing: the sum stays connected to every MAP-Net parameter even when no row
-    # trains it, so DDP always sees a gradient (zero) for each one.
-    map_sum = torch.where(train_rows, terms, torch.zeros((), device=device)).sum()
-    if not learn:  # zero gradients, no activations: see "Learning on every k-th step only" above
-        map_sum = map_sum.detach() * 0 + sum(p.sum() for p in proposal.parameters()) * 0
+    # A frozen step needs the proposal's objective only for its logged statistics.
+    terms = proposal_terms(draw, out, dense, masking, reference) if learn or with_stats else None
+    if learn:
+        # where(), not indexing: the sum stays connected to every MAP-Net parameter even when no row
+        # trains it, so DDP always sees a gradient (zero) for each one.
+        map_sum = torch.where(train_rows, terms, torch.zeros((), device=device)).sum()
+    else:  # zero gradients, no activations: see "Learning on every k-th step only" above
+        map_sum = sum(p.sum() for p in proposal.parameters()) * 0
     if draw.token_weights is not None:
         flat_w = draw.token_weights.flatten().index_select(0, draw.positions)
         seq = designs.weighted_sequence_losses(out.token_losses, out.rows, flat_w, draw.counts)

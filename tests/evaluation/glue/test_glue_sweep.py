@@ -383,8 +383,11 @@ def test_finetune_dropout_and_pooling_reach_the_run_and_its_key(fake_run, glue_d
     with mock.patch.object(sweep_mod, "finetune_run", spy):
         plain = run_sweep(refs, ["RTE"], glue_dir, tmp_path / "a", _ft(seeds=1), Counting())
         tuned = run_sweep(refs, ["RTE"], glue_dir, tmp_path / "b", _ft(seeds=1, dropout=0.25, pooling="mean"), Counting())
-    ck_dropout = seen[0][2]
-    assert seen[0][:2] == (ck_dropout, "cls")  # -1: the checkpoint's own dropout, everywhere
+    from mapnet_cli.evaluation.glue.pretrained import load_architecture
+
+    ck, _ = load_architecture(refs[0])  # what the checkpoint recorded
+    assert ck.dropout != 0.25
+    assert seen[0] == (ck.dropout, "cls", ck.dropout, ck.attention_dropout, ck.dropout)  # -1: the checkpoint's own
     assert seen[1] == (0.25, "mean", 0.25, 0.25, 0.25)
     (k_plain,), (k_tuned,) = plain["runs"], tuned["runs"]
     assert k_plain != k_tuned  # both change outcomes, so both are in the run key
