@@ -15,6 +15,7 @@
 set -euo pipefail
 WHICH=$1; OUT=$(realpath -m "$2")
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
+source docs/results/lanes.sh
 LANE_A=uniform,uniform@0.3
 LANE_B=mapnet,pmi
 ALL=uniform,uniform@0.3,mapnet,pmi
@@ -24,12 +25,9 @@ FT=(--glue-data "$GLUE_DATA" --glue-protocol small --glue-tasks SST-2,CoLA,MRPC
     --set finetune.max_seq_len=64 --set finetune.pooling=mean --set finetune.dropout=0.1)
 
 if [[ $WHICH == smoke ]]; then
-    "${mapnet[@]}" preprocess --recipe data_recipes/tiny.toml --out "$OUT/prep" --set synthetic.documents=300 --overwrite
-    "${mapnet[@]}" shard "$OUT/prep" --out "$OUT/shards" --set shard.valid_fraction=0.1 --overwrite
-    "${mapnet[@]}" pmi-vocab "$OUT/prep" --out "$OUT/shards/pmi.tsv" --min-count 3 --no-progress
+    smoke_shards "$OUT"
     SHARDS=$OUT/shards; STEPS=4
-    RUN=(--config data_recipes/tiny.toml --set train.eval_every=2 --set train.eval_sequences=16 --set train.batch_size=8
-         --set optim.warmup_steps=1 --set train.short_seq_steps=2 --seeds 2)
+    RUN=("${SMOKE_RUN[@]}" --seeds 2)
     FT+=(--set finetune.max_train=64 --set finetune.epochs=1 --set finetune.seeds=1)
 else
     RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
@@ -44,8 +42,6 @@ else
          --set train.eval_pick=spread --set logging.log_every=50 --set logging.progress=false
          --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]" --seeds 3)
 fi
-
-source docs/results/lanes.sh
 
 pretrain() {
     mkdir -p "$OUT"

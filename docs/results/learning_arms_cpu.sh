@@ -9,11 +9,10 @@
 #   bash docs/results/learning_arms_cpu.sh OUT smoke    # the same commands on the embedded data, a few steps
 #   uv run python docs/results/arms_table.py OUT/arms-tiny/results.json
 #
-# Two `compare` lanes (one thread each, disjoint arms) train side by side into their own folders; the
-# finished runs are then gathered into OUT/arms-tiny and one last `compare` over every arm reuses them
-# all (it retrains nothing: it checks each run's recorded settings) and writes results.json. The lanes'
-# logged s/step are NOT idle step costs (two runs share the machine): RESULTS takes step costs from
-# benchmarks/bench_strategies.py run alone.
+# Two `compare` lanes (one thread each, disjoint arms; docs/results/lanes.sh) train side by side into
+# their own folders; the finished runs are then gathered into OUT/arms-WHICH and one last `compare` over
+# every arm reuses them all and writes results.json. The lanes' logged s/step are NOT idle step costs:
+# RESULTS takes step costs from benchmarks/bench_strategies.py run alone.
 #
 # 1,200 steps (the schedule decays to zero over them): on this data uniform leaves the plateau near step
 # 900 and a 1,500-step run ends ~1.6 nats below the training tokens' unigram entropy (6.888, RESULTS 0b),
@@ -21,6 +20,7 @@
 set -euo pipefail
 OUT=$(realpath -m "$1"); WHICH=${2:-tiny}
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
+source docs/results/lanes.sh
 # Ten arms. The run of RESULTS A trained the first eight in these two lanes, then uniform@0.4 and
 # frequency-ht in two more lanes of one arm each with the same flags; the last compare gathered all ten.
 LANE_A=uniform,mapnet,span,stratified,uniform@0.4
@@ -35,12 +35,9 @@ if [[ $WHICH == mini ]]; then
 fi
 
 if [[ $WHICH == smoke ]]; then
-    "${mapnet[@]}" preprocess --recipe data_recipes/tiny.toml --out "$OUT/prep" --set synthetic.documents=300 --overwrite
-    "${mapnet[@]}" shard "$OUT/prep" --out "$OUT/shards" --set shard.valid_fraction=0.1 --overwrite
-    "${mapnet[@]}" pmi-vocab "$OUT/prep" --out "$OUT/shards/pmi.tsv" --min-count 3 --no-progress
+    smoke_shards "$OUT"
     SHARDS=$OUT/shards; STEPS=4
-    RUN=(--config data_recipes/tiny.toml --set train.eval_every=2 --set train.eval_sequences=16 --set train.batch_size=8
-         --set optim.warmup_steps=1 --set train.short_seq_steps=2)
+    RUN=("${SMOKE_RUN[@]}")
 else
     RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
     bash docs/results/real_text_shards.sh "$RT"  # the tokenizer and the held-out sets
@@ -57,21 +54,12 @@ else
          --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]")
 fi
 
-lane() {  # NAME ARMS
-    OMP_NUM_THREADS=1 "${mapnet[@]}" compare "$SHARDS" --out "$OUT/lane-$1" --strategies "$2" --seeds 3 \
-        --steps "$STEPS" "${RUN[@]}" > "$OUT/lane-$1.log" 2>&1
-}
 mkdir -p "$OUT"
-lane a "$LANE_A" & a=$!
-lane b "$LANE_B" & b=$!
+lane "$OUT" a "$SHARDS" "$LANE_A" --seeds 3 --steps "$STEPS" "${RUN[@]}" & a=$!
+lane "$OUT" b "$SHARDS" "$LANE_B" --seeds 3 --steps "$STEPS" "${RUN[@]}" & b=$!
 wait $a; wait $b
 
 # Gather the lanes' runs into one comparison folder; the last compare reuses every one of them.
-mkdir -p "$OUT/arms-$WHICH/runs"
-for lane in a b; do
-    for arm in "$OUT/lane-$lane/runs"/*; do
-        [[ -e $OUT/arms-$WHICH/runs/$(basename "$arm") ]] || mv "$arm" "$OUT/arms-$WHICH/runs/"
-    done
-done
+gather "$OUT" "$OUT/arms-$WHICH"
 "${mapnet[@]}" compare "$SHARDS" --out "$OUT/arms-$WHICH" --strategies "$ALL" --seeds 3 --steps "$STEPS" "${RUN[@]}" \
     2>&1 | tee "$OUT/arms-$WHICH.log"
