@@ -20,13 +20,18 @@ class PieceResult:
 
 
 def cut_at_whitespace(text: str, limit: int) -> list[str]:
-    """Split `text` into pieces of at most `limit` characters, at whitespace where there is any."""
+    """Split `text` into pieces of at most `limit` characters, at whitespace where there is any.
+
+    Every piece starts and ends with a non-space: a run of spaces longer than `limit` (padding, ASCII
+    art) would otherwise come out as a piece of nothing but spaces.
+    """
     out = []
+    text = text.lstrip()
     while len(text) > limit:
         cut = text.rfind(" ", limit // 2, limit + 1)
         if cut <= 0:
             cut = limit  # one enormous "word": cutting it is the only bounded choice
-        out.append(text[:cut])
+        out.append(text[:cut].rstrip())  # not empty: text starts with a non-space
         text = text[cut:].lstrip()
     if text:
         out.append(text)

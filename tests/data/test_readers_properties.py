@@ -84,6 +84,7 @@ def test_property_any_bytes_are_pieces_or_one_line(data, fmt, separator):
 @example(b'{"text": "a \\ud800 b"}\n', "jsonl", "blank_line", "input.jsonl")
 @example(b"[" * 100_000 + b"\n", "jsonl", "blank_line", "input.jsonl")
 @example(b" " * 2500 + b"\n", "text", "blank_line", "input.txt")
+@example(b" " * 2500 + b"\nword", "auto", "blank_line", "input.txt")  # spaces past the cut: no blank piece
 def test_property_corpus_like_text_is_pieces_or_one_line(data, fmt, separator, name):
     if name.endswith(".gz") and not name.startswith("corrupt"):
         data = gzip.compress(data)
