@@ -5,11 +5,11 @@
 # by seed (same initial encoder, data order and evaluation masks).
 #
 #   bash docs/results/learning_arms_cpu.sh OUT tiny     # 30 runs of 1,200 steps, two lanes: ~2 h on 2 cores
-#   bash docs/results/learning_arms_cpu.sh OUT mini     # `mini`, 1,000 steps, uniform and 30% masking only: ~70 min
+#   bash docs/results/learning_arms_cpu.sh OUT mini     # `mini`, 1,000 steps: uniform, 30% masking, mapnet-ht-lite: ~100 min
 #   bash docs/results/learning_arms_cpu.sh OUT smoke    # the same commands on the embedded data, a few steps
 #   uv run python docs/results/arms_table.py OUT/arms-tiny/results.json
 #
-# Two `compare` lanes (one thread each, disjoint arms; docs/results/lanes.sh) train side by side into
+# Two `compare` lanes (three at `mini`; one thread each, disjoint arms; docs/results/lanes.sh) train side by side into
 # their own folders; the finished runs are then gathered into OUT/arms-WHICH and one last `compare` over
 # every arm reuses them all and writes results.json. The lanes' logged s/step are NOT idle step costs:
 # RESULTS takes step costs from benchmarks/bench_strategies.py run alone.
@@ -25,13 +25,17 @@ source docs/results/lanes.sh
 # frequency-ht in two more lanes of one arm each with the same flags; the last compare gathered all ten.
 LANE_A=uniform,mapnet,span,stratified,uniform@0.4
 LANE_B=uniform@0.3,pmi,mapnet-ht,whole-word,frequency-ht
+LANE_C=
 ALL=uniform,uniform@0.3,uniform@0.4,mapnet,mapnet-ht,stratified,frequency-ht,whole-word,span,pmi
 PRESET=tiny
 if [[ $WHICH == mini ]]; then
     # The rate question at `mini`, where the vocabulary head is a smaller share of the step than at `tiny`:
-    # does 30% masking's per-step gain survive its step cost? 1,000 steps: uniform ends ~1.55 nats below
-    # the unigram entropy (RESULTS 0d). The other arms at `mini` (~5 CPU hours) are still to run.
-    LANE_A=uniform; LANE_B=uniform@0.3; ALL=uniform,uniform@0.3; PRESET=mini
+    # does 30% masking's per-step gain survive its step cost? And the learned HT proposal in its cheap
+    # form (RESULTS D: within +0.015 +/- 0.065 nats of the full arm at `tiny`, 1.09x a `mini` step).
+    # 1,000 steps: uniform ends ~1.55 nats below the unigram entropy (RESULTS 0d). Three one-thread
+    # lanes on two cores, one arm each, so that all three end together. The other arms at `mini`
+    # (~4 more CPU hours) are still to run.
+    LANE_A=uniform; LANE_B=uniform@0.3; LANE_C=mapnet-ht-lite; ALL=uniform,uniform@0.3,mapnet-ht-lite; PRESET=mini
 fi
 
 if [[ $WHICH == smoke ]]; then
@@ -44,7 +48,7 @@ else
     [[ -f $X5/shards/manifest.json ]] || bash docs/results/gpu_downstream.sh prepare
     # The PMI vocabulary from the training corpus only (never held-out text), the paper's settings
     # (n = 2..5, count > 10) sized to this ~70 MB corpus; stored beside the shards, where --masking pmi finds it.
-    [[ -f $X5/shards/pmi.tsv ]] || "${mapnet[@]}" pmi-vocab "$X5/prep" --out "$X5/shards/pmi.tsv" --min-count 11 \
+    [[ ,$ALL, != *,pmi,* || -f $X5/shards/pmi.tsv ]] || "${mapnet[@]}" pmi-vocab "$X5/prep" --out "$X5/shards/pmi.tsv" --min-count 11 \
         --size 200000 --no-progress
     SHARDS=$X5/shards; STEPS=1200
     [[ $PRESET == mini ]] && STEPS=1000
@@ -57,7 +61,9 @@ fi
 mkdir -p "$OUT"
 lane "$OUT" a "$SHARDS" "$LANE_A" --seeds 3 --steps "$STEPS" "${RUN[@]}" & a=$!
 lane "$OUT" b "$SHARDS" "$LANE_B" --seeds 3 --steps "$STEPS" "${RUN[@]}" & b=$!
-wait $a; wait $b
+c=
+[[ -n $LANE_C ]] && { lane "$OUT" c "$SHARDS" "$LANE_C" --seeds 3 --steps "$STEPS" "${RUN[@]}" & c=$!; }
+wait $a; wait $b; [[ -z $c ]] || wait $c
 
 # Gather the lanes' runs into one comparison folder; the last compare reuses every one of them.
 gather "$OUT" "$OUT/arms-$WHICH"
