@@ -8,7 +8,9 @@ The steps are `train.Run`'s own (`Run.train`, the loop `mapnet pretrain` runs), 
 profiler advances from the loop's per-step report. The loop labels its parts with
 `record_function` ranges, which cost nothing when no profiler listens: `mapnet.data` (reading the
 shards), `mapnet.masks` (drawing the masks and weights, on the host), `mapnet.to_device`
-(positions and the host-to-device copies), `mapnet.forward`, `mapnet.backward`, `mapnet.optimizer`
+(positions and the host-to-device copies), `mapnet.prefetch_wait` (with `train.prefetch`: waiting for
+the background thread that makes the next step's batches; the first three parts then run in that
+thread, which the profiler does not record, and show as 0), `mapnet.forward`, `mapnet.backward`, `mapnet.optimizer`
 (gradient norm, clipping, AdamW, schedule) with `mapnet.read` inside it (bringing the loss to
 the host on the steps the loop reads: logging, evaluation and checkpoint steps). Printed: each
 part's share of the host's wall time per step and, on CUDA, the device time of the kernels each
@@ -42,8 +44,8 @@ from mapnet_cli.settings import apply, resolve
 from mapnet_cli.train import host_syncs
 from mapnet_cli.train.loop import Run
 
-PARTS = ("mapnet.data", "mapnet.masks", "mapnet.to_device", "mapnet.forward", "mapnet.backward", "mapnet.optimizer",
-         "mapnet.read")
+PARTS = ("mapnet.data", "mapnet.masks", "mapnet.to_device", "mapnet.prefetch_wait", "mapnet.forward", "mapnet.backward",
+         "mapnet.optimizer", "mapnet.read")
 
 
 def build_settings(args):
@@ -135,6 +137,9 @@ def main() -> None:
     print(f"{where}; load average {os.getloadavg()[0]:.2f} (1 min) after; preset {args.preset}, recipe {t.recipe}, "
           f"masking {args.masking}, batch {t.batch_size} x {run.data.max_seq_len}, logging every {s.logging.log_every} "
           f"steps; {len(counted)} steps counted after {args.warmup} warm-up")
+    if t.prefetches(info.device):
+        print("(train.prefetch: data, masks and to_device run in a background thread, one step ahead; prefetch_wait "
+              "is what this thread still waits for them)")
     if t.short_seq_len and t.short_seq_steps > args.warmup:
         print(f"(these steps are in the recipe's sequence-length warm-up: {t.short_seq_len}-token pieces until step "
               f"{t.short_seq_steps}; --set train.short_seq_len=0 --set train.short_seq_steps=0 profiles whole sequences)")

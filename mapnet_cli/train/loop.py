@@ -21,6 +21,9 @@ loss, grad_norm, masked_tokens, tokens and tokens_per_s (tokens_per_s is set on 
 
 Dropout. The RNG is reseeded at each step from (seed, step, rank), which makes
 a resumed run bit-identical to an uninterrupted one whatever the world size.
+
+Batches ahead (`train.prefetch`). A step's micro-batches are a pure function of (step, data
+position), so `prefetch.StepPrefetcher` makes step k + 1's in a background thread while step k runs.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from . import init_from, tracking
 from .batches import DataOrder, pieces, rank_micro_slots
 from .held_out import build_eval_set, evaluate, extra_eval_sets
 from .optim import build_optimizer, build_scheduler
+from .prefetch import StepPrefetcher
 from .record import MetricsLog, memory_bytes, write_run_files
 from .run_loader import load_run
 from .step import NonFiniteLoss, precision_context, train_step
@@ -183,10 +187,11 @@ class Run:
         """Distinct sequences a step consumes: the batch, or fewer when a strategy repeats each one (stratified)."""
         return self.settings.train.batch_size // self.strategy.copies
 
-    def batches(self, step: int) -> list[MicroBatch]:
-        """This rank's micro-batches of `step`, masked on the host and sent to the device (`to_device`)."""
+    def batches(self, step: int, position: int | None = None) -> list[MicroBatch]:
+        """This rank's micro-batches of `step` from data `position` (default: the run's), masked on the
+        host and sent to the device (`to_device`). Reads no state that training changes (`prefetch`)."""
         t = self.settings.train
-        indices = self.order.take(self.position, self.sequences_per_step)
+        indices = self.order.take(self.position if position is None else position, self.sequences_per_step)
         out = []
         for slots in rank_micro_slots(t.batch_size, self.info.world_size, self.info.rank, self.micro):
             with record_function("mapnet.data"):
@@ -251,7 +256,7 @@ class Run:
                     or (t.checkpoint_every and step % t.checkpoint_every == 0) or step in t.keep_steps or step == end)
 
     def train(self, stop_at: int | None, report: Report) -> Path:
-        t, lg = self.settings.train, self.settings.logging
+        t = self.settings.train
         end = min(t.steps, stop_at or t.steps)
         if self.resumed_from is not None:
             report("resume", {"path": str(self.resumed_from), "step": self.step})
@@ -266,18 +271,26 @@ class Run:
             self._log_eval(report)  # the starting point: steps-to-target and loss curves need step 0
             if every_variance:
                 self._log_variance()
-        window_tokens, window_time = 0, 0.0  # this rank's tokens and the time since the last logged step
         # The first step since the last read whose gradient norm was not finite (0: none), kept on the
         # device: reading it every step would stall the device's queue every step (`train_step`).
         first_bad = torch.zeros((), dtype=torch.long, device=self.info.device)
+        with StepPrefetcher(self.batches, enabled=t.prefetches(self.info.device)) as ahead:
+            return self._steps(end, report, ahead, first_bad, last)
+
+    def _steps(self, end: int, report: Report, ahead: StepPrefetcher, first_bad: torch.Tensor, last: Path | None) -> Path:
+        t, lg = self.settings.train, self.settings.logging
+        every_variance = self.settings.variance.every
+        window_tokens, window_time = 0, 0.0  # this rank's tokens and the time since the last logged step
         while self.step < end:
             t0 = time.perf_counter()
             torch.manual_seed(mix_seed(DROPOUT, t.seed, self.step, self.info.rank))
             log_step = (self.step + 1) % lg.log_every == 0 or self.step + 1 == end
             read = log_step or self._reads_before(self.step + 1, end)
             rows = t.batch_size * self.pieces_per_sequence(self.step)  # the sequences the loss averages over
+            following = (self.step + 1, self.position + self.sequences_per_step) if self.step + 1 < end else None
+            batches = ahead.get(self.step, self.position, after=following)
             try:
-                st = train_step(self.ddp, self.optimizer, self.scheduler, self.batches(self.step),
+                st = train_step(self.ddp, self.optimizer, self.scheduler, batches,
                                 scale=self.info.world_size / rows, grad_clip=self.settings.optim.grad_clip,
                                 autocast=self.autocast, info=self.info, batch_size=rows,
                                 loss_fn=self.strategy.loss_fn(self.step, with_stats=log_step),

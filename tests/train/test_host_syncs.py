@@ -128,19 +128,44 @@ def test_a_non_finite_step_between_reads_is_named_and_never_checkpointed(shards,
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
-def test_the_profiler_script_profiles_the_real_loop_and_counts_its_syncs(shards, tmp_path):
-    """benchmarks/profile_step.py: the loop's parts, and per step no sync except the read of a logging step."""
+def profile(shards: Path, tmp_path: Path, *extra: str) -> str:
     root = Path(__file__).resolve().parents[2]
-    trace = tmp_path / "trace.json"
     done = subprocess.run([sys.executable, str(root / "benchmarks" / "profile_step.py"), "--data", str(shards),
                            "--preset", "tiny", "--steps", "4", "--warmup", "1", "--batch", "8", "--threads", "1",
-                           "--set", "logging.log_every=2", "--trace", str(trace)],
+                           "--set", "logging.log_every=2", *extra],
                           capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert done.returncode == 0, done.stderr
-    out = done.stdout
-    for part in ("data", "masks", "to_device", "forward", "backward", "read", "step (median)"):
-        assert f"\n{part} " in out, part
+    return done.stdout
+
+
+def part_ms(out: str) -> dict[str, float]:
+    """The profile's host ms per step of each part."""
+    rows = [line.rsplit(None, 2) for line in out.splitlines() if line.endswith("%") and not line.startswith("(")]
+    return {name.strip(): float(ms) for name, ms, _ in rows}
+
+
+def sync_counts(out: str) -> dict[int, str]:
     lines = [line.split() for line in out.splitlines() if line.strip().startswith("step ") and "/" in line]
-    counts = {int(w[1]): "".join(w[-7:]) for w in lines}
-    assert counts == {2: "0/0/1/0", 3: "0/0/0/0", 4: "0/0/1/0", 5: "0/0/1/0"}, out
+    return {int(w[1]): "".join(w[-7:]) for w in lines}
+
+
+def test_the_profiler_script_profiles_the_real_loop_and_counts_its_syncs(shards, tmp_path):
+    """benchmarks/profile_step.py: the loop's parts, and per step no sync except the read of a logging step."""
+    trace = tmp_path / "trace.json"
+    out = profile(shards, tmp_path, "--trace", str(trace))
+    for part in ("data", "masks", "to_device", "prefetch_wait", "forward", "backward", "read", "step (median)"):
+        assert f"\n{part} " in out, part
+    ms = part_ms(out)
+    assert ms["masks"] > 0 and ms["prefetch_wait"] == 0  # made on this thread, nothing to wait for
+    assert sync_counts(out) == {2: "0/0/1/0", 3: "0/0/0/0", 4: "0/0/1/0", 5: "0/0/1/0"}, out
     assert json.loads(trace.read_text())["traceEvents"]
+
+
+def test_with_prefetch_the_batches_leave_the_loop_thread(shards, tmp_path):
+    """`train.prefetch`: data, masks and copies run in the background thread, none of it on the step's thread;
+    the step's syncs are unchanged."""
+    out = profile(shards, tmp_path, "--set", "train.prefetch=true")
+    assert "background thread" in out
+    ms = part_ms(out)
+    assert ms["data"] == ms["masks"] == ms["to_device"] == 0 and ms["forward"] > 0
+    assert sync_counts(out) == {2: "0/0/1/0", 3: "0/0/0/0", 4: "0/0/1/0", 5: "0/0/1/0"}, out

@@ -1,0 +1,92 @@
+"""The next step's micro-batches, prepared by a background thread while this step runs.
+
+    batches = StepPrefetcher(run_batches, enabled=True)     # run_batches(step, position) -> list
+    for step ...:
+        micro = batches.get(step, position, after=(step + 1, position + n) if step + 1 < end else None)
+    batches.close()
+
+Why it is exact: a step's micro-batches are a pure function of (step, data position). The data
+order is a seeded permutation, and every random draw of every strategy comes from streams keyed by
+(seed, step, slot) (`masking.uniform.SequenceRNG`), MAP-Net's included (its randomness is drawn on
+the host, `masking.mapnet.host_draws`; the masks themselves are drawn in the forward pass from the
+proposal). Nothing reads the weights or the global torch RNG that the loop reseeds for dropout. So
+step k + 1's batches are the same whether they are made before, during or after step k, and
+exact resume, the 1 x 8 = 2 x 4 process equivalence and keyed randomness are untouched
+(tests/train/test_prefetch.py checks the losses bit for bit).
+
+Why a thread: reading the shards, drawing the masks (numpy and torch on the host, which release
+the GIL in their kernels) and the pinned host-to-device copies then overlap the device's work on
+the current step instead of sitting between two steps. On a GPU that is the point; on the CPU the
+thread competes with torch's own threads for the same cores (README, Performance). One batch ahead
+is enough: the producer only has to stay ahead of a consumer that takes one step's batches at a
+time, and a deeper queue would hold more pinned memory for nothing.
+
+A batch asked for out of order (the loop never does; a caller that jumps does) is made in the
+calling thread after the pending one is dropped, so two threads never build batches at once.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable, Generic, TypeVar
+
+from torch.profiler import record_function
+
+T = TypeVar("T")
+
+
+class StepPrefetcher(Generic[T]):
+    """`make(step, position)`, one call ahead, in a background thread (or inline when not `enabled`)."""
+
+    def __init__(self, make: Callable[[int, int], T], enabled: bool):
+        self._make = make
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mapnet-batches") if enabled else None
+        self._ahead: tuple[int, int, Future] | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self._pool is not None
+
+    def get(self, step: int, position: int, after: tuple[int, int] | None = None) -> T:
+        """The batches of `step` at data `position`; then starts making `after` = (step, position), if given.
+
+        An exception raised while making them in the background is raised here, by the step that needs them.
+        """
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[:2] == (step, position):
+            # The part of making them that the background thread did not finish during the last step: what is
+            # left of the batches' cost on this thread (benchmarks/profile_step.py shows it; the profiler
+            # does not see the background thread's own ranges).
+            with record_function("mapnet.prefetch_wait"):
+                out = ahead[2].result()
+        else:
+            if ahead is not None:
+                _settle(ahead[2])
+            out = self._make(step, position)
+        if self._pool is not None and after is not None:
+            self._ahead = (*after, self._pool.submit(self._make, *after))
+        return out
+
+    def close(self) -> None:
+        """Wait for the pending batch (its result and any error are dropped) and stop the thread."""
+        if self._ahead is not None:
+            _settle(self._ahead[2])
+            self._ahead = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def __enter__(self) -> "StepPrefetcher[T]":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _settle(future: Future) -> None:
+    """Wait for a batch nobody will use: its error, if any, belongs to a step that never ran."""
+    if not future.cancel():
+        future.exception()
+
+
+__all__ = ["StepPrefetcher"]
