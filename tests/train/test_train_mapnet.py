@@ -198,7 +198,10 @@ def test_proposal_learns_only_on_every_kth_step_and_draws_the_same_masks(tiny_sh
 
 def test_the_loops_host_drawn_masks_are_those_drawn_from_the_rows_streams(tiny_shards, tmp_path):
     """The training path (`micro_batch` draws on the host, `to_device`, the loss) masks exactly as
-    `draw_masks` does from the rows' keyed streams, for the paper's and the HT arm."""
+    `draw_masks` does from the rows' keyed streams, for the paper's and the HT arm. Both paths draw through
+    `draw_on_host`, so this checks what the loop hands it (keys, slots, padding, the device copy), not
+    `draw_on_host` itself: tests/masking/mapnet/test_objective.py checks that uniform rows get the uniform
+    strategy's masks exactly, and MAP rows K eligible positions."""
     from mapnet_cli import distributed
     from mapnet_cli.masking.mapnet import draw_masks
     from mapnet_cli.masking.uniform import SequenceRNG

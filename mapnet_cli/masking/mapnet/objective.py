@@ -240,9 +240,10 @@ def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mas
         token_weights = designs.ht_weights(inclusion, chosen, k, eligible)
     else:
         keys = gumbel_keys(log_p, u)
-        # A diverged proposal (NaN scores) must still draw exactly K, so the step reaches the loop's
-        # non-finite check instead of the size assert below: NaN keys rank last among the eligible.
-        keys = torch.where(eligible & keys.isnan(), torch.finfo(keys.dtype).min, keys)
+        # A diverged proposal (NaN or infinite scores) must still draw exactly K, so the step reaches the
+        # loop's non-finite check instead of the size assert below (top_k_mask never takes a non-finite
+        # key): such keys rank last among the eligible.
+        keys = torch.where(eligible & ~keys.isfinite(), torch.finfo(keys.dtype).min, keys)
         chosen = torch.where(uniform_rows[:, None], uniform_chosen, top_k_mask(keys, k))
 
     log_r = log_importance_ratio(log_p, chosen, eligible)

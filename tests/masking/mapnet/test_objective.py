@@ -106,6 +106,23 @@ def test_map_rows_mask_k_eligible_positions_with_clipped_weights():
     assert not draw.weights.requires_grad
 
 
+@pytest.mark.parametrize("importance", ["clipped", "ht"])
+@pytest.mark.parametrize("bad", [float("nan"), float("-inf"), float("inf")])
+def test_a_diverged_proposal_still_masks_exactly_k_per_row(bad, importance):
+    """Non-finite log-probabilities (a diverged proposal) must not shrink the mask: the step then reaches the
+    loop's non-finite check, not the device-side size assert (a raw error, on one rank only)."""
+    ids, attn = batch()
+    eligible = eligible_positions(ids, SPECIAL)
+    log_p = torch.randn(ids.shape, generator=torch.Generator().manual_seed(1)).log_softmax(1)
+    log_p[:, 2:] = bad  # all but one position of every row: the mask needs some of them
+    log_p = log_p.masked_fill(~eligible, float("-inf"))
+    masking = MaskingSettings(explore_start=0.0, explore_end=0.0, importance=importance)
+    draw = draw_masks(lambda *_: log_p, ids, attn, special_ids=SPECIAL, vocab_size=V, step=0, total_steps=STEPS,
+                      seed=5, slots=range(8), masking=masking)
+    assert not draw.uniform_rows.any()
+    assert torch.equal(draw.chosen.sum(1), draw.counts) and not (draw.chosen & ~draw.eligible).any()
+
+
 def test_a_batch_equals_the_concatenation_of_its_halves():
     model, proposal = tiny()
     model.eval(), proposal.eval()
