@@ -29,6 +29,7 @@ position), so `prefetch.StepPrefetcher` makes step k + 1's in a background threa
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Callable, Sequence
@@ -72,8 +73,24 @@ def pretrain(settings, shards: str | os.PathLike, out: str | os.PathLike, *, res
             last = run.train(stop_at, (lambda kind, data: None) if quiet else on_report)
             failed = False
             return last
+        except Exception as exc:
+            reason = compile_failure(exc)
+            if reason is None:
+                raise
+            # `train.compile = auto` compiles on CUDA unasked: a machine without a working backend (no C++
+            # compiler, no Triton) must get one line saying what to do, not Inductor's traceback.
+            raise MapnetError(f"torch.compile failed on this machine ({reason}); --set train.compile=false "
+                              "trains without it") from None
         finally:
             run.metrics.close(failed)
+
+
+def compile_failure(exc: BaseException) -> str | None:
+    """The first line of a torch.compile backend failure (Inductor could not build its kernels), else None."""
+    dynamo = sys.modules.get("torch._dynamo.exc")  # loaded by any compiled call: absent, nothing was compiled
+    if dynamo is None or not isinstance(exc, dynamo.BackendCompilerFailed):
+        return None
+    return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
 
 
 class Run:

@@ -225,6 +225,23 @@ def test_resume_continues_exactly(shards, tmp_path):
     assert len(json.loads((tmp_path / "b" / "run.json").read_text())["resumes"]) == 1
 
 
+@pytest.mark.slow
+def test_a_machine_where_torch_compile_cannot_build_gets_one_line(shards, tmp_path, monkeypatch):
+    """`train.compile = auto` compiles on CUDA unasked; Inductor failing there (no C++ compiler, no Triton) is
+    a MapnetError naming the off switch, not a traceback. Simulated on the CPU with a compiler that is not there."""
+    import torch._dynamo
+    import torch._inductor.config as inductor
+
+    monkeypatch.setattr(inductor.cpp, "cxx", ("/nonexistent-cxx",))
+    try:
+        with pytest.raises(MapnetError, match=r"^torch.compile failed on this machine \(.*C\+\+ compiler.*\); "
+                                              r"--set train.compile=false trains without it$"):
+            pretrain(tiny_settings("train.compile=true", "train.steps=2"), shards, tmp_path / "run")
+    finally:
+        torch._dynamo.reset()  # no failed compilation cached for later tests
+    assert not checkpoint.list_checkpoints(tmp_path / "run")
+
+
 @pytest.mark.gpu
 def test_resume_on_cuda_continues(shards, tmp_path):
     # Found on the first GPU run: resume mapped the saved RNG states to the GPU, which torch refuses.
