@@ -137,7 +137,7 @@ def main() -> None:
     print(f"{where}; load average {os.getloadavg()[0]:.2f} (1 min) after; preset {args.preset}, recipe {t.recipe}, "
           f"masking {args.masking}, batch {t.batch_size} x {run.data.max_seq_len}, logging every {s.logging.log_every} "
           f"steps; {len(counted)} steps counted after {args.warmup} warm-up")
-    if t.prefetches(info.device):
+    if t.prefetch:
         print("(train.prefetch: data, masks and to_device run in a background thread, one step ahead; prefetch_wait "
               "is what this thread still waits for them)")
     if t.short_seq_len and t.short_seq_steps > args.warmup:

@@ -87,8 +87,8 @@ class TrainSettings:
     precision: Literal["auto", "fp32", "bf16"] = setting("auto", "auto: bf16 autocast on CUDA, fp32 on CPU")
     compile: Literal["auto", True, False] = setting(
         "auto", "compile each block with torch.compile: auto = on CUDA (1.05-1.10x faster at base on an H100, RESULTS 4a), off on CPU (-1% to +2%, README Performance); true / false force it")
-    prefetch: Literal["auto", True, False] = setting(
-        "auto", "make the next step's batches (data, masks, host-to-device copies) in a background thread while this step runs: auto = on CUDA, off on CPU, where the thread competes with torch's for the cores (README Performance); true / false force it")
+    prefetch: bool = setting(
+        False, "make the next step's batches (data, masks, host-to-device copies) in a background thread while this step runs; off by default: on a 2-core CPU it made a step 2-14% slower (README Performance), on a GPU it is unmeasured (docs/results/gpu_step.sh)")
     device: Literal["auto", "cpu", "cuda"] = setting("auto", "where to train")
     eval_every: int = setting(2000, "held-out evaluation every N steps (0: only at the end)")
     eval_sequences: int = setting(512, "validation sequences per evaluation set (fixed set, fixed masks), the main one and each train.extra_eval")
@@ -108,10 +108,6 @@ class TrainSettings:
     def compiles(self, device) -> bool:
         """Whether the blocks are compiled on `device` (a torch.device)."""
         return device.type == "cuda" if self.compile == "auto" else bool(self.compile)
-
-    def prefetches(self, device) -> bool:
-        """Whether the next step's batches are made in a background thread on `device` (a torch.device)."""
-        return device.type == "cuda" if self.prefetch == "auto" else bool(self.prefetch)
 
     def pieces_per_sequence(self, step: int, seq_len: int) -> int:
         """Pieces each training sequence of `seq_len` tokens is cut into at `step` (1: whole; short_seq_len)."""

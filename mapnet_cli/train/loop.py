@@ -291,7 +291,7 @@ class Run:
         # The first step since the last read whose gradient norm was not finite (0: none), kept on the
         # device: reading it every step would stall the device's queue every step (`train_step`).
         first_bad = torch.zeros((), dtype=torch.long, device=self.info.device)
-        with StepPrefetcher(self.batches, enabled=t.prefetches(self.info.device)) as ahead:
+        with StepPrefetcher(self.batches, enabled=t.prefetch) as ahead:
             return self._steps(end, report, ahead, first_bad, last)
 
     def _steps(self, end: int, report: Report, ahead: StepPrefetcher, first_bad: torch.Tensor, last: Path | None) -> Path:

@@ -97,7 +97,7 @@ def write_run_files(run, shards: Path, argv: list[str]) -> None:
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
     # How the step ran (train.compile / train.prefetch resolved on this device): throughput figures depend on it.
     this = {"command": argv, "started": now, "world_size": run.info.world_size, "device": str(run.info.device),
-            "compiled": t.compiles(run.info.device), "prefetch": t.prefetches(run.info.device)}
+            "compiled": t.compiles(run.info.device), "prefetch": t.prefetch}
     path = run.out / "run.json"
     if run.resumed_from is not None and path.exists():
         info = json.loads(path.read_text(encoding="utf-8"))

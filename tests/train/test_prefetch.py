@@ -132,9 +132,6 @@ def test_prefetched_resume_continues_exactly(shards, tmp_path):
     assert losses(tmp_path / "a") == losses(tmp_path / "b")
 
 
-def test_auto_prefetches_on_cuda_only():
-    t = settings().train
-    assert t.prefetch == "auto"
-    assert t.prefetches(torch.device("cuda")) and not t.prefetches(torch.device("cpu"))
-    assert settings("train.prefetch=true").train.prefetches(torch.device("cpu"))
-    assert not settings("train.prefetch=false").train.prefetches(torch.device("cuda"))
+def test_prefetch_is_off_unless_asked():
+    assert settings().train.prefetch is False  # the CPU measured it slower; the GPU has not measured it
+    assert settings("train.prefetch=true").train.prefetch is True
