@@ -17,7 +17,8 @@ def pretraining_part(values: dict) -> dict:
     out = {k: v for k, v in values.items() if k not in ("finetune", "variance")}
     # Only these logging keys change what a run records; the rest (progress, TensorBoard, W&B) is display.
     out["logging"] = {k: v for k, v in out.get("logging", {}).items() if k in ("log_every", "metrics_file")}
-    # How the step executes, not what it computes (and "auto" was `false` before each existed).
+    # How the step executes, not what it computes (compile's "auto" was `false` before it existed; prefetching
+    # leaves every number bitwise the same).
     out["train"] = {k: v for k, v in out.get("train", {}).items() if k not in ("compile", "prefetch")}
     return out
 

@@ -294,7 +294,8 @@ class Run:
         with StepPrefetcher(self.batches, enabled=t.prefetch) as ahead:
             return self._steps(end, report, ahead, first_bad, last)
 
-    def _steps(self, end: int, report: Report, ahead: StepPrefetcher, first_bad: torch.Tensor, last: Path | None) -> Path:
+    def _steps(self, end: int, report: Report, ahead: StepPrefetcher, first_bad: torch.Tensor,
+               last: Path | None) -> Path:
         t, lg = self.settings.train, self.settings.logging
         every_variance = self.settings.variance.every
         window_tokens, window_time = 0, 0.0  # this rank's tokens and the time since the last logged step

@@ -45,10 +45,6 @@ class StepPrefetcher(Generic[T]):
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mapnet-batches") if enabled else None
         self._ahead: tuple[int, int, Future] | None = None
 
-    @property
-    def enabled(self) -> bool:
-        return self._pool is not None
-
     def get(self, step: int, position: int, after: tuple[int, int] | None = None) -> T:
         """The batches of `step` at data `position`; then starts making `after` = (step, position), if given.
 
