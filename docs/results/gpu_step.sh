@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The step-efficiency figures still to measure on a GPU (README "Performance", RESULTS 4 and D), in one device call
-# of ~6 minutes: where a `base` step's time goes with the batches made ahead (`train.prefetch`) and without, with the
+# of at most 10 minutes (the stages' limits: 4 x 90 s + 90 s + 150 s; not yet run on a GPU): where a `base` step's time goes with the batches made ahead (`train.prefetch`) and without, with the
 # blocks compiled and not, the syncs the device waits for and how busy it is; MFU against transformers'
 # BertForMaskedLM; and every learned arm's step cost, the lite MAP-Net arm included.
 #
@@ -17,7 +17,7 @@ read -r -a py <<<"${PY:-uv run python}"
 DEVICE=${DEVICE:-cpu}
 SHARDS=${SHARDS:-runs/real-text-x5/shards}
 if [[ $DEVICE == cuda ]]; then
-    PRESET=base; BATCH=128; STEPS=20; WARMUP=5; BENCH_STEPS=15; LIMIT=150
+    PRESET=base; BATCH=128; STEPS=20; WARMUP=5; BENCH_STEPS=15; LIMIT=90
 else  # the smoke: every command and flag, at a size the CPU runs in seconds
     PRESET=tiny; BATCH=8; STEPS=2; WARMUP=1; BENCH_STEPS=4; LIMIT=300  # 4: the lite arm is timed per cycle of 4
 fi
@@ -41,7 +41,6 @@ profile uniform-prefetch-off uniform --set train.prefetch=false
 profile uniform uniform --set train.prefetch=true --trace "$OUT/trace-uniform.json"
 profile uniform-eager uniform --set train.prefetch=true --set train.compile=false
 profile mapnet-ht-lite mapnet-ht-lite --set train.prefetch=true
-profile mapnet mapnet --set train.prefetch=true
 
 stage "every learned arm's step cost (batches made inline, as bench_strategies times them)"
 timeout "$LIMIT" "${py[@]}" benchmarks/bench_strategies.py --data "$SHARDS" --device "$DEVICE" --presets "$PRESET" \
@@ -50,6 +49,6 @@ timeout "$LIMIT" "${py[@]}" benchmarks/bench_strategies.py --data "$SHARDS" --de
 
 if [[ $DEVICE == cuda ]]; then
     stage "throughput and MFU, base, 128 tokens, eager and compiled, against BertForMaskedLM"
-    timeout 200 "${py[@]}" benchmarks/bench_pretrain.py --device cuda --sizes base --seq-len 128 --batch 128 \
+    timeout 150 "${py[@]}" benchmarks/bench_pretrain.py --device cuda --sizes base --seq-len 128 --batch 128 \
         --warmup 3 --iters 10 --rounds 3 --compile 2>&1 | tee "$OUT/bench_pretrain.txt"
 fi
