@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from .atomic import out_of_space
 from .errors import MapnetError
+from .commands import blimp as blimp_cmd
 from .commands import compare as compare_cmd
 from .commands import config as config_cmd
 from .commands import export as export_cmd
@@ -49,6 +50,7 @@ app.command("export", help=export_cmd.HELP)(export_cmd.export)
 app.command("inspect-masks", help=inspect_masks_cmd.HELP)(inspect_masks_cmd.inspect_masks)
 app.command("finetune-glue", help=finetune_glue_cmd.HELP)(finetune_glue_cmd.finetune_glue)
 app.command("probe", help=probe_cmd.HELP)(probe_cmd.probe)
+app.command("blimp", help=blimp_cmd.HELP)(blimp_cmd.blimp)
 app.command("variance", help=variance_cmd.HELP)(variance_cmd.variance)
 app.command("compare", help=compare_cmd.HELP)(compare_cmd.compare)
 app.command("plot", help=plot_cmd.HELP)(plot_cmd.plot)

@@ -1,0 +1,156 @@
+"""Score BLiMP for a list of models and their controls: accuracies per paradigm, per field and overall.
+
+    suite = load_suite(Path("../shared/data/blimp"))
+    doc = blimp_run([Path("runs/tiny")], suite, BlimpConfig(method="word-l2r"), out_path=Path("blimp.json"))
+    doc["accuracy"]                                   # the newest checkpoint of the first path, mean over paradigms
+    [(m["label"], m["accuracy"]) for m in doc["models"]]   # every checkpoint, then the controls
+
+A pair is right only when the grammatical sentence scores strictly higher: a tie is wrong, or a model
+that gives every sentence the same score (or the unigram model on a pair of reordered words) would get
+credit for knowing nothing. Accuracy is the mean over paradigms of each paradigm's share of right pairs
+(BLiMP's convention, so paradigms weigh the same); a field's is the mean over its paradigms.
+The published models' figures (`models_summary.jsonl`) are averaged over exactly the paradigms scored.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from ...errors import MapnetError
+from .data import REFERENCE_MODELS, Suite
+from .models import Target, control_targets, find_targets
+from .scoring import METHODS, count_rows, pll_scores, unigram_scores
+
+SCHEMA = "mapnet.blimp/1"
+
+
+@dataclass(frozen=True)
+class BlimpConfig:
+    method: str = "pll"            # "pll" (Salazar et al. 2020) or "word-l2r" (Kauf & Ivanova 2023)
+    max_tokens: int = 16384        # tokens per forward pass (rows of one length batched up to this)
+    random_control: bool = True    # score each architecture with random weights too
+    unigram_control: bool = True   # score the training shards' unigram model too (needs the shards)
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.method not in METHODS:
+            out.append(f"method must be one of {', '.join(METHODS)} (got {self.method!r})")
+        if self.max_tokens < 1:
+            out.append(f"max_tokens must be >= 1 (got {self.max_tokens})")
+        return out
+
+
+def summarise(suite: Suite, good: np.ndarray, bad: np.ndarray) -> dict:
+    """{accuracy, fields, paradigms} from the scores of each pair's two sentences (suite order)."""
+    paradigms, fields = {}, {}
+    lo = 0
+    for p in suite.paradigms:
+        g, b = good[lo:lo + len(p)], bad[lo:lo + len(p)]
+        lo += len(p)
+        right = int((g > b).sum())
+        paradigms[p.uid] = {"accuracy": right / len(p), "right": right, "ties": int((g == b).sum()), "pairs": len(p),
+                            "field": p.field}
+        fields.setdefault(p.field, []).append(right / len(p))
+    return {"accuracy": float(np.mean([v["accuracy"] for v in paradigms.values()])),
+            "fields": {f: float(np.mean(v)) for f, v in sorted(fields.items())},
+            "paradigms": paradigms}
+
+
+def references(suite: Suite) -> dict:
+    """The published models' mean accuracy (and per field) over the scored paradigms, where the summary has them all."""
+    out = {}
+    for key, name in REFERENCE_MODELS.items():
+        table = suite.references.get(key, {})
+        if not all(p.uid in table for p in suite.paradigms):
+            continue
+        fields = {}
+        for p in suite.paradigms:
+            fields.setdefault(p.field, []).append(table[p.uid])
+        out[name] = {"accuracy": float(np.mean([table[p.uid] for p in suite.paradigms])),
+                     "fields": {f: float(np.mean(v)) for f, v in sorted(fields.items())},
+                     "paradigms": {p.uid: table[p.uid] for p in suite.paradigms}}
+    return out
+
+
+def _pair_index(suite: Suite, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    where = {s: i for i, s in enumerate(sentences)}
+    good = np.array([where[s] for p in suite.paradigms for s in p.good], dtype=np.int64)
+    bad = np.array([where[s] for p in suite.paradigms for s in p.bad], dtype=np.int64)
+    return good, bad
+
+
+def blimp_run(paths: list[Path], suite: Suite, cfg: BlimpConfig = BlimpConfig(), out_path: Path | None = None,
+              shards: Path | None = None, device=None, note: Callable[[str], None] = lambda _: None,
+              progress: Callable[[int, int], None] = lambda done, total: None) -> dict:
+    """Score every checkpoint `paths` name, then their controls; the document is written to `out_path`
+    (atomically, "complete": false until the last model) after every model when given.
+    `progress(rows done, rows in all)` counts masked copies run through an encoder."""
+    from ...atomic import json_safe, write_json
+
+    problems = cfg.problems()
+    if problems:
+        raise MapnetError("invalid BLiMP settings: " + "; ".join(problems))
+    targets = find_targets(paths)
+    if not targets:
+        raise MapnetError("nothing to score: no checkpoint in " + ", ".join(map(str, paths)))
+    controls, links, notes = control_targets(targets, shards, cfg.random_control, cfg.unigram_control)
+    for text in notes:
+        note(text)
+    todo = targets + controls
+    sentences = suite.sentences()
+    good_at, bad_at = _pair_index(suite, sentences)
+    ids: dict[str, list[np.ndarray]] = {}
+    for t in todo:  # every text path tokenises the suite once, before any model runs: input problems first
+        if t.text.key not in ids:
+            note(f"tokenising {len(sentences):,} sentences for {t.label}")
+            ids[t.text.key] = t.text.tokenise(sentences)
+    total = sum(count_rows(ids[t.text.key]) for t in todo if t.init != "unigram")
+    done = 0
+
+    def advance(rows: int) -> None:
+        nonlocal done
+        done += rows
+        progress(done, total)
+
+    label_of = {t.sha: t.label for t in todo}
+    # The headline: the newest checkpoint of the first path (a run's last step, or the one folder given).
+    first = max((t for t in targets if t.origin == 0), key=lambda t: -1 if t.step is None else t.step)
+    doc = {"schema": SCHEMA, "complete": False, "accuracy": None, "headline": first.label, "method": cfg.method,
+           "config": asdict(cfg),
+           "data": {"folder": str(suite.folder), "sha256": suite.sha256, "paradigms": len(suite.paradigms),
+                    "pairs_per_paradigm": suite.pairs_per_paradigm, "pairs": suite.pairs, "sentences": len(sentences)},
+           "references": references(suite), "notes": notes, "models": []}
+    progress(0, total)
+    for t in todo:
+        note(f"scoring {t.label} ({t.init})")
+        t0 = time.perf_counter()
+        seqs = ids[t.text.key]
+        if t.init == "unigram":
+            scores = unigram_scores(t.build(), seqs)
+        else:
+            try:
+                scores = pll_scores(t.build(), seqs, t.text.cls_id, t.text.sep_id, t.text.mask_id, t.text.word_start,
+                                    cfg.method, cfg.max_tokens, device, advance)
+            except ValueError as exc:
+                raise MapnetError(f"{t.label}: {exc}") from None
+        entry = {"label": t.label, "run": t.run, "step": t.step, "init": t.init, "sha256": t.sha, "path": str(t.path),
+                 **summarise(suite, scores[good_at], scores[bad_at]), "seconds": round(time.perf_counter() - t0, 3)}
+        if t.sha in links:
+            entry["controls"] = {k: label_of[v] for k, v in links[t.sha].items()}
+        doc["models"].append(entry)
+        if t is first:
+            doc["accuracy"] = entry["accuracy"]
+        if out_path is not None:
+            write_json(Path(out_path), json_safe(doc))
+    doc["complete"] = True
+    if out_path is not None:
+        write_json(Path(out_path), json_safe(doc))
+    return doc
+
+
+__all__ = ["SCHEMA", "BlimpConfig", "blimp_run", "summarise", "references"]

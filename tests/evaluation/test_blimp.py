@@ -1,0 +1,164 @@
+"""`mapnet blimp`: PLL scoring exact against one masked copy at a time, ties wrong, controls, curves, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from mapnet_cli.cli import app
+from mapnet_cli.errors import MapnetError
+from mapnet_cli.evaluation.blimp.data import load_suite
+from mapnet_cli.evaluation.blimp.evaluate import BlimpConfig, blimp_run, summarise
+from mapnet_cli.evaluation.blimp.models import find_targets
+from mapnet_cli.evaluation.blimp.scoring import masked_rows, pll_scores, unigram_scores
+
+PARADIGMS = ["adjunct_island", "anaphor_gender_agreement", "determiner_noun_agreement_1"]
+
+
+@pytest.fixture(scope="module")
+def blimp_dir(shared_data) -> Path:
+    return shared_data / "blimp"
+
+
+def _naive_pll(model, text, seq: np.ndarray, method: str) -> float:
+    """One masked copy at a time through the full model (every position's logits), word ends found from
+    the token strings: an independent computation of what `pll_scores` batches."""
+    tok = text.tokenise.__self__.tokenizer
+    pieces = [tok.id_to_token(int(i)) for i in seq]
+    word = np.cumsum([p.startswith("\u2581") for p in pieces])
+    full = np.concatenate([[text.cls_id], seq, [text.sep_id]])
+    total = 0.0
+    with torch.inference_mode():
+        for i in range(len(seq)):
+            ids = full.copy()
+            hide = [i] + ([j for j in range(i + 1, len(seq)) if word[j] == word[i]] if method == "word-l2r" else [])
+            ids[[1 + j for j in hide]] = text.mask_id
+            logits = model(torch.from_numpy(ids)[None])[0, 1 + i]
+            total += float(torch.log_softmax(logits.double(), -1)[int(seq[i])])
+    return total
+
+
+@pytest.mark.parametrize("method", ["pll", "word-l2r"])
+def test_batched_pll_equals_one_masked_copy_at_a_time(pretrained_tiny, blimp_dir, method):
+    target = find_targets([pretrained_tiny])[-1]
+    model = target.build().eval()
+    suite = load_suite(blimp_dir, 4, PARADIGMS)
+    sentences = suite.sentences()
+    seqs = target.text.tokenise(sentences)
+    assert any(len(set(np.cumsum(target.text.word_start[s]))) < len(s) for s in seqs)  # some word has several pieces
+    got = pll_scores(model, seqs, target.text.cls_id, target.text.sep_id, target.text.mask_id, target.text.word_start,
+                     method, max_tokens=64)  # small batches: several per length
+    want = [_naive_pll(model, target.text, s, method) for s in seqs]
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-3)
+
+
+def test_word_l2r_hides_the_later_pieces_of_the_same_word_only():
+    word_start = np.array([True] * 5 + [True, False, False, True, False])  # ids 5, 8 start words; 6, 7, 9 continue
+    (L, (rows, pos, target, sentence)), = masked_rows([np.array([5, 6, 7, 8, 9])], 0, 1, 4, word_start, "word-l2r").items()
+    assert L == 7 and pos.tolist() == [1, 2, 3, 4, 5] and target.tolist() == [5, 6, 7, 8, 9]
+    assert rows.tolist() == [[0, 4, 4, 4, 8, 9, 1],   # t1 begins a 3-piece word: its later pieces are hidden
+                             [0, 5, 4, 4, 8, 9, 1],   # t2: the earlier piece stays visible
+                             [0, 5, 6, 4, 8, 9, 1],
+                             [0, 5, 6, 7, 4, 4, 1],   # the next word: only its own later piece
+                             [0, 5, 6, 7, 8, 4, 1]]
+    (_, (plain, *_)), = masked_rows([np.array([5, 6, 7, 8, 9])], 0, 1, 4, word_start, "pll").items()
+    assert (plain == 4).sum(1).tolist() == [1, 1, 1, 1, 1]
+
+
+def test_a_tie_is_wrong(blimp_dir):
+    suite = load_suite(blimp_dir, 10, PARADIGMS[:1])
+    same = np.zeros(10)
+    s = summarise(suite, same, same)
+    assert s["accuracy"] == 0.0 and s["paradigms"]["adjunct_island"]["ties"] == 10
+    assert summarise(suite, same + 1, same)["accuracy"] == 1.0
+
+
+def test_the_unigram_model_ties_on_reordered_words(pretrained_tiny, blimp_dir):
+    """adjunct_island's pairs hold the same words in another order: frequencies alone cannot tell them
+    apart, so every such pair is a tie (summed in a canonical order, not broken by rounding) and wrong."""
+    target = find_targets([pretrained_tiny])[-1]
+    suite = load_suite(blimp_dir, 50, PARADIGMS[:1])
+    p = suite.paradigms[0]
+    good, bad = target.text.tokenise(list(p.good)), target.text.tokenise(list(p.bad))
+    rng = np.random.default_rng(0)
+    log_p = np.log(rng.dirichlet(np.ones(len(target.text.word_start))))
+    g, b = unigram_scores(log_p, good), unigram_scores(log_p, bad)
+    same_tokens = np.array([sorted(x.tolist()) == sorted(y.tolist()) for x, y in zip(good, bad)])
+    assert same_tokens.sum() >= 40
+    assert (g[same_tokens] == b[same_tokens]).all()
+    s = summarise(suite, g, b)["paradigms"]["adjunct_island"]
+    assert s["ties"] == same_tokens.sum() and s["right"] == int((g > b)[~same_tokens].sum())
+
+
+def test_cli_scores_a_run_with_its_controls_and_the_published_models(pretrained_tiny, blimp_dir, tmp_path):
+    out = tmp_path / "blimp.json"
+    result = CliRunner().invoke(app, ["blimp", str(pretrained_tiny), "--data", str(blimp_dir), "--out", str(out),
+                                      "--pairs", "20", "--paradigms", ",".join(PARADIGMS), "--no-progress"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    assert doc["complete"] and doc["data"]["pairs"] == 60 and doc["data"]["paradigms"] == 3
+    inits = [m["init"] for m in doc["models"]]
+    assert inits == ["pretrained", "random", "unigram"]
+    model = doc["models"][0]
+    assert doc["accuracy"] == model["accuracy"] and doc["headline"] == model["label"]
+    assert model["controls"] == {"random": "random-init", "unigram": "unigram"}
+    for m in doc["models"]:
+        per = m["paradigms"]
+        assert sorted(per) == sorted(PARADIGMS) and all(v["pairs"] == 20 for v in per.values())
+        assert m["accuracy"] == pytest.approx(np.mean([v["right"] / 20 for v in per.values()]))
+        assert m["fields"]["syntax"] == pytest.approx(np.mean([per[u]["accuracy"] for u in per if per[u]["field"] == "syntax"]))
+    # the published figures of exactly these paradigms, from models_summary.jsonl
+    rows = [json.loads(line) for line in (blimp_dir / "models_summary.jsonl").read_text().splitlines() if line.strip()]
+    gpt2 = np.mean([r["gpt2"] for r in rows if r.get("UID") in PARADIGMS])
+    assert doc["references"]["GPT-2"]["accuracy"] == pytest.approx(gpt2)
+    assert {"5-gram", "LSTM", "GPT-2"} <= set(doc["references"])
+    assert "5-gram" in result.output and "random-init" in result.output
+    # controls score differently from the model (a model that learned nothing would tie with its control)
+    assert len({json.dumps(m["paradigms"]) for m in doc["models"]}) == 3
+
+
+def test_a_run_folder_is_a_curve_headed_by_its_newest_checkpoint(fake_run, blimp_dir):
+    doc = blimp_run([fake_run], load_suite(blimp_dir, 5, PARADIGMS[1:]), BlimpConfig())
+    assert [(m["run"], m["step"], m["init"]) for m in doc["models"]] == [
+        ("fake-bert", 100, "pretrained"), ("fake-bert", 200, "pretrained"), ("random-init", None, "random")]
+    assert doc["accuracy"] == doc["models"][1]["accuracy"]
+    assert doc["notes"] == ["no unigram control for fake-bert@100: it records no training shards (give --shards)",
+                            "no unigram control for fake-bert@200: it records no training shards (give --shards)"]
+
+
+def _bad_folder(tmp_path: Path, blimp_dir: Path, line: str | None) -> Path:
+    folder = tmp_path / "blimp"
+    folder.mkdir()
+    lines = (blimp_dir / "adjunct_island.jsonl").read_text().splitlines()[:5]
+    if line is not None:
+        lines[2] = line
+    (folder / "adjunct_island.jsonl").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+@pytest.mark.parametrize("line, message", [
+    ('{"sentence_good": "A b.", "field": "syntax", "UID": "adjunct_island"}', "adjunct_island.jsonl:3: missing or empty field sentence_bad"),
+    ("{not json", "adjunct_island.jsonl:3: not a JSON line"),
+    (None, "holds no paradigm file"),
+])
+def test_bad_input_is_one_line_and_no_output(fake_run, blimp_dir, tmp_path, line, message):
+    folder = _bad_folder(tmp_path, blimp_dir, line) if line is not None else tmp_path / "empty"
+    folder.mkdir(exist_ok=True)
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(app, ["blimp", str(fake_run), "--data", str(folder), "--out", str(out), "--no-progress"])
+    assert result.exit_code != 0 and isinstance(result.exception, MapnetError)
+    assert message in str(result.exception) and "\n" not in str(result.exception)
+    assert not out.exists()
+
+
+def test_unknown_paradigm_and_method_are_refused(fake_run, blimp_dir, tmp_path):
+    with pytest.raises(MapnetError, match="has no paradigm nope"):
+        load_suite(blimp_dir, 0, ["nope"])
+    result = CliRunner().invoke(app, ["blimp", str(fake_run), "--data", str(blimp_dir), "--out", str(tmp_path / "o.json"),
+                                      "--method", "l2r"])
+    assert result.exit_code != 0 and "method must be one of pll, word-l2r" in str(result.exception)
