@@ -21,9 +21,8 @@ from pathlib import Path
 import torch
 
 from mapnet_cli.evaluation.blimp.data import load_suite
-from mapnet_cli.evaluation.blimp.evaluate import _pair_index, summarise
+from mapnet_cli.evaluation.blimp.evaluate import BlimpConfig, Scorer
 from mapnet_cli.evaluation.blimp.models import find_targets
-from mapnet_cli.evaluation.blimp.scoring import count_rows, pll_scores
 
 
 def main() -> None:
@@ -40,18 +39,15 @@ def main() -> None:
     load_before = os.getloadavg()
     suite = load_suite(args.data, args.pairs)
     target = find_targets([args.model])[-1]  # a run's newest checkpoint
+    scorer = Scorer(suite, BlimpConfig(method=args.method, max_tokens=args.max_tokens))
     t0 = time.perf_counter()
-    sentences = suite.sentences()
-    seqs = target.text.tokenise(sentences)
+    scorer.tokenise([target])
     t_tok = time.perf_counter() - t0
-    model = target.build()
-    t1 = time.perf_counter()
-    scores = pll_scores(model, seqs, target.text.cls_id, target.text.sep_id, target.text.mask_id,
-                        target.text.word_start, args.method, args.max_tokens)
-    t_score = time.perf_counter() - t1
-    good, bad = _pair_index(suite, sentences)
-    acc = summarise(suite, scores[good], scores[bad])["accuracy"]
-    rows = count_rows(seqs)
+    rows = scorer.rows([target])
+    entry = scorer.score(target)
+    t_score = entry["seconds"]  # building the model included
+    acc = entry["accuracy"]
+    sentences = scorer.sentences
     out = {"model": target.label, "method": args.method, "paradigms": len(suite.paradigms), "pairs": suite.pairs,
            "sentences": len(sentences), "rows": rows, "threads": args.threads, "max_tokens": args.max_tokens,
            "tokenise_s": round(t_tok, 2), "score_s": round(t_score, 2), "total_s": round(t_tok + t_score, 2),

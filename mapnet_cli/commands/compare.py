@@ -4,6 +4,7 @@
     mapnet compare shards/ --out runs/cmp --strategies uniform,mapnet --variance --glue-tasks sst2 --glue-data glue_data
     mapnet compare shards/ --out runs/cmp --preset mini --glue-protocol small --glue-data glue_data
     mapnet compare shards/ --out runs/warm --init-from runs/uniform-long --strategies uniform,mapnet --seeds 3
+    mapnet compare shards/ --out runs/cmp --strategies uniform,uniform@0.3 --blimp blimp/ --blimp-every-checkpoint
 
 Rerunning the same command reuses finished runs and recomputes the aggregate.
 """
@@ -45,6 +46,10 @@ def compare(
     glue_data: Annotated[Optional[Path], typer.Option("--glue-data", help="GLUE folder in the standard layout.", show_default=False)] = None,
     glue_protocol: Annotated[Optional[str], typer.Option("--glue-protocol", help="Fine-tuning protocol (default quick): " + "; ".join(f"{p.name}: {p.summary}" for p in PROTOCOLS.values()) + ". A random-init control is fine-tuned once per pretraining seed.", show_default=False)] = None,
     glue_every_checkpoint: Annotated[bool, typer.Option("--glue-every-checkpoint", help="Fine-tune every kept checkpoint, not only the final one: a GLUE-vs-step curve and plot.")] = False,
+    blimp: Annotated[Optional[Path], typer.Option("--blimp", help="A BLiMP folder: score every run (and a random-init encoder per seed, and the shards' unigram model) zero-shot, as `mapnet blimp`.", show_default=False)] = None,
+    blimp_pairs: Annotated[int, typer.Option("--blimp-pairs", help="With --blimp: the first N pairs of each paradigm (0: all).")] = 0,
+    blimp_method: Annotated[str, typer.Option("--blimp-method", help="With --blimp: pll or word-l2r.")] = "pll",
+    blimp_every_checkpoint: Annotated[bool, typer.Option("--blimp-every-checkpoint", help="With --blimp: score every kept checkpoint, not only the final one (a BLiMP-vs-step curve, and BLiMP at uniform's training time).")] = False,
     config: ConfigOpt = None,
     set_: SetOpt = None,
     print_settings: PrintSettingsOpt = False,
@@ -59,6 +64,8 @@ def compare(
         raise MapnetError(f"--glue-data needs --glue-tasks (the {proto.name} protocol names no tasks)")
     if glue_every_checkpoint and glue_data is None:
         raise MapnetError("--glue-every-checkpoint needs --glue-tasks and --glue-data")
+    if blimp is None and (blimp_pairs or blimp_method != "pll" or blimp_every_checkpoint):
+        raise MapnetError("--blimp-pairs, --blimp-method and --blimp-every-checkpoint need --blimp")
     names = cmp.parse_strategies(strategies)
     tasks = (task_names(glue_tasks) if glue_tasks else list(proto.tasks)) if glue_data is not None else []
     model_flags = {"preset": preset, "init_from": str(init_from) if init_from is not None else None}
@@ -74,6 +81,15 @@ def compare(
     if base.distributed.gpus or base.distributed.nproc:
         raise MapnetError("mapnet compare trains in this process; leave distributed.gpus and distributed.nproc at 0")
 
+    suite = blimp_cfg = None
+    if blimp is not None:  # the folder and settings are checked before any training
+        from ..evaluation.blimp.data import load_suite
+        from ..evaluation.blimp.evaluate import BlimpConfig
+
+        blimp_cfg = BlimpConfig(method=blimp_method)
+        if blimp_cfg.problems():
+            raise MapnetError("--blimp-method: " + "; ".join(blimp_cfg.problems()))
+        suite = load_suite(blimp, blimp_pairs)
     err = Console(stderr=True)
     note = lambda text: err.print(text, highlight=False, markup=False)  # noqa: E731
     with output_lock(out):
@@ -89,10 +105,19 @@ def compare(
                                         preset=proto.name)
         if variance:
             note("measuring the gradient variance at every checkpoint")
-        runs = cmp.collect(plan, shards, reused, variance=variance, glue=glue)
-        doc = cmp.results_document(plan, runs, sys.argv, shards, cmp.glue_controls(glue))
+        scores = None
+        if suite is not None:
+            note(f"scoring BLiMP ({len(suite.paradigms)} paradigms, {suite.pairs:,} pairs, {blimp_method})")
+            scores = cmp.blimp_results(plan, shards, suite, blimp_cfg, out, blimp_every_checkpoint, note)
+        runs = cmp.collect(plan, shards, reused, variance=variance, glue=glue, blimp=scores)
+        doc = cmp.results_document(plan, runs, sys.argv, shards, cmp.glue_controls(glue),
+                                   cmp.blimp_controls(scores) if scores is not None else None)
         if tasks:
             doc["glue_protocol"] = {"name": proto.name, "tasks": tasks}
+        if suite is not None:
+            doc["blimp"] = {"folder": str(blimp), "sha256": suite.sha256, "paradigms": len(suite.paradigms),
+                            "pairs_per_paradigm": blimp_pairs, "pairs": suite.pairs, "method": blimp_method,
+                            "every_checkpoint": blimp_every_checkpoint}
         write_json(out / cmp.RESULTS, doc)
         console = Console()
         if not console.is_terminal:  # a log file or a pipe: room for every column rather than elided numbers
@@ -118,6 +143,13 @@ def print_table(console: Console, doc: dict) -> None:
         console.print(f"GLUE Δ vs random init: per pretraining seed, the strategy's GLUE score minus that seed's "
                       f"random-init control (each averaged over fine-tuning seeds first), then a 95% t-interval over "
                       f"{n} pretraining seeds = {n} independent comparisons", highlight=False)
+    b = doc.get("blimp")
+    if b:
+        n = len(doc["aggregate"]["blimp_control"]["seed_indices"]) if doc["aggregate"].get("blimp_control") else 0
+        console.print(f"BLiMP: accuracy % ({b['method']}, mean over {b['paradigms']} paradigms, {b['pairs']:,} pairs; a tie "
+                      f"is wrong); Δ paired by pretraining seed, a 95% t-interval over {n} seeds = {n} independent "
+                      "comparisons per column; \"at uniform's time\": the strategy's BLiMP curve read at the seconds "
+                      "uniform trained for (needs --blimp-every-checkpoint)", highlight=False)
     plateau = cmp.unigram_line(doc)
     if plateau:
         console.print(plateau, highlight=False, markup=False)

@@ -13,6 +13,7 @@ One job per module:
     run.py          `run_all`: training the planned runs, reusing finished ones
     records.py      `collect`: each run's curve, fairness hashes, variance
     glue_scores.py  `glue_results`: GLUE fine-tuning and the random-init controls
+    blimp_scores.py `blimp_results`: BLiMP at the kept checkpoints, the random-init and unigram controls
     statistics.py   `aggregate`: means, paired differences, steps to target; `fairness_checks`
     report.py       `results_document` (results.json) and `table_rows`
     plots.py        `write_plots`
@@ -31,6 +32,7 @@ after a checkpoint is resumed; one with none is started again.
 
 from ..intervals import mean_ci, t_quantile_975
 from ..metrics_file import read_metrics
+from .blimp_scores import blimp_controls, blimp_results
 from .glue_scores import control_label, glue_controls, glue_results
 from .plan import SCHEME, STRATEGIES, PlannedRun, eval_steps, parse_strategies, plan_runs, split_name, strategy_masking
 from .plots import write_plots
@@ -41,7 +43,7 @@ from .statistics import aggregate, extra_metrics, fairness_checks, steps_to_targ
 
 __all__ = ["STRATEGIES", "SCHEME", "PlannedRun", "split_name", "strategy_masking", "eval_steps", "parse_strategies",
            "plan_runs", "run_all", "pretraining_part", "recorded_settings", "tensors_sha256", "initial_weights_sha256",
-           "data_order_sha256", "read_metrics", "run_record", "variance_curve", "glue_results", "glue_controls",
+           "data_order_sha256", "read_metrics", "run_record", "variance_curve", "glue_results", "glue_controls", "blimp_results", "blimp_controls",
            "control_label", "t_quantile_975", "mean_ci", "steps_to_target", "aggregate", "fairness_checks",
            "collect", "SCHEMA", "RESULTS", "results_document", "TABLE_HEADER", "CONTROL_ROW", "pm", "table_rows", "unigram_line",
            "vs_unigram",

@@ -20,7 +20,9 @@ def write_plots(doc: dict, out: Path) -> list[str]:
               ("variance_vs_step.png", "step", "total gradient variance",
                lambda a: (a["variance"]["steps"], a["variance"]["total_variance"]) if "variance" in a else None),
               ("glue_vs_step.png", "step", "GLUE score",
-               lambda a: (a["glue_curve"]["steps"], a["glue_curve"]["score"]) if "glue_curve" in a else None)]
+               lambda a: (a["glue_curve"]["steps"], a["glue_curve"]["score"]) if "glue_curve" in a else None),
+              ("blimp_vs_step.png", "step", "BLiMP accuracy",
+               lambda a: (a["blimp_curve"]["steps"], a["blimp_curve"]["accuracy"]) if "blimp_curve" in a else None)]
     for m in sorted({m for a in aggs.values() for m in a["curve"] if m.startswith("eval_loss@")}):
         name = m.partition("@")[2]
         panels.append((f"loss_vs_step-{name}.png", "step", f"held-out MLM loss ({name})",

@@ -101,8 +101,8 @@ def variance_curve(pr: PlannedRun, shards: Path) -> dict[str, dict]:
 
 
 def collect(plan: list[PlannedRun], shards: Path, reused: dict[str, bool], *, variance: bool = False,
-            glue: dict | None = None) -> list[dict]:
-    """Every run's raw record (metrics, hashes, optional variance and GLUE)."""
+            glue: dict | None = None, blimp: dict | None = None) -> list[dict]:
+    """Every run's raw record (metrics, hashes, optional variance, GLUE and BLiMP)."""
     from ..data.shards import ShardReader
 
     s0 = plan[0].settings
@@ -115,5 +115,7 @@ def collect(plan: list[PlannedRun], shards: Path, reused: dict[str, bool], *, va
             rec["variance"] = variance_curve(pr, shards)
         if glue is not None:
             rec["glue"] = glue[pr.label]
+        if blimp is not None:
+            rec["blimp"] = blimp[pr.label]
         runs.append(rec)
     return runs

@@ -13,7 +13,7 @@ RESULTS = "results.json"
 
 
 def results_document(plan: list[PlannedRun], runs: list[dict], argv: list[str], shards: Path,
-                     glue_control: dict[int, dict] | None = None) -> dict:
+                     glue_control: dict[int, dict] | None = None, blimp_control: dict | None = None) -> dict:
     from ..atomic import sha256_file
     from ..data.shards import find_shard_dir
     from ..train import versions
@@ -32,8 +32,10 @@ def results_document(plan: list[PlannedRun], runs: list[dict], argv: list[str], 
                        "manifest_sha256": sha256_file(find_shard_dir(shards) / "manifest.json")},
             "strategies": strategies, "seeds": sorted({pr.settings.train.seed for pr in plan}),
             "eval_steps": eval_steps(plan[0].settings.train), "checks": checks,
-            "aggregate": aggregate(runs, strategies, glue_control), "runs": runs,
-            **({"glue_control": {str(k): v for k, v in sorted(glue_control.items())}} if glue_control else {})}
+            "aggregate": aggregate(runs, strategies, glue_control, blimp_control), "runs": runs,
+            **({"glue_control": {str(k): v for k, v in sorted(glue_control.items())}} if glue_control else {}),
+            **({"blimp_control": {"random": {str(k): v for k, v in sorted(blimp_control["random"].items())},
+                                  "unigram": blimp_control["unigram"]}} if blimp_control else {})}
 
 
 TABLE_HEADER = ["strategy", "seeds", "final eval loss", "vs unigram", "Δ vs uniform (paired)", "accuracy", "s/step",
@@ -53,9 +55,12 @@ def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
     has_glue = any("glue" in a for a in strategies.values())
     extra = sorted({m for a in strategies.values() for m in a["final"] if m.startswith("eval_loss@")})
     control = doc["aggregate"].get("glue_control")
+    has_blimp = any("blimp" in a for a in strategies.values())
+    blimp_control = doc["aggregate"].get("blimp_control")
     header = (TABLE_HEADER + [f"loss {m.partition('@')[2]}" for m in extra]
               + (["mask var", "total var", "noise scale"] if has_var else []) + (["GLUE"] if has_glue else [])
-              + (["GLUE Δ vs random init (paired)"] if has_glue and control else []))
+              + (["GLUE Δ vs random init (paired)"] if has_glue and control else [])
+              + (BLIMP_HEADER if has_blimp else []))
     rows = []
     for name, a in strategies.items():
         reached = (a.get("steps_to_target") or {}).get("mean_curve")
@@ -76,11 +81,40 @@ def table_rows(doc: dict) -> tuple[list[str], list[list[str]]]:
             if control:
                 d = (a.get("glue_vs_random_init") or {}).get("score")
                 row.append(_points(d, "+.2f") + (f" (n={d['n']})" if d else ""))
+        if has_blimp:
+            row += _blimp_cells(a)
         rows.append(row)
     if has_glue and control:  # the control row: GLUE columns only
-        row = [CONTROL_ROW, str(len(control["seed_indices"]))] + ["-"] * (len(header) - 4)
-        rows.append(row + [_points(control["glue"], ".2f"), "control"])
+        row = [CONTROL_ROW, str(len(control["seed_indices"]))] + ["-"] * (len(header) - 4 - len(BLIMP_HEADER) * has_blimp)
+        rows.append(row + [_points(control["glue"], ".2f"), "control"] + ["-"] * (len(BLIMP_HEADER) * has_blimp))
+    if has_blimp and blimp_control:  # the BLiMP controls' rows: the BLiMP column only
+        for name, n, value in ((BLIMP_RANDOM_ROW, len(blimp_control["seed_indices"]), blimp_control["random_init"]),
+                               (BLIMP_UNIGRAM_ROW, 1, blimp_control["unigram"])):
+            if value is None:
+                continue
+            cell = _points(value if isinstance(value, dict) else {"mean": value, "ci95": None}, ".1f")
+            rows.append([name, str(n)] + ["-"] * (len(header) - 2 - len(BLIMP_HEADER)) + [cell, "control", "-", "-"])
     return header, rows
+
+
+BLIMP_HEADER = ["BLiMP", "BLiMP Δ vs uniform (paired)", "BLiMP Δ vs random init (paired)", "BLiMP Δ vs uniform at uniform's time"]
+BLIMP_RANDOM_ROW = "random-init (BLiMP control)"
+BLIMP_UNIGRAM_ROW = "unigram (BLiMP control)"
+
+
+def _blimp_cells(a: dict) -> list[str]:
+    """BLiMP accuracy (points) and its paired margins: over uniform at equal steps, over the seed's random
+    encoder, and over uniform at uniform's final training time."""
+    if "blimp" not in a:
+        return ["-"] * len(BLIMP_HEADER)
+    d = (a.get("paired_vs_uniform") or {}).get("blimp")
+    r = a.get("blimp_vs_random_init")
+    t = (a.get("blimp_at_uniform_time") or {})
+    at = t.get("paired_vs_uniform")
+    reached = sum(v is not None for v in t.get("per_seed", []))
+    return [_points(a["blimp"], ".1f"), _points(d, "+.1f") if d else "-",
+            _points(r, "+.1f") + f" (n={r['n']})" if r else "-",
+            "-" if not t else "not reached" if at is None else _points(at, "+.1f") + f" ({reached} of {len(t['per_seed'])} seeds)"]
 
 
 CONTROL_ROW = "random-init (control)"

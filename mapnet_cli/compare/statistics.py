@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from ..intervals import mean_ci
 from .plan import SCHEME, split_name
 
@@ -47,9 +49,58 @@ def _glue_vs_control(mine: list[dict], control: dict[int, dict]) -> dict | None:
             "pairing": "pretraining seed; fine-tuning seeds averaged first"}
 
 
-def aggregate(runs: list[dict], strategies: list[str], glue_control: dict[int, dict] | None = None) -> dict:
+def _blimp(mine: list[dict], control: dict) -> dict:
+    """BLiMP of one strategy over seeds: final accuracy and per field (mean, CI), the curve over kept
+    checkpoints, and the margins over the controls, paired by pretraining seed (`blimp_scores.blimp_controls`)."""
+    out = {"blimp": mean_ci([r["blimp"]["accuracy"] for r in mine])}
+    fields = sorted(set.intersection(*(set(r["blimp"]["fields"]) for r in mine)))
+    out["blimp_fields"] = {f: mean_ci([r["blimp"]["fields"][f] for r in mine]) for f in fields}
+    curves = [r["blimp"]["curve"] for r in mine]
+    steps = [c["step"] for c in curves[0]]
+    if len(steps) > 1 and all([c["step"] for c in curve] == steps for curve in curves):
+        out["blimp_curve"] = {"steps": steps, "accuracy": [mean_ci([c[i]["accuracy"] for c in curves]) for i in range(len(steps))]}
+    random = control.get("random") or {}
+    pairs = [(r["blimp"]["accuracy"], random[r["seed_index"]]["accuracy"]) for r in mine if r["seed_index"] in random]
+    if pairs:
+        out["blimp_vs_random_init"] = {**mean_ci([a - c for a, c in pairs]), "independent_comparisons": len(pairs),
+                                       "pairing": "pretraining seed: each seed's own random-init encoder"}
+    if control.get("unigram"):
+        out["blimp_vs_unigram"] = mean_ci([r["blimp"]["accuracy"] - control["unigram"]["accuracy"] for r in mine])
+    return out
+
+
+def blimp_at_time(run: dict, seconds: float) -> float | None:
+    """A run's BLiMP accuracy after `seconds` of training (its recorded elapsed time, evaluation excluded),
+    interpolated linearly between its scored checkpoints; None past its last one."""
+    steps = [0] + [r["step"] for r in run["train"]]
+    elapsed = [0.0] + [r["elapsed"] for r in run["train"]]
+    curve = run["blimp"]["curve"]
+    at = np.interp([c["step"] for c in curve], steps, elapsed)
+    if seconds > at[-1] * (1 + 1e-9) or seconds < at[0]:
+        return None
+    return float(np.interp(seconds, at, [c["accuracy"] for c in curve]))
+
+
+def _blimp_at_uniform_time(mine: list[dict], uniform: dict[int, dict]) -> dict:
+    """Strategy minus uniform at uniform's final training time, per seed: the strategy's curve read at the
+    time uniform took for all its steps. A seed whose run ended sooner (a cheaper step) or whose curve does
+    not reach back that far counts as not reached."""
+    diffs, per_seed = [], []
+    for r in mine:
+        u = uniform.get(r["seed_index"])
+        value = None if u is None else blimp_at_time(r, u["train"][-1]["elapsed"])
+        per_seed.append(None if value is None else value - u["blimp"]["accuracy"])
+        if value is not None:
+            diffs.append(value - u["blimp"]["accuracy"])
+    return {"paired_vs_uniform": mean_ci(diffs) if diffs else None, "per_seed": per_seed,
+            "basis": "each run's recorded training seconds (a shared machine's load moves them)"}
+
+
+def aggregate(runs: list[dict], strategies: list[str], glue_control: dict[int, dict] | None = None,
+              blimp_control: dict | None = None) -> dict:
     """Per strategy: curves (mean, CI), final numbers, steps- and seconds-to-target vs. uniform's final mean;
-    with `glue_control` ({seed index: control record}) the GLUE margin over the random-init control."""
+    with `glue_control` ({seed index: control record}) the GLUE margin over the random-init control; with
+    BLiMP scores in the runs, their means, curves and margins over `blimp_control`'s controls."""
     out: dict = {}
     for name in strategies:
         mine = sorted((r for r in runs if r["strategy"] == name), key=lambda r: r["seed_index"])
@@ -80,6 +131,8 @@ def aggregate(runs: list[dict], strategies: list[str], glue_control: dict[int, d
             if len(gsteps) > 1 and all([p["step"] for p in c] == gsteps and None not in [p["score"] for p in c] for c in curves):
                 out[name]["glue_curve"] = {"steps": gsteps, "score": [mean_ci([c[i]["score"] for c in curves])
                                                                       for i in range(len(gsteps))]}
+        if all("blimp" in r for r in mine):
+            out[name].update(_blimp(mine, blimp_control or {}))
     target = None
     if "uniform" in out:
         target = out["uniform"]["final"]["eval_loss"]["mean"]
@@ -103,6 +156,10 @@ def aggregate(runs: list[dict], strategies: list[str], glue_control: dict[int, d
             agg["paired_vs_uniform"] = {
                 m: mean_ci([r["eval"][-1][m] - by_seed[r["seed_index"]]["eval"][-1][m] for r in mine])
                 for m in agg["final"] if m.startswith("eval_loss")}
+            if all("blimp" in r for r in mine) and all("blimp" in by_seed[r["seed_index"]] for r in mine):
+                agg["paired_vs_uniform"]["blimp"] = mean_ci(
+                    [r["blimp"]["accuracy"] - by_seed[r["seed_index"]]["blimp"]["accuracy"] for r in mine])
+                agg["blimp_at_uniform_time"] = _blimp_at_uniform_time(mine, by_seed)
     control = None
     if glue_control:
         recs = [glue_control[k] for k in sorted(glue_control)]
@@ -110,8 +167,14 @@ def aggregate(runs: list[dict], strategies: list[str], glue_control: dict[int, d
         names = sorted(set.intersection(*(set(c["entries"]) for c in recs)))
         control = {"seed_indices": sorted(glue_control), "glue": mean_ci(scores) if None not in scores else None,
                    "glue_entries": {e: mean_ci([c["entries"][e] for c in recs]) for e in names}}
+    blimp = None
+    if blimp_control and (blimp_control.get("random") or blimp_control.get("unigram")):
+        recs = [blimp_control["random"][k] for k in sorted(blimp_control.get("random") or {})]
+        blimp = {"seed_indices": sorted(blimp_control.get("random") or {}),
+                 "random_init": mean_ci([c["accuracy"] for c in recs]) if recs else None,
+                 "unigram": blimp_control["unigram"]["accuracy"] if blimp_control.get("unigram") else None}
     return {"target": {"strategy": "uniform", "final_mean_eval_loss": target} if target is not None else None,
-            "strategies": out, "glue_control": control}
+            "strategies": out, "glue_control": control, "blimp_control": blimp}
 
 
 def fairness_checks(runs: list[dict]) -> dict:

@@ -499,3 +499,86 @@ def test_a_finished_run_is_reused_unless_what_changes_its_outcome_differs():
     recorded["optim"]["lr"] = plan["optim"]["lr"] * 2
     recorded["masking"]["mask_prob"] = 0.3
     assert changed_keys(pretraining_part(recorded), pretraining_part(plan)) == ["masking.mask_prob", "optim.lr"]
+
+
+def _blimp(curve: list[tuple[int, float]], syntax: float) -> dict:
+    return {"accuracy": curve[-1][1], "fields": {"syntax": syntax}, "curve": [{"step": s, "accuracy": a} for s, a in curve]}
+
+
+def test_blimp_is_paired_by_seed_against_uniform_its_random_encoder_and_at_uniforms_time():
+    runs = [_run("uniform", k, [6.0, 5.0, 4.0]) for k in range(3)] + [_run("uniform@0.3", k, [6.0, 5.0, 3.8], 1.0) for k in range(3)]
+    for r in runs:  # recorded training time: uniform 0.5 s/step, uniform@0.3 1.0 s/step
+        r["train"] = [{"step": s, "elapsed": s * r["seconds_per_step"]} for s in (10, 20)]
+    uni = [0.55, 0.57, 0.54]
+    mid = [0.56, 0.59, 0.55]       # the 30% arm at step 10 = uniform's final training time (10 s)
+    hi = [0.60, 0.58, 0.59]        # its final (step 20)
+    for r in runs:
+        k = r["seed_index"]
+        r["blimp"] = (_blimp([(10, 0.52), (20, uni[k])], uni[k]) if r["strategy"] == "uniform"
+                      else _blimp([(10, mid[k]), (20, hi[k])], hi[k]))
+    ctl = [0.50, 0.52, 0.49]
+    control = {"random": {k: {"seed_index": k, "accuracy": a} for k, a in enumerate(ctl)}, "unigram": {"accuracy": 0.51}}
+    agg = cmp.aggregate(runs, ["uniform", "uniform@0.3"], None, control)
+    a = agg["strategies"]["uniform@0.3"]
+    assert a["blimp"]["mean"] == pytest.approx(np.mean(hi))
+    assert a["paired_vs_uniform"]["blimp"]["ci95"] == pytest.approx(cmp.mean_ci([h - u for h, u in zip(hi, uni)])["ci95"])
+    assert a["blimp_vs_random_init"]["mean"] == pytest.approx(np.mean([h - c for h, c in zip(hi, ctl)]))
+    assert a["blimp_vs_random_init"]["independent_comparisons"] == 3
+    assert a["blimp_vs_unigram"]["mean"] == pytest.approx(np.mean(hi) - 0.51)
+    # Uniform trained 10 s; the arm's curve at 10 s is its step-10 point (1 s/step): mid - uni, per seed.
+    at = a["blimp_at_uniform_time"]
+    assert at["per_seed"] == pytest.approx([m - u for m, u in zip(mid, uni)])
+    assert at["paired_vs_uniform"]["mean"] == pytest.approx(np.mean([m - u for m, u in zip(mid, uni)]))
+    assert a["blimp_curve"]["steps"] == [10, 20] and a["blimp_curve"]["accuracy"][0]["mean"] == pytest.approx(np.mean(mid))
+    # Read between checkpoints: 15 s is halfway from step 10 (10 s) to step 20 (20 s).
+    assert records_blimp_at(runs[3], 15.0) == pytest.approx((mid[0] + hi[0]) / 2)
+    assert records_blimp_at(runs[0], 25.0) is None  # past the run's end: not reached
+    assert agg["blimp_control"] == {"seed_indices": [0, 1, 2], "random_init": cmp.mean_ci(ctl), "unigram": 0.51}
+
+    header, rows = cmp.table_rows({"aggregate": agg})
+    assert header[-4:] == cmp.report.BLIMP_HEADER
+    by_name = {r[0]: r for r in rows}
+    assert all(len(r) == len(header) for r in rows)
+    d = a["paired_vs_uniform"]["blimp"]
+    assert by_name["uniform@0.3"][-3] == f"{100 * d['mean']:+.1f} ± {100 * (d['ci95'][1] - d['ci95'][0]) / 2:.1f}"
+    assert by_name[cmp.report.BLIMP_UNIGRAM_ROW][-4:] == ["51.0", "control", "-", "-"]
+    assert by_name["uniform"][-1] == "-"
+
+
+def records_blimp_at(run: dict, seconds: float):
+    from mapnet_cli.compare.statistics import blimp_at_time
+
+    return blimp_at_time(run, seconds)
+
+
+@pytest.mark.slow
+def test_blimp_column_scores_every_checkpoint_once_as_mapnet_blimp_does(compared, tmp_path, shared_data):
+    import shutil
+
+    from mapnet_cli.evaluation.blimp.data import load_suite
+    from mapnet_cli.evaluation.blimp.evaluate import blimp_run
+
+    shards, shared_out, _, _ = compared
+    out = tmp_path / "cmp"
+    shutil.copytree(shared_out, out, ignore=shutil.ignore_patterns("glue"))
+    blimp = shared_data / "blimp"
+    with pytest.raises(MapnetError, match="need --blimp"):
+        invoke(compare_args(shards, out, "--blimp-pairs", "3"))
+    flags = ["--blimp", str(blimp), "--blimp-pairs", "3", "--blimp-every-checkpoint"]
+    res = invoke(compare_args(shards, out, *flags))
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / cmp.RESULTS).read_text())
+    assert doc["blimp"]["pairs"] == 3 * len(load_suite(blimp).paradigms)
+    run = _runs(doc, "mapnet")[1]
+    alone = blimp_run([Path(run["path"])], load_suite(blimp, 3))  # `mapnet blimp` on the same run
+    steps = [m["step"] for m in alone["models"] if m["init"] == "pretrained"]
+    assert [p["step"] for p in run["blimp"]["curve"]] == steps == [3, 6]
+    assert [p["accuracy"] for p in run["blimp"]["curve"]] == [m["accuracy"] for m in alone["models"][:2]]
+    # The seed's random encoder and the unigram model are mapnet blimp's controls of that run too.
+    by_init = {m["init"]: m for m in alone["models"]}
+    assert doc["blimp_control"]["random"]["1"]["paradigms"] == {u: p["accuracy"] for u, p in by_init["random"]["paradigms"].items()}
+    assert doc["blimp_control"]["unigram"]["accuracy"] == by_init["unigram"]["accuracy"]
+    assert "BLiMP" in res.output and "independent" in res.output
+    # A rerun scores nothing again: every checkpoint is read from the run folders' caches.
+    res = invoke(compare_args(shards, out, *flags))
+    assert "BLiMP uniform" not in res.stderr and json.loads((out / cmp.RESULTS).read_text())["aggregate"] == doc["aggregate"]

@@ -77,11 +77,55 @@ def references(suite: Suite) -> dict:
     return out
 
 
-def _pair_index(suite: Suite, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    where = {s: i for i, s in enumerate(sentences)}
-    good = np.array([where[s] for p in suite.paradigms for s in p.good], dtype=np.int64)
-    bad = np.array([where[s] for p in suite.paradigms for s in p.bad], dtype=np.int64)
-    return good, bad
+class Scorer:
+    """Scores models on one suite: each text path tokenises the suite once, then any number of models.
+
+        scorer = Scorer(suite, cfg)
+        scorer.tokenise(targets)                         # before any model runs: text problems surface first
+        entry = scorer.score(target, progress=advance)   # {accuracy, fields, paradigms, seconds, ...}
+    """
+
+    def __init__(self, suite: Suite, cfg: BlimpConfig = BlimpConfig(), device=None):
+        problems = cfg.problems()
+        if problems:
+            raise MapnetError("invalid BLiMP settings: " + "; ".join(problems))
+        self.suite, self.cfg, self.device = suite, cfg, device
+        self.sentences = suite.sentences()
+        where = {s: i for i, s in enumerate(self.sentences)}
+        self.good_at = np.array([where[s] for p in suite.paradigms for s in p.good], dtype=np.int64)
+        self.bad_at = np.array([where[s] for p in suite.paradigms for s in p.bad], dtype=np.int64)
+        self.ids: dict[str, list[np.ndarray]] = {}
+
+    def tokenise(self, targets: list[Target], note: Callable[[str], None] = lambda _: None) -> None:
+        for t in targets:
+            if t.text.key not in self.ids:
+                note(f"tokenising {len(self.sentences):,} sentences for {t.label}")
+                self.ids[t.text.key] = t.text.tokenise(self.sentences)
+
+    def rows(self, targets: list[Target]) -> int:
+        """Masked copies that scoring `targets` runs through an encoder (`tokenise` them first)."""
+        return sum(count_rows(self.ids[t.text.key]) for t in targets if t.init != "unigram")
+
+    def score(self, t: Target, progress: Callable[[int], None] = lambda _: None) -> dict:
+        self.tokenise([t])
+        t0 = time.perf_counter()
+        seqs = self.ids[t.text.key]
+        if t.init == "unigram":
+            scores = unigram_scores(t.build(), seqs)
+        else:
+            try:
+                scores = pll_scores(t.build(), seqs, t.text.cls_id, t.text.sep_id, t.text.mask_id, t.text.word_start,
+                                    self.cfg.method, self.cfg.max_tokens, self.device, progress)
+            except ValueError as exc:
+                raise MapnetError(f"{t.label}: {exc}") from None
+        return {"label": t.label, "run": t.run, "step": t.step, "init": t.init, "sha256": t.sha, "path": str(t.path),
+                **summarise(self.suite, scores[self.good_at], scores[self.bad_at]),
+                "seconds": round(time.perf_counter() - t0, 3)}
+
+    def describe(self) -> dict:
+        s = self.suite
+        return {"folder": str(s.folder), "sha256": s.sha256, "paradigms": len(s.paradigms),
+                "pairs_per_paradigm": s.pairs_per_paradigm, "pairs": s.pairs, "sentences": len(self.sentences)}
 
 
 def blimp_run(paths: list[Path], suite: Suite, cfg: BlimpConfig = BlimpConfig(), out_path: Path | None = None,
@@ -92,9 +136,7 @@ def blimp_run(paths: list[Path], suite: Suite, cfg: BlimpConfig = BlimpConfig(),
     `progress(rows done, rows in all)` counts masked copies run through an encoder."""
     from ...atomic import json_safe, write_json
 
-    problems = cfg.problems()
-    if problems:
-        raise MapnetError("invalid BLiMP settings: " + "; ".join(problems))
+    scorer = Scorer(suite, cfg, device)
     targets = find_targets(paths)
     if not targets:
         raise MapnetError("nothing to score: no checkpoint in " + ", ".join(map(str, paths)))
@@ -102,15 +144,8 @@ def blimp_run(paths: list[Path], suite: Suite, cfg: BlimpConfig = BlimpConfig(),
     for text in notes:
         note(text)
     todo = targets + controls
-    sentences = suite.sentences()
-    good_at, bad_at = _pair_index(suite, sentences)
-    ids: dict[str, list[np.ndarray]] = {}
-    for t in todo:  # every text path tokenises the suite once, before any model runs: input problems first
-        if t.text.key not in ids:
-            note(f"tokenising {len(sentences):,} sentences for {t.label}")
-            ids[t.text.key] = t.text.tokenise(sentences)
-    total = sum(count_rows(ids[t.text.key]) for t in todo if t.init != "unigram")
-    done = 0
+    scorer.tokenise(todo, note)
+    total, done = scorer.rows(todo), 0
 
     def advance(rows: int) -> None:
         nonlocal done
@@ -121,25 +156,12 @@ def blimp_run(paths: list[Path], suite: Suite, cfg: BlimpConfig = BlimpConfig(),
     # The headline: the newest checkpoint of the first path (a run's last step, or the one folder given).
     first = max((t for t in targets if t.origin == 0), key=lambda t: -1 if t.step is None else t.step)
     doc = {"schema": SCHEMA, "complete": False, "accuracy": None, "headline": first.label, "method": cfg.method,
-           "config": asdict(cfg),
-           "data": {"folder": str(suite.folder), "sha256": suite.sha256, "paradigms": len(suite.paradigms),
-                    "pairs_per_paradigm": suite.pairs_per_paradigm, "pairs": suite.pairs, "sentences": len(sentences)},
-           "references": references(suite), "notes": notes, "models": []}
+           "config": asdict(cfg), "data": scorer.describe(), "references": references(suite), "notes": notes,
+           "models": []}
     progress(0, total)
     for t in todo:
         note(f"scoring {t.label} ({t.init})")
-        t0 = time.perf_counter()
-        seqs = ids[t.text.key]
-        if t.init == "unigram":
-            scores = unigram_scores(t.build(), seqs)
-        else:
-            try:
-                scores = pll_scores(t.build(), seqs, t.text.cls_id, t.text.sep_id, t.text.mask_id, t.text.word_start,
-                                    cfg.method, cfg.max_tokens, device, advance)
-            except ValueError as exc:
-                raise MapnetError(f"{t.label}: {exc}") from None
-        entry = {"label": t.label, "run": t.run, "step": t.step, "init": t.init, "sha256": t.sha, "path": str(t.path),
-                 **summarise(suite, scores[good_at], scores[bad_at]), "seconds": round(time.perf_counter() - t0, 3)}
+        entry = scorer.score(t, advance)
         if t.sha in links:
             entry["controls"] = {k: label_of[v] for k, v in links[t.sha].items()}
         doc["models"].append(entry)
@@ -153,4 +175,4 @@ def blimp_run(paths: list[Path], suite: Suite, cfg: BlimpConfig = BlimpConfig(),
     return doc
 
 
-__all__ = ["SCHEMA", "BlimpConfig", "blimp_run", "summarise", "references"]
+__all__ = ["SCHEMA", "BlimpConfig", "Scorer", "blimp_run", "summarise", "references"]

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Every masking arm judged on BLiMP (docs/RESULTS.md, section E): the runs of section A (`tiny`, the `fast`
+# recipe, 1,200 steps of 32 x 128 tokens on the 8,192-token-BPE real-text shards, 3 paired seeds) trained
+# again, because section A kept no checkpoints, then `compare --blimp` scores every kept checkpoint (every
+# 200 steps) of every run, and the random-init and unigram controls of each seed.
+#
+#   bash docs/results/blimp_arms_cpu.sh OUT train     # one one-thread lane: 33 runs (~3 h beside other work)
+#   bash docs/results/blimp_arms_cpu.sh OUT score     # the compare over every arm with BLiMP (reuses the runs)
+#   bash docs/results/blimp_arms_cpu.sh OUT smoke     # the same commands on the embedded data, a few steps
+set -euo pipefail
+OUT=$(realpath -m "$1"); WHICH=${2:-train}
+read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
+source docs/results/lanes.sh
+ARMS=uniform,uniform@0.3,mapnet-ht-lite,uniform@0.4,mapnet-ht,whole-word,span,pmi,mapnet,stratified,frequency-ht
+BLIMP=(--blimp ../shared/data/blimp --blimp-pairs "${BLIMP_PAIRS:-200}" --blimp-every-checkpoint)
+if [[ $WHICH == smoke ]]; then
+    smoke_shards "$OUT"
+    SHARDS=$OUT/shards; STEPS=4; SEEDS=2
+    RUN=("${SMOKE_RUN[@]}")
+    BLIMP=(--blimp ../shared/data/blimp --blimp-pairs 2 --blimp-every-checkpoint)
+else
+    RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
+    bash docs/results/real_text_shards.sh "$RT"
+    [[ -f $X5/shards/manifest.json ]] || bash docs/results/gpu_downstream.sh prepare
+    [[ -f $X5/shards/pmi.tsv ]] || "${mapnet[@]}" pmi-vocab "$X5/prep" --out "$X5/shards/pmi.tsv" --min-count 11 \
+        --size 200000 --no-progress
+    SHARDS=$X5/shards; STEPS=1200; SEEDS=3
+    RUN=(--preset tiny --recipe fast --set train.batch_size=32 --set model.max_position=128
+         --set shard.max_seq_len=128 --set train.eval_every=200 --set train.eval_sequences=512
+         --set train.eval_pick=spread --set logging.log_every=50 --set logging.progress=false
+         --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]")
+fi
+mkdir -p "$OUT"
+if [[ $WHICH == train || $WHICH == smoke ]]; then
+    lane "$OUT" a "$SHARDS" "$ARMS" --seeds "$SEEDS" --steps "$STEPS" "${RUN[@]}"
+    gather "$OUT" "$OUT/arms"
+fi
+if [[ $WHICH == score || $WHICH == smoke ]]; then
+    "${mapnet[@]}" compare "$SHARDS" --out "$OUT/arms" --strategies "$ARMS" --seeds "$SEEDS" --steps "$STEPS" "${RUN[@]}" \
+        "${BLIMP[@]}" 2>&1 | tee "$OUT/arms.log"
+fi
