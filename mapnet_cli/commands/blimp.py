@@ -78,6 +78,8 @@ def blimp(
 
 def print_tables(doc: dict, per_paradigm: bool = False) -> None:
     console = Console()
+    if not console.is_terminal:  # a log file or a pipe: room for every column rather than elided names
+        console = Console(width=max(console.width, 160))
     fields = [f for f in FIELDS if any(f in m["fields"] for m in doc["models"])]
     fields += sorted({f for m in doc["models"] for f in m["fields"]} - set(fields))
     d = doc["data"]
