@@ -36,11 +36,15 @@ def write_tokenizer(path: Path, vocab_size: int) -> None:
     tok.save(str(path))
 
 
-def sequences(n: int, seq_len: int, vocab_size: int, rng: np.random.Generator, pad_last: int = 0) -> np.ndarray:
-    """Each sequence repeats one token, with 1 in 5 positions replaced by noise."""
+def sequences(n: int, seq_len: int, vocab_size: int, rng: np.random.Generator, pad_last: int = 0,
+              split_vocab: bool = False) -> np.ndarray:
+    """Each sequence repeats one token, with 1 in 5 positions replaced by noise. `split_vocab`: themes come
+    from the lower half of the ordinary tokens and noise from the upper half, so a type is either
+    predictable from its sequence or never."""
     ordinary = vocab_size - len(SPECIALS)
-    theme = rng.integers(0, ordinary, size=(n, 1))
-    noise = rng.integers(0, ordinary, size=(n, seq_len - 2))
+    half = ordinary // 2 if split_vocab else 0
+    theme = rng.integers(0, half or ordinary, size=(n, 1))
+    noise = rng.integers(half, ordinary, size=(n, seq_len - 2))
     body = len(SPECIALS) + np.where(rng.random((n, seq_len - 2)) < 0.2, noise, theme)
     out = np.concatenate([np.full((n, 1), SPECIAL_IDS["cls"]), body, np.full((n, 1), SPECIAL_IDS["sep"])], 1)
     if pad_last and n:
@@ -49,13 +53,13 @@ def sequences(n: int, seq_len: int, vocab_size: int, rng: np.random.Generator, p
 
 
 def write_tiny_shards(root: Path, train: int = 96, valid: int = 24, seq_len: int = 32, vocab_size: int = 64,
-                      seed: int = 0, files_per_split: int = 2) -> Path:
+                      seed: int = 0, files_per_split: int = 2, split_vocab: bool = False) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     write_tokenizer(root / "tokenizer.json", vocab_size)
     files, splits = [], {}
     for split, n, pad in (("train", train, 5), ("valid", valid, 7)):
-        data = sequences(n, seq_len, vocab_size, rng, pad_last=pad)
+        data = sequences(n, seq_len, vocab_size, rng, pad_last=pad, split_vocab=split_vocab)
         for k, part in enumerate(np.array_split(data, files_per_split)):
             name = f"{split}-{k:05d}.arrow"
             column = pa.FixedSizeListArray.from_arrays(pa.array(part.reshape(-1), pa.uint16()), seq_len)
