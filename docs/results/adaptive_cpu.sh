@@ -13,8 +13,9 @@
 # copied in (never moved) instead of trained again; the last `compare` retrains nothing whose recorded settings
 # match its plan, and refuses nothing silently: a copied run trained with other settings is trained again.
 # The adaptive arms get T = 50 (masking.adaptive_every; README, "T for short runs"); `compare` gives it to them
-# only, so the baselines' settings are section A's exactly. BLiMP at the end is scored on OUT/arms-WHICH's final
-# checkpoints once mapnet's BLiMP scorer exists (issue "Does pretraining transfer?"); this script trains and compares.
+# only, so the baselines' settings are section A's exactly. Then BLiMP on every run's final checkpoint
+# (`mapnet blimp`, where this checkout has it; BLIMP: the suite's folder, BLIMP_PAIRS: the first N pairs of each
+# paradigm, 0 = all), paired by seed against uniform by docs/results/adaptive_blimp.py.
 set -euo pipefail
 OUT=$(realpath -m "$1"); WHICH=${2:-tiny}
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
@@ -63,6 +64,19 @@ wait $a; wait $b; [[ -z $c ]] || wait $c
 gather "$OUT" "$DEST"
 "${mapnet[@]}" compare "$SHARDS" --out "$DEST" --strategies "$ALL" --seeds 3 --steps "$STEPS" "${RUN[@]}" "${PERIOD[@]}" \
     2>&1 | tee "$OUT/arms-$WHICH.log"
+# BLiMP at the end: the final checkpoint of every arm and seed in one `mapnet blimp` (its controls once).
+BLIMP=${BLIMP:-$(realpath -m ../shared/data/blimp)}
+if "${mapnet[@]}" blimp --help >/dev/null 2>&1; then
+    finals=()
+    for arm in ${ALL//,/ }; do
+        for k in 0 1 2; do finals+=("$DEST/runs/$arm/seed-$k/checkpoints/step-$(printf %08d "$STEPS")"); done
+    done
+    "${mapnet[@]}" blimp "${finals[@]}" --data "$BLIMP" --out "$DEST/blimp.json" --pairs "${BLIMP_PAIRS:-0}" \
+        --no-progress 2>&1 | tee "$OUT/blimp-$WHICH.log"
+    uv run python docs/results/adaptive_blimp.py "$DEST/blimp.json" "$DEST" --json "$DEST/blimp_table.json" | tee "$DEST/blimp_table.md"
+else
+    echo "this checkout has no \`mapnet blimp\`: BLiMP not scored"
+fi
 # The step costs, alone on the machine (RESULTS takes step costs from here, never from the lanes' logs):
 echo "step costs: uv run python benchmarks/bench_strategies.py --data $SHARDS --presets $PRESET --arms uniform uniform@0.3 \
 mapnet-ht-lite ${ADAPTIVE[*]} adaptive-T1"
