@@ -14,8 +14,10 @@ The arms run round-robin, step by step, on the same batches, so drift in a share
 hits all of them alike; run it on an otherwise idle machine (the load average is printed).
 Prints the median step time of each arm and its ratio to uniform. `mapnet-ht-1layer` is the HT
 arm with a one-block proposal (`masking.map_layers = 1`): whether a smaller proposal suffices is
-a question of its cost, and this is that cost. `mapnet-ht-lite` (a `compare` arm) also learns on
-every 4th step only (`masking.map_train_every`); an arm that learns every k-th step is timed per
+a question of its cost, and this is that cost. The `adaptive*` arms time the table's draws and its
+score gathering; their table updates (every `masking.adaptive_every` = 200 steps) fall outside so
+few steps, so `adaptive-T1` updates after every step: the bound on what the update can add.
+`mapnet-ht-lite` (a `compare` arm) also learns on every 4th step only (`masking.map_train_every`); an arm that learns every k-th step is timed per
 cycle: the median over windows of k consecutive steps of their mean (one learning step in each),
 so its figure is its average step, not its cheaper frozen one. `--data SHARDS` takes the batches from real shards
 (their sequence length and vocabulary) instead of a random Zipf corpus; the unit arms (whole-word,
@@ -44,8 +46,8 @@ from mapnet_cli.train.loop import HOST
 from mapnet_cli.train.step import precision_context
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
-ARMS = ["uniform", "uniform@0.3", "uniform@0.4", "stratified", "frequency-ht", "mapnet", "mapnet-ht", "mapnet-ht-learnability",
-        "mapnet-ht-1layer", "mapnet-ht-lite"]
+ARMS = ["uniform", "uniform@0.3", "uniform@0.4", "stratified", "frequency-ht", "adaptive", "adaptive-soft", "adaptive-ht",
+        "adaptive-soft-ht", "adaptive-T1", "mapnet", "mapnet-ht", "mapnet-ht-learnability", "mapnet-ht-1layer", "mapnet-ht-lite"]
 UNIT_ARMS = ["whole-word", "span", "pmi"]  # --data only
 
 
@@ -72,11 +74,13 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
+# Arms that are a `compare` arm with one setting changed, for their cost alone.
+VARIANTS = {"mapnet-ht-1layer": ("mapnet-ht", {"map_layers": 1}), "adaptive-T1": ("adaptive", {"adaptive_every": 1})}
+
+
 def build(arm: str, size: str, batch: int, steps: int, data: RandomCorpus, info):
-    name = "mapnet-ht" if arm == "mapnet-ht-1layer" else arm
-    masking = compare.strategy_masking(name, steps)
-    if arm == "mapnet-ht-1layer":
-        masking["map_layers"] = 1
+    name, changed = VARIANTS.get(arm, (arm, {}))
+    masking = {**compare.strategy_masking(name, steps), **changed}
     s = apply(preset(size), {"masking": masking, "train": {"batch_size": batch, "steps": steps},
                              "model": {"max_position": data.max_seq_len},
                              "shard": {"max_seq_len": data.max_seq_len}}, f"bench {arm}")

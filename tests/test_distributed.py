@@ -85,6 +85,11 @@ MASKINGS = {
     "mapnet-ht-learnability": ["masking.strategy=mapnet", "masking.importance=ht", "masking.mix_uniform=0.5",
                                "masking.explore_start=0", "masking.explore_end=0",
                                "masking.proposal_target=learnability"],
+    # The adaptive table, updated from the scores of both ranks after steps 0, 2, 4 (every step for soft):
+    # rank 1 masks its half of the batch from it, so a table built from its own half would change its masks.
+    "adaptive-ht": ["masking.strategy=adaptive", "masking.adaptive_weights=ht", "masking.mix_uniform=0.5",
+                    "masking.adaptive_every=2", "train.micro_batch_size=3"],
+    "adaptive-soft": ["masking.strategy=adaptive", "masking.adaptive_score=soft", "masking.adaptive_every=1"],
 }
 
 
@@ -121,4 +126,11 @@ def test_two_gloo_processes_match_one_process(tmp_path, masking):
     m2, _ = checkpoint.load_model(tmp_path / "two")
     for (k, p1), p2 in zip(m1.state_dict().items(), m2.state_dict().values()):
         torch.testing.assert_close(p1, p2, atol=2e-5, rtol=1e-4, msg=k)
+    if masking.startswith("adaptive"):
+        from safetensors.torch import load_file
+
+        t1, t2 = (load_file(str(checkpoint.latest_checkpoint(tmp_path / run) / "model.safetensors")) for run in ("one", "two"))
+        assert int(t1["adaptive.updates"]) == int(t2["adaptive.updates"]) >= 3
+        assert torch.equal(t1["adaptive.observed"], t2["adaptive.observed"])  # every rank's counts, summed
+        torch.testing.assert_close(t1["adaptive.table"], t2["adaptive.table"], rtol=1e-6, atol=0.0)
     assert not list((tmp_path / "two").glob(".launch-settings-*"))

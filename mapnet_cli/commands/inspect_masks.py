@@ -1,15 +1,18 @@
-"""`mapnet inspect-masks`: see which tokens a trained MAP-Net wants masked.
+"""`mapnet inspect-masks`: see which tokens a trained MAP-Net, or an adaptive table, wants masked.
 
     mapnet inspect-masks runs/mapnet --text "The computer computes a computation."
     mapnet inspect-masks runs/mapnet/checkpoints/step-00600000 --file essay.txt --sentences 8
     cat essay.txt | mapnet inspect-masks runs/mapnet --json > masks.json
     mapnet inspect-masks runs/mapnet                      # the run's validation shards
+    mapnet inspect-masks runs/amlm                        # --masking adaptive: also the table's top and bottom tokens
 
 Each token is coloured by its proposal probability relative to uniform (p x n:
 1 = what uniform masking gives every eligible token); one sampled mask is shown
 in bold reverse video (the paper's case-study figure, in a terminal). A table
 lists the word types MAP-Net masks most and least often relative to uniform,
-over many samples.
+over many samples. For an adaptive run (`--masking adaptive`) p is the table's inclusion
+probability over K, and two more tables list the vocabulary entries the table now masks most and
+least, as its weight over the base rate.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from ..errors import MapnetError
 if TYPE_CHECKING:  # the library loads torch: imported in the command, so `mapnet --help` stays light
     from ..evaluation.inspect_masks import Inspection, SequenceView
 
-HELP = "Show a MAP-Net checkpoint's mask proposals: per-token probabilities, sampled masks, preferred words."
+HELP = ("Show a MAP-Net or adaptive-masking checkpoint's mask proposals: per-token probabilities, sampled masks, "
+        "preferred words (and the adaptive table's most and least masked tokens).")
 
 # (upper bound of p x n, style, legend label): blue = avoided, red = preferred.
 BANDS = (
@@ -76,7 +80,10 @@ def legend() -> Text:
 
 
 def show(result: Inspection, console: Console) -> None:
-    console.print(f"[bold]{result.checkpoint}[/] (step {result.step}), input: {result.source}, seed {result.seed}")
+    adaptive = result.strategy == "adaptive"
+    who = "the adaptive table" if adaptive else "MAP-Net"
+    console.print(f"[bold]{result.checkpoint}[/] (step {result.step}), input: {result.source}, seed {result.seed}"
+                  + (f"; adaptive table after {result.updates} updates" if adaptive else ""))
     console.print(legend())
     for i, view in enumerate(result.sequences):
         console.print(f"\n[bold]#{i + 1}[/]  K={view.k} of n={view.eligible}, entropy/log n={view.entropy:.3f}")
@@ -87,7 +94,7 @@ def show(result: Inspection, console: Console) -> None:
     if not (result.most or result.least):
         console.print(f"\nno word type is seen {result.min_count} times or more in these rows: no word table "
                       "(lower --min-count or raise --sentences)")
-    for title, rows in (("MAP-Net masks most", result.most), ("MAP-Net masks least", result.least)):
+    for title, rows in ((f"{who} masks most", result.most), (f"{who} masks least", result.least)):
         if not rows:
             continue
         table = Table(title=f"word types {title}, vs uniform ({result.samples} samples)", title_justify="left")
@@ -99,6 +106,21 @@ def show(result: Inspection, console: Console) -> None:
             table.add_row(w.word, str(w.occurrences), f"{w.mask_rate:.3f}", f"{w.relative:.2f}x")
         console.print()
         console.print(table)
+    for title, tokens in (("most", result.tokens_most), ("least", result.tokens_least)):
+        if not tokens:
+            continue
+        table = Table(title=f"tokens the adaptive table masks {title}: weight vs the base rate {result.mask_prob:g}",
+                      title_justify="left")
+        table.add_column("token")
+        table.add_column("id", justify="right")
+        table.add_column("masked in training", justify="right")
+        table.add_column("vs base rate", justify="right")
+        for t in tokens:
+            table.add_row(t.token, str(t.id), str(t.observed), f"{t.relative:.2f}x")
+        console.print()
+        console.print(table)
+    if adaptive and not (result.tokens_most or result.tokens_least):
+        console.print(f"\nno token was masked {result.min_count} times or more in training: no token table (lower --min-count)")
 
 
 def inspect_masks(
@@ -109,10 +131,11 @@ def inspect_masks(
     sentences: Annotated[int, typer.Option("--sentences", "-n", help="Rows to show: sentences of the text, or validation sequences.")] = 4,
     samples: Annotated[int, typer.Option("--samples", help="Masks drawn per row for the word table.")] = 200,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the sampled masks.")] = 0,
-    min_count: Annotated[int, typer.Option("--min-count", help="Rank only word types seen at least this many times in the rows.")] = 5,
+    min_count: Annotated[int, typer.Option("--min-count", help="Rank only word types seen at least this many times in the rows (adaptive tokens: masked at least this many times in training).")] = 5,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (schema mapnet.inspect-masks/1) instead of the coloured view.")] = False,
 ) -> None:
-    """Show a MAP-Net checkpoint's mask proposals: per-token probabilities, sampled masks, preferred words."""
+    """Show a MAP-Net or adaptive-masking checkpoint's mask proposals: per-token probabilities, sampled masks,
+    preferred words (and the adaptive table's most and least masked tokens)."""
     from ..evaluation.inspect_masks import inspect_masks as run_inspect
 
     if text is not None and file is not None:

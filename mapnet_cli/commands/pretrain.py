@@ -13,6 +13,7 @@
     mapnet pretrain shards/ --out runs/mapnet-raw --masking mapnet --importance unclipped
     mapnet pretrain shards/ --out runs/ht --masking mapnet --importance ht --set masking.mix_uniform=0.5 --set masking.proposal_target=gradnorm
     mapnet pretrain shards/ --out runs/strat --masking stratified
+    mapnet pretrain shards/ --out runs/amlm --masking adaptive             # loss-adaptive (AMLM); see README
     mapnet pretrain shards/ --out runs/r40 --mask-prob 0.4
     mapnet pretrain shards/ --out runs/dapt --init-from hf/bert-base-uncased --masking mapnet   # continued pretraining
     mapnet pretrain shards/ --out runs/ww --masking whole-word              # or span, or pmi (after mapnet pmi-vocab)
@@ -49,7 +50,7 @@ HELP = "Pretrain the BERT encoder (uniform, stratified, frequency or MAP-Net mas
 # What a resumed run cannot honour: the model it trained, how it masks, MAP-Net's size, and the seed
 # its weights, data order and masks came from. Anything else (steps, lr, logging ...) applies from here on.
 FIXED_ON_RESUME = ("model", "masking.strategy", "masking.map_layers", "masking.map_hidden", "masking.map_heads",
-                   "train.seed")
+                   "masking.adaptive_score", "masking.adaptive_every", "train.seed")
 
 
 def resolve_settings(out: Path, resume: bool, config: Optional[Path], flags: dict, assignments: list[str]):
@@ -102,7 +103,7 @@ def pretrain(
     micro_batch_size: Annotated[Optional[int], typer.Option("--micro-batch-size", help="Sequences per forward pass per device; sets train.micro_batch_size.", show_default=False)] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Sets train.seed.", show_default=False)] = None,
     device: Annotated[Optional[str], typer.Option("--device", help="auto, cpu or cuda; sets train.device.", show_default=False)] = None,
-    masking: Annotated[Optional[Literal["uniform", "mapnet", "stratified", "frequency", "whole-word", "span", "pmi"]], typer.Option("--masking", help="uniform (RandMask), mapnet (learned proposals), stratified (disjoint masks per sequence), frequency (static proposal, HT weights), whole-word, span (SpanBERT) or pmi (PMI-Masking; needs mapnet pmi-vocab); sets masking.strategy.", show_default=False)] = None,
+    masking: Annotated[Optional[Literal["uniform", "mapnet", "stratified", "frequency", "adaptive", "whole-word", "span", "pmi"]], typer.Option("--masking", help="uniform (RandMask), mapnet (learned proposals), stratified (disjoint masks per sequence), frequency (static proposal, HT weights), adaptive (AMLM: a per-token table moved by the model's scores), whole-word, span (SpanBERT) or pmi (PMI-Masking; needs mapnet pmi-vocab); sets masking.strategy.", show_default=False)] = None,
     importance: Annotated[Optional[Literal["clipped", "unclipped", "none", "ht"]], typer.Option("--importance", help="MAP-Net's importance weights: the paper's per-sequence clipped (default) / unclipped / none, or ht (per-position Horvitz-Thompson); sets masking.importance.", show_default=False)] = None,
     mask_prob: Annotated[Optional[float], typer.Option("--mask-prob", help="Masking rate (paper 0.15; MosaicBERT 0.3, Wettig et al. 0.4); sets masking.mask_prob. Evaluation masks keep train.eval_mask_prob.", show_default=False)] = None,
     init_from: Annotated[Optional[Path], typer.Option("--init-from", help="Continued pretraining: start from this encoder, a mapnet run/checkpoint folder or a local Hugging Face BERT folder (config.json + model.safetensors + tokenizer.json). The model size is SOURCE's; optimizer, schedule, step and masking start fresh; the shards must use SOURCE's tokenizer. Sets model.init_from.", show_default=False)] = None,

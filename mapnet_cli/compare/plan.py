@@ -32,6 +32,12 @@ STRATEGIES = {
     "mapnet-ht-lite": {**_HT, "proposal_target": "gradnorm", "map_layers": 1, "map_train_every": 4},
     "stratified": {"strategy": "stratified"},
     "frequency-ht": {"strategy": "frequency", "mix_uniform": 0.5},
+    # Loss-adaptive masking (AMLM, masking/adaptive.py): the published objective (unweighted; hard or soft
+    # scores) and mapnet's unbiased HT version (alpha = 0.5 as the other HT arms: every weight <= 2).
+    "adaptive": {"strategy": "adaptive", "adaptive_score": "hard", "adaptive_weights": "none"},
+    "adaptive-soft": {"strategy": "adaptive", "adaptive_score": "soft", "adaptive_weights": "none"},
+    "adaptive-ht": {"strategy": "adaptive", "adaptive_score": "hard", "adaptive_weights": "ht", "mix_uniform": 0.5},
+    "adaptive-soft-ht": {"strategy": "adaptive", "adaptive_score": "soft", "adaptive_weights": "ht", "mix_uniform": 0.5},
     # The no-network unit schemes people use (masking/units.py, masking/pmi_units.py): unweighted, the uniform token budget.
     "whole-word": {"strategy": "whole-word"},
     "span": {"strategy": "span"},
@@ -42,8 +48,10 @@ SCHEME = {"uniform": "uniform", "mapnet": "mapnet_clipped", "mapnet-noweight": "
           "mapnet-unclipped": "mapnet_unclipped", "mapnet-noexplore": "mapnet_clipped",
           "mapnet-uncompressed": "mapnet_clipped", "mapnet-ht": "ht", "mapnet-ht-loss": "ht",
           "mapnet-ht-learnability": "ht", "mapnet-ht-lite": "ht", "stratified": "stratified", "frequency-ht": "frequency",
-          # Unit masks are not a variance scheme yet: their arms show no variance curve (uniform is still measured).
-          "whole-word": None, "span": None, "pmi": None}
+          # Unit masks and the adaptive table are not a variance scheme yet: their arms show no variance curve
+          # (uniform is still measured).
+          "whole-word": None, "span": None, "pmi": None,
+          "adaptive": None, "adaptive-soft": None, "adaptive-ht": None, "adaptive-soft-ht": None}
 
 
 def split_name(name: str) -> tuple[str, float | None]:

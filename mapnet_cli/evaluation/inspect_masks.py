@@ -1,15 +1,18 @@
-"""What a trained MAP-Net proposes: per-token probabilities, sampled masks, word-type preferences.
+"""What a trained MAP-Net proposes, or an adaptive table masks: per-token probabilities, sampled masks,
+word-type preferences (and, for the table, the vocabulary entries it masks most and least).
 
     result = inspect_masks("runs/mapnet", text="The computer computes a computation.", seed=0)
     result.sequences[0].tokens, result.sequences[0].probabilities, result.sequences[0].masked
     result.most, result.least          # word types masked most / least often relative to uniform
+    result = inspect_masks("runs/amlm")                     # --masking adaptive: result.strategy == "adaptive"
+    result.tokens_most, result.tokens_least                 # table entries over the base rate, highest / lowest
 
 The library half of `mapnet inspect-masks` (the rich rendering lives in
 `commands/inspect_masks.py`). A run folder means its newest complete
 checkpoint. The encoder and MAP-Net weights come from the checkpoint's
 model.safetensors (MAP-Net's under the `mapnet.` prefix, sharing the encoder's
-token embedding); a checkpoint without them was trained with uniform masking
-and is refused with one line.
+token embedding; an adaptive run's table under `adaptive.`); a checkpoint with
+neither was trained without a proposal and is refused with one line.
 
 Inputs: free text (processed the way `mapnet preprocess` processes a corpus:
 sentence split, Moses normalise + tokenise, lower-case, as the checkpoint's
@@ -19,6 +22,12 @@ the run's validation shards.
 Sampling: the shown mask of each row is one draw of K = round(mask_prob x n)
 positions from the proposal without replacement (Gumbel-top-k), K and
 mask_prob as in training; every row is masked by MAP-Net (no exploration).
+An adaptive table draws as training does (`masking.adaptive`): systematic PPS
+from the table that masks the checkpoint's next step, mixed with uniform by the
+run's `masking.mix_uniform`; a token's probability is then pi_i / K, so p x n is
+its inclusion probability over uniform's K/n. `tokens_most` / `tokens_least` rank
+the vocabulary entries masked at least `min_count` times in training by their
+table weight over the base rate (1 = uniform; below 1: the model predicts it).
 The word table repeats the draw `samples` times and compares, per word type,
 how often its tokens were masked with how often uniform masking would mask
 them (K/n per position): `relative` > 1 means MAP-Net prefers the word. Only
@@ -37,9 +46,11 @@ import torch
 
 from ..model import checkpoint
 from ..errors import MapnetError
+from ..masking.adaptive import AdaptiveTable
 from ..masking.mapnet.sampling import gumbel_top_k
+from ..masking.strategy import frequency_masks
 from ..masking.uniform import SPECIAL_NAMES, eligible_positions, mask_counts
-from ..train.run_loader import load_run, recorded_shards
+from ..train.run_loader import load_run, recorded_shards, weight_names
 
 SCHEMA = "mapnet.inspect-masks/1"
 METASPACE = "\u2581"  # the BPE word-start marker (data/bpe.py)
@@ -65,6 +76,14 @@ class WordStat:
 
 
 @dataclass
+class TokenStat:
+    token: str
+    id: int
+    relative: float  # the adaptive table's weight over the base rate (1 = uniform)
+    observed: int  # times the token was masked in training (the evidence behind its weight)
+
+
+@dataclass
 class Inspection:
     checkpoint: str
     step: int
@@ -77,21 +96,25 @@ class Inspection:
     least: list[WordStat] = field(default_factory=list)
     min_count: int = 1  # word types seen fewer times than this are left out of most / least
     left_out: int = 0  # how many word types that was
+    strategy: str = "mapnet"  # what proposes the masks: "mapnet" or "adaptive"
+    tokens_most: list[TokenStat] = field(default_factory=list)  # adaptive: the table's highest entries
+    tokens_least: list[TokenStat] = field(default_factory=list)  # adaptive: its lowest
+    updates: int | None = None  # adaptive: table updates so far
 
     def to_json(self) -> dict:
         return {"schema": SCHEMA, **asdict(self)}
 
 
 # ---------------------------------------------------------------- loading
-def load_checkpoint(path: str | Path, device: str | torch.device = "cpu"):
-    """(model, proposal, config.json, checkpoint path), both networks in eval mode; a checkpoint without
-    MAP-Net is a MapnetError."""
-    run = load_run(path, device=device)
-    if run.proposal is None:
-        raise MapnetError(f"{run.checkpoint} has no proposal network (no mapnet.* weights): it was trained with uniform "
-                          "masking; inspect-masks needs a run trained with --masking mapnet")
-    run.model.eval(), run.proposal.eval()
-    return run.model, run.proposal, run.meta, run.checkpoint
+def load_table(run) -> AdaptiveTable | None:
+    """The adaptive table of a loaded run (`load_run`), or None when it has none (no adaptive.* weights)."""
+    if not any(name.startswith("adaptive.") for name in weight_names(run.checkpoint / checkpoint.WEIGHTS)):
+        return None
+    m = run.settings.masking
+    table = AdaptiveTable(run.model.cfg.vocab_size, m.mask_prob, decay=m.adaptive_decay, every=m.adaptive_every,
+                          score=m.adaptive_score)
+    run.load_into({"adaptive": table})
+    return table
 
 
 # ---------------------------------------------------------------- inputs
@@ -146,10 +169,15 @@ def inspect_masks(path: str | Path, *, text: str | None = None, source: str = "t
         raise MapnetError("--sentences and the number of samples must be >= 1")
     if min_count < 1:
         raise MapnetError(f"--min-count must be >= 1 (got {min_count})")
-    model, proposal, meta, ckpt = load_checkpoint(path, device)
-    settings = checkpoint.load_settings(ckpt)
+    run = load_run(path, device=device)
+    table = load_table(run) if run.proposal is None else None
+    if run.proposal is None and table is None:
+        raise MapnetError(f"{run.checkpoint} has no proposal network (no mapnet.* weights) and no adaptive table (no "
+                          "adaptive.* weights): it was trained with uniform masking; inspect-masks needs a run trained "
+                          "with --masking mapnet or --masking adaptive")
+    ckpt, meta, settings = run.checkpoint, run.meta, run.settings
     tokenizer = load_tokenizer(ckpt / checkpoint.TOKENIZER)
-    max_len = proposal.cfg.max_position
+    max_len = run.model.cfg.max_position
     if text is not None:
         rows = text_rows(text, tokenizer, settings.preprocess, max_len, sentences)
     else:
@@ -165,14 +193,23 @@ def inspect_masks(path: str | Path, *, text: str | None = None, source: str = "t
     eligible = eligible_positions(ids, special) & attn
     n = eligible.sum(1)
     k = mask_counts(n, settings.masking.mask_prob)
-    log_p = proposal(ids.to(device), attn.to(device), eligible.to(device)).cpu().double()
-    probs = log_p.exp()
-
     # samples x rows draws at once: row r of draw s is row (s * B + r).
     g = torch.Generator().manual_seed(seed)
     B = len(rows)
-    reps = log_p.repeat(samples, 1)
-    chosen = gumbel_top_k(reps, k.repeat(samples), torch.rand(reps.shape, generator=g, dtype=torch.float64))
+    if table is None:
+        proposal = run.proposal.eval()
+        log_p = proposal(ids.to(device), attn.to(device), eligible.to(device)).cpu().double()
+        probs = log_p.exp()
+        reps = log_p.repeat(samples, 1)
+        chosen = gumbel_top_k(reps, k.repeat(samples), torch.rand(reps.shape, generator=g, dtype=torch.float64))
+    else:  # as `AdaptiveTraining.micro_batch` draws them, from the table of the step after the checkpoint
+        m = settings.masking
+        scores = table.scores_for(int(meta.get("step", 0)))
+        reps, eligible_reps = ids.repeat(samples, 1), eligible.repeat(samples, 1)
+        order = torch.rand(reps.shape, generator=g)
+        start = torch.rand(len(reps), generator=g, dtype=torch.float64)
+        chosen, _, pi = frequency_masks(reps, eligible_reps, scores, m.mask_prob, m.mix_uniform, order, start)
+        probs = pi[:B] / k.clamp(min=1)[:, None].double()
     freq = chosen.view(samples, B, T).double().mean(0)  # per-position masking frequency
     shown = chosen[:B]
 
@@ -185,9 +222,26 @@ def inspect_masks(path: str | Path, *, text: str | None = None, source: str = "t
                                   probabilities=p_row, masked=[int(j) for j in shown[i].nonzero().flatten()],
                                   k=int(k[i]), eligible=int(n[i]), entropy=ent))
     most, least, left_out = _word_table(views, freq, k, n, top, min_count, continuation_prefix(tokenizer))
-    return Inspection(checkpoint=str(ckpt), step=int(meta.get("step", 0)), source=source, seed=seed, samples=samples,
-                      mask_prob=settings.masking.mask_prob, sequences=views, most=most, least=least,
-                      min_count=min_count, left_out=left_out)
+    result = Inspection(checkpoint=str(ckpt), step=int(meta.get("step", 0)), source=source, seed=seed, samples=samples,
+                        mask_prob=settings.masking.mask_prob, sequences=views, most=most, least=least,
+                        min_count=min_count, left_out=left_out)
+    if table is not None:
+        result.strategy, result.updates = "adaptive", int(table.updates)
+        result.tokens_most, result.tokens_least = _token_table(table, tokenizer, top, min_count)
+    return result
+
+
+def _token_table(table: AdaptiveTable, tokenizer, top: int, min_count: int) -> tuple[list[TokenStat], list[TokenStat]]:
+    """The vocabulary entries masked at least `min_count` times in training, by table weight over the base
+    rate: the `top` highest (most, descending) and lowest (least, ascending), never the same entry twice."""
+    rel, observed = table.relative().tolist(), table.observed.tolist()
+    ranked = sorted((v for v in range(len(rel)) if observed[v] >= min_count), key=lambda v: (-rel[v], v))
+    top = min(top, len(ranked) // 2)
+
+    def stat(v: int) -> TokenStat:
+        return TokenStat(tokenizer.id_to_token(v) or "?", v, rel[v], observed[v])
+
+    return [stat(v) for v in ranked[:top]], [stat(v) for v in reversed(ranked[len(ranked) - top:])] if top else []
 
 
 def _normalised_entropy(p: torch.Tensor, eligible: torch.Tensor) -> float:
@@ -256,5 +310,5 @@ def _word_table(views: list[SequenceView], freq: torch.Tensor, k: torch.Tensor, 
     return most, least, left_out
 
 
-__all__ = ["SCHEMA", "SequenceView", "WordStat", "Inspection", "load_checkpoint", "text_rows", "validation_rows",
-           "inspect_masks", "words_of"]
+__all__ = ["SCHEMA", "SequenceView", "WordStat", "TokenStat", "Inspection", "load_table", "text_rows",
+           "validation_rows", "inspect_masks", "words_of"]

@@ -13,6 +13,7 @@ asks which one it runs. Where each one samples, weights and learns:
 | `uniform` (`UniformTraining`) | `micro_batch`: K uniform positions | 1 | nothing |
 | `stratified` (`StratifiedTraining`) | `micro_batch`: one of m disjoint strata, copies of a sequence take different strata | m |S_j| / n (unbiased for unequal strata) | nothing |
 | `frequency` (`FrequencyTraining`) | `micro_batch`: systematic PPS from a static count^-beta proposal | (K/n) / pi_i (Horvitz-Thompson) | nothing |
+| `adaptive` (`adaptive.AdaptiveTraining`) | `micro_batch`: systematic PPS from a per-type table | 1 (the paper's), or (K/n) / pi_i | the table, from the step's own scores (AMLM) |
 | `mapnet` (`mapnet.training.MapnetTraining`) | in the forward pass, from the proposal network | the paper's per-sequence ratio, or HT per position | the proposal (eq. 10, gradnorm or learnability) |
 
 Randomness: masks come from per-sequence streams keyed by (seed, step, global slot)
@@ -84,10 +85,19 @@ def mlm_loss(model, batch: MicroBatch, scale: float) -> tuple[torch.Tensor, torc
     With per-position weights the sequence's loss is sum_{i in S} w_i l_i / K; the
     logged sum stays unweighted, so it compares across strategies.
     """
+    return loss_terms(mlm_output(model, batch), batch, scale)
+
+
+def mlm_output(model, batch: MicroBatch):
+    """The encoder's `MLMOutput` at the batch's masked positions (a strategy that also reads the logits
+    or token losses, `adaptive`, calls this and then `loss_terms`)."""
     if batch.positions is not None:  # worked out on the host: nothing is read back from the device
-        out = model(batch.inputs, batch.attention_mask, batch.positions, targets=batch.targets, width=batch.width)
-    else:
-        out = model(batch.inputs, batch.attention_mask, batch.mask, targets=batch.targets)
+        return model(batch.inputs, batch.attention_mask, batch.positions, targets=batch.targets, width=batch.width)
+    return model(batch.inputs, batch.attention_mask, batch.mask, targets=batch.targets)
+
+
+def loss_terms(out, batch: MicroBatch, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`mlm_loss`'s three terms from an `MLMOutput` of `batch`."""
     seq = out.sequence_losses
     if batch.weights is not None:
         at = batch.weights.flatten().index_select(0, batch.positions) if batch.positions is not None else batch.weights[batch.mask]
@@ -282,5 +292,5 @@ class FrequencyTraining(UniformTraining):
         return MicroBatch(inputs, targets, mask, attn, tokens, slots=slots, keys=list(keys), weights=weights)
 
 
-__all__ = ["MicroBatch", "to_device", "mlm_loss", "Strategy", "UniformTraining", "StratifiedTraining", "FrequencyTraining",
+__all__ = ["MicroBatch", "to_device", "mlm_loss", "mlm_output", "loss_terms", "Strategy", "UniformTraining", "StratifiedTraining", "FrequencyTraining",
            "strata_of", "stratified_masks", "frequency_masks"]

@@ -14,8 +14,8 @@ UNIT_STRATEGIES = ("whole-word", "span", "pmi")
 
 @dataclass(frozen=True, kw_only=True)
 class MaskingSettings:
-    strategy: Literal["uniform", "mapnet", "stratified", "frequency", "whole-word", "span", "pmi"] = setting(
-        "uniform", "uniform RandMask baseline; MAP-Net proposals; stratified (fully-explored, Zheng et al. 2020: disjoint masks of one sequence); frequency (static proposal from token counts, HT weights); whole-word; span (SpanBERT random spans); pmi (PMI-Masking n-grams, needs mapnet pmi-vocab)")
+    strategy: Literal["uniform", "mapnet", "stratified", "frequency", "adaptive", "whole-word", "span", "pmi"] = setting(
+        "uniform", "uniform RandMask baseline; MAP-Net proposals; stratified (fully-explored, Zheng et al. 2020: disjoint masks of one sequence); frequency (static proposal from token counts, HT weights); adaptive (AMLM, Edman & Fraser 2025: a per-token table moved by the model's own scores); whole-word; span (SpanBERT random spans); pmi (PMI-Masking n-grams, needs mapnet pmi-vocab)")
     mask_prob: float = setting(0.15, "fraction of eligible tokens masked (paper: 0.15)")
     mask_count: Literal["exact", "bernoulli"] = setting(
         "exact", "exact: round(mask_prob x eligible) positions per sequence, as MAP-Net's K (mapnet choice: same K for both strategies); bernoulli: each position independently")
@@ -23,7 +23,7 @@ class MaskingSettings:
     replace_random: float = setting(0.1, "share replaced by a random token (the rest stay unchanged)")
     importance: Literal["clipped", "unclipped", "none", "ht"] = setting(
         "clipped", "MAP-Net's importance weights: per sequence, the paper's clipped / unclipped ratio or none; ht: per-position Horvitz-Thompson weights (K/n)/pi_i with systematic PPS sampling (mapnet, unbiased for any proposal)")
-    mix_uniform: float = setting(0.0, "alpha of the per-token defensive mixture pi = alpha K/n + (1-alpha) pi_proposal (ht and frequency; bounds every weight by 1/alpha)")
+    mix_uniform: float = setting(0.0, "alpha of the per-token defensive mixture pi = alpha K/n + (1-alpha) pi_proposal (ht, frequency and adaptive; bounds every HT weight by 1/alpha)")
     proposal_target: Literal["loss", "gradnorm", "learnability"] = setting(
         "loss", "what MAP-Net learns: loss = the paper's eq. 10; gradnorm = regress log p on log ||softmax - onehot|| at masked positions; learnability = on log of how fast the token type's loss falls (slow minus fast per-type average)")
     proposal_temperature: float = setting(1.0, "masks are drawn from p^(1/T) renormalised (T > 1 flattens the proposal toward uniform)")
@@ -32,6 +32,14 @@ class MaskingSettings:
     target_floor: float = setting(1e-3, "gradnorm / learnability targets are floored at this before the log (keeps every position's mass > 0)")
     strata_copies: int = setting(2, "stratified: each sequence fills this many batch slots, masked with that many disjoint strata (Zheng et al. use all of them)")
     frequency_power: float = setting(0.5, "frequency: the proposal is proportional to count(token type)^-power")
+    adaptive_score: Literal["hard", "soft"] = setting(
+        "hard", "adaptive: a token type's score, over the positions of it masked since the last update: hard = the model's accuracy there (argmax), soft = the mean probability it gave the true token (the paper's hard and soft decay)")
+    adaptive_decay: float = setting(
+        0.2, "adaptive: lambda, the share of the old table kept at each update, w <- lambda w + (1 - lambda) mask_prob (1 - score) (paper: 0.2)")
+    adaptive_every: int = setting(
+        200, "adaptive: T, optimizer steps between table updates (paper: 200 batches; scale it down for short runs, README)")
+    adaptive_weights: Literal["none", "ht"] = setting(
+        "none", "adaptive: none = unweighted, the published (biased) objective; ht = per-position Horvitz-Thompson weights (K/n)/pi_i, unbiased for uniform masking's loss (mapnet; needs mix_uniform > 0)")
     span_p: float = setting(0.2, "span: p of the geometric span-length distribution in words, p(1-p)^(l-1) (SpanBERT: 0.2)")
     span_max_words: int = setting(10, "span: longest span in words; the geometric is truncated there and renormalised (SpanBERT: 10, mean 3.8)")
     pmi_vocab: str = setting("", "pmi: the PMI vocabulary file of mapnet pmi-vocab (empty: pmi.tsv in the shard folder, else in the corpus the shards were made from)")
@@ -87,6 +95,17 @@ class MaskingSettings:
             out.append(f"masking.strata_copies must be >= 1 (got {self.strata_copies})")
         if self.frequency_power < 0:
             out.append(f"masking.frequency_power must be >= 0 (got {self.frequency_power})")
+        if not 0.0 <= self.adaptive_decay < 1.0:
+            out.append(f"masking.adaptive_decay must be in [0, 1) (got {self.adaptive_decay})")
+        if self.adaptive_every < 1:
+            out.append(f"masking.adaptive_every must be >= 1 (got {self.adaptive_every})")
+        if self.strategy == "adaptive" and self.adaptive_weights == "ht" and self.mix_uniform <= 0.0:
+            # A type the model always gets right decays toward weight 0 (lambda^j p): pi_i -> 0 and (K/n)/pi_i -> inf.
+            out.append("masking.adaptive_weights 'ht' needs masking.mix_uniform > 0: a learned token's table entry decays "
+                       "toward 0 and its HT weight (K/n)/pi_i without bound (0.5 bounds every weight by 2)")
+        if self.strategy == "adaptive" and self.importance != "clipped":
+            out.append(f"masking.importance {self.importance!r} weights MAP-Net; adaptive masking's weights are "
+                       "masking.adaptive_weights ('none' or 'ht')")
         if not 0.0 < self.span_p <= 1.0:
             out.append(f"masking.span_p must be in (0, 1] (got {self.span_p})")
         if self.span_max_words < 1:
@@ -114,7 +133,8 @@ class MaskingSettings:
         regressed = self.strategy == "mapnet" and self.proposal_target != "loss"
         used = {
             "proposal_temperature": (ht, "masking.importance 'ht' (the paper's Gumbel-top-k draws from p itself)"),
-            "mix_uniform": (ht or self.strategy == "frequency", "masking.importance 'ht' or masking.strategy 'frequency'"),
+            "mix_uniform": (ht or self.strategy in ("frequency", "adaptive"),
+                            "masking.importance 'ht' or masking.strategy 'frequency' or 'adaptive'"),
             "proposal_target": (self.strategy == "mapnet", "masking.strategy 'mapnet'"),
             "map_lr": (self.strategy == "mapnet", "masking.strategy 'mapnet'"),
             "map_train_every": (self.strategy == "mapnet", "masking.strategy 'mapnet'"),
@@ -123,6 +143,8 @@ class MaskingSettings:
             "target_floor": (regressed, "masking.proposal_target 'gradnorm' or 'learnability'"),
             "strata_copies": (self.strategy == "stratified", "masking.strategy 'stratified'"),
             "frequency_power": (self.strategy == "frequency", "masking.strategy 'frequency'"),
+            **{name: (self.strategy == "adaptive", "masking.strategy 'adaptive'")
+               for name in ("adaptive_score", "adaptive_decay", "adaptive_every", "adaptive_weights")},
             "span_p": (self.strategy == "span", "masking.strategy 'span'"),
             "span_max_words": (self.strategy == "span", "masking.strategy 'span'"),
             "pmi_vocab": (self.strategy == "pmi", "masking.strategy 'pmi'"),

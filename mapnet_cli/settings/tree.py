@@ -33,7 +33,7 @@ class Settings:
         if self.shard.max_seq_len > self.model.max_position:
             out.append(f"shard.max_seq_len ({self.shard.max_seq_len}) exceeds model.max_position ({self.model.max_position})")
         m = self.masking
-        if m.importance == "ht" and m.strategy not in ("mapnet", *UNIT_STRATEGIES):
+        if m.importance == "ht" and m.strategy not in ("mapnet", "adaptive", *UNIT_STRATEGIES):
             out.append(f"masking.importance 'ht' weights a MAP-Net proposal; with masking.strategy '{m.strategy}' it does nothing "
                        "(the frequency strategy always uses HT weights)")
         if m.strategy == "stratified" and self.train.batch_size % m.strata_copies:

@@ -1,6 +1,7 @@
 """The strategy hookup: `masking.strategy` -> the object that masks, weights and scores a run's batches.
 
-A strategy object (`masking/strategy.py`: uniform, stratified, frequency; the
+A strategy object (`masking/strategy.py`: uniform, stratified, frequency;
+`masking/adaptive.py`: the AMLM table; the
 unit strategies of `masking/units.py` and `masking/pmi_units.py`;
 `masking/mapnet/training.py`: `MapnetTraining`) owns what
 differs — how a micro-batch is masked and weighted, the modules DDP wraps and
@@ -11,6 +12,7 @@ the checkpoint stores, the loss of a step, extra metrics — so the loop in
 from __future__ import annotations
 
 from .. import distributed
+from ..masking.adaptive import AdaptiveTraining
 from ..masking.mapnet.training import MapnetTraining
 from ..masking.pmi_units import PmiTraining
 from ..masking.strategy import FrequencyTraining, StratifiedTraining, Strategy, UniformTraining
@@ -18,7 +20,7 @@ from ..masking.units import SpanTraining, WholeWordTraining
 from ..model.bert import BertForMLM
 
 STRATEGIES = {"uniform": UniformTraining, "stratified": StratifiedTraining, "frequency": FrequencyTraining,
-              "mapnet": MapnetTraining, "whole-word": WholeWordTraining, "span": SpanTraining, "pmi": PmiTraining}
+              "adaptive": AdaptiveTraining, "mapnet": MapnetTraining, "whole-word": WholeWordTraining, "span": SpanTraining, "pmi": PmiTraining}
 
 
 def training_strategy(settings, model: BertForMLM, data, info: distributed.DistInfo) -> Strategy:

@@ -366,6 +366,19 @@ def test_new_arms_and_rates_resolve_to_their_settings(tmp_path):
             cmp.parse_strategies(bad)
 
 
+def test_the_adaptive_arms_resolve_and_take_a_scaled_period_the_other_arms_ignore(tmp_path):
+    base = resolve(None, {"model": {"preset": "tiny"}}, ["train.steps=50", "train.eval_every=25",
+                                                          "masking.adaptive_every=5"], check_ignored=False)
+    names = cmp.parse_strategies("uniform,uniform@0.3,mapnet-ht-lite,adaptive,adaptive-soft,adaptive-ht,adaptive-soft-ht")
+    plan = {p.strategy: p.settings.masking for p in cmp.plan_runs(base, names, 1, tmp_path)}
+    got = {name: (m.strategy, m.adaptive_score, m.adaptive_weights, m.mix_uniform, m.adaptive_every)
+           for name, m in plan.items() if name.startswith("adaptive")}
+    assert got == {"adaptive": ("adaptive", "hard", "none", 0.0, 5), "adaptive-soft": ("adaptive", "soft", "none", 0.0, 5),
+                   "adaptive-ht": ("adaptive", "hard", "ht", 0.5, 5), "adaptive-soft-ht": ("adaptive", "soft", "ht", 0.5, 5)}
+    assert plan["uniform"].adaptive_every == plan["mapnet-ht-lite"].adaptive_every == MaskingSettings().adaptive_every
+    assert all(cmp.SCHEME[name] is None for name in got)  # no variance scheme of their own yet
+
+
 def test_a_runs_recorded_settings_compare_with_the_plan_that_wrote_them(tmp_path):
     """run_all reuses a run only when its settings.toml matches the plan's pretraining settings."""
     s = resolve(None, {"model": {"preset": "tiny"}}, ["train.steps=10"])

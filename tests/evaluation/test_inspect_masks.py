@@ -142,3 +142,53 @@ def test_continuation_prefix_reads_the_tokenizer_model():
     bpe = Tokenizer(models.BPE({"[UNK]": 0, "a": 1}, [], unk_token="[UNK]"))
     assert continuation_prefix(wp) == "##"
     assert continuation_prefix(bpe) is None
+
+
+@pytest.fixture(scope="module")
+def adaptive_run(tmp_path_factory):
+    """A real adaptive run on split-vocabulary tiny shards: theme tokens (ids 5-33) become predictable, noise
+    tokens (34-63) never do (tests/masking/test_adaptive.py measures the table this run learns)."""
+    from mapnet_cli.settings import resolve
+    from mapnet_cli.train import pretrain
+    from tiny_shards import write_tiny_shards
+
+    root = tmp_path_factory.mktemp("adaptive")
+    shards = write_tiny_shards(root / "shards", train=128, valid=8, seq_len=64, split_vocab=True, bpe=True)
+    s = resolve(None, {"model": {"preset": "tiny"}}, [
+        "train.recipe=paper", "model.max_position=64", "shard.max_seq_len=64", "train.batch_size=16", "train.steps=40",
+        "train.eval_every=0", "train.eval_sequences=8", "train.checkpoint_every=0", "optim.warmup_steps=3",
+        "optim.lr=3e-3", "logging.progress=false", "masking.strategy=adaptive", "masking.adaptive_every=5",
+        "masking.adaptive_weights=ht", "masking.mix_uniform=0.5"])
+    return pretrain(s, shards, root / "run")
+
+
+def test_an_adaptive_run_shows_the_tokens_its_table_masks_more_and_less(adaptive_run):
+    from safetensors.torch import load_file
+
+    result = inspect_masks(adaptive_run, sentences=4, samples=50, min_count=20)
+    assert result.strategy == "adaptive" and result.updates == 8 and result.step == 40 and result.source == "valid"
+    table = load_file(str(adaptive_run / "model.safetensors"))["adaptive.table"] / 0.15
+    most, least = result.tokens_most, result.tokens_least
+    assert len(most) == len(least) == 10 and not {t.id for t in most} & {t.id for t in least}
+    for t in most + least:
+        assert t.relative == pytest.approx(float(table[t.id])) and t.observed >= 20 and t.token == f"w{t.id}"
+    assert [t.relative for t in most] == sorted((t.relative for t in most), reverse=True)
+    assert [t.relative for t in least] == sorted(t.relative for t in least)
+    # The table stops masking the themes the encoder has learned; what it masks most stays at the base rate
+    # (the noise, which no model predicts, and themes not learned yet: measured 3 of the 10).
+    assert all(t.relative > 0.9 for t in most) and sum(t.id >= 34 for t in most) >= 5
+    assert all(t.id < 34 and t.relative < 0.5 for t in least)
+    for view in result.sequences:  # masks drawn as training draws them: exactly K, eligible positions only
+        probs = [p for p in view.probabilities if p is not None]
+        assert abs(sum(probs) - 1) < 1e-9 and len(view.masked) == len(set(view.masked)) == view.k
+        assert all(view.probabilities[j] is not None for j in view.masked)
+        theme = max(set(view.ids[1:-1]), key=view.ids.count)
+        noise = [p for tok, p in zip(view.ids, view.probabilities) if p is not None and tok != theme]
+        themed = [p for tok, p in zip(view.ids, view.probabilities) if p is not None and tok == theme]
+        if theme < 34 and noise:
+            assert min(noise) > max(themed)  # within a row too, the unpredictable positions are drawn more
+    shown = CliRunner().invoke(app, ["inspect-masks", str(adaptive_run), "--samples", "20", "--min-count", "20"])
+    assert shown.exit_code == 0, shown.output
+    assert "adaptive table after 8 updates" in shown.output and "tokens the adaptive table masks least" in shown.output
+    data = json.loads(CliRunner().invoke(app, ["inspect-masks", str(adaptive_run), "--samples", "20", "--json"]).stdout)
+    assert data["strategy"] == "adaptive" and data["tokens_least"][0]["relative"] < 0.5

@@ -54,7 +54,11 @@ ARMS = {"uniform": ["masking.strategy=uniform"], "stratified": ["masking.strateg
         "mapnet-ht": ["masking.strategy=mapnet", "masking.importance=ht", "masking.mix_uniform=0.5",
                       "masking.explore_start=0", "masking.explore_end=0", "masking.proposal_target=gradnorm"],
         "mapnet-ht-frozen": ["masking.strategy=mapnet", "masking.importance=ht", "masking.mix_uniform=0.5",
-                             "masking.explore_start=0", "masking.explore_end=0", "masking.map_train_every=2"]}
+                             "masking.explore_start=0", "masking.explore_end=0", "masking.map_train_every=2"],
+        # The adaptive table is drawn from on the host; its scores are gathered on the device, read once per update.
+        "adaptive": ["masking.strategy=adaptive"],
+        "adaptive-soft-ht": ["masking.strategy=adaptive", "masking.adaptive_score=soft", "masking.adaptive_weights=ht",
+                             "masking.mix_uniform=0.5"]}
 
 
 @pytest.mark.parametrize("strategy", list(ARMS))
@@ -64,6 +68,24 @@ def test_a_step_that_is_not_read_waits_for_nothing_and_a_read_step_once(shards, 
     # An evaluation or checkpoint step reads once. (A logging step also collects MAP-Net's statistics,
     # whose reads are allowed there and not counted here.)
     assert step_syncs(run, 1, read=True, stats=False) == {"item": 0, "nonzero": 0, "tolist": 1, "cuda": 0}
+
+
+def test_the_adaptive_table_is_read_once_per_update_and_never_in_between(shards, tmp_path):
+    """masking.adaptive_every = 4: the table is updated after steps 2 and 6 (one read of the pooled scores
+    each, `AdaptiveTable.update`); the steps in between, unread, wait for nothing, the update included."""
+    run = Run(settings("masking.strategy=adaptive", "masking.adaptive_every=4"), shards, tmp_path / "run",
+              distributed.DistInfo(), False, [])
+    counts = {}
+    for step in range(8):
+        batches = run.batches(step)
+        with host_syncs.counting() as prof:
+            train_step(run.ddp, run.optimizer, run.scheduler, batches, scale=1 / 8, grad_clip=1.0, autocast=run.autocast,
+                       info=run.info, batch_size=8, loss_fn=run.strategy.loss_fn(step, with_stats=False), read=False)
+            run.strategy.after_step()
+        counts[step] = host_syncs.count(prof.events())
+    none, once = dict.fromkeys(host_syncs.KINDS, 0), {**dict.fromkeys(host_syncs.KINDS, 0), "tolist": 1}
+    assert counts == {step: once if step in (2, 6) else none for step in range(8)}
+    assert int(run.strategy.table.updates) == 2
 
 
 def test_the_counter_sees_the_reads_of_a_mask_passed_as_bools(shards, tmp_path):

@@ -1,0 +1,251 @@
+"""Loss-adaptive masking without a network: AMLM (Edman & Fraser, "Mask and You Shall Receive",
+BabyLM 2025, arXiv 2510.20475), with the number of masks held at the base rate and optional HT weights.
+
+    mapnet pretrain shards/ --out runs/amlm --masking adaptive                          # the published method
+    mapnet pretrain shards/ --out runs/amlm-soft --masking adaptive --set masking.adaptive_score=soft
+    mapnet pretrain shards/ --out runs/amlm-ht --masking adaptive --set masking.adaptive_weights=ht \\
+        --set masking.mix_uniform=0.5
+    mapnet compare shards/ --out cmp --strategies uniform,adaptive,adaptive-soft,adaptive-ht,adaptive-soft-ht
+
+The table. One weight w_v per vocabulary entry, w_v = p (`masking.mask_prob`) at the start. Every T
+optimizer steps (`masking.adaptive_every`; the paper's T is 200 batches) each type seen since the
+last update moves toward p (1 - score_v) by an exponential moving average:
+
+    w_v <- lam w_v + (1 - lam) p (1 - score_v)          lam = `masking.adaptive_decay` (paper: 0.2)
+
+score_v pools every position of type v the encoder was asked to predict in those steps, over the
+global batch (each rank's counts are all-reduced): `hard` = the fraction it predicted right (argmax
+of its logits = the true token), `soft` = the mean probability it gave the true token, exp(-l_i).
+A type not masked in the period keeps its w (the paper does not say; no evidence, no move). Both
+come from the logits and losses the step computes anyway (`observe`): no extra forward.
+
+How K is held (mapnet's change to the sampling). The paper masks each token independently with
+probability w_{x_i}, so a sequence gets sum_i w_{x_i} masks on average: p n at the start, fewer as
+the model learns (every w <= p). Here every sequence gets exactly K = round(p n) masks, as in the
+uniform arm (`uniform.mask_counts`), so the arms compare at equal masked-token counts and equal
+compute; the table sets only *which* positions. The design is `FrequencyTraining`'s, with the table
+in place of the static count^-beta scores (`strategy.frequency_masks`): capped PPS
+(`designs.inclusion_probabilities`) gives pi_i = min(1, c w_{x_i}) with c fixed by sum_i pi_i = K,
+i.e. without capping pi_i = w_{x_i} K / sum_j w_{x_j}: the paper's probabilities rescaled per row by
+the factor p n / sum_j w_{x_j} that restores the base-rate budget. Optionally mixed with uniform
+(`masking.mix_uniform` = alpha: pi <- alpha K/n + (1 - alpha) pi, still summing to K); randomised
+systematic PPS (`designs.systematic_sample`) then takes exactly round(sum_i pi_i) = K distinct
+positions, position i with probability exactly pi_i. So E[masks] = K and its variance is 0.
+Entries are floored at FLOOR x p before this (a type always predicted right decays as lam^j p),
+so every eligible position keeps pi_i > 0 and a row always has K positions to give.
+
+Weights (`masking.adaptive_weights`). `none` is the published objective: a sequence's loss is
+(1/K) sum_{i in S} l_i, whose expectation (1/K) sum_i pi_i l_i leans toward the types the model gets
+wrong — biased against uniform masking's (1/n) sum_i l_i, as the paper's MAP-Net is. `ht` weights
+masked position i by w_i = (K/n) / pi_i (`designs.ht_weights`), so
+
+    E_S[(1/K) sum_{i in S} w_i l_i] = (1/K) sum_i pi_i (K/n) l_i / pi_i = (1/n) sum_i l_i,
+
+uniform masking's expected loss, for any table: the table then only moves the variance (which
+positions carry the estimate), not what is estimated. With alpha > 0, pi_i >= alpha K/n bounds every
+weight by 1/alpha; `ht` needs alpha > 0 (a learned type's entry heads for 0, its weight for infinity).
+l_i is treated as a function of the position: the designs module doc states that caveat.
+
+When a new table masks (a one-step lag). The table that masks steps [jT, (j+1)T) is computed after
+step jT - 2 from the counts of the steps before it (T of them; T - 1 for the first), because step
+jT's masks may already be drawn while step jT - 1 runs (`train.prefetch` makes the next step's
+batches in a background thread). A step's masks therefore never depend on when its batch was made,
+and `train.prefetch` on or off gives bitwise the same run. `AdaptiveTable` keeps the table and the
+one before it with the step the new one takes over (`takes_effect`); the masking thread reads only an
+immutable snapshot of the two (`scores_for`), replaced whole after each update.
+
+Exactness. The per-type sums are int64 fixed point (scores times SCORE_SCALE, rounded): integer sums
+do not depend on the order of addition, so the table is the same however the batch is split over
+micro-batches and ranks, and on an accelerator, whose index_add uses atomics. Every rank all-reduces
+the same sums and computes the same table with the same float64 arithmetic, so every rank masks
+from the same table. The table, the one before it, `takes_effect` and the running sums are buffers
+of `AdaptiveTable`, saved under `adaptive.` in the checkpoint's weights: a resumed run continues
+bitwise.
+
+Cost. A step adds an argmax over the (N, V) logits it already has (hard; soft: an exp over N
+losses) and two index_adds into a (2, V) tensor. The update adds one all-reduce of 2V integers and
+the strategy's one device-to-host read (`update`), once every T steps, never on the steps between.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .. import distributed
+from ..errors import MapnetError
+from .strategy import (MicroBatch, UniformTraining, batch_tensors, frequency_masks, loss_terms, mlm_output)
+from .uniform import SYSTEMATIC_START, SequenceRNG, apply_replacement, eligible_positions, keyed_uniforms
+
+# Scores in [0, 1] are summed as integers in units of 2^-24 (float32's precision; per-position rounding
+# 3e-8). The largest sum a period can hold is count x 2^24: 5e11 masked positions before int64 overflows.
+SCORE_SCALE = 1 << 24
+# No entry falls below FLOOR x p when masks are drawn: every eligible position keeps pi > 0.
+FLOOR = 1e-6
+# The settings that give the table's state its meaning: a resumed run keeps them (`check_resume`).
+FIXED = ("adaptive_score", "adaptive_every")
+
+
+class AdaptiveTable(nn.Module):
+    """The per-type masking weights and the scores gathered since their last update (module doc).
+
+    Buffers (the checkpoint's `adaptive.*`): `table` (V,) float64, the newest weights; `previous`, the
+    weights before them; `takes_effect`, the first step `table` masks (earlier steps use `previous`);
+    `pending` (2, V) int64 on the training device, (count, fixed-point score sum) per type since the
+    last update; `observed` (V,) int64, masked positions folded into the table so far; `updates`; and
+    `last_score`, the pooled score of the last update (NaN before one).
+    """
+
+    def __init__(self, vocab_size: int, base_rate: float, *, decay: float, every: int, score: str,
+                 device: torch.device | str = "cpu"):
+        super().__init__()
+        if score not in ("hard", "soft"):
+            raise ValueError(f"score must be 'hard' or 'soft' (got {score!r})")
+        self.base_rate, self.decay, self.every, self.score = base_rate, decay, every, score
+        f64 = dict(dtype=torch.float64)
+        self.register_buffer("table", torch.full((vocab_size,), base_rate, **f64))
+        self.register_buffer("previous", torch.full((vocab_size,), base_rate, **f64))
+        self.register_buffer("takes_effect", torch.zeros((), dtype=torch.int64))
+        self.register_buffer("pending", torch.zeros(2, vocab_size, dtype=torch.int64, device=device))
+        self.register_buffer("observed", torch.zeros(vocab_size, dtype=torch.int64))
+        self.register_buffer("updates", torch.zeros((), dtype=torch.int64))
+        self.register_buffer("last_score", torch.full((), float("nan"), **f64))
+        self._publish()
+        # A checkpoint loads into the buffers in place: the masking thread's snapshot is rebuilt after it.
+        self.register_load_state_dict_post_hook(lambda module, keys: module._publish())
+
+    def _publish(self, takes_effect: int | None = None) -> None:
+        """Replace the snapshot the masks are drawn from (one attribute assignment: a thread drawing
+        masks sees the old snapshot or the new one, whole)."""
+        floor = FLOOR * self.base_rate
+        start = int(self.takes_effect.numpy()) if takes_effect is None else takes_effect
+        self._snapshot = (start, self.previous.clamp(min=floor), self.table.clamp(min=floor))
+
+    def scores_for(self, step: int) -> torch.Tensor:
+        """(V,) float64 on the host: the (floored) weights that mask optimizer step `step`. Valid for the
+        steps from the last update on (the loop's next steps); earlier steps are not kept."""
+        takes_effect, previous, table = self._snapshot
+        return table if step >= takes_effect else previous
+
+    @torch.no_grad()
+    def observe(self, logits: torch.Tensor, token_losses: torch.Tensor, labels: torch.Tensor) -> None:
+        """Add one micro-batch's masked positions (the model's `MLMOutput` fields) to the pending sums.
+        Device work only: nothing is read back."""
+        if self.score == "hard":
+            score = (logits.detach().argmax(-1) == labels).to(torch.int64) * SCORE_SCALE
+        else:
+            score = torch.round(torch.exp(-token_losses.detach().double()) * SCORE_SCALE).to(torch.int64)
+        self.pending[0].index_add_(0, labels, torch.ones_like(labels))
+        self.pending[1].index_add_(0, labels, score)
+
+    def due(self, step: int) -> bool:
+        """Whether the table is updated after optimizer step `step` (it then masks from step + 2 on)."""
+        return (step + 2) % self.every == 0
+
+    @torch.no_grad()
+    def update(self, info: distributed.DistInfo, takes_effect: int) -> None:
+        """Fold the pending sums of every rank into the table (a collective: every rank, at the same step),
+        for the steps from `takes_effect` on. The strategy's one device-to-host read (`tolist`, which the
+        sync counter sees on every device); the rest is numpy on the host."""
+        totals = distributed.all_reduce_sum(self.pending.clone(), info)
+        counts, sums = (np.asarray(row, dtype=np.int64) for row in totals.tolist())  # the read
+        score = sums / (np.maximum(counts, 1) * float(SCORE_SCALE))
+        table = self.table.numpy()
+        moved = self.decay * table + (1.0 - self.decay) * self.base_rate * (1.0 - score)
+        new = np.where(counts > 0, moved, table)
+        self.previous.copy_(self.table)
+        self.table.copy_(torch.from_numpy(new))
+        self.takes_effect.fill_(takes_effect)
+        self.observed.add_(torch.from_numpy(counts))
+        self.updates.add_(1)
+        total = int(counts.sum())
+        self.last_score.fill_(float(sums.sum()) / (total * SCORE_SCALE) if total else float("nan"))
+        self.pending.zero_()
+        self._publish(takes_effect)
+
+    def relative(self) -> torch.Tensor:
+        """(V,) the newest weights over the base rate: > 1 masked more than uniform would, < 1 less."""
+        return self.table / self.base_rate
+
+
+class AdaptiveTraining(UniformTraining):
+    """`masking.strategy = "adaptive"`: masks from the per-type table (systematic PPS, exactly K per
+    sequence), unweighted or HT-weighted; the table learns from the step's own scores (module doc)."""
+
+    def __init__(self, settings, model: torch.nn.Module, data, info: distributed.DistInfo | None = None):
+        super().__init__(settings, model, data)
+        self.info = info or distributed.DistInfo()
+        m = settings.masking
+        self.table = AdaptiveTable(self.vocab_size, m.mask_prob, decay=m.adaptive_decay, every=m.adaptive_every,
+                                   score=m.adaptive_score, device=self.info.device)
+        self.kinds = {k: np.asarray(v, dtype=np.int64) for k, v in (data.token_kinds or {}).items()}
+        self._step: int | None = None  # the step the last loss_fn was made for: after_step follows it
+
+    @property
+    def modules(self) -> dict[str, torch.nn.Module]:
+        return {"": self.model, "adaptive": self.table}
+
+    def micro_batch(self, ids, step, slots, keys, device) -> MicroBatch:
+        """Exactly K positions per row by systematic PPS from the table of `step` (draws as `frequency`)."""
+        m, t = self.settings.masking, self.settings.train
+        targets, attn, tokens = batch_tensors(ids, self.special_ids, device)
+        eligible = eligible_positions(targets, self.special_ids)
+        rng = SequenceRNG(keys)
+        order = rng.uniform(targets.shape[1], device)
+        start = keyed_uniforms(t.seed, step, slots, SYSTEMATIC_START, device)
+        scores = self.table.scores_for(step).to(targets.device)  # the host: a no-op where masks are drawn
+        mask, weights, _ = frequency_masks(targets, eligible, scores, m.mask_prob, m.mix_uniform, order, start)
+        inputs = apply_replacement(targets, mask, self.vocab_size, self.special_ids, m.replace_mask, m.replace_random, rng)
+        return MicroBatch(inputs, targets, mask, attn, tokens, slots=slots, keys=list(keys),
+                          weights=weights if m.adaptive_weights == "ht" else None)
+
+    def loss_fn(self, step: int, with_stats: bool):
+        self._step = step
+
+        def adaptive_loss(model, batch: MicroBatch, scale: float):
+            out = mlm_output(model, batch)
+            self.table.observe(out.logits, out.token_losses, out.labels)
+            return loss_terms(out, batch, scale)
+
+        return adaptive_loss
+
+    def after_step(self) -> None:
+        if self._step is not None and self.table.due(self._step):
+            self.table.update(self.info, self._step + 2)
+
+    def metrics(self) -> dict[str, Any]:
+        """`adaptive/...`: the table over the types it has seen, relative to the base rate (host numbers:
+        every rank holds the same table, so nothing is reduced). The same keys at every log step."""
+        rel = self.table.relative().numpy()
+        seen = self.table.observed.numpy() > 0
+        score = float(self.table.last_score.numpy())
+        out: dict[str, Any] = {"adaptive/updates": int(self.table.updates.numpy()),
+                               "adaptive/score": None if np.isnan(score) else score}
+        for name, fn in (("min", np.min), ("max", np.max), ("mean", np.mean)):
+            out[f"adaptive/weight_{name}"] = float(fn(rel[seen])) if seen.any() else None
+        for kind, ids in self.kinds.items():  # the synthetic corpus: how each kind of token is treated
+            out[f"adaptive/weight/{kind}"] = float(rel[ids].mean()) if len(ids) else None
+        return out
+
+    def checkpoint_extra(self) -> dict[str, Any]:
+        m = self.settings.masking
+        return {"adaptive": {name: getattr(m, name) for name in FIXED}}
+
+    def check_resume(self, meta: dict, ckpt: Path) -> None:
+        saved = meta.get("adaptive")
+        if not isinstance(saved, dict):
+            raise MapnetError(f"--resume: {ckpt}/config.json lacks \"adaptive\", which every adaptive-masking checkpoint "
+                              "records; it cannot be continued")
+        m = self.settings.masking
+        for name in FIXED:
+            if saved.get(name) != getattr(m, name):
+                raise MapnetError(f"--resume: {ckpt} was trained with masking.{name} = {saved.get(name)!r}, not "
+                                  f"{getattr(m, name)!r}; it cannot change on resume (the table's running sums and "
+                                  "update steps depend on it)")
+
+
+__all__ = ["SCORE_SCALE", "FLOOR", "AdaptiveTable", "AdaptiveTraining"]
