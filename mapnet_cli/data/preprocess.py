@@ -35,7 +35,7 @@ from ..settings import PreprocessSettings, Settings
 from . import bpe
 from .inputs import InputFile, ReadStats, discover, invalid_utf8_count
 from .readers import InputReader
-from .cleaning import METASPACE, word_marker
+from .cleaning import METASPACE, refuse_cleaning_twice, word_marker
 from .textproc import TextProcessor, import_spacy
 
 SCHEMA = "mapnet.preprocess/1"
@@ -253,6 +253,8 @@ def run_preprocess(
     if not files:
         raise MapnetError("no input files found in " + ", ".join(map(str, inputs)))
     reused = bpe.load_tokenizer(pre.tokenizer) if pre.tokenizer else None  # fail before hours of work
+    if reused is not None:
+        refuse_cleaning_twice(Path(pre.tokenizer), pre)
     marker = word_marker(reused) if reused is not None else METASPACE  # a trained tokenizer is Metaspace BPE
     workers = pre.workers or os.cpu_count() or 1
 

@@ -231,11 +231,12 @@ def _tokenizer_source(tokenizer: Path) -> init_from.Source:
 
 
 def test_exported_tokenizer_counts_as_the_shards_tokenizer(shards, tmp_path):
-    """`export` adds a post-processor, a Lowercase normaliser and lstrip on [MASK]: ids still mean the same words."""
+    """`export` adds a post-processor, the cleaning (normalizers, pre-tokenizers) and lstrip on [MASK]: ids still mean the
+    same words."""
     from mapnet_cli.export import write_tokenizer
 
     exported = tmp_path / "tokenizer.json"
-    write_tokenizer(shards / "tokenizer.json", exported, lowercase=True)
+    write_tokenizer(shards / "tokenizer.json", exported, Settings().preprocess)
     doc = json.loads(exported.read_text())
     assert doc["normalizer"] is not None and any(t.get("lstrip") for t in doc["added_tokens"])
     init_from.check_tokenizer(_tokenizer_source(exported), shards / "tokenizer.json", "the shards")
