@@ -16,6 +16,7 @@ from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.export import export, hf_config, hf_state_dict
 from mapnet_cli.model.bert import BertConfig, BertForMLM
+from mapnet_cli.settings import Settings
 from tiny_shards import SPECIAL_IDS
 
 transformers = pytest.importorskip("transformers")
@@ -235,3 +236,31 @@ def test_cased_punctuated_sentence_gets_mapnets_outputs(real_exports, norm):
         theirs = hf(**tok(CASED_PUNCTUATED, return_tensors="pt")).logits[0]
         ours = model(torch.tensor([ids]))[0]
     torch.testing.assert_close(theirs, ours, atol=1e-4, rtol=1e-4)
+
+
+def test_export_records_its_cleaning_and_preprocess_will_not_clean_twice(ckpt, tmp_path):
+    from mapnet_cli.data.preprocess import run_preprocess
+    from mapnet_cli.settings import resolve
+
+    out = export(ckpt[0], tmp_path / "hf")
+    assert json.loads((out / "mapnet_export.json").read_text())["cleaning"] == {
+        "normalize_punctuation": True, "moses_tokenize": True, "moses_lang": "en", "lowercase": True}
+    # A BPE export (the tiny run's tokenizer is a WordLevel one, which preprocess does not reuse), written as export
+    # writes its tokenizer and record.
+    from mapnet_cli.data.bpe import save_tokenizer, train_tokenizer
+    from mapnet_cli.export import cleaning_record, write_tokenizer
+
+    (tmp_path / "text.txt").write_text("It's a cat. And a dog, a cat!\n\nA dog.\n", encoding="utf-8")
+    save_tokenizer(train_tokenizer([tmp_path / "text.txt"], 300, 1), tmp_path / "bpe.json")
+    bpe_export = tmp_path / "bpe-export"
+    bpe_export.mkdir()
+    write_tokenizer(tmp_path / "bpe.json", bpe_export / "tokenizer.json", Settings().preprocess)
+    (bpe_export / "mapnet_export.json").write_text(json.dumps({"cleaning": cleaning_record(Settings().preprocess)}))
+    reuse = {"tokenizer": str(bpe_export / "tokenizer.json"), "workers": 1}
+    with pytest.raises(MapnetError, match="cleans text itself.*--bert-text"):
+        run_preprocess([tmp_path / "text.txt"], tmp_path / "prep", resolve(None, {"preprocess": reuse}))
+    assert not (tmp_path / "prep").exists()
+    bert_text = reuse | {"normalize_punctuation": False, "moses_tokenize": False, "lowercase": False}
+    run_preprocess([tmp_path / "text.txt"], tmp_path / "prep", resolve(None, {"preprocess": bert_text}))
+    lines = (tmp_path / "prep" / "sentences" / "part-00000.txt").read_text().split("\n")
+    assert lines[:2] == ["It's a cat.", "And a dog, a cat!"]  # raw: the export's tokenizer cleans them
