@@ -17,9 +17,10 @@ into query/key/value); mapnet has no token-type embeddings (HF gets a zero
 table with type_vocab_size=2, so segment ids 0 and 1 both add nothing —
 exactly mapnet's computation, and sentence-pair inputs still work); the
 decoder weight is tied to the word embeddings in both, so only the embedding
-is stored. The tokenizer does not include mapnet's preprocessing (Moses
-normalisation and tokenisation, lower-casing): feed it text preprocessed the
-same way.
+is stored. The tokenizer reads text as the run's pretraining did: the run's
+cleaning (Moses normalisation and tokenisation, lower-casing, as its
+`preprocess` settings say) is written into `tokenizer.json` as tokenizers
+normalizers and pre-tokenizers (`data/hf_cleaning.py`).
 
 A pre-LN model (`model.norm = "pre"`) is written as
 `RobertaPreLayerNormForMaskedLM`, the transformers class with exactly its
@@ -50,6 +51,7 @@ from .train.run_loader import load_run
 SPECIAL_TOKENS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
                   "mask_token": "[MASK]"}
 TYPE_VOCAB_SIZE = 2
+CLEANING = ("normalize_punctuation", "moses_tokenize", "moses_lang", "lowercase")  # preprocess settings written in
 
 
 def hf_config(model: BertForMLM) -> dict:
@@ -108,33 +110,41 @@ def tokenizer_files(tokenizer_path: Path, max_position: int) -> dict[str, dict]:
     }
 
 
-def write_tokenizer(source: Path, path: Path, lowercase: bool | None = None) -> None:
-    """The checkpoint's tokenizer plus a post-processor that adds [CLS] ... [SEP] (and [CLS] a [SEP] b
-    [SEP] for pairs, token type 0 throughout, as pretraining and `finetune-glue` encode), so
-    `tokenizer("...")` in transformers gives the inputs the model was trained on.
+def write_tokenizer(source: Path, path: Path, preprocess_settings) -> None:
+    """The checkpoint's tokenizer made to read text as the run's pretraining did, plus a post-processor that
+    adds [CLS] ... [SEP] (and [CLS] a [SEP] b [SEP] for pairs, token type 0 throughout, as pretraining and
+    `finetune-glue` encode), so `tokenizer("...")` in transformers gives the inputs the model was trained on.
 
-    Two more things make `pipeline("fill-mask")` work on text as people type it: `[MASK]` takes the space
-    before it (lstrip), so "the [MASK] ." is [▁the, [MASK], ▁.] as in pretraining, not [▁the, ▁, [MASK], ▁.];
-    and with `lowercase` a Lowercase normaliser, so "The" finds "▁the". `lowercase=None` decides from the
-    vocabulary: lower-casing loses nothing exactly when no token holds an upper-case letter (a lower-cased
-    corpus); a cased vocabulary is left as it is, whatever the run's settings say."""
-    from tokenizers import Tokenizer, normalizers, processors
+    The run's cleaning (`preprocess_settings`, as the run recorded them: Moses punctuation normalisation and
+    tokenisation, lower-casing) goes in front of the tokenizer's own normalizer and pre-tokenizer
+    (`data/hf_cleaning.py`: the same steps as `data/cleaning.Cleaner`, which preprocessing and `finetune-glue`
+    run). `[MASK]` takes the space before it (lstrip), so "the [MASK] ." is [▁the, [MASK], ▁.] as in
+    pretraining, not [▁the, ▁, [MASK], ▁.]."""
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
+
+    from .data import hf_cleaning
+    from .data.cleaning import word_marker
 
     tok = Tokenizer.from_file(str(source))
     cls, sep = SPECIAL_TOKENS["cls_token"], SPECIAL_TOKENS["sep_token"]
     tok.post_processor = processors.TemplateProcessing(
         single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B {sep}",
         special_tokens=[(cls, tok.token_to_id(cls)), (sep, tok.token_to_id(sep))])
-    if lowercase is None:
-        specials = {t.content for t in tok.get_added_tokens_decoder().values()}  # [PAD] ... are upper-case by name
-        lowercase = not any(ch.isupper() for piece in tok.get_vocab() if piece not in specials for ch in piece)
-    if lowercase:
-        tok.normalizer = normalizers.Sequence([n for n in (tok.normalizer, normalizers.Lowercase()) if n is not None])
+    cleaning = hf_cleaning.normalizer(preprocess_settings, word_marker(tok))
+    tok.normalizer = normalizers.Sequence([n for n in (cleaning, tok.normalizer) if n is not None])
+    moses_splits = hf_cleaning.pre_tokenizer(preprocess_settings)
+    if moses_splits is not None:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([p for p in (moses_splits, tok.pre_tokenizer) if p is not None])
     data = json.loads(tok.to_str())
     for added in data.get("added_tokens", []):
         if added["content"] == SPECIAL_TOKENS["mask_token"]:
             added["lstrip"] = True
     atomic.write_text(path, json.dumps(data, ensure_ascii=False))
+
+
+def cleaning_record(preprocess_settings) -> dict:
+    """The settings that decide the exported tokenizer's cleaning, for mapnet_export.json."""
+    return {k: getattr(preprocess_settings, k) for k in CLEANING}
 
 
 def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = False) -> Path:
@@ -150,11 +160,12 @@ def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = 
             save_file(hf_state_dict(model), str(staging / "model.safetensors"), metadata={"format": "pt"})
             (staging / "model.safetensors").chmod(atomic.FILE_MODE)  # as every other published file, not 0600
             atomic.write_json(staging / "config.json", hf_config(model))
-            write_tokenizer(run.tokenizer, staging / "tokenizer.json", lowercase=None)
+            write_tokenizer(run.tokenizer, staging / "tokenizer.json", run.settings.preprocess)
             for name, content in tokenizer_files(run.tokenizer, model.cfg.max_position).items():
                 atomic.write_json(staging / name, content)
             atomic.write_json(staging / "mapnet_export.json", {
                 "source": str(ckpt.resolve()), "step": meta["step"], "tokenizer_sha256": meta["tokenizer_sha256"],
+                "cleaning": cleaning_record(run.settings.preprocess),
                 "mapnet_version": __version__, "created": datetime.now(timezone.utc).isoformat(timespec="seconds")})
             atomic.publish_dir(staging, out, overwrite=overwrite)
     except BaseException:
@@ -163,4 +174,4 @@ def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = 
     return out
 
 
-__all__ = ["export", "hf_config", "hf_state_dict", "tokenizer_files", "write_tokenizer"]
+__all__ = ["export", "cleaning_record", "hf_config", "hf_state_dict", "tokenizer_files", "write_tokenizer"]

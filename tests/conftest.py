@@ -60,3 +60,12 @@ def trained_runs(tmp_path_factory) -> dict[str, Path]:
     from trained_runs import trained_runs as build
 
     return build(tmp_path_factory.mktemp("trained"))
+
+
+@pytest.fixture(scope="session")
+def pretrained_tiny(tmp_path_factory, shared_data) -> Path:
+    """A `tiny` run pretrained on real text (books) through preprocess -> shard -> pretrain (200 steps; its shards
+    are the sibling folder "shards"). For finetune-glue's and export's real-text tests."""
+    from trained_runs import pretrain_tiny
+
+    return pretrain_tiny(tmp_path_factory.mktemp("pretrained"), shared_data)

@@ -16,6 +16,7 @@ from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.export import export, hf_config, hf_state_dict
 from mapnet_cli.model.bert import BertConfig, BertForMLM
+from mapnet_cli.settings import Settings
 from tiny_shards import SPECIAL_IDS
 
 transformers = pytest.importorskip("transformers")
@@ -148,3 +149,118 @@ def test_fill_mask_pipeline_works_on_typed_text_from_a_trained_export(synthetic_
     top = torch.softmax(logits.float(), -1).topk(3)
     assert [p["token"] for p in predictions] == top.indices.tolist()
     assert [p["score"] for p in predictions] == pytest.approx(top.values.tolist(), abs=1e-4)
+
+
+# ---------------------------------------------------------------- a user's round trip on real text (issue 36)
+CASED_PUNCTUATED = 'He said: "It\'s Mr. Smith\'s, not Emma\'s... (I think)." She didn\'t!'
+
+
+@pytest.fixture(scope="module")
+def real_exports(pretrained_tiny, tmp_path_factory) -> dict[str, tuple[Path, Path]]:
+    """{norm: (checkpoint, export folder)}: `pretrained_tiny` (pre-LN: tiny's "fast" recipe; 200 steps on books,
+    the paper's cleaning) and a post-LN run of a few steps on the same shards, each exported."""
+    from trained_runs import train_tiny_run
+
+    root = tmp_path_factory.mktemp("real-exports")
+    post_ln = train_tiny_run(root / "post-ln", pretrained_tiny.parent / "shards", "uniform", "model.norm=post",
+                             "model.max_position=128", "shard.max_seq_len=128", "train.steps=4",
+                             "train.checkpoint_every=4")
+    out = {}
+    for run in (pretrained_tiny, post_ln):
+        ckpt = checkpoint.latest_checkpoint(run)
+        norm = checkpoint.read_config(ckpt)["model"]["norm"]
+        out[norm] = ckpt, export(run, root / f"hf-{norm}")
+    assert set(out) == {"pre", "post"}
+    return out
+
+
+def mapnet_ids(ckpt: Path, texts: list[str]) -> list[list[int]]:
+    """[CLS] + mapnet's own ids (finetune-glue's TextEncoder: the run's cleaning and tokenizer) + [SEP]."""
+    from mapnet_cli.evaluation.glue.encode import TextEncoder
+
+    enc = TextEncoder(ckpt / "tokenizer.json", checkpoint.load_settings(ckpt).preprocess, 128)
+    return [[enc.cls_id, *ids.tolist(), enc.sep_id] for ids in enc.tokenise(texts)]
+
+
+@pytest.mark.slow
+def test_fill_mask_on_typed_text_returns_real_words(real_exports):
+    ckpt, folder = real_exports["pre"]  # the one trained for 200 steps
+    tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+    text = "The capital of France is [MASK]."
+    ids = tok(text)["input_ids"]
+    before, after = mapnet_ids(ckpt, ["The capital of France is", "."])
+    assert ids == [*before[:-1], tok.mask_token_id, *after[1:]]  # what pretraining would have read
+    assert tok.unk_token_id not in ids
+    fill = transformers.pipeline("fill-mask", model=str(folder), tokenizer=str(folder), device="cpu", top_k=5)
+    predictions = fill(text)
+    tokens = [p["token_str"] for p in predictions]
+    not_words = set(tok.all_special_ids) | {tok.convert_tokens_to_ids("\u2581")}  # [UNK], [CLS] ..., a bare "▁"
+    assert not not_words & {p["token"] for p in predictions}, tokens
+    assert any(t.strip().isalpha() for t in tokens), tokens  # words, not only punctuation
+    model = checkpoint.load_model(ckpt)[0].eval()
+    with torch.no_grad():
+        logits = model(torch.tensor([ids]))[0, ids.index(tok.mask_token_id)]
+    assert [p["token"] for p in predictions] == logits.topk(5).indices.tolist()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("norm, cls", [("post", "BertForSequenceClassification"),
+                                       ("pre", "RobertaPreLayerNormForSequenceClassification")])
+def test_sequence_classification_loads_and_fine_tunes_a_step(real_exports, norm, cls):
+    _, folder = real_exports[norm]
+    tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(str(folder), num_labels=2)
+    assert type(model).__name__ == cls
+    batch = tok(["A gripping, funny film.", "Dull; I left early."], ["Yes.", "No!"], padding=True, return_tensors="pt")
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    before = [p.detach().clone() for p in model.parameters()]
+    loss = model(**batch, labels=torch.tensor([1, 0])).loss
+    loss.backward()
+    opt.step()
+    assert torch.isfinite(loss)
+    assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters()) if b.grad is not None)
+    assert sum(b.grad is not None for b in model.parameters()) == len(before)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_cased_punctuated_sentence_gets_mapnets_outputs(real_exports, norm):
+    ckpt, folder = real_exports[norm]
+    tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+    ids = tok(CASED_PUNCTUATED)["input_ids"]
+    assert ids == mapnet_ids(ckpt, [CASED_PUNCTUATED])[0]
+    assert tok.unk_token_id not in ids
+    hf = transformers.AutoModelForMaskedLM.from_pretrained(str(folder)).eval()
+    model = checkpoint.load_model(ckpt)[0].eval()
+    with torch.no_grad():
+        theirs = hf(**tok(CASED_PUNCTUATED, return_tensors="pt")).logits[0]
+        ours = model(torch.tensor([ids]))[0]
+    torch.testing.assert_close(theirs, ours, atol=1e-4, rtol=1e-4)
+
+
+def test_export_records_its_cleaning_and_preprocess_will_not_clean_twice(ckpt, tmp_path):
+    from mapnet_cli.data.preprocess import run_preprocess
+    from mapnet_cli.settings import resolve
+
+    out = export(ckpt[0], tmp_path / "hf")
+    assert json.loads((out / "mapnet_export.json").read_text())["cleaning"] == {
+        "normalize_punctuation": True, "moses_tokenize": True, "moses_lang": "en", "lowercase": True}
+    # A BPE export (the tiny run's tokenizer is a WordLevel one, which preprocess does not reuse), written as export
+    # writes its tokenizer and record.
+    from mapnet_cli.data.bpe import save_tokenizer, train_tokenizer
+    from mapnet_cli.export import cleaning_record, write_tokenizer
+
+    (tmp_path / "text.txt").write_text("It's a cat. And a dog, a cat!\n\nA dog.\n", encoding="utf-8")
+    save_tokenizer(train_tokenizer([tmp_path / "text.txt"], 300, 1), tmp_path / "bpe.json")
+    bpe_export = tmp_path / "bpe-export"
+    bpe_export.mkdir()
+    write_tokenizer(tmp_path / "bpe.json", bpe_export / "tokenizer.json", Settings().preprocess)
+    (bpe_export / "mapnet_export.json").write_text(json.dumps({"cleaning": cleaning_record(Settings().preprocess)}))
+    reuse = {"tokenizer": str(bpe_export / "tokenizer.json"), "workers": 1}
+    with pytest.raises(MapnetError, match="cleans text itself.*--bert-text"):
+        run_preprocess([tmp_path / "text.txt"], tmp_path / "prep", resolve(None, {"preprocess": reuse}))
+    assert not (tmp_path / "prep").exists()
+    bert_text = reuse | {"normalize_punctuation": False, "moses_tokenize": False, "lowercase": False}
+    run_preprocess([tmp_path / "text.txt"], tmp_path / "prep", resolve(None, {"preprocess": bert_text}))
+    lines = (tmp_path / "prep" / "sentences" / "part-00000.txt").read_text().split("\n")
+    assert lines[:2] == ["It's a cat.", "And a dog, a cat!"]  # raw: the export's tokenizer cleans them

@@ -35,6 +35,7 @@ from ..settings import PreprocessSettings, Settings
 from . import bpe
 from .inputs import InputFile, ReadStats, discover, invalid_utf8_count
 from .readers import InputReader
+from .cleaning import METASPACE, refuse_cleaning_twice, word_marker
 from .textproc import TextProcessor, import_spacy
 
 SCHEMA = "mapnet.preprocess/1"
@@ -138,14 +139,15 @@ class PartWriter:
 
 # ---------------------------------------------------------------- workers
 _settings: PreprocessSettings | None = None
+_marker: str | None = None
 _processor: TextProcessor | None = None
 
 
-def _init_worker(settings: PreprocessSettings) -> None:
+def _init_worker(settings: PreprocessSettings, marker: str | None) -> None:
     # Ctrl-C goes to the whole process group: the main process alone decides how to stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    global _settings, _processor
-    _settings, _processor = settings, None  # a forked worker must not reuse the parent's processor
+    global _settings, _marker, _processor
+    _settings, _marker, _processor = settings, marker, None  # a forked worker must not reuse the parent's processor
 
 
 def _work(texts: list[str]) -> tuple[list[list[str]], int]:
@@ -153,7 +155,7 @@ def _work(texts: list[str]) -> tuple[list[list[str]], int]:
     if _processor is None:
         # Built on first use, not in the initializer: a failure here reaches the main process
         # as this task's exception (with its message) instead of a bare "pool is broken".
-        _processor = TextProcessor(_settings)
+        _processor = TextProcessor(_settings, _marker)
     results = _processor.process(texts)
     return [r.sentences for r in results], sum(r.sentences_cut for r in results)
 
@@ -183,11 +185,11 @@ def _batches(items: Iterator[tuple[int, str | None]]) -> Iterator[_Batch]:
         yield batch
 
 
-def _ordered_results(batches: Iterator[_Batch], settings: PreprocessSettings, workers: int):
+def _ordered_results(batches: Iterator[_Batch], settings: PreprocessSettings, marker: str | None, workers: int):
     """(batch, (sentences per piece, cut count)) in input order, at most 2 x workers batches in flight."""
     if workers == 1:  # in-process: no pickling, easy to profile
-        global _settings, _processor
-        _settings, _processor = settings, None
+        global _settings, _marker, _processor
+        _settings, _marker, _processor = settings, marker, None
         for batch in batches:
             try:
                 result = _work(batch.texts)
@@ -203,7 +205,7 @@ def _ordered_results(batches: Iterator[_Batch], settings: PreprocessSettings, wo
     # would need (the CLI's progress bar refreshes from the main thread for this reason).
     import_spacy()
     ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(settings,))
+    pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(settings, marker))
     pending: deque = deque()
     try:
         for batch in batches:
@@ -251,6 +253,9 @@ def run_preprocess(
     if not files:
         raise MapnetError("no input files found in " + ", ".join(map(str, inputs)))
     reused = bpe.load_tokenizer(pre.tokenizer) if pre.tokenizer else None  # fail before hours of work
+    if reused is not None:
+        refuse_cleaning_twice(Path(pre.tokenizer), pre)
+    marker = word_marker(reused) if reused is not None else METASPACE  # a trained tokenizer is Metaspace BPE
     workers = pre.workers or os.cpu_count() or 1
 
     with staged_output(out, overwrite) as staging:
@@ -261,7 +266,7 @@ def run_preprocess(
         total_bytes = sum(f.size for f in files)
         sentences_cut = 0
         docs_per_input = [0] * len(files)
-        for batch, (sentences, cut) in _ordered_results(_batches(iter(feed)), pre, workers):
+        for batch, (sentences, cut) in _ordered_results(_batches(iter(feed)), pre, marker, workers):
             sentences_cut += cut
             results = iter(sentences)
             for idx, text in batch.items:

@@ -1,4 +1,4 @@
-"""Text pieces -> cleaned sentences: spaCy sentence split, Moses normalise, tokenise, lower-case.
+"""Text pieces -> cleaned sentences: spaCy sentence split, then the run's cleaning (`cleaning.Cleaner`).
 
 One `TextProcessor` per process (spaCy and sacremoses are slow to load and
 hold compiled regexes); `process(pieces)` turns a batch of text pieces into,
@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 
 from ..settings import PreprocessSettings
+from .cleaning import METASPACE, Cleaner
 
 
 @dataclass
@@ -57,20 +58,16 @@ def import_spacy():
 
 
 class TextProcessor:
-    """spaCy blank English with only the rule-based sentencizer, plus sacremoses."""
+    """spaCy blank English with only the rule-based sentencizer, plus the run's `cleaning.Cleaner`."""
 
-    def __init__(self, settings: PreprocessSettings):
-        from sacremoses import MosesPunctNormalizer, MosesTokenizer
-
+    def __init__(self, settings: PreprocessSettings, marker: str | None = METASPACE):
         self.settings = settings
+        self.cleaner = Cleaner(settings, marker)
         self._nlp = None
-        self.normalizer = MosesPunctNormalizer(lang=settings.moses_lang) if settings.normalize_punctuation else None
-        self.tokenizer = _fast_moses(MosesTokenizer)(lang=settings.moses_lang)
 
     @property
     def nlp(self):
-        """The sentence splitter, built on first use: `clean` (GLUE's one-sentence texts) never needs
-        spaCy, so fine-tuning runs where it is not installed and skips its slow import."""
+        """The sentence splitter, built on first use."""
         if self._nlp is None:
             # blank("en") has only the tokenizer; the sentencizer splits on punctuation rules.
             # No tagger/parser: they are slow and the paper needs sentences only.
@@ -81,9 +78,8 @@ class TextProcessor:
         return self._nlp
 
     def process(self, pieces: list[str]) -> list[PieceResult]:
-        if self.normalizer is not None:
-            # Normalising the whole piece first is one regex pass instead of one per sentence.
-            pieces = [self.normalizer.normalize(p) for p in pieces]
+        # Normalising the whole piece first is one regex pass instead of one per sentence.
+        pieces = [self.cleaner.normalize(p) for p in pieces]
         results = []
         for piece, doc in zip(pieces, self.nlp.pipe(pieces, batch_size=64)):
             result = PieceResult([])
@@ -93,25 +89,11 @@ class TextProcessor:
                 parts = cut_at_whitespace(text, self.settings.max_sentence_chars)
                 result.sentences_cut += len(parts) - 1
                 for part in parts:
-                    line = self.clean(part)
+                    line = self.cleaner.line(part)
                     if line:
                         result.sentences.append(line)
             results.append(result)
         return results
-
-    def clean(self, sentence: str) -> str:
-        """One sentence -> Moses tokens joined by single spaces (lower-cased if asked).
-
-        Without `moses_tokenize` (`preprocess --bert-text`) the sentence keeps its own spacing: a
-        WordPiece tokenizer's pre-tokenizer splits punctuation itself, as in BERT's pretraining."""
-        # Tokenise before lower-casing: Moses' non-breaking prefixes ("Mr.", "U.S.") are case-sensitive.
-        line = self.tokenizer.tokenize(sentence, return_str=True, escape=False) if self.settings.moses_tokenize else sentence
-        if self.settings.lowercase:
-            line = line.lower()
-        # "▁" is the BPE word-boundary marker: a literal one would not survive decode(encode(line)).
-        line = line.replace("\u2581", "_")
-        # split/join removes every kind of whitespace (\r, \t, U+2028): one output line per sentence.
-        return " ".join(line.split())
 
 
 def _sentence_texts(piece: str, doc) -> list[str]:
@@ -129,22 +111,3 @@ def _sentence_texts(piece: str, doc) -> list[str]:
         if text:
             out.append(text)
     return out
-
-
-def _fast_moses(base):
-    """MosesTokenizer with its character-class tests on prebuilt sets (same results).
-
-    sacremoses rebuilds a 10k-character set on every `isanyalpha`/`islower` call.
-    """
-
-    class FastMosesTokenizer(base):
-        _alpha = frozenset(base.IsAlpha)
-        _lower = frozenset(base.IsLower)
-
-        def islower(self, text):
-            return self._lower.issuperset(text)
-
-        def isanyalpha(self, text):
-            return not self._alpha.isdisjoint(text)
-
-    return FastMosesTokenizer

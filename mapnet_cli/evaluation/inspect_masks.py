@@ -120,9 +120,10 @@ def load_table(run) -> AdaptiveTable | None:
 # ---------------------------------------------------------------- inputs
 def text_rows(text: str, tokenizer, preprocess_settings, max_len: int, limit: int) -> list[list[int]]:
     """[CLS] + the BPE ids of one processed sentence + [SEP], per sentence, at most `limit` rows."""
+    from ..data.cleaning import word_marker
     from ..data.textproc import TextProcessor  # spaCy + sacremoses: only when free text is given
 
-    processor = TextProcessor(preprocess_settings)
+    processor = TextProcessor(preprocess_settings, word_marker(tokenizer))  # split as preprocess did, then cleaned
     rows = []
     for piece in (p for p in text.split("\n\n") if p.strip()):
         for sentence in processor.process([piece])[0].sentences:

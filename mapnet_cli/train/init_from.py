@@ -198,7 +198,7 @@ def sized_by(source: Source):
 def _encoding_identity(path: Path) -> str:
     """What decides what a token id means: the model (its vocabulary, and merges for BPE) and the added/special
     tokens' (id, content). The encoder pipeline around them is left out: `mapnet export` adds a [CLS]/[SEP]
-    post-processor, a Lowercase normaliser (lower-cased vocabulary) and lstrip on [MASK], and `shard` encodes
+    post-processor, the run's cleaning (normalizers and pre-tokenizers) and lstrip on [MASK], and `shard` encodes
     without specials, truncation or padding, so none of that makes an exported tokenizer foreign."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from glue_fixtures import make_checkpoint, make_glue_dir, pretrain_tiny
+from glue_fixtures import make_checkpoint, make_glue_dir
 
 
 @pytest.fixture
@@ -19,9 +19,3 @@ def fake_run(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("runs") / "fake-bert"
     make_checkpoint(run, steps=(100, 200))
     return run
-
-
-@pytest.fixture(scope="session")
-def pretrained_tiny(tmp_path_factory, shared_data) -> Path:
-    """A `tiny` run pretrained on real text (books) through preprocess -> shard -> pretrain."""
-    return pretrain_tiny(tmp_path_factory.mktemp("pretrained"), shared_data)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mapnet_cli.evaluation.glue.tasks import TASKS
+from trained_runs import pretrain_tiny  # noqa: F401  (moved to tests/trained_runs.py; kept importable from here)
 
 MNLI_DEV_HEADER = ("index", "promptID", "pairID", "genre", "sentence1_binary_parse", "sentence2_binary_parse",
                    "sentence1_parse", "sentence2_parse", "sentence1", "sentence2",
@@ -91,32 +92,3 @@ def make_checkpoint(run_dir: Path, steps=(100,), seed: int = 0, tokenizer_texts=
         out.append(save_checkpoint(run_dir, step, {"": model}, {}, cfg, settings.to_toml(), tok_path,
                                    sha256_file(tok_path)))
     return out
-
-
-
-BOOKS = ("austen-emma", "carroll-alice", "chesterton-brown")
-
-
-def pretrain_tiny(root: Path, shared_data: Path, lines_per_book: int = 4000, steps: int = 200) -> Path:
-    """preprocess a slice of shared books -> shard (seq len 128) -> pretrain `tiny`; returns the run folder."""
-    import gzip
-
-    from mapnet_cli import settings as settings_mod
-    from mapnet_cli.data.preprocess import run_preprocess
-    from mapnet_cli.data.shard_writer import run_shard
-    from mapnet_cli.train import pretrain
-
-    text = []
-    for name in BOOKS:
-        with gzip.open(shared_data / "books" / f"{name}.txt.gz", "rt", encoding="utf-8") as fh:
-            text.extend(fh.read().split("\n")[:lines_per_book])
-    (root / "books.txt").write_text("\n".join(text), encoding="utf-8")
-    settings = settings_mod.resolve(overrides={"model": {"preset": "tiny"}}, assignments=[
-        "preprocess.vocab_size=2048", "preprocess.workers=1", "shard.max_seq_len=128", "shard.valid_fraction=0.02",
-        "model.max_position=128", f"train.steps={steps}", "train.batch_size=16", "train.device=cpu",
-        "train.eval_every=0", "train.eval_sequences=16", f"train.checkpoint_every={steps}", "train.keep_steps=[]",
-        "optim.warmup_steps=20", "optim.lr=1e-3", "train.seed=0", "logging.progress=false"])
-    run_preprocess([root / "books.txt"], root / "prep", settings)
-    run_shard(root / "prep", root / "shards", settings)
-    pretrain(settings, root / "shards", root / "tiny")
-    return root / "tiny"

@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -231,11 +232,12 @@ def _tokenizer_source(tokenizer: Path) -> init_from.Source:
 
 
 def test_exported_tokenizer_counts_as_the_shards_tokenizer(shards, tmp_path):
-    """`export` adds a post-processor, a Lowercase normaliser and lstrip on [MASK]: ids still mean the same words."""
+    """`export` adds a post-processor, the cleaning (normalizers, pre-tokenizers) and lstrip on [MASK]: ids still mean the
+    same words."""
     from mapnet_cli.export import write_tokenizer
 
     exported = tmp_path / "tokenizer.json"
-    write_tokenizer(shards / "tokenizer.json", exported, lowercase=True)
+    write_tokenizer(shards / "tokenizer.json", exported, Settings().preprocess)
     doc = json.loads(exported.read_text())
     assert doc["normalizer"] is not None and any(t.get("lstrip") for t in doc["added_tokens"])
     init_from.check_tokenizer(_tokenizer_source(exported), shards / "tokenizer.json", "the shards")
@@ -412,3 +414,72 @@ def test_two_gloo_processes_start_from_source_as_one(shards, hf_folder, tmp_path
     a, b = (metrics(tmp_path / name, "eval") for name in ("one", "two"))
     assert [r["eval_loss"] for r in b] == pytest.approx([r["eval_loss"] for r in a], rel=1e-5)
     assert json.loads((tmp_path / "two" / "run.json").read_text())["init_from"]["kind"] == "huggingface"
+
+
+# ---------------------------------------------------------------- continued pretraining reads text as BERT does
+@pytest.fixture(scope="module")
+def bert_folders(shared_data, tmp_path_factory) -> dict[str, Path]:
+    """{"uncased", "cased"}: local Hugging Face BERT folders as `save_pretrained` writes them: a WordPiece
+    vocabulary trained on real text (tokenizers), BertTokenizerFast's tokenizer.json, a BertForMaskedLM."""
+    from tokenizers import BertWordPieceTokenizer
+
+    from real_text import training_text
+
+    paragraphs = training_text(shared_data)[:3000]
+    root = tmp_path_factory.mktemp("bert-folders")
+    out = {}
+    for name in ("uncased", "cased"):
+        wordpiece = BertWordPieceTokenizer(lowercase=name == "uncased")
+        wordpiece.train_from_iterator(paragraphs, vocab_size=3000, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]",
+                                                                                  "[MASK]"])
+        folder = root / name
+        folder.mkdir()
+        wordpiece.save_model(str(folder))  # vocab.txt
+        tok = transformers.BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=name == "uncased")
+        tok.save_pretrained(folder)
+        torch.manual_seed(0)
+        transformers.BertForMaskedLM(transformers.BertConfig(
+            vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+            max_position_embeddings=64)).save_pretrained(folder)
+        out[name] = folder
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["uncased", "cased"])
+def test_bert_text_path_gives_berts_own_ids_on_real_text(case, bert_folders, shared_data, tmp_path):
+    """Issue 36, item 5: what continuing pretraining from a BERT reads (`preprocess --tokenizer BERT/tokenizer.json
+    --bert-text`: spaCy's sentences, mapnet's cleaning, then `shard`'s encoding) is, document by document, the ids
+    BERT's own tokenizer gives the raw text (2,000 real sentences: GLUE, Wikipedia, books, BLiMP; and a "▁",
+    which mapnet's BPE cleaning would make "_")."""
+    from mapnet_cli.data.preprocess import run_preprocess
+    from mapnet_cli.data.preprocessed import open_preprocessed
+    from mapnet_cli.data.shard_writer import encode_lines
+    from mapnet_cli.settings import resolve
+    from real_text import real_sentences
+
+    folder = bert_folders[case]
+    texts = [" ".join(text.split()) for _, text in real_sentences(shared_data)]  # one document per line
+    texts.append("Typed as key\u2581value, as BERT reads it.")
+    (tmp_path / "docs.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    settings = resolve(None, {"preprocess": {"tokenizer": str(folder / "tokenizer.json"), "lowercase": False,
+                                             "normalize_punctuation": False, "moses_tokenize": False}},
+                       ["preprocess.doc_separator=line", "preprocess.workers=1"])
+    run_preprocess([tmp_path / "docs.txt"], tmp_path / "prep", settings)
+    init_from.check_tokenizer(init_from.open_source(folder), tmp_path / "prep" / "tokenizer.json", "the corpus")
+    by_doc: dict[int, list[str]] = {}
+    for chunk in open_preprocessed(tmp_path / "prep").chunks():
+        for line, doc in zip(chunk.lines, chunk.doc_index):
+            by_doc.setdefault(int(doc), []).append(line)
+    assert len(by_doc) == len(texts)
+    docs = [by_doc[d] for d in sorted(by_doc)]
+    flat, lengths = encode_lines(str(tmp_path / "prep" / "tokenizer.json"), [ln for doc in docs for ln in doc])
+    ends = np.cumsum(lengths)[np.cumsum([len(doc) for doc in docs]) - 1]  # where each document's ids end
+    ids = [flat[a:b].tolist() for a, b in zip([0, *ends[:-1]], ends)]
+    bert = transformers.AutoTokenizer.from_pretrained(str(folder))
+    theirs = bert(texts, add_special_tokens=False)["input_ids"]
+    differing = [t for t, a, b in zip(texts, ids, theirs) if a != b]
+    assert not differing, differing[:3]
+    # Not vacuous: capitals and punctuation reach the tokenizer as typed (BERT lower-cases when uncased).
+    lines = [ln for d in by_doc.values() for ln in d]
+    assert any(ln[:1].isupper() for ln in lines) and any(ln.endswith(".") and ln[-2:-1].isalpha() for ln in lines)

@@ -2,10 +2,11 @@
 
 Each text goes through the checkpoint's own cleaning (Moses punctuation
 normalisation, Moses tokenisation, lower-casing, per its `preprocess`
-settings, through the very `TextProcessor.clean` that preprocessing used)
-and its own `tokenizer.json`. No sentence splitting: a GLUE field is one
-sentence or a short passage, and Moses treats a multi-sentence line the same
-way it treats its sentences one by one.
+settings, through `data/cleaning.Cleaner`, the one cleaning path that
+preprocessing and `mapnet export` share) and its own `tokenizer.json`. No
+sentence splitting: a GLUE field is one sentence or a short passage, and
+Moses treats a multi-sentence line the same way it treats its sentences one
+by one.
 
 Inputs are `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`. There are no
 token-type (segment) ids: the model has no segment embeddings (pretraining
@@ -30,7 +31,7 @@ import numpy as np
 from ...atomic import sha256_file
 from ...errors import MapnetError
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: moses_tokenize in the key; no "▁" -> "_" for a WordPiece tokenizer
 SPECIALS = {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]"}
 
 
@@ -66,19 +67,17 @@ class TextEncoder:
         self.settings = preprocess_settings
         self.max_len = max_len
         self.cache_dir = cache_dir
-        self._processor = None
+        self._cleaner = None
         self._tokenizer_sha = sha256_file(tokenizer_path)
 
     # ------------------------------------------------------------ cleaning + tokenising
     def _clean_all(self, texts: list[str]) -> list[str]:
-        if self._processor is None:
-            # Imported here: sacremoses loads slowly and only this path needs it (spaCy is never loaded here).
-            from ...data.textproc import TextProcessor
+        if self._cleaner is None:
+            # Imported here: sacremoses loads slowly and only this path needs it.
+            from ...data.cleaning import Cleaner, word_marker
 
-            self._processor = TextProcessor(self.settings)
-        proc = self._processor
-        norm = proc.normalizer.normalize if proc.normalizer is not None else (lambda t: t)
-        return [proc.clean(norm(t)) for t in texts]
+            self._cleaner = Cleaner(self.settings, word_marker(self.tokenizer))
+        return self._cleaner(texts)
 
     def _tokenise(self, texts: list[str]) -> list[np.ndarray]:
         cleaned = self._clean_all(texts)
@@ -88,7 +87,8 @@ class TextEncoder:
     def _cache_key(self, texts: list[str]) -> str:
         h = hashlib.sha256()
         meta = {"v": CACHE_VERSION, "tok": self._tokenizer_sha,
-                "clean": {k: getattr(self.settings, k) for k in ("lowercase", "normalize_punctuation", "moses_lang")}}
+                "clean": {k: getattr(self.settings, k)
+                          for k in ("lowercase", "normalize_punctuation", "moses_tokenize", "moses_lang")}}
         h.update(json.dumps(meta, sort_keys=True).encode())
         for t in texts:
             h.update(t.encode("utf-8"))

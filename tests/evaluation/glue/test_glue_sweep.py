@@ -53,14 +53,13 @@ class Counting(Events):
 
 # ---------------------------------------------------------------- encoding
 def test_encoder_cleans_like_pretraining_and_lays_out_pairs(fake_run):
-    from mapnet_cli.data.textproc import TextProcessor
+    from mapnet_cli.data.cleaning import Cleaner
 
     (ref,) = find_checkpoints([fake_run])
     st = settings_mod.Settings().preprocess
     enc = TextEncoder(ref.path / "tokenizer.json", st, max_len=12)
     raw = "The CAT sat, didn't it?"
-    proc = TextProcessor(st)
-    cleaned = proc.clean(proc.normalizer.normalize(raw))
+    (cleaned,) = Cleaner(st)([raw])
     assert cleaned == cleaned.lower() and " , " in cleaned  # lower-cased and Moses-tokenised
     a = enc.tokenise([raw])[0]
     assert a.tolist() == enc.tokenizer.encode(cleaned, add_special_tokens=False).ids
