@@ -5,19 +5,25 @@
 # 200 steps) of every run, and the random-init and unigram controls of each seed.
 #
 #   bash docs/results/blimp_arms_cpu.sh OUT train     # one one-thread lane: 33 runs (~3 h beside other work)
+#   bash docs/results/blimp_arms_cpu.sh OUT adaptive  # a second lane: the four adaptive arms (12 runs, T = 50)
 #   bash docs/results/blimp_arms_cpu.sh OUT score     # the compare over every arm with BLiMP (reuses the runs)
 #   bash docs/results/blimp_arms_cpu.sh OUT smoke     # the same commands on the embedded data, a few steps
 set -euo pipefail
 OUT=$(realpath -m "$1"); WHICH=${2:-train}
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
 source docs/results/lanes.sh
-ARMS=uniform,uniform@0.3,mapnet-ht-lite,uniform@0.4,mapnet-ht,whole-word,span,pmi,mapnet,stratified,frequency-ht
-BLIMP=(--blimp ../shared/data/blimp --blimp-pairs "${BLIMP_PAIRS:-200}" --blimp-every-checkpoint)
+SECTION_A=uniform,uniform@0.3,mapnet-ht-lite,uniform@0.4,mapnet-ht,whole-word,span,pmi,mapnet,stratified,frequency-ht
+ADAPTIVE=adaptive,adaptive-soft,adaptive-ht,adaptive-soft-ht
+ARMS=$SECTION_A,$ADAPTIVE
+# The adaptive arms' table period for a 1,200-step run (README, "T for short runs"); compare gives it to them only.
+PERIOD=(--set masking.adaptive_every=50)
+BLIMP=(--blimp ../shared/data/blimp --blimp-pairs "${BLIMP_PAIRS:-100}" --blimp-every-checkpoint)
 if [[ $WHICH == smoke ]]; then
     smoke_shards "$OUT"
     SHARDS=$OUT/shards; STEPS=4; SEEDS=2
     RUN=("${SMOKE_RUN[@]}")
     BLIMP=(--blimp ../shared/data/blimp --blimp-pairs 2 --blimp-every-checkpoint)
+    PERIOD=(--set masking.adaptive_every=2)
 else
     RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
     bash docs/results/real_text_shards.sh "$RT"
@@ -32,10 +38,13 @@ else
 fi
 mkdir -p "$OUT"
 if [[ $WHICH == train || $WHICH == smoke ]]; then
-    lane "$OUT" a "$SHARDS" "$ARMS" --seeds "$SEEDS" --steps "$STEPS" "${RUN[@]}"
-    gather "$OUT" "$OUT/arms"
+    lane "$OUT" a "$SHARDS" "$SECTION_A" --seeds "$SEEDS" --steps "$STEPS" "${RUN[@]}"
+fi
+if [[ $WHICH == adaptive || $WHICH == smoke ]]; then
+    lane "$OUT" b "$SHARDS" "$ADAPTIVE" --seeds "$SEEDS" --steps "$STEPS" "${RUN[@]}" "${PERIOD[@]}"
 fi
 if [[ $WHICH == score || $WHICH == smoke ]]; then
+    gather "$OUT" "$OUT/arms"
     "${mapnet[@]}" compare "$SHARDS" --out "$OUT/arms" --strategies "$ARMS" --seeds "$SEEDS" --steps "$STEPS" "${RUN[@]}" \
-        "${BLIMP[@]}" 2>&1 | tee "$OUT/arms.log"
+        "${PERIOD[@]}" "${BLIMP[@]}" 2>&1 | tee "$OUT/arms.log"
 fi
