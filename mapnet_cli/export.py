@@ -51,7 +51,6 @@ from .train.run_loader import load_run
 SPECIAL_TOKENS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
                   "mask_token": "[MASK]"}
 TYPE_VOCAB_SIZE = 2
-CLEANING = ("normalize_punctuation", "moses_tokenize", "moses_lang", "lowercase")  # preprocess settings written in
 
 
 def hf_config(model: BertForMLM) -> dict:
@@ -144,7 +143,9 @@ def write_tokenizer(source: Path, path: Path, preprocess_settings) -> None:
 
 def cleaning_record(preprocess_settings) -> dict:
     """The settings that decide the exported tokenizer's cleaning, for mapnet_export.json."""
-    return {k: getattr(preprocess_settings, k) for k in CLEANING}
+    from .data.cleaning import cleaning_settings
+
+    return cleaning_settings(preprocess_settings)
 
 
 def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = False) -> Path:
@@ -165,7 +166,7 @@ def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = 
                 atomic.write_json(staging / name, content)
             atomic.write_json(staging / "mapnet_export.json", {
                 "source": str(ckpt.resolve()), "step": meta["step"], "tokenizer_sha256": meta["tokenizer_sha256"],
-                "cleaning": cleaning_record(run.settings.preprocess),
+                "cleaning": cleaning_record(run.settings.preprocess), "pretraining_seed": run.settings.train.seed,
                 "mapnet_version": __version__, "created": datetime.now(timezone.utc).isoformat(timespec="seconds")})
             atomic.publish_dir(staging, out, overwrite=overwrite)
     except BaseException:

@@ -25,6 +25,16 @@ from pathlib import Path
 from ..errors import MapnetError
 from .bpe import METASPACE  # mapnet's BPE word-boundary marker, "▁"
 
+# The preprocess settings that decide how text is cleaned: they belong to a corpus (`shard` records them
+# in its settings.toml), and every reader of that corpus's models (a run, its export, its evaluators) must
+# use the corpus's values, never defaults of its own.
+CLEANING = ("normalize_punctuation", "moses_tokenize", "moses_lang", "lowercase")
+
+
+def cleaning_settings(preprocess_settings) -> dict:
+    """{setting: value} of the CLEANING settings of a `preprocess` section."""
+    return {k: getattr(preprocess_settings, k) for k in CLEANING}
+
 
 def word_marker(tokenizer) -> str | None:
     """The character `tokenizer` (a tokenizers.Tokenizer) writes for a space, if it has one (Metaspace: "▁").

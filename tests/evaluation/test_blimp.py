@@ -162,3 +162,22 @@ def test_unknown_paradigm_and_method_are_refused(fake_run, blimp_dir, tmp_path):
     result = CliRunner().invoke(app, ["blimp", str(fake_run), "--data", str(blimp_dir), "--out", str(tmp_path / "o.json"),
                                       "--method", "l2r"])
     assert result.exit_code != 0 and "method must be one of pll, word-l2r" in str(result.exception)
+
+
+def test_an_exported_folder_scores_as_its_checkpoint(pretrained_tiny, blimp_dir, tmp_path):
+    """The export's tokenizer.json reproduces the run's cleaning and its weights map back exactly: the same ids,
+    the same scores, pair for pair. Its training shards are not recorded there: --shards gives them."""
+    from mapnet_cli.export import export
+    from mapnet_cli.train.run_loader import recorded_shards
+
+    folder = export(pretrained_tiny, tmp_path / "hf")
+    suite = load_suite(blimp_dir, 10, PARADIGMS)
+    ckpt, hf = find_targets([pretrained_tiny])[-1], find_targets([folder])[0]
+    assert hf.step is None and hf.label == "hf" and hf.shards is None
+    sentences = suite.sentences()
+    assert [s.tolist() for s in hf.text.tokenise(sentences)] == [s.tolist() for s in ckpt.text.tokenise(sentences)]
+    shards = recorded_shards(pretrained_tiny / "run.json")
+    a = blimp_run([pretrained_tiny], suite)
+    b = blimp_run([folder], suite, shards=shards)
+    strip = lambda doc: [{k: m[k] for k in ("init", "accuracy", "paradigms")} for m in doc["models"]]  # noqa: E731
+    assert strip(a) == strip(b)

@@ -57,8 +57,10 @@ def mapnet_text(ckpt: Path, settings) -> TextPath:
     from ..glue.encode import TextEncoder
     from .scoring import word_starts
 
+    from ...data.cleaning import cleaning_settings
+
     encoder = TextEncoder(ckpt / "tokenizer.json", settings.preprocess, max_len=1 << 30)
-    clean = {k: getattr(settings.preprocess, k) for k in ("lowercase", "normalize_punctuation", "moses_lang", "moses_tokenize")}
+    clean = cleaning_settings(settings.preprocess)
     key = hashlib.sha256(json.dumps({"tok": sha256_file(ckpt / "tokenizer.json"), "clean": clean}, sort_keys=True).encode()).hexdigest()
     cls_id, sep_id, mask_id = _specials(encoder.tokenizer, ckpt / "tokenizer.json")
     return TextPath(key, encoder.tokenise, cls_id, sep_id, mask_id, word_starts(encoder.tokenizer))
@@ -122,9 +124,21 @@ def _hf_target(folder: Path) -> Target:
 
     source = open_source(folder)  # what --init-from accepts: a BERT or pre-LN RoBERTa MLM folder, safetensors only
     a = source.arch
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    init_std = config.get("initializer_range", 0.02)
     cfg = BertConfig(vocab_size=a["vocab_size"], layers=a["layers"], hidden=a["hidden"], heads=a["heads"],
-                     intermediate=a["intermediate"], max_position=a["max_position"], dropout=0.0, attention_dropout=0.0,
-                     layer_norm_eps=a["layer_norm_eps"], pad_id=a["pad_id"], norm=a["norm"])
+                     intermediate=a["intermediate"], max_position=a["max_position"],
+                     dropout=float(config.get("hidden_dropout_prob", 0.1)),
+                     attention_dropout=float(config.get("attention_probs_dropout_prob", 0.1)),
+                     layer_norm_eps=a["layer_norm_eps"], init_std=float(init_std), pad_id=a["pad_id"], norm=a["norm"])
+    # A mapnet export records its pretraining seed: its random control is then the checkpoint's own.
+    seed = 0
+    record = folder / "mapnet_export.json"
+    if record.is_file():
+        try:
+            seed = int(json.loads(record.read_text(encoding="utf-8")).get("pretraining_seed", 0))
+        except (OSError, ValueError, TypeError, AttributeError):
+            raise MapnetError(f"{record} is unreadable or not a mapnet export record") from None
 
     def build():
         with torch.random.fork_rng(devices=[]):
@@ -135,12 +149,12 @@ def _hf_target(folder: Path) -> Target:
             raise MapnetError(f"{folder} has no MLM head (a BertModel): BLiMP scores the masked-LM's own predictions")
         return model
 
-    # An exported folder does not record its pretraining seed: its random control uses seed 0.
     return Target(folder.name, None, sha256_file(source.weights), folder.resolve(), "pretrained", hf_text(folder), build,
-                  cfg.to_dict(), 0, None)
+                  cfg.to_dict(), seed, None)
 
 
 def _mapnet_targets(path: Path) -> list[Target]:
+    from ...data.cleaning import cleaning_settings
     from ...model.bert import BertConfig
     from ...model.checkpoint import load_settings, read_config
     from ...train.run_loader import load_run, recorded_shards
@@ -150,8 +164,7 @@ def _mapnet_targets(path: Path) -> list[Target]:
     texts: dict[tuple, TextPath] = {}
     for ref in find_checkpoints(every=[path]):
         settings = load_settings(ref.path)
-        cleaning = (sha256_file(ref.path / "tokenizer.json"),
-                    *(getattr(settings.preprocess, k) for k in ("lowercase", "normalize_punctuation", "moses_lang", "moses_tokenize")))
+        cleaning = (sha256_file(ref.path / "tokenizer.json"), *cleaning_settings(settings.preprocess).values())
         text = texts.get(cleaning) or texts.setdefault(cleaning, mapnet_text(ref.path, settings))
         arch = BertConfig.from_dict({"norm": "post", **read_config(ref.path)["model"]}).to_dict()
 
