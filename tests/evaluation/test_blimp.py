@@ -181,3 +181,11 @@ def test_an_exported_folder_scores_as_its_checkpoint(pretrained_tiny, blimp_dir,
     b = blimp_run([folder], suite, shards=shards)
     strip = lambda doc: [{k: m[k] for k in ("init", "accuracy", "paradigms")} for m in doc["models"]]  # noqa: E731
     assert strip(a) == strip(b)
+
+
+def test_the_unigram_control_refuses_shards_of_another_tokenizer(fake_run, pretrained_tiny, blimp_dir):
+    from mapnet_cli.train.run_loader import recorded_shards
+
+    other = recorded_shards(pretrained_tiny / "run.json")
+    with pytest.raises(MapnetError, match="made with another tokenizer"):
+        blimp_run([fake_run], load_suite(blimp_dir, 2, PARADIGMS[:1]), BlimpConfig(random_control=False), shards=other)

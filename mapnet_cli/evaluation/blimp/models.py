@@ -99,6 +99,7 @@ class Target:
     pretraining_seed: int = 0
     shards: Path | None = None                    # training shards, for the unigram control
     origin: int = 0                               # which of the paths given it came from
+    tokenizer_sha: str | None = None              # the pretraining tokenizer's (shards must match it)
 
     @property
     def label(self) -> str:
@@ -132,11 +133,12 @@ def _hf_target(folder: Path) -> Target:
                      attention_dropout=float(config.get("attention_probs_dropout_prob", 0.1)),
                      layer_norm_eps=a["layer_norm_eps"], init_std=float(init_std), pad_id=a["pad_id"], norm=a["norm"])
     # A mapnet export records its pretraining seed: its random control is then the checkpoint's own.
-    seed = 0
+    seed, tokenizer_sha = 0, None
     record = folder / "mapnet_export.json"
     if record.is_file():
         try:
-            seed = int(json.loads(record.read_text(encoding="utf-8")).get("pretraining_seed", 0))
+            values = json.loads(record.read_text(encoding="utf-8"))
+            seed, tokenizer_sha = int(values.get("pretraining_seed", 0)), values.get("tokenizer_sha256")
         except (OSError, ValueError, TypeError, AttributeError):
             raise MapnetError(f"{record} is unreadable or not a mapnet export record") from None
 
@@ -150,7 +152,7 @@ def _hf_target(folder: Path) -> Target:
         return model
 
     return Target(folder.name, None, sha256_file(source.weights), folder.resolve(), "pretrained", hf_text(folder), build,
-                  cfg.to_dict(), seed, None)
+                  cfg.to_dict(), seed, None, tokenizer_sha=tokenizer_sha)
 
 
 def _mapnet_targets(path: Path) -> list[Target]:
@@ -172,7 +174,8 @@ def _mapnet_targets(path: Path) -> list[Target]:
             return load_run(p, with_proposal=False).model
 
         shards = recorded_shards(ref.path.parent.parent / "run.json")
-        out.append(Target(ref.run, ref.step, ref.sha, ref.path, "pretrained", text, build, arch, settings.train.seed, shards))
+        out.append(Target(ref.run, ref.step, ref.sha, ref.path, "pretrained", text, build, arch, settings.train.seed, shards,
+                          tokenizer_sha=read_config(ref.path).get("tokenizer_sha256")))
     return out
 
 
@@ -215,14 +218,14 @@ def _unigram_control(t: Target, shards: Path, name: str) -> Target:
 
     def build():
         with ShardReader(shards, "train") as reader:
-            if reader.vocab_size != t.arch["vocab_size"]:
-                raise MapnetError(f"shards {shards} have a {reader.vocab_size}-token vocabulary, {t.path} "
-                                  f"{t.arch['vocab_size']}: not the model's training data")
+            if reader.vocab_size != t.arch["vocab_size"] or t.tokenizer_sha not in (None, reader.tokenizer_sha256):
+                raise MapnetError(f"shards {shards} were made with another tokenizer than {t.path} was pretrained "
+                                  "with: not its training data")
             return unigram_log_probs(reader)
 
     identity = json.dumps({"init": "unigram", "shards": str(shards.resolve()), "text": t.text.key}, sort_keys=True)
     return Target(name, None, hashlib.sha256(identity.encode()).hexdigest(), shards, "unigram", t.text, build, t.arch,
-                  t.pretraining_seed, shards)
+                  t.pretraining_seed, shards, tokenizer_sha=t.tokenizer_sha)
 
 
 def control_targets(targets: list[Target], shards: Path | None = None, random: bool = True,
