@@ -38,7 +38,12 @@ else
 fi
 mkdir -p "$OUT"
 if [[ $WHICH == train || $WHICH == smoke ]]; then
-    lane "$OUT" a "$SHARDS" "$SECTION_A" --seeds "$SEEDS" --steps "$STEPS" "${RUN[@]}"
+    # In order of what the comparison needs most, each phase all seeds (compare trains seed-major): the rates
+    # and the lite learned arm first (also the adaptive arms' baselines), then the full HT arm and the units,
+    # then the arms that did not leave the plateau in section A.
+    lane "$OUT" a1 "$SHARDS" uniform,uniform@0.3,uniform@0.4,mapnet-ht-lite --seeds "$SEEDS" --steps "$STEPS" "${RUN[@]}"
+    lane "$OUT" a2 "$SHARDS" mapnet-ht,whole-word,span,pmi --seeds "$SEEDS" --steps "$STEPS" "${RUN[@]}"
+    lane "$OUT" a3 "$SHARDS" mapnet,stratified,frequency-ht --seeds "$SEEDS" --steps "$STEPS" "${RUN[@]}"
 fi
 if [[ $WHICH == adaptive || $WHICH == smoke ]]; then
     lane "$OUT" b "$SHARDS" "$ADAPTIVE" --seeds "$SEEDS" --steps "$STEPS" "${RUN[@]}" "${PERIOD[@]}"
