@@ -25,6 +25,7 @@ from rich.table import Table
 from ..comma_list import comma_list
 from ..errors import MapnetError
 from ..run_lock import output_lock
+from .options import DeviceOpt, evaluation_device
 
 HELP = "Zero-shot grammar: BLiMP minimal pairs scored by pseudo-log-likelihood at every checkpoint, with random-weight and unigram controls."
 
@@ -43,20 +44,14 @@ def blimp(
     unigram_control: Annotated[bool, typer.Option("--unigram/--no-unigram", help="Also score the training shards' unigram model.")] = True,
     per_paradigm: Annotated[bool, typer.Option("--per-paradigm", help="Also print a table per paradigm.")] = False,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Tokens per forward pass.")] = 16384,
-    device: Annotated[str, typer.Option("--device", help="cpu, cuda or auto.")] = "cpu",
+    device: DeviceOpt = "cpu",
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="A progress bar with ETA on stderr.")] = True,
 ) -> None:
     """Score BLiMP at every checkpoint."""
-    import torch
-
     from ..evaluation.blimp.data import load_suite
     from ..evaluation.blimp.evaluate import BlimpConfig, blimp_run
 
-    if device not in ("cpu", "cuda", "auto"):
-        raise MapnetError(f"--device must be cpu, cuda or auto (got {device!r})")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise MapnetError("--device cuda but no CUDA device is available")
-    dev = torch.device("cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu")
+    dev = evaluation_device(device)
     cfg = BlimpConfig(method=method, max_tokens=max_tokens, random_control=random_control, unigram_control=unigram_control)
     problems = cfg.problems()
     if problems:

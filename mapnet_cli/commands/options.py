@@ -7,6 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..errors import MapnetError
+
 ConfigOpt = Annotated[
     Optional[Path],
     typer.Option("--config", "-c", help="TOML settings file (defaults < preset < this file < flags).", show_default=False),
@@ -25,3 +27,15 @@ PrintSettingsOpt = Annotated[
     bool,
     typer.Option("--print-settings", help="Print the fully resolved settings as TOML and exit."),
 ]
+DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda or auto.")]
+
+
+def evaluation_device(device: str):
+    """--device of an evaluating command (probe, blimp) as a torch.device: "auto" is CUDA where there is one."""
+    import torch
+
+    if device not in ("cpu", "cuda", "auto"):
+        raise MapnetError(f"--device must be cpu, cuda or auto (got {device!r})")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise MapnetError("--device cuda but no CUDA device is available")
+    return torch.device("cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu")

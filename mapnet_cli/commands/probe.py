@@ -25,6 +25,7 @@ from rich.table import Table
 
 from ..errors import MapnetError
 from ..run_lock import output_lock
+from .options import DeviceOpt, evaluation_device
 
 HELP = "Linear probe (logistic regression on frozen features) at every checkpoint of a run; JSON, and its rank correlation with fine-tuning."
 
@@ -43,20 +44,14 @@ def probe(
     pooling: Annotated[str, typer.Option("--pooling", help="Feature that gives the headline score: mean or cls (both are reported).")] = "mean",
     control: Annotated[bool, typer.Option("--control/--no-control", help="Also probe each architecture's random-init control.")] = True,
     against: Annotated[Optional[Path], typer.Option("--against", help="A finetune-glue results.json: Spearman of probe vs fine-tuning scores over matched checkpoints.", show_default=False)] = None,
-    device: Annotated[str, typer.Option("--device", help="cpu, cuda or auto.")] = "cpu",
+    device: DeviceOpt = "cpu",
 ) -> None:
     """Linear probe at every checkpoint of a run."""
     from ..atomic import json_safe, write_json
     from ..evaluation.probe import ProbeConfig, probe_run, rank_correlation
     from ..evaluation.glue.pretrained import find_checkpoints
 
-    import torch
-
-    if device not in ("cpu", "cuda", "auto"):
-        raise MapnetError(f"--device must be cpu, cuda or auto (got {device!r})")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise MapnetError("--device cuda but no CUDA device is available")
-    dev = torch.device("cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu")
+    dev = evaluation_device(device)
     glue_doc = None
     if against is not None:
         try:
