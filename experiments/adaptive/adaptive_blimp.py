@@ -1,6 +1,6 @@
-"""BLiMP at the end of each compared run, paired by seed against uniform (docs/results/adaptive_cpu.sh).
+"""BLiMP at the end of each compared run, paired by seed against uniform (experiments/adaptive/adaptive_cpu.sh).
 
-    uv run python docs/results/adaptive_blimp.py OUT/arms-tiny/blimp.json OUT/arms-tiny [--json FILE]
+    uv run python experiments/adaptive/adaptive_blimp.py OUT/arms-tiny/blimp.json OUT/arms-tiny [--json FILE]
 
 Reads `mapnet blimp`'s document (schema mapnet.blimp/1) over the final checkpoints of a `compare` folder
 and finds each run's newest checkpoint (COMPARE/runs/<arm>/seed-<k>/checkpoints/step-N) in it by the

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Does loss-adaptive masking (AMLM, README "Loss-adaptive masking") pay at mapnet's sizes? The four adaptive arms
 # (hard and soft scores, unweighted as published and with mapnet's HT weights) against uniform, 30% masking and
-# `mapnet-ht-lite`, with section A's flags (docs/results/learning_arms_cpu.sh: the `fast` recipe on the real-text
+# `mapnet-ht-lite`, with section A's flags (experiments/common/learning_arms_cpu.sh: the `fast` recipe on the real-text
 # shards, held-out books and Wikipedia), 3 seeds paired by seed (same initial encoder, data order, evaluation masks).
 #
-#   bash docs/results/adaptive_cpu.sh OUT tiny       # 1,200 steps; 12 adaptive runs in two lanes (+ the baselines)
-#   bash docs/results/adaptive_cpu.sh OUT mini       # 1,000 steps, the same arms at `mini`
-#   bash docs/results/adaptive_cpu.sh OUT smoke      # the same commands on the embedded data, a few steps
-#   REUSE="runs/learning/arms-tiny runs/lite/lane-lite" bash docs/results/adaptive_cpu.sh OUT tiny
+#   bash experiments/adaptive/adaptive_cpu.sh OUT tiny       # 1,200 steps; 12 adaptive runs in two lanes (+ the baselines)
+#   bash experiments/adaptive/adaptive_cpu.sh OUT mini       # 1,000 steps, the same arms at `mini`
+#   bash experiments/adaptive/adaptive_cpu.sh OUT smoke      # the same commands on the embedded data, a few steps
+#   REUSE="runs/learning/arms-tiny runs/lite/lane-lite" bash experiments/adaptive/adaptive_cpu.sh OUT tiny
 #
 # REUSE: compare folders whose finished baseline runs (runs/uniform, runs/uniform@0.3, runs/mapnet-ht-lite) are
 # copied in (never moved) instead of trained again; the last `compare` retrains nothing whose recorded settings
@@ -15,11 +15,11 @@
 # The adaptive arms get T = 50 (masking.adaptive_every; README, "T for short runs"); `compare` gives it to them
 # only, so the baselines' settings are section A's exactly. Then BLiMP on every run's final checkpoint
 # (`mapnet blimp`, where this checkout has it; BLIMP: the suite's folder, BLIMP_PAIRS: the first N pairs of each
-# paradigm, 0 = all), paired by seed against uniform by docs/results/adaptive_blimp.py.
+# paradigm, 0 = all), paired by seed against uniform by experiments/adaptive/adaptive_blimp.py.
 set -euo pipefail
 OUT=$(realpath -m "$1"); WHICH=${2:-tiny}
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
-source docs/results/lanes.sh
+source experiments/common/lanes.sh
 ADAPTIVE=(adaptive adaptive-ht adaptive-soft adaptive-soft-ht)
 BASELINES=(uniform uniform@0.3 mapnet-ht-lite)
 ALL=$(IFS=,; echo "${BASELINES[*]},${ADAPTIVE[*]}")
@@ -32,8 +32,8 @@ if [[ $WHICH == smoke ]]; then
     RUN=("${SMOKE_RUN[@]}"); PERIOD=(--set masking.adaptive_every=2)
 else
     RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
-    bash docs/results/real_text_shards.sh "$RT"  # the tokenizer and the held-out sets
-    [[ -f $X5/shards/manifest.json ]] || bash docs/results/gpu_downstream.sh prepare
+    bash experiments/common/real_text_shards.sh "$RT"  # the tokenizer and the held-out sets
+    [[ -f $X5/shards/manifest.json ]] || bash experiments/common/gpu_downstream.sh prepare
     SHARDS=$X5/shards; STEPS=1200
     [[ $PRESET == mini ]] && STEPS=1000
     RUN=(--preset "$PRESET" --recipe fast --set train.batch_size=32 --set model.max_position=128
@@ -73,7 +73,7 @@ if "${mapnet[@]}" blimp --help >/dev/null 2>&1; then
     done
     "${mapnet[@]}" blimp "${finals[@]}" --data "$BLIMP" --out "$DEST/blimp.json" --pairs "${BLIMP_PAIRS:-0}" \
         --no-progress 2>&1 | tee "$OUT/blimp-$WHICH.log"
-    uv run python docs/results/adaptive_blimp.py "$DEST/blimp.json" "$DEST" --json "$DEST/blimp_table.json" | tee "$DEST/blimp_table.md"
+    uv run python experiments/adaptive/adaptive_blimp.py "$DEST/blimp.json" "$DEST" --json "$DEST/blimp_table.json" | tee "$DEST/blimp_table.md"
 else
     echo "this checkout has no \`mapnet blimp\`: BLiMP not scored"
 fi

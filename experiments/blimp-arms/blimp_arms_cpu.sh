@@ -4,14 +4,14 @@
 # again, because section A kept no checkpoints, then `compare --blimp` scores every kept checkpoint (every
 # 200 steps) of every run, and the random-init and unigram controls of each seed.
 #
-#   bash docs/results/blimp_arms_cpu.sh OUT train     # one one-thread lane: 33 runs (~3 h beside other work)
-#   bash docs/results/blimp_arms_cpu.sh OUT adaptive  # a second lane: the four adaptive arms (12 runs, T = 50)
-#   bash docs/results/blimp_arms_cpu.sh OUT score     # the compare over every arm with BLiMP (reuses the runs)
-#   bash docs/results/blimp_arms_cpu.sh OUT smoke     # the same commands on the embedded data, a few steps
+#   bash experiments/blimp-arms/blimp_arms_cpu.sh OUT train     # one one-thread lane: 33 runs (~3 h beside other work)
+#   bash experiments/blimp-arms/blimp_arms_cpu.sh OUT adaptive  # a second lane: the four adaptive arms (12 runs, T = 50)
+#   bash experiments/blimp-arms/blimp_arms_cpu.sh OUT score     # the compare over every arm with BLiMP (reuses the runs)
+#   bash experiments/blimp-arms/blimp_arms_cpu.sh OUT smoke     # the same commands on the embedded data, a few steps
 set -euo pipefail
 OUT=$(realpath -m "$1"); WHICH=${2:-train}
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
-source docs/results/lanes.sh
+source experiments/common/lanes.sh
 SECTION_A=uniform,uniform@0.3,mapnet-ht-lite,uniform@0.4,mapnet-ht,whole-word,span,pmi,mapnet,stratified,frequency-ht
 ADAPTIVE=adaptive,adaptive-soft,adaptive-ht,adaptive-soft-ht
 ARMS=$SECTION_A,$ADAPTIVE
@@ -26,8 +26,8 @@ if [[ $WHICH == smoke ]]; then
     PERIOD=(--set masking.adaptive_every=2)
 else
     RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
-    bash docs/results/real_text_shards.sh "$RT"
-    [[ -f $X5/shards/manifest.json ]] || bash docs/results/gpu_downstream.sh prepare
+    bash experiments/common/real_text_shards.sh "$RT"
+    [[ -f $X5/shards/manifest.json ]] || bash experiments/common/gpu_downstream.sh prepare
     [[ -f $X5/shards/pmi.tsv ]] || "${mapnet[@]}" pmi-vocab "$X5/prep" --out "$X5/shards/pmi.tsv" --min-count 11 \
         --size 200000 --no-progress
     SHARDS=$X5/shards; STEPS=1200; SEEDS=3

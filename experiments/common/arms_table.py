@@ -1,7 +1,7 @@
 """Markdown tables of a `mapnet compare` results.json: final held-out loss per set, the paired
 difference to uniform, steps to uniform's final loss, and the training s/step.
 
-    uv run python docs/results/arms_table.py docs/results/arms-tiny/results.json
+    uv run python experiments/common/arms_table.py runs/learning/arms-tiny/results.json
 
 Paired differences are per seed index (same initial weights, data order and evaluation masks),
 strategy minus uniform, with a 95% t-interval over seeds; the three held-out sets score the same

@@ -2,7 +2,7 @@
 random-init control's dev score per fine-tuning seed, and the paired margin (pretrained − control, same
 seed) with a 95% t-interval.
 
-    uv run python docs/results/downstream_table.py runs/real-text/glue-small-lr3e-4-*/results.json
+    uv run python experiments/common/downstream_table.py runs/real-text/glue-small-lr3e-4-*/results.json
 
 Each run's score is its best epoch (the protocol's `run_score`). One pretraining seed: the fine-tuning
 seeds are the only replication, so the interval is over fine-tuning seeds, and each task is one

@@ -4,15 +4,15 @@
 # cannot.) A `mini` encoder pretrained with uniform masking, 6,000 steps of 128 x 128 tokens (98M
 # tokens, 5.5 epochs of 18M), then `finetune-glue --protocol small --init both` on SST-2, CoLA and MRPC:
 # the pretrained weights and random weights of the same architecture and tokenizer, paired by
-# fine-tuning seed. Also the GPU checks that came out of docs/results/gpu_check.sh: resume on the GPU
+# fine-tuning seed. Also the GPU checks that came out of experiments/gpu-h100/gpu_check.sh: resume on the GPU
 # through torchrun, and the CUDA tests.
 #
-#   bash docs/results/gpu_downstream.sh prepare                   # here, with spaCy: the shards (~2 min)
-#   MAPNET="python3 -m mapnet_cli.cli" PY=python3 GLUE=.gpu/glue bash docs/results/gpu_downstream.sh run OUT
+#   bash experiments/common/gpu_downstream.sh prepare                   # here, with spaCy: the shards (~2 min)
+#   MAPNET="python3 -m mapnet_cli.cli" PY=python3 GLUE=.gpu/glue bash experiments/common/gpu_downstream.sh run OUT
 #
 # Training text: every 5th Gutenberg book and Wikipedia file (125 inputs in the manifest: 104 books, 21
 # Wikipedia files), 14.3M words, through
-# the tokenizer of docs/results/real_text_cpu.sh; its held-out books and Wikipedia (disjoint from these:
+# the tokenizer of experiments/real-text-cpu/real_text_cpu.sh; its held-out books and Wikipedia (disjoint from these:
 # every 125th book at offset 14, every 50th Wikipedia file at offset 27) are the held-out sets.
 set -uo pipefail
 WHICH=$1
@@ -23,7 +23,7 @@ X5=$(realpath -m runs/real-text-x5)
 
 if [[ $WHICH == prepare ]]; then
     set -e
-    bash docs/results/real_text_shards.sh "$RT"  # the tokenizer and the held-out shards
+    bash experiments/common/real_text_shards.sh "$RT"  # the tokenizer and the held-out shards
     G=../shared/data/gutenberg
     W=../shared/data/wiki-articles/enwiki-2015-wikiextractor
     mapfile -t BOOKS < <(ls "$G"/*.txt.gz | awk 'NR % 5 == 2')
@@ -46,13 +46,13 @@ MAPNET_SHARED_DATA=$(dirname "$GLUE") timeout 180 "${py[@]}" -m pytest -q -p no:
 
 stage "torchrun --gpus 1: run, then resume on the GPU"
 SMOKE=$OUT/tiny-gpus1
-timeout 120 "${mapnet[@]}" pretrain "$X5/shards" --out "$SMOKE" --preset tiny --config docs/results/real-text-cpu.toml \
+timeout 120 "${mapnet[@]}" pretrain "$X5/shards" --out "$SMOKE" --preset tiny --config experiments/common/real-text-cpu.toml \
     --steps 100 --gpus 1 --set train.eval_every=50 --set train.checkpoint_every=50 --set logging.log_every=50
 timeout 120 "${mapnet[@]}" pretrain "$X5/shards" --out "$SMOKE" --steps 150 --gpus 1 --resume
 
 stage "pretraining: mini, uniform, 6,000 steps x 128 sequences"
 RUN=$OUT/mini-uniform-6000
-timed timeout 330 "${mapnet[@]}" pretrain "$X5/shards" --out "$RUN" --preset mini --config docs/results/real-text-cpu.toml \
+timed timeout 330 "${mapnet[@]}" pretrain "$X5/shards" --out "$RUN" --preset mini --config experiments/common/real-text-cpu.toml \
     --steps 6000 --seed 0 --set train.batch_size=128 --set optim.lr=5e-4 --set optim.warmup_steps=360 \
     --set train.eval_every=1000 --set train.checkpoint_every=1000 --set train.keep_last=1 --set logging.log_every=500 \
     --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]"
@@ -69,4 +69,4 @@ ft CoLA --task CoLA &
 ft MRPC --task MRPC &
 wait
 tail -n 3 "$OUT"/glue-*.log
-"${py[@]}" docs/results/downstream_table.py "$OUT"/glue-*/results.json
+"${py[@]}" experiments/common/downstream_table.py "$OUT"/glue-*/results.json

@@ -1,4 +1,4 @@
-# Two-lane `compare` training and the smoke data, sourced by the docs/results scripts that use it: each lane is one
+# Two-lane `compare` training and the smoke data, sourced by the experiments/ scripts that use it: each lane is one
 # `compare` process of one thread over its own arms, in its own folder; `gather` then moves the
 # finished runs into one comparison folder, where a last `compare` over every arm reuses them all (it
 # retrains nothing: it checks each run's recorded settings). A lane's logged s/step are not idle step

@@ -3,17 +3,17 @@
 # setup of section 2 (Gutenberg books + Wikipedia; held-out books and held-out Wikipedia evaluated
 # separately), 3 seeds paired by seed.
 #
-#   bash docs/results/learned_masking_cpu.sh [OUT] [tiny|mini|synthetic|all]   # default OUT: runs/real-text
+#   bash experiments/common/learned_masking_cpu.sh [OUT] [tiny|mini|synthetic|all]   # default OUT: runs/real-text
 #
-# Needs the shards of docs/results/real_text_cpu.sh (its first part builds them; this script builds
+# Needs the shards of experiments/real-text-cpu/real_text_cpu.sh (its first part builds them; this script builds
 # them too when they are missing). tiny: ~1.5 h on 2 cores (27 runs, then the variance); mini: ~5x that.
 set -euo pipefail
 OUT=$(realpath -m "${1:-runs/real-text}")
 WHICH=${2:-all}
 mapnet=(uv run mapnet)
-bash docs/results/real_text_shards.sh "$OUT"
+bash experiments/common/real_text_shards.sh "$OUT"
 HELD=(--set "train.extra_eval=[\"books=$OUT/heldout-books\", \"wiki=$OUT/heldout-wiki\"]")
-CFG=(--config docs/results/real-text-cpu.toml)
+CFG=(--config experiments/common/real-text-cpu.toml)
 # The paper's arm (unchanged), the same with an uncompressed exploration schedule (10x the run), the
 # HT arms with each proposal target, the no-network baselines, and the masking rate as a knob.
 ARMS=uniform,mapnet,mapnet-uncompressed,mapnet-ht,mapnet-ht-loss,mapnet-ht-learnability,stratified,frequency-ht,uniform@0.3

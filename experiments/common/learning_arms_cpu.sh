@@ -4,12 +4,12 @@
 # BPE, 140,482 sequences of 128), held-out books and held-out Wikipedia scored separately, 3 seeds paired
 # by seed (same initial encoder, data order and evaluation masks).
 #
-#   bash docs/results/learning_arms_cpu.sh OUT tiny     # 30 runs of 1,200 steps, two lanes: ~2 h on 2 cores
-#   bash docs/results/learning_arms_cpu.sh OUT mini     # `mini`, 1,000 steps: uniform, 30% masking, mapnet-ht-lite: ~100 min
-#   bash docs/results/learning_arms_cpu.sh OUT smoke    # the same commands on the embedded data, a few steps
-#   uv run python docs/results/arms_table.py OUT/arms-tiny/results.json
+#   bash experiments/common/learning_arms_cpu.sh OUT tiny     # 30 runs of 1,200 steps, two lanes: ~2 h on 2 cores
+#   bash experiments/common/learning_arms_cpu.sh OUT mini     # `mini`, 1,000 steps: uniform, 30% masking, mapnet-ht-lite: ~100 min
+#   bash experiments/common/learning_arms_cpu.sh OUT smoke    # the same commands on the embedded data, a few steps
+#   uv run python experiments/common/arms_table.py OUT/arms-tiny/results.json
 #
-# Two `compare` lanes (three at `mini`; one thread each, disjoint arms; docs/results/lanes.sh) train side by side into
+# Two `compare` lanes (three at `mini`; one thread each, disjoint arms; experiments/common/lanes.sh) train side by side into
 # their own folders; the finished runs are then gathered into OUT/arms-WHICH and one last `compare` over
 # every arm reuses them all and writes results.json. The lanes' logged s/step are NOT idle step costs:
 # RESULTS takes step costs from benchmarks/bench_strategies.py run alone.
@@ -20,7 +20,7 @@
 set -euo pipefail
 OUT=$(realpath -m "$1"); WHICH=${2:-tiny}
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
-source docs/results/lanes.sh
+source experiments/common/lanes.sh
 # Ten arms. The run of RESULTS A trained the first eight in these two lanes, then uniform@0.4 and
 # frequency-ht in two more lanes of one arm each with the same flags; the last compare gathered all ten.
 LANE_A=uniform,mapnet,span,stratified,uniform@0.4
@@ -44,8 +44,8 @@ if [[ $WHICH == smoke ]]; then
     RUN=("${SMOKE_RUN[@]}")
 else
     RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
-    bash docs/results/real_text_shards.sh "$RT"  # the tokenizer and the held-out sets
-    [[ -f $X5/shards/manifest.json ]] || bash docs/results/gpu_downstream.sh prepare
+    bash experiments/common/real_text_shards.sh "$RT"  # the tokenizer and the held-out sets
+    [[ -f $X5/shards/manifest.json ]] || bash experiments/common/gpu_downstream.sh prepare
     # The PMI vocabulary from the training corpus only (never held-out text), the paper's settings
     # (n = 2..5, count > 10) sized to this ~70 MB corpus; stored beside the shards, where --masking pmi finds it.
     [[ ,$ALL, != *,pmi,* || -f $X5/shards/pmi.tsv ]] || "${mapnet[@]}" pmi-vocab "$X5/prep" --out "$X5/shards/pmi.tsv" --min-count 11 \

@@ -1,8 +1,8 @@
 """The headline table of docs/RESULTS.md (section A): what each masking arm buys over uniform on an
 encoder that learns, in loss, in steps and in wall time.
 
-    uv run python docs/results/learning_table.py runs/learning/arms-tiny/results.json \
-        docs/results/learning-arms-tiny/bench_strategies.txt
+    uv run python experiments/common/learning_table.py runs/learning/arms-tiny/results.json \
+        experiments/learning-arms-tiny/bench_strategies.txt
 
 Loss: the paired difference to uniform (per seed index: same initial weights, data order and
 evaluation masks), arm minus uniform, mean ± 95% t-interval over seeds, on each held-out set (the

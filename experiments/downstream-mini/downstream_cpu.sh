@@ -7,9 +7,9 @@
 # every kept checkpoint, and a cheap one-seed SST-2 fine-tuning at every checkpoint for the probe's
 # rank correlation (`probe --against` prints it).
 #
-#   bash docs/results/downstream_cpu.sh [OUT] [pretrain|finetune|probe|rank|all]   # default OUT: runs/real-text
+#   bash experiments/downstream-mini/downstream_cpu.sh [OUT] [pretrain|finetune|probe|rank|all]   # default OUT: runs/real-text
 #
-# Needs the shards of docs/results/real_text_cpu.sh (built here when missing). Measured on 2 cores:
+# Needs the shards of experiments/real-text-cpu/real_text_cpu.sh (built here when missing). Measured on 2 cores:
 # pretraining ~1 h (one thread, shared), fine-tuning ~1.5 h (two one-thread processes, shared), the
 # probe ~5 min per task.
 set -euo pipefail
@@ -17,11 +17,11 @@ OUT=$(realpath -m "${1:-runs/real-text}")
 WHICH=${2:-all}
 GLUE=$(realpath -m ../shared/data/glue)
 mapnet=(uv run mapnet)
-bash docs/results/real_text_shards.sh "$OUT"
+bash experiments/common/real_text_shards.sh "$OUT"
 RUN=$OUT/mini-uniform-2000
 if [[ $WHICH == pretrain || $WHICH == all ]]; then
     # A checkpoint every 250 steps, all kept: the probe's rank correlation needs them.
-    "${mapnet[@]}" pretrain "$OUT/shards" --out "$RUN" --preset mini --config docs/results/real-text-cpu.toml \
+    "${mapnet[@]}" pretrain "$OUT/shards" --out "$RUN" --preset mini --config experiments/common/real-text-cpu.toml \
         --steps 2000 --seed 0 --set optim.lr=5e-4 --set optim.warmup_steps=200 --set train.eval_every=250 \
         --set train.checkpoint_every=250 --set train.keep_last=8 \
         --set "train.extra_eval=[\"books=$OUT/heldout-books\", \"wiki=$OUT/heldout-wiki\"]"
@@ -33,7 +33,7 @@ if [[ $WHICH == finetune || $WHICH == all ]]; then
         "${mapnet[@]}" finetune-glue --protocol small --lrs 3e-4 --init both --checkpoint "$RUN" --data "$GLUE" \
             --task "$task" --out "$OUT/glue-small-lr3e-4-$task"
     done
-    uv run python docs/results/downstream_table.py "$OUT"/glue-small-lr3e-4-*/results.json
+    uv run python experiments/common/downstream_table.py "$OUT"/glue-small-lr3e-4-*/results.json
 fi
 if [[ $WHICH == probe || $WHICH == all ]]; then
     for task in sst2 cola; do

@@ -5,9 +5,9 @@
 # checkpoint fine-tuned on SST-2, CoLA and MRPC beside one random-init control per pretraining seed,
 # judged paired by pretraining seed (`compare --glue-*`).
 #
-#   bash docs/results/downstream_arms_cpu.sh pretrain OUT    # 12 runs of 1,200 steps in two lanes: ~45 min on 2 cores
-#   bash docs/results/downstream_arms_cpu.sh glue OUT        # the fine-tuning: ~25 min on 2 cores
-#   bash docs/results/downstream_arms_cpu.sh smoke OUT       # both stages on the embedded data, a few steps
+#   bash experiments/downstream-protocol/downstream_arms_cpu.sh pretrain OUT    # 12 runs of 1,200 steps in two lanes: ~45 min on 2 cores
+#   bash experiments/downstream-protocol/downstream_arms_cpu.sh glue OUT        # the fine-tuning: ~25 min on 2 cores
+#   bash experiments/downstream-protocol/downstream_arms_cpu.sh smoke OUT       # both stages on the embedded data, a few steps
 #
 # The fine-tuning protocol is `small` made cheaper and fixed once, on the control and one encoder
 # (RESULTS B says how): one rate, 2,000 training examples, 64 tokens, 3 epochs, mean pooling and
@@ -15,7 +15,7 @@
 set -euo pipefail
 WHICH=$1; OUT=$(realpath -m "$2")
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
-source docs/results/lanes.sh
+source experiments/common/lanes.sh
 LANE_A=uniform,uniform@0.3
 LANE_B=mapnet,pmi
 ALL=uniform,uniform@0.3,mapnet,pmi
@@ -31,12 +31,12 @@ if [[ $WHICH == smoke ]]; then
     FT+=(--set finetune.max_train=64 --set finetune.epochs=1 --set finetune.seeds=1)
 else
     RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
-    bash docs/results/real_text_shards.sh "$RT"  # the tokenizer and the held-out sets
-    [[ -f $X5/shards/manifest.json ]] || bash docs/results/gpu_downstream.sh prepare
+    bash experiments/common/real_text_shards.sh "$RT"  # the tokenizer and the held-out sets
+    [[ -f $X5/shards/manifest.json ]] || bash experiments/common/gpu_downstream.sh prepare
     [[ -f $X5/shards/pmi.tsv ]] || "${mapnet[@]}" pmi-vocab "$X5/prep" --out "$X5/shards/pmi.tsv" --min-count 11 \
-        --size 200000 --no-progress  # as docs/results/learning_arms_cpu.sh
+        --size 200000 --no-progress  # as experiments/common/learning_arms_cpu.sh
     SHARDS=$X5/shards; STEPS=1200
-    # Section A's flags, verbatim (docs/results/learning_arms_cpu.sh): the same seeds give the same runs.
+    # Section A's flags, verbatim (experiments/common/learning_arms_cpu.sh): the same seeds give the same runs.
     RUN=(--preset tiny --recipe fast --set train.batch_size=32 --set model.max_position=128
          --set shard.max_seq_len=128 --set train.eval_every=200 --set train.eval_sequences=512
          --set train.eval_pick=spread --set logging.log_every=50 --set logging.progress=false

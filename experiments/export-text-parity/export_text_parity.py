@@ -1,8 +1,8 @@
 """Does an exported tokenizer read text as mapnet does? Ids on 2,000 real sentences, export against mapnet's pipeline.
 
-    uv run python benchmarks/export_text_parity.py runs/real-text/prep \\
-        --out docs/results/export-text-parity/real-text-8192.json      # a preprocessed corpus: its tokenizer + settings
-    uv run python benchmarks/export_text_parity.py runs/base/checkpoints/step-00400000   # a checkpoint: settings.toml
+    uv run python experiments/export-text-parity/export_text_parity.py runs/real-text/prep \\
+        --out experiments/export-text-parity/real-text-8192.json      # a preprocessed corpus: its tokenizer + settings
+    uv run python experiments/export-text-parity/export_text_parity.py runs/base/checkpoints/step-00400000   # a checkpoint: settings.toml
 
 mapnet's pipeline is `TextEncoder` (finetune-glue's, probe's: `data/cleaning.Cleaner`, then the tokenizer); the
 export is `AutoTokenizer.from_pretrained` on the files `mapnet export` writes (`export.write_tokenizer`), built
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))  # real_text: the sample the acceptance test reads
 
 from real_text import real_sentences  # noqa: E402
@@ -120,7 +120,7 @@ def main() -> None:
         for source, row in r["by_source"].items():
             print(f"    {source:6s} {row['equal']}/{row['sentences']}, extra [UNK] in {row['extra_unk_sentences']}")
     if args.out:
-        record = {"command": " ".join(["uv run python benchmarks/export_text_parity.py", *sys.argv[1:]]),
+        record = {"command": " ".join(["uv run python experiments/export-text-parity/export_text_parity.py", *sys.argv[1:]]),
                   "tokenizer": str(tokenizer), "tokenizer_sha256": atomic.sha256_file(tokenizer),
                   "cleaning": cleaning_record(pre), "seed": args.seed, "mapnet_seconds": mapnet_seconds,
                   "results": {name: {**r, "differing": r["differing"][:50]} for name, r in results.items()}}

@@ -5,8 +5,8 @@
 # Each (arm, seed) is its own one-seed compare, all eight side by side on one GPU; then `compare --seeds 2`
 # collects them (every run is reused: it trains nothing) into the paired table.
 #
-#   MAPNET="python3 -m mapnet_cli.cli" bash docs/results/gpu_arms.sh OUT    # on the device, after
-#   bash docs/results/gpu_downstream.sh prepare                              # here
+#   MAPNET="python3 -m mapnet_cli.cli" bash experiments/gpu-h100/gpu_arms.sh OUT    # on the device, after
+#   bash experiments/common/gpu_downstream.sh prepare                              # here
 set -uo pipefail
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
 OUT=$(realpath -m "$1")
@@ -14,7 +14,7 @@ RT=$(realpath -m runs/real-text)  # absolute: runs record their held-out sets' p
 X5=$(realpath -m runs/real-text-x5)
 ARMS=(uniform uniform@0.3 mapnet mapnet-ht)
 SEEDS=(0 1)
-RECIPE=(--preset mini --config docs/results/real-text-cpu.toml --steps 2000 --set train.batch_size=128
+RECIPE=(--preset mini --config experiments/common/real-text-cpu.toml --steps 2000 --set train.batch_size=128
         --set optim.lr=5e-4 --set optim.warmup_steps=150 --set train.eval_every=500 --set logging.log_every=500
         --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]")
 mkdir -p "$OUT/q"

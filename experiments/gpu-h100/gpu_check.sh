@@ -4,10 +4,10 @@
 # the other strategies' step cost at `base`, the `--gpus 1` torchrun/NCCL path with resume and a CPU load
 # of the GPU-trained checkpoint, and the step and fine-tuning speeds that size the GPU experiments.
 #
-#   bash docs/results/gpu_check.sh OUT                               # here: uv run, ../shared/data
-#   MAPNET="python3 -m mapnet_cli.cli" PY=python3 GLUE=.gpu/glue bash docs/results/gpu_check.sh $OUT   # device image
+#   bash experiments/gpu-h100/gpu_check.sh OUT                               # here: uv run, ../shared/data
+#   MAPNET="python3 -m mapnet_cli.cli" PY=python3 GLUE=.gpu/glue bash experiments/gpu-h100/gpu_check.sh $OUT   # device image
 #
-# Needs the real-text shards (docs/results/real_text_shards.sh runs/real-text). Every stage has its own
+# Needs the real-text shards (experiments/common/real_text_shards.sh runs/real-text). Every stage has its own
 # time limit, so one that hangs or fails leaves the others' figures. The device image has torch and
 # transformers but not spaCy, sacremoses or tomli_w; what travels there (an ignored folder .gpu/):
 #   mkdir -p .gpu/glue .gpu/whl && cp -r ../shared/data/glue/{SST-2,CoLA,MRPC} .gpu/glue/
@@ -44,7 +44,7 @@ timeout 200 "${py[@]}" benchmarks/bench_mapnet.py --device cuda --presets base -
 
 stage "torchrun --gpus 1 (NCCL), resume on the GPU, the checkpoint read on the CPU"
 RUN=$OUT/tiny-gpus1
-timeout 200 "${mapnet[@]}" pretrain "$RT/shards" --out "$RUN" --preset tiny --config docs/results/real-text-cpu.toml \
+timeout 200 "${mapnet[@]}" pretrain "$RT/shards" --out "$RUN" --preset tiny --config experiments/common/real-text-cpu.toml \
     --steps 200 --gpus 1 --set train.eval_every=100 --set train.checkpoint_every=100
 timeout 200 "${mapnet[@]}" pretrain "$RT/shards" --out "$RUN" --steps 300 --gpus 1 --resume
 tail -n 2 "$RUN/metrics.jsonl"
@@ -58,7 +58,7 @@ timeout 240 "${py[@]}" benchmarks/bench_strategies.py --device cuda --presets ba
 stage "real-text pretraining speed, mini, batch 128, one process"
 RUN=$OUT/mini-speed
 timed timeout 300 "${mapnet[@]}" pretrain "$RT/shards" --out "$RUN" --preset mini \
-    --config docs/results/real-text-cpu.toml --steps 1000 --set train.batch_size=128 --set train.eval_every=500 \
+    --config experiments/common/real-text-cpu.toml --steps 1000 --set train.batch_size=128 --set train.eval_every=500 \
     --set optim.warmup_steps=100 --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]"
 tail -n 1 "$RUN/metrics.jsonl"
 

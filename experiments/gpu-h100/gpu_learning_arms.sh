@@ -6,11 +6,11 @@
 # the one GPU (a `mini` step at batch 32 leaves most of an H100 idle); then `compare --seeds N` collects
 # them (it trains nothing: every run is reused) into the paired table.
 #
-#   bash docs/results/gpu_downstream.sh prepare && uv run mapnet pmi-vocab runs/real-text-x5/prep \
+#   bash experiments/common/gpu_downstream.sh prepare && uv run mapnet pmi-vocab runs/real-text-x5/prep \
 #       --out runs/real-text-x5/shards/pmi.tsv --min-count 11 --size 200000     # here, with spaCy
-#   MAPNET="python3 -m mapnet_cli.cli" bash docs/results/gpu_learning_arms.sh OUT          # on the device
-#   ARMS="uniform uniform@0.3" PRESET=small STEPS=1500 MAPNET=... bash docs/results/gpu_learning_arms.sh OUT
-#   uv run python docs/results/learning_table.py OUT/arms/results.json BENCH.txt           # here
+#   MAPNET="python3 -m mapnet_cli.cli" bash experiments/gpu-h100/gpu_learning_arms.sh OUT          # on the device
+#   ARMS="uniform uniform@0.3" PRESET=small STEPS=1500 MAPNET=... bash experiments/gpu-h100/gpu_learning_arms.sh OUT
+#   uv run python experiments/common/learning_table.py OUT/arms/results.json BENCH.txt           # here
 #
 # Carry runs/real-text (held-out sets) and runs/real-text-x5/shards (37 MB) to the device. LIMIT (s) bounds
 # each run; a run that hits it stops the collection rather than let the collecting compare retrain it.

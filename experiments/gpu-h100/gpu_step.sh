@@ -4,10 +4,10 @@
 # blocks compiled and not, the syncs the device waits for and how busy it is; MFU against transformers'
 # BertForMaskedLM; and every learned arm's step cost, the lite MAP-Net arm included.
 #
-#   bash docs/results/gpu_step.sh OUT                                          # the CPU smoke: tiny, a few steps
-#   DEVICE=cuda PY=python3 bash docs/results/gpu_step.sh OUT                   # on the device, at base
+#   bash experiments/gpu-h100/gpu_step.sh OUT                                          # the CPU smoke: tiny, a few steps
+#   DEVICE=cuda PY=python3 bash experiments/gpu-h100/gpu_step.sh OUT                   # on the device, at base
 #
-# Needs the real-text shards of RESULTS 0 (runs/real-text-x5/shards: bash docs/results/gpu_downstream.sh prepare,
+# Needs the real-text shards of RESULTS 0 (runs/real-text-x5/shards: bash experiments/common/gpu_downstream.sh prepare,
 # here; carry runs/real-text-x5/shards). Every stage has its own time limit, so one that hangs or fails leaves
 # the others' figures; each writes OUT/NAME.txt.
 set -uo pipefail

@@ -5,15 +5,15 @@
 # runs are moved into one folder and `compare --seeds 3` collects them (every run is reused, so the
 # last command trains nothing). Rerunnable: finished runs are reused, moved ones left where they are.
 #
-#   JOBS=2 bash docs/results/learned-masking-mini/mapnet_arms.sh [OUT]   # default OUT: runs/real-text
+#   JOBS=2 bash experiments/learned-masking-mini/mapnet_arms.sh [OUT]   # default OUT: runs/real-text
 #   (~100 min on 2 cores with JOBS=2; the shards are built first when OUT lacks them)
 set -euo pipefail
 R=$(realpath -m "${1:-runs/real-text}")
 ARMS=(uniform mapnet mapnet-uncompressed mapnet-ht-loss mapnet-ht-learnability)
 SEEDS=(0 1 2)
-bash docs/results/real_text_shards.sh "$R"
+bash experiments/common/real_text_shards.sh "$R"
 recipe() {  # the section-2b mini recipe, as compare options
-    RECIPE=(--preset mini --config docs/results/real-text-cpu.toml
+    RECIPE=(--preset mini --config experiments/common/real-text-cpu.toml
             --set "train.extra_eval=[\"books=$R/heldout-books\", \"wiki=$R/heldout-wiki\"]"
             --steps 400 --set optim.warmup_steps=40 --set optim.lr=5e-4)
 }

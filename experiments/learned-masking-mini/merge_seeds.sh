@@ -3,7 +3,7 @@
 # --set train.seed=S` each) into one folder and let compare collect them (every run is reused).
 # Rerunnable: a run already moved is left where it is.
 #
-#   bash docs/results/learned-masking-mini/merge_seeds.sh [OUT]   # default OUT: runs/real-text
+#   bash experiments/learned-masking-mini/merge_seeds.sh [OUT]   # default OUT: runs/real-text
 set -euo pipefail
 R=$(realpath -m "${1:-runs/real-text}")
 ARMS=(uniform uniform@0.3 mapnet-ht stratified frequency-ht)
@@ -15,6 +15,6 @@ for arm in "${ARMS[@]}"; do
     if [[ ! -e $to ]]; then mv "$from" "$to"; fi
   done
 done
-uv run mapnet compare "$R/shards" --out "$R/arms-mini" --preset mini --config docs/results/real-text-cpu.toml \
+uv run mapnet compare "$R/shards" --out "$R/arms-mini" --preset mini --config experiments/common/real-text-cpu.toml \
   --set "train.extra_eval=[\"books=$R/heldout-books\", \"wiki=$R/heldout-wiki\"]" \
   --strategies "$(IFS=,; echo "${ARMS[*]}")" --seeds 3 --steps 400 --set optim.warmup_steps=40 --set optim.lr=5e-4

@@ -1,6 +1,6 @@
 """Where each arm puts its masks, and what its encoder learned, by token frequency (real text).
 
-    uv run python docs/results/mass_by_frequency.py runs/real-text arms-tiny uniform,mapnet,mapnet-ht,frequency-ht
+    uv run python experiments/learned-masking-tiny/mass_by_frequency.py runs/real-text arms-tiny uniform,mapnet,mapnet-ht,frequency-ht
 
 For every arm and seed, on each held-out set's evaluation sequences (train.eval_seed, eval_pick
 "spread", as `mapnet compare` evaluates them), with token types ranked by their count in the

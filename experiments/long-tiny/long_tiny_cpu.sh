@@ -7,10 +7,10 @@
 # controls, and GLUE: the `small` protocol and a few-shot protocol, each with the random-init control,
 # paired by fine-tuning seed.
 #
-#   bash docs/results/long_tiny_cpu.sh OUT pretrain    # ~1.5 h alone on 2 cores (one thread: ~2-3 h beside other work)
-#   bash docs/results/long_tiny_cpu.sh OUT blimp       # BLiMP curve (200 pairs per paradigm) + every pair at the end
-#   bash docs/results/long_tiny_cpu.sh OUT glue        # small protocol (5,000 examples, 3 seeds) + few-shot (500/1,000, 5 seeds)
-#   uv run python docs/results/downstream_table.py OUT/glue-*/results.json
+#   bash experiments/long-tiny/long_tiny_cpu.sh OUT pretrain    # ~1.5 h alone on 2 cores (one thread: ~2-3 h beside other work)
+#   bash experiments/long-tiny/long_tiny_cpu.sh OUT blimp       # BLiMP curve (200 pairs per paradigm) + every pair at the end
+#   bash experiments/long-tiny/long_tiny_cpu.sh OUT glue        # small protocol (5,000 examples, 3 seeds) + few-shot (500/1,000, 5 seeds)
+#   uv run python experiments/common/downstream_table.py OUT/glue-*/results.json
 set -euo pipefail
 OUT=$(realpath -m "$1"); WHICH=${2:-all}
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
@@ -19,8 +19,8 @@ GLUE=$(realpath -m ../shared/data/glue); BLIMP=$(realpath -m ../shared/data/blim
 RUN=$OUT/tiny-uniform-30k
 mkdir -p "$OUT"
 if [[ $WHICH == pretrain || $WHICH == all ]]; then
-    bash docs/results/real_text_shards.sh "$RT"
-    [[ -f $X5/shards/manifest.json ]] || bash docs/results/gpu_downstream.sh prepare
+    bash experiments/common/real_text_shards.sh "$RT"
+    [[ -f $X5/shards/manifest.json ]] || bash experiments/common/gpu_downstream.sh prepare
     RESUME=(); [[ -d $RUN/checkpoints ]] && RESUME=(--resume)
     OMP_NUM_THREADS=${THREADS:-1} "${mapnet[@]}" pretrain "$X5/shards" --out "$RUN" --preset tiny --recipe fast \
         --steps 30000 --seed 0 "${RESUME[@]}" \

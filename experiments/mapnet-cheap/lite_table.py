@@ -1,8 +1,8 @@
 """The cheap MAP-Net arm against the full one (docs/RESULTS.md, section D): `mapnet-ht-lite` (a one-block
 proposal that learns on every 4th step) paired by seed with section A's `mapnet-ht` and `uniform` runs.
 
-    uv run python docs/results/lite_table.py docs/results/learning-arms-tiny/results.json \
-        runs/lite/lane-lite/results.json docs/results/mapnet-cheap/bench_strategies.txt
+    uv run python experiments/mapnet-cheap/lite_table.py experiments/learning-arms-tiny/results.json \
+        runs/lite/lane-lite/results.json experiments/mapnet-cheap/bench_strategies.txt
 
 The lite runs were trained in their own `compare` with section A's exact flags; a pairing is only
 made where the two runs of a seed share their initial weights, data order and evaluation masks

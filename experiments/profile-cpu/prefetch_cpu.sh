@@ -3,9 +3,9 @@
 # on the loop's thread and in the background thread, `tiny` and `mini`, the two settings alternated twice
 # (off, on, off, on) so drift in the machine's load hits both alike; batch 32 x 128. Run it alone on the machine.
 #
-#   bash docs/results/prefetch_cpu.sh OUT        # ~2 min on 2 cores; OUT/profile-PRESET-prefetch-{false,true}-{1,2}.txt
+#   bash experiments/profile-cpu/prefetch_cpu.sh OUT        # ~2 min on 2 cores; OUT/profile-PRESET-prefetch-{false,true}-{1,2}.txt
 #
-# Needs the real-text shards of RESULTS 0 (bash docs/results/gpu_downstream.sh prepare). Whole sequences, as
+# Needs the real-text shards of RESULTS 0 (bash experiments/common/gpu_downstream.sh prepare). Whole sequences, as
 # after the `fast` recipe's warm-up.
 set -euo pipefail
 OUT=$(realpath -m "$1")

@@ -1,6 +1,6 @@
 """Held-out loss of the final uniform and MAP-Net checkpoints, split by how frequent the masked token is.
 
-    uv run python docs/results/loss_by_frequency.py runs/real-text tiny     # after real_text_cpu.sh
+    uv run python experiments/real-text-cpu/loss_by_frequency.py runs/real-text tiny     # after real_text_cpu.sh
 
 Real text has no token kinds, so this is its stand-in for the synthetic corpus's per-kind loss:
 token types are ranked by their count in the training split, and the masked tokens of each
@@ -21,7 +21,7 @@ from mapnet_cli.data.shards import ShardReader
 from mapnet_cli.settings import MaskingSettings
 from mapnet_cli.train import build_eval_set
 
-EVAL_SEQUENCES, EVAL_SEED, SEEDS = 256, 1234, 3  # as in docs/results/real-text-cpu.toml
+EVAL_SEQUENCES, EVAL_SEED, SEEDS = 256, 1234, 3  # as in experiments/common/real-text-cpu.toml
 
 
 def frequency_rank(train: ShardReader) -> np.ndarray:

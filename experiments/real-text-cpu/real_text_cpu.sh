@@ -2,7 +2,7 @@
 # Real-text comparison on CPU (docs/RESULTS.md, section 2): Gutenberg books + Wikipedia from
 # ../shared/data, held-out books and held-out Wikipedia articles evaluated separately.
 #
-#   bash docs/results/real_text_cpu.sh [OUT]        # default OUT: runs/real-text  (~80 min on 2 cores)
+#   bash experiments/real-text-cpu/real_text_cpu.sh [OUT]        # default OUT: runs/real-text  (~80 min on 2 cores)
 #
 # Training text: every 25th Gutenberg book (21 books) and every 10th Wikipedia file (11 files,
 # ~1 MB of articles each). Held out, never trained on: 5 other books (every 125th, offset 14)
@@ -29,7 +29,7 @@ SHARD=(--set shard.max_seq_len=128)
 "${mapnet[@]}" shard "$OUT/prep-wiki" --out "$OUT/heldout-wiki" "${SHARD[@]}" --set shard.valid_fraction=1 --overwrite
 
 HELD=(--set "train.extra_eval=[\"books=$OUT/heldout-books\", \"wiki=$OUT/heldout-wiki\"]")
-CFG=(--config docs/results/real-text-cpu.toml --variance)
+CFG=(--config experiments/common/real-text-cpu.toml --variance)
 GLUE=(--glue-tasks cola,sst2,mrpc --glue-data "$DATA/glue")
 # tiny, 600 steps: all five strategies; then GLUE quick at every kept checkpoint (a GLUE-vs-step
 # curve) for uniform and MAP-Net only (their runs are reused, not retrained; the five-strategy

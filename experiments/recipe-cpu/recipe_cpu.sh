@@ -6,21 +6,21 @@
 # Wikipedia as in section 2. Batch 32 x 128 tokens; evaluation every 250 steps on 512 sequences of each
 # set, all-[MASK] masks (train.eval_replace = "mask"), the unigram level printed beside every loss.
 #
-#   bash docs/results/recipe_cpu.sh OUT tiny [ARM ...]    # ~1 h with JOBS=2 (one thread per run)
-#   bash docs/results/recipe_cpu.sh OUT mini [ARM ...]    # fast arms ~17 min; hf/paper arms ~50 min each
-#   uv run python docs/results/recipe_table.py OUT/tiny   # the tables of RESULTS 0
+#   bash experiments/recipe-cpu/recipe_cpu.sh OUT tiny [ARM ...]    # ~1 h with JOBS=2 (one thread per run)
+#   bash experiments/recipe-cpu/recipe_cpu.sh OUT mini [ARM ...]    # fast arms ~17 min; hf/paper arms ~50 min each
+#   uv run python experiments/recipe-cpu/recipe_table.py OUT/tiny   # the tables of RESULTS 0
 #
 # ARM names a subset (default: every arm of the size). Runs are independent `mapnet pretrain` commands,
 # JOBS at a time (default 2, OMP_NUM_THREADS=1 each); a finished run (its final checkpoint) is kept.
 # Wall times in the logs are NOT the idle times RESULTS quotes: two runs share the machine. RESULTS
-# converts steps to minutes with the idle step times that docs/results/recipe_timing.sh measures.
+# converts steps to minutes with the idle step times that experiments/recipe-cpu/recipe_timing.sh measures.
 set -uo pipefail
 OUT=$(realpath -m "$1"); SIZE=${2:-tiny}; shift 2 || true
 JOBS=${JOBS:-2}
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
 RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
-bash docs/results/real_text_shards.sh "$RT" || exit 1
-[[ -f $X5/shards/manifest.json ]] || bash docs/results/gpu_downstream.sh prepare || exit 1
+bash experiments/common/real_text_shards.sh "$RT" || exit 1
+[[ -f $X5/shards/manifest.json ]] || bash experiments/common/gpu_downstream.sh prepare || exit 1
 mkdir -p "$OUT/$SIZE"
 
 COMMON=(--preset "$SIZE" --set train.batch_size=32 --set model.max_position=128 --set shard.max_seq_len=128

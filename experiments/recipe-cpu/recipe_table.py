@@ -1,12 +1,12 @@
-"""The tables of RESULTS section 0 from the runs of docs/results/recipe_cpu.sh.
+"""The tables of RESULTS section 0 from the runs of experiments/recipe-cpu/recipe_cpu.sh.
 
-    uv run python docs/results/recipe_table.py runs/recipe/tiny [--timing runs/recipe/timing.json] [--json OUT]
+    uv run python experiments/recipe-cpu/recipe_table.py runs/recipe/tiny [--timing runs/recipe/timing.json] [--json OUT]
 
 For every run folder under the argument: its unigram plateau (the training tokens' entropy H and each
 held-out set's unigram level, recorded once in metrics.jsonl), its held-out curve (all-[MASK] masks), the
 step at which the main held-out loss first reaches H - 1 nat (the target of the "learns" issue; linear
 interpolation between evaluations, which are 250 steps apart), and the losses at fixed steps. With
---timing (docs/results/recipe_timing.sh: idle 2-core seconds per step of each configuration) the step is
+--timing (experiments/recipe-cpu/recipe_timing.sh: idle 2-core seconds per step of each configuration) the step is
 also converted to idle minutes of training (evaluations excluded). Runs are grouped by arm name; seeds
 are the -sN suffix.
 """

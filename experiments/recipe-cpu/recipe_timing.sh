@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Idle seconds per training step of each configuration of docs/results/recipe_cpu.sh, on this machine with
+# Idle seconds per training step of each configuration of experiments/recipe-cpu/recipe_cpu.sh, on this machine with
 # both cores (run it ALONE: a second process slows every step; the load average is recorded).
 # Writes OUT/timing-SIZE.json, which recipe_table.py --timing reads to turn steps into minutes.
 #
-#   bash docs/results/recipe_timing.sh runs/recipe tiny      # ~3 min
-#   bash docs/results/recipe_timing.sh runs/recipe mini      # ~10 min
+#   bash experiments/recipe-cpu/recipe_timing.sh runs/recipe tiny      # ~3 min
+#   bash experiments/recipe-cpu/recipe_timing.sh runs/recipe mini      # ~10 min
 set -euo pipefail
 OUT=$(realpath -m "$1"); SIZE=${2:-tiny}; STEPS=${STEPS:-$([[ $SIZE == tiny ]] && echo 300 || echo 120)}
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"

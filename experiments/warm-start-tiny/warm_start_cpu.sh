@@ -4,10 +4,10 @@
 # 2,000 steps), then every masking arm continues from its final checkpoint (`compare --init-from`):
 # the same encoder for every arm and seed, a fresh optimizer and schedule, 3 seeds paired by seed.
 #
-#   bash docs/results/warm_start_cpu.sh [OUT] [real|tiny]      # default OUT: runs/warm-start, data: real
-#   WARM_STEPS=4 ARM_STEPS=2 SEEDS=1 bash docs/results/warm_start_cpu.sh /tmp/ws tiny   # smoke test, ~2 min
+#   bash experiments/warm-start-tiny/warm_start_cpu.sh [OUT] [real|tiny]      # default OUT: runs/warm-start, data: real
+#   WARM_STEPS=4 ARM_STEPS=2 SEEDS=1 bash experiments/warm-start-tiny/warm_start_cpu.sh /tmp/ws tiny   # smoke test, ~2 min
 #
-# real: the Gutenberg + Wikipedia shards of docs/results/real_text_cpu.sh (built here when missing),
+# real: the Gutenberg + Wikipedia shards of experiments/real-text-cpu/real_text_cpu.sh (built here when missing),
 #       held-out books and Wikipedia evaluated separately, as section 3. ~2 h on 2 cores: the warm-up
 #       run (2,000 steps, ~25 min), then 9 arms x 3 seeds x 600 steps from it.
 # tiny: the embedded synthetic corpus (data_recipes/tiny.toml), no download.
@@ -23,8 +23,8 @@ mkdir -p "$OUT"
 
 if [[ $DATA == real ]]; then
     SHARDS=$OUT/shards
-    bash docs/results/real_text_shards.sh "$OUT"
-    CFG=(--config docs/results/real-text-cpu.toml
+    bash experiments/common/real_text_shards.sh "$OUT"
+    CFG=(--config experiments/common/real-text-cpu.toml
          --set "train.extra_eval=[\"books=$OUT/heldout-books\", \"wiki=$OUT/heldout-wiki\"]")
     ARMS=uniform,mapnet,mapnet-uncompressed,mapnet-ht,mapnet-ht-loss,mapnet-ht-learnability,stratified,frequency-ht,uniform@0.3
 elif [[ $DATA == tiny ]]; then

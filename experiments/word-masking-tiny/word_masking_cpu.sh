@@ -5,11 +5,11 @@
 # evaluated separately), `tiny`, 600 steps, 3 seeds paired by seed; plus the PMI vocabulary's
 # build time, peak memory and size.
 #
-#   bash docs/results/word_masking_cpu.sh [OUT] [tiny|smoke]   # default OUT: runs/real-text, tiny
-#   bash docs/results/word_masking_cpu.sh /tmp/wm smoke         # the same commands on the embedded
+#   bash experiments/word-masking-tiny/word_masking_cpu.sh [OUT] [tiny|smoke]   # default OUT: runs/real-text, tiny
+#   bash experiments/word-masking-tiny/word_masking_cpu.sh /tmp/wm smoke         # the same commands on the embedded
 #                                                               # tiny data, a handful of steps (~2 min)
 #
-# Needs the shards of docs/results/real_text_cpu.sh (built here when missing). tiny: ~1.5 h on
+# Needs the shards of experiments/real-text-cpu/real_text_cpu.sh (built here when missing). tiny: ~1.5 h on
 # 2 cores (15 runs). The vocabulary is built from the training corpus only (OUT/prep), never from
 # held-out text, and stored beside the shards (OUT/shards/pmi.tsv), where --masking pmi finds it.
 set -euo pipefail
@@ -43,9 +43,9 @@ if [[ $WHICH == smoke ]]; then
     exit 0
 fi
 
-bash docs/results/real_text_shards.sh "$OUT"
+bash experiments/common/real_text_shards.sh "$OUT"
 HELD=(--set "train.extra_eval=[\"books=$OUT/heldout-books\", \"wiki=$OUT/heldout-wiki\"]")
-CFG=(--config docs/results/real-text-cpu.toml)
+CFG=(--config experiments/common/real-text-cpu.toml)
 
 # The vocabulary: the paper's settings (n = 2..5, count > 10 i.e. --min-count 11, per-length shares),
 # its size scaled to this ~20 MB corpus; and the builder's memory with a tight --max-entries, which
