@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every masking arm judged on BLiMP (docs/RESULTS.md, section E): the runs of section A (`tiny`, the `fast`
+# Every masking arm judged on BLiMP (docs/results.md, section E): the runs of section A (`tiny`, the `fast`
 # recipe, 1,200 steps of 32 x 128 tokens on the 8,192-token-BPE real-text shards, 3 paired seeds) trained
 # again, because section A kept no checkpoints, then `compare --blimp` scores every kept checkpoint (every
 # 200 steps) of every run, and the random-init and unigram controls of each seed.

@@ -1,4 +1,4 @@
-"""The downstream acceptance table (docs/RESULTS.md, section 6): per task, the pretrained encoder's and its
+"""The downstream acceptance table (docs/results.md, section 6): per task, the pretrained encoder's and its
 random-init control's dev score per fine-tuning seed, and the paired margin (pretrained − control, same
 seed) with a 95% t-interval.
 

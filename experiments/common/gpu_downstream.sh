@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Can the `small` fine-tuning protocol tell a pretrained encoder from an untrained one once the encoder
-# gets a GPU's pretraining budget? (docs/RESULTS.md section 6b; section 6 is the CPU budget, where it
+# gets a GPU's pretraining budget? (docs/results.md section 6b; section 6 is the CPU budget, where it
 # cannot.) A `mini` encoder pretrained with uniform masking, 6,000 steps of 128 x 128 tokens (98M
 # tokens, 5.5 epochs of 18M), then `finetune-glue --protocol small --init both` on SST-2, CoLA and MRPC:
 # the pretrained weights and random weights of the same architecture and tokenizer, paired by

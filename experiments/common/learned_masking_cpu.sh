@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Learned masking that can pay? (docs/RESULTS.md, section 3): every masking arm on the real-text
+# Learned masking that can pay? (docs/results.md, section 3): every masking arm on the real-text
 # setup of section 2 (Gutenberg books + Wikipedia; held-out books and held-out Wikipedia evaluated
 # separately), 3 seeds paired by seed.
 #

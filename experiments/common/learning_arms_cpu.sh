@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Which masking pays on an encoder that learns? (docs/RESULTS.md, section A): every masking arm with
+# Which masking pays on an encoder that learns? (docs/results.md, section A): every masking arm with
 # the `fast` recipe on the real-text shards of RESULTS 0 (every 5th book and Wikipedia file, 8,192-token
 # BPE, 140,482 sequences of 128), held-out books and held-out Wikipedia scored separately, 3 seeds paired
 # by seed (same initial encoder, data order and evaluation masks).

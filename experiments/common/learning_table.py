@@ -1,4 +1,4 @@
-"""The headline table of docs/RESULTS.md (section A): what each masking arm buys over uniform on an
+"""The headline table of docs/results.md (section A): what each masking arm buys over uniform on an
 encoder that learns, in loss, in steps and in wall time.
 
     uv run python experiments/common/learning_table.py runs/learning/arms-tiny/results.json \

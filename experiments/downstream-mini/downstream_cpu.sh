@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Can the `small` fine-tuning protocol tell a pretrained encoder from an untrained one on a CPU?
-# (docs/RESULTS.md, section 6.) A `mini` encoder pretrained with uniform masking on the real-text
+# (docs/results.md, section 6.) A `mini` encoder pretrained with uniform masking on the real-text
 # setup of section 2, 2,000 steps (1.5 epochs of its training text), then `finetune-glue --protocol
 # small --init both`: the same fine-tuning of the pretrained weights and of random weights of the
 # same architecture and tokenizer (the control), paired by fine-tuning seed. Then the cheap probe at

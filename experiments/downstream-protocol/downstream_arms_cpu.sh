@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Does an encoder that learns beat its random-init control downstream, and does the masking arm show
-# there? (docs/RESULTS.md, section B.) Four arms of section A (uniform, 30% masking, PMI, the paper's
+# there? (docs/results.md, section B.) Four arms of section A (uniform, 30% masking, PMI, the paper's
 # MAP-Net), retrained with section A's exact flags (same seeds: the same runs), then every final
 # checkpoint fine-tuned on SST-2, CoLA and MRPC beside one random-init control per pretraining seed,
 # judged paired by pretraining seed (`compare --glue-*`).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The first comparison at a GPU's budget (docs/RESULTS.md section 4c): `mini` on the section-6b text
+# The first comparison at a GPU's budget (docs/results.md section 4c): `mini` on the section-6b text
 # (every 5th book and Wikipedia file, 18M tokens), 2,000 steps x 128 sequences of 128 tokens (33M tokens,
 # 1.8 epochs), uniform vs uniform@0.3 vs the paper's MAP-Net vs mapnet-ht, 2 seeds paired by seed.
 # Each (arm, seed) is its own one-seed compare, all eight side by side on one GPU; then `compare --seeds 2`

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Section A of docs/RESULTS.md on a GPU, batched for a short lease: every masking arm past the plateau
+# Section A of docs/results.md on a GPU, batched for a short lease: every masking arm past the plateau
 # with section A's flags (the `fast` recipe, batch 32 x 128, 8,192-token BPE real text, held-out books and
 # Wikipedia), at `mini` by default (1,000 steps: uniform ends ~1.55 nats below the unigram entropy,
 # RESULTS 0d), 3 seeds paired by seed. Each (arm, seed) is its own one-seed `compare`, all side by side on

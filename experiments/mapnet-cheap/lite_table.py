@@ -1,4 +1,4 @@
-"""The cheap MAP-Net arm against the full one (docs/RESULTS.md, section D): `mapnet-ht-lite` (a one-block
+"""The cheap MAP-Net arm against the full one (docs/results.md, section D): `mapnet-ht-lite` (a one-block
 proposal that learns on every 4th step) paired by seed with section A's `mapnet-ht` and `uniform` runs.
 
     uv run python experiments/mapnet-cheap/lite_table.py experiments/learning-arms-tiny/results.json \

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real-text comparison on CPU (docs/RESULTS.md, section 2): Gutenberg books + Wikipedia from
+# Real-text comparison on CPU (docs/results.md, section 2): Gutenberg books + Wikipedia from
 # ../shared/data, held-out books and held-out Wikipedia articles evaluated separately.
 #
 #   bash experiments/real-text-cpu/real_text_cpu.sh [OUT]        # default OUT: runs/real-text  (~80 min on 2 cores)

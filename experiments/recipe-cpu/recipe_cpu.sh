@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Does the trainer learn? (docs/RESULTS.md, section 0): time to leave the MLM unigram plateau on the
+# Does the trainer learn? (docs/results.md, section 0): time to leave the MLM unigram plateau on the
 # 2-core CPU for the `fast` recipe, the paper's settings and the Hugging Face reference's settings, and
 # what each part of the recipe buys (one part changed at a time). Real text: the 18M-token shards of
 # RESULTS 4c (every 5th Gutenberg book and Wikipedia file, 8,192-token BPE), held-out books and

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The warm start of appendix section 3c, repeated from an encoder that has left the unigram plateau
-# (docs/RESULTS.md, section C): does learned masking pay once the encoder already uses context?
+# (docs/results.md, section C): does learned masking pay once the encoder already uses context?
 #
 #   bash experiments/warm-start-learned/warm_start_learned_cpu.sh WARM OUT     # 12 runs of 600 steps, two lanes: ~35 min on 2 cores
 #

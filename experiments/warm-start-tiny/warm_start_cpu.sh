@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Does learned masking pay once the frequent words are learned? (docs/RESULTS.md, "Still to measure":
+# Does learned masking pay once the frequent words are learned? (docs/results.md, "Still to measure":
 # the warm start). A uniform `tiny` run long enough that the frequent words are learned (section 2c:
 # 2,000 steps), then every masking arm continues from its final checkpoint (`compare --init-from`):
 # the same encoder for every arm and seed, a fresh optimizer and schedule, 3 seeds paired by seed.

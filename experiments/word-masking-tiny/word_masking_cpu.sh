@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The masking schemes people use, against uniform and the best learned arm (docs/RESULTS.md,
+# The masking schemes people use, against uniform and the best learned arm (docs/results.md,
 # section 5): uniform vs whole-word vs span (SpanBERT) vs pmi (PMI-Masking) vs mapnet-ht, on the
 # real-text setup of section 2 (Gutenberg books + Wikipedia; held-out books and held-out Wikipedia
 # evaluated separately), `tiny`, 600 steps, 3 seeds paired by seed; plus the PMI vocabulary's
