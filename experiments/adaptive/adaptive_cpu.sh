@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Does loss-adaptive masking (AMLM, README "Loss-adaptive masking") pay at mapnet's sizes? The four adaptive arms
+# Does loss-adaptive masking (AMLM, docs/masking.md "Loss-adaptive masking") pay at mapnet's sizes? The four adaptive arms
 # (hard and soft scores, unweighted as published and with mapnet's HT weights) against uniform, 30% masking and
 # `mapnet-ht-lite`, with section A's flags (experiments/common/learning_arms_cpu.sh: the `fast` recipe on the real-text
 # shards, held-out books and Wikipedia), 3 seeds paired by seed (same initial encoder, data order, evaluation masks).
@@ -12,7 +12,7 @@
 # REUSE: compare folders whose finished baseline runs (runs/uniform, runs/uniform@0.3, runs/mapnet-ht-lite) are
 # copied in (never moved) instead of trained again; the last `compare` retrains nothing whose recorded settings
 # match its plan, and refuses nothing silently: a copied run trained with other settings is trained again.
-# The adaptive arms get T = 50 (masking.adaptive_every; README, "T for short runs"); `compare` gives it to them
+# The adaptive arms get T = 50 (masking.adaptive_every; docs/masking.md, "T for short runs"); `compare` gives it to them
 # only, so the baselines' settings are section A's exactly. Then BLiMP on every run's final checkpoint
 # (`mapnet blimp`, where this checkout has it; BLIMP: the suite's folder, BLIMP_PAIRS: the first N pairs of each
 # paradigm, 0 = all), paired by seed against uniform by experiments/adaptive/adaptive_blimp.py.

@@ -15,7 +15,7 @@ source experiments/common/lanes.sh
 SECTION_A=uniform,uniform@0.3,mapnet-ht-lite,uniform@0.4,mapnet-ht,whole-word,span,pmi,mapnet,stratified,frequency-ht
 ADAPTIVE=adaptive,adaptive-soft,adaptive-ht,adaptive-soft-ht
 ARMS=$SECTION_A,$ADAPTIVE
-# The adaptive arms' table period for a 1,200-step run (README, "T for short runs"); compare gives it to them only.
+# The adaptive arms' table period for a 1,200-step run (docs/masking.md, "T for short runs"); compare gives it to them only.
 PERIOD=(--set masking.adaptive_every=50)
 BLIMP=(--blimp ../shared/data/blimp --blimp-pairs "${BLIMP_PAIRS:-100}" --blimp-every-checkpoint)
 if [[ $WHICH == smoke ]]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The first GPU figures (docs/results.md sections 4a and 4b, README "Performance"): the CUDA tests, training-step
+# The first GPU figures (docs/results.md sections 4a and 4b, docs/performance.md): the CUDA tests, training-step
 # throughput and MFU at `base` against transformers' BertForMaskedLM (eager and compiled), MAP-Net's and
 # the other strategies' step cost at `base`, the `--gpus 1` torchrun/NCCL path with resume and a CPU load
 # of the GPU-trained checkpoint, and the step and fine-tuning speeds that size the GPU experiments.

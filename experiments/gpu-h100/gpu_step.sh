@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The step-efficiency figures still to measure on a GPU (README "Performance", RESULTS 4 and D), in one device call
+# The step-efficiency figures still to measure on a GPU (docs/performance.md, RESULTS 4 and D), in one device call
 # of at most 10 minutes (the stages' limits: 4 x 90 s + 90 s + 150 s; not yet run on a GPU): where a `base` step's time goes with the batches made ahead (`train.prefetch`) and without, with the
 # blocks compiled and not, the syncs the device waits for and how busy it is; MFU against transformers'
 # BertForMaskedLM; and every learned arm's step cost, the lite MAP-Net arm included.
