@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from built_once import built_once
+
 REPO = Path(__file__).resolve().parents[1]
 # The brief's layout: shared/ sits beside the checkout (../shared/data); MAPNET_SHARED_DATA overrides.
 SHARED_DATA = Path(os.environ.get("MAPNET_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -37,14 +39,11 @@ def _one_torch_thread():
     torch.set_num_threads(before)
 
 
-@pytest.fixture(scope="session")
-def synthetic_shards(tmp_path_factory) -> Path:
-    """The embedded synthetic language, small: ~580 training sequences of 64 tokens, with token kinds."""
+def _synthetic_shards(root: Path) -> Path:
     from mapnet_cli.data.preprocess import run_preprocess
     from mapnet_cli.data.shard_writer import run_shard
     from mapnet_cli.settings import resolve
 
-    root = tmp_path_factory.mktemp("synthetic")
     s = resolve(None, None, ["synthetic.documents=300", "preprocess.vocab_size=1024", "preprocess.workers=1",
                              "shard.max_seq_len=64", "shard.valid_fraction=0.1", "shard.workers=1"])
     run_preprocess(["synthetic:"], root / "prep", s)
@@ -54,18 +53,25 @@ def synthetic_shards(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def synthetic_shards(tmp_path_factory) -> Path:
+    """The embedded synthetic language, small: ~580 training sequences of 64 tokens, with token kinds.
+    Read-only (shared by every test of the session)."""
+    return built_once(tmp_path_factory, "synthetic", _synthetic_shards)
+
+
+@pytest.fixture(scope="session")
 def trained_runs(tmp_path_factory) -> dict[str, Path]:
     """Real tiny runs ({"shards", "uniform", "mapnet"}, see trained_runs.py): for tests that read a checkpoint.
     Read-only: a test that damages or extends one works on a copy."""
     from trained_runs import trained_runs as build
 
-    return build(tmp_path_factory.mktemp("trained"))
+    return built_once(tmp_path_factory, "trained", build)
 
 
 @pytest.fixture(scope="session")
 def pretrained_tiny(tmp_path_factory, shared_data) -> Path:
     """A `tiny` run pretrained on real text (books) through preprocess -> shard -> pretrain (200 steps; its shards
-    are the sibling folder "shards"). For finetune-glue's and export's real-text tests."""
+    are the sibling folder "shards"). For finetune-glue's and export's real-text tests. Read-only."""
     from trained_runs import pretrain_tiny
 
-    return pretrain_tiny(tmp_path_factory.mktemp("pretrained"), shared_data)
+    return built_once(tmp_path_factory, "pretrained", lambda root: pretrain_tiny(root, shared_data))

@@ -1,7 +1,7 @@
 """Real sentences as people type them, from ../shared/data: GLUE as released, Wikipedia, books, BLiMP.
 
 Imported by name (`from real_text import ...`): pytest puts tests/ on sys.path. The same sample is what
-benchmarks/export_text_parity.py measures, so the README's figure and the tests read the same sentences.
+experiments/export-text-parity/export_text_parity.py measures, so the README's figure and the tests read the same sentences.
 
     sample = real_sentences(shared_data)         # 2,000 (source, sentence), fixed by the seed
     corpus = training_text(shared_data)          # ~1 MB of other raw paragraphs, for a real-text BPE

@@ -4,7 +4,7 @@ intact, no temp file or staging folder left behind.
 The disk is simulated: every file opened for writing from Python (`open`, `os.fdopen`) shares a budget
 of bytes; the write that crosses it lands in part and then raises OSError(ENOSPC), as a real full disk does.
 Writers in native code (safetensors, Arrow) report a full disk in their own words; `out_of_space`
-reads those (checked on a real full tmpfs when this was written, see docs/RELIABILITY.md).
+reads those (checked on a real full tmpfs when this was written, see docs/reliability.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The import graph of mapnet_cli, walked statically (function-level, lazy imports included): no cycles,
-and the layers of docs/ARCHITECTURE.md hold — a module imports only from its own layer and the ones below."""
+and the layers of docs/architecture.md hold — a module imports only from its own layer and the ones below."""
 
 from __future__ import annotations
 

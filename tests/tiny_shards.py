@@ -1,4 +1,4 @@
-"""Tiny shard folders in the documented format (docs/FORMATS.md), written directly.
+"""Tiny shard folders in the documented format (docs/formats.md), written directly.
 
 Training tests need a few hundred short, learnable sequences in a second, not
 a corpus: each sequence here repeats one token with some noise, so a masked

@@ -13,7 +13,7 @@
     mapnet pretrain shards/ --out runs/mapnet-raw --masking mapnet --importance unclipped
     mapnet pretrain shards/ --out runs/ht --masking mapnet --importance ht --set masking.mix_uniform=0.5 --set masking.proposal_target=gradnorm
     mapnet pretrain shards/ --out runs/strat --masking stratified
-    mapnet pretrain shards/ --out runs/amlm --masking adaptive             # loss-adaptive (AMLM); see README
+    mapnet pretrain shards/ --out runs/amlm --masking adaptive             # loss-adaptive (AMLM); see docs/masking.md
     mapnet pretrain shards/ --out runs/r40 --mask-prob 0.4
     mapnet pretrain shards/ --out runs/dapt --init-from hf/bert-base-uncased --masking mapnet   # continued pretraining
     mapnet pretrain shards/ --out runs/ww --masking whole-word              # or span, or pmi (after mapnet pmi-vocab)

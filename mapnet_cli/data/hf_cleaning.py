@@ -25,7 +25,7 @@ panics). `pre_tokenizer` splits those off instead, and the rules before it
 read them as the token boundaries Moses' spaces would be.
 
 Not exact (each shown in tests/data/test_hf_cleaning.py; on 2,000 real
-sentences none occurs, benchmarks/export_text_parity.py):
+sentences none occurs, experiments/export-text-parity/export_text_parity.py):
 - a literal "DOTMULTI" in the text, which sacremoses turns into "." (its
   placeholder for "...");
 - German and French quotes moved before a run of dots when another run

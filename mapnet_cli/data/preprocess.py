@@ -7,7 +7,7 @@ order; worker processes (`preprocess.workers`) split sentences with spaCy and
 tokenise with Moses (`textproc`), a bounded number of batches in flight, so
 memory does not grow with the corpus. Output is built in a hidden staging
 folder and published by one rename after `manifest.json` is written (layout:
-docs/FORMATS.md).
+docs/formats.md).
 """
 
 from __future__ import annotations
@@ -239,7 +239,7 @@ def run_preprocess(
     on_progress: Callable[[Progress], None] | None = None,
     recipe: dict | None = None,
 ) -> PreprocessResult:
-    """Preprocess `inputs` into the folder `out` (see docs/FORMATS.md); returns counts.
+    """Preprocess `inputs` into the folder `out` (see docs/formats.md); returns counts.
 
     Raises `MapnetError` for bad input; on any failure nothing is published.
     `recipe` (name, path, url, sha256 ...) is recorded in the manifest as given.

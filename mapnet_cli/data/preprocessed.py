@@ -7,7 +7,7 @@
 Parts are read in ~1 MB blocks and hashed while they are read, so the
 sha256 check against the manifest costs no second pass; sizes and the
 per-part sentence/document counts are checked too. The format is the one in
-docs/FORMATS.md (schema mapnet.preprocess/1).
+docs/formats.md (schema mapnet.preprocess/1).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 Streaming all the way: ~1 MB of sentences is read, encoded (by
 `shard.workers` tokenizer processes, a bounded number of chunks in flight),
 packed and written before the next is read, so memory does not grow with
-the corpus. Output layout and manifest: docs/FORMATS.md; reader:
+the corpus. Output layout and manifest: docs/formats.md; reader:
 `mapnet_cli.data.shards.ShardReader`.
 """
 
@@ -192,7 +192,7 @@ def _special_ids(tokenizer) -> dict[str, int]:
     ids = {k: tokenizer.token_to_id(tok) for k, tok in SPECIALS.items()}
     missing = [SPECIALS[k] for k, i in ids.items() if i is None]
     if missing:
-        raise MapnetError(f"the tokenizer lacks the special token(s) {', '.join(missing)} (docs/FORMATS.md)")
+        raise MapnetError(f"the tokenizer lacks the special token(s) {', '.join(missing)} (docs/formats.md)")
     if len(set(ids.values())) != len(ids):
         raise MapnetError(f"the tokenizer gives two special tokens one id: {ids}")
     return ids

@@ -6,7 +6,7 @@
     batch = reader.take(np.array([7, 3, 99]))                # np.ndarray[3, max_seq_len]
 
 The on-disk layout (Arrow IPC files + manifest.json) is described in
-docs/FORMATS.md; the writer is `mapnet_cli.data.shard_writer`. Every Arrow
+docs/formats.md; the writer is `mapnet_cli.data.shard_writer`. Every Arrow
 record batch is memory-mapped and viewed as a 2-D numpy array without a copy,
 so opening a shard costs only the verification, and memory does not grow with
 the corpus (the OS pages sequences in as they are read).

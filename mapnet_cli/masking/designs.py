@@ -18,7 +18,7 @@ has E_S[L_HT] = (1/K) sum_i pi_i (K/n) l_i / pi_i = (1/n) sum_i l_i, which is th
 expected per-sequence loss of uniform K-masking (E_U[(1/K) sum_{i in S} l_i] =
 (1/n) sum_i l_i). So it is unbiased for *any* proposal, with per-position weights
 whose size is set by how far pi_i is from K/n, not by a product over K positions.
-Caveat, stated in the README: l_i is treated as a function of the position only.
+Caveat, stated in docs/masking.md: l_i is treated as a function of the position only.
 The encoder's loss at i also depends on which *other* positions are masked (their
 context is hidden), so L_HT is exactly unbiased for the per-position losses at a
 fixed context and only approximately for the set-dependent ones; no per-position

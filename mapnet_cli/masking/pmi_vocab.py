@@ -43,7 +43,7 @@ header); the file records F, and the builder warns when it is not 0. Measured on
 against 5,746 exact, at 193 MB peak instead of 323 MB.
 An n-gram whose sub-n-gram was pruned cannot be scored and is skipped (counted in the file).
 
-The file (`pmi.tsv`, docs/FORMATS.md): a schema line, a JSON header line (provenance, settings,
+The file (`pmi.tsv`, docs/formats.md): a schema line, a JSON header line (provenance, settings,
 counts and `body_sha256`), then `ngram <TAB> n <TAB> count <TAB> pmi` per entry. It is written
 atomically and refused when read if the body does not match its hash.
 """

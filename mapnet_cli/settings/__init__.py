@@ -14,7 +14,7 @@ Defaults are the paper's (Chen, "Variance-reduced language pretraining via a
 mask proposal network", tables "Hyperparameter for pretraining" and
 "Hyperparameter search spaces for fine-tuning"). Where the paper is silent or
 ambiguous the choice is marked `(mapnet choice)` in the field doc and in the
-README.
+manual (docs/).
 
 The modules: the sections (`data`, `masking`, `training`, `evaluation`), the
 tree that holds them (`tree`), the named presets (`presets`), resolution and

@@ -37,7 +37,7 @@ class MaskingSettings:
     adaptive_decay: float = setting(
         0.2, "adaptive: lambda, the share of the old table kept at each update, w <- lambda w + (1 - lambda) mask_prob (1 - score) (paper: 0.2)")
     adaptive_every: int = setting(
-        200, "adaptive: T, optimizer steps between table updates (paper: 200 batches; scale it down for short runs, README)")
+        200, "adaptive: T, optimizer steps between table updates (paper: 200 batches; scale it down for short runs, docs/masking.md)")
     adaptive_weights: Literal["none", "ht"] = setting(
         "none", "adaptive: none = unweighted, the published (biased) objective; ht = per-position Horvitz-Thompson weights (K/n)/pi_i, unbiased for uniform masking's loss (mapnet; needs mix_uniform > 0)")
     span_p: float = setting(0.2, "span: p of the geometric span-length distribution in words, p(1-p)^(l-1) (SpanBERT: 0.2)")
@@ -54,7 +54,7 @@ class MaskingSettings:
         0.0, "MAP-Net's hidden and attention dropout (paper silent; mapnet choice: 0, so the distribution masks are drawn from is the one inspect-masks shows, and CPU attention keeps its fused kernel)")
     map_loss_weight: float = setting(1e-2, "lambda of the paper's combined loss (paper: 1e-2)")
     map_loss_on: Literal["map", "encoder"] = setting(
-        "map", "which term lambda scales: 'map' = L_enc + lambda*L_MAP (mapnet choice, see README), 'encoder' = L_MAP + lambda*L_enc as printed")
+        "map", "which term lambda scales: 'map' = L_enc + lambda*L_MAP (mapnet choice, see docs/masking.md), 'encoder' = L_MAP + lambda*L_enc as printed")
     train_map_on_uniform: bool = setting(True, "uniformly masked sequences also train MAP-Net (mapnet choice: more signal early)")
     map_train_every: int = setting(
         1, "MAP-Net learns on every k-th step only; in between it only draws masks (forward without autograd, no update): a cheaper step (mapnet choice; 1: every step, as in the paper)")

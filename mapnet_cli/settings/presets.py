@@ -26,13 +26,13 @@ replaces them.
   weights); 3 seeds; 3 epochs; at most 20,000 training examples per task
   (caps SST-2's 67,349 to a fixed subset; CoLA's 8,551 and MRPC's 3,668 are
   used whole); max_seq_len 128. Chosen by an estimate; measured since
-  (docs/RESULTS.md, section 6): the full grid is several hours on a 2-core
+  (RESULTS section 6, experiments/downstream-mini): the full grid is several hours on a 2-core
   CPU, not one, and at a CPU's pretraining budget (`mini`, 2,000 steps) a
   pretrained encoder does not beat its random-init control on SST-2 or
   CoLA. The values are kept so that results stay comparable; `--task` and
   `--lrs` narrow it to what a machine can afford.
 
-The README's protocol table states the same values; `tests/evaluation/glue/test_glue_control.py`
+The protocol table of docs/evaluation.md states the same values; `tests/evaluation/glue/test_glue_control.py`
 checks that the two agree.
 """
 

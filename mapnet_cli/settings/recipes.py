@@ -14,7 +14,7 @@ named, and never a recipe's architecture (`model.norm`): the weights decide that
   BERT, dropout 0.1, AdamW (0.9, 0.98), eps 1e-6, weight decay 0.01, peak LR 1e-4 after 10k warm-up
   steps, linear decay, no gradient clipping. The paper's arm is compared under these values.
 - `fast`: mapnet's recipe for leaving the MLM unigram plateau early on a small budget, measured on
-  real text on a 2-core CPU (docs/RESULTS.md, section 0, "Does the trainer learn?"; 0c ablates the
+  real text on a 2-core CPU (RESULTS section 0, experiments/recipe-cpu, "Does the trainer learn?"; 0c ablates the
   warm-up, pre-LN, dropout, clipping and the LR; eps and the init std are exploratory choices):
   a sequence-length warm-up (the first steps on 16-token pieces, `train/batches.py` says why) — the
   part without which nothing else here leaves the plateau in a CPU budget; pre-LN with a final

@@ -86,9 +86,9 @@ class TrainSettings:
     seed: int = setting(0, "seed of initial weights, data order and masks")
     precision: Literal["auto", "fp32", "bf16"] = setting("auto", "auto: bf16 autocast on CUDA, fp32 on CPU")
     compile: Literal["auto", True, False] = setting(
-        "auto", "compile each block with torch.compile: auto = on CUDA (1.05-1.10x faster at base on an H100, RESULTS 4a), off on CPU (-1% to +2%, README Performance); true / false force it")
+        "auto", "compile each block with torch.compile: auto = on CUDA (1.05-1.10x faster at base on an H100, RESULTS 4a), off on CPU (-1% to +2%, docs/performance.md); true / false force it")
     prefetch: bool = setting(
-        False, "make the next step's batches (data, masks, host-to-device copies) in a background thread while this step runs; off by default: on a 2-core CPU it made a step 2-14% slower (README Performance), on a GPU it is unmeasured (docs/results/gpu_step.sh)")
+        False, "make the next step's batches (data, masks, host-to-device copies) in a background thread while this step runs; off by default: on a 2-core CPU it made a step 2-14% slower (docs/performance.md), on a GPU it is unmeasured (experiments/gpu-h100/gpu_step.sh)")
     device: Literal["auto", "cpu", "cuda"] = setting("auto", "where to train")
     eval_every: int = setting(2000, "held-out evaluation every N steps (0: only at the end)")
     eval_sequences: int = setting(512, "validation sequences per evaluation set (fixed set, fixed masks), the main one and each train.extra_eval")

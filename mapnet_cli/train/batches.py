@@ -18,7 +18,7 @@ attention head has learned to look at the neighbouring tokens, which the learned
 position embeddings must first encode; with T positions at uniform attention that
 signal is diluted T-fold and spread over T embeddings. With 16 shared positions a
 `tiny` encoder finds it in a few hundred steps, and whole sequences then keep and
-extend it (docs/RESULTS.md 0c, real text: without the warm-up the run is still on the
+extend it (RESULTS 0c, experiments/recipe-cpu, real text: without the warm-up the run is still on the
 plateau at step 1,000; in an exploratory run, not kept, pieces that kept their true
 positions, which trains all T embeddings, did not leave it either). It is
 Li et al. 2022's sequence-length warm-up in its simplest form, as BERT's own

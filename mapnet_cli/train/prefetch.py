@@ -18,8 +18,8 @@ Why a thread: reading the shards, drawing the masks (numpy and torch on the host
 the GIL in their kernels) and the pinned host-to-device copies then overlap the device's work on
 the current step instead of sitting between two steps, which matters where the host, not the
 device, limits the step. Measured on a 2-core CPU it costs more than it moves (a step 2-14% slower:
-the thread's torch work competes with the step's for the same cores; README, Performance), so
-`train.prefetch` is off by default; on a GPU it is unmeasured (docs/results/gpu_step.sh). One batch ahead
+the thread's torch work competes with the step's for the same cores; docs/performance.md), so
+`train.prefetch` is off by default; on a GPU it is unmeasured (experiments/gpu-h100/gpu_step.sh). One batch ahead
 is enough: the producer only has to stay ahead of a consumer that takes one step's batches at a
 time, and a deeper queue would hold more pinned memory for nothing.
 

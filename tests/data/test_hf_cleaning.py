@@ -12,6 +12,7 @@ import random
 from pathlib import Path
 
 import pytest
+from built_once import built_once
 
 from mapnet_cli.data import bpe, hf_cleaning
 from mapnet_cli.data.cleaning import Cleaner
@@ -56,16 +57,19 @@ def sample(shared_data) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="session")
 def real_tokenizers(shared_data, tmp_path_factory) -> dict[str, Path]:
-    """A 4,096-token BPE per variant, trained (as preprocess trains) on ~2 MB of real text cleaned that way."""
-    paragraphs = training_text(shared_data)
-    root = tmp_path_factory.mktemp("real-bpe")
-    out = {}
-    for name, settings in VARIANTS.items():
-        corpus = root / f"{name}.txt"
-        corpus.write_text("\n".join(line for line in Cleaner(settings)(paragraphs) if line) + "\n", encoding="utf-8")
-        out[name] = root / f"{name}.json"
-        bpe.save_tokenizer(bpe.train_tokenizer([corpus], 4096, 2), out[name])
-    return out
+    """A 4,096-token BPE per variant, trained (as preprocess trains) on ~2 MB of real text cleaned that way.
+    Built once per session (built_once: also across xdist workers); read-only."""
+    def build(root: Path) -> dict[str, Path]:
+        paragraphs = training_text(shared_data)
+        out = {}
+        for name, settings in VARIANTS.items():
+            corpus = root / f"{name}.txt"
+            corpus.write_text("\n".join(line for line in Cleaner(settings)(paragraphs) if line) + "\n", encoding="utf-8")
+            out[name] = root / f"{name}.json"
+            bpe.save_tokenizer(bpe.train_tokenizer([corpus], 4096, 2), out[name])
+        return out
+
+    return built_once(tmp_path_factory, "real-bpe", build)
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """`mapnet shard` and ShardReader: packing, splitting, verification, random access.
 
-Most tests build a small preprocessed folder here (docs/FORMATS.md layout,
+Most tests build a small preprocessed folder here (docs/formats.md layout,
 tokenizer trained in the test) so they do not depend on `mapnet preprocess`;
 the tests marked `real_data` run the real preprocess on ../shared/data.
 """

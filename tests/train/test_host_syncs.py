@@ -171,6 +171,7 @@ def sync_counts(out: str) -> dict[int, str]:
     return {int(w[1]): "".join(w[-7:]) for w in lines}
 
 
+@pytest.mark.slow  # runs benchmarks/profile_step.py in a subprocess
 def test_the_profiler_script_profiles_the_real_loop_and_counts_its_syncs(shards, tmp_path):
     """benchmarks/profile_step.py: the loop's parts, and per step no sync except the read of a logging step."""
     trace = tmp_path / "trace.json"
@@ -183,6 +184,7 @@ def test_the_profiler_script_profiles_the_real_loop_and_counts_its_syncs(shards,
     assert json.loads(trace.read_text())["traceEvents"]
 
 
+@pytest.mark.slow  # runs benchmarks/profile_step.py in a subprocess
 def test_with_prefetch_the_batches_leave_the_loop_thread(shards, tmp_path):
     """`train.prefetch`: data, masks and copies run in the background thread, none of it on the step's thread;
     the step's syncs are unchanged."""

@@ -23,7 +23,7 @@ from mapnet_cli.evaluation.glue.pretrained import (CheckpointRef, find_checkpoin
 from mapnet_cli.settings import PROTOCOLS
 from mapnet_cli.evaluation.glue.sweep import Events, make_plan, run_sweep, summarize
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+EVALUATION_PAGE = Path(__file__).resolve().parents[3] / "docs" / "evaluation.md"  # where the protocol table lives
 
 
 def _ft(**kw):
@@ -206,10 +206,10 @@ def test_cli_init_both_prints_intervals_and_margins(fake_run, glue_dir, tmp_path
     assert "--init must be pretrained, random or both" in str(res.exception)
 
 
-# ---------------------------------------------------------------- the protocols, as the README states them
-def _readme_protocols() -> dict[str, dict]:
-    """The README's protocol table: {name: {column: cell}}."""
-    text = README.read_text(encoding="utf-8")
+# ---------------------------------------------------------------- the protocols, as the manual states them
+def _manual_protocols() -> dict[str, dict]:
+    """The protocol table of docs/evaluation.md: {name: {column: cell}}."""
+    text = EVALUATION_PAGE.read_text(encoding="utf-8")
     start = text.index("| protocol | tasks |")
     lines = [ln for ln in text[start:].splitlines()]
     table = []
@@ -226,8 +226,8 @@ def _numbers(cell: str, kind):
 
 
 @pytest.mark.parametrize("name", ["paper", "quick", "small"])
-def test_protocol_resolves_as_the_readme_says(name, fake_run, glue_dir, tmp_path):
-    row = _readme_protocols()[name]
+def test_protocol_resolves_as_the_manual_says(name, fake_run, glue_dir, tmp_path):
+    row = _manual_protocols()[name]
     res = CliRunner().invoke(app, ["finetune-glue", "--data", str(glue_dir), "--out", str(tmp_path), "--checkpoint",
                                    str(fake_run), "--print-settings", "--protocol", name])
     assert res.exit_code == 0, res.output

@@ -1,0 +1,96 @@
+"""The BLiMP table of experiments/blimp-arms (results section E): every masking arm judged on zero-shot grammar, at equal
+steps and at equal wall time, paired by seed.
+
+    uv run python experiments/common/blimp_table.py runs/blimp-arms/arms/results.json \
+        experiments/learning-arms-tiny/bench_strategies-all.txt [more bench printouts...]
+
+From `mapnet compare --blimp ... --blimp-every-checkpoint` (BLiMP at every kept checkpoint of every run).
+Per arm: who left the plateau (final mixed loss at least 1 nat under the training tokens' unigram entropy),
+the paired loss difference to uniform, BLiMP at the end (mean ± 95% t-interval over seeds), its paired
+difference to uniform at equal steps, and at equal wall time. Equal wall time uses the idle step costs of
+`benchmarks/bench_strategies.py` (the printouts given; the first figure found for an arm wins), because the
+comparison's own runs shared the machine: an arm whose step costs r x uniform's is read at step S / r of
+its BLiMP curve (interpolated between checkpoints) against uniform's final; a cheaper arm (r < 1) is read
+at its final against uniform's curve at step S x r. One comparison per seed: the held-out sets and the
+BLiMP paradigms score the same models. Differences are in accuracy points (x100).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+
+from learning_table import step_costs
+from mapnet_cli.intervals import mean_ci
+
+
+def fmt(ci: dict | None, f: str = "+.1f", scale: float = 100.0) -> str:
+    if not ci:
+        return "–"
+    mean = format(scale * ci["mean"], f)
+    return mean if ci["ci95"] is None else f"{mean} ± {format(scale * (ci['ci95'][1] - ci['ci95'][0]) / 2, f.lstrip('+'))}"
+
+
+def at_step(run: dict, step: float) -> float:
+    curve = run["blimp"]["curve"]
+    return float(np.interp(step, [c["step"] for c in curve], [c["accuracy"] for c in curve]))
+
+
+def main(results: str, benches: list[str]) -> None:
+    doc = json.load(open(results, encoding="utf-8"))
+    agg, runs = doc["aggregate"]["strategies"], doc["runs"]
+    costs: dict[str, float] = {}
+    for path in benches:
+        for arm, ms in step_costs(path).items():
+            costs.setdefault(arm, ms / step_costs(path)["uniform"])
+    steps = max(doc["eval_steps"])
+    uniform = {r["seed_index"]: r for r in runs if r["strategy"] == "uniform"}
+    bar = doc["unigram"]["train_entropy"] - 1.0
+    ctl = doc["aggregate"]["blimp_control"]
+    b = doc["blimp"]
+    print(f"BLiMP {b['method']}, {b['paradigms']} paradigms x first {b['pairs_per_paradigm']} pairs = {b['pairs']:,} pairs; "
+          f"{steps} steps; seeds {doc['seeds']}; random-init control {fmt(ctl['random_init'], '.1f')}, "
+          f"unigram control {100 * ctl['unigram']:.1f}")
+    print()
+    print("| arm | left the plateau | Δ loss, mixed (nats) | BLiMP | Δ BLiMP vs uniform, equal steps | "
+          "Δ vs random init | step cost (idle) | Δ BLiMP vs uniform, equal wall time |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, a in agg.items():
+        mine = sorted((r for r in runs if r["strategy"] == name), key=lambda r: r["seed_index"])
+        left = f"{sum(r['eval'][-1]['eval_loss'] <= bar for r in mine)} of {len(mine)}"
+        r = costs.get(name)
+        if name == "uniform":
+            print(f"| uniform | {left} | – | {fmt(a['blimp'], '.1f')} | – | {fmt(a.get('blimp_vs_random_init'))} | 1.00× | – |")
+            continue
+        d = a.get("paired_vs_uniform", {})
+        wall = "–"
+        if r is not None:
+            if r >= 1:
+                diffs = [at_step(x, steps / r) - uniform[x["seed_index"]]["blimp"]["accuracy"] for x in mine]
+                where = f"step {steps / r:.0f}"
+            else:
+                diffs = [x["blimp"]["accuracy"] - at_step(uniform[x["seed_index"]], steps * r) for x in mine]
+                where = f"uniform at step {steps * r:.0f}"
+            wall = f"{fmt(mean_ci(diffs))} ({where})"
+        print(f"| {name} | {left} | {fmt(d.get('eval_loss'), '+.3f', 1.0)} | {fmt(a['blimp'], '.1f')} | {fmt(d.get('blimp'))} | "
+              f"{fmt(a.get('blimp_vs_random_init'))} | {'–' if r is None else f'{r:.2f}×'} | {wall} |")
+    print()
+    print("Fields (BLiMP per field, mean over seeds):")
+    fields = sorted({f for a in agg.values() for f in a.get("blimp_fields", {})})
+    print("| arm | " + " | ".join(fields) + " |")
+    print("|---|" + "---|" * len(fields))
+    for name, a in agg.items():
+        print(f"| {name} | " + " | ".join(fmt(a["blimp_fields"].get(f), ".1f") for f in fields) + " |")
+    print()
+    print("BLiMP curve (mean over seeds) by step:")
+    some = next(iter(agg.values()))
+    print("| arm | " + " | ".join(str(s) for s in some["blimp_curve"]["steps"]) + " |")
+    print("|---|" + "---|" * len(some["blimp_curve"]["steps"]))
+    for name, a in agg.items():
+        print(f"| {name} | " + " | ".join(f"{100 * p['mean']:.1f}" for p in a["blimp_curve"]["accuracy"]) + " |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:])
