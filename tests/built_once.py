@@ -24,6 +24,10 @@ def built_once(tmp_path_factory, name: str, build):
     folder, record = shared / f"built-{name}", shared / f"built-{name}.json"
     with FileLock(str(shared / f"built-{name}.lock")):
         if not record.is_file():
+            if folder.exists():  # another worker's build that failed: start it again from nothing
+                import shutil
+
+                shutil.rmtree(folder)
             folder.mkdir()
             made = build(folder)
             as_json = {k: str(v) for k, v in made.items()} if isinstance(made, dict) else str(made)
