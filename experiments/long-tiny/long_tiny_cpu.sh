@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Does a `tiny` encoder trained 25x longer than section A's know something a random one does not?
-# (docs/results.md, section E2.) One `tiny` uniform run of 30,000 steps x 32 x 128 tokens (123M tokens,
+# (docs/results.md, section E3.) One `tiny` uniform run of 30,000 steps x 32 x 128 tokens (123M tokens,
 # 6.8 epochs of the 18M-token real-text shards of RESULTS 0, 8,192-token BPE) with the `fast` recipe (its
 # linear decay over all 30,000 steps), a checkpoint every 3,000 steps, all kept; resumable (`pretrain
 # --resume` continues a stopped run). Then BLiMP at every checkpoint with its random-init and unigram

@@ -26,7 +26,7 @@ from ..errors import MapnetError
 from ..run_lock import output_lock
 from ..settings import PROTOCOLS, protocol
 from ..train import init_from as init_mod
-from .options import ConfigOpt, PrintSettingsOpt, RecipeOpt, SetOpt
+from .options import ConfigOpt, PrintSettingsOpt, RecipeOpt, SetOpt, evaluation_device
 from .progress import SweepProgress, train_with_progress
 
 HELP = "Compare masking strategies over seeds from identical starts: held-out loss, s/step, steps to uniform's final loss."
@@ -111,7 +111,9 @@ def compare(
         scores = None
         if suite is not None:
             note(f"scoring BLiMP ({len(suite.paradigms)} paradigms, {suite.pairs:,} pairs, {blimp_method})")
-            scores = cmp.blimp_results(plan, shards, suite, blimp_cfg, out, blimp_every_checkpoint, note)
+            # On the device the runs trained on (train.device): a GPU machine scores on its GPU.
+            scores = cmp.blimp_results(plan, shards, suite, blimp_cfg, out, blimp_every_checkpoint, note,
+                                       device=evaluation_device(base.train.device))
         runs = cmp.collect(plan, shards, reused, variance=variance, glue=glue, blimp=scores)
         doc = cmp.results_document(plan, runs, sys.argv, shards, cmp.glue_controls(glue),
                                    cmp.blimp_controls(scores) if scores is not None else None)

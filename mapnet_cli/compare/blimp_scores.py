@@ -30,7 +30,7 @@ def _brief(entry: dict) -> dict:
 
 
 def blimp_results(plan: list[PlannedRun], shards: Path, suite, cfg, out: Path, every_checkpoint: bool = False,
-                  note: Callable[[str], None] = lambda _: None) -> dict:
+                  note: Callable[[str], None] = lambda _: None, device=None) -> dict:
     """{run label: {accuracy, fields, paradigms, curve}} for every planned run (BLiMP at its final checkpoint;
     `curve`: at each kept one with `every_checkpoint`), plus `control_label(k)` for the random-init encoder of
     seed index k (seed k's uniform run, else its first, gives architecture, tokenizer and pretraining seed,
@@ -39,7 +39,7 @@ def blimp_results(plan: list[PlannedRun], shards: Path, suite, cfg, out: Path, e
     from ..evaluation.blimp.evaluate import Scorer
     from ..evaluation.blimp.models import control_targets, find_targets
 
-    scorer = Scorer(suite, cfg)
+    scorer = Scorer(suite, cfg, device)
     key = {"suite": suite.sha256, "pairs_per_paradigm": suite.pairs_per_paradigm, "method": cfg.method}
     results, finals = {}, {}
     for pr in plan:
