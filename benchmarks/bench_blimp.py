@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from mapnet_cli.atomic import write_json
 from mapnet_cli.evaluation.blimp.data import load_suite
 from mapnet_cli.evaluation.blimp.evaluate import BlimpConfig, Scorer
 from mapnet_cli.evaluation.blimp.models import find_targets
@@ -56,7 +57,7 @@ def main() -> None:
            "torch": torch.__version__}
     print(json.dumps(out, indent=1))
     if args.json:
-        args.json.write_text(json.dumps(out, indent=1) + "\n")
+        write_json(args.json, out)
 
 
 if __name__ == "__main__":

@@ -264,3 +264,6 @@ def test_export_records_its_cleaning_and_preprocess_will_not_clean_twice(ckpt, t
     run_preprocess([tmp_path / "text.txt"], tmp_path / "prep", resolve(None, {"preprocess": bert_text}))
     lines = (tmp_path / "prep" / "sentences" / "part-00000.txt").read_text().split("\n")
     assert lines[:2] == ["It's a cat.", "And a dog, a cat!"]  # raw: the export's tokenizer cleans them
+    (bpe_export / "mapnet_export.json").write_text(json.dumps({"cleaning": ["lowercase"]}))  # damaged: one line
+    with pytest.raises(MapnetError, match='"cleaning" is not a table'):
+        run_preprocess([tmp_path / "text.txt"], tmp_path / "prep2", resolve(None, {"preprocess": reuse}))

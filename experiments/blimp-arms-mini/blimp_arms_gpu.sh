@@ -20,7 +20,10 @@ OUT=$(realpath -m "$1")
 RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
 BLIMP_DIR=$(realpath -m "${BLIMP:-../shared/data/blimp}")
 read -r -a ARMS <<<"${ARMS:-uniform uniform@0.3 uniform@0.4 mapnet-ht-lite adaptive adaptive-soft adaptive-ht adaptive-soft-ht mapnet-ht whole-word span pmi mapnet stratified frequency-ht}"
-read -r -a SEEDS <<<"${SEEDS:-0 1 2}"  # consecutive: the collecting compare pairs seed-i with train.seed SEEDS[0] + i
+read -r -a SEEDS <<<"${SEEDS:-0 1 2}"
+for i in "${!SEEDS[@]}"; do  # the collecting compare pairs seed-i with train.seed SEEDS[0] + i
+    ((SEEDS[i] == SEEDS[0] + i)) || { echo "SEEDS must be consecutive (got ${SEEDS[*]})"; exit 2; }
+done
 PRESET=${PRESET:-mini}; STEPS=${STEPS:-1000}; EVERY=${EVERY:-250}; PAIRS=${PAIRS:-200}
 PAR=${PAR:-30}; DEADLINE=${DEADLINE:-330}
 RUN=(--preset "$PRESET" --recipe fast --steps "$STEPS" --set train.batch_size=32 --set model.max_position=128

@@ -33,9 +33,13 @@ def fmt(ci: dict | None, f: str = "+.1f", scale: float = 100.0) -> str:
     return mean if ci["ci95"] is None else f"{mean} ± {format(scale * (ci['ci95'][1] - ci['ci95'][0]) / 2, f.lstrip('+'))}"
 
 
-def at_step(run: dict, step: float) -> float:
+def at_step(run: dict, step: float) -> float | None:
+    """The run's BLiMP curve at `step`, linear between scored checkpoints; None outside them (never the nearest end)."""
     curve = run["blimp"]["curve"]
-    return float(np.interp(step, [c["step"] for c in curve], [c["accuracy"] for c in curve]))
+    steps = [c["step"] for c in curve]
+    if not steps[0] <= step <= steps[-1]:
+        return None
+    return float(np.interp(step, steps, [c["accuracy"] for c in curve]))
 
 
 def main(results: str, benches: list[str]) -> None:
@@ -43,16 +47,20 @@ def main(results: str, benches: list[str]) -> None:
     agg, runs = doc["aggregate"]["strategies"], doc["runs"]
     costs: dict[str, float] = {}
     for path in benches:
-        for arm, ms in step_costs(path).items():
-            costs.setdefault(arm, ms / step_costs(path)["uniform"])
+        times = step_costs(path)
+        if "uniform" not in times:
+            sys.exit(f"{path}: no uniform line, so no step cost is relative to anything")
+        for arm, ms in times.items():
+            costs.setdefault(arm, ms / times["uniform"])
     steps = max(doc["eval_steps"])
     uniform = {r["seed_index"]: r for r in runs if r["strategy"] == "uniform"}
     bar = doc["unigram"]["train_entropy"] - 1.0
     ctl = doc["aggregate"]["blimp_control"]
     b = doc["blimp"]
+    unigram = "–" if ctl.get("unigram") is None else f"{100 * ctl['unigram']:.1f}"
     print(f"BLiMP {b['method']}, {b['paradigms']} paradigms x first {b['pairs_per_paradigm']} pairs = {b['pairs']:,} pairs; "
           f"{steps} steps; seeds {doc['seeds']}; random-init control {fmt(ctl['random_init'], '.1f')}, "
-          f"unigram control {100 * ctl['unigram']:.1f}")
+          f"unigram control {unigram}")
     print()
     print("| arm | left the plateau | Δ loss, mixed (nats) | BLiMP | Δ BLiMP vs uniform, equal steps | "
           "Δ vs random init | step cost (idle) | Δ BLiMP vs uniform, equal wall time |")
@@ -73,7 +81,7 @@ def main(results: str, benches: list[str]) -> None:
             else:
                 diffs = [x["blimp"]["accuracy"] - at_step(uniform[x["seed_index"]], steps * r) for x in mine]
                 where = f"uniform at step {steps * r:.0f}"
-            wall = f"{fmt(mean_ci(diffs))} ({where})"
+            wall = f"– (outside the scored checkpoints: {where})" if None in diffs else f"{fmt(mean_ci(diffs))} ({where})"
         print(f"| {name} | {left} | {fmt(d.get('eval_loss'), '+.3f', 1.0)} | {fmt(a['blimp'], '.1f')} | {fmt(d.get('blimp'))} | "
               f"{fmt(a.get('blimp_vs_random_init'))} | {'–' if r is None else f'{r:.2f}×'} | {wall} |")
     print()

@@ -29,7 +29,8 @@ from ..train import init_from as init_mod
 from .options import ConfigOpt, PrintSettingsOpt, RecipeOpt, SetOpt, evaluation_device
 from .progress import SweepProgress, train_with_progress
 
-HELP = "Compare masking strategies over seeds from identical starts: held-out loss, s/step, steps to uniform's final loss."
+HELP = ("Compare masking strategies over seeds from identical starts: held-out loss, s/step, steps to uniform's final "
+        "loss; GLUE and zero-shot BLiMP with their controls on request.")
 
 
 def compare(
@@ -90,8 +91,9 @@ def compare(
         from ..evaluation.blimp.evaluate import BlimpConfig
 
         blimp_cfg = BlimpConfig(method=blimp_method)
-        if blimp_cfg.problems():
-            raise MapnetError("--blimp-method: " + "; ".join(blimp_cfg.problems()))
+        problems = blimp_cfg.problems()
+        if problems:
+            raise MapnetError("--blimp-method: " + "; ".join(problems))
         suite = load_suite(blimp, blimp_pairs)
     err = Console(stderr=True)
     note = lambda text: err.print(text, highlight=False, markup=False)  # noqa: E731

@@ -12,6 +12,9 @@ from .plan import PlannedRun, split_name
 
 CACHE = "compare-blimp.json"
 UNIGRAM = "unigram"
+# Part of every cache key: bump it whenever scoring changes (the text path, PLL, the unigram sum), so caches made
+# by the old scorer are scored again instead of served. Caches written before the key held it were version 1.
+SCORER_VERSION = 1
 
 
 def _cached(path: Path, key: dict) -> dict:
@@ -19,7 +22,8 @@ def _cached(path: Path, key: dict) -> dict:
     foreign cache is not trusted: its checkpoints are scored again."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-        return doc["scores"] if doc.get("key") == key and isinstance(doc.get("scores"), dict) else {}
+        made_for = {"scorer": 1, **doc["key"]}
+        return doc["scores"] if made_for == key and isinstance(doc.get("scores"), dict) else {}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
 
@@ -40,7 +44,8 @@ def blimp_results(plan: list[PlannedRun], shards: Path, suite, cfg, out: Path, e
     from ..evaluation.blimp.models import control_targets, find_targets
 
     scorer = Scorer(suite, cfg, device)
-    key = {"suite": suite.sha256, "pairs_per_paradigm": suite.pairs_per_paradigm, "method": cfg.method}
+    key = {"suite": suite.sha256, "pairs_per_paradigm": suite.pairs_per_paradigm, "method": cfg.method,
+           "scorer": SCORER_VERSION}
     results, finals = {}, {}
     for pr in plan:
         targets = sorted(find_targets([pr.path]), key=lambda t: t.step)
@@ -78,5 +83,5 @@ def blimp_results(plan: list[PlannedRun], shards: Path, suite, cfg, out: Path, e
 def blimp_controls(blimp: dict | None) -> dict:
     """{"random": {seed index: record}, "unigram": record or None} from `blimp_results`' answer."""
     blimp = blimp or {}
-    return {"random": {rec["seed_index"]: rec for label, rec in blimp.items() if label.startswith("random-init/seed-")},
+    return {"random": {rec["seed_index"]: rec for rec in blimp.values() if rec.get("init") == "random"},
             "unigram": blimp.get(UNIGRAM)}

@@ -71,7 +71,7 @@ def _blimp(mine: list[dict], control: dict) -> dict:
 
 def blimp_at_time(run: dict, seconds: float) -> float | None:
     """A run's BLiMP accuracy after `seconds` of training (its recorded elapsed time, evaluation excluded),
-    interpolated linearly between its scored checkpoints; None past its last one."""
+    interpolated linearly between its scored checkpoints; None outside them (before the first or past the last)."""
     steps = [0] + [r["step"] for r in run["train"]]
     elapsed = [0.0] + [r["elapsed"] for r in run["train"]]
     curve = run["blimp"]["curve"]
@@ -159,7 +159,8 @@ def aggregate(runs: list[dict], strategies: list[str], glue_control: dict[int, d
             if all("blimp" in r for r in mine) and all("blimp" in by_seed[r["seed_index"]] for r in mine):
                 agg["paired_vs_uniform"]["blimp"] = mean_ci(
                     [r["blimp"]["accuracy"] - by_seed[r["seed_index"]]["blimp"]["accuracy"] for r in mine])
-                agg["blimp_at_uniform_time"] = _blimp_at_uniform_time(mine, by_seed)
+                if all(len(r["blimp"]["curve"]) > 1 for r in mine + [by_seed[r["seed_index"]] for r in mine]):
+                    agg["blimp_at_uniform_time"] = _blimp_at_uniform_time(mine, by_seed)  # needs curves
     control = None
     if glue_control:
         recs = [glue_control[k] for k in sorted(glue_control)]

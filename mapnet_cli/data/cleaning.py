@@ -61,6 +61,8 @@ def refuse_cleaning_twice(tokenizer_path: Path, settings) -> None:
         cleaning = None
     if cleaning is None:
         return  # an export from before the cleaning was written into its tokenizer: it does not clean
+    if not isinstance(cleaning, dict):
+        raise MapnetError(f"{record}: \"cleaning\" is not a table of settings; re-export the run")
     raise MapnetError(f"{tokenizer_path} is a mapnet export's tokenizer: it cleans text itself ({record.name}: "
                       f"{', '.join(f'{k}={v}' for k, v in cleaning.items())}); preprocess with --bert-text so the "
                       "sentences are not cleaned twice, or reuse the run's own checkpoint tokenizer.json")

@@ -266,6 +266,16 @@ def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
             for k, v in tensors.items()}
 
 
+def has_mlm_head(source: Source) -> bool:
+    """Whether a Hugging Face SOURCE holds an MLM head (a ...ForMaskedLM, not a bare BertModel), read from the
+    safetensors header alone, so an evaluator can refuse the folder before it scores anything."""
+    from safetensors import safe_open
+
+    prefix = LAYOUTS[source.arch["norm"]].head_bias.rsplit(".", 1)[0] + "."
+    with safe_open(source.weights, "np") as f:
+        return any(k.startswith(prefix) for k in f.keys())  # as hf_to_mapnet decides it
+
+
 def hf_to_mapnet(sd: dict[str, torch.Tensor], layers: int, hidden: int, norm: str = "post",
                  pad_id: int = 0) -> tuple[dict[str, torch.Tensor], list[str]]:
     """HF names -> mapnet's (the inverse of `export.hf_state_dict`, `model/hf_layout.py`'s tables), with

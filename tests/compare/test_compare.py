@@ -557,6 +557,13 @@ def test_blimp_is_paired_by_seed_against_uniform_its_random_encoder_and_at_unifo
     assert by_name[cmp.report.BLIMP_UNIGRAM_ROW][-4:] == ["51.0", "control", "-", "-"]
     assert by_name["uniform"][-1] == "-"
 
+    # Final checkpoints only (no --blimp-every-checkpoint): the time column is not measured, not "not reached".
+    for r in runs:
+        r["blimp"]["curve"] = r["blimp"]["curve"][-1:]
+    finals = cmp.aggregate(runs, ["uniform", "uniform@0.3"], None, control)
+    assert "blimp_at_uniform_time" not in finals["strategies"]["uniform@0.3"]
+    assert {r[0]: r for r in cmp.table_rows({"aggregate": finals})[1]}["uniform@0.3"][-1] == "-"
+
 
 def records_blimp_at(run: dict, seconds: float):
     from mapnet_cli.compare.statistics import blimp_at_time
@@ -595,3 +602,20 @@ def test_blimp_column_scores_every_checkpoint_once_as_mapnet_blimp_does(compared
     # A rerun scores nothing again: every checkpoint is read from the run folders' caches.
     res = invoke(compare_args(shards, out, *flags))
     assert "BLiMP uniform" not in res.stderr and json.loads((out / cmp.RESULTS).read_text())["aggregate"] == doc["aggregate"]
+
+
+def test_a_blimp_cache_is_served_only_to_the_scorer_that_made_it(tmp_path):
+    """Caches written before the key held the scorer's version were version 1; any other version is scored again."""
+    from mapnet_cli.compare.blimp_scores import SCORER_VERSION, _cached
+
+    key = {"suite": "s", "pairs_per_paradigm": 3, "method": "pll", "scorer": SCORER_VERSION}
+    path = tmp_path / "compare-blimp.json"
+    scores = {"abc": {"step": 1, "accuracy": 0.6}}
+    path.write_text(json.dumps({"key": {k: v for k, v in key.items() if k != "scorer"}, "scores": scores}))
+    assert _cached(path, key) == (scores if SCORER_VERSION == 1 else {})
+    path.write_text(json.dumps({"key": key | {"scorer": SCORER_VERSION + 1}, "scores": scores}))
+    assert _cached(path, key) == {}
+    path.write_text(json.dumps({"key": key | {"method": "word-l2r"}, "scores": scores}))
+    assert _cached(path, key) == {}
+    path.write_text("{damaged")
+    assert _cached(path, key) == {}

@@ -89,7 +89,8 @@ def test_the_fixture_vocabulary_reproduces_the_original_bug(real_tokenizers):
 def test_export_gives_mapnets_ids_on_2000_real_sentences(variant, sample, real_tokenizers, tmp_path):
     """Acceptance (issue 36): >= 99% of 2,000 real sentences (GLUE as released, Wikipedia, books, BLiMP) get
     the same ids from AutoTokenizer.from_pretrained(export) as from mapnet's own pipeline, and no [UNK]
-    appears where mapnet's has none. Measured: 2,000 of 2,000 in every variant."""
+    appears where mapnet's has none. Measured: 2,000 of 2,000 in every variant, which is what this asserts (the
+    README reports that figure), so a change that breaks even one sentence fails here."""
     settings, tokenizer = VARIANTS[variant], real_tokenizers[variant]
     texts = [text for _, text in sample]
     assert len(texts) == 2000
@@ -98,7 +99,7 @@ def test_export_gives_mapnets_ids_on_2000_real_sentences(variant, sample, real_t
     theirs = hf(texts, add_special_tokens=False)["input_ids"]
     same = [a == b for a, b in zip(ours, theirs)]
     differing = [(source, text) for (source, text), ok in zip(sample, same) if not ok]
-    assert sum(same) >= 0.99 * len(texts), differing[:5]
+    assert all(same), (f"{len(differing)} of {len(texts)} differ", differing[:5])
     unk = hf.unk_token_id
     assert not [t for t, a, b in zip(texts, ours, theirs) if unk in b and unk not in a]
     # Not vacuous: the export really splits, normalises (and lower-cases) the way Moses does.

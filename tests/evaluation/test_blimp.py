@@ -183,9 +183,32 @@ def test_an_exported_folder_scores_as_its_checkpoint(pretrained_tiny, blimp_dir,
     assert strip(a) == strip(b)
 
 
-def test_the_unigram_control_refuses_shards_of_another_tokenizer(fake_run, pretrained_tiny, blimp_dir):
+def test_the_unigram_control_refuses_shards_of_another_tokenizer(fake_run, pretrained_tiny, blimp_dir, tmp_path):
+    """Refused before any model is scored, so no partial output is written."""
     from mapnet_cli.train.run_loader import recorded_shards
 
     other = recorded_shards(pretrained_tiny / "run.json")
     with pytest.raises(MapnetError, match="made with another tokenizer"):
         blimp_run([fake_run], load_suite(blimp_dir, 2, PARADIGMS[:1]), BlimpConfig(random_control=False), shards=other)
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(app, ["blimp", str(fake_run), "--data", str(blimp_dir), "--out", str(out), "--pairs", "2",
+                                      "--paradigms", PARADIGMS[0], "--shards", str(other), "--no-progress"])
+    assert result.exit_code != 0 and "made with another tokenizer" in str(result.exception)
+    assert not out.exists()
+
+
+def test_a_folder_without_an_mlm_head_is_refused_before_scoring(pretrained_tiny, blimp_dir, tmp_path):
+    """A bare encoder (a BertModel: no cls.predictions.* or lm_head.*) has no predictions to score: one line, no output."""
+    from safetensors.torch import load_file, save_file
+
+    from mapnet_cli.export import export
+
+    folder = export(pretrained_tiny, tmp_path / "hf")
+    weights = load_file(folder / "model.safetensors")
+    save_file({k: v for k, v in weights.items() if not k.startswith(("cls.", "lm_head."))}, folder / "model.safetensors")
+    out = tmp_path / "out.json"
+    first = find_targets([pretrained_tiny])[-1].path  # scored first: the refusal must come before it is
+    result = CliRunner().invoke(app, ["blimp", str(first), str(folder), "--data", str(blimp_dir), "--out", str(out),
+                                      "--pairs", "2", "--paradigms", PARADIGMS[0], "--no-progress"])
+    assert result.exit_code != 0 and "has no MLM head" in str(result.exception)
+    assert not out.exists()

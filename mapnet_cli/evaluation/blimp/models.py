@@ -3,7 +3,7 @@ the text path its pretraining used.
 
     targets = find_targets([Path("runs/tiny")])          # every complete checkpoint of a run: a curve
     targets = find_targets([Path("hf/tiny")])            # a `mapnet export` (or any local BERT MLM folder)
-    controls = control_targets(targets, shards=None)     # random weights + the unigram model, per architecture
+    controls, links, notes = control_targets(targets)   # random weights + the unigram model, per architecture
     model = targets[0].build()                           # BertForMLM, or None for the unigram control
     seqs = targets[0].text.tokenise(["The cat sat."])   # ids, no specials
 
@@ -121,9 +121,11 @@ def _hf_target(folder: Path) -> Target:
     import torch
 
     from ...model.bert import BertConfig, BertForMLM
-    from ...train.init_from import load_into, open_source
+    from ...train.init_from import has_mlm_head, load_into, open_source
 
     source = open_source(folder)  # what --init-from accepts: a BERT or pre-LN RoBERTa MLM folder, safetensors only
+    if not has_mlm_head(source):  # refused here, before any model is scored: never a partial output
+        raise MapnetError(f"{folder} has no MLM head (a BertModel): BLiMP scores the masked-LM's own predictions")
     a = source.arch
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     init_std = config.get("initializer_range", 0.02)
@@ -146,9 +148,7 @@ def _hf_target(folder: Path) -> Target:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             model = BertForMLM(cfg)
-        notes = load_into(source, model)
-        if any(n.startswith("no MLM head") for n in notes):
-            raise MapnetError(f"{folder} has no MLM head (a BertModel): BLiMP scores the masked-LM's own predictions")
+        load_into(source, model)
         return model
 
     return Target(folder.name, None, sha256_file(source.weights), folder.resolve(), "pretrained", hf_text(folder), build,
@@ -216,14 +216,19 @@ def _unigram_control(t: Target, shards: Path, name: str) -> Target:
     from ...data.shards import ShardReader
     from ...data.unigram import unigram_log_probs
 
+    # Checked here, before any model is scored (never a partial output on a wrong --shards).
+    with ShardReader(shards, "train") as reader:
+        if reader.vocab_size != t.arch["vocab_size"] or t.tokenizer_sha not in (None, reader.tokenizer_sha256):
+            raise MapnetError(f"shards {shards} were made with another tokenizer than {t.path} was pretrained "
+                              "with: not its training data")
+        manifest = sha256_file(reader.dir / "manifest.json")
+
     def build():
         with ShardReader(shards, "train") as reader:
-            if reader.vocab_size != t.arch["vocab_size"] or t.tokenizer_sha not in (None, reader.tokenizer_sha256):
-                raise MapnetError(f"shards {shards} were made with another tokenizer than {t.path} was pretrained "
-                                  "with: not its training data")
             return unigram_log_probs(reader)
 
-    identity = json.dumps({"init": "unigram", "shards": str(shards.resolve()), "text": t.text.key}, sort_keys=True)
+    # By the shards' contents (their manifest), not their path: shards rebuilt in place are another control.
+    identity = json.dumps({"init": "unigram", "shards": manifest, "text": t.text.key}, sort_keys=True)
     return Target(name, None, hashlib.sha256(identity.encode()).hexdigest(), shards, "unigram", t.text, build, t.arch,
                   t.pretraining_seed, shards, tokenizer_sha=t.tokenizer_sha)
 

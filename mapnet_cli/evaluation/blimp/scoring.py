@@ -1,6 +1,6 @@
 """Sentence scores for BLiMP: pseudo-log-likelihood of a masked LM, and the unigram control's.
 
-    scores = pll_scores(model, seqs, specials, word_start, method="pll")   # (n,) float64, one per sentence
+    scores = pll_scores(model, seqs, cls_id, sep_id, mask_id, word_start, method="pll")   # (n,) float64, one per sentence
     scores = unigram_scores(log_p, seqs)
 
 **PLL** (Salazar et al., "Masked Language Model Scoring", ACL 2020): for a sentence of tokens

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ...atomic import sha256_file
+from ...data.cleaning import cleaning_settings
 from ...errors import MapnetError
 
 CACHE_VERSION = 2  # 2: moses_tokenize in the key; no "▁" -> "_" for a WordPiece tokenizer
@@ -87,8 +88,7 @@ class TextEncoder:
     def _cache_key(self, texts: list[str]) -> str:
         h = hashlib.sha256()
         meta = {"v": CACHE_VERSION, "tok": self._tokenizer_sha,
-                "clean": {k: getattr(self.settings, k)
-                          for k in ("lowercase", "normalize_punctuation", "moses_tokenize", "moses_lang")}}
+                "clean": cleaning_settings(self.settings)}
         h.update(json.dumps(meta, sort_keys=True).encode())
         for t in texts:
             h.update(t.encode("utf-8"))
