@@ -78,8 +78,7 @@ from torch import nn
 
 from .. import distributed
 from ..errors import MapnetError
-from .strategy import (MicroBatch, UniformTraining, batch_tensors, frequency_masks, loss_terms, mlm_output)
-from .uniform import SYSTEMATIC_START, SequenceRNG, apply_replacement, eligible_positions, keyed_uniforms
+from .strategy import MicroBatch, UniformTraining, loss_terms, mlm_output, pps_micro_batch
 
 # Scores in [0, 1] are summed as integers in units of 2^-24 (float32's precision; per-position rounding
 # 3e-8). The largest sum a period can hold is count x 2^24: 5e11 masked positions before int64 overflows.
@@ -191,17 +190,9 @@ class AdaptiveTraining(UniformTraining):
 
     def micro_batch(self, ids, step, slots, keys, device) -> MicroBatch:
         """Exactly K positions per row by systematic PPS from the table of `step` (draws as `frequency`)."""
-        m, t = self.settings.masking, self.settings.train
-        targets, attn, tokens = batch_tensors(ids, self.special_ids, device)
-        eligible = eligible_positions(targets, self.special_ids)
-        rng = SequenceRNG(keys)
-        order = rng.uniform(targets.shape[1], device)
-        start = keyed_uniforms(t.seed, step, slots, SYSTEMATIC_START, device)
-        scores = self.table.scores_for(step).to(targets.device)  # the host: a no-op where masks are drawn
-        mask, weights, _ = frequency_masks(targets, eligible, scores, m.mask_prob, m.mix_uniform, order, start)
-        inputs = apply_replacement(targets, mask, self.vocab_size, self.special_ids, m.replace_mask, m.replace_random, rng)
-        return MicroBatch(inputs, targets, mask, attn, tokens, slots=slots, keys=list(keys),
-                          weights=weights if m.adaptive_weights == "ht" else None)
+        return pps_micro_batch(self, ids, step, slots, keys, device,
+                               lambda on: self.table.scores_for(step).to(on),  # the host: a no-op where masks are drawn
+                               ht_weights=self.settings.masking.adaptive_weights == "ht")
 
     def loss_fn(self, step: int, with_stats: bool):
         self._step = step

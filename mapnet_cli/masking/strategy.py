@@ -267,6 +267,25 @@ def frequency_masks(targets: torch.Tensor, eligible: torch.Tensor, type_scores: 
     return mask, designs.ht_weights(pi, mask, k, eligible), pi
 
 
+def pps_micro_batch(strategy, ids, step: int, slots, keys, device, scores_on, ht_weights: bool = True) -> MicroBatch:
+    """A micro-batch with exactly K masks per row drawn by systematic PPS from per-type scores, as `frequency_masks`
+    draws them: the draw of the frequency arm and of the adaptive one, whose scores differ only in where they come
+    from. `scores_on(device)` gives the (V,) scores on the batch's device; `ht_weights` False drops the HT weights
+    (a biased, unweighted objective)."""
+    m, t = strategy.settings.masking, strategy.settings.train
+    targets, attn, tokens = batch_tensors(ids, strategy.special_ids, device)
+    eligible = eligible_positions(targets, strategy.special_ids)
+    rng = SequenceRNG(keys)
+    order = rng.uniform(targets.shape[1], device)
+    start = keyed_uniforms(t.seed, step, slots, SYSTEMATIC_START, device)
+    mask, weights, _ = frequency_masks(targets, eligible, scores_on(targets.device), m.mask_prob, m.mix_uniform,
+                                       order, start)
+    inputs = apply_replacement(targets, mask, strategy.vocab_size, strategy.special_ids, m.replace_mask,
+                               m.replace_random, rng)
+    return MicroBatch(inputs, targets, mask, attn, tokens, slots=slots, keys=list(keys),
+                      weights=weights if ht_weights else None)
+
+
 class FrequencyTraining(UniformTraining):
     """A static, no-network proposal: p proportional to count(token type)^-power (rare types masked more, as
     word2vec's subsampling keeps them), per-token mixture with uniform (masking.mix_uniform), HT weights.
@@ -278,19 +297,13 @@ class FrequencyTraining(UniformTraining):
         self.type_scores = (counts + 1.0).pow(-settings.masking.frequency_power)
 
     def micro_batch(self, ids, step, slots, keys, device) -> MicroBatch:
-        m, t = self.settings.masking, self.settings.train
-        targets, attn, tokens = batch_tensors(ids, self.special_ids, device)
-        eligible = eligible_positions(targets, self.special_ids)
-        rng = SequenceRNG(keys)
-        order = rng.uniform(targets.shape[1], device)
-        start = keyed_uniforms(t.seed, step, slots, SYSTEMATIC_START, device)
-        if self.type_scores.device != targets.device:  # once, not a host-to-device copy per micro-batch
-            self.type_scores = self.type_scores.to(targets.device)
-        mask, weights, _ = frequency_masks(targets, eligible, self.type_scores, m.mask_prob, m.mix_uniform,
-                                           order, start)
-        inputs = apply_replacement(targets, mask, self.vocab_size, self.special_ids, m.replace_mask, m.replace_random, rng)
-        return MicroBatch(inputs, targets, mask, attn, tokens, slots=slots, keys=list(keys), weights=weights)
+        return pps_micro_batch(self, ids, step, slots, keys, device, self._scores_on)
+
+    def _scores_on(self, device) -> torch.Tensor:
+        if self.type_scores.device != device:  # once, not a host-to-device copy per micro-batch
+            self.type_scores = self.type_scores.to(device)
+        return self.type_scores
 
 
 __all__ = ["MicroBatch", "to_device", "mlm_loss", "mlm_output", "loss_terms", "Strategy", "UniformTraining", "StratifiedTraining", "FrequencyTraining",
-           "strata_of", "stratified_masks", "frequency_masks"]
+           "strata_of", "stratified_masks", "frequency_masks", "pps_micro_batch"]
