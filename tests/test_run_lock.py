@@ -68,11 +68,18 @@ def refused(res, folder: Path, pid: int) -> str:
     return text
 
 
-def wait_for(predicate, proc: subprocess.Popen | None, what: str, timeout: float = 240) -> None:
+def start_run(args: list[str], err: Path) -> subprocess.Popen:
+    """A `mapnet` run in its own session, its stderr to the file `err`. Not a pipe: nobody reads a pipe while the
+    run trains, and a run that logs every step fills one (64 KiB) and then blocks in its next write."""
+    with open(err, "w") as sink:
+        return subprocess.Popen(args, env=ENV, stdout=subprocess.DEVNULL, stderr=sink, text=True, start_new_session=True)
+
+
+def wait_for(predicate, proc: subprocess.Popen | None, what: str, timeout: float = 240, err: Path | None = None) -> None:
     end = time.monotonic() + timeout
     while not predicate():
         if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"the first run ended before {what}: {proc.communicate()[1][-3000:]}")
+            raise AssertionError(f"the first run ended before {what}: {err.read_text()[-3000:] if err else ''}")
         if time.monotonic() > end:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.2)
@@ -180,11 +187,11 @@ def test_every_command_refuses_an_output_another_process_is_writing(trained, tmp
 def test_a_second_pretrain_into_a_running_folder_is_refused_and_a_killed_one_blocks_nothing(tmp_path):
     shards = write_tiny_shards(tmp_path / "shards")
     run = tmp_path / "run"
-    first = subprocess.Popen(mapnet("pretrain", str(shards), "--out", str(run), "--steps", "100000", "--set",
-                                    "train.checkpoint_every=0", *TINY), env=ENV, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    err = tmp_path / "first.err"
+    first = start_run(mapnet("pretrain", str(shards), "--out", str(run), "--steps", "100000", "--set",
+                             "train.checkpoint_every=0", *TINY), err)
     try:
-        wait_for(lambda: (run / "metrics.jsonl").is_file() and holder_pid(run) == first.pid, first, "training")
+        wait_for(lambda: (run / "metrics.jsonl").is_file() and holder_pid(run) == first.pid, first, "training", err=err)
         # the same folder spelled another way, once as a single process and once through the launcher
         for extra in ([], ["--nproc", "2"]):
             second = subprocess.run(mapnet("pretrain", str(shards), "--out", str(tmp_path / "shards" / ".." / "run"),
@@ -209,14 +216,13 @@ def test_nproc_2_holds_one_lock_for_the_job_and_refuses_a_second_run(tmp_path):
     """The launcher locks; its rank 0 accepts that lock (else the run would stop with "in use")."""
     shards = write_tiny_shards(tmp_path / "shards", train=64, valid=8)
     run = tmp_path / "run"
-    first = subprocess.Popen(mapnet("pretrain", str(shards), "--out", str(run), "--steps", "100000", "--nproc", "2",
-                                    "--set", "train.checkpoint_every=0", "--set", "logging.log_every=1", *TINY),
-                             env=ENV, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    err = tmp_path / "first.err"
+    first = start_run(mapnet("pretrain", str(shards), "--out", str(run), "--steps", "100000", "--nproc", "2",
+                             "--set", "train.checkpoint_every=0", "--set", "logging.log_every=1", *TINY), err)
     try:
         # metrics.jsonl is written by rank 0 once training runs: the workers got past the lock
         wait_for(lambda: (run / "metrics.jsonl").is_file() and (run / "metrics.jsonl").stat().st_size > 0, first,
-                 "rank 0 to train")
+                 "rank 0 to train", err=err)
         assert holder_pid(run) == first.pid  # the launcher, not a worker
         second = subprocess.run(mapnet("pretrain", str(shards), "--out", str(run), "--steps", "2", *TINY), env=ENV,
                                 capture_output=True, text=True, timeout=300)
