@@ -75,6 +75,20 @@ def start_run(args: list[str], err: Path) -> subprocess.Popen:
         return subprocess.Popen(args, env=ENV, stdout=subprocess.DEVNULL, stderr=sink, text=True, start_new_session=True)
 
 
+def kill_processes_naming(path: Path) -> None:
+    """SIGKILL every process whose command line names `path` (a run's torchrun and workers, which leave the session
+    of the launcher that started them), and wait until they are gone, so no test leaves training behind."""
+    import psutil
+
+    procs = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if str(path) in " ".join(proc.info["cmdline"] or []):
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+                procs.append(proc)
+    psutil.wait_procs(procs, timeout=60)
+
+
 def wait_for(predicate, proc: subprocess.Popen | None, what: str, timeout: float = 240, err: Path | None = None) -> None:
     end = time.monotonic() + timeout
     while not predicate():
@@ -238,3 +252,4 @@ def test_nproc_2_holds_one_lock_for_the_job_and_refuses_a_second_run(tmp_path):
         assert third.returncode == 2 and "is in use" in third.stderr, third.stderr
     finally:
         stop(first)
+        kill_processes_naming(run)  # torchrun and its workers left their launcher's session: they would train on
