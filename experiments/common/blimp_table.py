@@ -76,12 +76,13 @@ def main(results: str, benches: list[str]) -> None:
         wall = "–"
         if r is not None:
             if r >= 1:
-                diffs = [at_step(x, steps / r) - uniform[x["seed_index"]]["blimp"]["accuracy"] for x in mine]
+                pairs = [(at_step(x, steps / r), uniform[x["seed_index"]]["blimp"]["accuracy"]) for x in mine]
                 where = f"step {steps / r:.0f}"
             else:
-                diffs = [x["blimp"]["accuracy"] - at_step(uniform[x["seed_index"]], steps * r) for x in mine]
+                pairs = [(x["blimp"]["accuracy"], at_step(uniform[x["seed_index"]], steps * r)) for x in mine]
                 where = f"uniform at step {steps * r:.0f}"
-            wall = f"– (outside the scored checkpoints: {where})" if None in diffs else f"{fmt(mean_ci(diffs))} ({where})"
+            diffs = [None if a is None or b is None else a - b for a, b in pairs]
+            wall = f"– (not scored at {where})" if None in diffs else f"{fmt(mean_ci(diffs))} ({where})"
         print(f"| {name} | {left} | {fmt(d.get('eval_loss'), '+.3f', 1.0)} | {fmt(a['blimp'], '.1f')} | {fmt(d.get('blimp'))} | "
               f"{fmt(a.get('blimp_vs_random_init'))} | {'–' if r is None else f'{r:.2f}×'} | {wall} |")
     print()
@@ -92,6 +93,9 @@ def main(results: str, benches: list[str]) -> None:
     for name, a in agg.items():
         print(f"| {name} | " + " | ".join(fmt(a["blimp_fields"].get(f), ".1f") for f in fields) + " |")
     print()
+    if not doc["blimp"].get("every_checkpoint"):
+        print("(final checkpoints only: no curve, and no BLiMP at equal wall time; compare --blimp-every-checkpoint)")
+        return
     print("BLiMP curve (mean over seeds) by step:")
     some = next(iter(agg.values()))
     print("| arm | " + " | ".join(str(s) for s in some["blimp_curve"]["steps"]) + " |")
