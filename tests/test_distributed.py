@@ -72,12 +72,14 @@ def test_print0_prints_on_rank_0_only(monkeypatch, capsys):
 
 
 MASKINGS = {
-    "uniform": [],
+    # Plain uniform masking is covered by "uniform-pieces": its last two steps are uniform at full length, with the
+    # same uneven micro-batches (one gloo job fewer: each costs ~25 s of both cores).
     # All 8 slots hold copies of one sequence: its partition is shared across the two ranks and
     # across uneven micro-batches (3 + 1 per rank).
     "stratified": ["masking.strategy=stratified", "masking.strata_copies=8", "train.micro_batch_size=3"],
     "frequency": ["masking.strategy=frequency", "masking.mix_uniform=0.5"],
-    # The sequence-length warm-up: 4 pieces per sequence for 4 of the 6 steps, uneven micro-batches.
+    # The sequence-length warm-up: 4 pieces per sequence for 4 of the 6 steps, then 2 plain uniform steps at full
+    # length; uneven micro-batches throughout.
     "uniform-pieces": ["train.short_seq_len=8", "train.short_seq_steps=4", "train.micro_batch_size=3"],
     "stratified-pieces": ["masking.strategy=stratified", "masking.strata_copies=2", "train.short_seq_len=16",
                           "train.short_seq_steps=3"],
