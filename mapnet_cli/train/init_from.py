@@ -271,9 +271,15 @@ def has_mlm_head(source: Source) -> bool:
     safetensors header alone, so an evaluator can refuse the folder before it scores anything."""
     from safetensors import safe_open
 
-    prefix = LAYOUTS[source.arch["norm"]].head_bias.rsplit(".", 1)[0] + "."
+    prefix = _mlm_head_prefix(LAYOUTS[source.arch["norm"]])
     with safe_open(source.weights, "np") as f:
-        return any(k.startswith(prefix) for k in f.keys())  # as hf_to_mapnet decides it
+        return any(k.startswith(prefix) for k in f.keys())
+
+
+def _mlm_head_prefix(layout) -> str:
+    """The key prefix of a *ForMaskedLM's MLM head ("cls.predictions.", "lm_head."): a state dict with a key under
+    it has a head (`has_mlm_head` and `hf_to_mapnet` decide it the same way)."""
+    return layout.head_bias.rsplit(".", 1)[0] + "."
 
 
 def hf_to_mapnet(sd: dict[str, torch.Tensor], layers: int, hidden: int, norm: str = "post",
@@ -311,8 +317,7 @@ def hf_to_mapnet(sd: dict[str, torch.Tensor], layers: int, hidden: int, norm: st
         for part in ("weight", "bias"):
             out[f"{ours}qkv.{part}"] = torch.cat([_need(sd, f"{hf}attention.self.{n}.{part}") for n in ("query", "key", "value")])
         modules |= {ours + mine: hf + theirs for mine, theirs in layout.layer.items()}
-    head_prefix = layout.head_bias.rsplit(".", 1)[0] + "."
-    if any(k.startswith(head_prefix) for k in sd):
+    if any(k.startswith(_mlm_head_prefix(layout)) for k in sd):
         modules |= layout.head
         bias, decoder_bias = sd.pop(layout.head_bias, None), sd.pop(f"{layout.decoder}.bias", None)
         if bias is None and decoder_bias is None:

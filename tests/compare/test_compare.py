@@ -572,11 +572,17 @@ def records_blimp_at(run: dict, seconds: float):
 
 
 @pytest.mark.slow
-def test_blimp_column_scores_every_checkpoint_once_as_mapnet_blimp_does(compared, tmp_path, shared_data):
+def test_blimp_column_scores_every_checkpoint_once_as_mapnet_blimp_does(compared, tmp_path, shared_data, monkeypatch):
     import shutil
 
+    from mapnet_cli.evaluation.blimp import evaluate
     from mapnet_cli.evaluation.blimp.data import load_suite
     from mapnet_cli.evaluation.blimp.evaluate import blimp_run
+
+    devices = []  # where compare asks the scorer to run: the runs' own device, not the scorer's CPU default
+    real_init = evaluate.Scorer.__init__
+    monkeypatch.setattr(evaluate.Scorer, "__init__",
+                        lambda self, suite, cfg, device=None: (devices.append(device), real_init(self, suite, cfg, device))[1])
 
     shards, shared_out, _, _ = compared
     out = tmp_path / "cmp"
@@ -587,6 +593,7 @@ def test_blimp_column_scores_every_checkpoint_once_as_mapnet_blimp_does(compared
     flags = ["--blimp", str(blimp), "--blimp-pairs", "3", "--blimp-every-checkpoint"]
     res = invoke(compare_args(shards, out, *flags))
     assert res.exit_code == 0, res.output
+    assert devices == [torch.device("cpu")]  # train.device "auto" on a machine without CUDA
     doc = json.loads((out / cmp.RESULTS).read_text())
     assert doc["blimp"]["pairs"] == 3 * len(load_suite(blimp).paradigms)
     run = _runs(doc, "mapnet")[1]

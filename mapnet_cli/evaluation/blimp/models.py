@@ -212,16 +212,21 @@ def _random_control(t: Target, name: str) -> Target:
                   t.pretraining_seed, t.shards)
 
 
-def _unigram_control(t: Target, shards: Path, name: str) -> Target:
+def _training_shards_manifest(t: Target, shards: Path) -> str:
+    """The sha256 of `shards`' manifest, once they are checked to be `t`'s training data (its tokenizer): checked
+    before any model is scored, so a wrong --shards never leaves a partial output."""
     from ...data.shards import ShardReader
-    from ...data.unigram import unigram_log_probs
 
-    # Checked here, before any model is scored (never a partial output on a wrong --shards).
     with ShardReader(shards, "train") as reader:
         if reader.vocab_size != t.arch["vocab_size"] or t.tokenizer_sha not in (None, reader.tokenizer_sha256):
             raise MapnetError(f"shards {shards} were made with another tokenizer than {t.path} was pretrained "
                               "with: not its training data")
-        manifest = sha256_file(reader.dir / "manifest.json")
+        return sha256_file(reader.dir / "manifest.json")
+
+
+def _unigram_control(t: Target, shards: Path, name: str, manifest: str) -> Target:
+    from ...data.shards import ShardReader
+    from ...data.unigram import unigram_log_probs
 
     def build():
         with ShardReader(shards, "train") as reader:
@@ -243,6 +248,7 @@ def control_targets(targets: list[Target], shards: Path | None = None, random: b
     of: dict[str, dict[str, str]] = {}
     notes: list[str] = []
     randoms = [t for t in targets if t.init == "pretrained"]
+    manifests: dict[tuple, str] = {}  # every checkpoint of a run names the same shards: read and check them once
     for t in randoms:
         links = of.setdefault(t.sha, {})
         if random:
@@ -255,7 +261,10 @@ def control_targets(targets: list[Target], shards: Path | None = None, random: b
         if unigram and where is not None:
             if not Path(where).is_dir():
                 raise MapnetError(f"training shards {where} of {t.label}: no such folder (give --shards, or --no-unigram)")
-            ctl = _unigram_control(t, Path(where), "unigram")
+            key = (Path(where), t.arch["vocab_size"], t.tokenizer_sha)
+            if key not in manifests:
+                manifests[key] = _training_shards_manifest(t, Path(where))
+            ctl = _unigram_control(t, Path(where), "unigram", manifests[key])
             made.setdefault(ctl.sha, ctl)
             links["unigram"] = ctl.sha
     controls = list(made.values())
