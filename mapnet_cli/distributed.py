@@ -39,6 +39,7 @@ class DistInfo:
     world_size: int = 1
     device: torch.device = torch.device("cpu")
     backend: str | None = None  # None: no process group
+    owns_group: bool = True  # False: the caller made the process group, and tears it down
 
     @property
     def is_main(self) -> bool:
@@ -76,7 +77,18 @@ def pick_device(preference: str = "auto", local_rank: int = 0) -> torch.device:
 
 
 def init(device_preference: str = "auto", backend: str = "auto") -> DistInfo:
-    """Join the job's process group if there is one; pick this process's device."""
+    """Join the job's process group if there is one; pick this process's device.
+
+    A process group the caller already made (a script that runs several trainings in one torchrun job, a
+    notebook) is joined as it is and left up by `cleanup`: destroying it would break the caller's next use."""
+    if dist.is_available() and dist.is_initialized():
+        actual = dist.get_backend()
+        if backend not in ("auto", actual):
+            raise MapnetError(f"distributed.backend is {backend!r} but this process already joined a {actual!r} "
+                              "process group; leave distributed.backend at 'auto'")
+        local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        return DistInfo(dist.get_rank(), local_rank, dist.get_world_size(), pick_device(device_preference, local_rank),
+                        actual, owns_group=False)
     env = job_env()
     if env is None or env["world_size"] == 1:
         return DistInfo(device=pick_device(device_preference, 0))
@@ -92,7 +104,7 @@ def init(device_preference: str = "auto", backend: str = "auto") -> DistInfo:
 
 
 def cleanup(info: DistInfo) -> None:
-    if info.distributed and dist.is_initialized():
+    if info.distributed and info.owns_group and dist.is_initialized():
         dist.destroy_process_group()
 
 

@@ -1,7 +1,15 @@
-"""Run `mapnet pretrain --nproc 2` (torchrun, gloo) in a subprocess, as a user would."""
+"""Two gloo processes on the CPU: `mapnet pretrain --nproc 2` as a user runs it, and several runs in one job.
+
+`pretrain_two_processes` goes through the launcher (`--nproc 2` -> torchrun -> two workers). Each such job starts
+torch four times (launcher, torchrun, two workers: ~15 s of CPU before the first step), so the equivalence tests
+that only need the two workers' arithmetic run their runs one after another inside one torchrun job instead
+(`pretrain_in_one_job`): this file, run by torchrun, makes the process group once and calls `pretrain` for each
+run, which joins the group it finds (`distributed.init`) and leaves it up.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,10 +19,47 @@ from pathlib import Path
 _LAUNCHER_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_NTASKS")
 
 
+def _clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
+    # One thread per worker: two processes on a 2-core machine must not oversubscribe it.
+    return {**env, "OMP_NUM_THREADS": "1"}
+
+
 def pretrain_two_processes(shards: Path, out: Path, sets: list[str], preset: str = "tiny") -> None:
     args = [sys.executable, "-m", "mapnet_cli.cli", "pretrain", str(shards), "--out", str(out),
             "--preset", preset, "--nproc", "2", *[a for kv in sets for a in ("--set", kv)]]
-    env = {k: v for k, v in os.environ.items() if k not in _LAUNCHER_ENV}
-    # One thread per worker: two processes on a 2-core machine must not oversubscribe it.
-    done = subprocess.run(args, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=400)
+    done = subprocess.run(args, env=_clean_env(), capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def pretrain_in_one_job(root: Path, runs: dict[str, tuple[Path, list[str]]], preset: str = "tiny") -> dict[str, Path]:
+    """Each NAME: (SHARDS, SETTINGS) trained by 2 gloo processes into root/NAME, all in one torchrun job, one
+    after another; returns {NAME: run folder}. `train.device=cpu`, as `--nproc` sets it."""
+    plan = {name: {"shards": str(shards), "out": str(root / name), "preset": preset, "sets": [*sets, "train.device=cpu"]}
+            for name, (shards, sets) in runs.items()}
+    (root / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
+    args = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", __file__,
+            str(root / "plan.json")]
+    done = subprocess.run(args, env=_clean_env(), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {name: root / name for name in runs}
+
+
+def _worker(plan_file: str) -> None:
+    import torch.distributed as dist
+
+    from mapnet_cli.settings import resolve
+    from mapnet_cli.train import pretrain
+
+    plan = json.loads(Path(plan_file).read_text(encoding="utf-8"))
+    dist.init_process_group("gloo")
+    try:
+        for run in plan.values():
+            pretrain(resolve(None, {"model": {"preset": run["preset"]}}, run["sets"]), run["shards"], run["out"])
+            assert dist.is_initialized()  # pretrain joined the job's group and left it up for the next run
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1])

@@ -13,7 +13,8 @@ from mapnet_cli.model import checkpoint
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.settings import resolve
 from mapnet_cli.train import pretrain
-from gloo import pretrain_two_processes
+from built_once import built_once
+from gloo import pretrain_in_one_job, pretrain_two_processes
 from tiny_shards import write_tiny_shards
 
 
@@ -63,6 +64,23 @@ def test_gpus_beyond_the_visible_ones_are_refused():
         distributed.launch(["pretrain"], resolve(None, None, ["distributed.gpus=2"]).distributed)
 
 
+def test_a_process_group_the_caller_made_is_joined_and_left_up():
+    """A script that runs several trainings in one job makes the group once; `pretrain` must not tear it down."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        with pytest.raises(MapnetError, match="already joined a 'gloo' process group"):
+            distributed.init("cpu", backend="nccl")
+        with distributed.process_group("cpu") as info:
+            assert (info.rank, info.world_size, info.backend, info.owns_group) == (0, 1, "gloo", False)
+            assert info.distributed and info.device == torch.device("cpu")
+        assert dist.is_initialized()
+    finally:
+        dist.destroy_process_group()
+    assert not distributed.init("cpu").distributed  # no group, no job: one process again
+
+
 def test_print0_prints_on_rank_0_only(monkeypatch, capsys):
     monkeypatch.setenv("RANK", "1")
     distributed.print0("hidden")
@@ -73,7 +91,7 @@ def test_print0_prints_on_rank_0_only(monkeypatch, capsys):
 
 MASKINGS = {
     # Plain uniform masking is covered by "uniform-pieces": its last two steps are uniform at full length, with the
-    # same uneven micro-batches (one gloo job fewer: each costs ~25 s of both cores).
+    # same uneven micro-batches.
     # All 8 slots hold copies of one sequence: its partition is shared across the two ranks and
     # across uneven micro-batches (3 + 1 per rank).
     "stratified": ["masking.strategy=stratified", "masking.strata_copies=8", "train.micro_batch_size=3"],
@@ -95,44 +113,68 @@ MASKINGS = {
 }
 
 
+# Through the launcher, as a user types it (`mapnet pretrain --nproc 2`); the others run in one torchrun job.
+THROUGH_THE_CLI = "uniform-pieces"
+
+
+def _settings(masking: str) -> list[str]:
+    return ["train.recipe=paper", *MASKINGS[masking], "model.max_position=32", "shard.max_seq_len=32", "model.dropout=0.0",
+            "model.attention_dropout=0.0", "train.batch_size=8", "train.steps=6", "train.eval_every=3",
+            "train.eval_sequences=8", "train.checkpoint_every=0", "optim.warmup_steps=2", "optim.lr=3e-3",
+            "logging.log_every=1", "logging.progress=false"]
+
+
+def _build_gloo_runs(root: Path) -> dict[str, Path]:
+    shards = write_tiny_shards(root / "shards", train=64, valid=8)
+    runs = pretrain_in_one_job(root, {m: (shards, _settings(m)) for m in MASKINGS if m != THROUGH_THE_CLI})
+    return {"shards": shards, **runs}
+
+
+@pytest.fixture(scope="module")
+def gloo_runs(tmp_path_factory) -> dict[str, Path]:
+    """{"shards", MASKING...}: every masking but THROUGH_THE_CLI trained by 2 gloo processes. Read-only."""
+    return built_once(tmp_path_factory, "gloo-maskings", _build_gloo_runs)
+
+
 @pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.parametrize("masking", list(MASKINGS))
-def test_two_gloo_processes_match_one_process(tmp_path, masking):
+def test_two_gloo_processes_match_one_process(tmp_path, masking, gloo_runs):
     """Global batch 8: 1 process x 8 sequences vs 2 processes x 4 (torchrun, gloo) give the same run."""
-    shards = write_tiny_shards(tmp_path / "shards", train=64, valid=8)
-    sets = ["train.recipe=paper", *MASKINGS[masking], "model.max_position=32", "shard.max_seq_len=32", "model.dropout=0.0", "model.attention_dropout=0.0",
-            "train.batch_size=8", "train.steps=6", "train.eval_every=3", "train.eval_sequences=8",
-            "train.checkpoint_every=0", "optim.warmup_steps=2", "optim.lr=3e-3", "logging.log_every=1",
-            "logging.progress=false"]
-    pretrain_two_processes(shards, tmp_path / "two", sets)
+    shards, sets = gloo_runs["shards"], _settings(masking)
+    if masking == THROUGH_THE_CLI:
+        two = tmp_path / "two"
+        pretrain_two_processes(shards, two, sets)
+        run_info = json.loads((two / "run.json").read_text())
+        assert run_info["world_size"] == 2 and "--nproc" in run_info["command"]  # the command the user typed
+        assert not list(two.glob(".launch-settings-*"))
+    else:
+        two = gloo_runs[masking]
+        assert json.loads((two / "run.json").read_text())["world_size"] == 2
     pretrain(resolve(None, {"model": {"preset": "tiny"}}, sets), shards, tmp_path / "one")
 
     def rows(run: Path, kind: str) -> list[dict]:
         return [r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if r["kind"] == kind]
 
-    a, b = rows(tmp_path / "one", "train"), rows(tmp_path / "two", "train")
+    a, b = rows(tmp_path / "one", "train"), rows(two, "train")
     assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, 7))
     for ra, rb in zip(a, b):
         assert rb["loss"] == pytest.approx(ra["loss"], rel=1e-5, abs=1e-6)
         assert rb["masked_tokens"] == ra["masked_tokens"] and rb["tokens"] == ra["tokens"]
         assert rb["grad_norm"] == pytest.approx(ra["grad_norm"], rel=1e-4)
-    ea, eb = rows(tmp_path / "one", "eval"), rows(tmp_path / "two", "eval")
+    ea, eb = rows(tmp_path / "one", "eval"), rows(two, "eval")
     assert [r["eval_sha256"] for r in ea] == [r["eval_sha256"] for r in eb]
     assert [r["eval_masked_tokens"] for r in ea] == [r["eval_masked_tokens"] for r in eb]
     for ra, rb in zip(ea, eb):
         assert rb["eval_loss"] == pytest.approx(ra["eval_loss"], rel=1e-5)
-    run_info = json.loads((tmp_path / "two" / "run.json").read_text())
-    assert run_info["world_size"] == 2 and "--nproc" in run_info["command"]  # the command the user typed
     m1, _ = checkpoint.load_model(tmp_path / "one")
-    m2, _ = checkpoint.load_model(tmp_path / "two")
+    m2, _ = checkpoint.load_model(two)
     for (k, p1), p2 in zip(m1.state_dict().items(), m2.state_dict().values()):
         torch.testing.assert_close(p1, p2, atol=2e-5, rtol=1e-4, msg=k)
     if masking.startswith("adaptive"):
         from safetensors.torch import load_file
 
-        t1, t2 = (load_file(str(checkpoint.latest_checkpoint(tmp_path / run) / "model.safetensors")) for run in ("one", "two"))
+        t1, t2 = (load_file(str(checkpoint.latest_checkpoint(run) / "model.safetensors")) for run in (tmp_path / "one", two))
         assert int(t1["adaptive.updates"]) == int(t2["adaptive.updates"]) >= 3
         assert torch.equal(t1["adaptive.observed"], t2["adaptive.observed"])  # every rank's counts, summed
         torch.testing.assert_close(t1["adaptive.table"], t2["adaptive.table"], rtol=1e-6, atol=0.0)
-    assert not list((tmp_path / "two").glob(".launch-settings-*"))

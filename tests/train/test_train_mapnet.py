@@ -17,7 +17,8 @@ from mapnet_cli.errors import MapnetError
 from mapnet_cli.masking.mapnet import summary_keys
 from mapnet_cli.settings import resolve
 from mapnet_cli.train import pretrain
-from gloo import pretrain_two_processes
+from built_once import built_once
+from gloo import pretrain_in_one_job
 from tiny_shards import write_tiny_shards
 
 # Tiny encoder (2 layers, H=128) and MAP-Net (2 layers, H=64), 64-token sequences.
@@ -114,15 +115,34 @@ def test_mapnet_resume_is_bitwise_identical_for_both_networks(tiny_shards, tmp_p
 
 
 # ---------------------------------------------------------------- (c) 1 process x 8 vs 2 processes x 4
+TWO_PROCESS_RUNS = {
+    "mapnet": [*BASE, "model.dropout=0.0", "model.attention_dropout=0.0", "train.steps=6", "logging.log_every=1",
+               "masking.strategy=mapnet", "masking.explore_steps=3"],
+    # `masking.map_train_every`: the frozen steps' zero gradients keep DDP's reducer whole, and every rank drops
+    # them alike, so 2 x 4 still equals 1 x 8.
+    "every-other-step": [*BASE, "model.dropout=0.0", "model.attention_dropout=0.0", "train.steps=5",
+                         "logging.log_every=1", "masking.strategy=mapnet", "masking.explore_steps=2",
+                         "masking.map_train_every=2"],
+}
+
+
+@pytest.fixture(scope="module")
+def two_process_runs(tmp_path_factory) -> dict[str, Path]:
+    """{"shards", NAME...}: the TWO_PROCESS_RUNS trained by 2 gloo processes, in one torchrun job. Read-only."""
+    def build(root: Path) -> dict[str, Path]:
+        shards = write_tiny_shards(root / "shards", train=64, valid=8, seq_len=64)
+        return {"shards": shards, **pretrain_in_one_job(root, {k: (shards, v) for k, v in TWO_PROCESS_RUNS.items()})}
+
+    return built_once(tmp_path_factory, "gloo-mapnet", build)
+
+
 @pytest.mark.slow
 @pytest.mark.distributed
-def test_two_gloo_processes_match_one_process_with_mapnet(tiny_shards, tmp_path):
-    sets = [*BASE, "model.dropout=0.0", "model.attention_dropout=0.0", "train.steps=6", "logging.log_every=1",
-            "masking.strategy=mapnet", "masking.explore_steps=3"]
-    pretrain_two_processes(tiny_shards, tmp_path / "two", sets)
-    pretrain(resolve(None, {"model": {"preset": "tiny"}}, sets), tiny_shards, tmp_path / "one")
+def test_two_gloo_processes_match_one_process_with_mapnet(two_process_runs, tmp_path):
+    two, sets = two_process_runs["mapnet"], TWO_PROCESS_RUNS["mapnet"]
+    pretrain(resolve(None, {"model": {"preset": "tiny"}}, sets), two_process_runs["shards"], tmp_path / "one")
 
-    a, b = rows(tmp_path / "one"), rows(tmp_path / "two")
+    a, b = rows(tmp_path / "one"), rows(two)
     assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, 7))
     assert any(r["mapnet/uniform_fraction"] < 1 for r in a)  # some sequences were masked by MAP-Net
     for ra, rb in zip(a, b):
@@ -137,7 +157,7 @@ def test_two_gloo_processes_match_one_process_with_mapnet(tiny_shards, tmp_path)
                 # each carrying the float32 rounding of a 4-row vs an 8-row forward pass.
                 assert rb[key] == pytest.approx(ra[key], rel=1e-4, abs=1e-4), key
     wa = load_file(str(checkpoint.latest_checkpoint(tmp_path / "one") / "model.safetensors"))
-    wb = load_file(str(checkpoint.latest_checkpoint(tmp_path / "two") / "model.safetensors"))
+    wb = load_file(str(checkpoint.latest_checkpoint(two) / "model.safetensors"))
     assert wa.keys() == wb.keys() and any(k.startswith("mapnet.") for k in wa)
     for k in wa:
         torch.testing.assert_close(wb[k], wa[k], atol=2e-5, rtol=1e-4, msg=k)
@@ -145,20 +165,16 @@ def test_two_gloo_processes_match_one_process_with_mapnet(tiny_shards, tmp_path)
 
 @pytest.mark.slow
 @pytest.mark.distributed
-def test_two_gloo_processes_match_one_process_when_mapnet_learns_every_other_step(tiny_shards, tmp_path):
-    """`masking.map_train_every`: the frozen steps' zero gradients keep DDP's reducer whole, and every
-    rank drops them alike, so 2 x 4 still equals 1 x 8."""
-    sets = [*BASE, "model.dropout=0.0", "model.attention_dropout=0.0", "train.steps=5", "logging.log_every=1",
-            "masking.strategy=mapnet", "masking.explore_steps=2", "masking.map_train_every=2"]
-    pretrain_two_processes(tiny_shards, tmp_path / "two", sets)
-    pretrain(resolve(None, {"model": {"preset": "tiny"}}, sets), tiny_shards, tmp_path / "one")
-    a, b = rows(tmp_path / "one"), rows(tmp_path / "two")
+def test_two_gloo_processes_match_one_process_when_mapnet_learns_every_other_step(two_process_runs, tmp_path):
+    two, sets = two_process_runs["every-other-step"], TWO_PROCESS_RUNS["every-other-step"]
+    pretrain(resolve(None, {"model": {"preset": "tiny"}}, sets), two_process_runs["shards"], tmp_path / "one")
+    a, b = rows(tmp_path / "one"), rows(two)
     assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, 6))
     for ra, rb in zip(a, b):
         assert rb["loss"] == pytest.approx(ra["loss"], rel=1e-5, abs=1e-6)
         assert rb["grad_norm"] == pytest.approx(ra["grad_norm"], rel=1e-4)
     wa = load_file(str(checkpoint.latest_checkpoint(tmp_path / "one") / "model.safetensors"))
-    wb = load_file(str(checkpoint.latest_checkpoint(tmp_path / "two") / "model.safetensors"))
+    wb = load_file(str(checkpoint.latest_checkpoint(two) / "model.safetensors"))
     for k in wa:
         torch.testing.assert_close(wb[k], wa[k], atol=2e-5, rtol=1e-4, msg=k)
 
