@@ -2,8 +2,8 @@
 # Every masking arm judged on BLiMP (docs/results.md, section E): the runs of section A (`tiny`, the `fast`
 # recipe, 1,200 steps of 32 x 128 tokens on the 8,192-token-BPE real-text shards, 3 paired seeds) trained
 # again, because section A kept no checkpoints, then `compare --blimp` scores every kept checkpoint (every
-# 200 steps: curves, and BLiMP at equal wall time) of the rates, the lite arm and the adaptive arms, the final
-# checkpoint of every finished arm, and the random-init and unigram controls of each seed.
+# 200 steps: curves, and BLiMP at equal wall time) of every finished arm, and the random-init and unigram
+# controls of each seed.
 #
 #   bash experiments/blimp-arms/blimp_arms_cpu.sh OUT train     # three one-thread phases by priority: 33 runs (~6 h beside other work)
 #   bash experiments/blimp-arms/blimp_arms_cpu.sh OUT a2        # one phase (a1, a2 or a3) of `train`
@@ -17,7 +17,6 @@ source experiments/common/lanes.sh
 SECTION_A=uniform,uniform@0.3,mapnet-ht-lite,uniform@0.4,mapnet-ht,whole-word,span,pmi,mapnet,stratified,frequency-ht
 ADAPTIVE=adaptive,adaptive-soft,adaptive-ht,adaptive-soft-ht
 ARMS=$SECTION_A,$ADAPTIVE
-CURVE_ARMS=uniform,uniform@0.3,uniform@0.4,mapnet-ht-lite,$ADAPTIVE
 # The adaptive arms' table period for a 1,200-step run (docs/masking.md, "T for short runs"); compare gives it to them only.
 PERIOD=(--set masking.adaptive_every=50)
 BLIMP=(--blimp ../shared/data/blimp --blimp-pairs "${BLIMP_PAIRS:-100}")
@@ -59,20 +58,19 @@ if [[ $WHICH == score || $WHICH == smoke ]]; then
     gather "$OUT" "$OUT/arms"
     # The arms whose every seed finished (a phase not run, or stopped, is left out rather than trained here).
     last=$(printf 'step-%08d' "$STEPS")
-    done_arms=(); curve_arms=()
+    done_arms=()
     for arm in ${ARMS//,/ }; do
         for ((k = 0; k < SEEDS; k++)); do
             [[ -f $OUT/arms/runs/$arm/seed-$k/checkpoints/$last/COMPLETE ]] || continue 2
         done
         done_arms+=("$arm")
-        [[ ,$CURVE_ARMS, == *,$arm,* ]] && curve_arms+=("$arm")
     done
     ((${#done_arms[@]})) || { echo "no arm finished all its seeds under $OUT"; exit 1; }
-    # Curves (BLiMP at every kept checkpoint, so at equal wall time too) for the rates, the lite arm and the adaptive
-    # arms; the same runs, linked, not copied.
+    # Curves (BLiMP at every kept checkpoint, so at equal wall time too) for every finished arm; the same runs,
+    # linked, not copied.
     mkdir -p "$OUT/curves/runs"
-    for arm in "${curve_arms[@]}"; do ln -sfn "../../arms/runs/$arm" "$OUT/curves/runs/$arm"; done
-    "${mapnet[@]}" compare "$SHARDS" --out "$OUT/curves" --strategies "$(IFS=,; echo "${curve_arms[*]}")" --seeds "$SEEDS" \
+    for arm in "${done_arms[@]}"; do ln -sfn "../../arms/runs/$arm" "$OUT/curves/runs/$arm"; done
+    "${mapnet[@]}" compare "$SHARDS" --out "$OUT/curves" --strategies "$(IFS=,; echo "${done_arms[*]}")" --seeds "$SEEDS" \
         --steps "$STEPS" "${RUN[@]}" "${PERIOD[@]}" "${BLIMP[@]}" --blimp-every-checkpoint 2>&1 | tee "$OUT/curves.log"
     # Every finished arm at its final checkpoint (BLiMP at equal steps), the checkpoints scored above reused.
     "${mapnet[@]}" compare "$SHARDS" --out "$OUT/arms" --strategies "$(IFS=,; echo "${done_arms[*]}")" --seeds "$SEEDS" \

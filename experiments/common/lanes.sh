@@ -15,6 +15,7 @@ gather() {  # OUT DEST: every lane-*/runs/ARM of OUT into DEST/runs (an ARM alre
     local out=$1 dest=$2 arm
     mkdir -p "$dest/runs"
     for arm in "$out"/lane-*/runs/*; do
+        [[ -e $arm ]] || continue  # no lane, or every lane already gathered: the pattern matched nothing
         [[ -e $dest/runs/$(basename "$arm") ]] || mv "$arm" "$dest/runs/"
     done
 }
