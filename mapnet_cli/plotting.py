@@ -34,6 +34,19 @@ def pyplot():
     return plt
 
 
+LINE_STYLES = ("-", "--", ":", "-.")
+
+
+def line_styles(count: int) -> list[dict]:
+    """`count` distinct {color, linestyle} for matplotlib's plot: the colour cycle first, then the same colours
+    dashed, dotted, dash-dotted. The default cycle has 10 colours, so without this the 11th of compare's 15
+    arms would be drawn exactly like the 1st."""
+    plt = pyplot()
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    return [{"color": colours[i % len(colours)], "linestyle": LINE_STYLES[i // len(colours) % len(LINE_STYLES)]}
+            for i in range(count)]
+
+
 def save_figure(fig, path: Path, dpi: int = 120) -> None:
     """Write `fig` to `path` atomically and close it: `atomic.atomic_file` (a temp file renamed into place,
     removed on any failure; a full disk is one line naming `path`), so a killed run leaves no half image."""
@@ -110,13 +123,13 @@ def run_curves(runs: list[Path], labels: list[str] | None = None):
     cols = min(2, len(panels))
     rows = -(-len(panels) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 3.6 * rows), squeeze=False)
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    styles = line_styles(len(runs))
     for ax, (key, title) in zip(axes.flat, panels):
         for i, run in enumerate(runs):
             if key in curves[run]:
                 steps, values = curves[run][key]
-                ax.plot(steps, values, label=labels[i], color=colours[i % len(colours)],
-                        marker="o" if len(steps) < 30 else None, markersize=3)
+                ax.plot(steps, values, label=labels[i], **styles[i], marker="o" if len(steps) < 30 else None,
+                        markersize=3)
         ax.set_title(title, fontsize="medium")
         ax.set_xlabel("step")
         ax.set_gid(key)  # which metric a panel shows, for tests and scripts
@@ -137,4 +150,4 @@ def _labels(runs: list[Path]) -> list[str]:
     return [str(run) if names.count(name) > 1 else name for run, name in zip(runs, names)]
 
 
-__all__ = ["MISSING", "pyplot", "save_figure", "metrics_path", "run_curves"]
+__all__ = ["MISSING", "pyplot", "line_styles", "save_figure", "metrics_path", "run_curves"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 def write_plots(doc: dict, out: Path) -> list[str]:
     """PNG plots when matplotlib is importable; returns one-line notes either way."""
-    from ..plotting import MISSING, pyplot, save_figure
+    from ..plotting import MISSING, line_styles, pyplot, save_figure
 
     plt = pyplot()
     if plt is None:
@@ -28,19 +28,27 @@ def write_plots(doc: dict, out: Path) -> list[str]:
         panels.append((f"loss_vs_step-{name}.png", "step", f"held-out MLM loss ({name})",
                        lambda a, m=m: (a["steps"], a["curve"][m]) if m in a["curve"] else None))
     notes = []
+    # One style per arm for every figure, so an arm looks the same in all of them.
+    style = dict(zip(aggs, line_styles(len(aggs))))
     for filename, xlabel, ylabel, pick in panels:
         series = {n: pick(a) for n, a in aggs.items() if pick(a) is not None}
         if not series:
             continue
-        fig, ax = plt.subplots(figsize=(6, 4))
+        crowded = len(series) > 6  # the legend would cover the curves: put it beside them
+        fig, ax = plt.subplots(figsize=(8.5 if crowded else 6, 4))
         for name, (xs, ys) in series.items():
             mean = [y["mean"] for y in ys]
-            ax.plot(xs, mean, marker="o", label=name)
+            ax.plot(xs, mean, marker="o", label=name, **style[name])
             if all(y["ci95"] for y in ys):
-                ax.fill_between(xs, [y["ci95"][0] for y in ys], [y["ci95"][1] for y in ys], alpha=0.2)
+                # Bands of many arms overlap into one grey: fainter, and in the arm's own colour.
+                ax.fill_between(xs, [y["ci95"][0] for y in ys], [y["ci95"][1] for y in ys],
+                                color=style[name]["color"], alpha=0.08 if crowded else 0.2, linewidth=0)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
-        ax.legend()
+        if crowded:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+        else:
+            ax.legend()
         fig.tight_layout()
         save_figure(fig, out / filename)
         notes.append(f"plot: {out / filename}")

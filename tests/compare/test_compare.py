@@ -326,6 +326,29 @@ def test_plots_draw_each_strategys_mean_curve_and_interval(tmp_path, monkeypatch
     assert list(drawn["loss_vs_time.png"].axes[0].get_lines()[0].get_xdata()) == [0.0, 5.0, 10.0]
 
 
+def test_fifteen_arms_are_drawn_fifteen_different_ways(tmp_path, monkeypatch):
+    """compare's 15 masking arms outnumber matplotlib's 10 colours: no two arms may share colour and line style,
+    and each arm's band is in its line's colour."""
+    from matplotlib.colors import to_rgba
+
+    from mapnet_cli import plotting
+
+    drawn = {}
+    monkeypatch.setattr(plotting, "save_figure", lambda fig, path: drawn.setdefault(path.name, fig))
+    arms = ["uniform", "uniform@0.3", "mapnet-ht-lite", "uniform@0.4", "mapnet-ht", "whole-word", "span", "pmi", "mapnet",
+            "stratified", "frequency-ht", "adaptive", "adaptive-soft", "adaptive-ht", "adaptive-soft-ht"]
+    runs = [_run(arm, k, [6.0, 5.0, 4.0 + k + i / 10]) for i, arm in enumerate(arms) for k in range(2)]
+    cmp.write_plots({"aggregate": cmp.aggregate(runs, arms)}, tmp_path)
+    ax = drawn["loss_vs_step.png"].axes[0]
+    looks = [(to_rgba(line.get_color()), line.get_linestyle()) for line in ax.get_lines()]
+    assert [line.get_label() for line in ax.get_lines()] == arms and len(set(looks)) == 15
+    bands = [tuple(band.get_facecolor()[0][:3]) for band in ax.collections]
+    assert bands == [rgba[:3] for rgba, _ in looks]
+    legend = ax.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == arms
+    assert legend.get_bbox_to_anchor().bounds[0] > ax.get_window_extent().bounds[0]  # beside the axes, not on them
+
+
 def test_plots_are_skipped_cleanly_without_matplotlib(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if not installed
     runs = [_run("uniform", 0, [6.0, 5.0, 4.0])]
