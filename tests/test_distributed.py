@@ -121,7 +121,7 @@ def _settings(masking: str) -> list[str]:
     return ["train.recipe=paper", *MASKINGS[masking], "model.max_position=32", "shard.max_seq_len=32", "model.dropout=0.0",
             "model.attention_dropout=0.0", "train.batch_size=8", "train.steps=6", "train.eval_every=3",
             "train.eval_sequences=8", "train.checkpoint_every=0", "optim.warmup_steps=2", "optim.lr=3e-3",
-            "logging.log_every=1", "logging.progress=false"]
+            "logging.log_every=1", "logging.progress=false", "train.device=cpu"]  # the one process too, on a GPU machine
 
 
 def _build_gloo_runs(root: Path) -> dict[str, Path]:
