@@ -82,13 +82,7 @@ def init(device_preference: str = "auto", backend: str = "auto") -> DistInfo:
     A process group the caller already made (a script that runs several trainings in one torchrun job, a
     notebook) is joined as it is and left up by `cleanup`: destroying it would break the caller's next use."""
     if dist.is_available() and dist.is_initialized():
-        actual = dist.get_backend()
-        if backend not in ("auto", actual):
-            raise MapnetError(f"distributed.backend is {backend!r} but this process already joined a {actual!r} "
-                              "process group; leave distributed.backend at 'auto'")
-        local_rank = int(os.environ.get("LOCAL_RANK", 0))
-        return DistInfo(dist.get_rank(), local_rank, dist.get_world_size(), pick_device(device_preference, local_rank),
-                        actual, owns_group=False)
+        return _join_callers_group(device_preference, backend)
     env = job_env()
     if env is None or env["world_size"] == 1:
         return DistInfo(device=pick_device(device_preference, 0))
@@ -101,6 +95,24 @@ def init(device_preference: str = "auto", backend: str = "auto") -> DistInfo:
     dist.init_process_group(chosen, init_method="env://", rank=env["rank"], world_size=env["world_size"],
                             device_id=device if device.type == "cuda" else None)
     return DistInfo(env["rank"], env["local_rank"], env["world_size"], device, chosen)
+
+
+def _join_callers_group(device_preference: str, backend: str) -> DistInfo:
+    env = job_env()  # SLURM's local rank where torchrun's LOCAL_RANK is not set
+    local_rank = env["local_rank"] if env else int(os.environ.get("LOCAL_RANK", 0))
+    device = pick_device(device_preference, local_rank)
+    # Which backend reduces which device's tensors ("cpu:gloo,cuda:nccl"); a group made without naming a backend
+    # reports get_backend() == "undefined", so the per-device map is what says whether this device can train in it.
+    config = dist.get_backend_config()
+    by_device = dict(part.split(":", 1) for part in config.split(",") if ":" in part)
+    chosen = by_device.get(device.type)
+    if chosen is None:
+        raise MapnetError(f"this process already joined a process group of {config!r}, which cannot reduce "
+                          f"{device.type} tensors; set train.device to match it")
+    if backend not in ("auto", chosen):
+        raise MapnetError(f"distributed.backend is {backend!r} but this process already joined a process group "
+                          f"that reduces {device.type} tensors with {chosen!r}; leave distributed.backend at 'auto'")
+    return DistInfo(dist.get_rank(), local_rank, dist.get_world_size(), device, chosen, owns_group=False)
 
 
 def cleanup(info: DistInfo) -> None:

@@ -34,7 +34,8 @@ def pretrain_two_processes(shards: Path, out: Path, sets: list[str], preset: str
 
 def pretrain_in_one_job(root: Path, runs: dict[str, tuple[Path, list[str]]], preset: str = "tiny") -> dict[str, Path]:
     """Each NAME: (SHARDS, SETTINGS) trained by 2 gloo processes into root/NAME, all in one torchrun job, one
-    after another; returns {NAME: run folder}. `train.device=cpu`, as `--nproc` sets it."""
+    after another; returns {NAME: run folder}. On the CPU (`train.device=cpu` appended), even on a GPU machine, as
+    `--nproc` runs."""
     plan = {name: {"shards": str(shards), "out": str(root / name), "preset": preset, "sets": [*sets, "train.device=cpu"]}
             for name, (shards, sets) in runs.items()}
     (root / "plan.json").write_text(json.dumps(plan), encoding="utf-8")

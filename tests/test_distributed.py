@@ -70,15 +70,52 @@ def test_a_process_group_the_caller_made_is_joined_and_left_up():
 
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
-        with pytest.raises(MapnetError, match="already joined a 'gloo' process group"):
+        with pytest.raises(MapnetError, match="reduces cpu tensors with 'gloo'; leave distributed.backend at 'auto'"):
             distributed.init("cpu", backend="nccl")
-        with distributed.process_group("cpu") as info:
+        with distributed.process_group("cpu", backend="gloo") as info:
             assert (info.rank, info.world_size, info.backend, info.owns_group) == (0, 1, "gloo", False)
             assert info.distributed and info.device == torch.device("cpu")
         assert dist.is_initialized()
     finally:
         dist.destroy_process_group()
     assert not distributed.init("cpu").distributed  # no group, no job: one process again
+
+
+def test_a_callers_group_under_srun_uses_slurms_local_rank(monkeypatch):
+    """A script under plain srun has no LOCAL_RANK: its GPU is SLURM_LOCALID's, not cuda:0 for every task."""
+    import torch.distributed as dist
+
+    for key, value in {"SLURM_NTASKS": "8", "SLURM_PROCID": "5", "SLURM_LOCALID": "1", "MASTER_ADDR": "node0",
+                       "MASTER_PORT": "29500"}.items():
+        monkeypatch.setenv(key, value)
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    asked = []
+    monkeypatch.setattr(distributed, "pick_device", lambda preference, local_rank: asked.append(local_rank) or
+                        torch.device("cpu"))
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        assert distributed.init("cpu").local_rank == 1 and asked == [1]
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_callers_group_without_a_backend_for_the_device_is_refused(monkeypatch):
+    """Made without naming a backend (get_backend() is "undefined", torch's newer default), a group on a CPU-only
+    machine reduces CPU tensors only: joined with train.device=cpu, refused in one line for another device."""
+    import torch.distributed as dist
+
+    dist.init_process_group(store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        assert dist.get_backend() == "undefined"
+        with distributed.process_group("cpu") as info:
+            assert (info.backend, info.owns_group) == ("gloo", False)
+        if "cuda:" not in dist.get_backend_config():  # a CUDA build on a GPU machine adds nccl for cuda tensors
+            monkeypatch.setattr(distributed, "pick_device", lambda preference, local_rank: torch.device("cuda", 0))
+            with pytest.raises(MapnetError, match="cannot reduce cuda tensors; set train.device to match it"):
+                distributed.init("cuda")
+    finally:
+        dist.destroy_process_group()
 
 
 def test_print0_prints_on_rank_0_only(monkeypatch, capsys):
@@ -139,17 +176,18 @@ def gloo_runs(tmp_path_factory) -> dict[str, Path]:
 @pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.parametrize("masking", list(MASKINGS))
-def test_two_gloo_processes_match_one_process(tmp_path, masking, gloo_runs):
+def test_two_gloo_processes_match_one_process(tmp_path, masking, request):
     """Global batch 8: 1 process x 8 sequences vs 2 processes x 4 (torchrun, gloo) give the same run."""
-    shards, sets = gloo_runs["shards"], _settings(masking)
-    if masking == THROUGH_THE_CLI:
-        two = tmp_path / "two"
+    sets = _settings(masking)
+    if masking == THROUGH_THE_CLI:  # its own shards (the same), so the launcher is tested without the job
+        shards, two = write_tiny_shards(tmp_path / "shards", train=64, valid=8), tmp_path / "two"
         pretrain_two_processes(shards, two, sets)
         run_info = json.loads((two / "run.json").read_text())
         assert run_info["world_size"] == 2 and "--nproc" in run_info["command"]  # the command the user typed
         assert not list(two.glob(".launch-settings-*"))
     else:
-        two = gloo_runs[masking]
+        gloo_runs = request.getfixturevalue("gloo_runs")
+        shards, two = gloo_runs["shards"], gloo_runs[masking]
         assert json.loads((two / "run.json").read_text())["world_size"] == 2
     pretrain(resolve(None, {"model": {"preset": "tiny"}}, sets), shards, tmp_path / "one")
 
