@@ -98,8 +98,9 @@ def init(device_preference: str = "auto", backend: str = "auto") -> DistInfo:
 
 
 def _join_callers_group(device_preference: str, backend: str) -> DistInfo:
-    env = job_env()  # SLURM's local rank where torchrun's LOCAL_RANK is not set
-    local_rank = env["local_rank"] if env else int(os.environ.get("LOCAL_RANK", 0))
+    # torchrun's local rank, else SLURM's (a script under plain srun; the caller met its peers its own way, so
+    # MASTER_ADDR, which job_env asks of SLURM jobs, need not be set).
+    local_rank = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", 0)))
     device = pick_device(device_preference, local_rank)
     # Which backend reduces which device's tensors ("cpu:gloo,cuda:nccl"); a group made without naming a backend
     # reports get_backend() == "undefined", so the per-device map is what says whether this device can train in it.
