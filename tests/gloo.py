@@ -25,9 +25,10 @@ def _clean_env() -> dict[str, str]:
     return {**env, "OMP_NUM_THREADS": "1"}
 
 
-def pretrain_two_processes(shards: Path, out: Path, sets: list[str], preset: str = "tiny") -> None:
+def pretrain_two_processes(shards: Path, out: Path, sets: list[str], preset: str | None = "tiny") -> None:
+    """`mapnet pretrain SHARDS --out OUT --nproc 2`; `preset` None: no --preset (the model is --init-from's)."""
     args = [sys.executable, "-m", "mapnet_cli.cli", "pretrain", str(shards), "--out", str(out),
-            "--preset", preset, "--nproc", "2", *[a for kv in sets for a in ("--set", kv)]]
+            *(["--preset", preset] if preset else []), "--nproc", "2", *[a for kv in sets for a in ("--set", kv)]]
     done = subprocess.run(args, env=_clean_env(), capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
 

@@ -67,6 +67,17 @@ def test_runs_with_the_same_folder_name_are_labelled_by_path(tmp_path):
     assert set(lines_by_panel(plotting.run_curves([a, b]))["loss"]) == {str(a), str(b)}
 
 
+def test_more_runs_than_colours_are_still_told_apart(tmp_path):
+    """12 runs against matplotlib's 10 colours: no two lines of a panel share colour and line style."""
+    from matplotlib.colors import to_rgba
+
+    runs = [uniform_run(tmp_path / f"r{i}") for i in range(12)]
+    fig = plotting.run_curves(runs)
+    loss = next(ax for ax in fig.axes if ax.get_gid() == "loss")
+    assert len({(to_rgba(ln.get_color()), ln.get_linestyle()) for ln in loss.get_lines()}) == 12
+    plotting.pyplot().close(fig)
+
+
 def test_cli_writes_the_image_and_refuses_bad_input_in_one_line(tmp_path, monkeypatch):
     a, b = uniform_run(tmp_path / "a"), mapnet_run(tmp_path / "b")
     runner = CliRunner()

@@ -397,19 +397,12 @@ def test_compare_passes_init_from_to_every_run(shards, hf_folder, tmp_path):
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_two_gloo_processes_start_from_source_as_one(shards, hf_folder, tmp_path):
-    import os
-    import subprocess
-    import sys
-
+    from gloo import pretrain_two_processes
     from mapnet_cli.train import pretrain
 
     sets = [*RUN, "model.dropout=0.0", "model.attention_dropout=0.0", f"model.init_from={hf_folder}", "train.steps=2",
             "train.micro_batch_size=4"]
-    args = [sys.executable, "-m", "mapnet_cli.cli", "pretrain", str(shards), "--out", str(tmp_path / "two"), "--nproc", "2",
-            *[a for kv in sets for a in ("--set", kv)]]
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_NTASKS")}
-    done = subprocess.run(args, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=400)
-    assert done.returncode == 0, done.stderr[-3000:]
+    pretrain_two_processes(shards, tmp_path / "two", sets, preset=None)  # the model is the source's
     pretrain(init_from.resolve(None, {}, sets), shards, tmp_path / "one")
     a, b = (metrics(tmp_path / name, "eval") for name in ("one", "two"))
     assert [r["eval_loss"] for r in b] == pytest.approx([r["eval_loss"] for r in a], rel=1e-5)
