@@ -7,8 +7,8 @@ steps and at equal wall time, paired by seed.
 From `mapnet compare --blimp ... --blimp-every-checkpoint` (BLiMP at every kept checkpoint of every run).
 Per arm: who left the plateau (final mixed loss at least 1 nat under the training tokens' unigram entropy),
 the paired loss difference to uniform, BLiMP at the end (mean ± 95% t-interval over seeds), its paired
-difference to uniform at equal steps, and at equal wall time. Equal wall time uses the idle step costs of
-`benchmarks/bench_strategies.py` (the printouts given; the first figure found for an arm wins), because the
+difference to uniform at equal steps, and at equal wall time. Equal wall time uses the step costs
+`benchmarks/bench_strategies.py` printed (the printouts given; the first figure found for an arm wins), because the
 comparison's own runs shared the machine: an arm whose step costs r x uniform's is read at step S / r of
 its BLiMP curve (interpolated between checkpoints) against uniform's final; a cheaper arm (r < 1) is read
 at its final against uniform's curve at step S x r. One comparison per seed: the held-out sets and the
@@ -22,7 +22,7 @@ import sys
 
 import numpy as np
 
-from learning_table import step_costs
+import bench_printout
 from mapnet_cli.intervals import mean_ci
 
 
@@ -45,13 +45,9 @@ def at_step(run: dict, step: float) -> float | None:
 def main(results: str, benches: list[str]) -> None:
     doc = json.load(open(results, encoding="utf-8"))
     agg, runs = doc["aggregate"]["strategies"], doc["runs"]
-    costs: dict[str, float] = {}
-    for path in benches:
-        times = step_costs(path)
-        if "uniform" not in times:
-            sys.exit(f"{path}: no uniform line, so no step cost is relative to anything")
-        for arm, ms in times.items():
-            costs.setdefault(arm, ms / times["uniform"])
+    found = bench_printout.step_costs(benches)
+    costs = {arm: ratio for arm, (ratio, _) in found.items()}
+    machines = " / ".join(dict.fromkeys(run.where for _, run in found.values()))
     steps = max(doc["eval_steps"])
     uniform = {r["seed_index"]: r for r in runs if r["strategy"] == "uniform"}
     bar = doc["unigram"]["train_entropy"] - 1.0
@@ -63,7 +59,7 @@ def main(results: str, benches: list[str]) -> None:
           f"unigram control {unigram}")
     print()
     print("| arm | left the plateau | Δ loss, mixed (nats) | BLiMP | Δ BLiMP vs uniform, equal steps | "
-          "Δ vs random init | step cost (idle) | Δ BLiMP vs uniform, equal wall time |")
+          f"Δ vs random init | step cost ({machines}) | Δ BLiMP vs uniform, equal wall time |")
     print("|---|---|---|---|---|---|---|---|")
     for name, a in agg.items():
         mine = sorted((r for r in runs if r["strategy"] == name), key=lambda r: r["seed_index"])

@@ -1,0 +1,112 @@
+"""Every table of figures in the manual, made from the raw results kept under experiments/.
+
+    uv run python experiments/common/doc_tables.py --write     # rewrite the tables in place (and README's headline copy)
+    uv run python experiments/common/doc_tables.py --check     # exit 1, naming each table that differs
+
+A page holds a generated table between two marker comments; everything outside them is hand-written:
+
+    <!-- table: headline-tiny -->
+    | arm | ... |
+    <!-- /table -->
+
+NAME is a key of TABLES below, a function that reads raw files under experiments/ and returns the Markdown.
+To add a table: write its function (beside the experiment's other table code in experiments/common/), add it
+to TABLES, put the two markers where it goes and run --write. A table that cannot be traced to kept raw data
+is not generated: it carries `<!-- not generated: why -->` on the line above it instead (tests/test_tables.py
+holds every table of README.md, docs/results.md and docs/performance.md to one of the two). README's headline
+is a copy of docs/_snippets/headline.md, made here too.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import headline_tables
+import performance_tables
+
+REPO = Path(__file__).resolve().parents[2]
+
+TABLES: dict[str, Callable[[], str]] = {
+    "headline-tiny": headline_tables.tiny,
+    "headline-mini": headline_tables.mini,
+    "gpu-throughput": performance_tables.gpu_throughput,
+    "step-profile": performance_tables.step_profile,
+    "prefetch": performance_tables.prefetch,
+    "arm-step-costs": performance_tables.arm_costs_all,
+    "lite-step-costs": performance_tables.arm_costs_lite,
+}
+
+BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>(?:(?!<!-- /table -->).)*)(<!-- /table -->)", re.S)
+HEADLINE_COPY = re.compile(r"(<!-- headline:[^>]*-->\n)(.*?)(\n<!-- /headline -->)", re.S)
+SNIPPET = REPO / "docs" / "_snippets" / "headline.md"
+
+
+def pages() -> list[Path]:
+    """Every page a table may live in: the README, the manual and the experiments' READMEs."""
+    docs = (p for p in (REPO / "docs").rglob("*.md") if "_hooks" not in p.parts)
+    return sorted({REPO / "README.md", *docs, *(REPO / "experiments").glob("*/README.md")})
+
+
+def render(text: str, where: str, made: dict[str, str]) -> str:
+    """`text` with each marked table replaced by its function's output (computed once per name, into `made`)."""
+    def one(m: re.Match) -> str:
+        name = m["name"]
+        if name not in TABLES:
+            raise SystemExit(f"{where}: <!-- table: {name} --> names no table of experiments/common/doc_tables.py")
+        if name not in made:
+            made[name] = TABLES[name]().strip()
+        return m.group(1) + made[name] + "\n" + m.group(4)
+    return BLOCK.sub(one, text)
+
+
+def generate() -> dict[Path, tuple[str, str]]:
+    """{page: (its text now, its text with every table regenerated)} for every page that holds a table."""
+    made: dict[str, str] = {}
+    out = {}
+    for page in pages():
+        now = page.read_text(encoding="utf-8")
+        if "<!-- table: " in now or (page.name == "README.md" and page.parent == REPO):
+            out[page] = (now, render(now, page.relative_to(REPO).as_posix(), made))
+    snippet = out[SNIPPET][1].strip() if SNIPPET in out else SNIPPET.read_text(encoding="utf-8").strip()
+    readme = REPO / "README.md"
+    out[readme] = (out[readme][0], HEADLINE_COPY.sub(lambda m: m.group(1) + snippet + m.group(3), out[readme][1]))
+    unused = set(TABLES) - set(made)
+    if unused:
+        raise SystemExit(f"tables no page marks: {', '.join(sorted(unused))} (add the markers, or drop them from TABLES)")
+    return out
+
+
+def stale() -> list[str]:
+    """The pages whose tables differ from what the raw data gives, each with its first differing line."""
+    found = []
+    for page, (now, want) in generate().items():
+        if now != want:
+            first = next((a, b) for a, b in zip([*now.splitlines(), ""], [*want.splitlines(), ""]) if a != b)
+            found.append(f"{page.relative_to(REPO)}: committed {first[0]!r}\n    generated {first[1]!r}")
+    return found
+
+
+def write() -> list[Path]:
+    from mapnet_cli.atomic import write_text  # a page is replaced whole or not at all
+
+    changed = []
+    for page, (now, want) in generate().items():
+        if now != want:
+            write_text(page, want)
+            changed.append(page)
+    return changed
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write"]:
+        for page in write():
+            print(f"wrote {page.relative_to(REPO)}")
+    elif sys.argv[1:] == ["--check"]:
+        problems = stale()
+        print("\n".join(problems) or "every table is what the raw data gives")
+        sys.exit(1 if problems else 0)
+    else:
+        sys.exit(__doc__)

@@ -1,0 +1,127 @@
+"""The tables of docs/performance.md that the kept benchmark outputs can give: GPU throughput (section 4's
+`gpu_check.log`), where a CPU step's time goes (`benchmarks/profile_step.py` printouts), the batches made one
+step ahead, and each masking arm's step cost (`benchmarks/bench_strategies.py` printouts).
+
+    uv run python experiments/common/doc_tables.py --write     # writes them, with every other table of the manual
+
+Each function reads the raw printouts under experiments/ and returns a Markdown table; the figures are the
+printouts' own (ratios as the benchmark printed them, from its unrounded times), never retyped.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import bench_printout
+
+EXPERIMENTS = Path(__file__).resolve().parents[1]
+
+
+# ---------------------------------------------------------------- GPU throughput (experiments/gpu-h100)
+def gpu_throughput() -> str:
+    """mapnet vs Hugging Face at `base` on the H100, eager and compiled, with MFU: gpu_check.log's throughput sections."""
+    log = (EXPERIMENTS / "gpu-h100" / "gpu_check.log").read_text(encoding="utf-8")
+    rows = ["| `base`, tokens × batch | mapnet tok/s (MFU) | HF tok/s (MFU) | ratio | compiled: mapnet (MFU) | compiled: HF (MFU) |",
+            "|---|---|---|---|---|---|"]
+    sections = re.findall(r"=== throughput and MFU, base, \d+ tokens.*?\n(.*?)(?=\n===|\Z)", log, re.S)
+    if not sections:
+        raise SystemExit("experiments/gpu-h100/gpu_check.log: no throughput section")
+    for text in sections:
+        shape = re.search(r"batch (\d+) x seq (\d+)", text)
+        eager = re.search(r"mapnet ([\d,]+) tok/s \| hf ([\d,]+) tok/s.*?\| ratio ([\d.]+)x \| MFU mapnet ([\d.]+)%, hf ([\d.]+)%", text)
+        comp = re.search(r"torch.compile: mapnet ([\d,]+) tok/s \| hf ([\d,]+) tok/s.*?"
+                         r"MFU mapnet\+compile ([\d.]+)%, hf\+compile ([\d.]+)%", text)
+        rows.append(f"| {shape[2]} × {shape[1]} | {eager[1]} ({eager[4]}%) | {eager[2]} ({eager[5]}%) | {eager[3]}× | "
+                    f"{comp[1]} ({comp[3]}%) | {comp[2]} ({comp[4]}%) |")
+    return "\n".join(rows)
+
+
+# ---------------------------------------------------------------- profile_step.py printouts (experiments/profile-cpu)
+def read_profile(path: Path) -> dict:
+    """{part: (ms, share %)}, the step's median ms, and the host syncs of an unread and of a read step."""
+    parts, syncs = {}, {False: 0, True: 0}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if m := re.match(r"^(\w[\w ()/]*?)\s+([\d.]+)\s+([\d.]+)%$", line):
+            parts[m[1]] = (float(m[2]), float(m[3]))
+        elif m := re.match(r"^\s+step\s+\d+( \(read\))?\s+(\d+) / (\d+) / (\d+) / (\d+)$", line):
+            syncs[bool(m[1])] = max(syncs[bool(m[1])], sum(int(m[i]) for i in range(2, 6)))
+    if "step (median)" not in parts:
+        raise SystemExit(f"{path}: no profile_step.py printout in it")
+    return {"parts": parts, "step": parts["step (median)"][0], "syncs": syncs}
+
+
+PROFILES = {  # file under experiments/profile-cpu -> the row's words
+    "tiny-uniform.txt": "`tiny`, uniform",
+    "mini-uniform.txt": "`mini`, uniform",
+    "mini-mapnet.txt": "`mini`, mapnet (paper), masks drawn on the device",
+    "mini-mapnet-ht.txt": "`mini`, mapnet-ht, masks drawn on the device",
+    "mini-mapnet-hostdraws.txt": "`mini`, mapnet (paper), randomness drawn on the host",
+    "mini-mapnet-ht-hostdraws.txt": "`mini`, mapnet-ht, randomness drawn on the host",
+}
+
+
+def step_profile() -> str:
+    rows = ["| preset, masking | step ms | data | masks (host) | to device | forward | backward | optimizer | "
+            "host syncs / step (unread, read) |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, label in PROFILES.items():
+        p = read_profile(EXPERIMENTS / "profile-cpu" / name)
+        shares = [f"{p['parts'][k][1]:.1f}%" for k in ("data", "masks", "to_device", "forward", "backward", "optimizer (w/o read)")]
+        rows.append(f"| {label} | {p['step']:.1f} | " + " | ".join(shares) + f" | {p['syncs'][False]}, {p['syncs'][True]} |")
+    return "\n".join(rows)
+
+
+def prefetch() -> str:
+    """train.prefetch off and on, two alternated rounds per preset (experiments/profile-cpu/prefetch)."""
+    rows = ["| preset | off: step ms, rounds 1, 2 (data + masks + copies on the loop's thread) | "
+            "on: step ms, rounds 1, 2 (what the loop still waits for) | on vs off, rounds 1, 2 |", "|---|---|---|---|"]
+    for preset in ("tiny", "mini"):
+        runs = {(on, r): read_profile(EXPERIMENTS / "profile-cpu" / "prefetch" / f"profile-{preset}-prefetch-{on}-{r}.txt")
+                for on in ("false", "true") for r in (1, 2)}
+        off, on = [runs["false", r] for r in (1, 2)], [runs["true", r] for r in (1, 2)]
+        moved = [sum(p["parts"][k][0] for k in ("data", "masks", "to_device")) for p in off]
+        moved_ms, off_ms = sum(moved) / 2, sum(p["step"] for p in off) / 2
+        wait = sum(p["parts"]["prefetch_wait"][0] for p in on) / 2
+        change = ", ".join(f"{100 * (b['step'] / a['step'] - 1):+.1f}%" for a, b in zip(off, on))
+        rows.append(f"| `{preset}` | {off[0]['step']:.1f}, {off[1]['step']:.1f} ({moved_ms:.1f} ms, {100 * moved_ms / off_ms:.1f}%) | "
+                    f"{on[0]['step']:.1f}, {on[1]['step']:.1f} ({wait:.2f} ms) | {change} |")
+    return "\n".join(rows)
+
+
+# ---------------------------------------------------------------- bench_strategies.py printouts
+def arm_costs(paths: list[Path], presets: list[str], labels: dict[str, str]) -> str:
+    """One row per arm, one column per preset: uniform's ms/step and every arm's printed ratio to it (the first
+    figure found for an arm in the printouts, in order, wins; each ratio is against its own run's uniform)."""
+    costs = {preset: bench_printout.step_costs(paths, preset) for preset in presets}
+    rows = ["| arm | " + " | ".join(f"`{p}`" for p in presets) + " |", "|---|" + "---|" * len(presets)]
+    for arm, label in labels.items():
+        cells = []
+        for preset in presets:
+            ratio, run = costs[preset].get(arm, (None, None))
+            if ratio is None:
+                cells.append("–")
+            elif arm == "uniform":
+                cells.append(f"{run.presets[preset]['uniform'][0]:,.0f} ms ({ratio:.2f}×)")
+            else:
+                cells.append(f"{ratio:.2f}×")
+        rows.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def arm_costs_all() -> str:
+    """Every arm of 2026-11-23 (experiments/learned-masking-tiny/bench_strategies.txt: two runs, the second for 30%)."""
+    return arm_costs([EXPERIMENTS / "learned-masking-tiny" / "bench_strategies.txt"], ["tiny", "mini"], {
+        "uniform": "uniform", "uniform@0.3": "uniform@0.3", "stratified": "stratified", "frequency-ht": "frequency-ht",
+        "mapnet": "mapnet (paper)", "mapnet-ht": "mapnet-ht (gradnorm)", "mapnet-ht-learnability": "mapnet-ht-learnability",
+        "mapnet-ht-1layer": "mapnet-ht, 1-block proposal (`masking.map_layers=1`)"})
+
+
+def arm_costs_lite() -> str:
+    """The lite MAP-Net arm beside the full ones (experiments/mapnet-cheap/bench_strategies.txt, section D)."""
+    return arm_costs([EXPERIMENTS / "mapnet-cheap" / "bench_strategies.txt"], ["tiny", "mini"], {
+        "uniform": "uniform", "mapnet": "mapnet (paper)", "mapnet-ht": "mapnet-ht",
+        "mapnet-ht-1layer": "mapnet-ht, 1-block proposal", "mapnet-ht-lite": "`mapnet-ht-lite`"})
+
+
+if __name__ == "__main__":
+    print(gpu_throughput(), step_profile(), prefetch(), arm_costs_all(), arm_costs_lite(), sep="\n\n")

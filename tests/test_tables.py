@@ -1,0 +1,123 @@
+"""The manual's tables of figures are made from the raw results under experiments/ (experiments/common/doc_tables.py):
+each committed table is what the script makes of the committed raw data, and every table of README.md,
+docs/results.md and docs/performance.md is either generated or marked as typed from a printout that was not kept."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "experiments" / "common"))  # the table scripts import each other by name, as scripts
+
+import bench_printout  # noqa: E402
+import doc_tables  # noqa: E402
+import headline_tables  # noqa: E402
+
+MANUAL = [REPO / "README.md", REPO / "docs" / "_snippets" / "headline.md", REPO / "docs" / "results.md",
+          REPO / "docs" / "performance.md"]
+FIGURE = re.compile(r"\d[.,]\d|\d%|\d×")  # a measured number, not a section letter or a count in prose
+
+
+def test_every_committed_table_is_what_the_raw_data_gives():
+    problems = doc_tables.stale()
+    assert not problems, "run `uv run python experiments/common/doc_tables.py --write`:\n" + "\n".join(problems)
+
+
+def test_a_figure_edited_by_hand_is_found():
+    """The check above can fail: one figure changed inside a generated table is put back by the generator."""
+    page = REPO / "docs" / "_snippets" / "headline.md"
+    now = page.read_text(encoding="utf-8")
+    edited = now.replace("| 1.46× |", "| 1.47× |", 1)
+    assert edited != now
+    made: dict[str, str] = {}
+    assert doc_tables.render(now, "headline.md", made) == now
+    assert doc_tables.render(edited, "headline.md", made) == now
+
+
+def test_a_changed_raw_figure_changes_the_table(tmp_path):
+    """The tables read the raw files: the same step-cost printout with one ratio changed gives a different table."""
+    bench = REPO / "experiments" / "learning-arms-tiny" / "bench_strategies-all.txt"
+    text = bench.read_text(encoding="utf-8")
+    assert "      uniform@0.3                  208.8       1.46x" in text
+    changed = tmp_path / "bench.txt"
+    changed.write_text(text.replace("208.8       1.46x", "208.8       1.52x"), encoding="utf-8")
+    results = REPO / "experiments" / "blimp-arms" / "results.json"
+    row = next(line for line in headline_tables.headline(results, [changed], "tiny", "wall time").splitlines()
+               if "`uniform@0.3`" in line)
+    assert "| 1.52× | 0.99× |" in row  # the cost, and the wall time it gives: 783 / 1,200 x 1.52
+
+
+def test_step_costs_are_the_ratios_the_benchmark_printed_on_the_machine_it_names():
+    """Issue 44: pmi at `mini` on the H200 printed 1.64x (from unrounded times); 22.5 / 13.8 ms would give 1.63."""
+    h200 = REPO / "experiments" / "blimp-arms-mini" / "bench_strategies-h200.txt"
+    ratio, run = bench_printout.step_costs([h200], "mini")["pmi"]
+    assert (ratio, run.where, run.presets["mini"]["pmi"][0]) == (1.64, "H200", 22.5)
+    table = headline_tables.mini()
+    assert "| step cost (H200) |" in table.splitlines()[0] and "idle" not in table.splitlines()[0]
+    assert "| PMI-Masking | 0 of 3 |" in table and "| 1.64× |" in next(l for l in table.splitlines() if "PMI" in l)
+
+
+def test_a_headline_row_takes_its_loss_and_its_blimp_from_the_same_runs():
+    """Issue 44: the paper's MAP-Net row took +0.98 from section A and its BLiMP from section E, whose runs end at +0.93."""
+    row = next(line for line in headline_tables.tiny().splitlines() if "`mapnet`" in line)
+    assert "+0.93 ± 0.96" in row and "−1.4 ± 1.5" in row
+
+
+def test_a_marker_naming_no_table_is_refused():
+    with pytest.raises(SystemExit, match="no-such-table"):
+        doc_tables.render("<!-- table: no-such-table -->\n<!-- /table -->\n", "page.md", {})
+
+
+def tables_of(text: str) -> list[tuple[int, list[str]]]:
+    """(index of the line above it, its lines) for each Markdown table of the page."""
+    lines, out, i = text.split("\n"), [], 0
+    while i < len(lines):
+        if lines[i].startswith("|"):
+            j = i
+            while j < len(lines) and lines[j].startswith("|"):
+                j += 1
+            out.append((i - 1, lines[i:j]))
+            i = j
+        else:
+            i += 1
+    return out
+
+
+def unmarked_tables(text: str) -> list[str]:
+    """The header rows of the page's tables of figures that are neither generated nor marked `<!-- not generated: ... -->`."""
+    lines, found = text.split("\n"), []
+    for above, table in tables_of(text):
+        if not any(FIGURE.search(row) for row in table[2:]):
+            continue
+        if not (inside_block(lines, above) or lines[above].startswith("<!-- not generated: ")):
+            found.append(table[0])
+    return found
+
+
+def inside_block(lines: list[str], above: int) -> bool:
+    """Whether line `above` lies between a `<!-- table: ... -->` marker and its `<!-- /table -->`."""
+    for line in reversed(lines[:above + 1]):
+        if line.startswith("<!-- /table -->"):
+            return False
+        if line.startswith("<!-- table: "):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("page", MANUAL, ids=lambda p: p.relative_to(REPO).as_posix())
+def test_every_table_of_figures_is_generated_or_marked(page):
+    unmarked = unmarked_tables(page.read_text(encoding="utf-8"))
+    assert not unmarked, f"{page.name}: tables typed by hand, neither generated nor marked:\n" + "\n".join(unmarked)
+
+
+def test_the_marking_check_finds_a_table_typed_by_hand():
+    table = "| preset | ms |\n|---|---|\n| tiny | 110.7 |\n"
+    assert unmarked_tables(f"Prose.\n\n{table}") == ["| preset | ms |"]
+    assert unmarked_tables(f"Prose.\n<!-- not generated: not kept -->\n{table}") == []
+    assert unmarked_tables(f"<!-- table: step-profile -->\n{table}<!-- /table -->\n") == []
+    assert unmarked_tables(f"<!-- table: a -->\n<!-- /table -->\n\n{table}") == ["| preset | ms |"]
+    assert unmarked_tables("| section | page |\n|---|---|\n| A2 | 15 arms |\n") == []  # no figures: an index
