@@ -19,10 +19,6 @@ real text.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-from ..errors import MapnetError
 from .bpe import METASPACE  # mapnet's BPE word-boundary marker, "▁"
 
 # The preprocess settings that decide how text is cleaned: they belong to a corpus (`shard` records them
@@ -46,26 +42,6 @@ def word_marker(tokenizer) -> str | None:
 
     pre = tokenizer.pre_tokenizer
     return pre.replacement if isinstance(pre, pre_tokenizers.Metaspace) else None
-
-
-def refuse_cleaning_twice(tokenizer_path: Path, settings) -> None:
-    """A `mapnet export` tokenizer.json (its folder has mapnet_export.json) already cleans the text it reads;
-    preprocessing with it must not clean the sentences first, or they are cleaned twice (Moses is not
-    idempotent: "it 's" becomes "it ' s")."""
-    record = tokenizer_path.parent / "mapnet_export.json"
-    if not record.is_file() or not (settings.normalize_punctuation or settings.moses_tokenize or settings.lowercase):
-        return
-    try:
-        cleaning = json.loads(record.read_text(encoding="utf-8")).get("cleaning")
-    except (OSError, ValueError, AttributeError):
-        cleaning = None
-    if cleaning is None:
-        return  # an export from before the cleaning was written into its tokenizer: it does not clean
-    if not isinstance(cleaning, dict):
-        raise MapnetError(f"{record}: \"cleaning\" is not a table of settings; re-export the run")
-    raise MapnetError(f"{tokenizer_path} is a mapnet export's tokenizer: it cleans text itself ({record.name}: "
-                      f"{', '.join(f'{k}={v}' for k, v in cleaning.items())}); preprocess with --bert-text so the "
-                      "sentences are not cleaned twice, or reuse the run's own checkpoint tokenizer.json")
 
 
 class Cleaner:
@@ -125,4 +101,4 @@ def fast_moses(base):
     return FastMosesTokenizer
 
 
-__all__ = ["Cleaner", "METASPACE", "word_marker", "refuse_cleaning_twice", "fast_moses"]
+__all__ = ["Cleaner", "METASPACE", "word_marker", "fast_moses"]

@@ -35,7 +35,8 @@ from ..settings import PreprocessSettings, Settings
 from . import bpe
 from .inputs import InputFile, ReadStats, discover, invalid_utf8_count
 from .readers import InputReader
-from .cleaning import METASPACE, refuse_cleaning_twice, word_marker
+from .cleaning import METASPACE, word_marker
+from .export_record import refuse_cleaning_twice
 from .textproc import TextProcessor, import_spacy
 
 SCHEMA = "mapnet.preprocess/1"

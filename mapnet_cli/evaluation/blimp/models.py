@@ -120,6 +120,7 @@ def _is_hf_folder(path: Path) -> bool:
 def _hf_target(folder: Path) -> Target:
     import torch
 
+    from ...data.export_record import read_export_record
     from ...model.bert import BertConfig, BertForMLM
     from ...train.init_from import has_mlm_head, load_into, open_source
 
@@ -135,14 +136,8 @@ def _hf_target(folder: Path) -> Target:
                      attention_dropout=float(config.get("attention_probs_dropout_prob", 0.1)),
                      layer_norm_eps=a["layer_norm_eps"], init_std=float(init_std), pad_id=a["pad_id"], norm=a["norm"])
     # A mapnet export records its pretraining seed: its random control is then the checkpoint's own.
-    seed, tokenizer_sha = 0, None
-    record = folder / "mapnet_export.json"
-    if record.is_file():
-        try:
-            values = json.loads(record.read_text(encoding="utf-8"))
-            seed, tokenizer_sha = int(values.get("pretraining_seed", 0)), values.get("tokenizer_sha256")
-        except (OSError, ValueError, TypeError, AttributeError):
-            raise MapnetError(f"{record} is unreadable or not a mapnet export record") from None
+    record = read_export_record(folder)  # damaged: one line naming it, as everywhere
+    seed, tokenizer_sha = (record.pretraining_seed, record.tokenizer_sha256) if record else (0, None)
 
     def build():
         with torch.random.fork_rng(devices=[]):
