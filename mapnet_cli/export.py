@@ -98,10 +98,9 @@ def hf_state_dict(model: BertForMLM) -> dict[str, torch.Tensor]:
 def tokenizer_files(tokenizer_path: Path, max_position: int) -> dict[str, dict]:
     from tokenizers import Tokenizer
 
-    tok = Tokenizer.from_file(str(tokenizer_path))
-    missing = [t for t in SPECIAL_TOKENS.values() if tok.token_to_id(t) is None]
-    if missing:
-        raise MapnetError(f"{tokenizer_path} lacks the special tokens {', '.join(missing)}")
+    from .data.bpe import special_ids
+
+    special_ids(Tokenizer.from_file(str(tokenizer_path)), tokenizer_path)
     return {
         "tokenizer_config.json": {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": max_position,
                                   "clean_up_tokenization_spaces": False, **SPECIAL_TOKENS},
@@ -122,13 +121,14 @@ def write_tokenizer(source: Path, path: Path, preprocess_settings) -> None:
     from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
 
     from .data import hf_cleaning
+    from .data.bpe import special_ids
     from .data.cleaning import word_marker
 
     tok = Tokenizer.from_file(str(source))
+    ids = special_ids(tok, source)  # before TemplateProcessing, which fails on a missing id in its own words
     cls, sep = SPECIAL_TOKENS["cls_token"], SPECIAL_TOKENS["sep_token"]
     tok.post_processor = processors.TemplateProcessing(
-        single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B {sep}",
-        special_tokens=[(cls, tok.token_to_id(cls)), (sep, tok.token_to_id(sep))])
+        single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B {sep}", special_tokens=[(cls, ids[cls]), (sep, ids[sep])])
     cleaning = hf_cleaning.normalizer(preprocess_settings, word_marker(tok))
     tok.normalizer = normalizers.Sequence([n for n in (cleaning, tok.normalizer) if n is not None])
     moses_splits = hf_cleaning.pre_tokenizer(preprocess_settings)

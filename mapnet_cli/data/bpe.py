@@ -58,10 +58,19 @@ def load_tokenizer(path: str | Path):
         raise MapnetError(f"{path} is not a tokenizers tokenizer.json ({exc})") from None
     if not isinstance(tok.model, (models.BPE, models.WordPiece)):
         raise MapnetError(f"{path}: expected a BPE or WordPiece tokenizer, got {type(tok.model).__name__}")
-    missing = [name for name in SPECIAL_TOKENS if tok.token_to_id(name) is None]
+    special_ids(tok, path)
+    return tok
+
+
+def special_ids(tok, path: str | Path) -> dict[str, int]:
+    """{token: id} of the five special tokens in `tok`, the tokenizer read from `path`, or one line naming the
+    file and every missing token. Each reader calls this right after loading a tokenizer, before anything is
+    built on the ids (a TemplateProcessing given no id for "[CLS]" fails inside tokenizers, not in one line)."""
+    ids = {name: tok.token_to_id(name) for name in SPECIAL_TOKENS}
+    missing = [name for name, i in ids.items() if i is None]
     if missing:
         raise MapnetError(f"{path}: lacks the special token(s) {', '.join(missing)} (mapnet needs {', '.join(SPECIAL_TOKENS)})")
-    return tok
+    return ids
 
 
 def is_wordpiece(tok) -> bool:

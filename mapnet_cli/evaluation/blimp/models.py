@@ -30,9 +30,6 @@ import numpy as np
 from ...atomic import sha256_file
 from ...errors import MapnetError
 
-SPECIALS = ("[CLS]", "[SEP]", "[MASK]")
-
-
 @dataclass
 class TextPath:
     """Raw sentence -> token ids (no specials), as one model's pretraining read text."""
@@ -46,11 +43,10 @@ class TextPath:
 
 
 def _specials(tok, where: Path) -> tuple[int, int, int]:
-    ids = [tok.token_to_id(t) for t in SPECIALS]
-    missing = [t for t, i in zip(SPECIALS, ids) if i is None]
-    if missing:
-        raise MapnetError(f"{where} lacks the special token(s) {', '.join(missing)}")
-    return tuple(ids)
+    from ...data.bpe import special_ids
+
+    ids = special_ids(tok, where)
+    return ids["[CLS]"], ids["[SEP]"], ids["[MASK]"]
 
 
 def mapnet_text(ckpt: Path, settings) -> TextPath:

@@ -29,11 +29,11 @@ from pathlib import Path
 import numpy as np
 
 from ...atomic import sha256_file
+from ...data.bpe import special_ids
 from ...data.cleaning import cleaning_settings
 from ...errors import MapnetError
 
 CACHE_VERSION = 2  # 2: moses_tokenize in the key; no "▁" -> "_" for a WordPiece tokenizer
-SPECIALS = {"cls": "[CLS]", "sep": "[SEP]", "pad": "[PAD]"}
 
 
 @dataclass
@@ -60,11 +60,8 @@ class TextEncoder:
             self.tokenizer = Tokenizer.from_file(str(tokenizer_path))
         except Exception as exc:  # tokenizers raises a bare Exception on a bad file
             raise MapnetError(f"cannot read tokenizer {tokenizer_path}: {exc}") from None
-        ids = {k: self.tokenizer.token_to_id(tok) for k, tok in SPECIALS.items()}
-        missing = [SPECIALS[k] for k, v in ids.items() if v is None]
-        if missing:
-            raise MapnetError(f"tokenizer {tokenizer_path} lacks {', '.join(missing)}")
-        self.cls_id, self.sep_id, self.pad_id = ids["cls"], ids["sep"], ids["pad"]
+        ids = special_ids(self.tokenizer, tokenizer_path)
+        self.cls_id, self.sep_id, self.pad_id = ids["[CLS]"], ids["[SEP]"], ids["[PAD]"]
         self.settings = preprocess_settings
         self.max_len = max_len
         self.cache_dir = cache_dir
