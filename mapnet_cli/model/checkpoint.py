@@ -45,6 +45,7 @@ from torch import nn
 from .. import atomic
 from ..errors import MapnetError
 from .bert import BertConfig, BertForMLM
+from .hf_layout import folder_kind
 
 SCHEMA = "mapnet.checkpoint/1"
 MANIFEST_SCHEMA = "mapnet.checkpoint-manifest/1"
@@ -300,6 +301,9 @@ def _find(path: Path) -> Path:
         raise MapnetError(f"checkpoint not found: {path} (give a run folder or a step-XXXXXXXX folder)")
     if (path / CONFIG).is_file() or _STEP_RE.match(path.name):
         if not (path / MARKER).is_file():
+            if folder_kind(path) == "huggingface":  # a config.json that is not JSON is named there
+                raise MapnetError(f"{path} is a Hugging Face model folder (an export), not a mapnet run or checkpoint; "
+                                  "this command reads mapnet checkpoints (blimp and --init-from read exported folders)")
             raise MapnetError(f"{path} is an incomplete checkpoint (no {MARKER} marker: the run stopped while writing it)")
         read_config(path)
         return path

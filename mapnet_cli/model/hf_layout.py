@@ -9,7 +9,11 @@ LayerNorm after the last layer, the embedding LayerNorm kept). Q, K and V are sp
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import MapnetError
 
 
 @dataclass(frozen=True)
@@ -48,4 +52,27 @@ LAYOUTS = {
 BY_MODEL_TYPE = {layout.model_type: norm for norm, layout in LAYOUTS.items()}
 
 
-__all__ = ["HFLayout", "LAYOUTS", "BY_MODEL_TYPE"]
+def read_json_object(path: Path) -> dict:
+    """A model folder's config.json, or one line naming it when it is not a JSON object."""
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise MapnetError(f"{path} is not readable JSON ({exc}); a model folder's config.json must be") from None
+    if not isinstance(value, dict):
+        raise MapnetError(f"{path} is not a JSON object; a model folder's config.json must be")
+    return value
+
+
+def folder_kind(path: Path) -> str:
+    """"huggingface" when `path` holds a Hugging Face config.json (model_type or architectures), else "mapnet"
+    (a run or checkpoint folder, checked by its own reader). Every reader of a folder a user hands us asks
+    here first, so a config.json that is not a JSON object is named as such, never taken for an incomplete
+    mapnet checkpoint."""
+    config = Path(path) / "config.json"
+    if not config.is_file():
+        return "mapnet"
+    c = read_json_object(config)
+    return "huggingface" if "model_type" in c or "architectures" in c else "mapnet"
+
+
+__all__ = ["HFLayout", "LAYOUTS", "BY_MODEL_TYPE", "read_json_object", "folder_kind"]

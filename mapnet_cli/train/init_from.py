@@ -31,7 +31,7 @@ from pathlib import Path
 from .. import settings as settings_mod
 from ..atomic import sha256_file
 from ..errors import MapnetError
-from ..model.hf_layout import BY_MODEL_TYPE, LAYOUTS
+from ..model.hf_layout import BY_MODEL_TYPE, LAYOUTS, folder_kind, read_json_object as _read_json
 
 # The architecture settings SOURCE decides; dropout and init_std stay the run's (training choices).
 ARCH = ("layers", "hidden", "heads", "intermediate", "max_position", "layer_norm_eps", "norm")
@@ -49,6 +49,12 @@ class Source:
     weights: Path
     tokenizer: Path
     config_sha256: str
+    tensor_names: tuple[str, ...] = ()   # a Hugging Face SOURCE's, read from its checked safetensors header
+    role: str = "--init-from"            # how the user gave it, for messages ("" for a command's argument)
+
+    @property
+    def where(self) -> str:
+        return f"{self.role} {self.path}".strip()
 
     def record(self, notes: list[str]) -> dict:
         """For run.json: where the start came from, the hashes that pin it, and what was folded or dropped."""
@@ -58,24 +64,29 @@ class Source:
 
 
 # ---------------------------------------------------------------- reading SOURCE
-def open_source(path: str | Path) -> Source:
+def open_source(path: str | Path, role: str = "--init-from") -> Source:
+    """The one checked reader of a model folder a user hands us (`--init-from`, `blimp`'s exported folders):
+    config.json, the safetensors header (so a truncated file is one line here, before any work) and the
+    tokenizer's presence. `role` is how the user gave the folder, for the messages ("" for an argument)."""
     path = Path(path)
+    where = f"{role} {path}".strip()
     if not path.is_dir():
-        raise MapnetError(f"--init-from {path}: no such folder (a mapnet run/checkpoint or a local Hugging Face BERT folder)")
-    config = _read_json(path / "config.json") if (path / "config.json").is_file() else None
-    if config is not None and ("model_type" in config or "architectures" in config):
-        return _hf_source(path, config)
+        raise MapnetError(f"{where}: no such folder (a mapnet run/checkpoint or a local Hugging Face BERT folder)")
+    if folder_kind(path) == "huggingface":
+        return _hf_source(path, _read_json(path / "config.json"), role)
     return _mapnet_source(path)
 
 
-def _read_json(path: Path) -> dict:
+def safetensors_names(path: Path) -> tuple[str, ...]:
+    """The tensor names in a safetensors file's header, read without loading the weights; a truncated, empty or
+    garbage file is one line (safetensors checks that the header's offsets cover the file exactly)."""
+    from safetensors import SafetensorError, safe_open
+
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise MapnetError(f"{path} is unreadable: {exc}") from None
-    if not isinstance(value, dict):
-        raise MapnetError(f"{path} is not a JSON object")
-    return value
+        with safe_open(str(path), "np") as f:
+            return tuple(f.keys())
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise MapnetError(f"{path} is not a readable safetensors file ({exc}); truncated or corrupt?") from None
 
 
 def _mapnet_source(path: Path) -> Source:
@@ -89,8 +100,8 @@ def _mapnet_source(path: Path) -> Source:
                   sha256_file(ckpt / checkpoint.CONFIG))
 
 
-def _hf_source(path: Path, c: dict) -> Source:
-    where = f"--init-from {path}"
+def _hf_source(path: Path, c: dict, role: str) -> Source:
+    where = f"{role} {path}".strip()
     kind = c.get("model_type")
     if kind not in BY_MODEL_TYPE:
         raise MapnetError(f"{where} is a {kind or 'unknown'} model (architectures {c.get('architectures')}); "
@@ -112,8 +123,9 @@ def _hf_source(path: Path, c: dict) -> Source:
         raise MapnetError(f"{where} has no model.safetensors{hint}")
     tokenizer = path / "tokenizer.json"
     if not tokenizer.is_file():
-        raise MapnetError(f"{where} has no tokenizer.json: the shards must be checked against SOURCE's vocabulary "
-                          "(AutoTokenizer.from_pretrained(folder).save_pretrained(folder) writes one, offline)")
+        raise MapnetError(f"{where} has no tokenizer.json: mapnet reads a model's vocabulary from it, to check shards "
+                          "against it and to encode text (AutoTokenizer.from_pretrained(folder).save_pretrained(folder) "
+                          "writes one, offline)")
     arch = {ours: c[theirs] for ours, theirs in HF_ARCH.items()}
     arch |= {"layer_norm_eps": float(c.get("layer_norm_eps", 1e-12)), "vocab_size": c["vocab_size"], "norm": BY_MODEL_TYPE[kind]}
     pad = c.get("pad_token_id")
@@ -123,7 +135,8 @@ def _hf_source(path: Path, c: dict) -> Source:
     if arch["max_position"] < 1:
         raise MapnetError(f"{where}: max_position_embeddings {c['max_position_embeddings']} leaves no position "
                           f"after pad_token_id {arch['pad_id']}")
-    return Source(path, "huggingface", arch, weights, tokenizer, sha256_file(path / "config.json"))
+    return Source(path, "huggingface", arch, weights, tokenizer, sha256_file(path / "config.json"),
+                  safetensors_names(weights), role)
 
 
 # ---------------------------------------------------------------- settings: the size is SOURCE's
@@ -227,7 +240,7 @@ def load_into(source: Source, model) -> list[str]:
     """Copy SOURCE's weights into `model` (a BertForMLM of SOURCE's size, already seeded-initialised);
     return notes on what was folded, dropped or initialised."""
     if model.cfg.vocab_size != source.arch["vocab_size"]:
-        raise MapnetError(f"--init-from {source.path} has a {source.arch['vocab_size']}-token vocabulary, the shards' "
+        raise MapnetError(f"{source.where} has a {source.arch['vocab_size']}-token vocabulary, the shards' "
                           f"tokenizer {model.cfg.vocab_size}: the tokenizer and the embedding table must match")
     if source.kind == "mapnet":
         from ..model import checkpoint
@@ -244,10 +257,10 @@ def load_into(source: Source, model) -> list[str]:
     wanted = model.state_dict()
     missing = sorted(set(wanted) - set(state))
     if missing:
-        raise MapnetError(f"--init-from {source.path}: model.safetensors lacks {len(missing)} weights (e.g. {missing[0]})")
+        raise MapnetError(f"{source.where}: model.safetensors lacks {len(missing)} weights (e.g. {missing[0]})")
     for k, t in state.items():
         if t.shape != wanted[k].shape:
-            raise MapnetError(f"--init-from {source.path}: {k} has shape {tuple(t.shape)}, config.json implies "
+            raise MapnetError(f"{source.where}: {k} has shape {tuple(t.shape)}, config.json implies "
                               f"{tuple(wanted[k].shape)}")
     model.load_state_dict({k: t.to(wanted[k].dtype) for k, t in state.items()}, strict=True)
     return notes
@@ -269,11 +282,8 @@ def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
 def has_mlm_head(source: Source) -> bool:
     """Whether a Hugging Face SOURCE holds an MLM head (a ...ForMaskedLM, not a bare BertModel), read from the
     safetensors header alone, so an evaluator can refuse the folder before it scores anything."""
-    from safetensors import safe_open
-
     prefix = _mlm_head_prefix(LAYOUTS[source.arch["norm"]])
-    with safe_open(source.weights, "np") as f:
-        return any(k.startswith(prefix) for k in f.keys())
+    return any(k.startswith(prefix) for k in source.tensor_names or safetensors_names(source.weights))
 
 
 def _mlm_head_prefix(layout) -> str:
@@ -361,5 +371,5 @@ def start_model(cfg, seed: int, source: Source | None = None):
     return model, (load_into(source, model) if source is not None else [])
 
 
-__all__ = ["Source", "open_source", "resolve", "given_model_values", "refuse_conflicts", "sized_by", "check_tokenizer", "load_into",
+__all__ = ["Source", "open_source", "safetensors_names", "resolve", "given_model_values", "refuse_conflicts", "sized_by", "check_tokenizer", "load_into",
            "hf_to_mapnet", "start_model"]
