@@ -1,8 +1,9 @@
 """The words around the code stay true of it: every `mapnet …` command line in the README, the manual (docs/) and
-the experiments' READMEs names a command and options the CLI has; the README's headline table is the one of
-docs/_snippets/headline.md; the README's test command is the one .ci/run runs; every experiment folder is a page of
-the site and of the results index. (The CLI and settings reference pages are generated from the code at build time,
-docs/_hooks/mapnet_docs.py, and `mkdocs build --strict` in .ci/run checks every link.)"""
+the experiments' READMEs names a command and options the CLI has; the README's headline is the one of
+docs/_snippets/headline.md (its tables generated from the raw results: tests/test_tables.py); the README's test
+command is the one .ci/run runs; every experiment folder is a page of the site and of the results index. (The CLI
+and settings reference pages are generated from the code at build time, docs/_hooks/mapnet_docs.py, and
+`mkdocs build --strict` in .ci/run checks every link.)"""
 
 from __future__ import annotations
 
@@ -136,8 +137,9 @@ def test_the_checker_accepts_options_per_subcommand_and_ignores_arguments_named_
 
 
 def test_readme_headline_table_is_the_single_source():
-    """docs/_snippets/headline.md is the one place the headline table is edited; the site includes it
-    (pymdownx.snippets) and the README carries a copy, which must equal it (copy it over after an edit)."""
+    """docs/_snippets/headline.md is the one place the headline is edited (its tables generated, tests/test_tables.py);
+    the site includes it (pymdownx.snippets) and the README carries a copy, which must equal it
+    (`uv run python experiments/common/doc_tables.py --write` makes it)."""
     source = (REPO / "docs" / "_snippets" / "headline.md").read_text(encoding="utf-8").strip()
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     copy = re.search(r"<!-- headline:[^>]*-->\n(.*?)\n<!-- /headline -->", readme, re.S)
