@@ -107,6 +107,7 @@ class MosesClasses:
         from sacremoses import MosesTokenizer
 
         self.moses = MosesTokenizer(lang=lang)
+        check_tokenizer_rules(self.moses)  # every translation of Moses' tokenisation starts here
         self.ws = python_class(r"\s")
         self.alnum, self.alpha = set(self.moses.IsAlnum), set(self.moses.IsAlpha)
         self.unpadded = self.alnum | self.ws | set(PAD_KEEP)  # every other character becomes a token of its own
@@ -205,6 +206,59 @@ def punctuation_rules(lang: str) -> list:
 
 
 # ---------------------------------------------------------------- Moses tokenisation
+# The MosesTokenizer rules `tokenize_rules` and `pre_tokenizer` translate, as sacremoses 0.2.0 (tested) has
+# them: (pattern, substitution), the character classes as fields ({alnum}: IsAlnum, {alpha}: IsAlpha, {isn}:
+# IsN, filled from the installed sacremoses, whose class contents are read at run time anyway).
+TRANSLATED_RULES = {
+    "DEDUPLICATE_SPACE": (r"\s+", r" "),
+    "ASCII_JUNK": (r"[\000-\037]", r""),
+    "PAD_NOT_ISALNUM": (r"([^{alnum}\s\.'\`\,\-])", r" \1 "),
+    "COMMA_SEPARATE_1": (r"([^{isn}])[,]", r"\1 , "),
+    "COMMA_SEPARATE_2": (r"[,]([^{isn}])", r" , \1"),
+    "COMMA_SEPARATE_3": (r"([{isn}])[,]$", r"\1 , "),
+    "EN_SPECIFIC_1": (r"([^{alpha}])[']([^{alpha}])", r"\1 ' \2"),
+    "EN_SPECIFIC_2": (r"([^{alpha}{isn}])[']([{alpha}])", r"\1 ' \2"),
+    "EN_SPECIFIC_3": (r"([{alpha}])[']([^{alpha}])", r"\1 ' \2"),
+    "EN_SPECIFIC_4": (r"([{alpha}])[']([{alpha}])", r"\1 '\2"),
+    "EN_SPECIFIC_5": (r"([{isn}])[']([s])", r"\1 '\2"),
+    "FR_IT_SPECIFIC_1": (r"([^{alpha}])[']([^{alpha}])", r"\1 ' \2"),
+    "FR_IT_SPECIFIC_2": (r"([^{alpha}])[']([{alpha}])", r"\1 ' \2"),
+    "FR_IT_SPECIFIC_3": (r"([{alpha}])[']([^{alpha}])", r"\1 ' \2"),
+    "FR_IT_SPECIFIC_4": (r"([{alpha}])[']([{alpha}])", r"\1' \2"),
+    "NON_SPECIFIC_APOSTROPHE": (r"\'", r" ' "),
+    "TRAILING_DOT_APOSTROPHE": (r"\.' ?$", r" . ' "),
+}
+TRANSLATED_LISTS = {"ENGLISH_SPECIFIC_APOSTROPHE": [f"EN_SPECIFIC_{i}" for i in range(1, 6)],
+                    "FR_IT_SPECIFIC_APOSTROPHE": [f"FR_IT_SPECIFIC_{i}" for i in range(1, 5)]}
+
+
+def check_tokenizer_rules(moses) -> None:
+    """Refuse, in one line, a sacremoses whose MosesTokenizer rules are not the ones translated here, as
+    `punctuation_rules` refuses a punctuation rule it does not know: a silently different export is worse than
+    none. What is not data (tokenize()'s order, its multi-dot and non-breaking-prefix procedures) is compared
+    with sacremoses on real text by tests/data/test_hf_cleaning.py."""
+    from importlib.metadata import version
+
+    cls = type(moses)
+    classes = {"alnum": cls.IsAlnum, "alpha": cls.IsAlpha, "isn": cls.IsN}
+    changed = []
+    for name, (pattern, sub) in TRANSLATED_RULES.items():
+        rule = getattr(cls, name, None)
+        try:
+            same = rule[0].pattern == pattern.format(**classes) and rule[1] == sub
+        except (TypeError, IndexError, AttributeError):
+            same = False
+        if not same:
+            changed.append(name)
+    for name, members in TRANSLATED_LISTS.items():
+        if getattr(cls, name, None) != [getattr(cls, m, None) for m in members]:
+            changed.append(name)
+    if changed:
+        raise MapnetError(f"sacremoses {version('sacremoses')}: MosesTokenizer rule(s) {', '.join(changed)} differ from "
+                          "those mapnet's export translates (tested with sacremoses 0.2.0); the export "
+                          "cannot reproduce the run's cleaning: install sacremoses 0.2.0")
+
+
 def tokenize_rules(c: MosesClasses) -> list:
     """sacremoses' MosesTokenizer(lang).tokenize(text, escape=False), less the padding `pre_tokenizer` does.
 
@@ -356,5 +410,5 @@ def _pre_tokenizer(moses_lang: str, lowercase: bool):
                                     pre_tokenizers.Split(Regex(f"\\.{{2,}}|{padded}"), "isolated")])
 
 
-__all__ = ["normalizer", "pre_tokenizer", "punctuation_rules", "tokenize_rules", "final_period", "lowercase_rules",
+__all__ = ["normalizer", "pre_tokenizer", "punctuation_rules", "tokenize_rules", "check_tokenizer_rules", "final_period", "lowercase_rules",
            "char_class", "python_class", "MosesClasses"]

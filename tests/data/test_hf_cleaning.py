@@ -177,3 +177,35 @@ def test_an_unknown_moses_rule_is_refused(monkeypatch):
     monkeypatch.setattr(MosesPunctNormalizer, "EXTRA_WHITESPACE", [(r"(a)(b)", r"\2\1")])
     with pytest.raises(MapnetError, match="no tokenizers equivalent"):
         hf_cleaning.punctuation_rules("en")
+
+
+@pytest.mark.parametrize("rule", ["COMMA_SEPARATE_2", "EN_SPECIFIC_4", "PAD_NOT_ISALNUM", "ENGLISH_SPECIFIC_APOSTROPHE"])
+def test_a_changed_moses_tokenizer_rule_is_refused_by_name(rule, monkeypatch, tmp_path):
+    """tokenize_rules translates MosesTokenizer's rules by hand: a sacremoses whose rules differ (here one rule
+    changed, or the English apostrophe list without EN_SPECIFIC_5) is refused in one line naming the rule, by
+    the export too, never translated as if it were the tested one."""
+    import re
+
+    from sacremoses import MosesTokenizer
+
+    from mapnet_cli.errors import MapnetError
+
+    hf_cleaning.MosesClasses("en")  # the installed sacremoses passes
+    changed = (MosesTokenizer.ENGLISH_SPECIFIC_APOSTROPHE[:-1] if rule == "ENGLISH_SPECIFIC_APOSTROPHE"
+               else (re.compile(getattr(MosesTokenizer, rule)[0].pattern + "?"), getattr(MosesTokenizer, rule)[1]))
+    monkeypatch.setattr(MosesTokenizer, rule, changed)
+    with pytest.raises(MapnetError, match=rf"^sacremoses [0-9.]+: MosesTokenizer rule\(s\) (.*, )?{rule}(, .*)? differ from those"):
+        hf_cleaning.MosesClasses("en")
+    # Through `mapnet export`'s writer, past the caches of a process that built the rules before.
+    monkeypatch.setattr(hf_cleaning, "_moses_classes", hf_cleaning._moses_classes.__wrapped__)
+    monkeypatch.setattr(hf_cleaning, "_normalizer", hf_cleaning._normalizer.__wrapped__)
+    tokenizer = tmp_path / "tok.json"
+    bpe.save_tokenizer(bpe.train_tokenizer([_text(tmp_path)], 300, 1), tokenizer)
+    with pytest.raises(MapnetError, match=rule):
+        write_tokenizer(tokenizer, tmp_path / "tokenizer.json", PAPER)
+    assert not (tmp_path / "tokenizer.json").exists()
+
+
+def _text(tmp_path: Path) -> Path:
+    (tmp_path / "text.txt").write_text("It's a cat. And a dog, a cat!\n", encoding="utf-8")
+    return tmp_path / "text.txt"
