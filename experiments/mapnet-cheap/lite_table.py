@@ -9,7 +9,7 @@ made where the two runs of a seed share their initial weights, data order and ev
 (the hashes `compare` records; checked here, and the script stops on a mismatch). Δ = arm − other on
 the same seed, mean ± 95% t-interval over seeds; the three held-out sets score the same models, so
 each seed is one comparison. Steps to uniform's final mean loss (mixed set) are interpolated on the
-arm's mean curve; the step cost is the idle `bench_strategies.py` printout's `tiny` block.
+arm's mean curve; the step cost is the ratio the `bench_strategies.py` printout's `tiny` block printed.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import json
 import sys
 
 from arms_table import pm
-from learning_table import step_costs
+from learning_table import machine, step_costs
 from mapnet_cli.intervals import mean_ci
 
 SETS = (("eval_loss", "mixed"), ("eval_loss@books", "books"), ("eval_loss@wiki", "Wikipedia"))
@@ -58,7 +58,7 @@ def main(section_a: str, lite: str, bench: str) -> None:
           f"uniform's final mean loss (mixed) {target:.3f} at step {steps}")
     print()
     print("| arm | final loss per seed (mixed) | Δ vs uniform, mixed | Δ vs mapnet-ht: mixed | books | Wikipedia | "
-          "steps to uniform's final | step cost (idle, tiny) | wall to uniform's final |")
+          f"steps to uniform's final | step cost ({machine(bench)}, tiny) | wall to uniform's final |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in ("uniform", "mapnet-ht", "mapnet-ht-lite"):
         per_seed = ", ".join(f"{final[name][s]['eval_loss']:.3f}" for s in seeds)
