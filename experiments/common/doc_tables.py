@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
+from itertools import zip_longest
 from pathlib import Path
 
 import headline_tables
@@ -84,7 +85,8 @@ def stale() -> list[str]:
     found = []
     for page, (now, want) in generate().items():
         if now != want:
-            first = next((a, b) for a, b in zip([*now.splitlines(), ""], [*want.splitlines(), ""]) if a != b)
+            pairs = zip_longest(now.splitlines(), want.splitlines(), fillvalue="(the end of the page)")
+            first = next(((a, b) for a, b in pairs if a != b), ("(its line endings)", "(other line endings)"))
             found.append(f"{page.relative_to(REPO)}: committed {first[0]!r}\n    generated {first[1]!r}")
     return found
 
