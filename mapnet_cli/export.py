@@ -20,7 +20,8 @@ decoder weight is tied to the word embeddings in both, so only the embedding
 is stored. The tokenizer reads text as the run's pretraining did: the run's
 cleaning (Moses normalisation and tokenisation, lower-casing, as its
 `preprocess` settings say) is written into `tokenizer.json` as tokenizers
-normalizers and pre-tokenizers (`data/hf_cleaning.py`).
+normalizers and pre-tokenizers (`data/hf_cleaning.py`), once checked against
+the settings.toml of the shards the run trained on, when they can be reached.
 
 A pre-LN model (`model.norm = "pre"`) is written as
 `RobertaPreLayerNormForMaskedLM`, the transformers class with exactly its
@@ -148,6 +149,42 @@ def cleaning_record(preprocess_settings) -> dict:
     return cleaning_settings(preprocess_settings)
 
 
+def check_cleaning_against_shards(run) -> None:
+    """Refuse a run whose recorded cleaning (its checkpoint's settings.toml, what the export writes into
+    tokenizer.json) is not its corpus's: the shards its run.json names, whose settings.toml `shard` wrote.
+    They differ when the shards were rebuilt in place with other settings, or for a run from before runs
+    recorded their corpus's cleaning; the tokenizer would then read text unlike pretraining.
+
+    Shards that cannot be reached (run.json missing or silent, the folder moved or on another machine, shards
+    without a settings.toml) leave nothing to check against: the export goes on with the run's record, and a
+    warning says it was not checked."""
+    from .data.cleaning import cleaning_settings
+    from .data.shards import find_shard_dir
+    from .errors import warn
+    from .model.checkpoint import load_settings
+
+    recorded = cleaning_settings(run.settings.preprocess)
+    named = run.shards
+    try:
+        folder = find_shard_dir(named) if named is not None else None
+    except MapnetError:
+        folder = None
+    if folder is None or not (folder / "settings.toml").is_file():
+        why = (f"{run.run_json} names no shards" if named is None else f"its shards {named} are not there"
+               if folder is None else f"its shards {folder} have no settings.toml")
+        warn(f"the export's cleaning ({', '.join(f'{k}={v}' for k, v in recorded.items())}) is {run.checkpoint}'s "
+             f"record alone, not checked against its corpus: {why}")
+        return
+    corpus = cleaning_settings(load_settings(folder).preprocess)
+    differ = [k for k in recorded if recorded[k] != corpus[k]]
+    if differ:
+        raise MapnetError(
+            f"{run.checkpoint / 'settings.toml'} records the cleaning "
+            f"{', '.join(f'{k}={recorded[k]}' for k in differ)}, but the shards the run trained on were made with "
+            f"{', '.join(f'{k}={corpus[k]}' for k in differ)} ({folder / 'settings.toml'}): the exported tokenizer "
+            "would not read text as pretraining did (were the shards rebuilt since?)")
+
+
 def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = False) -> Path:
     """Write the Hugging Face folder `out` from a checkpoint (or a run's newest); return `out`."""
     out = Path(out)
@@ -155,6 +192,7 @@ def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = 
         raise MapnetError(f"{out} already exists (pass --overwrite to replace it)")
     run = load_run(source, with_proposal=False)  # only the encoder and MLM head are exported
     model, meta, ckpt = run.model, run.meta, run.checkpoint
+    check_cleaning_against_shards(run)
     staging = atomic.staging_dir(out)
     try:
         with atomic.full_disk_is_an_error(out, staging):
@@ -175,4 +213,4 @@ def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = 
     return out
 
 
-__all__ = ["export", "cleaning_record", "hf_config", "hf_state_dict", "tokenizer_files", "write_tokenizer"]
+__all__ = ["export", "check_cleaning_against_shards", "cleaning_record", "hf_config", "hf_state_dict", "tokenizer_files", "write_tokenizer"]

@@ -267,3 +267,43 @@ def test_export_records_its_cleaning_and_preprocess_will_not_clean_twice(ckpt, t
     (bpe_export / "mapnet_export.json").write_text(json.dumps({"cleaning": ["lowercase"]}))  # damaged: one line
     with pytest.raises(MapnetError, match='"cleaning" is not a table'):
         run_preprocess([tmp_path / "text.txt"], tmp_path / "prep2", resolve(None, {"preprocess": reuse}))
+
+
+def test_export_checks_the_runs_cleaning_against_its_shards(ckpt, trained_runs, tmp_path, capsys):
+    """The cleaning export writes into tokenizer.json is the checkpoint's record; the shards run.json names hold
+    the corpus's (their settings.toml, written by `shard`). A mismatch is refused in one line before anything is
+    written; shards that cannot be reached leave it unchecked, with a warning that says so."""
+    from mapnet_cli import settings as settings_mod
+
+    shards = shutil.copytree(trained_runs["shards"], tmp_path / "shards")  # this test's own: it writes into them
+    run_json = tmp_path / "run" / "run.json"
+    record = json.loads(run_json.read_text())
+    record["shards"]["path"] = str(shards)
+    run_json.write_text(json.dumps(record))
+    run = checkpoint.load_settings(ckpt[0])
+    assert run.preprocess.lowercase and run.preprocess.moses_tokenize
+    cased = settings_mod.apply(run, {"preprocess": {"lowercase": False}}, "a cased corpus")
+    (shards / "settings.toml").write_text(cased.to_toml())
+    with pytest.raises(MapnetError) as exc:
+        export(ckpt[0], tmp_path / "hf")
+    assert str(exc.value) == (
+        f"{ckpt[0] / 'settings.toml'} records the cleaning lowercase=True, but the shards the run trained on were made "
+        f"with lowercase=False ({shards / 'settings.toml'}): the exported tokenizer would not read text as pretraining "
+        "did (were the shards rebuilt since?)")
+    assert not (tmp_path / "hf").exists()
+    cli = CliRunner().invoke(app, ["export", str(ckpt[0]), "--out", str(tmp_path / "hf")])
+    assert isinstance(cli.exception, MapnetError) and str(cli.exception) == str(exc.value)  # one line, by the CLI
+    # The corpus's own cleaning: exported, without a warning.
+    (shards / "settings.toml").write_text(run.to_toml())
+    capsys.readouterr()
+    export(ckpt[0], tmp_path / "hf")
+    assert "warning" not in capsys.readouterr().err
+    # Shards without settings.toml (written by hand or an older mapnet), then moved away: exported with the
+    # checkpoint's record, and a warning naming why it was not checked.
+    (shards / "settings.toml").unlink()
+    export(ckpt[0], tmp_path / "hf", overwrite=True)
+    assert f"not checked against its corpus: its shards {shards} have no settings.toml" in " ".join(capsys.readouterr().err.split())
+    shards.rename(tmp_path / "moved")
+    export(ckpt[0], tmp_path / "hf", overwrite=True)
+    assert f"not checked against its corpus: its shards {shards} are not there" in " ".join(capsys.readouterr().err.split())
+    assert json.loads((tmp_path / "hf" / "mapnet_export.json").read_text())["cleaning"]["lowercase"] is True
