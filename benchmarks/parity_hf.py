@@ -51,6 +51,7 @@ import os
 import shutil
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -206,7 +207,8 @@ def run_hf(args, seed: int, sets: list[EvalSet], train: ShardReader) -> list[dic
         model.train()
         torch.manual_seed(seed)
     model = model.to(device)
-    optimizer = build_optimizer([model], settings.optim, fused=device.type == "cuda")
+    # Fused on CUDA; on the CPU torch's multi-tensor path, as this arm always ran there (not mapnet's fused default).
+    optimizer = build_optimizer([model], replace(settings.optim, impl="fused" if device.type == "cuda" else "foreach"))
     scheduler = build_scheduler(optimizer, settings.optim, args.steps)
     autocast = precision_context("auto", device)
     order = DataOrder(len(train), seed)

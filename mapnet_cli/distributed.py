@@ -138,12 +138,14 @@ def print0(*args: Any, **kwargs: Any) -> None:
 
 
 # ---------------------------------------------------------------- collectives used by training
-def wrap_model(model: nn.Module, info: DistInfo) -> nn.Module:
-    """DistributedDataParallel when in a job, the model itself otherwise."""
+def wrap_model(model: nn.Module, info: DistInfo, bucket_cap_mb: float = 25.0, static_graph: bool = False) -> nn.Module:
+    """DistributedDataParallel when in a job, the model itself otherwise. `bucket_cap_mb` and `static_graph`:
+    `distributed.bucket_cap_mb` / `distributed.static_graph` (how gradients are all-reduced, not what they are)."""
     if not info.distributed:
         return model
     ids = [info.device.index] if info.device.type == "cuda" else None
-    return nn.parallel.DistributedDataParallel(model, device_ids=ids)
+    return nn.parallel.DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=bucket_cap_mb,
+                                               static_graph=static_graph)
 
 
 def no_sync(model: nn.Module, sync: bool):

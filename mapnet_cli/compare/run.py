@@ -19,7 +19,8 @@ def pretraining_part(values: dict) -> dict:
     out["logging"] = {k: v for k, v in out.get("logging", {}).items() if k in ("log_every", "metrics_file")}
     # How the step executes, not what it computes (compile's "auto" was `false` before it existed; prefetching
     # leaves every number bitwise the same).
-    out["train"] = {k: v for k, v in out.get("train", {}).items() if k not in ("compile", "prefetch")}
+    out["train"] = {k: v for k, v in out.get("train", {}).items()
+                    if k not in ("compile", "compile_scope", "compile_mode", "prefetch")}
     return out
 
 

@@ -54,6 +54,8 @@ class OptimSettings:
     warmup_steps: int = setting(10_000, "linear warm-up steps (paper: 10k)")
     schedule: Literal["linear", "constant"] = setting("linear", "after warm-up: linear decay to zero (paper) or constant")
     grad_clip: float = setting(0.0, "clip the global gradient norm to this (0: off)")
+    impl: Literal["fused", "foreach"] = setting(
+        "fused", "AdamW's implementation: fused (one kernel per parameter group; refused where this torch has none for the device) or foreach (torch's multi-tensor path); the same update to float rounding")
 
     def problems(self) -> list[str]:
         out = []
@@ -87,6 +89,10 @@ class TrainSettings:
     precision: Literal["auto", "fp32", "bf16"] = setting("auto", "auto: bf16 autocast on CUDA, fp32 on CPU")
     compile: Literal["auto", True, False] = setting(
         "auto", "compile each block with torch.compile: auto = on CUDA (1.05-1.10x faster at base on an H100, RESULTS 4a), off on CPU (-1% to +2%, docs/performance.md); true / false force it")
+    compile_scope: Literal["blocks", "model"] = setting(
+        "blocks", "what train.compile compiles: blocks = each Transformer block on its own (state_dict keys unchanged), model = the whole encoder and head as one graph (Python between the blocks compiled too; the last block's queries pad to the sequence length); which is faster on a GPU is measured by experiments/gpu-h100/gpu_step.sh")
+    compile_mode: Literal["default", "max-autotune", "max-autotune-no-cudagraphs", "reduce-overhead"] = setting(
+        "default", "torch.compile mode of train.compile: default; max-autotune (GEMM autotuning and CUDA graphs; minutes to compile); max-autotune-no-cudagraphs; reduce-overhead (CUDA graphs: one launch per graph, for a host-bound step)")
     prefetch: bool = setting(
         False, "make the next step's batches (data, masks, host-to-device copies) in a background thread while this step runs; off by default: on a 2-core CPU it made a step 2-14% slower (docs/performance.md), on a GPU it is unmeasured (experiments/gpu-h100/gpu_step.sh)")
     device: Literal["auto", "cpu", "cuda"] = setting("auto", "where to train")
@@ -144,6 +150,8 @@ class DistributedSettings:
     node_rank: int = setting(0, "this node's rank (passed to torchrun)")
     rdzv_endpoint: str = setting("", "rendezvous host:port for multi-node jobs (passed to torchrun)")
     backend: Literal["auto", "nccl", "gloo"] = setting("auto", "process-group backend (auto: nccl on CUDA, gloo on CPU)")
+    bucket_cap_mb: float = setting(25.0, "DistributedDataParallel's gradient bucket size in MiB (torch's default 25): larger buckets, fewer all-reduces")
+    static_graph: bool = setting(False, "tell DistributedDataParallel the graph is the same every step (it may then skip its per-step search for unused parameters and overlap better)")
 
     def problems(self) -> list[str]:
         out = []
@@ -152,6 +160,8 @@ class DistributedSettings:
                 out.append(f"distributed.{name} must be >= 0 (got {getattr(self, name)})")
         if self.nnodes < 1:
             out.append(f"distributed.nnodes must be >= 1 (got {self.nnodes})")
+        if self.bucket_cap_mb <= 0:
+            out.append(f"distributed.bucket_cap_mb must be > 0 (got {self.bucket_cap_mb})")
         if self.gpus and self.nproc:
             out.append("distributed.gpus and distributed.nproc cannot both be set")
         if self.node_rank >= self.nnodes:

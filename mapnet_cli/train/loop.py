@@ -45,6 +45,7 @@ from ..masking.uniform import DROPOUT, TRAIN_MASKS, mix_seed, sequence_keys
 from ..model import checkpoint
 from ..model.bert import BertConfig
 from . import init_from, tracking
+from .compile import compile_model
 from .batches import DataOrder, pieces, rank_micro_slots
 from .held_out import build_eval_set, evaluate, extra_eval_sets
 from .optim import build_optimizer, build_scheduler
@@ -170,10 +171,15 @@ class Run:
         if not resume and distributed.broadcast_object(info.is_main and bool(checkpoint.list_checkpoints(out)), info):
             raise MapnetError(f"{out} already holds checkpoints; pass --resume to continue it or choose another --out")
         if t.compiles(info.device):
-            for block in self.model.encoder.blocks:
-                block.compile()  # per block, in place: state_dict keys stay unchanged
-            self.strategy.compile()
-        self.ddp = distributed.wrap_model(self.strategy.net, info)
+            compile_model(self.model, self.strategy, t)  # train.compile_scope / compile_mode (compile.py)
+        d = s.distributed
+        if d.static_graph and self.micro * info.world_size < t.batch_size:
+            # torch's DDP with static_graph crashes on a first backward under no_sync, and past that stops
+            # all-reducing (pytorch/pytorch#143580, #187732): refused, not risked, on one process too.
+            raise MapnetError("distributed.static_graph cannot be combined with gradient accumulation (train.micro_batch_size "
+                              f"{self.micro} x {info.world_size} processes < train.batch_size {t.batch_size}): torch's "
+                              "DistributedDataParallel mishandles it; set one of them back")
+        self.ddp = distributed.wrap_model(self.strategy.net, info, d.bucket_cap_mb, d.static_graph)
         self.autocast = precision_context(t.precision, info.device)
         resume_step = self.step if resume else None
         self.metrics = MetricsLog(out / s.logging.metrics_file, info.is_main, resume_step)

@@ -14,6 +14,8 @@ from typing import Iterable
 import torch
 from torch import nn
 
+from ..errors import MapnetError
+
 
 def param_groups(modules: Iterable[nn.Module], weight_decay: float, lrs: list[float] | None = None) -> list[dict]:
     """Two groups: decayed matrices/embeddings, and undecayed biases + norms — two per distinct
@@ -43,16 +45,25 @@ def param_groups(modules: Iterable[nn.Module], weight_decay: float, lrs: list[fl
     return out
 
 
-def build_optimizer(modules: Iterable[nn.Module], optim, fused: bool = True,
-                    lrs: list[float] | None = None) -> torch.optim.AdamW:
-    """AdamW from the `optim` settings.
+def build_optimizer(modules: Iterable[nn.Module], optim, lrs: list[float] | None = None) -> torch.optim.AdamW:
+    """AdamW from the `optim` settings, in the implementation `optim.impl` names.
 
-    Fused on CPU as on CUDA (torch >= 2.4): one pass over each parameter and
+    `fused` (the default) on CPU as on CUDA (torch >= 2.4): one pass over each parameter and
     no full-size temporaries, where torch's CPU default allocates several per
     tensor (an isolated step of the 30M-parameter `small` model: ~1.3 s ->
-    ~0.47 s on 2 cores). The update agrees with the default to float32 rounding."""
-    return torch.optim.AdamW(param_groups(modules, optim.weight_decay, lrs), lr=optim.lr, betas=tuple(optim.betas),
-                             eps=optim.eps, fused=fused or None)
+    ~0.47 s on 2 cores). `foreach`: torch's multi-tensor kernels, the default torch picks on CUDA.
+    Both agree to float32 rounding (`tests/train/test_step_options.py`). Where this torch has no fused
+    kernel for the parameters' device or dtype, `fused` is refused in one line rather than silently
+    replaced: a run records the implementation it asked for, and its speed depends on it."""
+    groups = param_groups(modules, optim.weight_decay, lrs)
+    kwargs = dict(lr=optim.lr, betas=tuple(optim.betas), eps=optim.eps)
+    if optim.impl == "foreach":
+        return torch.optim.AdamW(groups, foreach=True, **kwargs)
+    try:
+        return torch.optim.AdamW(groups, fused=True, **kwargs)
+    except RuntimeError as exc:  # torch checks devices and dtypes when the optimizer is built
+        raise MapnetError(f"optim.impl = fused: this torch has no fused AdamW for these parameters ({exc}); "
+                          "--set optim.impl=foreach") from None
 
 
 def lr_factor(step: int, warmup_steps: int, total_steps: int, schedule: str = "linear") -> float:
