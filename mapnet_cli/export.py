@@ -30,6 +30,11 @@ embedding LayerNorm kept). RoBERTa numbers positions from pad_id + 1 and
 gives padding the row pad_id, so mapnet's position rows go to
 pad_id + 1 ... and the rows before them are zero: identical logits at every
 non-padding position of right-padded inputs (how mapnet pads).
+
+A modern-block model (`model.block = "modern"`) is written as
+`ModernBertForMaskedLM` (every layer global, no biases but the decoder's,
+mapnet's rotary base; `model/hf_modern_layout.py`), its tokenizer without
+token_type_ids, which ModernBERT does not take.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from safetensors.torch import save_file
 from . import __version__, atomic
 from .errors import MapnetError
 from .model.bert import BertForMLM
+from .model import hf_modern_layout
 from .model.hf_layout import LAYOUTS
 from .train.run_loader import load_run
 
@@ -56,6 +62,8 @@ TYPE_VOCAB_SIZE = 2
 
 def hf_config(model: BertForMLM) -> dict:
     c = model.cfg
+    if c.block != "bert":
+        return hf_modern_layout.hf_config(c)  # ModernBertForMaskedLM, or one line naming what it cannot express
     layout = LAYOUTS[c.norm]
     return {
         "architectures": [layout.architecture], "model_type": layout.model_type, "vocab_size": c.vocab_size,
@@ -71,6 +79,8 @@ def hf_config(model: BertForMLM) -> dict:
 
 def hf_state_dict(model: BertForMLM) -> dict[str, torch.Tensor]:
     """mapnet parameter names -> those of the Hugging Face class of its layout (`model/hf_layout.py`)."""
+    if model.cfg.block != "bert":
+        return hf_modern_layout.hf_state_dict(model)
     sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     c, H = model.cfg, model.cfg.hidden
     layout = LAYOUTS[c.norm]
@@ -201,6 +211,8 @@ def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = 
             atomic.write_json(staging / "config.json", hf_config(model))
             write_tokenizer(run.tokenizer, staging / "tokenizer.json", run.settings.preprocess)
             for name, content in tokenizer_files(run.tokenizer, model.cfg.max_position).items():
+                if name == "tokenizer_config.json" and model.cfg.block != "bert":
+                    content = {**content, **hf_modern_layout.TOKENIZER_CONFIG}
                 atomic.write_json(staging / name, content)
             atomic.write_json(staging / "mapnet_export.json", {
                 "source": str(ckpt.resolve()), "step": meta["step"], "tokenizer_sha256": meta["tokenizer_sha256"],

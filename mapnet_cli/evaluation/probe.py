@@ -185,7 +185,7 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, classes: int, l2: float = 1e-3, m
 def probe_checkpoint(ref: CheckpointRef, data: TaskData, cfg: ProbeConfig, cache_dir: Path | None = None,
                      device=None) -> dict:
     """Probe scores of one checkpoint (or random-init control) on `data`: per pooling, the dev metrics."""
-    from ..model.bert import Encoder
+    from ..model.bert import build_encoder
     from .glue.encode import TextEncoder
     from .glue.pretrained import load_architecture, load_encoder_state, random_encoder
 
@@ -196,7 +196,7 @@ def probe_checkpoint(ref: CheckpointRef, data: TaskData, cfg: ProbeConfig, cache
         encoder = random_encoder(arch, ref.init_seed, cfg.seed)
     else:
         state, arch, settings = load_encoder_state(ref)
-        encoder = Encoder(arch)
+        encoder = build_encoder(arch)
         encoder.load_state_dict(state)
     text = TextEncoder(ref.path / "tokenizer.json", settings.preprocess, min(cfg.max_seq_len, arch.max_position), cache_dir)
     splits = [text.encode(s.entry, s.text_a, s.text_b, s.labels) for s in (data.train, *data.dev)]

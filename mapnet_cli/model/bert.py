@@ -20,6 +20,9 @@ gradients reach the lower layers undiminished and a higher learning rate stays
 stable. It is exactly Hugging Face's `RobertaPreLayerNormForMaskedLM`
 (embedding LayerNorm kept), which export writes for it.
 
+`block="modern"` (`model.block`) swaps the encoder for ModernBERT's (`modern.py`: rotary positions, GeGLU,
+no biases, pre-LN); this file keeps the config, the MLM head and the losses both share (`build_encoder`).
+
 Why it is fast: attention goes through `F.scaled_dot_product_attention`
 (flash / memory-efficient kernels, no T x T mask when nothing is padded), Q, K
 and V come from one fused matmul, and the head runs ONLY at the masked
@@ -41,6 +44,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .attention import QueryLayout, key_mask, query_layout, query_rows_mask
+from .modern import ModernEncoder
+
 
 @dataclass(frozen=True)
 class BertConfig:
@@ -56,6 +62,8 @@ class BertConfig:
     init_std: float = 0.02
     pad_id: int = 0
     norm: str = "post"  # "post" (BERT) or "pre" (LayerNorm before each sublayer, plus a final one)
+    block: str = "bert"  # "bert" (this file's Block) or "modern" (modern.py: RoPE, GeGLU, no biases; pre-LN)
+    rope_theta: float = 10_000.0  # the modern block's rotary base
 
     @classmethod
     def from_settings(cls, model_settings, vocab_size: int, pad_id: int) -> "BertConfig":
@@ -63,9 +71,10 @@ class BertConfig:
         m = model_settings
         return cls(
             vocab_size=vocab_size, layers=m.layers, hidden=m.hidden, heads=m.heads,
-            intermediate=m.intermediate or 4 * m.hidden, max_position=m.max_position,
+            intermediate=m.intermediate or default_intermediate(m.hidden, m.block), max_position=m.max_position,
             dropout=m.dropout, attention_dropout=m.attention_dropout,
             layer_norm_eps=m.layer_norm_eps, init_std=m.init_std, pad_id=pad_id, norm=m.norm,
+            block=m.block, rope_theta=m.rope_theta,
         )
 
     def to_dict(self) -> dict:
@@ -76,46 +85,13 @@ class BertConfig:
         return cls(**d)
 
 
-class QueryLayout(NamedTuple):
-    """Where each of N masked positions sits in a (B, width) grid of queries (`Block.forward_at`)."""
-
-    rows: torch.Tensor  # (N,) its sequence
-    slot: torch.Tensor  # (N,) its place among that sequence's masked positions
-    width: int          # the most masked positions in any one sequence
+BLOCKS = ("bert", "modern")
 
 
-def query_layout(flat: torch.Tensor, B: int, T: int, width: int | None = None) -> QueryLayout:
-    """The query grid for flat indices into B*T, grouped by sequence in order
-    (what a (B, T) bool mask's `nonzero` gives; order within a sequence is free).
-
-    `width` needs the widest row on the host: a device sync, which also checks
-    the grouping (interleaved sequences would silently share query slots) —
-    unless the caller knows it already: a training batch whose masks were drawn
-    on the host passes its width and its row-major positions (`MicroBatch`), and
-    the step reads nothing back from the device.
-    `Encoder` computes the layout before its first block, next to the sync
-    `nonzero` already made, rather than after the other blocks are queued on a
-    GPU. Traced whole by torch.compile (`torch.compile(model)`), the grid pads
-    to T instead: a host read would split the graph; more attention rows, the
-    same matmuls. For B = 1 no data is read at all, so torch.func.vmap can run
-    it (the variance tool).
-    """
-    rows = torch.div(flat, T, rounding_mode="floor")
-    N = flat.numel()
-    if B == 1:
-        return QueryLayout(rows, torch.arange(N, device=flat.device), N)
-    counts = torch.zeros(B, dtype=rows.dtype, device=rows.device).index_add_(0, rows, torch.ones_like(rows))
-    slot = torch.arange(N, device=flat.device) - (counts.cumsum(0) - counts).index_select(0, rows)
-    if torch.compiler.is_compiling():
-        return QueryLayout(rows, slot, T)
-    if width is not None:
-        return QueryLayout(rows, slot, width)
-    if N == 0:
-        return QueryLayout(rows, slot, 0)
-    width, interleaved = torch.stack([counts.max(), (rows.diff() < 0).any().to(counts.dtype)]).tolist()
-    if interleaved:
-        raise ValueError("positions must be a (B, T) bool mask or flat indices grouped by sequence in order")
-    return QueryLayout(rows, slot, width)
+def default_intermediate(hidden: int, block: str = "bert") -> int:
+    """The feed-forward width `model.intermediate = 0` means: 4H for BERT's; for the modern block's GeGLU,
+    whose input matrix is twice as wide, 8H/3 rounded up to a multiple of 32 — BERT's parameters and FLOPs."""
+    return 4 * hidden if block == "bert" else -(-8 * hidden // (3 * 32)) * 32
 
 
 NORMS = ("post", "pre")
@@ -202,12 +178,8 @@ class Block(nn.Module):
         k, v = F.linear(xin, w[H:], b[H:]).view(B, T, 2, self.heads, H // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
         q = q_at.new_zeros(B, width, H).index_put((rows, slot), q_at)
         q = q.view(B, width, self.heads, H // self.heads).transpose(1, 2)
-        if attn_mask is not None and attn_mask.shape[-2] != 1:  # a full (.., T, T) mask: keep the queries' rows
-            attn_mask = attn_mask.reshape((1,) * (4 - attn_mask.dim()) + attn_mask.shape)  # broadcast from the right, as SDPA
-            cols = torch.zeros(B, width, dtype=flat.dtype, device=flat.device).index_put((rows, slot), flat - rows * T)
-            attn_mask = attn_mask.expand(B, -1, T, T).gather(2, cols[:, None, :, None].expand(B, attn_mask.shape[1], width, T))
         a = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=attn_mask, dropout_p=self.attention_dropout if self.training else 0.0)
+            q, k, v, attn_mask=query_rows_mask(attn_mask, flat, QueryLayout(rows, slot, width), B, T), dropout_p=self.attention_dropout if self.training else 0.0)
         return self._finish(x_at, a.transpose(1, 2).reshape(B, width, H)[rows, slot])
 
 
@@ -243,11 +215,7 @@ class Encoder(nn.Module):
         layout = query_layout(at, B, T, width) if at is not None and len(self.blocks) else None  # before any block is queued
         x = self.tok_embeddings(input_ids) + self.pos_embeddings.weight[:T]
         x = self.emb_dropout(self.emb_norm(x))
-        mask = attention_mask
-        if mask is not None:
-            mask = mask.bool()
-            if mask.dim() == 2:
-                mask = mask[:, None, None, :]
+        mask = key_mask(attention_mask)
         last = len(self.blocks) - 1 if at is not None else len(self.blocks)
         for block in self.blocks[:last]:
             x = block(x, mask)
@@ -257,13 +225,22 @@ class Encoder(nn.Module):
         return x if self.final_norm is None else self.final_norm(x)
 
 
+def build_encoder(cfg: BertConfig) -> nn.Module:
+    """The encoder of `cfg.block`: this file's `Encoder`, or the modern block's (`modern.ModernEncoder`)."""
+    if cfg.block not in BLOCKS:
+        raise ValueError(f"block must be one of {BLOCKS} (got {cfg.block!r})")
+    return ModernEncoder(cfg) if cfg.block == "modern" else Encoder(cfg)
+
+
 class MLMHead(nn.Module):
-    """dense + GELU + LayerNorm, then the tied vocabulary projection plus a bias."""
+    """dense + GELU + LayerNorm, then the tied vocabulary projection plus a bias (the modern block's head:
+    no bias in the dense layer and the LayerNorm, the vocabulary bias kept, as ModernBERT's)."""
 
     def __init__(self, cfg: BertConfig):
         super().__init__()
-        self.dense = nn.Linear(cfg.hidden, cfg.hidden)
-        self.norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
+        biased = cfg.block == "bert"
+        self.dense = nn.Linear(cfg.hidden, cfg.hidden, bias=biased)
+        self.norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps, bias=biased)
         self.bias = nn.Parameter(torch.zeros(cfg.vocab_size))
 
     def forward(self, h: torch.Tensor, embedding: torch.Tensor) -> torch.Tensor:
@@ -287,7 +264,7 @@ class BertForMLM(nn.Module):
     def __init__(self, cfg: BertConfig):
         super().__init__()
         self.cfg = cfg
-        self.encoder = Encoder(cfg)
+        self.encoder = build_encoder(cfg)
         self.head = MLMHead(cfg)
         self.apply(self._init)
 
@@ -299,7 +276,8 @@ class BertForMLM(nn.Module):
                 nn.init.zeros_(module.bias)
         elif isinstance(module, nn.LayerNorm):
             nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
+            if module.bias is not None:  # the modern block's have none
+                nn.init.zeros_(module.bias)
         elif isinstance(module, MLMHead):
             nn.init.zeros_(module.bias)
 
@@ -348,11 +326,13 @@ def flops_per_token(cfg: BertConfig, seq_len: int, mask_fraction: float) -> floa
     fraction. Used for MFU on GPUs. Work it skips is not counted."""
     H, L = cfg.hidden, cfg.layers
     kv = 2 * 2 * H * H
-    per_query = 2 * (2 * H * H + 2 * H * cfg.intermediate) + 2 * 2 * seq_len * H  # Q, out, FFN, scores
+    ffn = (3 if cfg.block == "modern" else 2) * H * cfg.intermediate  # GeGLU: input, gate and output matrices
+    per_query = 2 * (2 * H * H + ffn) + 2 * 2 * seq_len * H  # Q, out, FFN, scores
     head = 2 * (H * H + H * cfg.vocab_size)
     if L == 0:
         return 3.0 * mask_fraction * head
     return 3.0 * ((L - 1) * (kv + per_query) + kv + mask_fraction * (per_query + head))
 
 
-__all__ = ["BertConfig", "QueryLayout", "query_layout", "Block", "Encoder", "MLMHead", "MLMOutput", "BertForMLM", "flops_per_token"]
+__all__ = ["BertConfig", "BLOCKS", "default_intermediate", "QueryLayout", "query_layout", "Block", "Encoder", "build_encoder",
+           "MLMHead", "MLMOutput", "BertForMLM", "flops_per_token"]

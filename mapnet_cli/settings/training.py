@@ -17,12 +17,15 @@ class ModelSettings:
     layers: int = setting(12, "Transformer blocks")
     hidden: int = setting(768, "hidden width H")
     heads: int = setting(12, "attention heads A")
-    intermediate: int = setting(0, "feed-forward width (0: 4H)")
-    max_position: int = setting(512, "learned position embeddings")
+    intermediate: int = setting(0, "feed-forward width (0: 4H; modern block: 8H/3 rounded up to a multiple of 32, BERT's parameters in a GeGLU)")
+    max_position: int = setting(512, "learned position embeddings (modern block: the longest sequence, positions being rotary)")
     dropout: float = setting(0.1, "dropout on embeddings, attention output and feed-forward (paper: 0.1)")
     attention_dropout: float = setting(0.1, "dropout on attention probabilities (BERT: 0.1)")
     norm: Literal["post", "pre"] = setting(
         "post", "where each block's LayerNorms sit: post (BERT, the paper) or pre (before attention and feed-forward, plus a final LayerNorm; trains stably at higher learning rates; exports as RobertaPreLayerNormForMaskedLM)")
+    block: Literal["bert", "modern"] = setting(
+        "bert", "the encoder block: bert (the paper's: learned positions, GELU feed-forward, biases) or modern (ModernBERT's: rotary positions, GeGLU feed-forward, no biases; pre-LN only; exports as ModernBertForMaskedLM)")
+    rope_theta: float = setting(10_000.0, "rotary embedding base of the modern block (RoFormer's, and ModernBERT's global layers before its long-context phase)")
     layer_norm_eps: float = setting(1e-12, "LayerNorm epsilon (BERT: 1e-12)")
     init_std: float = setting(0.02, "std of the normal weight init (BERT: 0.02)")
     init_from: str = setting("", "start from this encoder: a mapnet run/checkpoint folder or a local Hugging Face BERT folder (empty: random init); the sizes above come from it (mapnet_cli/train/init_from.py)")
@@ -41,6 +44,14 @@ class ModelSettings:
                 out.append(f"model.{name} must be in [0, 1) (got {getattr(self, name)})")
         if self.init_std <= 0:
             out.append(f"model.init_std must be > 0 (got {self.init_std})")
+        if self.block == "modern":
+            if self.norm != "pre":
+                out.append("model.block 'modern' is pre-LN (ModernBERT's layout): set model.norm = 'pre' (the fast recipe does)")
+            if self.heads >= 1 and not self.hidden % self.heads and (self.hidden // self.heads) % 2:
+                out.append(f"model.block 'modern' rotates pairs of dimensions: model.hidden / model.heads "
+                           f"({self.hidden // self.heads}) must be even")
+        if not self.rope_theta > 0:
+            out.append(f"model.rope_theta must be > 0 (got {self.rope_theta})")
         return out
 
 
@@ -194,4 +205,3 @@ class LoggingSettings:
         if self.wandb and not self.wandb_project:
             out.append("logging.wandb_project must not be empty when logging.wandb is true")
         return out
-

@@ -8,7 +8,9 @@
 SOURCE is a mapnet checkpoint or run folder, or a local Hugging Face BERT folder
 (`config.json` + `model.safetensors`, BertForMaskedLM / BertForPreTraining /
 BertModel layout, or RobertaPreLayerNormForMaskedLM — what `mapnet export`
-writes for a pre-LN model; never a download, never a pickle). Only the weights come
+writes for a pre-LN model — or ModernBertForMaskedLM / ModernBertModel with
+global attention in every layer, what it writes for the modern block,
+`model/hf_modern_layout.py`; never a download, never a pickle). Only the weights come
 from SOURCE: optimizer, schedule, step and masking strategy start fresh
 (`model.init_from` is a setting, so `--resume` of the continued run restores
 its own checkpoint and never goes back to SOURCE).
@@ -31,10 +33,14 @@ from pathlib import Path
 from .. import settings as settings_mod
 from ..atomic import sha256_file
 from ..errors import MapnetError
+from ..model import hf_modern_layout
+from ..model.bert import default_intermediate
 from ..model.hf_layout import BY_MODEL_TYPE, LAYOUTS, folder_kind, read_json_object as _read_json
 
 # The architecture settings SOURCE decides; dropout and init_std stay the run's (training choices).
-ARCH = ("layers", "hidden", "heads", "intermediate", "max_position", "layer_norm_eps", "norm")
+ARCH = ("layers", "hidden", "heads", "intermediate", "max_position", "layer_norm_eps", "norm", "block", "rope_theta")
+# What a checkpoint or Hugging Face BERT folder without model.block holds: the BERT block.
+BERT_BLOCK = {"block": "bert", "rope_theta": 10_000.0}
 HF_ARCH = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
            "intermediate": "intermediate_size", "max_position": "max_position_embeddings"}
 
@@ -94,7 +100,7 @@ def _mapnet_source(path: Path) -> Source:
     from .run_loader import load_run
 
     run = load_run(path, weights=False)  # found and verified against its manifest; weights come later (load_into)
-    ckpt, m = run.checkpoint, {"norm": "post", **run.meta["model"]}  # checkpoints before model.norm are post-LN
+    ckpt, m = run.checkpoint, {"norm": "post", **BERT_BLOCK, **run.meta["model"]}  # checkpoints before model.norm are post-LN
     arch = {k: m[k] for k in ARCH} | {"vocab_size": m["vocab_size"]}
     return Source(ckpt, "mapnet", arch, ckpt / checkpoint.WEIGHTS, ckpt / checkpoint.TOKENIZER,
                   sha256_file(ckpt / checkpoint.CONFIG))
@@ -103,18 +109,8 @@ def _mapnet_source(path: Path) -> Source:
 def _hf_source(path: Path, c: dict, role: str) -> Source:
     where = f"{role} {path}".strip()
     kind = c.get("model_type")
-    if kind not in BY_MODEL_TYPE:
-        raise MapnetError(f"{where} is a {kind or 'unknown'} model (architectures {c.get('architectures')}); "
-                          "mapnet's encoder is BERT's: model_type 'bert' (post-LN) or 'roberta-prelayernorm' (pre-LN) only")
-    unsupported = [f"{k} = {c[k]!r}" for k, ok in (("position_embedding_type", "absolute"), ("hidden_act", "gelu"))
-                   if c.get(k, ok) != ok]
-    unsupported += [f"{k} = true" for k in ("is_decoder", "add_cross_attention") if c.get(k)]
-    if unsupported:
-        raise MapnetError(f"{where}: {', '.join(unsupported)} is not the BERT mapnet trains (absolute positions, "
-                          "exact GELU, encoder only)")
-    missing = [k for k in (*HF_ARCH.values(), "vocab_size") if not isinstance(c.get(k), int)]
-    if missing:
-        raise MapnetError(f"{where}: config.json lacks {', '.join(missing)}")
+    arch = (hf_modern_layout.arch_from_config(c, where) if kind == hf_modern_layout.MODEL_TYPE
+            else _bert_arch(c, where, kind))
     weights = path / "model.safetensors"
     if not weights.is_file():
         other = [p.name for p in path.glob("*.bin")] + [p.name for p in path.glob("*.safetensors.index.json")]
@@ -126,7 +122,27 @@ def _hf_source(path: Path, c: dict, role: str) -> Source:
         raise MapnetError(f"{where} has no tokenizer.json: mapnet reads a model's vocabulary from it, to check shards "
                           "against it and to encode text (AutoTokenizer.from_pretrained(folder).save_pretrained(folder) "
                           "writes one, offline)")
-    arch = {ours: c[theirs] for ours, theirs in HF_ARCH.items()}
+    return Source(path, "huggingface", arch, weights, tokenizer, sha256_file(path / "config.json"),
+                  safetensors_names(weights), role)
+
+
+def _bert_arch(c: dict, where: str, kind) -> dict:
+    """ARCH values, vocab_size and pad_id of a BERT or pre-LN RoBERTa config.json; what mapnet's BERT block
+    cannot compute is refused in one line."""
+    if kind not in BY_MODEL_TYPE:
+        raise MapnetError(f"{where} is a {kind or 'unknown'} model (architectures {c.get('architectures')}); "
+                          "mapnet's encoder is BERT's: model_type 'bert' (post-LN) or 'roberta-prelayernorm' (pre-LN), "
+                          "or ModernBERT's (modernbert: model.block = 'modern') only")
+    unsupported = [f"{k} = {c[k]!r}" for k, ok in (("position_embedding_type", "absolute"), ("hidden_act", "gelu"))
+                   if c.get(k, ok) != ok]
+    unsupported += [f"{k} = true" for k in ("is_decoder", "add_cross_attention") if c.get(k)]
+    if unsupported:
+        raise MapnetError(f"{where}: {', '.join(unsupported)} is not the BERT mapnet trains (absolute positions, "
+                          "exact GELU, encoder only)")
+    missing = [k for k in (*HF_ARCH.values(), "vocab_size") if not isinstance(c.get(k), int)]
+    if missing:
+        raise MapnetError(f"{where}: config.json lacks {', '.join(missing)}")
+    arch = {ours: c[theirs] for ours, theirs in HF_ARCH.items()} | BERT_BLOCK
     arch |= {"layer_norm_eps": float(c.get("layer_norm_eps", 1e-12)), "vocab_size": c["vocab_size"], "norm": BY_MODEL_TYPE[kind]}
     pad = c.get("pad_token_id")
     arch["pad_id"] = pad if isinstance(pad, int) else 0 if kind == "bert" else 1  # transformers' defaults
@@ -135,8 +151,7 @@ def _hf_source(path: Path, c: dict, role: str) -> Source:
     if arch["max_position"] < 1:
         raise MapnetError(f"{where}: max_position_embeddings {c['max_position_embeddings']} leaves no position "
                           f"after pad_token_id {arch['pad_id']}")
-    return Source(path, "huggingface", arch, weights, tokenizer, sha256_file(path / "config.json"),
-                  safetensors_names(weights), role)
+    return arch
 
 
 # ---------------------------------------------------------------- settings: the size is SOURCE's
@@ -171,8 +186,9 @@ def given_model_values(config: list, flags: dict, assignments) -> dict:
     return given
 
 
-def _effective(model) -> tuple:
-    return (model["layers"], model["hidden"], model["heads"], model["intermediate"] or 4 * model["hidden"])
+def _effective(model, block: str) -> tuple:
+    """The size `model` (settings or SOURCE's values) gives a `block` encoder: a preset names a size, not a block."""
+    return (model["layers"], model["hidden"], model["heads"], model["intermediate"] or default_intermediate(model["hidden"], block))
 
 
 def _preset_arch(name: str) -> dict:
@@ -182,13 +198,13 @@ def _preset_arch(name: str) -> dict:
 def refuse_conflicts(source: Source, given: dict) -> None:
     arch, conflicts = source.arch, []
     name = given.get("preset")
-    if name in settings_mod.PRESETS and _effective(_preset_arch(name)) != _effective(arch):
+    if name in settings_mod.PRESETS and _effective(_preset_arch(name), arch["block"]) != _effective(arch, arch["block"]):
         p = _preset_arch(name)
         conflicts.append(f"--preset {name} (L{p['layers']}/H{p['hidden']}/A{p['heads']})")
     for key in ARCH:
         if key in given and given[key] != arch[key]:
-            if key == "intermediate" and (given[key] or 4 * arch["hidden"]) == arch["intermediate"]:
-                continue  # 0 means 4H, which SOURCE has
+            if key == "intermediate" and (given[key] or default_intermediate(arch["hidden"], arch["block"])) == arch["intermediate"]:
+                continue  # 0 means the default width (4H for BERT's block), which SOURCE has
             conflicts.append(f"model.{key} = {given[key]!r}")
     if conflicts:
         size = (f"L{arch['layers']}/H{arch['hidden']}/A{arch['heads']}, intermediate {arch['intermediate']}, "
@@ -201,8 +217,8 @@ def sized_by(source: Source):
     """Default settings with the model sized by SOURCE, named by the preset it matches, else "custom"."""
     arch = source.arch
     values = {k: arch[k] for k in ARCH}
-    values["intermediate"] = 0 if arch["intermediate"] == 4 * arch["hidden"] else arch["intermediate"]
-    match = [n for n in settings_mod.PRESETS if _effective(_preset_arch(n)) == _effective(arch)]
+    values["intermediate"] = 0 if arch["intermediate"] == default_intermediate(arch["hidden"], arch["block"]) else arch["intermediate"]
+    match = [n for n in settings_mod.PRESETS if _effective(_preset_arch(n), arch["block"]) == _effective(arch, arch["block"])]
     values["preset"] = match[0] if match else "custom"
     return settings_mod.apply(settings_mod.Settings(), {"model": values}, f"--init-from {source.path}")
 
@@ -248,8 +264,10 @@ def load_into(source: Source, model) -> list[str]:
         checkpoint.load_weights(source.weights, {"": model})  # MAP-Net's weights, if any, stay behind
         return []
     tensors = _read_safetensors(source.weights)
-    state, notes = hf_to_mapnet(tensors, model.cfg.layers, model.cfg.hidden, model.cfg.norm,
-                                source.arch["pad_id"])
+    if source.arch["block"] == "modern":
+        state, notes = hf_modern_layout.hf_to_mapnet(tensors, model.cfg.layers)
+    else:
+        state, notes = hf_to_mapnet(tensors, model.cfg.layers, model.cfg.hidden, model.cfg.norm, source.arch["pad_id"])
     if not any(k.startswith("head.") for k in state):
         for name, t in model.state_dict().items():
             if name.startswith("head."):
@@ -282,8 +300,11 @@ def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
 def has_mlm_head(source: Source) -> bool:
     """Whether a Hugging Face SOURCE holds an MLM head (a ...ForMaskedLM, not a bare BertModel), read from the
     safetensors header alone, so an evaluator can refuse the folder before it scores anything."""
+    names = source.tensor_names or safetensors_names(source.weights)
+    if source.arch["block"] == "modern":
+        return hf_modern_layout.has_mlm_head(names)
     prefix = _mlm_head_prefix(LAYOUTS[source.arch["norm"]])
-    return any(k.startswith(prefix) for k in source.tensor_names or safetensors_names(source.weights))
+    return any(k.startswith(prefix) for k in names)
 
 
 def _mlm_head_prefix(layout) -> str:

@@ -128,9 +128,10 @@ def _hf_target(folder: Path) -> Target:
     init_std = config.get("initializer_range", 0.02)
     cfg = BertConfig(vocab_size=a["vocab_size"], layers=a["layers"], hidden=a["hidden"], heads=a["heads"],
                      intermediate=a["intermediate"], max_position=a["max_position"],
-                     dropout=float(config.get("hidden_dropout_prob", 0.1)),
-                     attention_dropout=float(config.get("attention_probs_dropout_prob", 0.1)),
-                     layer_norm_eps=a["layer_norm_eps"], init_std=float(init_std), pad_id=a["pad_id"], norm=a["norm"])
+                     dropout=float(config.get("hidden_dropout_prob", config.get("embedding_dropout", 0.1))),  # BERT's, ModernBERT's
+                     attention_dropout=float(config.get("attention_probs_dropout_prob", config.get("attention_dropout", 0.1))),
+                     layer_norm_eps=a["layer_norm_eps"], init_std=float(init_std), pad_id=a["pad_id"], norm=a["norm"],
+                     block=a["block"], rope_theta=a["rope_theta"])
     # A mapnet export records its pretraining seed: its random control is then the checkpoint's own.
     record = read_export_record(folder)  # damaged: one line naming it, as everywhere
     seed, tokenizer_sha = (record.pretraining_seed, record.tokenizer_sha256) if record else (0, None)

@@ -339,12 +339,12 @@ def run_sweep(refs: list[CheckpointRef], tasks: list[str], glue_dir: Path, out_d
         encoder_text = TextEncoder(ref.path / "tokenizer.json", ck_settings.preprocess, max_len, out_dir / "cache")
 
         def make_encoder(seed: int, cfg=cfg, state=state, ref=ref):
-            from ...model.bert import Encoder
+            from ...model.bert import build_encoder
 
             # Built the same way in both arms, so the global RNG that the head init and dropout draw from
             # next is in the same state: seed s of the control differs from seed s of the checkpoint only
             # in the encoder weights (random_encoder draws them in a forked RNG).
-            enc = Encoder(cfg)
+            enc = build_encoder(cfg)
             # copies: every run starts from the pretrained weights, or from this seed's random ones (the control)
             enc.load_state_dict(state if state is not None else random_encoder(cfg, ref.init_seed, seed).state_dict())
             return enc
