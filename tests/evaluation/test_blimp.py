@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.evaluation.blimp.data import load_suite
-from mapnet_cli.evaluation.blimp.evaluate import BlimpConfig, blimp_run, summarise
+from mapnet_cli.evaluation.blimp.evaluate import BlimpConfig, Scorer, blimp_run, summarise
 from mapnet_cli.evaluation.blimp.models import find_targets
 from mapnet_cli.evaluation.blimp.scoring import masked_rows, pll_scores, unigram_scores
 
@@ -212,3 +212,100 @@ def test_a_folder_without_an_mlm_head_is_refused_before_scoring(pretrained_tiny,
                                       "--pairs", "2", "--paradigms", PARADIGMS[0], "--no-progress"])
     assert result.exit_code != 0 and "has no MLM head" in str(result.exception)
     assert not out.exists()
+
+
+# ---------------------------------------------------------------- folders a user hands us: one checked reader
+def _damaged_export(fake_run: Path, tmp_path: Path, how: str) -> Path:
+    from mapnet_cli.export import export
+
+    folder = export(fake_run, tmp_path / "hf")
+    if how == "truncated-weights":
+        data = (folder / "model.safetensors").read_bytes()
+        (folder / "model.safetensors").write_bytes(data[: len(data) // 2])
+    elif how == "broken-config":
+        (folder / "config.json").write_text('{"model_type": "bert", ')
+    elif how == "no-tokenizer":
+        (folder / "tokenizer.json").unlink()
+    return folder
+
+
+@pytest.mark.parametrize("how, message", [
+    ("truncated-weights", "model.safetensors is not a readable safetensors file"),
+    ("broken-config", "config.json is not readable JSON"),
+    ("no-tokenizer", "has no tokenizer.json"),
+])
+def test_a_damaged_exported_folder_is_named_in_one_line_before_any_scoring(fake_run, blimp_dir, tmp_path, how, message):
+    """The exported folder goes through --init-from's reader (`init_from.open_source`): a truncated model.safetensors
+    was a 48-line traceback, a broken config.json "an incomplete checkpoint (no COMPLETE marker)", a missing
+    tokenizer.json blamed on --init-from. Listed after a good checkpoint, refused before it is scored."""
+    folder = _damaged_export(fake_run, tmp_path, how)
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(app, ["blimp", str(fake_run), str(folder), "--data", str(blimp_dir), "--out", str(out),
+                                      "--pairs", "2", "--paradigms", PARADIGMS[0], "--no-progress"])
+    assert isinstance(result.exception, MapnetError), result.output
+    text = str(result.exception)
+    assert message in text and str(folder) in text and "\n" not in text
+    assert "--init-from" not in text and "COMPLETE" not in text
+    assert "scoring" not in result.output and not out.exists()
+
+
+def test_a_truncated_export_is_exit_2_and_one_line_from_the_shell(fake_run, blimp_dir, tmp_path):
+    import subprocess
+    import sys
+
+    folder = _damaged_export(fake_run, tmp_path, "truncated-weights")
+    out = tmp_path / "out.json"
+    proc = subprocess.run([sys.executable, "-m", "mapnet_cli.cli", "blimp", str(folder), "--data", str(blimp_dir),
+                           "--out", str(out), "--pairs", "2", "--paradigms", PARADIGMS[0], "--no-progress"],
+                          capture_output=True, text=True, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert [line for line in proc.stderr.splitlines() if line.strip()] == [proc.stderr.strip()]
+    assert proc.stderr.startswith("error:") and not out.exists()
+
+
+def test_checkpoint_readers_call_an_exported_folder_what_it_is(fake_run, tmp_path):
+    """probe, finetune-glue, export ... read mapnet checkpoints: an exported folder is named as one, not as a
+    checkpoint that stopped while being written."""
+    from mapnet_cli.export import export
+    from mapnet_cli.model.checkpoint import resolve_checkpoint
+
+    folder = export(fake_run, tmp_path / "hf")
+    with pytest.raises(MapnetError, match="is a Hugging Face model folder .*not a mapnet run or checkpoint"):
+        resolve_checkpoint(folder)
+    (folder / "config.json").write_text("{")
+    with pytest.raises(MapnetError, match="config.json is not readable JSON"):
+        resolve_checkpoint(folder)
+
+
+# ---------------------------------------------------------------- pairs of one sentence twice
+def test_identical_pairs_are_counted_and_named_and_a_paradigm_of_nothing_else_is_refused(fake_run, blimp_dir, tmp_path):
+    """BLiMP's own passive_1 has two pairs of one sentence twice: every model ties on them and they count wrong,
+    as in the published figures; `identical` counts them beside `ties` and a note names their lines. A paradigm
+    made only of such pairs could only score 0%: refused, naming the file."""
+    suite = load_suite(blimp_dir, 0, ["passive_1"])
+    assert suite.paradigms[0].identical == (325, 811)
+    assert suite.identical_notes()[0].startswith("passive_1: 2 of 1000 pairs have two identical sentences (lines 325, 811)")
+    # Scores per distinct sentence, looked up as the scorer does: the two pairs tie whatever the model.
+    scorer = Scorer(suite)
+    scores = np.random.default_rng(0).normal(size=len(scorer.sentences))
+    entry = summarise(suite, scores[scorer.good_at], scores[scorer.bad_at])["paradigms"]["passive_1"]
+    assert entry["identical"] == 2 and entry["ties"] == 2 and entry["right"] + entry["ties"] <= 1000
+    folder = tmp_path / "same"
+    folder.mkdir()
+    row = {"sentence_good": "The cat sat.", "sentence_bad": "The cat sat. ", "field": "syntax", "UID": "same"}
+    (folder / "same.jsonl").write_text((json.dumps(row) + "\n") * 3)
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(app, ["blimp", str(fake_run), "--data", str(folder), "--out", str(out), "--no-progress"])
+    assert isinstance(result.exception, MapnetError)
+    assert "same.jsonl: every pair (3) has two identical sentences" in str(result.exception) and not out.exists()
+
+
+def test_a_model_too_short_for_the_sentences_is_refused_before_any_is_scored(fake_run, blimp_dir, tmp_path):
+    """fake_run reads 64 positions; passive_1 has longer sentences in its word-level tokens. Found while scoring, the
+    refusal came after every model listed before it had been scored."""
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(app, ["blimp", str(fake_run), "--data", str(blimp_dir), "--out", str(out),
+                                      "--paradigms", "passive_1", "--no-progress"])
+    assert isinstance(result.exception, MapnetError), result.output
+    assert "fake-bert@100 reads 64 positions, its longest sentence is" in str(result.exception)
+    assert "scoring" not in result.output and not out.exists()

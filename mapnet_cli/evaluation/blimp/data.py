@@ -34,6 +34,7 @@ class Paradigm:
     term: str             # the linguistic phenomenon (linguistics_term), several paradigms share one
     good: tuple[str, ...]
     bad: tuple[str, ...]
+    identical: tuple[int, ...] = ()   # file lines of pairs whose two sentences are the same (see `_paradigm`)
 
     def __len__(self) -> int:
         return len(self.good)
@@ -50,6 +51,13 @@ class Suite:
     @property
     def pairs(self) -> int:
         return sum(len(p) for p in self.paradigms)
+
+    def identical_notes(self) -> list[str]:
+        """One note per paradigm holding pairs of two identical sentences, naming their lines."""
+        return [f"{p.uid}: {len(p.identical)} of {len(p)} pairs have two identical sentences (lines "
+                f"{', '.join(map(str, p.identical[:5]))}{', ...' if len(p.identical) > 5 else ''}): every model ties "
+                "on them and they count wrong (as in BLiMP's published figures); \"identical\" counts them"
+                for p in self.paradigms if p.identical]
 
     def sentences(self) -> list[str]:
         """Every distinct sentence, in first-seen order (a sentence of several pairs is scored once)."""
@@ -95,7 +103,14 @@ def _paradigm(path: Path, limit: int) -> Paradigm:
                               "(one paradigm per file)")
         good.append(row["sentence_good"].strip())
         bad.append(row["sentence_bad"].strip())
-    return Paradigm(uid, fld, term, tuple(good), tuple(bad))
+    # A pair of one sentence twice is no minimal pair: every model ties on it, and a tie is wrong. BLiMP's
+    # own release has two (passive_1), which its published figures count, so such pairs are kept, counted
+    # ("identical" beside "ties") and named in a note; a paradigm of nothing else could only score 0%.
+    identical = tuple(number for (number, _), g, b in zip(rows, good, bad) if g == b)
+    if len(identical) == len(good):
+        raise MapnetError(f"{path}: every pair ({len(good)}) has two identical sentences: not minimal pairs, every "
+                          "model would tie and score 0%; fix or remove the file")
+    return Paradigm(uid, fld, term, tuple(good), tuple(bad), identical)
 
 
 def _references(path: Path, uids: set[str]) -> dict[str, dict[str, float]]:

@@ -54,7 +54,7 @@ def summarise(suite: Suite, good: np.ndarray, bad: np.ndarray) -> dict:
         lo += len(p)
         right = int((g > b).sum())
         paradigms[p.uid] = {"accuracy": right / len(p), "right": right, "ties": int((g == b).sum()), "pairs": len(p),
-                            "field": p.field}
+                            "identical": len(p.identical), "field": p.field}
         fields.setdefault(p.field, []).append(right / len(p))
     return {"accuracy": float(np.mean([v["accuracy"] for v in paradigms.values()])),
             "fields": {f: float(np.mean(v)) for f, v in sorted(fields.items())},
@@ -102,6 +102,19 @@ class Scorer:
                 note(f"tokenising {len(self.sentences):,} sentences for {t.label}")
                 self.ids[t.text.key] = t.text.tokenise(self.sentences)
 
+    def check_fits(self, targets: list[Target]) -> None:
+        """Refuse, before any model is scored, a model whose positions cannot hold the longest sentence (+ [CLS],
+        [SEP]) of its text path: found while scoring, it came after every model before it was scored."""
+        too_short = []
+        for t in targets:
+            longest = max((len(s) for s in self.ids[t.text.key]), default=0) + 2
+            limit = t.arch.get("max_position")
+            if t.init != "unigram" and limit is not None and longest > limit:
+                too_short.append(f"{t.label} reads {limit} positions, its longest sentence is {longest} tokens")
+        if too_short:
+            raise MapnetError(f"BLiMP sentences too long for the model ([CLS] and [SEP] included): {'; '.join(too_short)}; "
+                              "score other paradigms (--paradigms)")
+
     def rows(self, targets: list[Target]) -> int:
         """Masked copies that scoring `targets` runs through an encoder (`tokenise` them first)."""
         return sum(count_rows(self.ids[t.text.key]) for t in targets if t.init != "unigram")
@@ -141,10 +154,12 @@ def blimp_run(paths: list[Path], suite: Suite, cfg: BlimpConfig = BlimpConfig(),
     if not targets:
         raise MapnetError("nothing to score: no checkpoint in " + ", ".join(map(str, paths)))
     controls, links, notes = control_targets(targets, shards, cfg.random_control, cfg.unigram_control)
+    notes = suite.identical_notes() + notes
     for text in notes:
         note(text)
     todo = targets + controls
     scorer.tokenise(todo, note)
+    scorer.check_fits(todo)
     total, done = scorer.rows(todo), 0
 
     def advance(rows: int) -> None:

@@ -103,14 +103,11 @@ class Target:
 
 
 def _is_hf_folder(path: Path) -> bool:
-    config = path / "config.json"
-    if not config.is_file() or (path / "COMPLETE").is_file():
-        return False
-    try:
-        c = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(c, dict) and ("model_type" in c or "architectures" in c)
+    """`--init-from`'s rule, through its reader: a config.json that is not JSON is named as such, never taken
+    for an incomplete mapnet checkpoint."""
+    from ...model.hf_layout import folder_kind
+
+    return not (path / "COMPLETE").is_file() and folder_kind(path) == "huggingface"
 
 
 def _hf_target(folder: Path) -> Target:
@@ -120,7 +117,7 @@ def _hf_target(folder: Path) -> Target:
     from ...model.bert import BertConfig, BertForMLM
     from ...train.init_from import has_mlm_head, load_into, open_source
 
-    source = open_source(folder)  # what --init-from accepts: a BERT or pre-LN RoBERTa MLM folder, safetensors only
+    source = open_source(folder, role="")  # what --init-from accepts: a BERT or pre-LN RoBERTa MLM folder, safetensors only
     if not has_mlm_head(source):  # refused here, before any model is scored: never a partial output
         raise MapnetError(f"{folder} has no MLM head (a BertModel): BLiMP scores the masked-LM's own predictions")
     a = source.arch
