@@ -222,7 +222,9 @@ def probe_checkpoint(ref: CheckpointRef, data: TaskData, cfg: ProbeConfig, cache
 def probe_run(refs: list[CheckpointRef], glue_dir: Path, cfg: ProbeConfig, out_path: Path | None = None,
               control: bool = True, note: Callable[[str], None] = lambda _: None, device=None) -> dict:
     """Probe every checkpoint in `refs` (and, with `control`, each architecture's random-init control);
-    the document is written to `out_path` (atomically) after every checkpoint when given."""
+    the document is written to `out_path` (atomically) after every checkpoint when given, with
+    "complete": false and "planned" (how many entries it will hold) until the last one, as `mapnet blimp`'s:
+    a probe stopped part-way leaves valid JSON that says it is partial."""
     from ..atomic import json_safe, write_json
     from .glue.pretrained import with_controls
 
@@ -232,7 +234,7 @@ def probe_run(refs: list[CheckpointRef], glue_dir: Path, cfg: ProbeConfig, out_p
     cfg = ProbeConfig(**{**asdict(cfg), "task": task_spec(cfg.task).name})
     data, keep = load_probe_data(Path(glue_dir), cfg)  # input problems surface before any encoder runs
     todo, controls = with_controls(refs, "both" if control else "pretrained")
-    doc = {"schema": SCHEMA, "task": cfg.task, "config": asdict(cfg),
+    doc = {"schema": SCHEMA, "complete": False, "planned": len(todo), "task": cfg.task, "config": asdict(cfg),
            "data": {"train_rows": len(data.train), "train_subset_sha256": hashlib.sha256(keep.astype(np.int64).tobytes()).hexdigest(),
                     "dev_rows": {d.entry: len(d) for d in data.dev}},
            "controls": controls, "checkpoints": []}
@@ -240,6 +242,7 @@ def probe_run(refs: list[CheckpointRef], glue_dir: Path, cfg: ProbeConfig, out_p
     for ref in todo:
         note(f"probing {ref.run}@{ref.step} ({ref.init})")
         doc["checkpoints"].append(probe_checkpoint(ref, data, cfg, cache, device))
+        doc["complete"] = len(doc["checkpoints"]) == len(todo)
         if out_path is not None:
             write_json(Path(out_path), json_safe(doc))
     return doc

@@ -111,3 +111,29 @@ def test_probe_command_writes_json_and_correlation(fake_run, real_sst2, tmp_path
     for extra, msg in ((["--task", "stsb"], "regression"), (["--pooling", "max"], "pooling must be one of")):
         res = CliRunner().invoke(app, ["probe", str(fake_run), "--data", str(real_sst2), "--out", str(out), *extra])
         assert isinstance(res.exception, MapnetError) and msg in str(res.exception), res.output
+
+
+def test_a_probe_stopped_part_way_leaves_json_that_says_it_is_partial(fake_run, real_sst2, tmp_path, monkeypatch):
+    """Killed after its first checkpoint, a probe left valid JSON with 1 of 3 entries and nothing saying so; it now
+    carries "complete": false and "planned", as `mapnet blimp`'s does, until the last entry is in."""
+    from mapnet_cli.evaluation import probe as probe_mod
+
+    real, calls = probe_mod.probe_checkpoint, []
+
+    def killed_after_the_first(*args, **kwargs):
+        if calls:
+            raise KeyboardInterrupt  # what a kill between two checkpoints leaves: the file as written after the first
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(probe_mod, "probe_checkpoint", killed_after_the_first)
+    out = tmp_path / "probe.json"
+    cfg = ProbeConfig(train_examples=60, max_seq_len=48)
+    with pytest.raises(KeyboardInterrupt):
+        probe_run(find_checkpoints(every=[fake_run]), real_sst2, cfg, out)
+    partial = json.loads(out.read_text())
+    assert partial["complete"] is False and partial["planned"] == 3 and len(partial["checkpoints"]) == 1
+    monkeypatch.setattr(probe_mod, "probe_checkpoint", real)
+    done = probe_run(find_checkpoints(every=[fake_run]), real_sst2, cfg, out)
+    assert json.loads(out.read_text()) == json.loads(json.dumps(done))
+    assert done["complete"] is True and len(done["checkpoints"]) == done["planned"] == 3
