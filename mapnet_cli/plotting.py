@@ -17,7 +17,7 @@ import tomllib
 from pathlib import Path
 
 from .atomic import atomic_file
-from .errors import MapnetError
+from .errors import MapnetError, warn
 
 MISSING = "matplotlib is not installed (pip install 'mapnet[plots]')"
 
@@ -75,8 +75,12 @@ def metrics_path(run: Path) -> Path:
     return path
 
 
-def _curves(run: Path) -> dict[str, tuple[list[int], list[float]]]:
-    """{panel key: (steps, values)} of one run; a metric's None points (nothing to average) are left out."""
+def _curves(run: Path, dropped: dict[str, int] | None = None) -> dict[str, tuple[list[int], list[float]]]:
+    """{panel key: (steps, values)} of one run; a metric's None points (nothing to average) are left out, and so
+    are NaN and infinities (a diverged run logs them; matplotlib would draw nothing for them, silently), which are
+    counted per key in `dropped`."""
+    import math
+
     from .metrics_file import read_metrics
 
     try:
@@ -88,6 +92,10 @@ def _curves(run: Path) -> dict[str, tuple[list[int], list[float]]]:
                           (evals, lambda k: k == "eval_loss" or k.startswith("eval_loss@"))):
         for key in dict.fromkeys(k for r in records for k in r if keep(k)):
             points = [(r["step"], r[key]) for r in records if isinstance(r.get(key), (int, float))]
+            finite = [(step, v) for step, v in points if math.isfinite(v)]
+            if dropped is not None and len(finite) < len(points):
+                dropped[key] = len(points) - len(finite)
+            points = finite
             if points:
                 out[key] = ([s for s, _ in points], [float(v) for _, v in points])
     return out
@@ -115,11 +123,17 @@ def run_curves(runs: list[Path], labels: list[str] | None = None):
         raise MapnetError(f"mapnet plot needs matplotlib: {MISSING}")
     if not runs:
         raise MapnetError("no run folder given: mapnet plot RUN... --out FILE.png")
-    curves = {run: _curves(run) for run in runs}
+    dropped: dict[Path, dict[str, int]] = {run: {} for run in runs}
+    curves = {run: _curves(run, dropped[run]) for run in runs}
     labels = labels or _labels(runs)
     panels = _panel_keys({k for c in curves.values() for k in c})
+    lost = "; ".join(f"{run}: {', '.join(f'{key} at {n} steps' for key, n in keys.items())}"
+                     for run, keys in dropped.items() if keys)
     if not panels:
-        raise MapnetError(f"nothing to plot: no metrics lines yet in {', '.join(map(str, runs))}")
+        raise MapnetError(f"nothing to plot in {', '.join(map(str, runs))}: "
+                          + (f"every value is NaN or infinite ({lost})" if lost else "no metrics lines yet"))
+    if lost:  # one line: a figure missing a diverged run's points must say so
+        warn(f"not drawn, NaN or infinite: {lost} (the run diverged there; its line stops or is absent)")
     cols = min(2, len(panels))
     rows = -(-len(panels) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 3.6 * rows), squeeze=False)

@@ -117,3 +117,29 @@ def test_a_torn_last_line_is_skipped_and_a_bad_middle_line_is_one_line(tmp_path)
     assert "line 3" in str(info.value) and "metrics.jsonl" in str(info.value) and "\n" not in str(info.value)
     res = CliRunner().invoke(app, ["plot", str(bad), "--out", str(tmp_path / "bad.png")])
     assert isinstance(res.exception, MapnetError) and "line 3" in str(res.exception)
+
+
+def test_nan_losses_are_not_drawn_silently(tmp_path):
+    """A diverged run logs NaN (json.dumps writes it, json.loads reads it back): matplotlib drew nothing for it and
+    said nothing. Its finite points are drawn and one warning line names what was left out; a run with nothing
+    finite to draw is refused in one line."""
+    diverged = write_run(tmp_path / "diverged", [
+        {"kind": "eval", "step": 0, "eval_loss": 7.0},
+        {"kind": "train", "step": 10, "loss": 6.0, "lr": 1e-4},
+        {"kind": "train", "step": 20, "loss": float("nan"), "lr": 1e-4},
+        {"kind": "eval", "step": 20, "eval_loss": float("inf")},
+    ])
+    assert "NaN" in (diverged / "metrics.jsonl").read_text()
+    out = tmp_path / "d.png"
+    res = CliRunner().invoke(app, ["plot", str(diverged), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    warning = [line for line in res.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1 and f"{diverged}: loss at 1 steps, eval_loss at 1 steps" in warning[0], res.stderr
+    assert out.is_file()
+    panels = lines_by_panel(plotting.run_curves([diverged]))
+    assert panels["loss"] == {"diverged": ([10], [6.0])} and panels["eval_loss"] == {"diverged": ([0], [7.0])}
+
+    all_nan = write_run(tmp_path / "all-nan", [{"kind": "train", "step": s, "loss": float("nan")} for s in (10, 20)])
+    res = CliRunner().invoke(app, ["plot", str(all_nan), "--out", str(tmp_path / "n.png")])
+    assert isinstance(res.exception, MapnetError) and "every value is NaN or infinite" in str(res.exception)
+    assert "\n" not in str(res.exception) and not (tmp_path / "n.png").exists()
