@@ -50,6 +50,7 @@ from safetensors.torch import save_file
 
 from . import __version__, atomic
 from .errors import MapnetError
+from .output_paths import check_output
 from .model.bert import BertForMLM
 from .model import hf_modern_layout
 from .model.hf_layout import LAYOUTS
@@ -198,8 +199,8 @@ def check_cleaning_against_shards(run) -> None:
 def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = False) -> Path:
     """Write the Hugging Face folder `out` from a checkpoint (or a run's newest); return `out`."""
     out = Path(out)
-    if out.exists() and not overwrite:
-        raise MapnetError(f"{out} already exists (pass --overwrite to replace it)")
+    # `export RUN --out RUN --overwrite` would replace every checkpoint of the run with the export.
+    check_output(out, [source], overwrite=overwrite)
     run = load_run(source, with_proposal=False)  # only the encoder and MLM head are exported
     model, meta, ckpt = run.model, run.meta, run.checkpoint
     check_cleaning_against_shards(run)

@@ -85,8 +85,10 @@ def test_cli_writes_the_image_and_refuses_bad_input_in_one_line(tmp_path, monkey
     assert done.exit_code == 0, done.output
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging file left
+    (tmp_path / "empty").mkdir()
     for args, message in (([str(tmp_path / "nope")], "is not a run folder"),
-                          ([str(tmp_path)], "has no metrics.jsonl"),
+                          ([str(tmp_path / "empty")], "has no metrics.jsonl"),
+                          ([str(tmp_path)], "lies inside the input"),  # --out c.png in the folder it reads
                           ([str(a), "--out", str(tmp_path / "c.txt")], "use one of .png"),
                           ([str(a), "--out", str(tmp_path / "no" / "c.png")], "does not exist")):
         args = args if "--out" in args else [*args, "--out", str(tmp_path / "c.png")]

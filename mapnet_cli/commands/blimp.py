@@ -24,8 +24,9 @@ from rich.table import Table
 
 from ..comma_list import comma_list
 from ..errors import MapnetError
+from ..output_paths import check_output
 from ..run_lock import output_lock
-from .options import DeviceOpt, evaluation_device
+from .options import DeviceOpt, OverwriteOpt, evaluation_device
 
 HELP = "Zero-shot grammar: BLiMP minimal pairs scored by pseudo-log-likelihood at every checkpoint, with random-weight and unigram controls."
 
@@ -46,11 +47,13 @@ def blimp(
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Tokens per forward pass.")] = 16384,
     device: DeviceOpt = "cpu",
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="A progress bar with ETA on stderr.")] = True,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Score BLiMP at every checkpoint."""
     from ..evaluation.blimp.data import load_suite
     from ..evaluation.blimp.evaluate import BlimpConfig, blimp_run
 
+    check_output(out, [*models, data, shards], overwrite=overwrite, folder=False)
     dev = evaluation_device(device)
     cfg = BlimpConfig(method=method, max_tokens=max_tokens, random_control=random_control, unigram_control=unigram_control)
     problems = cfg.problems()

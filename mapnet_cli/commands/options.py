@@ -28,6 +28,7 @@ PrintSettingsOpt = Annotated[
     typer.Option("--print-settings", help="Print the fully resolved settings as TOML and exit."),
 ]
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda or auto.")]
+OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="Replace --out if it exists.")]
 
 
 def evaluation_device(device: str):

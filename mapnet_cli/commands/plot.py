@@ -17,6 +17,8 @@ from typing import Annotated
 import typer
 
 from ..errors import MapnetError
+from ..output_paths import check_output
+from .options import OverwriteOpt
 
 HELP = "Plot loss, held-out loss, learning rate (and MAP-Net's entropy and mass) of one or more runs."
 FORMATS = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
@@ -25,10 +27,12 @@ FORMATS = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 def plot(
     runs: Annotated[list[Path], typer.Argument(help="Run folders (each with its metrics.jsonl).", show_default=False)],
     out: Annotated[Path, typer.Option("--out", "-o", help="Image to write (.png, .pdf, .svg, .jpg).", show_default=False)],
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Plot loss, held-out loss, learning rate (and MAP-Net's entropy and mass) of one or more runs."""
     from ..plotting import run_curves, save_figure
 
+    check_output(out, runs, overwrite=overwrite, folder=False)
     if out.suffix.lower() not in FORMATS:
         raise MapnetError(f"--out {out}: use one of {', '.join(FORMATS)}")
     if not out.parent.is_dir():

@@ -20,6 +20,8 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from ..data.preprocessed import open_preprocessed
 from ..errors import warn
 from ..masking import pmi_vocab as vocabulary  # the command below is named pmi_vocab
+from ..output_paths import check_output
+from .options import OverwriteOpt
 
 HELP = "Build the PMI n-gram vocabulary (PMI-Masking) of a preprocessed corpus, in bounded memory."
 
@@ -31,9 +33,13 @@ def pmi_vocab(
     min_count: Annotated[int, typer.Option("--min-count", help="Least occurrences of a candidate n-gram (paper: over 10).")] = 10,
     max_entries: Annotated[int, typer.Option("--max-entries", help="Most n-gram counts held in memory (Lossy Counting prunes beyond).")] = 4_000_000,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Build the PMI n-gram vocabulary (PMI-Masking) of a preprocessed corpus, in bounded memory."""
     source = open_preprocessed(corpus)
+    # The inputs are the files it reads, not the folder: CORPUS/pmi.tsv, beside them, is where pretrain looks.
+    read = [source.path / "manifest.json", source.tokenizer_path, *map(source.part_path, source.manifest["parts"])]
+    check_output(out, read, overwrite=overwrite, folder=False)
     console = Console(stderr=True)
     columns = (TextColumn("pmi-vocab"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, disable=not progress) as bar:

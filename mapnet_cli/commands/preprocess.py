@@ -20,8 +20,10 @@ from rich.text import Text
 
 from .. import settings as settings_mod
 from ..data import preprocess as pp
+from ..data.inputs import SYNTHETIC
 from ..data.recipes import load_recipe, recipe_inputs
 from ..errors import MapnetError, warn
+from ..output_paths import check_output
 from ..run_lock import output_lock
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
 
@@ -64,6 +66,8 @@ def preprocess(
         return
     if out is None:
         raise MapnetError("missing --out DIR (the output folder)")
+    # Before a recipe's download; run_preprocess checks the inputs a recipe names again once they are known.
+    check_output(out, [*(i for i in inputs or () if i != SYNTHETIC), tokenizer, *files], overwrite=overwrite)
     console = Console(stderr=True)
     pre = resolved.preprocess
     if pre.tokenizer and pre.moses_tokenize:

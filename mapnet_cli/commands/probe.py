@@ -24,8 +24,9 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import MapnetError
+from ..output_paths import check_output
 from ..run_lock import output_lock
-from .options import DeviceOpt, evaluation_device
+from .options import DeviceOpt, OverwriteOpt, evaluation_device
 
 HELP = "Linear probe (logistic regression on frozen features) at every checkpoint of a run; JSON, and its rank correlation with fine-tuning."
 
@@ -45,12 +46,15 @@ def probe(
     control: Annotated[bool, typer.Option("--control/--no-control", help="Also probe each architecture's random-init control.")] = True,
     against: Annotated[Optional[Path], typer.Option("--against", help="A finetune-glue results.json: Spearman of probe vs fine-tuning scores over matched checkpoints.", show_default=False)] = None,
     device: DeviceOpt = "cpu",
+    overwrite: OverwriteOpt = False,
 ) -> None:
     """Linear probe at every checkpoint of a run."""
     from ..atomic import json_safe, write_json
     from ..evaluation.probe import ProbeConfig, probe_run, rank_correlation
     from ..evaluation.glue.pretrained import find_checkpoints
 
+    check_output(out, [*runs, data, against], overwrite=overwrite, folder=False)
+    check_output(out.parent / "cache", [*runs, data, against], reuse=True, name="--out's token cache")
     dev = evaluation_device(device)
     glue_doc = None
     if against is not None:

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import quickstart as qs
+from ..output_paths import check_output
 from ..run_lock import output_lock
 from .options import ConfigOpt, PrintSettingsOpt, RecipeOpt, SetOpt
 
@@ -46,6 +47,8 @@ def quickstart(
     if print_settings:
         typer.echo(settings.to_toml(), nl=False)
         return
+    # Finished stages in --out are reused; --overwrite deletes the folder, so a --config inside it is refused.
+    check_output(out, [config], reuse=True)
     console = Console(stderr=True)
     stages = qs.Stages.under(out, settings.masking.strategy)
     # Held from before --overwrite deletes anything until the summary: the lock file is beside out/, not in it.

@@ -22,6 +22,7 @@ from rich.table import Table
 from .. import settings as settings_mod
 from ..data.preprocessed import open_preprocessed
 from ..data.shard_writer import run_shard
+from ..output_paths import check_output
 from ..run_lock import output_lock
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
 
@@ -51,6 +52,7 @@ def shard(
     if print_settings:
         typer.echo(settings.to_toml(), nl=False)
         return
+    check_output(out, [preprocessed, init_from, config], overwrite=overwrite)
     with output_lock(out):
         corpus = open_preprocessed(preprocessed)
         if init_from is not None:  # hours of packing for shards pretrain would refuse: check first

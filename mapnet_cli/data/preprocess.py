@@ -31,9 +31,10 @@ from typing import Callable, Iterable, Iterator
 from .. import __version__
 from ..atomic import sha256_file, staged_output, write_json, write_text
 from ..errors import MapnetError
+from ..output_paths import check_output
 from ..settings import PreprocessSettings, Settings
 from . import bpe
-from .inputs import InputFile, ReadStats, discover, invalid_utf8_count
+from .inputs import SYNTHETIC, InputFile, ReadStats, discover, invalid_utf8_count
 from .readers import InputReader
 from .cleaning import METASPACE, word_marker
 from .export_record import refuse_cleaning_twice
@@ -248,8 +249,9 @@ def run_preprocess(
     started = time.perf_counter()
     pre = settings.preprocess
     out = Path(out)
-    if out.exists() and not overwrite:
-        raise MapnetError(f"output {out} already exists (pass --overwrite to replace it)")
+    inputs = list(inputs)
+    # `preprocess DIR --out DIR --overwrite` would delete the raw text it reads; `--out DIR/p` would read its own output.
+    check_output(out, [*(i for i in inputs if str(i) != SYNTHETIC), pre.tokenizer or None], overwrite=overwrite)
     files = discover(inputs, pre)
     if not files:
         raise MapnetError("no input files found in " + ", ".join(map(str, inputs)))

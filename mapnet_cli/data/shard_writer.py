@@ -30,6 +30,7 @@ import pyarrow.ipc as ipc
 from .. import __version__
 from ..atomic import sha256_file, staged_output, write_json, write_text
 from ..errors import MapnetError
+from ..output_paths import check_output
 from ..settings import Settings
 from .packing import Packer
 from .preprocessed import Chunk, Preprocessed, open_preprocessed
@@ -220,10 +221,7 @@ def run_shard(preprocessed: str | Path | Preprocessed, out: str | Path, settings
     cfg = settings.shard
     out = Path(out)
     corpus = preprocessed if isinstance(preprocessed, Preprocessed) else open_preprocessed(preprocessed)
-    if out.exists() and not overwrite:
-        raise MapnetError(f"{out} already exists; pass --overwrite to replace it")
-    if out.resolve() == corpus.path.resolve() or corpus.path.resolve() in out.resolve().parents:
-        raise MapnetError(f"--out {out} must not be the preprocessed folder or inside it")
+    check_output(out, [corpus.path], overwrite=overwrite)
     tokenizer = load_tokenizer(corpus.tokenizer_path)
     special = _special_ids(tokenizer)
     vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
