@@ -2,10 +2,12 @@
 
     comma_list("16, 32,", "--batch-sizes", convert=int)          -> [16, 32]
     comma_list("rte,nope", "--task", allowed=["RTE", "SST-2"])   -> MapnetError: unknown --task 'nope' (choose from RTE, SST-2)
+    comma_list("1e-5,nan", "--lrs", convert=float)               -> MapnetError: ... finite numbers: 'nan' is not one ...
 """
 
 from __future__ import annotations
 
+import math
 from typing import Callable, Iterable, Optional
 
 from .errors import MapnetError
@@ -31,7 +33,11 @@ def comma_list(text: str, what: str, *, convert: Optional[Callable] = None, allo
     out = []
     for item in items:
         try:
-            out.append(convert(item))
+            value = convert(item)
         except (TypeError, ValueError):
             raise MapnetError(f"{what} must be a comma-separated list of {kind}s: {item!r} is not one (got {text!r})") from None
+        # float() reads "nan" and "inf": numbers that are not numbers would reach torch as a learning rate.
+        if isinstance(value, float) and not math.isfinite(value):
+            raise MapnetError(f"{what} must be a comma-separated list of finite numbers: {item!r} is not one (got {text!r})")
+        out.append(value)
     return out

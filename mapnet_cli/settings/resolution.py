@@ -10,6 +10,7 @@ Unknown keys and type errors do not stop resolution: each bad key keeps its earl
 
 from __future__ import annotations
 
+import math
 import tomllib
 import typing
 from dataclasses import replace
@@ -56,7 +57,15 @@ def _coerce(key: str, value: Any, annotation) -> Any:
     if annotation is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise MapnetError(f"{key} must be a number (got {value!r})")
-        return float(value)
+        # TOML reads nan and inf as numbers, and the sections' range checks let NaN through (NaN < 0 is
+        # false): refused here, once for every float setting, beside the other bad keys.
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond every float
+            number = math.inf
+        if not math.isfinite(number):
+            raise MapnetError(f"{key} must be a finite number (got {value!r})")
+        return number
     if annotation is str:
         if not isinstance(value, str):
             raise MapnetError(f"{key} must be a string (got {value!r})")

@@ -291,3 +291,76 @@ def test_compile_is_on_with_cuda_only_unless_forced():
     assert not resolve(None, {}, ["train.compile=false"]).train.compiles(cuda)
     with pytest.raises(MapnetError, match="train.compile must be one of 'auto', true, false"):
         resolve(None, {}, ["train.compile=1"])
+
+
+# ---------------------------------------------------------------- numbers that are not numbers
+FLOAT_KEYS = [(sec, key, ann) for sec, key, ann in KEYS if ann is float or float in get_args(ann)]
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", "-inf"])
+def test_every_float_setting_refuses_nan_and_infinities_beside_the_other_bad_keys(bad):
+    """TOML reads nan and inf as floats and the range checks let NaN through (NaN < 0 is false): every float
+    setting, and every float in a list setting, is refused at resolution, in the one report."""
+    assert len(FLOAT_KEYS) > 30  # every float of the tree, not a hand-picked few
+    for sec, key, ann in FLOAT_KEYS:
+        value = bad if ann is float else "[" + ", ".join(bad if a in (float, Ellipsis) else "1" for a in get_args(ann)) + "]"
+        with pytest.raises(MapnetError) as exc:
+            S.resolve(None, assignments=[f"{sec}.{key}={value}", "train.steps=-1"])
+        text = str(exc.value)
+        assert "\n" not in text and f"{sec}.{key}" in text and f"must be a finite number (got {bad})" in text, text
+        assert "train.steps must be >= 1 (got -1)" in text, text
+
+
+def test_nan_in_a_config_file_or_a_run_settings_toml_is_refused(tmp_path):
+    cfg = tmp_path / "run.toml"
+    cfg.write_text("[optim]\nlr = nan\n[masking]\nmask_prob = inf\n")
+    with pytest.raises(MapnetError, match=r"optim.lr must be a finite number \(got nan\); masking.mask_prob must be a "
+                                          r"finite number \(got inf\)"):
+        S.resolve(cfg)
+    with pytest.raises(MapnetError, match="in settings.toml: optim.lr must be a finite number"):
+        S.from_dict({"optim": {"lr": float("nan")}}, "settings.toml")
+
+
+def run_main(argv: list, monkeypatch, capsys) -> tuple[int, list[str]]:
+    """`mapnet ARGV` as the console script runs it (cli.main): exit code and stderr lines."""
+    from mapnet_cli.cli import main
+
+    monkeypatch.setattr("sys.argv", ["mapnet", *map(str, argv)])
+    monkeypatch.setenv("COLUMNS", "400")
+    with pytest.raises(SystemExit) as done:
+        main()
+    return done.value.code, capsys.readouterr().err.strip().splitlines()
+
+
+@pytest.mark.parametrize("argv", [
+    ["--set", "optim.lr=nan", "--set", "masking.mask_prob=1.5"],
+    ["--set", "optim.lr=inf", "--mask-prob", "nan"],          # a float flag goes through the same check
+    ["--set", "optim.lr=-inf", "--set", "optim.betas=[0.9, nan]"],
+])
+def test_pretrain_refuses_nan_and_infinities_in_one_line_before_anything_is_written(argv, tmp_path, monkeypatch, capsys):
+    code, lines = run_main(["pretrain", tmp_path / "shards", "--out", tmp_path / "run", *argv], monkeypatch, capsys)
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: invalid settings: "), lines
+    assert lines[0].count("must be") == 2 and ("nan" in lines[0] or "inf" in lines[0]), lines[0]
+    assert not (tmp_path / "run").exists()
+
+
+def test_shard_refuses_a_nan_valid_fraction_with_the_other_bad_settings(tmp_path, monkeypatch, capsys):
+    code, lines = run_main(["shard", tmp_path / "prep", "--out", tmp_path / "shards", "--valid-fraction", "nan",
+                            "--set", "shard.max_seq_len=1"], monkeypatch, capsys)
+    assert code == 2 and len(lines) == 1, lines
+    assert "shard.valid_fraction must be a finite number (got nan)" in lines[0] and "shard.max_seq_len" in lines[0]
+
+
+def test_a_warm_up_half_given_names_the_other_half_and_where_its_value_came_from():
+    """`--recipe paper --set train.short_seq_steps=1` said "needs train.short_seq_len" as if nothing had set it: the
+    message now gives the value the user set, the one it lacks, that the paper recipe has no warm-up, and the fix."""
+    with pytest.raises(MapnetError) as info:
+        resolve(None, {"model": {"preset": "tiny"}, "train": {"recipe": "paper"}}, ["train.short_seq_steps=1"])
+    text = str(info.value)
+    assert "train.short_seq_steps = 1 asks for a sequence-length warm-up, but train.short_seq_len is 0" in text
+    assert "the paper recipe has no warm-up" in text and "--set train.short_seq_len=16" in text
+    with pytest.raises(MapnetError, match="train.short_seq_len = 8 turns the sequence-length warm-up on, but "
+                                          "train.short_seq_steps is 0"):
+        resolve(None, {"model": {"preset": "tiny"}, "train": {"recipe": "paper"}}, ["train.short_seq_len=8"])
+    # The fast recipe sets both: lowering its steps alone is fine.
+    assert resolve(None, {"model": {"preset": "tiny"}}, ["train.short_seq_steps=1"]).train.short_seq_len == 16
