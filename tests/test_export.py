@@ -80,6 +80,65 @@ def test_pre_ln_exports_as_roberta_prelayernorm_with_identical_logits(tmp_path):
     assert torch.equal(hf.lm_head.decoder.weight, hf.roberta_prelayernorm.embeddings.word_embeddings.weight)
 
 
+def modern_model(**kw) -> BertForMLM:
+    """A modern-block model (3 blocks: the first without its attention LayerNorm) with trained-looking weights."""
+    torch.manual_seed(0)
+    cfg = BertConfig(**{**dict(vocab_size=60, layers=3, hidden=32, heads=4, intermediate=48, max_position=20, norm="pre",
+                               block="modern", layer_norm_eps=1e-5, rope_theta=500.0), **kw})
+    model = BertForMLM(cfg)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    return model.eval()
+
+
+def test_modern_block_exports_as_modernbert_with_identical_logits_and_reads_back(tmp_path):
+    from mapnet_cli.model.hf_modern_layout import hf_to_mapnet
+
+    model = modern_model()
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    save_file(hf_state_dict(model), str(folder / "model.safetensors"), metadata={"format": "pt"})
+    (folder / "config.json").write_text(json.dumps(hf_config(model)))
+    ids = torch.randint(5, 60, (3, 20))
+    ids[:, 0] = SPECIAL_IDS["cls"]
+    ids[2, 14:] = SPECIAL_IDS["pad"]
+    attn = (ids != SPECIAL_IDS["pad"]).long()
+    real = attn.bool()
+    with torch.no_grad():
+        ours = model(ids, real)
+    for impl in ("sdpa", "eager"):
+        hf = transformers.AutoModelForMaskedLM.from_pretrained(str(folder), attn_implementation=impl).eval()
+        assert type(hf).__name__ == "ModernBertForMaskedLM"
+        assert hf.config.layer_types == ["full_attention"] * 3  # no local attention: mapnet has none
+        with torch.no_grad():
+            theirs = hf(input_ids=ids, attention_mask=attn).logits
+        assert (theirs[real] - ours[real]).abs().max().item() <= 1e-5, impl
+    assert torch.equal(hf.decoder.weight, hf.model.embeddings.tok_embeddings.weight)  # tied, not a fresh matrix
+    back, notes = hf_to_mapnet(load_file(str(folder / "model.safetensors")), 3)
+    assert notes == [] and back.keys() == model.state_dict().keys()
+    assert all(torch.equal(back[k], v) for k, v in model.state_dict().items())
+
+
+def test_modern_export_refuses_what_modernbert_cannot_express_and_reading_back_what_mapnet_cannot():
+    from mapnet_cli.model.hf_modern_layout import arch_from_config
+
+    with pytest.raises(MapnetError, match=r"^ModernBertForMaskedLM cannot express post-LN blocks"):
+        hf_config(BertForMLM(BertConfig(vocab_size=60, layers=1, hidden=32, heads=4, block="modern", norm="post")))
+    # transformers' own default ModernBERT: two local-attention layers in three, RoPE base 160,000.
+    default = transformers.ModernBertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                                            intermediate_size=48, pad_token_id=0, bos_token_id=None, eos_token_id=None,
+                                            cls_token_id=None, sep_token_id=None).to_dict()
+    with pytest.raises(MapnetError, match=r"local \(sliding-window\) attention layers \(2 of them"):
+        arch_from_config(default, "hf/x")
+    ours = hf_config(modern_model())
+    with pytest.raises(MapnetError, match="hidden_activation = 'gelu_new', mlp_bias = true is not"):
+        arch_from_config({**ours, "mlp_bias": True, "hidden_activation": "gelu_new"}, "hf/x")
+    arch = arch_from_config(ours, "hf/x")
+    assert arch == {"layers": 3, "hidden": 32, "heads": 4, "intermediate": 48, "max_position": 20, "vocab_size": 60,
+                    "layer_norm_eps": 1e-5, "norm": "pre", "block": "modern", "rope_theta": 500.0, "pad_id": 0}
+
+
 def test_export_files_tokenizer_and_no_mapnet_weights(ckpt, tmp_path):
     export(ckpt[0], tmp_path / "hf")
     names = {p.name for p in (tmp_path / "hf").iterdir()}
@@ -165,12 +224,17 @@ def real_exports(pretrained_tiny, tmp_path_factory) -> dict[str, tuple[Path, Pat
     post_ln = train_tiny_run(root / "post-ln", pretrained_tiny.parent / "shards", "uniform", "model.norm=post",
                              "model.max_position=128", "shard.max_seq_len=128", "train.steps=4",
                              "train.checkpoint_every=4")
+    # The modern block (two blocks: the first has no attention LayerNorm, the second has), trained a little.
+    modern = train_tiny_run(root / "modern", pretrained_tiny.parent / "shards", "uniform", "model.block=modern",
+                            "model.norm=pre", "model.layers=2", "model.max_position=128", "shard.max_seq_len=128",
+                            "train.steps=30", "train.checkpoint_every=30")
     out = {}
-    for run in (pretrained_tiny, post_ln):
+    for run in (pretrained_tiny, post_ln, modern):
         ckpt = checkpoint.latest_checkpoint(run)
-        norm = checkpoint.read_config(ckpt)["model"]["norm"]
-        out[norm] = ckpt, export(run, root / f"hf-{norm}")
-    assert set(out) == {"pre", "post"}
+        m = checkpoint.read_config(ckpt)["model"]
+        name = "modern" if m.get("block") == "modern" else m["norm"]
+        out[name] = ckpt, export(run, root / f"hf-{name}")
+    assert set(out) == {"pre", "post", "modern"}
     return out
 
 
@@ -205,7 +269,8 @@ def test_fill_mask_on_typed_text_returns_real_words(real_exports):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("norm, cls", [("post", "BertForSequenceClassification"),
-                                       ("pre", "RobertaPreLayerNormForSequenceClassification")])
+                                       ("pre", "RobertaPreLayerNormForSequenceClassification"),
+                                       ("modern", "ModernBertForSequenceClassification")])
 def test_sequence_classification_loads_and_fine_tunes_a_step(real_exports, norm, cls):
     _, folder = real_exports[norm]
     tok = transformers.AutoTokenizer.from_pretrained(str(folder))
@@ -223,7 +288,7 @@ def test_sequence_classification_loads_and_fine_tunes_a_step(real_exports, norm,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("norm", ["post", "pre"])
+@pytest.mark.parametrize("norm", ["post", "pre", "modern"])
 def test_cased_punctuated_sentence_gets_mapnets_outputs(real_exports, norm):
     ckpt, folder = real_exports[norm]
     tok = transformers.AutoTokenizer.from_pretrained(str(folder))
@@ -236,6 +301,42 @@ def test_cased_punctuated_sentence_gets_mapnets_outputs(real_exports, norm):
         theirs = hf(**tok(CASED_PUNCTUATED, return_tensors="pt")).logits[0]
         ours = model(torch.tensor([ids]))[0]
     torch.testing.assert_close(theirs, ours, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.slow
+def test_modern_export_gives_mapnets_logits_on_real_sentences_and_loads_back(real_exports, pretrained_tiny):
+    """Book sentences, batched with padding: ModernBertForMaskedLM's logits are mapnet's to 1e-5 (sdpa and eager);
+    the folder reads back in mapnet (blimp's loader, --init-from) as the very model exported."""
+    from mapnet_cli.evaluation.blimp.models import find_targets
+    from mapnet_cli.train import init_from
+
+    ckpt, folder = real_exports["modern"]
+    config = json.loads((folder / "config.json").read_text())
+    assert config["architectures"] == ["ModernBertForMaskedLM"] and config["layer_types"] == ["full_attention"] * 2
+    lines = (pretrained_tiny.parent / "books.txt").read_text(encoding="utf-8").split("\n")
+    sentences = [line for line in lines if 40 < len(line) < 300][:16]
+    assert len(sentences) == 16
+    tok = transformers.AutoTokenizer.from_pretrained(str(folder))
+    batch = tok(sentences, padding=True, truncation=True, max_length=128, return_tensors="pt")
+    assert set(batch) == {"input_ids", "attention_mask"}  # ModernBERT takes no token_type_ids
+    assert batch["input_ids"].tolist()[0][:len(mapnet_ids(ckpt, sentences[:1])[0])] == mapnet_ids(ckpt, sentences[:1])[0]
+    model = checkpoint.load_model(ckpt)[0].eval()
+    real = batch["attention_mask"].bool()
+    assert not real.all()  # padding is exercised
+    with torch.no_grad():
+        ours = model(batch["input_ids"], real)
+        for impl in ("sdpa", "eager"):
+            hf = transformers.AutoModelForMaskedLM.from_pretrained(str(folder), attn_implementation=impl).eval()
+            theirs = hf(**batch).logits
+            assert (theirs[real] - ours[real]).abs().max().item() <= 1e-5, impl
+    state = model.state_dict()
+    back = find_targets([folder])[0].build()  # what `mapnet blimp hf-folder` scores
+    assert back.cfg.block == "modern" and all(torch.equal(back.state_dict()[k], v) for k, v in state.items())
+    s = init_from.resolve(None, {}, [f"model.init_from={folder}", "shard.max_seq_len=128"])
+    assert (s.model.block, s.model.norm, s.model.layers) == ("modern", "pre", 2)
+    source = init_from.open_source(folder)
+    start, _ = init_from.start_model(BertConfig.from_settings(s.model, model.cfg.vocab_size, model.cfg.pad_id), 0, source)
+    assert all(torch.equal(start.state_dict()[k], v) for k, v in state.items())
 
 
 def test_export_records_its_cleaning_and_preprocess_will_not_clean_twice(ckpt, tmp_path):
