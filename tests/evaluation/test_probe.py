@@ -109,8 +109,10 @@ def test_probe_command_writes_json_and_correlation(fake_run, real_sst2, tmp_path
         assert f"fake-bert@{ck['step']} │ pretrained │ {100 * ck['mean']['score']:.2f}" in text
     assert "over 2 checkpoints: not computed" in text
     for extra, msg in ((["--task", "stsb"], "regression"), (["--pooling", "max"], "pooling must be one of")):
-        res = CliRunner().invoke(app, ["probe", str(fake_run), "--data", str(real_sst2), "--out", str(out), *extra])
+        res = CliRunner().invoke(app, ["probe", str(fake_run), "--data", str(real_sst2), "--out", str(out), "--overwrite",
+                                       *extra])
         assert isinstance(res.exception, MapnetError) and msg in str(res.exception), res.output
+        assert json.loads(out.read_text()) == doc  # refused before the first checkpoint: the old result stands
 
 
 def test_a_probe_stopped_part_way_leaves_json_that_says_it_is_partial(fake_run, real_sst2, tmp_path, monkeypatch):
