@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from .. import compare as cmp
-from ..atomic import write_json, write_text
+from ..atomic import make_dirs, write_json, write_text
 from ..errors import MapnetError
 from ..output_paths import check_output
 from ..run_lock import output_lock
@@ -85,6 +85,10 @@ def compare(
         return
     if base.distributed.gpus or base.distributed.nproc:
         raise MapnetError("mapnet compare trains in this process; leave distributed.gpus and distributed.nproc at 0")
+    # Every arm's inputs and the GLUE files, before the first run trains: found late, they cost every run before.
+    from ..compare.plan import check_inputs
+
+    check_inputs(plan, shards, tasks, glue_data, base.finetune)
     # Rerunning reuses what is in --out; it never replaces it.
     check_output(out, [shards, base.model.init_from or None, glue_data, blimp, config], reuse=True)
 
@@ -101,7 +105,7 @@ def compare(
     err = Console(stderr=True)
     note = lambda text: err.print(text, highlight=False, markup=False)  # noqa: E731
     with output_lock(out):
-        out.mkdir(parents=True, exist_ok=True)
+        make_dirs(out)
         write_text(out / "command.txt", shlex.join(sys.argv) + "\n")
         reused = cmp.run_all(plan, shards,
                              lambda pr, resume: train_with_progress(shards, pr.path, pr.settings, resume, None), note)

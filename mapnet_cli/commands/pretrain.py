@@ -20,9 +20,10 @@
 
 Settings: defaults < preset < recipe < --config < flags. With --resume the base is the
 settings the run was started with (its newest checkpoint's settings.toml);
---config and flags still apply on top (e.g. --steps to train longer), but the
-model cannot change, and neither can the masking strategy, MAP-Net's size or
-train.seed: a flag that would change them is a one-line error naming it.
+--config and flags still apply on top for what may change mid-run (a larger
+--steps, the device, logging, checkpoint and evaluation frequency:
+MAY_CHANGE_ON_RESUME); a flag that would change anything else (the model, the
+masking, the optimiser, the batch size, the seed ...) is a one-line error naming it.
 
 torch and the training modules are imported inside the command, so
 `mapnet --help` and the data commands start without loading torch.
@@ -48,10 +49,18 @@ from .progress import ARGV_ENV, train_with_progress
 HELP = "Pretrain the BERT encoder (uniform, stratified, frequency or MAP-Net masking) on shards; checkpoints, metrics, exact resume."
 
 
-# What a resumed run cannot honour: the model it trained, how it masks, MAP-Net's size, and the seed
-# its weights, data order and masks came from. Anything else (steps, lr, logging ...) applies from here on.
-FIXED_ON_RESUME = ("model", "masking.strategy", "masking.map_layers", "masking.map_hidden", "masking.map_heads",
-                   "masking.adaptive_score", "masking.adaptive_every", "train.seed")
+# What a resumed run may change: how long it trains (a larger --steps, a time budget), how it executes
+# (device, precision, compilation, prefetching, micro-batches, processes), what it records and when
+# (logging, checkpoints, evaluation frequency, variance snapshots) and what comes after (finetune).
+# Everything else made the run what it is — the model, the masking, the optimiser and its schedule, the
+# batch size, the sequence-length warm-up, the seed, the held-out sets — and is refused on resume: applied
+# from the resume step on, settings.toml would describe the whole run with values it trained with only
+# since. An allow-list, so a setting added later is refused on resume until someone decides otherwise.
+MAY_CHANGE_ON_RESUME = ("train.steps", "train.time_budget", "train.micro_batch_size", "train.precision",
+                        "train.compile", "train.compile_scope", "train.compile_mode", "train.prefetch", "train.device",
+                        "train.eval_every", "train.checkpoint_every", "train.keep_last", "train.keep_steps",
+                        "optim.impl", "shard.verify", "shard.workers", "preprocess.workers",
+                        "logging", "distributed", "finetune", "variance")
 
 
 def resolve_settings(out: Path, resume: bool, config: Optional[Path], flags: dict, assignments: list[str]):
@@ -72,13 +81,14 @@ def resolve_settings(out: Path, resume: bool, config: Optional[Path], flags: dic
 
 
 def refuse_fixed_changes(base, settings) -> None:
-    """One line naming every FIXED_ON_RESUME setting the flags or --config changed: silently keeping the
-    run's value would write a settings.toml that lies (preset = "mini" beside tiny sizes)."""
+    """One line naming every setting outside MAY_CHANGE_ON_RESUME that the flags or --config changed: silently
+    keeping the run's value, or applying the new one from here on, would write a settings.toml that lies
+    (preset = "mini" beside tiny sizes; batch_size = 16 for a run that trained on 8 until now)."""
     old, new = base.to_dict(), settings.to_dict()
-    keys = [(sec, key) for entry in FIXED_ON_RESUME for sec, _, only in [entry.partition(".")]
-            for key in ([only] if only else new[sec])]
-    changed = [f"{sec}.{key} (the run has {old[sec][key]!r}, asked {new[sec][key]!r})" for sec, key in keys
-               if old[sec][key] != new[sec][key]]
+    changed = [f"{sec}.{key} (the run has {old[sec].get(key)!r}, asked {value!r})"
+               for sec, values in new.items() if sec not in MAY_CHANGE_ON_RESUME
+               for key, value in values.items()
+               if f"{sec}.{key}" not in MAY_CHANGE_ON_RESUME and old.get(sec, {}).get(key) != value]
     if changed:
         raise MapnetError(f"--resume cannot change {', '.join(changed)}: a resumed run continues what it trained; "
                           "drop the flag, or start a new run with another --out")

@@ -68,11 +68,15 @@ def split_name(name: str) -> tuple[str, float | None]:
     return base, value
 
 
-def strategy_masking(name: str, steps: int) -> dict:
-    """The masking settings strategy `name` (optionally NAME@RATE) trains with, for a run of `steps` steps."""
+def strategy_masking(name: str, steps: int, budget: bool = False) -> dict:
+    """The masking settings strategy `name` (optionally NAME@RATE) trains with, for a run of `steps` steps
+    (`budget`: a train.time_budget run, whose steps are not known in advance)."""
     base, rate = split_name(name)
     values = dict(STRATEGIES[base])
     if values.get("explore_steps") == "10x":
+        if budget:
+            raise MapnetError(f"strategy {name} stretches MAP-Net's exploration to 10x train.steps, which a "
+                              "train.time_budget does not fix; compare it by steps")
         values["explore_steps"] = 10 * steps
     if rate is not None:
         values["mask_prob"] = rate
@@ -91,8 +95,11 @@ class PlannedRun:
         return f"{self.strategy}/seed-{self.index}"
 
 
-def eval_steps(train) -> list[int]:
-    """The steps `train.Run` evaluates at: 0, every eval_every, and the last."""
+def eval_steps(train) -> list[int] | None:
+    """The steps `train.Run` evaluates at: 0, every eval_every, and the last (None with a train.time_budget:
+    every eval_every and the step the budget ends at, which each run finds for itself)."""
+    if train.time_budget:
+        return None
     every = range(train.eval_every, train.steps + 1, train.eval_every) if train.eval_every else []
     return sorted({0, *every, train.steps})
 
@@ -112,14 +119,17 @@ def plan_runs(base: settings_mod.Settings, strategies: list[str], seeds: int, ou
     if seeds < 1:
         raise MapnetError(f"--seeds must be >= 1 (got {seeds})")
     t = base.train
-    kept = [s for s in eval_steps(t) if s > 0]
+    # Every evaluated state is kept (for --blimp/--glue-every-checkpoint); a budget run's steps are not known in
+    # advance, so it keeps every checkpoint, one per evaluation.
+    kept = {"keep_steps": [s for s in eval_steps(t) if s > 0]} if not t.time_budget else {
+        "keep_steps": [], "keep_last": t.steps}
     defaults = settings_mod.MaskingSettings()
     out_runs: list[PlannedRun] = []
     unused: dict[str, str] | None = None  # strategy-specific keys given that no arm uses
     for k in range(seeds):
         for name in strategies:
-            updates = {"masking": strategy_masking(name, t.steps),
-                       "train": {"seed": t.seed + k, "checkpoint_every": t.eval_every, "keep_steps": kept}}
+            updates = {"masking": strategy_masking(name, t.steps, bool(t.time_budget)),
+                       "train": {"seed": t.seed + k, "checkpoint_every": t.eval_every, **kept}}
             s = settings_mod.apply(base, updates, f"compare strategy {name}")
             # A strategy-specific key (--set masking.span_p=0.3) goes to the arms that use it; the others
             # keep its default, as their own `pretrain` would need.
@@ -133,3 +143,42 @@ def plan_runs(base: settings_mod.Settings, strategies: list[str], seeds: int, ou
         raise MapnetError("; ".join(f"masking.{key} = {getattr(base.masking, key)!r} only applies with {where}, "
                                     "and no compared strategy uses it" for key, where in unused.items()))
     return out_runs
+
+
+def check_inputs(plan: list[PlannedRun], shards: Path, glue_tasks: list[str] = (), glue_data: Path | None = None,
+                 finetune=None) -> None:
+    """Everything the comparison will read, checked before its first run trains, every problem in one line:
+    what each arm's run needs from the shards (a `pmi` arm's vocabulary, `train.inputs`), an --init-from
+    SOURCE's tokenizer against the shards', and every GLUE task's files (read and parsed as the sweep will)."""
+    from ..data.shards import ShardReader
+    from ..train import init_from
+    from ..train.inputs import run_input_problems
+
+    problems: list[str] = []
+
+    def collect(check) -> None:
+        try:
+            check()
+        except MapnetError as exc:
+            if str(exc) not in problems:
+                problems.append(str(exc))
+
+    with ShardReader(shards, "train", verify="size") as reader:  # each run verifies in full when it opens them
+        arms: dict[str, list[str]] = {}  # problem -> the arms that have it
+        for pr in {pr.strategy: pr for pr in plan}.values():  # one per arm: the seeds differ in train.seed only
+            for text in run_input_problems(pr.settings, reader, shards):
+                arms.setdefault(text, []).append(pr.strategy)
+        problems += [f"{'strategy' if len(names) == 1 else 'strategies'} {', '.join(names)}: {text}"
+                     for text, names in arms.items()]
+        source = plan[0].settings.model.init_from if plan else ""
+        if source:
+            collect(lambda: init_from.check_tokenizer(init_from.open_source(source), reader.tokenizer_path,
+                                                      f"the shards in {shards}"))
+    if glue_tasks and not Path(glue_data).is_dir():
+        problems.append(f"--glue-data {glue_data}: no such folder (GLUE in the standard layout: <Task>/train.tsv, dev.tsv)")
+    elif glue_tasks:
+        from ..evaluation.glue.sweep import load_tasks
+
+        collect(lambda: load_tasks(list(glue_tasks), glue_data, finetune))
+    if problems:
+        raise MapnetError("; ".join(problems))

@@ -156,7 +156,7 @@ def find_pmi_vocab(masking, shard_dir: Path, manifest: dict) -> Path:
     for c in candidates:
         if c.is_file():
             return c
-    raise MapnetError(f"--masking pmi needs a PMI vocabulary: none at {' or '.join(map(str, candidates))}; "
+    raise MapnetError(f"PMI masking needs a PMI vocabulary: none at {' or '.join(map(str, candidates))}; "
                       "make one with `mapnet pmi-vocab CORPUS --out FILE` and put it there or set masking.pmi_vocab=FILE")
 
 

@@ -139,9 +139,16 @@ class TrainSettings:
             if getattr(self, name) < 0:
                 out.append(f"train.{name} must be >= 0 (got {getattr(self, name)})")
         if self.short_seq_len > 0 and self.short_seq_steps < 1:
-            out.append(f"train.short_seq_len = {self.short_seq_len} needs train.short_seq_steps >= 1 (how long the warm-up lasts)")
+            out.append(f"train.short_seq_len = {self.short_seq_len} turns the sequence-length warm-up on, but "
+                       f"train.short_seq_steps is {self.short_seq_steps}: set how many steps it lasts "
+                       "(--set train.short_seq_steps=N), or turn it off with train.short_seq_len = 0")
         if self.short_seq_steps > 0 and self.short_seq_len < 1:
-            out.append(f"train.short_seq_steps = {self.short_seq_steps} needs train.short_seq_len (the pieces' length)")
+            # Name where the 0 came from: a user who lowered the fast recipe's steps under --recipe paper
+            # believes the warm-up is on.
+            why = "; the paper recipe has no warm-up" if self.recipe == "paper" else ""
+            out.append(f"train.short_seq_steps = {self.short_seq_steps} asks for a sequence-length warm-up, but "
+                       f"train.short_seq_len is {self.short_seq_len} (off{why}): set the pieces' length too "
+                       "(--set train.short_seq_len=16, the fast recipe's), or leave train.short_seq_steps at 0")
         names = [entry.partition("=")[0] for entry in self.extra_eval]
         for entry, name in zip(self.extra_eval, names):
             # The name becomes part of metric keys and plot file names: plain ASCII only.

@@ -48,6 +48,7 @@ from . import init_from, tracking
 from .compile import compile_model
 from .batches import DataOrder, pieces, rank_micro_slots
 from .held_out import build_eval_set, evaluate, extra_eval_sets
+from .inputs import check_run_inputs
 from .optim import build_optimizer, build_scheduler
 from .prefetch import StepPrefetcher
 from .record import MetricsLog, memory_bytes, write_run_files
@@ -140,15 +141,11 @@ class Run:
         self.data = ShardReader(shards, "train", verify=s.shard.verify)
         if len(self.data) == 0:
             raise MapnetError(f"{shards} has no training sequences")
+        check_run_inputs(s, self.data, shards)  # what compare also checks for every arm before its first run
         self.valid = ShardReader(shards, "valid", verify=s.shard.verify)
         self.eval_set = build_eval_set(self.valid, t.eval_sequences, t.eval_seed, s.masking, t.eval_pick, t.eval_mask_prob,
                                        t.eval_replace)
         self.cfg = BertConfig.from_settings(s.model, self.data.vocab_size, self.data.special_ids["pad"])
-        if self.data.max_seq_len > self.cfg.max_position:
-            raise MapnetError(f"shards hold {self.data.max_seq_len}-token sequences but model.max_position is {self.cfg.max_position}")
-        if t.short_seq_len and (t.short_seq_len >= self.data.max_seq_len or self.data.max_seq_len % t.short_seq_len):
-            raise MapnetError(f"train.short_seq_len ({t.short_seq_len}) must divide the shards' {self.data.max_seq_len}-token "
-                              "sequences into at least two pieces (e.g. 32 or 64 for 128)")
         self.tokenizer_sha = self.data.tokenizer_sha256
         self.extra_eval = extra_eval_sets(s, self.tokenizer_sha, self.cfg.max_position, self.eval_set is not None)
         self.unigram = self._unigram_levels() if info.is_main else {}

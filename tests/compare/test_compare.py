@@ -650,3 +650,40 @@ def test_a_blimp_cache_is_served_only_to_the_scorer_that_made_it(tmp_path):
     assert _cached(path, key) == {}
     path.write_text("{damaged")
     assert _cached(path, key) == {}
+
+
+# ---------------------------------------------------------------- checked before the first run trains
+def test_what_would_fail_after_training_is_refused_before_any_run_starts(tmp_path):
+    """A missing GLUE folder or task, a `pmi` arm without its vocabulary: refused before the first run trains (they
+    used to come after every arm had trained, or after the first ones, leaving their files), all in one line;
+    --out untouched. A --out that is a file is one line too (it was a 37-line traceback)."""
+    import subprocess
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "evaluation"))
+    from glue_fixtures import make_glue_dir
+
+    shards = write_tiny_shards(tmp_path / "shards", train=32, valid=8, seq_len=32)
+    glue = make_glue_dir(tmp_path / "glue")
+    for task in ("RTE", "SST-2"):
+        (glue / task / "dev.tsv").unlink()
+    out = tmp_path / "cmp"
+    base = ["compare", str(shards), "--out", str(out), "--seeds", "1", "--steps", "2", "--preset", "tiny",
+            *[a for s in SETS for a in ("--set", s)]]
+    cases = (
+        (["--strategies", "uniform,pmi", "--glue-data", str(tmp_path / "nope"), "--glue-tasks", "rte"],
+         ["strategy pmi: PMI masking needs a PMI vocabulary", f"--glue-data {tmp_path / 'nope'}: no such folder"]),
+        (["--strategies", "uniform", "--glue-data", str(glue), "--glue-tasks", "rte,sst2"],
+         [str(glue / "RTE" / "dev.tsv"), str(glue / "SST-2" / "dev.tsv")]),
+        (["--strategies", "uniform,pmi,span", "--set", "model.max_position=16", "--set", "shard.max_seq_len=16"],
+         ["strategies uniform, pmi, span: shards", "hold 32-token sequences but model.max_position is 16"]),
+    )
+    for extra, named in cases:
+        with pytest.raises(MapnetError) as info:
+            invoke(base + extra)
+        assert all(n in str(info.value) for n in named) and "\n" not in str(info.value), str(info.value)
+        assert not out.exists()
+    out.write_text("a file the user keeps\n")
+    proc = subprocess.run([sys.executable, "-m", "mapnet_cli.cli", *base, "--strategies", "uniform"],
+                          capture_output=True, text=True, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "is a file" in proc.stderr and out.read_text() == "a file the user keeps\n"

@@ -147,7 +147,7 @@ def test_short_seq_warm_up_trains_on_pieces_then_on_whole_sequences(shards, tmp_
                          (["train.short_seq_len=32", "train.short_seq_steps=3"], "at least two pieces")):
         with pytest.raises(MapnetError, match=message):
             Run(tiny_settings(*bad), shards, tmp_path / "bad", distributed.DistInfo(), False, [])
-    with pytest.raises(MapnetError, match="needs train.short_seq_steps"):
+    with pytest.raises(MapnetError, match="train.short_seq_steps is 0: set how many steps it lasts"):
         tiny_settings("train.short_seq_len=8")
 
 
@@ -434,8 +434,20 @@ def test_resume_refuses_flags_it_cannot_honour_and_settings_toml_tells_the_truth
         res = runner.invoke(app, ["pretrain", str(shards), "--out", str(out), "--resume", "--steps", "4", *flags])
         assert isinstance(res.exception, MapnetError) and named in str(res.exception), (flags, res.exception)
     assert 'preset = "tiny"' in (out / "settings.toml").read_text()
+    # Whatever made the run what it is, not only the model: the batch, the optimiser, the held-out set, the masks.
+    before = (out / "settings.toml").read_bytes()
+    for flags, named in ((["--batch-size", "16"], ["train.batch_size (the run has 8, asked 16)"]),
+                         (["--set", "optim.lr=1e-3", "--set", "train.eval_sequences=4"],
+                          ["optim.lr (the run has", "asked 0.001)", "train.eval_sequences (the run has 16, asked 4)"]),
+                         (["--mask-prob", "0.3"], ["masking.mask_prob (the run has 0.15, asked 0.3)"])):
+        res = runner.invoke(app, ["pretrain", str(shards), "--out", str(out), "--resume", "--steps", "4", *flags])
+        assert isinstance(res.exception, MapnetError), (flags, res.output)
+        assert all(n in str(res.exception) for n in named) and "\n" not in str(res.exception), str(res.exception)
+    assert (out / "settings.toml").read_bytes() == before and checkpoint.latest_checkpoint(out).name == "step-00000002"
     # Naming the run's own preset is no change; --steps is honoured and recorded.
-    res = runner.invoke(app, ["pretrain", str(shards), "--out", str(out), "--resume", "--steps", "4", "--preset", "tiny"])
+    # So is what only changes how it runs and what it records (MAY_CHANGE_ON_RESUME).
+    res = runner.invoke(app, ["pretrain", str(shards), "--out", str(out), "--resume", "--steps", "4", "--preset", "tiny",
+                              "--set", "logging.log_every=1", "--set", "train.eval_every=2", "--set", "train.keep_last=3"])
     assert res.exit_code == 0, res.output
     recorded = (out / "settings.toml").read_text()
     assert 'preset = "tiny"' in recorded and "steps = 4" in recorded and "hidden = 128" in recorded
