@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -40,3 +41,35 @@ def evaluation_device(device: str):
     if device == "cuda" and not torch.cuda.is_available():
         raise MapnetError("--device cuda but no CUDA device is available")
     return torch.device("cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu")
+
+
+class Engine(str, Enum):
+    """`--engine`: where preprocess and shard run their per-file work (settings.ENGINES)."""
+
+    local = "local"
+    dask = "dask"
+
+
+EngineOpt = Annotated[
+    Optional[Engine],
+    typer.Option("--engine", help="Where the per-file work runs: local (this machine's process pool, the default) or dask "
+                 "(tasks on a Dask cluster, same output bytes; pip install 'mapnet[distributed]'); sets engine.name.",
+                 show_default=False),
+]
+TasksOpt = Annotated[
+    Optional[int],
+    typer.Option("--tasks", help="Engine tasks: the files are cut into at most this many groups of about equal size "
+                 "(0: one task per file); sets engine.tasks.", show_default=False),
+]
+EngineAddressOpt = Annotated[
+    Optional[str],
+    typer.Option("--engine-address", metavar="tcp://HOST:8786", help="The running Dask scheduler to use with --engine "
+                 "dask (default: DASK_SCHEDULER_ADDRESS, else a local cluster of --workers processes started for this run).",
+                 show_default=False),
+]
+
+
+def check_engine_address(address: str | None, engine: str) -> None:
+    """An address given to the local pool would be ignored: one line instead."""
+    if address and engine != "dask":
+        raise MapnetError("--engine-address needs --engine dask (or engine.name = \"dask\")")

@@ -4,6 +4,7 @@
     mapnet preprocess --recipe data_recipes/wikitext103.toml --out wt103
     mapnet preprocess books/ --out corpus --tokenizer old/tokenizer.json --workers 4
     mapnet preprocess synthetic: --out synth --vocab-size 4096
+    mapnet preprocess c4/en/ --out c4-prep --engine dask --engine-address tcp://head:8786   # tasks on a cluster
     mapnet preprocess texts/ --out corpus --tokenizer hf/bert-base-uncased/tokenizer.json --bert-text
 """
 
@@ -25,7 +26,7 @@ from ..data.recipes import load_recipe, recipe_inputs
 from ..errors import MapnetError, warn
 from ..output_paths import check_output
 from ..run_lock import output_lock
-from .options import ConfigOpt, PrintSettingsOpt, SetOpt
+from .options import ConfigOpt, EngineAddressOpt, EngineOpt, PrintSettingsOpt, SetOpt, TasksOpt, check_engine_address
 
 
 class _TextRate(ProgressColumn):
@@ -48,6 +49,9 @@ def preprocess(
     no_lowercase: Annotated[bool, typer.Option("--no-lowercase", help="Keep the original case.")] = False,
     bert_text: Annotated[bool, typer.Option("--bert-text", help="Text as a Hugging Face BERT's WordPiece tokenizer expects: sentences split, but no Moses normalisation or tokenisation and no lower-casing here (its own normalizer lower-cases an uncased model, its pre-tokenizer splits punctuation). Use with --tokenizer BERT/tokenizer.json.")] = False,
     workers: Annotated[Optional[int], typer.Option("--workers", "-j", help="Worker processes (0: all cores; 1: in-process).", show_default=False)] = None,
+    engine: EngineOpt = None,
+    tasks: TasksOpt = None,
+    engine_address: EngineAddressOpt = None,
     config: ConfigOpt = None,
     set_: SetOpt = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing output folder.")] = False,
@@ -59,13 +63,15 @@ def preprocess(
     if bert_text:  # one flag for the whole recipe: Moses would re-split and normalise what BERT never saw that way
         flags |= {"normalize_punctuation": False, "moses_tokenize": False}
     files = [p for p in (recipe, config) if p is not None]
-    resolved = settings_mod.resolve(config=files, overrides={"preprocess": flags}, assignments=set_ or (),
+    engine_flags = {"name": engine.value if engine else None, "tasks": tasks}
+    resolved = settings_mod.resolve(config=files, overrides={"preprocess": flags, "engine": engine_flags}, assignments=set_ or (),
                                     extra_sections=("recipe",))
     if print_settings:
         typer.echo(resolved.to_toml(), nl=False)
         return
     if out is None:
         raise MapnetError("missing --out DIR (the output folder)")
+    check_engine_address(engine_address, resolved.engine.name)
     # Before a recipe's download; run_preprocess checks the inputs a recipe names again once they are known.
     check_output(out, [*(i for i in inputs or () if i != SYNTHETIC), tokenizer, *files], overwrite=overwrite)
     console = Console(stderr=True)
@@ -100,7 +106,7 @@ def preprocess(
 
         with output_lock(out):
             result = pp.run_preprocess(inputs, out, resolved, overwrite=overwrite, on_progress=on_progress,
-                                       recipe=recipe_info)
+                                       recipe=recipe_info, engine_address=engine_address)
     Console().print(_summary(result))
     if result.skipped_binary:
         console.print(f"[yellow]skipped {len(result.skipped_binary)} binary file(s):[/] " + ", ".join(result.skipped_binary), highlight=False)
@@ -116,6 +122,7 @@ def _summary(r: pp.PreprocessResult) -> Table:
         ("words (Moses tokens)", f"{r.words:,}"),
         ("parts", f"{r.parts:,}"),
         ("text", f"{r.text_bytes / 1e6:,.1f} MB at {rate:.2f} MB/s with {r.workers} worker(s)"),
+        *([("engine", f"dask: {r.tasks:,} task(s), {r.tasks_resumed:,} found finished")] if r.engine == "dask" else []),
         ("tokenizer", f"{'trained' if r.tokenizer_trained else 'reused'}, vocab {r.vocab_size:,}"),
         ("invalid UTF-8 bytes replaced", f"{r.invalid_utf8_replaced:,}"),
         ("binary files skipped", f"{len(r.skipped_binary):,}"),

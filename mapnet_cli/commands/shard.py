@@ -3,6 +3,7 @@
     mapnet shard prep/ --out shards/
     mapnet shard prep/ --out shards/ --max-seq-len 128 --valid-fraction 0.05 --set shard.packing=whole_sentences
     mapnet shard prep/ --out shards/ --init-from hf/bert-base-uncased   # refuse another tokenizer than the encoder's
+    mapnet shard prep/ --out shards/ --engine dask --engine-address tcp://head:8786   # encoding as tasks on a cluster
 
 Settings: defaults < preset < the preprocessed folder's settings.toml (so a
 recipe's [shard] table carries over from `mapnet preprocess`) < --config <
@@ -24,7 +25,7 @@ from ..data.preprocessed import open_preprocessed
 from ..data.shard_writer import run_shard
 from ..output_paths import check_output
 from ..run_lock import output_lock
-from .options import ConfigOpt, PrintSettingsOpt, SetOpt
+from .options import ConfigOpt, EngineAddressOpt, EngineOpt, PrintSettingsOpt, SetOpt, TasksOpt, check_engine_address
 
 HELP = "Pack a preprocessed corpus into fixed-length, train/valid-split Arrow shards."
 
@@ -38,6 +39,9 @@ def shard(
     set_: SetOpt = None,
     init_from: Annotated[Optional[Path], typer.Option("--init-from", help="The encoder these shards are for (as pretrain --init-from): refuse, before packing, a corpus not encoded with its tokenizer.", show_default=False)] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace --out if it exists.")] = False,
+    engine: EngineOpt = None,
+    tasks: TasksOpt = None,
+    engine_address: EngineAddressOpt = None,
     print_settings: PrintSettingsOpt = False,
 ) -> None:
     """Pack a preprocessed corpus into fixed-length, train/valid-split Arrow shards."""
@@ -47,12 +51,14 @@ def shard(
     if config is not None:
         layers.append(config)
     settings = settings_mod.resolve(
-        layers, {"shard": {"max_seq_len": max_seq_len, "valid_fraction": valid_fraction}}, set_ or (),
+        layers, {"shard": {"max_seq_len": max_seq_len, "valid_fraction": valid_fraction},
+                 "engine": {"name": engine.value if engine else None, "tasks": tasks}}, set_ or (),
         extra_sections=("recipe",))
     if print_settings:
         typer.echo(settings.to_toml(), nl=False)
         return
     check_output(out, [preprocessed, init_from, config], overwrite=overwrite)
+    check_engine_address(engine_address, settings.engine.name)
     with output_lock(out):
         corpus = open_preprocessed(preprocessed)
         if init_from is not None:  # hours of packing for shards pretrain would refuse: check first
@@ -63,7 +69,8 @@ def shard(
         columns = (TextColumn("shard"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
         with Progress(*columns, console=console, disable=not settings.logging.progress) as bar:
             task = bar.add_task("shard", total=corpus.total_bytes)
-            summary = run_shard(corpus, out, settings, overwrite=overwrite, progress=lambda n: bar.advance(task, n))
+            summary = run_shard(corpus, out, settings, overwrite=overwrite, progress=lambda n: bar.advance(task, n),
+                                engine_address=engine_address)
     _print_summary(Console(), summary)
 
 
@@ -78,7 +85,9 @@ def _print_summary(console: Console, summary: dict) -> None:
     console.print(table)
     secs = max(summary["seconds"], 1e-9)
     console.print(f"{summary['sentences']:,} sentences, {summary['bytes'] / 1e6:.1f} MB in {secs:.1f} s "
-                  f"({summary['bytes'] / 1e6 / secs:.1f} MB/s, {summary['workers']} worker(s))", highlight=False)
+                  f"({summary['bytes'] / 1e6 / secs:.1f} MB/s, {summary['workers']} worker(s)"
+                  + (f", dask: {summary['tasks']:,} task(s), {summary['tasks_resumed']:,} found finished" if summary["engine"] == "dask" else "")
+                  + ")", highlight=False)
     kinds = summary["token_kinds"]
     if kinds is not None:
         note = f"token_kinds.json: {kinds['words'] - kinds['multi_token_words']:,} of {kinds['words']:,} words are single tokens"

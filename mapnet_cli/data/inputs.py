@@ -18,6 +18,7 @@ import io
 import lzma
 import os
 import re
+import threading
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,11 +34,16 @@ _BY_EXTENSION = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", "
 CORRUPT = (EOFError, zlib.error, lzma.LZMAError, gzip.BadGzipFile)  # what damaged compressed data raises
 
 # ---------------------------------------------------------------- invalid UTF-8, counted
-_invalid_bytes = [0]
+# Per thread: engine tasks may read inputs in threads of one process, each counting its own.
+_counter = threading.local()
+
+
+def _add_invalid(n: int) -> None:
+    _counter.value = getattr(_counter, "value", 0) + n
 
 
 def _count_and_replace(exc: UnicodeDecodeError):
-    _invalid_bytes[0] += exc.end - exc.start
+    _add_invalid(exc.end - exc.start)
     return "\ufffd", exc.end
 
 
@@ -52,13 +58,13 @@ def without_lone_surrogates(text: str) -> str:
     Each becomes U+FFFD and is counted with the invalid UTF-8 bytes."""
     if text.isascii() or not _LONE_SURROGATE.search(text):
         return text
-    _invalid_bytes[0] += len(_LONE_SURROGATE.findall(text))
+    _add_invalid(len(_LONE_SURROGATE.findall(text)))
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def invalid_utf8_count() -> int:
-    """Bytes replaced by U+FFFD so far in this process (callers take differences)."""
-    return _invalid_bytes[0]
+    """Bytes replaced by U+FFFD so far in this thread (callers take differences)."""
+    return getattr(_counter, "value", 0)
 
 
 # ---------------------------------------------------------------- discovery

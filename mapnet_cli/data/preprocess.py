@@ -75,6 +75,9 @@ class PreprocessResult:
     workers: int
     seconds: float
     sentence_seconds: float  # the spaCy+Moses stage alone (what the throughput target is about)
+    engine: str = "local"
+    tasks: int = 0  # engine tasks (0: the local pool)
+    tasks_resumed: int = 0  # of them, found finished by an earlier run of the same command
 
 
 # ---------------------------------------------------------------- output parts
@@ -240,11 +243,14 @@ def run_preprocess(
     overwrite: bool = False,
     on_progress: Callable[[Progress], None] | None = None,
     recipe: dict | None = None,
+    engine_address: str | None = None,
 ) -> PreprocessResult:
     """Preprocess `inputs` into the folder `out` (see docs/formats.md); returns counts.
 
     Raises `MapnetError` for bad input; on any failure nothing is published.
     `recipe` (name, path, url, sha256 ...) is recorded in the manifest as given.
+    With `engine.name = "dask"` the sentence stage runs as tasks on the Dask cluster at
+    `engine_address` (else DASK_SCHEDULER_ADDRESS, else a local one): `preprocess_tasks`.
     """
     started = time.perf_counter()
     pre = settings.preprocess
@@ -269,16 +275,29 @@ def run_preprocess(
         total_bytes = sum(f.size for f in files)
         sentences_cut = 0
         docs_per_input = [0] * len(files)
-        for batch, (sentences, cut) in _ordered_results(_batches(iter(feed)), pre, marker, workers):
-            sentences_cut += cut
-            results = iter(sentences)
-            for idx, text in batch.items:
-                if text is not None:
-                    writer.write_sentences(next(results))
-                elif writer.end_document():
-                    docs_per_input[idx] += 1
-            if on_progress:
-                on_progress(Progress("sentences", feed.position(), total_bytes, stats.text_bytes, writer.documents, writer.sentences))
+        stage = None
+        if settings.engine.name == "dask":
+            from .preprocess_tasks import engine_sentences
+
+            def engine_progress(done_bytes: int, text_bytes: int, sentences: int) -> None:
+                if on_progress:
+                    on_progress(Progress("sentences", done_bytes, total_bytes, text_bytes, writer.documents, sentences))
+
+            stage = engine_sentences(files, settings, marker, writer, out, engine_address, engine_progress)
+            feed, stats, sentences_cut, docs_per_input = stage.feed, stage.stats, stage.sentences_cut, stage.docs_per_input
+            invalid_before -= stage.invalid_utf8_replaced  # counted by the tasks, not in this process
+            workers = stage.workers
+        else:
+            for batch, (sentences, cut) in _ordered_results(_batches(iter(feed)), pre, marker, workers):
+                sentences_cut += cut
+                results = iter(sentences)
+                for idx, text in batch.items:
+                    if text is not None:
+                        writer.write_sentences(next(results))
+                    elif writer.end_document():
+                        docs_per_input[idx] += 1
+                if on_progress:
+                    on_progress(Progress("sentences", feed.position(), total_bytes, stats.text_bytes, writer.documents, writer.sentences))
         writer.close()
         sentence_seconds = time.perf_counter() - started
         if writer.sentences == 0:
@@ -290,8 +309,11 @@ def run_preprocess(
             shutil.copyfile(pre.tokenizer, staging / "tokenizer.json")
             tok = reused
         else:
-            tok = bpe.train_tokenizer([staging / p["name"] for p in writer.parts], pre.vocab_size, pre.min_frequency)
+            sample = _tokenizer_sample(staging, writer.parts, pre.tokenizer_sample_bytes)
+            tok = bpe.train_tokenizer(sample, pre.vocab_size, pre.min_frequency)
             bpe.save_tokenizer(tok, staging / "tokenizer.json")
+            if sample[0].parent == staging:
+                sample[0].unlink()
 
         extra = {}
         if any(f.format == "synthetic" for f in files):
@@ -324,6 +346,10 @@ def run_preprocess(
         }
         write_json(staging / "manifest.json", manifest)  # last: its presence marks the folder complete
 
+    if stage is not None:
+        from .preprocess_tasks import remove_tasks_folder
+
+        remove_tasks_folder(out)  # only once published: until then it is what a rerun goes on from
     if on_progress:
         on_progress(Progress("done", total_bytes, total_bytes, stats.text_bytes, writer.documents, writer.sentences))
     return PreprocessResult(
@@ -331,7 +357,33 @@ def run_preprocess(
         sentences=writer.sentences, words=writer.words, parts=len(writer.parts), text_bytes=stats.text_bytes,
         invalid_utf8_replaced=invalid, skipped_binary=list(stats.skipped_binary), chunks_cut=stats.chunks_cut,
         sentences_cut=sentences_cut, tokenizer_trained=reused is None, vocab_size=tok.get_vocab_size(),
-        workers=workers, seconds=time.perf_counter() - started, sentence_seconds=sentence_seconds)
+        workers=workers, seconds=time.perf_counter() - started, sentence_seconds=sentence_seconds,
+        engine=settings.engine.name, tasks=stage.tasks if stage else 0, tasks_resumed=stage.tasks_resumed if stage else 0)
+
+
+def _tokenizer_sample(staging: Path, parts: list[dict], sample_bytes: int) -> list[Path]:
+    """The files to train the tokenizer on: every part, or (`preprocess.tokenizer_sample_bytes` > 0 and
+    smaller than the corpus) one file of the same leading share of each part, cut at a line end.
+
+    A function of the part files alone, so it is the same whatever ran the sentence stage.
+    """
+    paths = [staging / p["name"] for p in parts]
+    total = sum(p["bytes"] for p in parts)
+    if sample_bytes <= 0 or sample_bytes >= total:
+        return paths
+    sample = staging / "tokenizer-sample.txt"  # removed once the tokenizer is trained
+    with open(sample, "wb") as out:
+        for path, part in zip(paths, parts):
+            want = part["bytes"] * sample_bytes // total
+            with open(path, "rb") as fh:
+                block = b"\n"
+                while want > 0 and block:
+                    block = fh.read(min(want, 1 << 20))
+                    out.write(block)
+                    want -= len(block)
+                if not block.endswith(b"\n"):  # finish the sentence the share ends in
+                    out.write(fh.readline())
+    return [sample]
 
 
 class _Feed:

@@ -11,6 +11,7 @@ the corpus. Output layout and manifest: docs/formats.md; reader:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -18,7 +19,6 @@ import time
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timezone
-from itertools import chain
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Callable, Iterator
@@ -33,6 +33,7 @@ from ..errors import MapnetError
 from ..output_paths import check_output
 from ..settings import Settings
 from .packing import Packer
+from .token_ids import encode_lines, load_tokenizer
 from .preprocessed import Chunk, Preprocessed, open_preprocessed
 from .shards import COLUMN, MANIFEST, SCHEMA
 
@@ -42,36 +43,6 @@ BATCH_ROWS = 4096  # rows per Arrow record batch: a few MB, so writing never hol
 
 
 # ---------------------------------------------------------------- tokenisation (also runs in workers)
-_TOKENIZERS: dict[str, object] = {}
-
-
-def load_tokenizer(path: str | Path):
-    from tokenizers import Tokenizer
-
-    key = str(path)
-    if key not in _TOKENIZERS:
-        try:
-            tok = Tokenizer.from_file(key)
-        except Exception as exc:  # tokenizers raises plain Exception on a bad file
-            raise MapnetError(f"{path} is not a readable tokenizers file: {exc}") from None
-        # Text that happens to read "[SEP]" must stay text: specials come only from packing.
-        tok.encode_special_tokens = True
-        # A Hugging Face tokenizer.json may carry truncation or padding: a sentence must be encoded whole.
-        tok.no_truncation()
-        tok.no_padding()
-        _TOKENIZERS[key] = tok
-    return _TOKENIZERS[key]
-
-
-def encode_lines(tokenizer_path: str, lines: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(concatenated ids as uint32, ids per line as int64)."""
-    encodings = load_tokenizer(tokenizer_path).encode_batch_fast(lines, add_special_tokens=False)
-    ids = [e.ids for e in encodings]
-    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-    flat = np.fromiter(chain.from_iterable(ids), dtype=np.uint32, count=int(lengths.sum()))
-    return flat, lengths
-
-
 def _init_worker() -> None:
     # Each worker is one process on one core; the tokenizers thread pool would oversubscribe.
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
@@ -213,10 +184,12 @@ def token_kinds(tokenizer, word_kinds: dict[str, str]) -> tuple[dict[str, list[i
 
 
 def run_shard(preprocessed: str | Path | Preprocessed, out: str | Path, settings: Settings, overwrite: bool = False,
-              progress: Callable[[int], None] | None = None) -> dict:
+              progress: Callable[[int], None] | None = None, engine_address: str | None = None) -> dict:
     """Encode, pack, split and write shards; returns a summary (the manifest plus timings).
 
     `progress(n)` is called with the bytes of part files consumed so far, chunk by chunk.
+    With `engine.name = "dask"` the encoding runs as tasks on the Dask cluster at `engine_address`
+    (else DASK_SCHEDULER_ADDRESS, else a local one).
     """
     cfg = settings.shard
     out = Path(out)
@@ -232,10 +205,20 @@ def run_shard(preprocessed: str | Path | Preprocessed, out: str | Path, settings
     workers = max(1, min(workers, corpus.total_bytes // MIN_BYTES_PER_WORKER))
 
     started = time.time()
-    with staged_output(out, overwrite) as stage:
+    engine = {"engine": settings.engine.name}
+    with contextlib.ExitStack() as engine_scope, staged_output(out, overwrite) as stage:
+        if settings.engine.name == "dask":  # encoding as tasks on a Dask cluster (shard_tasks); packing stays here
+            from .shard_tasks import engine_encoded
+
+            encoder = engine_scope.enter_context(engine_encoded(corpus, settings, out, engine_address, workers))
+            encoded, workers = encoder.chunks(), encoder.workers
+            engine_scope.callback(encoded.close)  # on a failure too, before the engine's client closes
+            engine |= {"tasks": encoder.tasks, "tasks_resumed": len(encoder.done)}
+        else:
+            encoded = _encoded(corpus, workers)
         writers = {s: SplitWriter(stage, s, cfg.max_seq_len, dtype, cfg.sequences_per_file, special["pad"], special["sep"])
                    for s in ("train", "valid")}
-        stats = _pack_all(corpus, cfg, special, dtype, workers, writers, progress)
+        stats = _pack_all(encoded, cfg, special, dtype, writers, progress)
         splits = {s: w.close() for s, w in writers.items()}
         if cfg.valid_fraction > 0 and splits["valid"]["sequences"] == 0:
             raise MapnetError(f"no sequence landed in validation with shard.valid_fraction={cfg.valid_fraction}; "
@@ -269,11 +252,15 @@ def run_shard(preprocessed: str | Path | Preprocessed, out: str | Path, settings
             "settings": settings.to_dict()["shard"],
         }
         write_json(stage / MANIFEST, manifest)  # last: its presence marks the folder finished
+    if settings.engine.name == "dask":
+        from .shard_tasks import remove_tasks_folder
+
+        remove_tasks_folder(out)  # only once published: until then it is what a rerun goes on from
     return {"out": str(out), "manifest": manifest, "token_kinds": kinds_info, "workers": workers,
-            "seconds": time.time() - started, "bytes": corpus.total_bytes, **stats}
+            "seconds": time.time() - started, "bytes": corpus.total_bytes, **stats, **engine}
 
 
-def _pack_all(corpus: Preprocessed, cfg, special: dict, dtype, workers: int,
+def _pack_all(encoded: Iterator[tuple[Chunk, np.ndarray, np.ndarray]], cfg, special: dict, dtype,
               writers: dict[str, SplitWriter], progress) -> dict:
     packers = {s: Packer(cfg.max_seq_len, cfg.packing, special["cls"], special["pad"], dtype) for s in writers}
     by_document = cfg.split_unit == "document"
@@ -289,7 +276,7 @@ def _pack_all(corpus: Preprocessed, cfg, special: dict, dtype, workers: int,
         writers["valid"].write(blocks[valid])
         writers["train"].write(blocks[~valid])
 
-    for chunk, flat, lengths in _encoded(corpus, workers):
+    for chunk, flat, lengths in encoded:
         if len(lengths):
             # [SEP] goes right after the last token of each document's last sentence.
             flat = np.insert(flat, np.cumsum(lengths)[chunk.doc_end], special["sep"])

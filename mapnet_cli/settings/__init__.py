@@ -23,7 +23,7 @@ type checking (`resolution`), and the rows of `config show --docs` (`docs`).
 
 from __future__ import annotations
 
-from .data import PreprocessSettings, ShardSettings, SyntheticSettings
+from .data import ENGINES, EngineSettings, PreprocessSettings, ShardSettings, SyntheticSettings
 from .docs import field_docs
 from .evaluation import FinetuneSettings, VarianceSettings
 from .masking import UNIT_STRATEGIES, MaskingSettings
@@ -33,7 +33,7 @@ from .training import DistributedSettings, LoggingSettings, ModelSettings, Optim
 from .tree import SECTIONS, Settings, section_dict
 
 __all__ = [
-    "Settings", "PreprocessSettings", "SyntheticSettings", "ShardSettings", "ModelSettings",
+    "Settings", "PreprocessSettings", "SyntheticSettings", "ShardSettings", "EngineSettings", "ENGINES", "ModelSettings",
     "MaskingSettings", "OptimSettings", "TrainSettings", "DistributedSettings", "LoggingSettings",
     "FinetuneSettings", "VarianceSettings", "UNIT_STRATEGIES", "SECTIONS", "section_dict",
     "PRESETS", "preset", "PROTOCOLS", "Protocol", "protocol",

@@ -30,6 +30,7 @@ class PreprocessSettings:
     sentences_per_part: int = setting(500_000, "sentences per output part file (parts let shard encode in parallel)")
     on_binary: Literal["error", "skip"] = setting("error", "a binary file named on the command line: stop, or skip it and count it (binary files found inside folders are always skipped and counted)")
     exclude: tuple[str, ...] = setting((), "file-name glob patterns skipped when walking input folders, e.g. [\"README*\", \"*.tsv\"] (hidden files are always skipped)")
+    tokenizer_sample_bytes: int = setting(0, "train the BPE tokenizer on a deterministic sample of about this many bytes of sentences, the same leading share of every part file (0: on all of them; a corpus of hundreds of GB needs a sample)")
 
     def problems(self) -> list[str]:
         out = []
@@ -49,6 +50,8 @@ class PreprocessSettings:
             out.append("preprocess.text_field must not be empty")
         if any(not pattern for pattern in self.exclude):
             out.append("preprocess.exclude must not contain empty patterns")
+        if self.tokenizer_sample_bytes < 0:
+            out.append(f"preprocess.tokenizer_sample_bytes must be >= 0 (got {self.tokenizer_sample_bytes})")
         return out
 
 
@@ -94,3 +97,27 @@ class ShardSettings:
             out.append(f"shard.sequences_per_file must be >= 1 (got {self.sequences_per_file})")
         return out
 
+
+
+# ---------------------------------------------------------------- data: where preprocess and shard run
+ENGINES = ("local", "dask")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineSettings:
+    name: Literal["local", "dask"] = setting(
+        "local", "where preprocess and shard run their per-file work: local (this machine's process pool of "
+        "preprocess.workers / shard.workers) or dask (tasks on the Dask cluster at --engine-address or "
+        "DASK_SCHEDULER_ADDRESS, else on a local one of that many worker processes); the output bytes are the same")
+    tasks: int = setting(0, "engine tasks: the input files (preprocess) or part files (shard) are cut into at most this "
+                            "many contiguous groups of about equal size, one task each (0: one task per file)")
+    retries: int = setting(2, "times the engine reruns a failed task (a lost worker included) before the run stops; "
+                              "finished tasks are kept, so the same command started again goes on from them")
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.tasks < 0:
+            out.append(f"engine.tasks must be >= 0 (got {self.tasks})")
+        if self.retries < 0:
+            out.append(f"engine.retries must be >= 0 (got {self.retries})")
+        return out

@@ -7,7 +7,7 @@ from typing import Any
 
 import tomli_w
 
-from .data import PreprocessSettings, ShardSettings, SyntheticSettings
+from .data import EngineSettings, PreprocessSettings, ShardSettings, SyntheticSettings
 from .evaluation import FinetuneSettings, VarianceSettings
 from .masking import UNIT_STRATEGIES, MaskingSettings
 from .training import DistributedSettings, LoggingSettings, ModelSettings, OptimSettings, TrainSettings
@@ -17,6 +17,7 @@ class Settings:
     preprocess: PreprocessSettings = field(default_factory=PreprocessSettings)
     synthetic: SyntheticSettings = field(default_factory=SyntheticSettings)
     shard: ShardSettings = field(default_factory=ShardSettings)
+    engine: EngineSettings = field(default_factory=EngineSettings)
     model: ModelSettings = field(default_factory=ModelSettings)
     masking: MaskingSettings = field(default_factory=MaskingSettings)
     optim: OptimSettings = field(default_factory=OptimSettings)

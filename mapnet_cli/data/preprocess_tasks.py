@@ -1,0 +1,290 @@
+"""`preprocess --engine dask`: the spaCy + Moses stage as tasks, one per group of input files.
+
+    stage = engine_sentences(files, settings, marker, writer, out, address=None)   # from run_preprocess
+
+Each task reads its own input files (on a cluster: from a shared filesystem), splits and
+cleans them exactly as the local pool does, and writes its sentences, in the part files'
+own format (a sentence a line, a blank line after each document), to
+`.<out>.tasks/task-NNNNN.txt` beside the output; its record `task-NNNNN.json`, written
+last, is the task's done-marker. The main process then streams the task files, in input
+order, through the same `PartWriter` the local pool feeds: the part files, hence the
+tokenizer and the manifest, are the same bytes for any number of tasks.
+
+A task whose record is there (same inputs, same settings, same output bytes) is not run
+again: a run that was interrupted goes on from its finished tasks when the same command is
+started again. The tasks folder is removed once the output is published.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..atomic import atomic_file, make_dirs, sha256_file, write_json
+from ..errors import MapnetError
+from ..settings import Settings
+from .engine import balanced_groups, dask_engine, import_distributed
+from .inputs import InputFile, ReadStats, invalid_utf8_count
+from .readers import InputReader
+from .textproc import TextProcessor
+
+TASK_SCHEMA = "mapnet.preprocess-task/1"
+BATCH_CHARS = 128 * 1024  # text per spaCy call, as the local pool's batches
+# Settings that do not change a sentence: a rerun that changes only these keeps the finished tasks.
+_NOT_IN_SENTENCES = ("vocab_size", "min_frequency", "tokenizer", "tokenizer_sample_bytes", "workers", "sentences_per_part")
+
+# Test hook: called with the task index when a task starts real work (not when it is found done).
+before_task: Callable[[int], None] | None = None
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    index: int
+    first: int  # index of its first file in the run's input list
+    files: tuple[InputFile, ...]
+    settings: Settings
+    marker: str | None
+    folder: str  # the tasks folder (on a cluster: a path every worker sees)
+    fingerprint: str
+
+    @property
+    def text_path(self) -> Path:
+        return Path(self.folder) / f"task-{self.index:05d}.txt"
+
+    @property
+    def record_path(self) -> Path:
+        return Path(self.folder) / f"task-{self.index:05d}.json"
+
+
+def tasks_folder(out: Path) -> Path:
+    """Beside the output, hidden, and the same for every run of the same command (so a rerun finds it)."""
+    return out.parent / f".{out.name}.tasks"
+
+
+def fingerprint(files: tuple[InputFile, ...], settings: Settings, marker: str | None) -> str:
+    """What a task's sentences depend on: its files (path, size, mtime) and the settings that shape sentences."""
+    described = []
+    for f in files:
+        if f.format == "synthetic":
+            described.append([f.path, f.format, settings.synthetic.__repr__()])
+        else:
+            st = os.stat(f.path)
+            described.append([f.path, f.format, f.compression, f.explicit, st.st_size, st.st_mtime_ns])
+    pre = {k: v for k, v in settings.to_dict()["preprocess"].items() if k not in _NOT_IN_SENTENCES}
+    blob = json.dumps({"schema": TASK_SCHEMA, "files": described, "preprocess": pre, "marker": marker}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def finished(spec: TaskSpec) -> dict | None:
+    """The task's record when it finished with these inputs and settings and its text is intact; else None."""
+    try:
+        record = json.loads(spec.record_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("fingerprint") != spec.fingerprint:
+        return None
+    try:
+        if spec.text_path.stat().st_size != record["bytes"]:
+            return None
+    except (OSError, KeyError):
+        return None
+    return record
+
+
+# ---------------------------------------------------------------- one task (runs on a worker)
+_local = threading.local()
+
+
+def _processor(settings, marker) -> TextProcessor:
+    # One per worker thread, kept between tasks: building spaCy's pipeline takes a while.
+    key = (settings, marker)
+    if getattr(_local, "key", None) != key:
+        _local.key, _local.processor = key, TextProcessor(settings, marker)
+    return _local.processor
+
+
+def run_task(spec: TaskSpec) -> dict:
+    """Sentences of the task's files -> task-NNNNN.txt, then its record (the done-marker) -> task-NNNNN.json."""
+    done = finished(spec)
+    if done is not None:
+        return done
+    if before_task is not None:
+        before_task(spec.index)
+    started = time.perf_counter()
+    processor = _processor(spec.settings.preprocess, spec.marker)
+    stats = ReadStats()
+    invalid_before = invalid_utf8_count()
+    inputs = []
+    counts = {"documents": 0, "sentences": 0, "words": 0, "sentences_cut": 0}
+    digest = hashlib.sha256()
+    nbytes = 0
+    with atomic_file(spec.text_path, "wb") as fh:
+        def write(data: bytes) -> None:
+            nonlocal nbytes
+            fh.write(data)
+            digest.update(data)
+            nbytes += len(data)
+
+        for inp in spec.files:
+            reader = InputReader(inp, spec.settings, stats)
+            documents = 0
+            doc_sentences = 0
+            synthetic = hashlib.sha256() if inp.format == "synthetic" else None
+            synthetic_bytes = 0
+            batch: list[str | None] = []
+            chars = 0
+
+            def flush() -> None:
+                nonlocal documents, doc_sentences
+                texts = [t for t in batch if t is not None]
+                results = iter(processor.process(texts) if texts else [])
+                for item in batch:
+                    if item is not None:
+                        result = next(results)
+                        counts["sentences_cut"] += result.sentences_cut
+                        lines = result.sentences
+                        if lines:  # as PartWriter.write_sentences
+                            write(("\n".join(lines) + "\n").encode("utf-8", "replace"))
+                            doc_sentences += len(lines)
+                            counts["sentences"] += len(lines)
+                            counts["words"] += sum(line.count(" ") + 1 for line in lines)
+                    elif doc_sentences:  # as PartWriter.end_document: a document without sentences leaves no trace
+                        write(b"\n")
+                        documents += 1
+                        doc_sentences = 0
+                batch.clear()
+
+            for item in reader:
+                if synthetic is not None and item is not None:
+                    data = item.encode("utf-8")
+                    synthetic.update(data)
+                    synthetic_bytes += len(data)
+                batch.append(item)
+                if item is not None:
+                    chars += len(item)
+                    if chars >= BATCH_CHARS:
+                        flush()
+                        chars = 0
+            flush()
+            if doc_sentences:  # readers end every document; kept as PartWriter.close() would
+                write(b"\n")
+                documents += 1
+            counts["documents"] += documents
+            if synthetic is not None:
+                described = {"path": inp.path, "bytes": synthetic_bytes, "sha256": synthetic.hexdigest(), "format": "synthetic"}
+            elif reader.skipped:
+                described = {"path": inp.path}
+            else:
+                described = {"path": inp.path, "bytes": inp.size, "sha256": sha256_file(inp.path),
+                             "format": reader.format + (f"+{inp.compression}" if inp.compression else "")}
+            inputs.append({"describe": described, "skipped": reader.skipped, "documents": documents})
+    record = {
+        "schema": TASK_SCHEMA, "fingerprint": spec.fingerprint, "index": spec.index, "first_input": spec.first,
+        "inputs": inputs, "skipped_binary": stats.skipped_binary, "chunks_cut": stats.chunks_cut,
+        "text_bytes": stats.text_bytes, "invalid_utf8_replaced": invalid_utf8_count() - invalid_before,
+        "bytes": nbytes, "sha256": digest.hexdigest(), "seconds": round(time.perf_counter() - started, 3), **counts,
+    }
+    write_json(spec.record_path, record)  # last: the task's done-marker
+    return record
+
+
+# ---------------------------------------------------------------- the driver (runs in `mapnet preprocess`)
+class TaskFeed:
+    """The tasks' account of their inputs, in the shape run_preprocess's local `_Feed` gives it."""
+
+    def __init__(self, records: list[dict]):
+        self.inputs = [inp for r in records for inp in r["inputs"]]
+        self.skipped = [inp["skipped"] for inp in self.inputs]
+
+    def describe(self, idx: int, documents: int) -> dict:
+        return {**self.inputs[idx]["describe"], "documents": documents}
+
+
+@dataclass
+class EngineStage:
+    feed: TaskFeed
+    stats: ReadStats
+    sentences_cut: int
+    docs_per_input: list[int]
+    invalid_utf8_replaced: int
+    workers: int
+    tasks: int
+    tasks_resumed: int
+
+
+def engine_sentences(files: list[InputFile], settings: Settings, marker: str | None, writer, out: Path,
+                     address: str | None = None, on_progress: Callable[[int, int, int], None] | None = None) -> EngineStage:
+    """Run the sentence stage as engine tasks and feed their output, in order, to `writer` (a PartWriter).
+
+    `on_progress(input bytes done, text bytes done, sentences)` after each merged task.
+    """
+    import_distributed()  # a missing extra is one line before anything is written
+    folder = make_dirs(tasks_folder(out))
+    groups = balanced_groups([f.size for f in files], settings.engine.tasks)
+    specs = []
+    for i, group in enumerate(groups):
+        chosen = tuple(files[j] for j in group)
+        specs.append(TaskSpec(i, group.start, chosen, settings, marker, str(folder.resolve()),
+                              fingerprint(chosen, settings, marker)))
+    done = {s.index: r for s in specs if (r := finished(s)) is not None}
+    todo = [s for s in specs if s.index not in done]
+    records: list[dict] = []
+    stats = ReadStats()
+    input_bytes = 0
+    workers = settings.preprocess.workers or os.cpu_count() or 1
+    with dask_engine(settings.engine, address, workers) as engine:
+        workers = engine.workers
+        results = engine.run(run_task, todo, "preprocess")
+        try:
+            for spec in specs:
+                record = done[spec.index] if spec.index in done else next(results)
+                _merge(spec.text_path, record, writer)
+                records.append(record)
+                stats.chunks_cut += record["chunks_cut"]
+                stats.text_bytes += record["text_bytes"]
+                stats.skipped_binary.extend(record["skipped_binary"])
+                input_bytes += sum(f.size for f in spec.files)
+                if on_progress is not None:
+                    on_progress(input_bytes, stats.text_bytes, writer.sentences)
+        finally:
+            results.close()  # while the client is still open
+    return EngineStage(
+        feed=TaskFeed(records), stats=stats, sentences_cut=sum(r["sentences_cut"] for r in records),
+        docs_per_input=[inp["documents"] for r in records for inp in r["inputs"]],
+        invalid_utf8_replaced=sum(r["invalid_utf8_replaced"] for r in records),
+        workers=workers, tasks=len(specs), tasks_resumed=len(done))
+
+
+def _merge(path: Path, record: dict, writer, lines_per_write: int = 4096) -> None:
+    """A task's sentences into the part files, document by document, as the local pool writes them."""
+    digest = hashlib.sha256()
+    lines: list[str] = []
+    with open(path, "rb") as fh:
+        for raw in fh:
+            digest.update(raw)
+            line = raw[:-1].decode("utf-8")
+            if line:
+                lines.append(line)
+                if len(lines) >= lines_per_write:
+                    writer.write_sentences(lines)
+                    lines = []
+            else:
+                writer.write_sentences(lines)
+                lines = []
+                writer.end_document()
+    writer.write_sentences(lines)
+    if digest.hexdigest() != record["sha256"]:
+        raise MapnetError(f"{path} does not match its task record (changed while the run was merging it?); "
+                          "run the same command again")
+
+
+def remove_tasks_folder(out: Path) -> None:
+    """After publishing: the task files are copies of the parts' text."""
+    shutil.rmtree(tasks_folder(out), ignore_errors=True)
