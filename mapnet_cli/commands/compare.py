@@ -5,6 +5,8 @@
     mapnet compare shards/ --out runs/cmp --preset mini --glue-protocol small --glue-data glue_data
     mapnet compare shards/ --out runs/warm --init-from runs/uniform-long --strategies uniform,mapnet --seeds 3
     mapnet compare shards/ --out runs/cmp --strategies uniform,uniform@0.3 --blimp blimp/ --blimp-every-checkpoint
+    mapnet compare shards/ --out runs/20m --preset mini --time-budget 20m --set optim.warmup_fraction=0.05 \
+        --set train.short_seq_fraction=0.1 --strategies uniform,uniform@0.3    # every arm the same training time
 
 Rerunning the same command reuses finished runs and recomputes the aggregate.
 """
@@ -27,7 +29,7 @@ from ..output_paths import check_output
 from ..run_lock import output_lock
 from ..settings import PROTOCOLS, protocol
 from ..train import init_from as init_mod
-from .options import ConfigOpt, PrintSettingsOpt, RecipeOpt, SetOpt, evaluation_device
+from .options import ConfigOpt, PrintSettingsOpt, RecipeOpt, SetOpt, TimeBudgetOpt, evaluation_device
 from .progress import SweepProgress, train_with_progress
 
 HELP = ("Compare masking strategies over seeds from identical starts: held-out loss, s/step, steps to uniform's final "
@@ -40,6 +42,7 @@ def compare(
     strategies: Annotated[str, typer.Option("--strategies", help=f"Comma list of: {', '.join(cmp.STRATEGIES)}.")] = "uniform,mapnet",
     seeds: Annotated[int, typer.Option("--seeds", help="Seeds per strategy: train.seed, train.seed+1, ...")] = 3,
     steps: Annotated[Optional[int], typer.Option("--steps", help="Sets train.steps.", show_default=False)] = None,
+    time_budget: TimeBudgetOpt = None,
     preset: Annotated[Optional[str], typer.Option("--preset", help="Model preset (tiny, mini, small, medium, base).", show_default=False)] = None,
     recipe: RecipeOpt = None,
     init_from: Annotated[Optional[Path], typer.Option("--init-from", help="Every run starts from this encoder (a mapnet run/checkpoint or a local Hugging Face BERT folder), as pretrain --init-from; sets model.init_from.", show_default=False)] = None,
@@ -74,7 +77,7 @@ def compare(
     # With --init-from the model size is SOURCE's, as in pretrain.
     # Not refused here for a strategy-specific key (masking.span_p): plan_runs gives it to the arms that use it.
     # The GLUE protocol (quick unless --glue-protocol) sits under the config file and the flags, as in finetune-glue.
-    base = init_mod.resolve(config, {"model": model_flags, "train": {"steps": steps, "recipe": recipe}}, set_ or (),
+    base = init_mod.resolve(config, {"model": model_flags, "train": {"steps": steps, "time_budget": time_budget, "recipe": recipe}}, set_ or (),
                             check_ignored=False, protocol=proto.name)
     from ..train.loop import with_corpus_cleaning
 

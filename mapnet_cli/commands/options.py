@@ -29,6 +29,10 @@ PrintSettingsOpt = Annotated[
     typer.Option("--print-settings", help="Print the fully resolved settings as TOML and exit."),
 ]
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda or auto.")]
+TimeBudgetOpt = Annotated[Optional[str], typer.Option(
+    "--time-budget", help="Train until this much training time is spent, e.g. 90s, 20m, 2h, 1h30m (evaluation and "
+    "checkpoints not counted); the schedule is laid out in time (optim.warmup_fraction, train.short_seq_fraction); "
+    "sets train.time_budget.", show_default=False)]
 OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="Replace --out if it exists.")]
 
 

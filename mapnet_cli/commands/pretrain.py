@@ -5,6 +5,7 @@
     mapnet pretrain --data shards/ --out runs/tiny --preset tiny            # the same: --data or the argument
     mapnet pretrain shards/ --out runs/base --preset base --gpus 8          # starts torchrun itself
     mapnet pretrain shards/ --out runs/base --resume                        # continue, exactly
+    mapnet pretrain shards/ --out runs/hour --preset mini --time-budget 60m --set optim.warmup_fraction=0.05 --set train.short_seq_fraction=0.1
     mapnet pretrain shards/ --out runs/base --gpus 8 --nnodes 2 --node-rank 0 --rdzv-endpoint node0:29500
     torchrun --nproc-per-node 8 -m mapnet_cli.cli pretrain shards/ --out runs/base
     srun --ntasks-per-node 8 mapnet pretrain shards/ --out runs/base       # with MASTER_ADDR/PORT exported
@@ -43,7 +44,7 @@ from .. import settings as settings_mod
 from ..atomic import make_dirs
 from ..errors import MapnetError
 from ..output_paths import check_output
-from .options import ConfigOpt, PrintSettingsOpt, RecipeOpt, SetOpt
+from .options import ConfigOpt, PrintSettingsOpt, RecipeOpt, SetOpt, TimeBudgetOpt
 from .progress import ARGV_ENV, train_with_progress
 
 HELP = "Pretrain the BERT encoder (uniform, stratified, frequency or MAP-Net masking) on shards; checkpoints, metrics, exact resume."
@@ -110,6 +111,7 @@ def pretrain(
     preset: Annotated[Optional[str], typer.Option("--preset", help="Model size: tiny, mini, small, medium, base.", show_default=False)] = None,
     recipe: RecipeOpt = None,
     steps: Annotated[Optional[int], typer.Option("--steps", help="Optimizer steps; sets train.steps.", show_default=False)] = None,
+    time_budget: TimeBudgetOpt = None,
     batch_size: Annotated[Optional[int], typer.Option("--batch-size", help="Global batch in sequences; sets train.batch_size.", show_default=False)] = None,
     micro_batch_size: Annotated[Optional[int], typer.Option("--micro-batch-size", help="Sequences per forward pass per device; sets train.micro_batch_size.", show_default=False)] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Sets train.seed.", show_default=False)] = None,
@@ -134,7 +136,7 @@ def pretrain(
     shards = shard_folder(shards, data)
     flags = {
         "model": {"preset": preset, "init_from": str(init_from) if init_from is not None else None},
-        "train": {"recipe": recipe, "steps": steps, "batch_size": batch_size, "micro_batch_size": micro_batch_size,
+        "train": {"recipe": recipe, "steps": steps, "time_budget": time_budget, "batch_size": batch_size, "micro_batch_size": micro_batch_size,
                   "seed": seed, "device": device},
         "masking": {"strategy": masking, "importance": importance, "mask_prob": mask_prob},
         "variance": {"every": variance_every},

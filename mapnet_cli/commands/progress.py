@@ -123,11 +123,12 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
 
         def report(kind: str, data: dict) -> None:
             if kind == "step":
+                # total: a time-budget run's projected steps (the loop's estimate from the fraction spent)
                 if data["tokens_per_s"] is None:  # a step the loop did not read back (between logging steps)
-                    bar.update(task, completed=data["step"])
+                    bar.update(task, completed=data["step"], total=data["total"])
                 else:
                     stats = f"loss {data['loss']:.4f}  lr {data['lr']:.2e}  {data['tokens_per_s']:,.0f} tok/s"
-                    bar.update(task, completed=data["step"], stats=stats)
+                    bar.update(task, completed=data["step"], total=data["total"], stats=stats)
                 if not show_bar:
                     plain.step(data)
             elif kind == "unigram":

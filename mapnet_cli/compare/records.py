@@ -43,10 +43,28 @@ def data_order_sha256(settings, train_sequences: int) -> str:
     return hashlib.sha256(np.asarray(first, np.int64).tobytes()).hexdigest()
 
 
+def budget_record(pr: PlannedRun) -> dict | None:
+    """run.json's `budget` of a train.time_budget run (asked, spent, steps bought; `train.record`), None if absent."""
+    path = pr.path / "run.json"
+    return json.loads(path.read_text(encoding="utf-8")).get("budget") if path.is_file() else None
+
+
+def final_step(pr: PlannedRun) -> int | None:
+    """The step a run ends at: train.steps, or the one its time budget bought (None: not recorded)."""
+    if not pr.settings.train.time_budget:
+        return pr.settings.train.steps
+    budget = budget_record(pr)
+    return budget["steps"] if budget and budget["finished"] else None
+
+
 def run_record(pr: PlannedRun, vocab_size: int, pad_id: int, train_sequences: int) -> dict:
     evals, trains = read_metrics(pr.path / pr.settings.logging.metrics_file)
-    if not trains or trains[-1]["step"] != pr.settings.train.steps:
-        raise MapnetError(f"{pr.path} has no metrics line for its final step {pr.settings.train.steps}")
+    last = final_step(pr)
+    if last is None:
+        raise MapnetError(f"{pr.path} has not spent its train.time_budget ({pr.settings.train.time_budget}); "
+                          "rerun the comparison to finish it")
+    if not trains or trains[-1]["step"] != last:
+        raise MapnetError(f"{pr.path} has no metrics line for its final step {last}")
     # elapsed counts training steps only (evaluation excluded); interpolated at the eval steps.
     t_steps, t_elapsed = [0] + [r["step"] for r in trains], [0.0] + [r["elapsed"] for r in trains]
     curve = [{"step": e["step"], "eval_loss": e["eval_loss"], "eval_accuracy": e["eval_accuracy"],
@@ -69,6 +87,7 @@ def run_record(pr: PlannedRun, vocab_size: int, pad_id: int, train_sequences: in
         "extra_eval_sha256": {name: v[0] if len(v) == 1 else v for name, v in extra_shas.items()},
         "eval": curve, "train": [{"step": r["step"], "loss": r["loss"], "elapsed": r["elapsed"]} for r in trains],
         "seconds_per_step": trains[-1]["elapsed"] / trains[-1]["step"],
+        **({"budget": budget_record(pr)} if pr.settings.train.time_budget else {}),
         "unigram": read_unigram(pr.path / pr.settings.logging.metrics_file),
         "settings": pr.settings.to_dict(),
     }

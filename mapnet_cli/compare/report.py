@@ -32,6 +32,8 @@ def results_document(plan: list[PlannedRun], runs: list[dict], argv: list[str], 
                        "manifest_sha256": sha256_file(find_shard_dir(shards) / "manifest.json")},
             "strategies": strategies, "seeds": sorted({pr.settings.train.seed for pr in plan}),
             "eval_steps": eval_steps(plan[0].settings.train), "checks": checks,
+            # Every arm trained for the same training time; each run's steps are what its time bought.
+            **({"time_budget": plan[0].settings.train.time_budget} if plan[0].settings.train.time_budget else {}),
             "aggregate": aggregate(runs, strategies, glue_control, blimp_control), "runs": runs,
             **({"glue_control": {str(k): v for k, v in sorted(glue_control.items())}} if glue_control else {}),
             **({"blimp_control": {"random": {str(k): v for k, v in sorted(blimp_control["random"].items())},

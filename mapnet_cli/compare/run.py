@@ -10,6 +10,7 @@ from typing import Callable
 from .. import settings as settings_mod
 from ..errors import MapnetError
 from .plan import PlannedRun
+from .records import budget_record
 
 
 def pretraining_part(values: dict) -> dict:
@@ -38,6 +39,15 @@ def recorded_settings(path: Path) -> dict:
     return settings_mod.from_dict(tomllib.loads(text), str(path / "settings.toml")).to_dict()
 
 
+def finished(pr: PlannedRun, done: dict) -> bool:
+    """Whether a run holds its final checkpoint: train.steps's, or, with a train.time_budget, the one at the
+    step its run.json says the budget ended at (a run stopped inside its budget says it is not finished)."""
+    if not pr.settings.train.time_budget:
+        return pr.settings.train.steps in done
+    budget = budget_record(pr)
+    return bool(budget and budget["finished"] and budget["steps"] in done)
+
+
 def run_all(plan: list[PlannedRun], shards: Path, train_fn: Callable[[PlannedRun, bool], None],
             note: Callable[[str], None] = lambda _: None) -> dict[str, bool]:
     """Train every run that lacks its final checkpoint; returns {label: reused}."""
@@ -54,7 +64,7 @@ def run_all(plan: list[PlannedRun], shards: Path, train_fn: Callable[[PlannedRun
                                   "choose another --out or remove that run")
         elif pr.path.exists():
             shutil.rmtree(pr.path)  # never reached a checkpoint: nothing worth keeping, and stale metrics lines
-        reused[pr.label] = pr.settings.train.steps in done
+        reused[pr.label] = finished(pr, done)
         if reused[pr.label]:
             note(f"reusing {pr.label} ({pr.path})")
             continue

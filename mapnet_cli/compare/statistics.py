@@ -31,7 +31,8 @@ def extra_metrics(run: dict) -> list[str]:
 def _steps_to_target(agg: dict, mine: list[dict], metric: str, target: float) -> dict:
     """Steps to `target` on the mean curve of `metric` and on each seed's own curve."""
     return {"mean_curve": steps_to_target(agg["steps"], [p["mean"] for p in agg["curve"][metric]], target),
-            "per_seed": [steps_to_target(agg["steps"], [p[metric] for p in r["eval"]], target) for r in mine]}
+            "per_seed": [steps_to_target([p["step"] for p in r["eval"]], [p[metric] for p in r["eval"]], target)
+                         for r in mine]}
 
 
 def _glue_vs_control(mine: list[dict], control: dict[int, dict]) -> dict | None:
@@ -104,12 +105,18 @@ def aggregate(runs: list[dict], strategies: list[str], glue_control: dict[int, d
     out: dict = {}
     for name in strategies:
         mine = sorted((r for r in runs if r["strategy"] == name), key=lambda r: r["seed_index"])
-        steps = [p["step"] for p in mine[0]["eval"]]
+        # The steps every seed evaluated at: all of them in a step run; in a time-budget run each seed's last
+        # step is what its time bought, so the mean curve stops at the last shared one and `final` is each
+        # seed's own last evaluation (the state at the budget's end).
+        steps = sorted(set.intersection(*({p["step"] for p in r["eval"]} for r in mine)))
+        at = [{p["step"]: p for p in r["eval"]} for r in mine]
         scores = ["eval_loss", "eval_accuracy", *extra_metrics(mine[0])]
-        curve = {m: [mean_ci([r["eval"][i][m] for r in mine]) for i in range(len(steps))] for m in (*scores, "elapsed")}
+        curve = {m: [mean_ci([a[s][m] for a in at]) for s in steps] for m in (*scores, "elapsed")}
         out[name] = {"seeds": [r["seed"] for r in mine], "steps": steps, "curve": curve,
-                     "final": {m: curve[m][-1] for m in scores},
+                     "final": {m: mean_ci([r["eval"][-1][m] for r in mine]) for m in scores},
                      "seconds_per_step": mean_ci([r["seconds_per_step"] for r in mine])}
+        if all("budget" in r for r in mine):
+            out[name]["steps_bought"] = mean_ci([r["budget"]["steps"] for r in mine])
         if SCHEME[split_name(name)[0]] is not None and all("variance" in r for r in mine):
             scheme = SCHEME[split_name(name)[0]]
             vsteps = sorted(set.intersection(*(set(map(int, r["variance"])) for r in mine)))

@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from ..errors import MapnetError
+from .duration import parse_duration
 from .field import setting
 
 
@@ -62,7 +64,9 @@ class OptimSettings:
     betas: tuple[float, float] = setting((0.9, 0.98), "Adam betas (paper: 0.9, 0.98)")
     eps: float = setting(1e-6, "Adam epsilon (paper: 1e-6)")
     weight_decay: float = setting(0.01, "decoupled weight decay, not on biases and LayerNorm (paper: 0.01)")
-    warmup_steps: int = setting(10_000, "linear warm-up steps (paper: 10k)")
+    warmup_steps: int = setting(10_000, "linear warm-up steps (paper: 10k); not read with train.time_budget, whose warm-up is optim.warmup_fraction")
+    warmup_fraction: float = setting(
+        0.0, "with train.time_budget: the linear warm-up's length as a fraction of the budget's training time, in [0, 1) (e.g. 0.05: the first 5% of the time); it replaces optim.warmup_steps, which a budget cannot turn into time before the run; without a budget it must stay 0 (train/budget.py)")
     schedule: Literal["linear", "constant"] = setting("linear", "after warm-up: linear decay to zero (paper) or constant")
     grad_clip: float = setting(0.0, "clip the global gradient norm to this (0: off)")
     impl: Literal["fused", "foreach"] = setting(
@@ -80,6 +84,8 @@ class OptimSettings:
             out.append(f"optim.weight_decay must be >= 0 (got {self.weight_decay})")
         if self.warmup_steps < 0:
             out.append(f"optim.warmup_steps must be >= 0 (got {self.warmup_steps})")
+        if not 0.0 <= self.warmup_fraction < 1.0:  # 1: the warm-up would never end inside the budget
+            out.append(f"optim.warmup_fraction must be in [0, 1) (got {self.warmup_fraction})")
         if self.grad_clip < 0:
             out.append(f"optim.grad_clip must be >= 0 (got {self.grad_clip})")
         return out
@@ -90,12 +96,16 @@ class OptimSettings:
 class TrainSettings:
     recipe: Literal["paper", "fast"] = setting(
         "paper", "training recipe, a layer under the config file and flags (settings/recipes.py): paper = the defaults here; fast = pre-LN, no dropout, eps 1e-12, clipping, a higher LR (the default of the tiny, mini and small presets)")
-    steps: int = setting(1_000_000, "optimizer steps (paper: 1M)")
+    steps: int = setting(1_000_000, "optimizer steps (paper: 1M); with train.time_budget the budget decides the steps and this must stay at its default")
+    time_budget: str = setting(
+        "", "train until this much training time is spent, e.g. \"90s\", \"20m\", \"2h\", \"1h30m\" (empty: train.steps decides); evaluation, checkpoints and logging are not counted; the learning-rate schedule and the sequence-length warm-up are laid out in time (optim.warmup_fraction, train.short_seq_fraction), the last checkpoint lands when the budget is spent, run.json records the steps it bought, --resume counts the time already spent (train/budget.py)")
     batch_size: int = setting(256, "global batch in sequences per optimizer step (paper: 256)")
     micro_batch_size: int = setting(0, "sequences per device per forward pass; accumulation fills the global batch (0: global batch / world size)")
     short_seq_len: int = setting(
         0, "sequence-length warm-up: for the first train.short_seq_steps steps every training sequence is cut into pieces of this many tokens (it must divide the shards' length), the same tokens per step in shorter sequences; 0: off (train/batches.py says why)")
-    short_seq_steps: int = setting(0, "steps of the sequence-length warm-up (train.short_seq_len)")
+    short_seq_steps: int = setting(0, "steps of the sequence-length warm-up (train.short_seq_len); not read with train.time_budget, whose warm-up is train.short_seq_fraction")
+    short_seq_fraction: float = setting(
+        0.0, "with train.time_budget: the sequence-length warm-up's length as a fraction of the budget's training time, in [0, 1); it replaces train.short_seq_steps; without a budget it must stay 0")
     seed: int = setting(0, "seed of initial weights, data order and masks")
     precision: Literal["auto", "fp32", "bf16"] = setting("auto", "auto: bf16 autocast on CUDA, fp32 on CPU")
     compile: Literal["auto", True, False] = setting(
@@ -122,6 +132,34 @@ class TrainSettings:
     keep_last: int = setting(2, "periodic checkpoints kept (older ones are deleted)")
     keep_steps: tuple[int, ...] = setting((400_000, 600_000, 800_000, 1_000_000), "checkpoints kept for good (paper's sweep)")
 
+    @property
+    def budget_seconds(self) -> float | None:
+        """train.time_budget in seconds (None: no budget; `problems` names a bad one)."""
+        return parse_duration(self.time_budget, "train.time_budget") if self.time_budget else None
+
+    def _budget_problems(self) -> list[str]:
+        if not self.time_budget:
+            return ["train.short_seq_fraction applies to a train.time_budget; without one the sequence-length warm-up "
+                    "is train.short_seq_steps"] if self.short_seq_fraction else []
+        try:
+            self.budget_seconds
+        except MapnetError as exc:
+            return [str(exc)]
+        out = []
+        if self.steps != TrainSettings.steps:  # the budget is the stopping rule: a second one would contradict it
+            out.append(f"train.steps ({self.steps}) and train.time_budget ({self.time_budget}) are two stopping rules: a "
+                       "budget run trains until its time is spent; leave train.steps unset (--stop-at N stops early, "
+                       "--resume continues)")
+        if not 0.0 <= self.short_seq_fraction < 1.0:
+            out.append(f"train.short_seq_fraction must be in [0, 1) (got {self.short_seq_fraction})")
+        elif self.short_seq_len > 0 and self.short_seq_fraction == 0:
+            out.append(f"train.time_budget lays the sequence-length warm-up out in time: give its length as a fraction "
+                       f"of the budget (--set train.short_seq_fraction=0.1), or turn it off (train.short_seq_len=0); "
+                       f"train.short_seq_steps ({self.short_seq_steps}) counts steps, which a budget does not fix")
+        elif self.short_seq_fraction > 0 and self.short_seq_len < 1:
+            out.append(f"train.short_seq_fraction = {self.short_seq_fraction} needs train.short_seq_len (the pieces' length)")
+        return out
+
     def compiles(self, device) -> bool:
         """Whether the blocks are compiled on `device` (a torch.device)."""
         return device.type == "cuda" if self.compile == "auto" else bool(self.compile)
@@ -138,11 +176,12 @@ class TrainSettings:
         for name in ("micro_batch_size", "eval_every", "checkpoint_every", "short_seq_len", "short_seq_steps"):
             if getattr(self, name) < 0:
                 out.append(f"train.{name} must be >= 0 (got {getattr(self, name)})")
-        if self.short_seq_len > 0 and self.short_seq_steps < 1:
+        out += self._budget_problems()
+        if not self.time_budget and self.short_seq_len > 0 and self.short_seq_steps < 1:
             out.append(f"train.short_seq_len = {self.short_seq_len} turns the sequence-length warm-up on, but "
                        f"train.short_seq_steps is {self.short_seq_steps}: set how many steps it lasts "
                        "(--set train.short_seq_steps=N), or turn it off with train.short_seq_len = 0")
-        if self.short_seq_steps > 0 and self.short_seq_len < 1:
+        if not self.time_budget and self.short_seq_steps > 0 and self.short_seq_len < 1:
             # Name where the 0 came from: a user who lowered the fast recipe's steps under --recipe paper
             # believes the warm-up is on.
             why = "; the paper recipe has no warm-up" if self.recipe == "paper" else ""

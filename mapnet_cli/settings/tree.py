@@ -7,6 +7,7 @@ from typing import Any
 
 import tomli_w
 
+from ..errors import MapnetError
 from .data import EngineSettings, PreprocessSettings, ShardSettings, SyntheticSettings
 from .evaluation import FinetuneSettings, VarianceSettings
 from .masking import UNIT_STRATEGIES, MaskingSettings
@@ -41,6 +42,26 @@ class Settings:
             out.append(f"train.batch_size ({self.train.batch_size}) must be divisible by masking.strata_copies ({m.strata_copies})")
         if not 0.0 < self.train.eval_mask_prob < 1.0:
             out.append(f"train.eval_mask_prob must be in (0, 1) (got {self.train.eval_mask_prob})")
+        return out + self._budget_problems()
+
+    def _budget_problems(self) -> list[str]:
+        """A train.time_budget lays the schedules out in time: the ones counted in steps must say so in time."""
+        o, m = self.optim, self.masking
+        if not self.train.time_budget:
+            return ["optim.warmup_fraction applies to a train.time_budget; without one the warm-up is optim.warmup_steps"
+                    ] if o.warmup_fraction else []
+        try:
+            self.train.budget_seconds
+        except MapnetError:
+            return []  # named by the train section's own check; what would follow from it is noise
+        out = []
+        if o.warmup_fraction == 0 and o.warmup_steps > 0:
+            out.append(f"train.time_budget lays the learning-rate schedule out in time: give the warm-up as a fraction of "
+                       f"the budget (--set optim.warmup_fraction=0.05), or none (optim.warmup_steps=0); "
+                       f"optim.warmup_steps ({o.warmup_steps}) counts steps, which a budget does not fix")
+        if m.strategy == "mapnet" and m.explore_steps == 0 and m.explore_start != m.explore_end:
+            out.append("masking.explore_steps = 0 spreads MAP-Net's exploration schedule over train.steps, which a "
+                       "train.time_budget does not fix: give masking.explore_steps, or explore_start = explore_end")
         return out
 
     def to_dict(self) -> dict[str, dict[str, Any]]:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -47,11 +48,12 @@ from ..model.bert import BertConfig
 from . import init_from, tracking
 from .compile import compile_model
 from .batches import DataOrder, pieces, rank_micro_slots
+from .budget import Budget, Clock, TimeSchedule, rank0_seconds
 from .held_out import build_eval_set, evaluate, extra_eval_sets
 from .inputs import check_run_inputs
 from .optim import build_optimizer, build_scheduler
 from .prefetch import StepPrefetcher
-from .record import MetricsLog, memory_bytes, write_run_files
+from .record import MetricsLog, memory_bytes, record_budget, write_run_files
 from .run_loader import load_run
 from .step import NonFiniteLoss, precision_context, train_step
 from .strategies import training_strategy
@@ -65,11 +67,12 @@ VarianceSnapshot = Callable[..., dict]
 # ---------------------------------------------------------------- the run
 def pretrain(settings, shards: str | os.PathLike, out: str | os.PathLike, *, resume: bool = False,
              stop_at: int | None = None, command_line: Sequence[str] = (), on_report: Report | None = None,
-             variance_snapshot: VarianceSnapshot | None = None) -> Path:
-    """Train (or continue) the run in `out` on `shards`; return the last checkpoint's path."""
+             variance_snapshot: VarianceSnapshot | None = None, clock: Clock = time.perf_counter) -> Path:
+    """Train (or continue) the run in `out` on `shards`; return the last checkpoint's path. `clock`: what
+    each step's duration is read from (the training time a `train.time_budget` counts; `budget.py`)."""
     settings = with_corpus_cleaning(settings, Path(shards))
     with distributed.process_group(settings.train.device, settings.distributed.backend) as info:
-        run = Run(settings, Path(shards), Path(out), info, resume, list(command_line), variance_snapshot)
+        run = Run(settings, Path(shards), Path(out), info, resume, list(command_line), variance_snapshot, clock)
         quiet = not info.is_main or on_report is None  # one progress display per job
         failed = True
         try:
@@ -125,11 +128,12 @@ class Run:
     """Everything a training run holds: data, model, optimizer, position, output folder."""
 
     def __init__(self, settings, shards: Path, out: Path, info: distributed.DistInfo, resume: bool, argv: list[str],
-                 variance_snapshot: VarianceSnapshot | None = None):
+                 variance_snapshot: VarianceSnapshot | None = None, clock: Clock = time.perf_counter):
         from ..data.shards import ShardReader
 
         s, t = settings, settings.train
-        self.settings, self.out, self.info = settings, out, info
+        self.settings, self.out, self.info, self.clock = settings, out, info, clock
+        self.budget = Budget.from_settings(s)  # None: train.steps decides
         if s.variance.every and variance_snapshot is None:  # a library caller's mistake: never silently skipped
             raise MapnetError("variance.every is set but no variance measurement was passed (pretrain(..., "
                               "variance_snapshot=...), as `mapnet pretrain` passes evaluation's)")
@@ -161,9 +165,12 @@ class Run:
         # After the encoder: a MAP-Net run starts from the same encoder weights as a uniform run with this seed.
         self.strategy = training_strategy(s, self.model, self.data, info)
         self.optimizer = build_optimizer(self.strategy.optim_modules, s.optim, lrs=self.strategy.optim_lrs(s.optim.lr))
-        self.scheduler = build_scheduler(self.optimizer, s.optim, t.steps)
+        self.scheduler = (TimeSchedule(self.optimizer, self.budget) if self.budget is not None
+                          else build_scheduler(self.optimizer, s.optim, t.steps))
         self.step, self.position, self.elapsed = 0, 0, 0.0
+        self.short_seq_end: int | None = None  # a budget run's first step on whole sequences, once the clock decides it
         self.resumed_from = self._restore() if resume else None
+        self._share_short_seq_end()
         # Rank 0 decides and tells the others, so no rank is left waiting in a collective.
         if not resume and distributed.broadcast_object(info.is_main and bool(checkpoint.list_checkpoints(out)), info):
             raise MapnetError(f"{out} already holds checkpoints; pass --resume to continue it or choose another --out")
@@ -219,30 +226,57 @@ class Run:
         # Optimizer.load_state_dict moves each optimizer tensor to its parameter's device itself.
         state = saved.state("cpu")
         self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+        if self.budget is None and "time_budget_seconds" in state["scheduler"]:
+            raise MapnetError(f"--resume: {ckpt} was trained to a train.time_budget; it continues with one "
+                              "(a budget run cannot switch to train.steps)")
+        self.scheduler.load_state_dict(state["scheduler"])  # a budget run's refuses a step run's (budget.py)
+        self.short_seq_end = state.get("short_seq_end")
         checkpoint.set_rng_state(state["rng"])
         self.step, self.position, self.elapsed = state["step"], state["data_position"], state["elapsed"]
         return ckpt
 
     def pieces_per_sequence(self, step: int) -> int:
-        """How many pieces each training sequence is cut into at `step` (train.short_seq_len; 1: whole)."""
-        return self.settings.train.pieces_per_sequence(step, self.data.max_seq_len)
+        """How many pieces each training sequence is cut into at `step` (train.short_seq_len; 1: whole); in a
+        budget run, short until the clock ends the warm-up (`short_seq_end`, `budget.py`)."""
+        t = self.settings.train
+        if self.budget is None or not t.short_seq_len:
+            return t.pieces_per_sequence(step, self.data.max_seq_len)
+        whole = self.short_seq_end is not None and step >= self.short_seq_end
+        return 1 if whole else self.data.max_seq_len // t.short_seq_len
+
+    def _share_short_seq_end(self) -> None:
+        """A strategy that counts pieces itself (MAP-Net's M) reads them from its settings' train.short_seq_steps:
+        in a budget run those say the clock's switch step (none yet: every step so far is short)."""
+        t = self.settings.train
+        if self.budget is not None and t.short_seq_len and hasattr(self.strategy, "settings"):
+            end = sys.maxsize if self.short_seq_end is None else self.short_seq_end
+            self.strategy.settings = replace(self.strategy.settings, train=replace(t, short_seq_steps=end))
+
+    def _at_budget_position(self) -> None:
+        """A budget run, before each step: the learning rate, and (once) the end of the sequence-length
+        warm-up, from the training time spent so far."""
+        self.scheduler.at(self.elapsed)
+        if (self.settings.train.short_seq_len and self.short_seq_end is None
+                and self.budget.short_seq_over(self.elapsed)):
+            self.short_seq_end = self.step
+            self._share_short_seq_end()
 
     @property
     def sequences_per_step(self) -> int:
         """Distinct sequences a step consumes: the batch, or fewer when a strategy repeats each one (stratified)."""
         return self.settings.train.batch_size // self.strategy.copies
 
-    def batches(self, step: int, position: int | None = None) -> list[MicroBatch]:
-        """This rank's micro-batches of `step` from data `position` (default: the run's), masked on the
-        host and sent to the device (`to_device`). Reads no state that training changes (`prefetch`)."""
+    def batches(self, step: int, position: int | None = None, n_pieces: int | None = None) -> list[MicroBatch]:
+        """This rank's micro-batches of `step` from data `position` (default: the run's), each sequence cut into
+        `n_pieces` (default: `pieces_per_sequence(step)`), masked on the host and sent to the device
+        (`to_device`). Reads no state that training changes (`prefetch`)."""
         t = self.settings.train
         indices = self.order.take(self.position if position is None else position, self.sequences_per_step)
         out = []
         for slots in rank_micro_slots(t.batch_size, self.info.world_size, self.info.rank, self.micro):
             with record_function("mapnet.data"):
                 ids = self.data.take(indices[[s // self.strategy.copies for s in slots]])
-                ids, slots = pieces(ids, slots, self.pieces_per_sequence(step), t.batch_size)
+                ids, slots = pieces(ids, slots, n_pieces or self.pieces_per_sequence(step), t.batch_size)
             keys = sequence_keys(t.seed, step, slots, TRAIN_MASKS)
             with record_function("mapnet.masks"):
                 batch = self.strategy.micro_batch(ids, step, slots, keys, HOST)
@@ -255,7 +289,8 @@ class Run:
         if self.info.is_main:
             state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                      "rng": checkpoint.rng_state(), "data_position": self.position, "elapsed": self.elapsed,
-                     "world_size": self.info.world_size}
+                     "world_size": self.info.world_size,
+                     **({"short_seq_end": self.short_seq_end} if self.budget is not None else {})}
             extra = {"data_position": self.position, "masking": self.settings.masking.strategy,
                      **self.strategy.checkpoint_extra()}
             path = checkpoint.save_checkpoint(self.out, self.step, self.strategy.modules, state, self.cfg,
@@ -328,14 +363,22 @@ class Run:
         t, lg = self.settings.train, self.settings.logging
         every_variance = self.settings.variance.every
         window_tokens, window_time = 0, 0.0  # this rank's tokens and the time since the last logged step
-        while self.step < end:
-            t0 = time.perf_counter()
+        budget, last_dt = self.budget, 0.0
+        while self.step < end and not (budget is not None and budget.spent(self.elapsed)):
+            t0 = self.clock()
+            if budget is not None:
+                self._at_budget_position()
             torch.manual_seed(mix_seed(DROPOUT, t.seed, self.step, self.info.rank))
-            log_step = (self.step + 1) % lg.log_every == 0 or self.step + 1 == end
-            read = log_step or self._reads_before(self.step + 1, end)
-            rows = t.batch_size * self.pieces_per_sequence(self.step)  # the sequences the loss averages over
-            following = (self.step + 1, self.position + self.sequences_per_step) if self.step + 1 < end else None
-            batches = ahead.get(self.step, self.position, after=following)
+            # A budget's last step is known only once it has run: a step that will likely end it logs its line.
+            log_step = ((self.step + 1) % lg.log_every == 0 or self.step + 1 == end
+                        or (budget is not None and budget.spent(self.elapsed + 1.5 * last_dt)))
+            # Every budget step is read: the clock then times the step's work, not its launch (budget.py).
+            read = log_step or budget is not None or self._reads_before(self.step + 1, end)
+            n_pieces = self.pieces_per_sequence(self.step)
+            rows = t.batch_size * n_pieces  # the sequences the loss averages over
+            following = ((self.step + 1, self.position + self.sequences_per_step, self.pieces_per_sequence(self.step + 1))
+                         if self.step + 1 < end else None)
+            batches = ahead.get(self.step, self.position, n_pieces, after=following)
             try:
                 st = train_step(self.ddp, self.optimizer, self.scheduler, batches,
                                 scale=self.info.world_size / rows, grad_clip=self.settings.optim.grad_clip,
@@ -349,29 +392,41 @@ class Run:
             if not read:
                 first_bad = torch.where(st.finite | (first_bad > 0), first_bad, self.step + 1)
             self.strategy.after_step()
-            dt = time.perf_counter() - t0
-            self.step, self.position, self.elapsed = self.step + 1, self.position + self.sequences_per_step, self.elapsed + dt
+            dt = last_dt = self.clock() - t0
+            elapsed = self.elapsed + dt if budget is None else rank0_seconds(self.elapsed + dt, self.info)
+            final = budget is not None and budget.spent(elapsed)  # the budget's last step: logged, evaluated, saved
+            self.step, self.position, self.elapsed = self.step + 1, self.position + self.sequences_per_step, elapsed
             window_time += dt
             record = {"step": self.step, "loss": st.loss, "lr": st.lr, "grad_norm": st.grad_norm,
                       "tokens_per_s": None, "masked_tokens": st.masked, "tokens": st.tokens,
                       "memory_bytes": memory_bytes(self.info.device), "elapsed": self.elapsed}
-            if log_step:
+            if log_step or final:
                 record["tokens_per_s"] = st.window_tokens / window_time
                 record.update(self.strategy.metrics())  # a collective: every rank calls it
                 self.metrics.write({"kind": "train", **record})
                 window_tokens, window_time = 0, 0.0
             else:
                 window_tokens += st.local_tokens
-            report("step", {**record, "total": t.steps})
-            if (t.eval_every and self.step % t.eval_every == 0) or self.step == t.steps:
+            report("step", {**record, "total": t.steps if budget is None else self._budget_total(end, final)})
+            if (t.eval_every and self.step % t.eval_every == 0) or self.step == t.steps or final:
                 self._log_eval(report)
             if every_variance and self.step % every_variance == 0:
                 self._log_variance()
             if ((t.checkpoint_every and self.step % t.checkpoint_every == 0) or self.step in t.keep_steps
-                    or self.step == end):
+                    or self.step == end or final):
                 last = self.save() or last
                 report("checkpoint", {"step": self.step, "path": str(last)})
+        if budget is not None and self.info.is_main:
+            record_budget(self.out, budget.record(self.elapsed, self.step))
         return last or checkpoint.latest_checkpoint(self.out)
+
+    def _budget_total(self, end: int, final: bool) -> int:
+        """The steps a budget run will have taken, as the progress display's total: projected from the
+        fraction spent so far, the step itself at the last one (or at --stop-at's)."""
+        position = self.budget.position(self.elapsed)
+        if final or self.step >= end or position <= 0:
+            return self.step
+        return min(end, max(self.step, round(self.step / position)))
 
 
 __all__ = ["pretrain", "Run", "Report", "VarianceSnapshot"]

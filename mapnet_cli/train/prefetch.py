@@ -38,37 +38,40 @@ T = TypeVar("T")
 
 
 class StepPrefetcher(Generic[T]):
-    """`make(step, position)`, one call ahead, in a background thread (or inline when not `enabled`)."""
+    """`make(step, position, ...)`, one call ahead, in a background thread (or inline when not `enabled`)."""
 
-    def __init__(self, make: Callable[[int, int], T], enabled: bool):
+    def __init__(self, make: Callable[..., T], enabled: bool):
         self._make = make
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mapnet-batches") if enabled else None
-        self._ahead: tuple[int, int, Future] | None = None
+        self._ahead: tuple[tuple, Future] | None = None
 
-    def get(self, step: int, position: int, after: tuple[int, int] | None = None) -> T:
-        """The batches of `step` at data `position`; then starts making `after` = (step, position), if given.
+    def get(self, step: int, position: int, *rest, after: tuple | None = None) -> T:
+        """The batches of `step` at data `position`; then starts making `after` = (step, position, ...), if given.
 
+        `rest`: more arguments of `make` the batches depend on (a budget run's pieces per sequence, which its
+        clock decides): batches made ahead with other arguments are dropped and made again here.
         An exception raised while making them in the background is raised here, by the step that needs them.
         """
         ahead, self._ahead = self._ahead, None
-        if ahead is not None and ahead[:2] == (step, position):
+        key = (step, position, *rest)
+        if ahead is not None and ahead[0] == key:
             # The part of making them that the background thread did not finish during the last step: what is
             # left of the batches' cost on this thread (benchmarks/profile_step.py shows it; the profiler
             # does not see the background thread's own ranges).
             with record_function("mapnet.prefetch_wait"):
-                out = ahead[2].result()
+                out = ahead[1].result()
         else:
             if ahead is not None:
-                _settle(ahead[2])
-            out = self._make(step, position)
+                _settle(ahead[1])
+            out = self._make(*key)
         if self._pool is not None and after is not None:
-            self._ahead = (*after, self._pool.submit(self._make, *after))
+            self._ahead = (tuple(after), self._pool.submit(self._make, *after))
         return out
 
     def close(self) -> None:
         """Wait for the pending batch (its result and any error are dropped) and stop the thread."""
         if self._ahead is not None:
-            _settle(self._ahead[2])
+            _settle(self._ahead[1])
             self._ahead = None
         if self._pool is not None:
             self._pool.shutdown(wait=True)

@@ -1,7 +1,8 @@
 """A run's bookkeeping: metrics.jsonl (and its TensorBoard / W&B sinks), run.json, versions, memory.
 
     RUN/settings.toml    the resolved settings (rewritten on resume: flags may extend train.steps)
-    RUN/run.json         command, versions, seeds, model, shards and eval-set hashes; resumes appended
+    RUN/run.json         command, versions, seeds, model, shards and eval-set hashes; resumes appended;
+                         with train.time_budget, the budget, the seconds spent and the steps they bought
     RUN/metrics.jsonl    one JSON record per logged step / evaluation / variance snapshot
 """
 
@@ -114,4 +115,12 @@ def write_run_files(run, shards: Path, argv: list[str]) -> None:
     atomic.write_json(path, info)
 
 
-__all__ = ["memory_bytes", "MetricsLog", "versions", "write_run_files"]
+def record_budget(out: Path, budget: dict) -> None:
+    """run.json's `budget` (train.time_budget: asked, spent, the steps it bought), rewritten each time the run
+    stops, so after a --resume it covers every start."""
+    path = out / "run.json"
+    info = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    atomic.write_json(path, {**info, "budget": budget})
+
+
+__all__ = ["memory_bytes", "MetricsLog", "versions", "write_run_files", "record_budget"]

@@ -1,0 +1,155 @@
+"""Training to a wall-clock budget (`train.time_budget`): the schedule laid out in training time, as Cramming does.
+
+    mapnet pretrain shards/ --out runs/hour --preset mini --time-budget 60m \\
+        --set optim.warmup_fraction=0.05 --set train.short_seq_fraction=0.1
+
+What counts. The budget B is *training time*: the seconds the loop spends on optimizer steps (making the
+step's batches, forward, backward, the update), measured by the loop's clock around each step and summed
+into `Run.elapsed`. Held-out evaluation, variance snapshots, checkpoints, metrics lines and progress output
+happen between steps and are not counted, so how often a run evaluates does not change what it trains.
+A compiled model's first steps (compilation) are steps, and count. The budget is spent when the summed
+step time reaches B; that step is the last, and it is evaluated and checkpointed like any final step.
+Every step of a budget run is read back (`step.train_step`'s `read`): on a GPU the host would otherwise
+time only the launching of kernels, and the last step, found only once it has run, must be checked finite
+before its checkpoint is written. With several processes rank 0's clock is the one every rank uses (one
+float summed over ranks per step), so all of them apply the same learning rate and stop at the same step.
+
+The schedule, derived. A step run's learning rate multiplier for the update after k completed updates
+(`optim.lr_factor`) is, with W warm-up steps of S,
+
+    f(k) = (k + 1) / W            for k < W       (linear warm-up)
+    f(k) = (S - k) / (S - W)      for k >= W      (linear decay to zero at S)
+
+It depends on k only through the position k / S along the run. Cramming (Geiping & Goldstein 2022) keeps
+the shape and measures the position in time instead: with T_k the training time spent before update k + 1
+and B the budget, the position is p_k = min(T_k / B, 1), the fraction of the budget spent so far. Writing
+w = W / S for the warm-up's share (`optim.warmup_fraction`) and substituting p for k / S:
+
+    f(p) = p / w                  for p < w       (linear warm-up, reaching 1 at p = w)
+    f(p) = (1 - p) / (1 - w)      for p >= w      (linear decay, reaching 0 at p = 1)
+
+continuous at p = w (both are 1), and (`optim.schedule = "constant"`) f(p) = 1 after the warm-up. The
+integral of f over the run is B / 2 whatever w is, as it is S / 2 steps for a step run: the budget's
+"learning-rate mass" does not depend on how fast a step is. The one difference from the step formula is
+the first update: at p_0 = 0 the warm-up gives f = 0 (a step run gives 1 / W, as small), so with a warm-up
+the first update moves Adam's moment estimates but not the weights.
+
+The sequence-length warm-up (`train.short_seq_len`) is laid out the same way: update k trains on short
+pieces while p_k < s (`train.short_seq_fraction`). Its end is decided once, at the first step that starts
+at or past s * B, and kept (`short_seq_end`, in the checkpoint), so every later step and a resumed run see
+the same switch step.
+
+Resume. The spent time is in every checkpoint (`elapsed`), so `--resume` continues the same budget: the
+position is recomputed from the stored seconds, not from the step, and the run stops when the total
+training time over all its starts reaches B. A resumed run cannot be bitwise identical to an uninterrupted
+one (its steps take other times, so its learning rates and switch step differ by the clock's noise); it is
+honest instead: the checkpoint records the seconds, the step and the switch, and run.json the steps bought.
+A longer budget on resume stretches the rest of the schedule from the time already spent, as a larger
+`--steps` does for a step run.
+
+The clock is a parameter (`clock=`, `time.perf_counter` by default) so the schedule and the stopping rule
+can be tested exactly with a fake one, and `lr_factor_at` is a pure function of the position.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from .. import distributed
+from ..errors import MapnetError
+
+Clock = Callable[[], float]
+
+
+def lr_factor_at(position: float, warmup_fraction: float, schedule: str = "linear") -> float:
+    """Multiplier of the peak learning rate at `position` = fraction of the budget spent (clipped to [0, 1])."""
+    p = min(max(position, 0.0), 1.0)
+    if warmup_fraction and p < warmup_fraction:
+        return p / warmup_fraction
+    if schedule == "constant":
+        return 1.0
+    return (1.0 - p) / (1.0 - warmup_fraction)
+
+
+@dataclass
+class Budget:
+    """A run's budget: its seconds and the fractions its schedules are laid out in."""
+
+    seconds: float
+    text: str                 # as the settings spell it ("60m")
+    warmup_fraction: float
+    schedule: str
+    short_seq_fraction: float
+
+    @classmethod
+    def from_settings(cls, settings) -> "Budget | None":
+        t, o = settings.train, settings.optim
+        if not t.time_budget:
+            return None
+        return cls(t.budget_seconds, t.time_budget, o.warmup_fraction, o.schedule, t.short_seq_fraction)
+
+    def position(self, spent: float) -> float:
+        return min(spent / self.seconds, 1.0)
+
+    def spent(self, seconds: float) -> bool:
+        return seconds >= self.seconds
+
+    def short_seq_over(self, seconds: float) -> bool:
+        """Whether a step starting after `seconds` of training is past the sequence-length warm-up."""
+        return seconds >= self.short_seq_fraction * self.seconds
+
+    def record(self, spent: float, steps: int) -> dict:
+        """run.json's `budget`: what was asked, what was spent, what it bought."""
+        return {"time_budget": self.text, "seconds": self.seconds, "spent_seconds": round(spent, 3),
+                "steps": steps, "finished": self.spent(spent), "warmup_fraction": self.warmup_fraction,
+                "short_seq_fraction": self.short_seq_fraction,
+                "counted": "optimizer steps only: evaluation, checkpoints and logging excluded"}
+
+
+class TimeSchedule:
+    """The learning rate by time: what a budget run holds where a step run holds its LambdaLR.
+
+    `train_step` calls `step()` after each update, as it does a step run's scheduler; here that does
+    nothing: the loop sets the next update's rate with `at(spent)` before it, from the clock. The
+    state_dict holds numbers only (checkpoints load with weights_only=True)."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, budget: Budget):
+        self.optimizer, self.budget = optimizer, budget
+        self.base_lrs = [group["lr"] for group in optimizer.param_groups]  # MAP-Net's own rate included
+        self.position = 0.0
+        self.at(0.0)
+
+    def at(self, spent: float) -> float:
+        """Set every group's rate for the update that follows `spent` seconds of training; the factor."""
+        self.position = self.budget.position(spent)
+        factor = lr_factor_at(self.position, self.budget.warmup_fraction, self.budget.schedule)
+        for group, base in zip(self.optimizer.param_groups, self.base_lrs):
+            group["lr"] = base * factor
+        return factor
+
+    def step(self) -> None:
+        pass
+
+    def state_dict(self) -> dict:
+        return {"time_budget_seconds": self.budget.seconds, "position": self.position, "base_lrs": list(self.base_lrs)}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Only the base rates are taken; the position comes from the checkpoint's spent seconds (`at`)."""
+        if "time_budget_seconds" not in state:
+            raise MapnetError("--resume: this run was trained by steps (no train.time_budget); a budget cannot be "
+                              "added on resume: start a new run (--init-from RUN keeps its weights)")
+        self.base_lrs = [float(lr) for lr in state["base_lrs"]]
+
+
+def rank0_seconds(seconds: float, info: distributed.DistInfo) -> float:
+    """Rank 0's `seconds` on every rank: the clock all ranks schedule and stop by (one float summed over ranks)."""
+    if not info.distributed:
+        return seconds
+    box = torch.tensor([seconds if info.is_main else 0.0], dtype=torch.float64, device=info.device)
+    return float(distributed.all_reduce_sum(box, info).item())
+
+
+__all__ = ["Budget", "Clock", "TimeSchedule", "lr_factor_at", "rank0_seconds"]
