@@ -68,11 +68,15 @@ def split_name(name: str) -> tuple[str, float | None]:
     return base, value
 
 
-def strategy_masking(name: str, steps: int) -> dict:
-    """The masking settings strategy `name` (optionally NAME@RATE) trains with, for a run of `steps` steps."""
+def strategy_masking(name: str, steps: int, budget: bool = False) -> dict:
+    """The masking settings strategy `name` (optionally NAME@RATE) trains with, for a run of `steps` steps
+    (`budget`: a train.time_budget run, whose steps are not known in advance)."""
     base, rate = split_name(name)
     values = dict(STRATEGIES[base])
     if values.get("explore_steps") == "10x":
+        if budget:
+            raise MapnetError(f"strategy {name} stretches MAP-Net's exploration to 10x train.steps, which a "
+                              "train.time_budget does not fix; compare it by steps")
         values["explore_steps"] = 10 * steps
     if rate is not None:
         values["mask_prob"] = rate
@@ -91,8 +95,11 @@ class PlannedRun:
         return f"{self.strategy}/seed-{self.index}"
 
 
-def eval_steps(train) -> list[int]:
-    """The steps `train.Run` evaluates at: 0, every eval_every, and the last."""
+def eval_steps(train) -> list[int] | None:
+    """The steps `train.Run` evaluates at: 0, every eval_every, and the last (None with a train.time_budget:
+    every eval_every and the step the budget ends at, which each run finds for itself)."""
+    if train.time_budget:
+        return None
     every = range(train.eval_every, train.steps + 1, train.eval_every) if train.eval_every else []
     return sorted({0, *every, train.steps})
 
@@ -112,14 +119,17 @@ def plan_runs(base: settings_mod.Settings, strategies: list[str], seeds: int, ou
     if seeds < 1:
         raise MapnetError(f"--seeds must be >= 1 (got {seeds})")
     t = base.train
-    kept = [s for s in eval_steps(t) if s > 0]
+    # Every evaluated state is kept (for --blimp/--glue-every-checkpoint); a budget run's steps are not known in
+    # advance, so it keeps every checkpoint, one per evaluation.
+    kept = {"keep_steps": [s for s in eval_steps(t) if s > 0]} if not t.time_budget else {
+        "keep_steps": [], "keep_last": t.steps}
     defaults = settings_mod.MaskingSettings()
     out_runs: list[PlannedRun] = []
     unused: dict[str, str] | None = None  # strategy-specific keys given that no arm uses
     for k in range(seeds):
         for name in strategies:
-            updates = {"masking": strategy_masking(name, t.steps),
-                       "train": {"seed": t.seed + k, "checkpoint_every": t.eval_every, "keep_steps": kept}}
+            updates = {"masking": strategy_masking(name, t.steps, bool(t.time_budget)),
+                       "train": {"seed": t.seed + k, "checkpoint_every": t.eval_every, **kept}}
             s = settings_mod.apply(base, updates, f"compare strategy {name}")
             # A strategy-specific key (--set masking.span_p=0.3) goes to the arms that use it; the others
             # keep its default, as their own `pretrain` would need.
