@@ -1,54 +1,84 @@
 #!/usr/bin/env bash
-# The step-efficiency figures still to measure on a GPU (docs/performance.md, RESULTS 4 and D), in one device call
-# of at most 10 minutes (the stages' limits: 4 x 90 s + 90 s + 150 s; not yet run on a GPU): where a `base` step's time goes with the batches made ahead (`train.prefetch`) and without, with the
-# blocks compiled and not, the syncs the device waits for and how busy it is; MFU against transformers'
-# BertForMaskedLM; and every learned arm's step cost, the lite MAP-Net arm included.
+# Issue 46 in one device call of at most 9 minutes on one H100 or H200 (each stage has its own time limit, so
+# one that hangs or fails leaves the others' figures): the ceiling of a `base` step (its FLOPs and bytes
+# counted, its own matrix products and attention timed, the floor, which SDPA kernel runs), each candidate
+# change on and off with its prediction (optim.impl, compile scope and modes, CUDA graphs, a vocabulary padded
+# to 64, a larger micro-batch) beside Hugging Face's BertForMaskedLM eager and compiled, train.prefetch off and
+# on in the real loop, and every learned masking arm's step cost against uniform. base, 128 tokens, bf16.
 #
-#   bash experiments/gpu-h100/gpu_step.sh OUT                                          # the CPU smoke: tiny, a few steps
-#   DEVICE=cuda PY=python3 bash experiments/gpu-h100/gpu_step.sh OUT                   # on the device, at base
+#   bash experiments/gpu-h100/gpu_step.sh prepare            # here, once: shards + tomli_w for the device (~3 min)
+#   bash experiments/gpu-h100/gpu_step.sh smoke OUT          # here: the CPU smoke, tiny shapes, every stage and arm
+#   bash experiments/gpu-h100/gpu_step.sh run OUT            # on the device (README.md has the exact `run` call)
 #
-# Needs the real-text shards of RESULTS 0 (runs/real-text-x5/shards: bash experiments/common/gpu_downstream.sh prepare,
-# here; carry runs/real-text-x5/shards). Every stage has its own time limit, so one that hangs or fails leaves
-# the others' figures; each writes OUT/NAME.txt.
+# What travels (git-ignored, named in `carry`): runs/gpu-step/shards (real text: 11 Gutenberg books and one
+# Wikipedia file, 1.3M tokens of 128-token sequences, a 32,768 BPE vocabulary, 5 MB) and .gpu/site (tomli_w,
+# which the settings tree imports and the device image lacks; torch and transformers are in the image).
 set -uo pipefail
-OUT=$(realpath -m "$1")
+MODE=$1
+SHARDS=runs/gpu-step/shards
+SITE=.gpu/site
+if [[ $MODE == prepare ]]; then
+    set -e
+    if [[ ! -f $SHARDS/manifest.json ]]; then
+        G=../shared/data/gutenberg
+        W=../shared/data/wiki-articles/enwiki-2015-wikiextractor
+        mapfile -t BOOKS < <(ls "$G"/*.txt.gz | awk 'NR % 50 == 3')
+        uv run mapnet preprocess "${BOOKS[@]}" "$W/AA_wiki_00.txt.gz" --out runs/gpu-step/prep --vocab-size 32768 \
+            --set preprocess.strip_gutenberg=true --overwrite
+        uv run mapnet shard runs/gpu-step/prep --out "$SHARDS" --set shard.max_seq_len=128 \
+            --set shard.valid_fraction=0.01 --overwrite
+    fi
+    # tomli_w is pure Python: its package folder from this environment is all the device needs.
+    mkdir -p "$SITE"
+    rm -rf "$SITE/tomli_w"
+    cp -r "$(uv run python -c 'import tomli_w, os; print(os.path.dirname(tomli_w.__file__))')" "$SITE/tomli_w"
+    du -sh "$SHARDS" "$SITE"
+    exit 0
+fi
+OUT=$(realpath -m "$2")
 mkdir -p "$OUT"
-read -r -a py <<<"${PY:-uv run python}"
-DEVICE=${DEVICE:-cpu}
-SHARDS=${SHARDS:-runs/real-text-x5/shards}
-if [[ $DEVICE == cuda ]]; then
-    PRESET=base; BATCH=128; STEPS=20; WARMUP=5; BENCH_STEPS=15; LIMIT=90
-else  # the smoke: every command and flag, at a size the CPU runs in seconds
-    PRESET=tiny; BATCH=8; STEPS=2; WARMUP=1; BENCH_STEPS=4; LIMIT=300  # 4: the lite arm is timed per cycle of 4
+stage() { echo; echo "=== $1 ($(date -u +%H:%M:%S), $SECONDS s in)"; }
+if [[ $MODE == run ]]; then
+    export PYTHONPATH=$PWD:$PWD/$SITE${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+    py=(python3)
+    DEV=(--device cuda)
+    CEIL=(); VAR=(--budget 170); PRE=base; BATCH=128; PSTEPS=20; PWARM=4; STEPS=8; WARM=2
+    L_CEIL=75; L_VAR=230; L_PRE=60; L_ARMS=75
+elif [[ $MODE == smoke ]]; then  # every stage, arm and flag of the run, at a size the CPU runs
+    py=(uv run python)
+    DEV=(--device cpu)
+    CEIL=(--smoke); VAR=(--smoke --budget 0); PRE=tiny; BATCH=8; PSTEPS=2; PWARM=1; STEPS=4; WARM=1
+    L_CEIL=900; L_VAR=3000; L_PRE=600; L_ARMS=900
+else
+    echo "usage: gpu_step.sh prepare | smoke OUT | run OUT" >&2
+    exit 2
 fi
-stage() { echo; echo "=== $1 ($(date -u +%H:%M:%S))"; }
-# Whole sequences (the `fast` recipe's warm-up pieces would make the first steps another shape).
+[[ -f $SHARDS/manifest.json ]] || { echo "no $SHARDS: run 'gpu_step.sh prepare' here first" >&2; exit 2; }
+
+stage "device"
+[[ $MODE == run ]] && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+"${py[@]}" -c "import torch, transformers; print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'transformers', transformers.__version__)"
+
+stage "ceiling: FLOPs and bytes counted, the step's products and attention timed, the floor, mapnet's step against it"
+timeout "$L_CEIL" "${py[@]}" benchmarks/bench_ceiling.py "${DEV[@]}" "${CEIL[@]}" --arms blocks --json "$OUT/ceiling.json" \
+    2>&1 | grep -v '^USDT\|^ERROR:.*DeviceProperties' | tee "$OUT/ceiling.txt"
+
+stage "each change on and off, predicted and measured; Hugging Face eager and compiled"
+timeout "$L_VAR" "${py[@]}" benchmarks/bench_step_variants.py "${DEV[@]}" "${VAR[@]}" --json "$OUT/variants.json" \
+    --arms eager blocks model hf hf-compiled foreach vocab-30528 vocab-30522 model-graphs micro-256 blocks-graphs \
+    model-autotune 2>&1 | tee "$OUT/variants.txt"
+
+# train.prefetch in the real loop (compiled as on CUDA by default), off then on; predicted: +2% to +5% on.
 WHOLE=(--set train.short_seq_len=0 --set train.short_seq_steps=0)
-profile() {  # NAME MASKING PROFILE-ARGS...
-    local name=$1 masking=$2
-    shift 2
-    stage "profile: $name"
-    timeout "$LIMIT" "${py[@]}" benchmarks/profile_step.py --data "$SHARDS" --preset "$PRESET" --device "$DEVICE" \
-        --batch "$BATCH" --steps "$STEPS" --warmup "$WARMUP" --masking "$masking" "${WHOLE[@]}" "$@" \
-        2>&1 | tee "$OUT/profile-$name.txt"
-}
+for prefetch in false true; do
+    stage "train.prefetch = $prefetch: profile of the real loop, uniform, $PRE, $BATCH x 128"
+    timeout "$L_PRE" "${py[@]}" benchmarks/profile_step.py --data "$SHARDS" --preset "$PRE" "${DEV[@]}" --batch "$BATCH" \
+        --steps "$PSTEPS" --warmup "$PWARM" --masking uniform "${WHOLE[@]}" --set train.prefetch=$prefetch \
+        2>&1 | grep -v '^USDT\|^ERROR:.*DeviceProperties' | tee "$OUT/prefetch-$prefetch.txt"
+done
 
-[[ $DEVICE == cuda ]] && { stage "device"; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; }
-"${py[@]}" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
-
-# Prefetch off and on (compile at its default, on with CUDA), then compile off; one Chrome trace.
-profile uniform-prefetch-off uniform --set train.prefetch=false
-profile uniform uniform --set train.prefetch=true --trace "$OUT/trace-uniform.json"
-profile uniform-eager uniform --set train.prefetch=true --set train.compile=false
-profile mapnet-ht-lite mapnet-ht-lite --set train.prefetch=true
-
-stage "every learned arm's step cost (batches made inline, as bench_strategies times them)"
-timeout "$LIMIT" "${py[@]}" benchmarks/bench_strategies.py --data "$SHARDS" --device "$DEVICE" --presets "$PRESET" \
-    --batch "$BATCH" --steps "$BENCH_STEPS" --warmup 2 \
-    --arms uniform uniform@0.3 mapnet mapnet-ht mapnet-ht-1layer mapnet-ht-lite 2>&1 | tee "$OUT/bench_strategies.txt"
-
-if [[ $DEVICE == cuda ]]; then
-    stage "throughput and MFU, base, 128 tokens, eager and compiled, against BertForMaskedLM"
-    timeout 150 "${py[@]}" benchmarks/bench_pretrain.py --device cuda --sizes base --seq-len 128 --batch 128 \
-        --warmup 3 --iters 10 --rounds 3 --compile 2>&1 | tee "$OUT/bench_pretrain.txt"
-fi
+# Predicted (RESULTS 4b): mapnet 1.6-1.9x, mapnet-ht ~1.9x, mapnet-ht-lite 1.15-1.25x, adaptive 1.05-1.15x uniform's step.
+stage "every learned arm's step cost against uniform, $PRE, $BATCH x 128, vocabulary 32,768"
+timeout "$L_ARMS" "${py[@]}" benchmarks/bench_strategies.py "${DEV[@]}" --presets "$PRE" --batch "$BATCH" --vocab 32768 \
+    --steps "$STEPS" --warmup "$WARM" --arms uniform mapnet mapnet-ht mapnet-ht-lite adaptive 2>&1 | tee "$OUT/arms.txt"
+stage "done"

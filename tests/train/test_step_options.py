@@ -122,3 +122,21 @@ def test_compiled_scopes_give_the_eager_losses_to_float_rounding(shards, tmp_pat
         assert all(b._compiled_call_impl is not None for b in run.model.encoder.blocks)
     assert list(run.model.state_dict()) == list(BertForMLM(run.cfg).state_dict())  # checkpoints keep their keys
     assert compiled == pytest.approx(eager, rel=1e-4)
+
+
+# ---------------------------------------------------------------- attention takes SDPA's fused kernels
+def test_packed_sequences_reach_sdpa_with_no_mask(shards, tmp_path, monkeypatch):
+    """Shards packed without padding give no attention mask, so SDPA may pick FlashAttention (a dense
+    boolean mask sends it to a slower kernel; benchmarks/bench_ceiling.py prints which one runs on a GPU)."""
+    masks = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def recording(q, k, v, attn_mask=None, **kwargs):
+        masks.append(attn_mask)
+        return real(q, k, v, attn_mask=attn_mask, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
+    _, run = losses(shards, tmp_path / "run", steps=1)
+    blocks = run.cfg.layers
+    assert len(masks) == 2 * blocks  # two micro-batches, every block (the last one at its masked rows)
+    assert all(m is None for m in masks)

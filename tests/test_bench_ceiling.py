@@ -1,0 +1,73 @@
+"""benchmarks/bench_ceiling.py and bench_step_variants.py (issue 46's GPU run, smoke-tested on the CPU): the
+step's FLOP count agrees with the model's, and both scripts run end to end and write their figures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mapnet_cli.model.bert import BertConfig, flops_per_token
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import bench_ceiling  # noqa: E402
+import step_bench  # noqa: E402
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_the_counted_products_and_attention_are_the_models_flops(norm):
+    cfg = BertConfig(vocab_size=32768, norm=norm)  # base
+    B, T, N = 128, 128, 19 * 128  # uniform 15% of 126 eligible positions: 19 per row
+    gemms, attn = bench_ceiling.step_gemms(cfg, B, T, N), bench_ceiling.step_attention(cfg, B, T, N, width=19)
+    counted = sum(g.flops for g in gemms) + sum(a.flops for a in attn)
+    assert counted == pytest.approx(flops_per_token(cfg, T, N / (B * T)) * B * T, rel=1e-12)
+    # The last block and the head run at the N masked positions only, its keys and values everywhere.
+    at_n = {g.name for g in gemms if g.m == N}
+    assert at_n == {"last block Q @N", "last block out @N", "last block FFN in @N", "last block FFN out @N",
+                    "head dense @N", "head vocab @N"}
+    assert sum(g.count for g in gemms if g.name == "QKV") == cfg.layers - 1
+
+
+def test_the_fused_step_moves_at_least_the_optimizers_bytes():
+    cfg = BertConfig(vocab_size=32768)
+    parts = bench_ceiling.step_bytes(cfg, 128, 128, 2432, params=110_000_000, matrix_params=100_000_000)
+    assert parts["AdamW (fp32 weight, grad, m, v)"] == 28 * 110_000_000
+    assert all(v > 0 for v in parts.values())
+
+
+def run(script: str, out: Path, *args: str) -> dict:
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--smoke", "--json", str(out), *args],
+                          capture_output=True, text=True, timeout=1200, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow  # a subprocess that times kernels and a few tiny steps on the CPU
+def test_bench_ceiling_smoke_prints_the_floor_and_mapnets_fraction_of_it(tmp_path):
+    r = run("bench_ceiling.py", tmp_path / "c.json", "--arms", "eager", "--repeats", "1", "--steps", "1", "--rounds", "1")
+    floor = r["floor_ms"]
+    assert floor["total"] == pytest.approx(floor["products"] + floor["attention"] + floor["bytes"])
+    assert all(floor[k] > 0 for k in ("products", "attention", "bytes"))
+    tiny = step_bench.model_config("tiny", 512)
+    assert r["flops"] == pytest.approx(flops_per_token(tiny, 32, r["masked"] / (8 * 32)) * 8 * 32, rel=1e-12)
+    eager = r["mapnet"]["eager"]
+    assert eager["fraction_of_floor"] == pytest.approx(floor["total"] / eager["ms"])
+    attention = r["attention"]["blocks 1..L-1"]
+    assert isinstance(attention["backends"]["MATH"], float)  # the math kernel runs anywhere
+    assert any("scaled_dot_product" in k for k in attention["picked"])  # what the default dispatched to, named
+
+
+@pytest.mark.slow
+def test_bench_step_variants_smoke_times_each_arm_against_its_baseline(tmp_path):
+    r = run("bench_step_variants.py", tmp_path / "v.json", "--arms", "eager", "foreach", "hf", "--steps", "1",
+            "--warmup", "1")
+    arms = r["arms"]
+    assert set(arms) == {"eager", "foreach", "hf"}
+    assert arms["foreach"]["baseline"] == "eager" and "fused" in arms["foreach"]["prediction"]
+    assert all(a["tokens_per_s"] > 0 and a["mfu_measured"] > 0 for a in arms.values())
+    # Each arm's own FLOPs: Hugging Face computes its head and last block at every position, mapnet at the masked ones.
+    assert arms["hf"]["flops_per_token"] > arms["eager"]["flops_per_token"]
