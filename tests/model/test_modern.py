@@ -244,3 +244,24 @@ def test_mapnet_masking_and_exact_resume_with_the_modern_block(shards, tmp_path)
     assert wa.keys() == wb.keys() and any(k.startswith("mapnet.") for k in wa)
     for k in wa:
         assert torch.equal(wa[k], wb[k]), k  # bitwise
+
+
+def test_vmap_over_single_sequences_runs_the_last_layer_shortcut():
+    """The variance tool takes per-example gradients with vmap(grad) over batches of one (as for BERT's block)."""
+    torch.manual_seed(0)
+    model = jiggled(BertForMLM(modern_cfg()))
+    params = {n: p.detach() for n, p in model.named_parameters()}
+    ids = torch.randint(5, 97, (3, 12))
+    pos = torch.tensor([[1, 5], [0, 7], [3, 4]])
+
+    def loss(p, i, q):
+        return torch.func.functional_call(model, p, (i[None], None, q)).square().sum()
+
+    per_example = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0))(params, ids, pos)
+    for k in range(3):
+        one = torch.func.grad(loss)(params, ids[k], pos[k])
+        for name in ("encoder.blocks.1.qkv.weight", "encoder.tok_embeddings.weight"):
+            torch.testing.assert_close(per_example[name][k], one[name], atol=1e-5, rtol=1e-5)
+        full = model(ids[k:k + 1])[0, pos[k]]
+        torch.testing.assert_close(torch.func.functional_call(model, params, (ids[k:k + 1], None, pos[k])), full,
+                                   atol=1e-5, rtol=1e-5)
