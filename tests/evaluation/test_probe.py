@@ -139,3 +139,24 @@ def test_a_probe_stopped_part_way_leaves_json_that_says_it_is_partial(fake_run, 
     done = probe_run(find_checkpoints(every=[fake_run]), real_sst2, cfg, out)
     assert json.loads(out.read_text()) == json.loads(json.dumps(done))
     assert done["complete"] is True and len(done["checkpoints"]) == done["planned"] == 3
+
+
+def test_a_damaged_checkpoint_of_a_curve_is_refused_before_the_first_is_probed(fake_run, real_sst2, tmp_path):
+    """probe, blimp and finetune-glue --checkpoints evaluate every checkpoint of a run: the newest one damaged was
+    found after the older ones had been evaluated. Now every one is verified when the run is read."""
+    import shutil
+
+    from mapnet_cli.evaluation.blimp.models import find_targets
+
+    run = tmp_path / "run"
+    shutil.copytree(fake_run, run)
+    weights = run / "checkpoints" / "step-00000200" / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[:-3] + bytes([data[-3] ^ 1]) + data[-2:])
+    for read in (lambda: find_checkpoints(every=[run]), lambda: find_targets([run])):
+        with pytest.raises(MapnetError, match="step-00000200/model.safetensors does not match its sha256"):
+            read()
+    out = tmp_path / "probe.json"
+    res = CliRunner().invoke(app, ["probe", str(run), "--data", str(real_sst2), "--out", str(out), "--examples", "60"])
+    assert isinstance(res.exception, MapnetError) and "does not match its sha256" in str(res.exception)
+    assert "probing" not in res.output and not out.exists()

@@ -84,7 +84,9 @@ def find_checkpoints(latest: list[Path] | tuple[Path, ...] = (), every: list[Pat
             found = [c for _, c in list_checkpoints(p)]
             if not found:
                 raise MapnetError(f"run folder {p} has no complete checkpoint yet")
-            paths.extend(found)
+            # Verified here, every one: a damaged checkpoint of a curve is refused before the first is evaluated,
+            # not after (each file is hashed once per process, so loading it later costs no second hash).
+            paths.extend(resolve_checkpoint(c) for c in found)
         else:
             paths.append(resolve_checkpoint(p))
     refs: dict[str, CheckpointRef] = {}
