@@ -45,7 +45,7 @@ from torch import nn
 from .. import atomic
 from ..errors import MapnetError
 from .bert import BertConfig, BertForMLM
-from .hf_layout import folder_kind
+from .hf_layout import folder_kind, read_json_object
 
 SCHEMA = "mapnet.checkpoint/1"
 MANIFEST_SCHEMA = "mapnet.checkpoint-manifest/1"
@@ -304,6 +304,9 @@ def _find(path: Path) -> Path:
             if folder_kind(path) == "huggingface":  # a config.json that is not JSON is named there
                 raise MapnetError(f"{path} is a Hugging Face model folder (an export), not a mapnet run or checkpoint; "
                                   "this command reads mapnet checkpoints (blimp and --init-from read exported folders)")
+            if (path / CONFIG).is_file() and "schema" not in read_json_object(path / CONFIG):
+                raise MapnetError(f"{path / CONFIG} is neither a mapnet checkpoint's (no schema) nor a Hugging Face "
+                                  "model's (no model_type or architectures): not a model folder mapnet can read")
             raise MapnetError(f"{path} is an incomplete checkpoint (no {MARKER} marker: the run stopped while writing it)")
         read_config(path)
         return path

@@ -275,6 +275,10 @@ def test_checkpoint_readers_call_an_exported_folder_what_it_is(fake_run, tmp_pat
     (folder / "config.json").write_text("{")
     with pytest.raises(MapnetError, match="config.json is not readable JSON"):
         resolve_checkpoint(folder)
+    (folder / "config.json").write_text('{"hidden_size": 128}')  # JSON, but neither kind's
+    for read in (lambda: resolve_checkpoint(folder), lambda: find_targets([folder])):
+        with pytest.raises(MapnetError, match="is neither a mapnet checkpoint's .* nor a Hugging Face model's"):
+            read()
 
 
 # ---------------------------------------------------------------- pairs of one sentence twice
