@@ -88,10 +88,6 @@ def compare(
         return
     if base.distributed.gpus or base.distributed.nproc:
         raise MapnetError("mapnet compare trains in this process; leave distributed.gpus and distributed.nproc at 0")
-    # Every arm's inputs and the GLUE files, before the first run trains: found late, they cost every run before.
-    from ..compare.plan import check_inputs
-
-    check_inputs(plan, shards, tasks, glue_data, base.finetune)
     # Rerunning reuses what is in --out; it never replaces it.
     check_output(out, [shards, base.model.init_from or None, glue_data, blimp, config], reuse=True)
 
@@ -105,6 +101,11 @@ def compare(
         if problems:
             raise MapnetError("--blimp-method: " + "; ".join(problems))
         suite = load_suite(blimp, blimp_pairs)
+    # Every arm's inputs, the GLUE files and the BLiMP sentences' length, before the first run trains: found late,
+    # they cost every run before.
+    from ..compare.plan import check_inputs
+
+    check_inputs(plan, shards, tasks, glue_data, base.finetune, suite)
     err = Console(stderr=True)
     note = lambda text: err.print(text, highlight=False, markup=False)  # noqa: E731
     with output_lock(out):

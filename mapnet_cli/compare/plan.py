@@ -146,10 +146,11 @@ def plan_runs(base: settings_mod.Settings, strategies: list[str], seeds: int, ou
 
 
 def check_inputs(plan: list[PlannedRun], shards: Path, glue_tasks: list[str] = (), glue_data: Path | None = None,
-                 finetune=None) -> None:
+                 finetune=None, blimp_suite=None) -> None:
     """Everything the comparison will read, checked before its first run trains, every problem in one line:
     what each arm's run needs from the shards (a `pmi` arm's vocabulary, `train.inputs`), an --init-from
-    SOURCE's tokenizer against the shards', and every GLUE task's files (read and parsed as the sweep will)."""
+    SOURCE's tokenizer against the shards', every GLUE task's files (read and parsed as the sweep will), and
+    that the BLiMP sentences fit model.max_position in the runs' text path (the shards' tokenizer and cleaning)."""
     from ..data.shards import ShardReader
     from ..train import init_from
     from ..train.inputs import run_input_problems
@@ -170,6 +171,8 @@ def check_inputs(plan: list[PlannedRun], shards: Path, glue_tasks: list[str] = (
                 arms.setdefault(text, []).append(pr.strategy)
         problems += [f"{'strategy' if len(names) == 1 else 'strategies'} {', '.join(names)}: {text}"
                      for text, names in arms.items()]
+        if blimp_suite is not None and plan:
+            collect(lambda: _blimp_fits(plan, Path(reader.tokenizer_path), blimp_suite))
         source = plan[0].settings.model.init_from if plan else ""
         if source:
             collect(lambda: init_from.check_tokenizer(init_from.open_source(source), reader.tokenizer_path,
@@ -182,3 +185,17 @@ def check_inputs(plan: list[PlannedRun], shards: Path, glue_tasks: list[str] = (
         collect(lambda: load_tasks(list(glue_tasks), glue_data, finetune))
     if problems:
         raise MapnetError("; ".join(problems))
+
+
+def _blimp_fits(plan: list[PlannedRun], tokenizer: Path, suite) -> None:
+    """Refuse a BLiMP suite whose longest sentence (+ [CLS], [SEP]) the runs' model cannot read: `blimp` finds it
+    before scoring, but in a comparison that is after every run has trained."""
+    from ..evaluation.blimp.models import mapnet_text
+
+    settings = plan[0].settings
+    text = mapnet_text(tokenizer.parent, settings)  # the checkpoints' own path: they carry these shards' tokenizer
+    longest = max(len(ids) for ids in text.tokenise(suite.sentences())) + 2
+    if longest > settings.model.max_position:
+        raise MapnetError(f"--blimp: its longest sentence is {longest} tokens with [CLS] and [SEP] in the shards' "
+                          f"tokenizer, more than model.max_position ({settings.model.max_position}) can read; "
+                          "score other paradigms, or train a longer model")

@@ -677,6 +677,13 @@ def test_what_would_fail_after_training_is_refused_before_any_run_starts(tmp_pat
         (["--strategies", "uniform,pmi,span", "--set", "model.max_position=16", "--set", "shard.max_seq_len=16"],
          ["strategies uniform, pmi, span: shards", "hold 32-token sequences but model.max_position is 16"]),
     )
+    long_blimp = tmp_path / "blimp"  # one paradigm whose sentences the 32-position model cannot read
+    long_blimp.mkdir()
+    row = {"sentence_good": " ".join(["the cat sat"] * 15) + ".", "sentence_bad": " ".join(["the sat cat"] * 15) + ".",
+           "field": "syntax", "UID": "long"}
+    (long_blimp / "long.jsonl").write_text(json.dumps(row) + "\n")
+    cases += ((["--strategies", "uniform", "--blimp", str(long_blimp)],
+               ["--blimp: its longest sentence is", "more than model.max_position (32)"]),)
     for extra, named in cases:
         with pytest.raises(MapnetError) as info:
             invoke(base + extra)
