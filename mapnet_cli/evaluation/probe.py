@@ -80,7 +80,7 @@ class ProbeConfig:
         if not 8 <= self.max_seq_len <= 8192:
             out.append(f"probe max_seq_len must be in [8, 8192] (got {self.max_seq_len})")
         if self.l2 < 0 or not math.isfinite(self.l2):
-            out.append(f"probe l2 must be >= 0 (got {self.l2})")
+            out.append(f"probe l2 must be a finite number >= 0 (got {self.l2})")
         if self.max_iter < 1 or self.batch_size < 1:
             out.append("probe max_iter and batch_size must be >= 1")
         if self.pooling not in POOLINGS:

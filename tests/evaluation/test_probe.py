@@ -160,3 +160,13 @@ def test_a_damaged_checkpoint_of_a_curve_is_refused_before_the_first_is_probed(f
     res = CliRunner().invoke(app, ["probe", str(run), "--data", str(real_sst2), "--out", str(out), "--examples", "60"])
     assert isinstance(res.exception, MapnetError) and "does not match its sha256" in str(res.exception)
     assert "probing" not in res.output and not out.exists()
+
+
+@pytest.mark.parametrize("l2", ["nan", "inf", "-inf", "-1"])
+def test_a_non_finite_or_negative_l2_is_refused_before_any_checkpoint_is_probed(l2, fake_run, real_sst2, tmp_path):
+    """--l2 is a float flag outside the settings tree: its own check refuses NaN and infinities too."""
+    res = CliRunner().invoke(app, ["probe", str(fake_run), "--data", str(real_sst2), "--out", str(tmp_path / "p.json"),
+                                   "--l2", l2])
+    assert isinstance(res.exception, MapnetError), res.output
+    assert f"probe l2 must be a finite number >= 0 (got {float(l2)})" in str(res.exception)
+    assert not (tmp_path / "p.json").exists()
