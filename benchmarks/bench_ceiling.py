@@ -279,8 +279,8 @@ def main() -> None:
     peak_tflops, copy_tbs = measured_peaks(dtype, device, smoke, repeats)
     print(f"\nmeasured ceilings: {'1024' if smoke else '8192'}^3 matrix product {peak_tflops:.1f} TFLOP/s "
           f"({peak_tflops / datasheet:.0%} of the datasheet's {datasheet:g})" if datasheet else
-          f"\nmeasured ceilings: {'1024' if smoke else '8192'}^3 matrix product {peak_tflops:.3f} TFLOP/s", end="")
-    print(f"; device copy {copy_tbs:.2f} TB/s (read + written)")
+          f"\nmeasured ceilings: {'1024' if smoke else '8192'}^3 matrix product {peak_tflops:.3g} TFLOP/s", end="")
+    print(f"; device copy {copy_tbs:.3g} TB/s (read + written)")
     times = gemm_times(gemms, dtype, device, repeats)
     print(f"\n{'product (x count)':30} {'fwd ms':>8} {'dgrad ms':>9} {'wgrad ms':>9} {'TFLOP/s':>8}")
     gemm_ms = 0.0

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import statistics
 import sys
 import time
@@ -87,6 +88,14 @@ ARMS = {
                        {"hf": True, "compile": True}),
 }
 ORDER = list(ARMS)  # the order arms are built in: the most informative first, the slowest compiles late
+
+
+class Deadline(Exception):
+    """SIGTERM (the stage's `timeout`): stop building and timing, print the table of what was measured."""
+
+
+def on_sigterm(signum, frame):
+    raise Deadline()
 
 
 def build(name: str, arm: Arm, size: str, vocab: int, device: torch.device):
@@ -157,8 +166,15 @@ def main() -> None:
         print(f"  [{tag}] {arm_name:15} {r['ms']:8.2f} ms/step  {r['tokens_per_s']:>11,.0f} tok/s  {mfu}", flush=True)
 
     # ------------------------------------------------------------ first pass: build, warm up, time each arm
+    signal.signal(signal.SIGTERM, on_sigterm)
+    stopped = None  # why arms were left out: the budget, or the stage's time limit
     for arm_name in args.arms:
         arm = ARMS[arm_name]
+        if stopped is None and args.budget and time.perf_counter() - start > args.budget:
+            stopped = f"not reached: --budget {args.budget:g} s spent"
+        if stopped:
+            results["arms"][arm_name] = {"error": stopped}
+            continue
         micro = arm.micro or B
         inputs = [corpus(micro, T, arm.vocab or vocab, seed=s) for s in range(3)]
         masked = draw_batch(inputs[0], 0, arm.vocab or vocab, torch.device("cpu")).positions.numel()
@@ -170,6 +186,10 @@ def main() -> None:
             sync(device)
             warm = time.perf_counter() - t0
             ms_rounds = time_steps(step, inputs, device, 1, steps)
+        except Deadline:
+            stopped = "not reached: the stage's time limit (SIGTERM)"
+            results["arms"][arm_name] = {"error": stopped + " while warming up or timing"}
+            continue
         except Exception as exc:  # one arm's failure (a compile mode, memory) must not lose the others
             line = next((x for x in str(exc).splitlines() if x.strip()), type(exc).__name__)
             print(f"  [failed] {arm_name:15} {type(exc).__name__}: {line[:200]}", flush=True)
@@ -187,24 +207,27 @@ def main() -> None:
     # ------------------------------------------------------------ interleaved rounds while the budget lasts
     rounds: dict = {k: [] for k in built}
     r = 0
-    while built and (r == 0 or time.perf_counter() - start < args.budget):
-        for arm_name in (list(built) if r % 2 == 0 else list(built)[::-1]):  # alternate who goes first
-            step, cfg, inputs, micro, masked = built[arm_name]
-            rounds[arm_name] += time_steps(step, inputs, device, 1, steps)
-        r += 1
+    try:
+        while built and not stopped and (r == 0 or time.perf_counter() - start < args.budget):
+            for arm_name in (list(built) if r % 2 == 0 else list(built)[::-1]):  # alternate who goes first
+                step, cfg, inputs, micro, masked = built[arm_name]
+                rounds[arm_name] += time_steps(step, inputs, device, 1, steps)
+            r += 1
+    except Deadline:
+        pass
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the table below takes no time; a second TERM ends it
+    if r == 0:  # no interleaved round finished: the table shows the first pass
+        rounds = {k: results["arms"][k]["rounds_ms"] for k in built}
     print(f"\n{r} interleaved round(s) of {steps} steps per arm; {time.perf_counter() - start:.0f} s since the start")
     print(f"{'arm':15} {'setting':48} {'ms/step':>8} {'tok/s':>10} {'MFU (datasheet)':>16} {'MFU (measured)':>15} "
           f"{'vs baseline':>12}  predicted")
-    for arm_name in args.arms:
-        if arm_name not in built:
-            print(f"{arm_name:15} {ARMS[arm_name].setting[:48]:48} {results['arms'][arm_name]['error'][:80]}")
-            continue
+    for arm_name in built:
         step, cfg, inputs, micro, masked = built[arm_name]
-        res = results["arms"][arm_name] | record(arm_name, rounds[arm_name], cfg, micro, masked)
-        results["arms"][arm_name] = res
+        results["arms"][arm_name] |= record(arm_name, rounds[arm_name], cfg, micro, masked)
     for arm_name in args.arms:
         res = results["arms"][arm_name]
         if "error" in res:
+            print(f"{arm_name:15} {ARMS[arm_name].setting[:48]:48} {res['error'][:80]}")
             continue
         base = ARMS[arm_name].baseline
         vs = "-"
