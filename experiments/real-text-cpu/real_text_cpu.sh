@@ -6,7 +6,8 @@
 #
 # Training text: every 25th Gutenberg book (21 books) and every 10th Wikipedia file (11 files,
 # ~1 MB of articles each). Held out, never trained on: 5 other books (every 125th, offset 14)
-# and 2 other Wikipedia files. One BPE vocabulary (8,192, trained on the training text) for all.
+# and 2 other Wikipedia files. One BPE vocabulary (8,192, trained on the training text) for all; VOCAB=16384
+# in the environment trains another size (experiments/common/real_text_shards.sh OUT 16384, for experiments/hour-levers).
 set -euo pipefail
 # Absolute: the held-out folders are recorded in each run's settings and must resolve from anywhere.
 OUT=$(realpath -m "${1:-runs/real-text}")
@@ -21,7 +22,7 @@ mapnet=(uv run mapnet)
 GUT=(--set preprocess.strip_gutenberg=true)
 SHARD=(--set shard.max_seq_len=128)
 
-"${mapnet[@]}" preprocess "${BOOKS[@]}" "${WIKI[@]}" --out "$OUT/prep" --vocab-size 8192 "${GUT[@]}" --overwrite
+"${mapnet[@]}" preprocess "${BOOKS[@]}" "${WIKI[@]}" --out "$OUT/prep" --vocab-size "${VOCAB:-8192}" "${GUT[@]}" --overwrite
 "${mapnet[@]}" preprocess "${BOOKS_HELD[@]}" --out "$OUT/prep-books" --tokenizer "$OUT/prep/tokenizer.json" "${GUT[@]}" --overwrite
 "${mapnet[@]}" preprocess "${WIKI_HELD[@]}" --out "$OUT/prep-wiki" --tokenizer "$OUT/prep/tokenizer.json" --overwrite
 "${mapnet[@]}" shard "$OUT/prep" --out "$OUT/shards" "${SHARD[@]}" --set shard.valid_fraction=0.01 --overwrite
