@@ -26,6 +26,7 @@ from itertools import zip_longest
 from pathlib import Path
 
 import headline_tables
+import levers_table
 import performance_tables
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,6 +39,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "prefetch": performance_tables.prefetch,
     "arm-step-costs": performance_tables.arm_costs_all,
     "lite-step-costs": performance_tables.arm_costs_lite,
+    "hour-levers": levers_table.kept,
 }
 
 BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>(?:(?!<!-- /table -->).)*)(<!-- /table -->)", re.S)

@@ -1,0 +1,126 @@
+"""The lever table of experiments/hour-levers (issue 45): each lever against the baseline at equal wall time.
+
+    uv run python experiments/common/levers_table.py runs/hour-levers/arms           # from a search's OUT/arms
+    uv run python experiments/common/levers_table.py experiments/hour-levers/results # from the kept raw JSON
+
+Each arm is one `mapnet compare` folder (its results.json; kept as results/ARM.json), trained to the same
+train.time_budget with the same seeds as the baseline (`baseline`). Per arm, paired by seed index (same data
+order and masks, where the lever leaves them alone; one comparison per seed): Δ BLiMP (accuracy points) and Δ
+held-out loss (nats, the main held-out set with its fixed all-[MASK] masks at 15%) vs the baseline's same seed,
+mean ± 95% t-interval, and n, the number of independent comparisons. A loss is only compared on the same
+shards: an arm on other shards (another vocabulary, other sequence lengths) predicts other tokens, so its
+Δ loss is not given (BLiMP, which scores sentences, still is). "Left the plateau": the run's final held-out
+loss is at least 1 nat under its training tokens' unigram entropy (as experiments/blimp-arms). "What it
+changes" is read from the runs' recorded settings, so it cannot drift from what ran.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from mapnet_cli.intervals import mean_ci
+
+REPO = Path(__file__).resolve().parents[2]
+KEPT = REPO / "experiments" / "hour-levers" / "results"
+BASELINE = "baseline"
+# Settings that differ between arms without being the lever (or that follow from the shards given).
+NOT_A_LEVER = {"train.seed", "train.keep_steps", "train.checkpoint_every", "shard.max_seq_len"}
+
+
+def load(folder: Path) -> dict[str, dict]:
+    """{arm: results.json} from FOLDER/ARM/results.json (a search's arms) or FOLDER/ARM.json (kept)."""
+    docs = {p.parent.name: p for p in sorted(folder.glob("*/results.json"))}
+    docs.update({p.stem: p for p in sorted(folder.glob("*.json"))})
+    return {name: json.loads(p.read_text(encoding="utf-8")) for name, p in docs.items()}
+
+
+def fmt(ci: dict | None, f: str, scale: float = 1.0) -> str:
+    if not ci:
+        return "–"
+    mean = format(scale * ci["mean"], f)
+    return mean if ci["ci95"] is None else f"{mean} ± {format(scale * (ci['ci95'][1] - ci['ci95'][0]) / 2, f.lstrip('+'))}"
+
+
+def by_seed(doc: dict) -> dict[int, dict]:
+    return {r["seed_index"]: r for r in doc["runs"]}
+
+
+def flat(settings: dict) -> dict[str, object]:
+    return {f"{sec}.{k}": v for sec, values in settings.items() for k, v in values.items()}
+
+
+def changes(doc: dict, base: dict) -> str:
+    mine, theirs = flat(doc["runs"][0]["settings"]), flat(base["runs"][0]["settings"])
+    out = [f"{k}={mine[k]}" for k in mine if k not in NOT_A_LEVER and mine[k] != theirs.get(k)]
+    if doc["shards"]["manifest_sha256"] != base["shards"]["manifest_sha256"]:
+        out.append(f"shards {Path(doc['shards']['path']).name} ({doc['runs'][0]['settings']['shard']['max_seq_len']} tokens)")
+    return ", ".join(f"`{c}`" for c in out) or "–"
+
+
+def final_loss(run: dict) -> float:
+    return run["eval"][-1]["eval_loss"]
+
+
+def steps_bought(run: dict) -> int:
+    budget = run.get("budget")
+    return budget["steps"] if budget else run["eval"][-1]["step"]
+
+
+def row(name: str, doc: dict, base: dict) -> str:
+    runs, ref = by_seed(doc), by_seed(base)
+    seeds = sorted(set(runs) & set(ref))
+    bar = doc["unigram"]["train_entropy"] - 1.0
+    left = f"{sum(final_loss(r) <= bar for r in runs.values())} of {len(runs)}"
+    steps = sorted(steps_bought(r) for r in runs.values())
+    steps_text = f"{steps[0]:,}" if steps[0] == steps[-1] else f"{steps[0]:,}–{steps[-1]:,}"
+    loss = mean_ci([final_loss(r) for r in runs.values()])
+    blimp = mean_ci([r["blimp"]["accuracy"] for r in runs.values()]) if all("blimp" in r for r in runs.values()) else None
+    same_shards = doc["shards"]["manifest_sha256"] == base["shards"]["manifest_sha256"]
+    if name == BASELINE:
+        d_loss = d_blimp = "–"
+    else:
+        d_loss = (fmt(mean_ci([final_loss(runs[k]) - final_loss(ref[k]) for k in seeds]), "+.3f") if same_shards
+                  else "n/c (other tokens)")
+        d_blimp = (fmt(mean_ci([runs[k]["blimp"]["accuracy"] - ref[k]["blimp"]["accuracy"] for k in seeds]), "+.1f", 100)
+                   if blimp is not None and all("blimp" in ref[k] for k in seeds) else "–")
+    n = "–" if name == BASELINE else str(len(seeds))
+    return (f"| {name} | {changes(doc, base) if name != BASELINE else 'mini, fast'} | {steps_text} | {left} | "
+            f"{fmt(loss, '.3f')} | {d_loss} | {fmt(blimp, '.1f', 100)} | {d_blimp} | {n} |")
+
+
+def table(docs: dict[str, dict]) -> str:
+    if BASELINE not in docs:
+        raise SystemExit(f"no `{BASELINE}` arm among {', '.join(docs) or 'nothing'}: every Δ is against it")
+    base = docs[BASELINE]
+    budget = base.get("time_budget") or "–"
+    b = base.get("blimp") or {}
+    ctl = base["aggregate"].get("blimp_control") or {}
+    lines = [f"Every arm trained {budget} (training time; evaluation and checkpoints not counted), seeds "
+             f"{base['seeds']}; BLiMP {b.get('method', '–')} on {b.get('paradigms', '–')} paradigms × "
+             f"{b.get('pairs_per_paradigm', '–')} pairs; the baseline's controls: random weights "
+             f"{fmt(ctl.get('random_init'), '.1f', 100)}, unigram "
+             f"{'–' if ctl.get('unigram') is None else format(100 * ctl['unigram'], '.1f')}. Δ = arm − baseline on "
+             "the same seed, mean ± 95% t-interval over n independent comparisons; no correction for the number of "
+             "levers.", "",
+             "| arm | what it changes | steps bought | left the plateau | held-out loss | Δ loss (nats) | BLiMP | "
+             "Δ BLiMP (points) | n |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    order = [BASELINE] + [name for name in docs if name != BASELINE]
+    return "\n".join(lines + [row(name, docs[name], base) for name in order])
+
+
+def kept() -> str:
+    """doc_tables' `hour-levers`: the table of the kept raw JSON, or what to run while there is none."""
+    docs = load(KEPT) if KEPT.is_dir() else {}
+    if not docs:
+        return ("*Not measured yet*: the search runs alone on an idle machine "
+                "(`bash experiments/hour-levers/levers_cpu.sh runs/hour-levers search`, then `... keep`).")
+    return table(docs)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    print(table(load(Path(sys.argv[1]))))

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# The levers that pay per second (issue 45, part 2): the baseline (`mini`, the `fast` recipe, batch 32 x 128 on the
+# 18M-token real-text shards, 8,192-token BPE) and each lever one at a time against it, every run trained to the
+# same wall-clock budget (train.time_budget, 20 minutes of training time), 2 paired seeds, then held-out loss and
+# BLiMP (the 45 shared paradigms x 200 pairs, pseudo-log-likelihood) at the budget's end. Each arm is one
+# `mapnet compare` folder (OUT/arms/ARM); the runs go one after another, never two at once: they must be alone
+# on the machine for their time to buy what it buys (the load is recorded before and after each, OUT/load.tsv).
+#
+#   bash experiments/hour-levers/levers_cpu.sh OUT plan              # the arms, their flags, the wall time it takes
+#   bash experiments/hour-levers/levers_cpu.sh OUT prepare           # the shards: 8,192 at 128 and 64 tokens, 16,384
+#   bash experiments/hour-levers/levers_cpu.sh OUT search            # every arm (prepares first); rerun = resume
+#   bash experiments/hour-levers/levers_cpu.sh OUT search ARM...     # only these arms (the baseline is always first)
+#   bash experiments/hour-levers/levers_cpu.sh OUT table             # Δ vs the baseline (experiments/common/levers_table.py)
+#   bash experiments/hour-levers/levers_cpu.sh OUT keep              # results.json of each arm -> experiments/hour-levers/results/
+#   bash experiments/hour-levers/levers_cpu.sh OUT smoke             # all of it on the embedded synthetic data, 5 s a run
+#
+# A lever is only settings (nothing hand-wired): `--set` flags over the baseline's, or other shards. Another arm
+# (the winners combined) is a line added to ARMS. BUDGET, SEEDS, BLIMP_PAIRS and MAPNET may be set in the environment.
+set -euo pipefail
+OUT=$(realpath -m "$1"); WHICH=${2:-plan}
+shift $(($# < 2 ? $# : 2))
+read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
+# Both cores for every run, set rather than inherited: a run's speed is the lever's effect.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+BUDGET=${BUDGET:-20m}; SEEDS=${SEEDS:-2}; BLIMP_PAIRS=${BLIMP_PAIRS:-200}
+
+# The fast recipe's mini schedule, laid out in time: its 300 warm-up steps and 500 steps of 16-token pieces are
+# 14% and 23% of the ~2,140 steps a 20-minute `mini` run is predicted to buy (README, "Prediction"), so the
+# baseline is today's recipe at this length. Every arm keeps these fractions: under a budget, time is the unit.
+WARMUP_FRACTION=0.14; SHORT_FRACTION=0.23
+# ARM|SHARDS|FLAGS: SHARDS is base (8,192, 128 tokens), seq64 (the same text in 64-token sequences) or vocab16k.
+# Heads keep mini's 64 dimensions each. The batch-size ramp is not a setting (README): no arm.
+ARMS=(
+    "baseline|base|"
+    "shape-tiny|base|--set model.layers=2 --set model.hidden=128 --set model.heads=2"
+    "shape-L4-H192|base|--set model.layers=4 --set model.hidden=192 --set model.heads=3"
+    "shape-L6-H128|base|--set model.layers=6 --set model.hidden=128 --set model.heads=2"
+    "shape-L8-H128|base|--set model.layers=8 --set model.hidden=128 --set model.heads=2"
+    "mask-0.20|base|--set masking.mask_prob=0.2"
+    "mask-0.30|base|--set masking.mask_prob=0.3"
+    "mask-0.40|base|--set masking.mask_prob=0.4"
+    "split-100-0-0|base|--set masking.replace_mask=1.0 --set masking.replace_random=0.0"
+    "lr-1e-3|base|--set optim.lr=1e-3"
+    "lr-4e-3|base|--set optim.lr=4e-3"
+    "one-cycle|base|--set optim.warmup_fraction=0.5"
+    "batch-16|base|--set train.batch_size=16"
+    "batch-64|base|--set train.batch_size=64"
+    "seq-64|seq64|--set train.batch_size=64 --set shard.max_seq_len=64"
+    "vocab-16k|vocab16k|"
+    "modern|base|--set model.block=modern"
+)
+# Architecture arms: their random-init BLiMP controls are their own; the others share the baseline's (same weights).
+OWN_CONTROLS=" shape-tiny shape-L4-H192 shape-L6-H128 shape-L8-H128 vocab-16k modern "
+
+RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
+RT16=$(realpath -m runs/real-text-16k); X5_16=$(realpath -m runs/real-text-x5-16k)
+declare -A SHARDS=([base]=$X5/shards [seq64]=$X5/shards-64 [vocab16k]=$X5_16/shards)
+BLIMP=(--blimp ../shared/data/blimp --blimp-pairs "$BLIMP_PAIRS")
+EVERY=500  # held-out evaluation and checkpoints every 500 steps: ~4 in a mini run, not counted in the budget
+RUN=(--preset mini --recipe fast --set train.batch_size=32 --set model.max_position=128 --set shard.max_seq_len=128
+     --set train.eval_every=$EVERY --set train.eval_sequences=512 --set train.eval_pick=spread
+     --set logging.log_every=50 --set logging.progress=false)
+
+if [[ $WHICH == smoke ]]; then
+    # The embedded synthetic language: a 1,024-token BPE stands for 8,192 and a 2,048-token one for 16,384; every
+    # arm and every command as in the search, 5 s of training a run, 1 BLiMP pair a paradigm.
+    BUDGET=5s; BLIMP=(--blimp ../shared/data/blimp --blimp-pairs 1); EVERY=5
+    RUN=(--preset mini --recipe fast --set train.batch_size=32 --set model.max_position=128 --set shard.max_seq_len=128
+         --set train.eval_every=$EVERY --set train.eval_sequences=16 --set logging.log_every=5 --set logging.progress=false)
+    S=$OUT/data
+    declare -A SHARDS=([base]=$S/shards [seq64]=$S/shards-64 [vocab16k]=$S/shards-2048)
+fi
+BUDGET_RUN=(--set "train.time_budget=$BUDGET" --set optim.warmup_steps=0 --set "optim.warmup_fraction=$WARMUP_FRACTION"
+            --set train.short_seq_steps=0 --set "train.short_seq_fraction=$SHORT_FRACTION")
+
+field() { local IFS='|'; read -r -a parts <<<"$1|"; echo "${parts[$2]}"; }  # field LINE INDEX of an ARMS line
+
+prepare() {
+    bash experiments/common/real_text_shards.sh "$RT"
+    [[ -f $X5/shards/manifest.json ]] || bash experiments/common/gpu_downstream.sh prepare
+    # The same training text in 64-token sequences (the same tokens, cut shorter; no new tokenizer).
+    [[ -f $X5/shards-64/manifest.json ]] || "${mapnet[@]}" shard "$X5/prep" --out "$X5/shards-64" \
+        --set shard.max_seq_len=64 --set shard.valid_fraction=0.01 --overwrite
+    # 16,384: a BPE trained on the same text as the 8,192 one (section 2's), then the x5 inputs through it.
+    bash experiments/common/real_text_shards.sh "$RT16" 16384
+    if [[ ! -f $X5_16/shards/manifest.json ]]; then
+        mapfile -t inputs < <(python3 -c 'import json, sys; print("\n".join(i["path"] for i in json.load(open(sys.argv[1]))["inputs"]))' \
+            "$X5/prep/manifest.json")
+        for f in "${inputs[@]}"; do  # the paths as the 8,192 preparation recorded them, from the repository root
+            [[ -f $f ]] || { echo "$X5/prep names $f, which is not here: run from the repository root" >&2; exit 2; }
+        done
+        "${mapnet[@]}" preprocess "${inputs[@]}" --out "$X5_16/prep" --tokenizer "$RT16/prep/tokenizer.json" \
+            --set preprocess.strip_gutenberg=true --overwrite
+        "${mapnet[@]}" shard "$X5_16/prep" --out "$X5_16/shards" --set shard.max_seq_len=128 --set shard.valid_fraction=0.01 --overwrite
+    fi
+}
+
+smoke_data() {
+    [[ -f $S/shards-2048/manifest.json ]] && return
+    "${mapnet[@]}" preprocess --recipe data_recipes/tiny.toml --out "$S/prep" --set synthetic.documents=300 --vocab-size 1024 --overwrite
+    "${mapnet[@]}" shard "$S/prep" --out "$S/shards" --set shard.valid_fraction=0.1 --overwrite
+    "${mapnet[@]}" shard "$S/prep" --out "$S/shards-64" --set shard.max_seq_len=64 --set shard.valid_fraction=0.1 --overwrite
+    "${mapnet[@]}" preprocess --recipe data_recipes/tiny.toml --out "$S/prep-2048" --set synthetic.documents=300 --vocab-size 2048 --overwrite
+    "${mapnet[@]}" shard "$S/prep-2048" --out "$S/shards-2048" --set shard.valid_fraction=0.1 --overwrite
+}
+
+run_arm() {  # LINE: one arm, its seeds in one `compare` folder (finished runs are reused; BLiMP is cached per run)
+    local name data flags dest
+    name=$(field "$1" 0); data=$(field "$1" 1); flags=$(field "$1" 2); dest=$OUT/arms/$name
+    read -r -a flags <<<"$flags"
+    mkdir -p "$dest"
+    # The baseline's random-init controls are every same-architecture arm's (same seed, shape and init: same weights,
+    # found by their hash in the cache), so they are scored once.
+    if [[ $name != baseline && $OWN_CONTROLS != *" $name "* && -f $OUT/arms/baseline/blimp-controls.json ]]; then
+        cp -n "$OUT/arms/baseline/blimp-controls.json" "$dest/"
+    fi
+    echo -e "$name\tstart\t$(date -u +%FT%TZ)\t$(cut -d' ' -f1-3 /proc/loadavg)\t$(nproc)" >> "$OUT/load.tsv"
+    local rc=0
+    "${mapnet[@]}" compare "${SHARDS[$data]}" --out "$dest" --strategies uniform --seeds "$SEEDS" "${RUN[@]}" \
+        "${BUDGET_RUN[@]}" "${flags[@]}" "${BLIMP[@]}" > "$OUT/$name.log" 2>&1 || rc=$?
+    echo -e "$name\tend\t$(date -u +%FT%TZ)\t$(cut -d' ' -f1-3 /proc/loadavg)\t$(nproc)\trc=$rc" >> "$OUT/load.tsv"
+    # One arm that fails (a lever a later change refuses) costs its own runs, not the night's: say so and go on.
+    ((rc == 0)) || echo "arm $name failed (exit $rc): $OUT/$name.log" >&2
+    return 0
+}
+
+chosen() {  # the ARMS lines of the names given (all when none; the baseline always first)
+    local line name want
+    for line in "${ARMS[@]}"; do
+        name=$(field "$line" 0)
+        if (($# == 0)) || [[ $name == baseline ]]; then echo "$line"; continue; fi
+        for want in "$@"; do [[ $want == "$name" ]] && echo "$line"; done
+    done
+}
+
+search() {  # ARM names (none: all)
+    local line lines known=" "
+    for line in "${ARMS[@]}"; do known+="$(field "$line" 0) "; done
+    for line in "$@"; do [[ $known == *" $line "* ]] || { echo "unknown arm $line (arms:$known)" >&2; exit 2; }; done
+    mkdir -p "$OUT"
+    load1=$(cut -d' ' -f1 /proc/loadavg)
+    if awk -v l="$load1" 'BEGIN { exit !(l > 0.5) }'; then
+        echo "warning: load average $load1 before the search: another process shares the cores, so each run's" \
+             "budget buys fewer steps than alone (the load is recorded in $OUT/load.tsv)" >&2
+    fi
+    mapfile -t lines < <(chosen "$@")
+    for line in "${lines[@]}"; do run_arm "$line"; done
+}
+
+plan() {
+    local n=${#ARMS[@]} own
+    own=$(wc -w <<<"$OWN_CONTROLS")
+    echo "budget $BUDGET of training time per run, $SEEDS seeds, BLiMP ${BLIMP[*]:1}"
+    echo "baseline: compare SHARDS --strategies uniform --seeds $SEEDS ${RUN[*]} ${BUDGET_RUN[*]}"
+    printf '%-15s %-9s %s\n' ARM SHARDS FLAGS
+    for line in "${ARMS[@]}"; do printf '%-15s %-9s %s\n' "$(field "$line" 0)" "$(field "$line" 1)" "$(field "$line" 2)"; done
+    # Per run: the budget, plus ~1 min of what it does not count (start, ~4 evaluations of 512 sequences, checkpoints)
+    # and ~2 min of BLiMP at 9,000 pairs (a mini forward pass per masked token; blimp-arms measured 12 s for 4,500
+    # pairs at tiny, a mini step costs ~4.7x tiny's); plus 2 random-init controls per architecture (baseline included).
+    python3 - "$n" "$SEEDS" "$BUDGET" "$own" <<'EOF'
+import re, sys
+arms, seeds, own = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[4])
+h, m, s = (float(x or 0) for x in re.fullmatch(r"(?:([\d.]+)h)?(?:([\d.]+)m)?(?:([\d.]+)s)?", sys.argv[3]).groups())
+budget = 60 * h + m + s / 60
+runs = arms * seeds
+minutes = runs * (budget + 1 + 2) + (own + 1) * seeds * 2
+print(f"{arms} arms x {seeds} seeds = {runs} runs, one after another: ~{minutes:.0f} min (~{minutes / 60:.1f} h) "
+      f"alone on 2 cores, after `prepare` (the 16,384 tokenizer and shards: ~30-60 min once, the 8,192 ones if absent)")
+EOF
+}
+
+case $WHICH in
+    plan) plan ;;
+    prepare) prepare ;;
+    search) prepare; search "$@" ;;
+    table) uv run python experiments/common/levers_table.py "$OUT/arms" | tee "$OUT/table.md" ;;
+    keep)
+        mkdir -p experiments/hour-levers/results experiments/hour-levers/logs
+        for f in "$OUT"/arms/*/results.json; do cp "$f" "experiments/hour-levers/results/$(basename "$(dirname "$f")").json"; done
+        cp "$OUT"/*.log "$OUT/load.tsv" experiments/hour-levers/logs/ ;;
+    smoke)
+        smoke_data
+        search "$@"
+        uv run python experiments/common/levers_table.py "$OUT/arms" | tee "$OUT/table.md" ;;
+    *) echo "unknown mode $WHICH (plan, prepare, search, table, keep, smoke)" >&2; exit 2 ;;
+esac
