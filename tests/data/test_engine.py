@@ -154,6 +154,28 @@ def test_the_tokenizer_sample_is_the_same_whatever_ran(pool_prep, cluster, share
     assert not (tmp_path / "dask" / "tokenizer-sample.txt").exists()
 
 
+def test_the_merge_cuts_parts_where_the_local_writer_does_whatever_the_block_size(pool_prep, tmp_path):
+    """The pool's parts, concatenated, are a task file: merged back (in blocks that cut documents anywhere)
+    they give the same part files and counts."""
+    import hashlib
+
+    from mapnet_cli.data.preprocess import PartWriter
+
+    m = manifest(pool_prep)
+    text = b"".join((pool_prep / p["name"]).read_bytes() for p in m["parts"])
+    (tmp_path / "task.txt").write_bytes(text)
+    for block in (97, 4096, 1 << 20):
+        writer = PartWriter(tmp_path / f"b{block}" / "sentences", 150)
+        preprocess_tasks._merge(tmp_path / "task.txt", {"sha256": hashlib.sha256(text).hexdigest()}, writer, block)
+        writer.close()
+        assert writer.parts == m["parts"]
+        assert (writer.documents, writer.sentences, writer.words) == (m["counts"]["documents"], m["counts"]["sentences"], m["counts"]["words"])
+        for p in m["parts"]:
+            assert (tmp_path / f"b{block}" / p["name"]).read_bytes() == (pool_prep / p["name"]).read_bytes()
+    with pytest.raises(MapnetError, match="does not match its task record"):
+        preprocess_tasks._merge(tmp_path / "task.txt", {"sha256": "0" * 64}, PartWriter(tmp_path / "x" / "sentences", 150))
+
+
 # ---------------------------------------------------------------- shard
 @pytest.fixture(scope="module")
 def pool_shards(pool_prep) -> Path:
