@@ -53,8 +53,8 @@ class DaskEngine:
                 except MapnetError:
                     raise
                 except distributed.KilledWorker:
-                    raise MapnetError(f"{what} task {i}: its worker died {self.retries + 1} time(s) (killed, or out of "
-                                      "memory?); finished tasks are kept: run the same command again") from None
+                    raise MapnetError(f"{what} task {i}: the workers running it kept dying (killed, or out of memory?); "
+                                      "finished tasks are kept: run the same command again") from None
                 except Exception as exc:
                     raise MapnetError(f"{what} task {i} failed after {self.retries} retries: {type(exc).__name__}: {exc}; "
                                       "finished tasks are kept: run the same command again") from None
