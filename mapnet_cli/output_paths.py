@@ -60,7 +60,7 @@ def check_output(out: str | Path, inputs: Iterable[str | Path | None], *, overwr
         linked = "" if _real(out) == Path(os.path.abspath(out)) and _real(given) == Path(os.path.abspath(given)) \
             else f" (after following links: {_real(out)} and {_real(given)})"
         raise MapnetError(f"{name} {out} {relation} the input {given}{linked}: writing there would destroy what this "
-                          f"command reads; choose a {name} outside its inputs")
+                          "command reads; choose an output outside its inputs")
     if out.exists():
         if folder and not out.is_dir():
             raise MapnetError(f"{name} {out} is a file, not an output folder; choose another {name}")

@@ -179,7 +179,7 @@ def test_an_output_that_overlaps_an_input_is_refused_before_any_work(world, tmp_
     argv = spec.argv(x, out, world) + (["--overwrite"] if spec.overwrite_flag else [])
     monkeypatch.chdir(tmp_path)  # quickstart's lock and anything stray would land here, inside the snapshot
     refused(argv, capsys, monkeypatch, [tmp_path, *{world[k] for k in ("glue", "blimp", "config")}], str(out), named,
-            " the input ", "choose a --out outside its inputs")
+            " the input ", "choose an output outside its inputs")
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))
@@ -202,3 +202,11 @@ def test_an_existing_output_is_not_replaced_without_overwrite(world, tmp_path, c
         why = "is a file, not an output folder"
     monkeypatch.chdir(tmp_path)
     refused(argv, capsys, monkeypatch, [tmp_path, world[spec.main_input]], str(out), why)
+
+
+def test_probe_refuses_a_token_cache_that_would_hold_its_input(world, tmp_path, capsys, monkeypatch):
+    """probe also writes PARENT/cache beside its --out: that path is checked as well."""
+    run = tmp_path / "cache" / "run"
+    shutil.copytree(world["run"], run)
+    refused(["probe", run, "--data", world["glue"], "--out", tmp_path / "probe.json", "--no-control"], capsys,
+            monkeypatch, [tmp_path], f"the token cache beside --out {tmp_path / 'cache'} contains the input {run}")

@@ -54,7 +54,7 @@ def probe(
     from ..evaluation.glue.pretrained import find_checkpoints
 
     check_output(out, [*runs, data, against], overwrite=overwrite, folder=False)
-    check_output(out.parent / "cache", [*runs, data, against], reuse=True, name="--out's token cache")
+    check_output(out.parent / "cache", [*runs, data, against], reuse=True, name="the token cache beside --out")
     dev = evaluation_device(device)
     glue_doc = None
     if against is not None:
