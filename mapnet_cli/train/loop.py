@@ -369,7 +369,8 @@ class Run:
             if budget is not None:
                 self._at_budget_position()
             torch.manual_seed(mix_seed(DROPOUT, t.seed, self.step, self.info.rank))
-            # A budget's last step is known only once it has run: a step that will likely end it logs its line.
+            # A budget's last step is known only once it has run: a step that will likely end it logs its line
+            # (decided on rank 0's seconds, as every rank must: a logging step calls collectives).
             log_step = ((self.step + 1) % lg.log_every == 0 or self.step + 1 == end
                         or (budget is not None and budget.spent(self.elapsed + 1.5 * last_dt)))
             # Every budget step is read: the clock then times the step's work, not its launch (budget.py).
@@ -392,8 +393,9 @@ class Run:
             if not read:
                 first_bad = torch.where(st.finite | (first_bad > 0), first_bad, self.step + 1)
             self.strategy.after_step()
-            dt = last_dt = self.clock() - t0
+            dt = self.clock() - t0
             elapsed = self.elapsed + dt if budget is None else rank0_seconds(self.elapsed + dt, self.info)
+            last_dt = elapsed - self.elapsed  # rank 0's step time, the same on every rank
             final = budget is not None and budget.spent(elapsed)  # the budget's last step: logged, evaluated, saved
             self.step, self.position, self.elapsed = self.step + 1, self.position + self.sequences_per_step, elapsed
             window_time += dt
