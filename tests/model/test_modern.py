@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from mapnet_cli import settings as settings_mod
+from mapnet_cli.errors import MapnetError
 from mapnet_cli.model.bert import BertConfig, BertForMLM, build_encoder, default_intermediate, flops_per_token
 from mapnet_cli.model.modern import ModernBlock, ModernEncoder, rope_tables, rotate
 
@@ -227,6 +228,16 @@ def test_pretrain_with_the_modern_block_learns_and_checkpoints_it(shards, tmp_pa
     assert (meta["model"]["block"], meta["model"]["norm"], meta["model"]["intermediate"]) == ("modern", "pre", 352)
     model = checkpoint.load_model(last)[0]
     assert isinstance(model.encoder, ModernEncoder)
+    # --init-from the run: the block and size are the run's; `--preset tiny` names that size (352 is tiny's modern width).
+    from mapnet_cli.train import init_from
+
+    s2 = init_from.resolve(None, {"model": {"preset": "tiny"}}, [f"model.init_from={tmp_path / 'run'}", "shard.max_seq_len=32"])
+    assert (s2.model.block, s2.model.norm, s2.model.intermediate, s2.model.preset) == ("modern", "pre", 0, "tiny")
+    start, _ = init_from.start_model(BertConfig.from_settings(s2.model, model.cfg.vocab_size, model.cfg.pad_id), 1,
+                                     init_from.open_source(tmp_path / "run"))
+    assert all(torch.equal(start.state_dict()[k], v) for k, v in model.state_dict().items())
+    with pytest.raises(MapnetError, match="model.block = 'bert'"):
+        init_from.resolve(None, {}, [f"model.init_from={tmp_path / 'run'}", "shard.max_seq_len=32", "model.block=bert"])
 
 
 @pytest.mark.slow
