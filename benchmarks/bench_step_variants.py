@@ -119,20 +119,27 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true", help="tiny, fp32, 2 steps per arm: every arm's code path on the CPU")
     ap.add_argument("--arms", nargs="+", default=ORDER, choices=ORDER)
     ap.add_argument("--size", default=None, help="model preset (default base; --smoke tiny)")
-    ap.add_argument("--batch", type=int, default=None, help="sequences per step (default 128; --smoke 4)")
+    ap.add_argument("--batch", type=int, default=None, help="sequences per step (default 128; --smoke 8)")
     ap.add_argument("--seq-len", type=int, default=None, help="default 128; --smoke 32")
     ap.add_argument("--vocab", type=int, default=None, help="default 32768, the paper's; --smoke 512")
     ap.add_argument("--steps", type=int, default=None, help="steps per timed window (default 10; --smoke 2)")
     ap.add_argument("--warmup", type=int, default=3, help="steps before timing (compilation happens here)")
     ap.add_argument("--budget", type=float, default=0.0, help="seconds from the start after which no interleaved "
                     "round starts (0: one round only, the first pass)")
+    ap.add_argument("--ceiling", type=Path, default=None, help="bench_ceiling.py's --json of the same shape: each "
+                    "mapnet arm is also shown as a fraction of that floor")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     start = time.perf_counter()
     device = torch.device(args.device)
+    # Many arms compile the same Block.forward (other modes, other shapes): past dynamo's recompile limit (8) a
+    # later arm would silently run eager. One process has room for all of them here.
+    for key in ("recompile_limit", "cache_size_limit"):  # the name changed across torch versions
+        if hasattr(torch._dynamo.config, key):
+            setattr(torch._dynamo.config, key, 64)
     smoke = args.smoke
     size = args.size or ("tiny" if smoke else "base")
-    B, T = args.batch or (4 if smoke else 128), args.seq_len or (32 if smoke else 128)
+    B, T = args.batch or (8 if smoke else 128), args.seq_len or (32 if smoke else 128)  # bench_ceiling's shapes
     vocab, steps = args.vocab or (512 if smoke else 32768), args.steps or (2 if smoke else 10)
     if smoke:  # vocabularies and micro-batch scaled down with everything else
         ARMS["vocab-30522"] = Arm(ARMS["vocab-30522"].setting, "vocab-30528", "(smoke)", {"compile": True}, vocab=500)
@@ -147,7 +154,15 @@ def main() -> None:
     against = f"the datasheet {datasheet:g} TFLOP/s ({which}) and " if datasheet else "(no datasheet peak: CPU) "
     print(f"device {name}; torch {torch.__version__}; {size}, {B} x {T} tokens, vocab {vocab}; MFU against {against}"
           f"the measured {n}^3 product {measured:.3g} TFLOP/s", flush=True)
-    results: dict = {"device": name, "torch": torch.__version__, "size": size, "batch": B, "seq_len": T, "vocab": vocab,
+    floor = None
+    if args.ceiling is not None and args.ceiling.is_file():
+        c = json.loads(args.ceiling.read_text())
+        if (c["size"], c["batch"], c["seq_len"], c["vocab"]) == (size, B, T, vocab):
+            floor = c["floor_ms"]["total"]
+            print(f"the floor of this step (bench_ceiling.py, {args.ceiling.name}): {floor:.2f} ms")
+        else:
+            print(f"{args.ceiling} is of another shape: no fractions of the floor")
+    results: dict = {"device": name, "floor_ms": floor, "torch": torch.__version__, "size": size, "batch": B, "seq_len": T, "vocab": vocab,
                      "datasheet_tflops": datasheet, "measured_tflops": measured, "arms": {}}
     built: dict = {}
 
@@ -156,13 +171,16 @@ def main() -> None:
         tokens = micro * T
         own = flops_per_token(cfg, T, 1.0 if ARMS[arm_name].options.get("hf") else masked / tokens)
         tflops = own * tokens / (ms * 1e-3) / 1e12
+        of_floor = floor / ms if floor and micro == B and not ARMS[arm_name].options.get("hf") and \
+            (ARMS[arm_name].vocab or vocab) == vocab else None
         return {"ms": ms, "rounds_ms": ms_rounds, "tokens_per_s": tokens / ms * 1e3, "tflops": tflops,
                 "mfu_datasheet": tflops / datasheet if datasheet else None, "mfu_measured": tflops / measured,
-                "flops_per_token": own}
+                "flops_per_token": own, "fraction_of_floor": of_floor}
 
     def show(arm_name: str, r: dict, tag: str) -> None:
         mfu = (f"MFU {r['mfu_datasheet']:.1%} of the datasheet, " if r["mfu_datasheet"] is not None else "") + \
-              f"{r['mfu_measured']:.1%} of the measured ceiling"
+              f"{r['mfu_measured']:.1%} of the measured ceiling" + \
+              (f"; {r['fraction_of_floor']:.1%} of the floor" if r["fraction_of_floor"] else "")
         print(f"  [{tag}] {arm_name:15} {r['ms']:8.2f} ms/step  {r['tokens_per_s']:>11,.0f} tok/s  {mfu}", flush=True)
 
     # ------------------------------------------------------------ first pass: build, warm up, time each arm
@@ -220,7 +238,7 @@ def main() -> None:
         rounds = {k: results["arms"][k]["rounds_ms"] for k in built}
     print(f"\n{r} interleaved round(s) of {steps} steps per arm; {time.perf_counter() - start:.0f} s since the start")
     print(f"{'arm':15} {'setting':48} {'ms/step':>8} {'tok/s':>10} {'MFU (datasheet)':>16} {'MFU (measured)':>15} "
-          f"{'vs baseline':>12}  predicted")
+          f"{'of floor':>9} {'vs baseline':>12}  predicted")
     for arm_name in built:
         step, cfg, inputs, micro, masked = built[arm_name]
         results["arms"][arm_name] |= record(arm_name, rounds[arm_name], cfg, micro, masked)
@@ -234,8 +252,9 @@ def main() -> None:
         if base and "tokens_per_s" in results["arms"].get(base, {}):
             vs = f"{res['tokens_per_s'] / results['arms'][base]['tokens_per_s'] - 1:+.1%}"
         mfu_d = f"{res['mfu_datasheet']:.1%}" if res["mfu_datasheet"] is not None else "-"
+        of_floor = f"{res['fraction_of_floor']:.1%}" if res["fraction_of_floor"] else "-"
         print(f"{arm_name:15} {ARMS[arm_name].setting[:48]:48} {res['ms']:8.2f} {res['tokens_per_s']:>10,.0f} "
-              f"{mfu_d:>16} {res['mfu_measured']:>15.1%} {vs:>12}  {ARMS[arm_name].prediction[:70]}")
+              f"{mfu_d:>16} {res['mfu_measured']:>15.1%} {of_floor:>9} {vs:>12}  {ARMS[arm_name].prediction[:70]}")
     hf = results["arms"].get("hf", {}).get("tokens_per_s")
     if hf:
         for arm_name in ("eager", "blocks", "model", "hf-compiled"):

@@ -62,11 +62,15 @@ def test_bench_ceiling_smoke_prints_the_floor_and_mapnets_fraction_of_it(tmp_pat
 
 
 @pytest.mark.slow
-def test_bench_step_variants_smoke_times_each_arm_against_its_baseline(tmp_path):
+def test_bench_step_variants_smoke_times_each_arm_against_its_baseline_and_the_floor(tmp_path):
+    ceiling = run("bench_ceiling.py", tmp_path / "c.json", "--arms", "", "--repeats", "1")
     r = run("bench_step_variants.py", tmp_path / "v.json", "--arms", "eager", "foreach", "hf", "--steps", "1",
-            "--warmup", "1")
+            "--warmup", "1", "--ceiling", str(tmp_path / "c.json"))
     arms = r["arms"]
     assert set(arms) == {"eager", "foreach", "hf"}
+    assert r["floor_ms"] == ceiling["floor_ms"]["total"]
+    assert arms["eager"]["fraction_of_floor"] == pytest.approx(r["floor_ms"] / arms["eager"]["ms"])
+    assert arms["hf"]["fraction_of_floor"] is None  # another model: the floor is mapnet's step's
     assert arms["foreach"]["baseline"] == "eager" and "fused" in arms["foreach"]["prediction"]
     assert all(a["tokens_per_s"] > 0 and a["mfu_measured"] > 0 for a in arms.values())
     # Each arm's own FLOPs: Hugging Face computes its head and last block at every position, mapnet at the masked ones.
