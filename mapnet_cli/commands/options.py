@@ -68,7 +68,8 @@ TasksOpt = Annotated[
 EngineAddressOpt = Annotated[
     Optional[str],
     typer.Option("--engine-address", metavar="tcp://HOST:8786", help="The running Dask scheduler to use with --engine "
-                 "dask (default: DASK_SCHEDULER_ADDRESS, else a local cluster of --workers processes started for this run).",
+                 "dask (default: DASK_SCHEDULER_ADDRESS, else a local cluster started for this run, of preprocess.workers or "
+                 "shard.workers processes).",
                  show_default=False),
 ]
 
