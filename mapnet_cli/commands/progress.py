@@ -152,6 +152,12 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
                               highlight=False)
                 for note in data["notes"]:
                     console.print(f"  note: {note}", highlight=False)
+            elif kind == "budget":
+                state = "spent" if data["finished"] else "not yet spent"
+                steps = f"{data['steps']:,} step{'s' if data['steps'] != 1 else ''}"
+                console.print(f"time budget {data['time_budget']} {state}: {steps} in "
+                              f"{data['spent_seconds']:,.1f} s of training (evaluation and checkpoints not counted)",
+                              highlight=False)
             elif kind == "resume":
                 bar.update(task, completed=data["step"])
                 plain.resumed(data["step"])

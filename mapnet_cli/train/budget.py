@@ -9,6 +9,8 @@ into `Run.elapsed`. Held-out evaluation, variance snapshots, checkpoints, metric
 happen between steps and are not counted, so how often a run evaluates does not change what it trains.
 A compiled model's first steps (compilation) are steps, and count. The budget is spent when the summed
 step time reaches B; that step is the last, and it is evaluated and checkpointed like any final step.
+A budget its first step spends is refused in one line, with no checkpoint written: one update (at
+learning rate 0 when there is a warm-up, see below) is not a training run.
 Every step of a budget run is read back (`step.train_step`'s `read`): on a GPU the host would otherwise
 time only the launching of kernels, and the last step, found only once it has run, must be checked finite
 before its checkpoint is written. With several processes rank 0's clock is the one every rank uses (one

@@ -397,6 +397,9 @@ class Run:
             elapsed = self.elapsed + dt if budget is None else rank0_seconds(self.elapsed + dt, self.info)
             last_dt = elapsed - self.elapsed  # rank 0's step time, the same on every rank
             final = budget is not None and budget.spent(elapsed)  # the budget's last step: logged, evaluated, saved
+            if final and self.step == 0:  # one update (at learning rate 0 with a warm-up) is no training run
+                raise MapnetError(f"train.time_budget {budget.text} was spent by the first step alone ({elapsed:.3g} s of "
+                                  "training): it buys no training; give a longer budget")
             self.step, self.position, self.elapsed = self.step + 1, self.position + self.sequences_per_step, elapsed
             window_time += dt
             record = {"step": self.step, "loss": st.loss, "lr": st.lr, "grad_norm": st.grad_norm,
@@ -420,6 +423,7 @@ class Run:
                 report("checkpoint", {"step": self.step, "path": str(last)})
         if budget is not None and self.info.is_main:
             record_budget(self.out, budget.record(self.elapsed, self.step))
+            report("budget", budget.record(self.elapsed, self.step))
         return last or checkpoint.latest_checkpoint(self.out)
 
     def _budget_total(self, end: int, final: bool) -> int:
