@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import uuid
 from typing import Callable, Iterator, Sequence
 
 from ..errors import MapnetError
@@ -44,7 +45,10 @@ class DaskEngine:
         distributed = import_distributed()
         # pure=False: a rerun must run the function again (it checks its own done-marker), never reuse
         # a result the scheduler still holds from an earlier client.
-        futures = [self.client.submit(fn, spec, retries=self.retries, pure=False, key=f"mapnet-{what}-{i:05d}-{id(specs):x}")
+        # A key of its own per run: on a long-lived cluster, a task an earlier run left running must not be
+        # taken for this run's.
+        run = uuid.uuid4().hex[:12]
+        futures = [self.client.submit(fn, spec, retries=self.retries, pure=False, key=f"mapnet-{what}-{run}-{i:05d}")
                    for i, spec in enumerate(specs)]
         try:
             for i, future in enumerate(futures):

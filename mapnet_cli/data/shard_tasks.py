@@ -81,6 +81,8 @@ def run_task(spec: TaskSpec) -> dict:
     if before_task is not None:
         before_task(spec.index)
     started = time.perf_counter()
+    # One core per worker, as the local pool's workers: the tokenizers thread pool would oversubscribe the node.
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
     corpus = Preprocessed(Path(spec.corpus), {}, "")
     tokenizer = str(corpus.tokenizer_path)
     files = {}

@@ -5,6 +5,7 @@ this process (threads, localhost only: no scheduler to reach, no network)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -63,8 +64,13 @@ def pool_prep(tmp_path_factory, shared_data) -> Path:
 def cluster(pool_prep):
     from distributed import LocalCluster
 
+    before = os.environ.get("TOKENIZERS_PARALLELISM")  # shard tasks set it, here in this process
     with LocalCluster(n_workers=2, processes=False, threads_per_worker=1, dashboard_address=":0") as c:
         yield c.scheduler_address
+    if before is None:
+        os.environ.pop("TOKENIZERS_PARALLELISM", None)
+    else:
+        os.environ["TOKENIZERS_PARALLELISM"] = before
 
 
 def dask_preprocess(shared_data, out, address, *extra):
