@@ -146,6 +146,11 @@ class Run:
         if len(self.data) == 0:
             raise MapnetError(f"{shards} has no training sequences")
         check_run_inputs(s, self.data, shards)  # what compare also checks for every arm before its first run
+        # model.init_from: SOURCE's weights on a fresh start; --resume restores the run's own checkpoint instead.
+        # Opened and checked against the shards' tokenizer here, before the held-out sets and the unigram pass.
+        self.source = init_from.open_source(s.model.init_from) if s.model.init_from and not resume else None
+        if self.source is not None:
+            init_from.check_tokenizer(self.source, self.data.tokenizer_path, f"the shards in {shards}")
         self.valid = ShardReader(shards, "valid", verify=s.shard.verify)
         self.eval_set = build_eval_set(self.valid, t.eval_sequences, t.eval_seed, s.masking, t.eval_pick, t.eval_mask_prob,
                                        t.eval_replace)
@@ -155,10 +160,6 @@ class Run:
         self.unigram = self._unigram_levels() if info.is_main else {}
         self.order = DataOrder(len(self.data), t.seed)
 
-        # model.init_from: SOURCE's weights on a fresh start; --resume restores the run's own checkpoint instead.
-        self.source = init_from.open_source(s.model.init_from) if s.model.init_from and not resume else None
-        if self.source is not None:
-            init_from.check_tokenizer(self.source, self.data.tokenizer_path, f"the shards in {shards}")
         model, notes = init_from.start_model(self.cfg, t.seed, self.source)  # the same weights on every rank
         self.init_record = self.source.record(notes) if self.source is not None and info.is_main else None
         self.model = model.to(info.device)
