@@ -23,7 +23,7 @@ import os
 import shutil
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -50,7 +50,8 @@ before_task: Callable[[int], None] | None = None
 class TaskSpec:
     index: int
     first: int  # index of its first file in the run's input list
-    files: tuple[InputFile, ...]
+    files: tuple[InputFile, ...]  # with absolute paths: a worker's working folder is not the command's
+    names: tuple[str, ...]  # the paths as given, which the manifest records
     settings: Settings
     marker: str | None
     folder: str  # the tasks folder (on a cluster: a path every worker sees)
@@ -134,7 +135,7 @@ def run_task(spec: TaskSpec) -> dict:
             digest.update(data)
             nbytes += len(data)
 
-        for inp in spec.files:
+        for inp, name in zip(spec.files, spec.names):
             reader = InputReader(inp, spec.settings, stats)
             documents = 0
             doc_sentences = 0
@@ -180,16 +181,17 @@ def run_task(spec: TaskSpec) -> dict:
                 documents += 1
             counts["documents"] += documents
             if synthetic is not None:
-                described = {"path": inp.path, "bytes": synthetic_bytes, "sha256": synthetic.hexdigest(), "format": "synthetic"}
+                described = {"path": name, "bytes": synthetic_bytes, "sha256": synthetic.hexdigest(), "format": "synthetic"}
             elif reader.skipped:
-                described = {"path": inp.path}
+                described = {"path": name}
             else:
-                described = {"path": inp.path, "bytes": inp.size, "sha256": sha256_file(inp.path),
+                described = {"path": name, "bytes": inp.size, "sha256": sha256_file(inp.path),
                              "format": reader.format + (f"+{inp.compression}" if inp.compression else "")}
             inputs.append({"describe": described, "skipped": reader.skipped, "documents": documents})
     record = {
         "schema": TASK_SCHEMA, "fingerprint": spec.fingerprint, "index": spec.index, "first_input": spec.first,
-        "inputs": inputs, "skipped_binary": stats.skipped_binary, "chunks_cut": stats.chunks_cut,
+        "inputs": inputs, "skipped_binary": [name for f, name in zip(spec.files, spec.names) if f.path in stats.skipped_binary],
+        "chunks_cut": stats.chunks_cut,
         "text_bytes": stats.text_bytes, "invalid_utf8_replaced": invalid_utf8_count() - invalid_before,
         "bytes": nbytes, "sha256": digest.hexdigest(), "seconds": round(time.perf_counter() - started, 3), **counts,
     }
@@ -232,9 +234,9 @@ def engine_sentences(files: list[InputFile], settings: Settings, marker: str | N
     groups = balanced_groups([f.size for f in files], settings.engine.tasks)
     specs = []
     for i, group in enumerate(groups):
-        chosen = tuple(files[j] for j in group)
-        specs.append(TaskSpec(i, group.start, chosen, settings, marker, str(folder.resolve()),
-                              fingerprint(chosen, settings, marker)))
+        chosen = tuple(f if f.format == "synthetic" else replace(f, path=os.path.abspath(f.path)) for f in files[group.start:group.stop])
+        specs.append(TaskSpec(i, group.start, chosen, tuple(f.path for f in files[group.start:group.stop]), settings, marker,
+                              str(folder.resolve()), fingerprint(chosen, settings, marker)))
     done = {s.index: r for s in specs if (r := finished(s)) is not None}
     todo = [s for s in specs if s.index not in done]
     records: list[dict] = []

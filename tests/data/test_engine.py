@@ -93,6 +93,21 @@ def test_preprocess_gives_the_pools_bytes_for_1_2_and_3_tasks_and_in_process(poo
     assert (tmp_path / "inproc" / "tokenizer.json").read_bytes() == (pool_prep / "tokenizer.json").read_bytes()
 
 
+def test_relative_paths_and_skipped_files_are_recorded_as_in_process(cluster, shared_data, tmp_path, monkeypatch):
+    """Tasks read absolute paths (a worker's working folder is not the command's); the manifest keeps the
+    paths as given, and a binary file found in a folder is skipped and counted the same."""
+    (tmp_path / "in").mkdir()
+    for book in BOOKS[:2]:
+        (tmp_path / "in" / Path(book).name).symlink_to(shared_data / book)
+    (tmp_path / "in" / "zz.bin").write_bytes(b"\0\1\2" * 100)
+    monkeypatch.chdir(tmp_path)
+    run_preprocess(["in"], "inproc", settings("preprocess.workers=1"))
+    run_preprocess(["in"], "dask", settings("preprocess.workers=1", "engine.name=dask"), engine_address=cluster)
+    assert manifest(tmp_path / "dask")["skipped_binary_files"] == ["in/zz.bin"]
+    assert [i["path"] for i in manifest(tmp_path / "dask")["inputs"]] == sorted(f"in/{Path(b).name}" for b in BOOKS[:2])
+    assert_same_output(tmp_path / "inproc", tmp_path / "dask")
+
+
 def test_an_interrupted_preprocess_goes_on_from_its_finished_tasks(pool_prep, cluster, shared_data, tmp_path, monkeypatch):
     started: list[int] = []
 
