@@ -35,8 +35,11 @@ def changed_keys(before: dict, now: dict) -> list[str]:
 def recorded_settings(path: Path) -> dict:
     """A run's settings.toml read back through the settings tree, so it compares with a plan's
     `Settings.to_dict()` value for value (TOML's spelling of a value never makes a run look different)."""
-    text = (path / "settings.toml").read_text(encoding="utf-8")
-    return settings_mod.from_dict(tomllib.loads(text), str(path / "settings.toml")).to_dict()
+    try:
+        values = tomllib.loads((path / "settings.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise MapnetError(f"{path / 'settings.toml'} is unreadable ({exc})") from None
+    return settings_mod.from_dict(values, str(path / "settings.toml")).to_dict()
 
 
 def finished(pr: PlannedRun, done: dict) -> bool:
@@ -53,16 +56,25 @@ def run_all(plan: list[PlannedRun], shards: Path, train_fn: Callable[[PlannedRun
     """Train every run that lacks its final checkpoint; returns {label: reused}."""
     from ..model import checkpoint  # torch-heavy: only when the command runs, not for `mapnet --help`
 
-    reused = {}
+    # Every earlier run in --out is checked before the first one trains: found as each turn came, a run trained
+    # otherwise was refused after every run before it had trained. All of them named, in one line.
+    reused, found, problems = {}, {}, []
     for pr in plan:
-        done = dict(checkpoint.list_checkpoints(pr.path)) if pr.path.is_dir() else {}
+        found[pr.label] = done = dict(checkpoint.list_checkpoints(pr.path)) if pr.path.is_dir() else {}
         if done:
-            changed = changed_keys(pretraining_part(recorded_settings(pr.path)), pretraining_part(pr.settings.to_dict()))
+            try:
+                changed = changed_keys(pretraining_part(recorded_settings(pr.path)), pretraining_part(pr.settings.to_dict()))
+            except MapnetError as exc:
+                problems.append(str(exc))
+                continue
             if changed:
-                raise MapnetError(f"{pr.path} was trained with other settings than this comparison asks for "
-                                  f"({', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}); "
-                                  "choose another --out or remove that run")
-        elif pr.path.exists():
+                problems.append(f"{pr.path} was trained with other settings than this comparison asks for "
+                                f"({', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''})")
+    if problems:
+        raise MapnetError("; ".join(problems) + "; choose another --out or remove those runs")
+    for pr in plan:
+        done = found[pr.label]
+        if not done and pr.path.exists():
             shutil.rmtree(pr.path)  # never reached a checkpoint: nothing worth keeping, and stale metrics lines
         reused[pr.label] = finished(pr, done)
         if reused[pr.label]:

@@ -694,3 +694,22 @@ def test_what_would_fail_after_training_is_refused_before_any_run_starts(tmp_pat
                           capture_output=True, text=True, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert "is a file" in proc.stderr and out.read_text() == "a file the user keeps\n"
+
+
+def test_a_run_in_out_trained_otherwise_is_refused_before_any_run_trains(tmp_path):
+    """A rerun whose later arm finds its run trained with other settings was refused only when that arm's turn came,
+    after the arms before it had trained; every run in --out is now checked first, all named in one line."""
+    shards = write_tiny_shards(tmp_path / "shards", train=32, valid=8, seq_len=32)
+    out = tmp_path / "cmp"
+    base = ["compare", str(shards), "--out", str(out), "--seeds", "1", "--steps", "2", "--preset", "tiny",
+            *[a for s in SETS for a in ("--set", s)]]
+    assert invoke([*base, "--strategies", "mapnet", "--set", "masking.map_lr=1e-2"]).exit_code == 0
+    (out / "runs" / "stratified" / "seed-0").mkdir(parents=True)
+    # A run that never reached a checkpoint is not refused, whatever it holds: it is started again.
+    (out / "runs" / "stratified" / "seed-0" / "settings.toml").write_text("[model\n")
+    with pytest.raises(MapnetError) as info:
+        invoke([*base, "--strategies", "uniform,mapnet,stratified"])
+    text = str(info.value)
+    assert f"{out / 'runs' / 'mapnet' / 'seed-0'} was trained with other settings" in text and "masking.map_lr" in text
+    assert "\n" not in text and "stratified" not in text
+    assert not (out / "runs" / "uniform").exists()  # nothing trained before the refusal
