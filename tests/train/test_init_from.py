@@ -212,6 +212,35 @@ def test_conflicting_preset_or_size_is_refused(shards, hf_folder, tmp_path):
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
+@pytest.mark.parametrize("damage, says", [
+    ("truncated", "model.safetensors is not a readable safetensors file"),
+    ("garbage", "model.safetensors is not a readable safetensors file"),
+    ("config", "config.json is not readable JSON"),
+])
+def test_a_damaged_source_is_one_line_before_any_work(shards, hf_folder, tmp_path, damage, says):
+    """`open_source` is the one reader of a folder a user hands us: it reads the safetensors header, so a truncated
+    file is refused when the settings are resolved, before the shards are read or any folder is made, in
+    pretrain as in shard --init-from, compare and blimp."""
+    src = tmp_path / "src"
+    shutil.copytree(hf_folder, src)
+    weights = src / "model.safetensors"
+    if damage == "truncated":
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    elif damage == "garbage":
+        weights.write_bytes(b"\x00garbage" * 64)
+    else:
+        (src / "config.json").write_text('{"model_type": "bert",')
+    with pytest.raises(MapnetError, match=says):
+        init_from.open_source(src)
+    res = CliRunner().invoke(app, run_args(shards, tmp_path / "run", "--init-from", str(src)))
+    assert isinstance(res.exception, MapnetError) and says in str(res.exception) and "\n" not in str(res.exception)
+    assert not (tmp_path / "run").exists()
+    # Given as blimp's argument, the same reader does not speak of --init-from.
+    with pytest.raises(MapnetError) as info:
+        init_from.open_source(src, role="")
+    assert says in str(info.value) and "--init-from" not in str(info.value)
+
+
 def test_wrong_tokenizer_is_refused_naming_both_hashes(shards, hf_folder, tmp_path):
     other = write_tiny_shards(tmp_path / "other", vocab_size=64, seed=1)
     tok = json.loads((other / "tokenizer.json").read_text())
