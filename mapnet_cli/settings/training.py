@@ -109,7 +109,7 @@ class TrainSettings:
     seed: int = setting(0, "seed of initial weights, data order and masks")
     precision: Literal["auto", "fp32", "bf16"] = setting("auto", "auto: bf16 autocast on CUDA, fp32 on CPU")
     compile: Literal["auto", True, False] = setting(
-        "auto", "compile each block with torch.compile: auto = on CUDA (1.05-1.10x faster at base on an H100, RESULTS 4a), off on CPU (-1% to +2%, docs/performance.md); true / false force it")
+        "auto", "compile with torch.compile (what and how: train.compile_scope, train.compile_mode): auto = on CUDA (1.05-1.10x faster at base on an H100, RESULTS 4a), off on CPU (-1% to +2%, docs/performance.md); true / false force it")
     compile_scope: Literal["blocks", "model"] = setting(
         "blocks", "what train.compile compiles: blocks = each Transformer block on its own (state_dict keys unchanged), model = the whole encoder and head as one graph (Python between the blocks compiled too; the last block's queries pad to the sequence length); which is faster on a GPU is measured by experiments/gpu-h100/gpu_step.sh")
     compile_mode: Literal["default", "max-autotune", "max-autotune-no-cudagraphs", "reduce-overhead"] = setting(
