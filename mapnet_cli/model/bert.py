@@ -170,7 +170,8 @@ class Block(nn.Module):
             # Nothing to predict: run the block anyway so every parameter stays in the
             # graph (DDP expects a gradient, zero here, for each).
             return x.new_zeros(0, H) + 0 * self(x, attn_mask).sum()
-        rows, slot, width = layout if layout is not None else query_layout(flat, B, T)
+        layout = layout if layout is not None else query_layout(flat, B, T)
+        rows, slot, width = layout
         x_at = x.flatten(0, 1).index_select(0, flat)  # the residual stream at `flat`
         xin = self._attn_input(x)  # pre-LN: the LayerNorm runs everywhere, K and V need it
         w, b = self.qkv.weight, self.qkv.bias  # rows [Q; K; V]
@@ -179,7 +180,8 @@ class Block(nn.Module):
         q = q_at.new_zeros(B, width, H).index_put((rows, slot), q_at)
         q = q.view(B, width, self.heads, H // self.heads).transpose(1, 2)
         a = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=query_rows_mask(attn_mask, flat, QueryLayout(rows, slot, width), B, T), dropout_p=self.attention_dropout if self.training else 0.0)
+            q, k, v, attn_mask=query_rows_mask(attn_mask, flat, layout, B, T),
+            dropout_p=self.attention_dropout if self.training else 0.0)
         return self._finish(x_at, a.transpose(1, 2).reshape(B, width, H)[rows, slot])
 
 
