@@ -1,4 +1,5 @@
-"""`preprocess --engine dask`: the spaCy + Moses stage as tasks, one per group of input files.
+"""`preprocess --engine dask`: the spaCy + Moses stage as tasks, one per group of input files (or, with more
+tasks than files, per byte range of a text file).
 
     stage = engine_sentences(files, settings, marker, writer, out, address=None)   # from run_preprocess
 
@@ -25,7 +26,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -56,6 +57,7 @@ class TaskSpec:
     marker: str | None
     folder: str  # the tasks folder (on a cluster: a path every worker sees)
     fingerprint: str
+    part: tuple[int, int] = (0, 1)  # (k, K): of its one file, the documents that start in the k-th of K byte ranges
 
     @property
     def text_path(self) -> Path:
@@ -71,7 +73,25 @@ def tasks_folder(out: Path) -> Path:
     return out.parent / f".{out.name}.tasks"
 
 
-def fingerprint(files: tuple[InputFile, ...], settings: Settings, marker: str | None) -> str:
+def plan(files: list[InputFile], tasks: int) -> list[tuple[range, tuple[int, int]]]:
+    """(input indices, part) of each task: contiguous groups of whole files while there are at least as many
+    files as tasks (0: one task per file); with more tasks than files, each text file is cut into byte ranges
+    in proportion to its size, its documents going to the range they start in (`_owned`). Synthetic,
+    Parquet and Arrow inputs are never cut (their reading has no byte position)."""
+    if tasks <= len(files):
+        return [(group, (0, 1)) for group in balanced_groups([f.size for f in files], tasks)]
+    total = sum(f.size for f in files) or 1
+    out = []
+    for j, f in enumerate(files):
+        parts = max(1, round(tasks * f.size / total)) if f.format not in _UNCUT and f.size else 1
+        out.extend((range(j, j + 1), (k, parts)) for k in range(parts))
+    return out
+
+
+_UNCUT = ("synthetic", "parquet", "arrow")
+
+
+def fingerprint(files: tuple[InputFile, ...], settings: Settings, marker: str | None, part: tuple[int, int] = (0, 1)) -> str:
     """What a task's sentences depend on: its files (path, size, mtime) and the settings that shape sentences."""
     described = []
     for f in files:
@@ -81,7 +101,8 @@ def fingerprint(files: tuple[InputFile, ...], settings: Settings, marker: str | 
             st = os.stat(f.path)
             described.append([f.path, f.format, f.compression, f.explicit, st.st_size, st.st_mtime_ns])
     pre = {k: v for k, v in settings.to_dict()["preprocess"].items() if k not in _NOT_IN_SENTENCES}
-    blob = json.dumps({"schema": TASK_SCHEMA, "files": described, "preprocess": pre, "marker": marker}, sort_keys=True)
+    blob = json.dumps({"schema": TASK_SCHEMA, "files": described, "preprocess": pre, "marker": marker, "part": list(part)},
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -123,7 +144,7 @@ def run_task(spec: TaskSpec) -> dict:
     started = time.perf_counter()
     processor = _processor(spec.settings.preprocess, spec.marker)
     stats = ReadStats()
-    invalid_before = invalid_utf8_count()
+    owned = {"chunks_cut": 0, "text_bytes": 0, "invalid_utf8_replaced": 0}
     inputs = []
     counts = {"documents": 0, "sentences": 0, "words": 0, "sentences_cut": 0}
     digest = hashlib.sha256()
@@ -135,7 +156,7 @@ def run_task(spec: TaskSpec) -> dict:
             digest.update(data)
             nbytes += len(data)
 
-        for inp, name in zip(spec.files, spec.names):
+        for position, (inp, name) in enumerate(zip(spec.files, spec.names)):
             reader = InputReader(inp, spec.settings, stats)
             documents = 0
             doc_sentences = 0
@@ -164,7 +185,7 @@ def run_task(spec: TaskSpec) -> dict:
                         doc_sentences = 0
                 batch.clear()
 
-            for item in reader:
+            for item in _owned(reader, stats, spec.part, inp.size, owned):
                 if synthetic is not None and item is not None:
                     data = item.encode("utf-8")
                     synthetic.update(data)
@@ -180,31 +201,81 @@ def run_task(spec: TaskSpec) -> dict:
                 write(b"\n")
                 documents += 1
             counts["documents"] += documents
-            if synthetic is not None:
+            if spec.part[0] > 0:  # the file's first part describes it
+                described = None
+            elif synthetic is not None:
                 described = {"path": name, "bytes": synthetic_bytes, "sha256": synthetic.hexdigest(), "format": "synthetic"}
             elif reader.skipped:
                 described = {"path": name}
             else:
                 described = {"path": name, "bytes": inp.size, "sha256": sha256_file(inp.path),
                              "format": reader.format + (f"+{inp.compression}" if inp.compression else "")}
-            inputs.append({"describe": described, "skipped": reader.skipped, "documents": documents})
+            inputs.append({"index": spec.first + position, "describe": described, "skipped": reader.skipped,
+                           "documents": documents})
     record = {
         "schema": TASK_SCHEMA, "fingerprint": spec.fingerprint, "index": spec.index, "first_input": spec.first,
-        "inputs": inputs, "skipped_binary": [name for f, name in zip(spec.files, spec.names) if f.path in stats.skipped_binary],
-        "chunks_cut": stats.chunks_cut,
-        "text_bytes": stats.text_bytes, "invalid_utf8_replaced": invalid_utf8_count() - invalid_before,
+        "inputs": inputs, "part": list(spec.part),
+        "skipped_binary": [name for f, name in zip(spec.files, spec.names) if f.path in stats.skipped_binary and spec.part[0] == 0],
+        **owned,
         "bytes": nbytes, "sha256": digest.hexdigest(), "seconds": round(time.perf_counter() - started, 3), **counts,
     }
     write_json(spec.record_path, record)  # last: the task's done-marker
     return record
 
 
+def _owned(reader: InputReader, seen: ReadStats, part: tuple[int, int], size: int, owned: dict) -> Iterator[str | None]:
+    """The reader's items of the documents this part of the file owns: those whose first piece is read at an
+    on-disk position in the k-th of K equal byte ranges (the whole file when K is 1). The reading from one
+    document's start to the next's (pieces cut, text bytes, invalid UTF-8) is charged to the first, in
+    `owned`: every part reads the file the same way up to where it stops, so the parts' charges add up to
+    the whole file's."""
+    k, parts = part
+    hi = (k + 1) * size // parts
+    lo, last = k * size // parts, k == parts - 1
+    mark = (seen.chunks_cut, seen.text_bytes, invalid_utf8_count())
+    mine = k == 0  # what is read before any document (or in a file without one) is the first part's
+
+    def charge() -> None:
+        nonlocal mark
+        now = (seen.chunks_cut, seen.text_bytes, invalid_utf8_count())
+        if mine:
+            for key, before, after in zip(("chunks_cut", "text_bytes", "invalid_utf8_replaced"), mark, now):
+                owned[key] += after - before
+        mark = now
+
+    items = iter(reader)
+    at_start, any_document = True, False
+    try:
+        for item in items:
+            if item is not None and at_start:
+                at_start = False
+                position = reader.position()
+                if any_document:
+                    charge()  # the previous document's reading is complete
+                any_document = True
+                if not last and position >= hi:
+                    return  # the rest of the file is later parts'
+                mine = k == 0 or position >= lo
+            elif item is None:
+                at_start = True
+            if mine:
+                yield item
+        charge()  # the last document's reading, through the end of the file
+    finally:
+        items.close()
+
+
 # ---------------------------------------------------------------- the driver (runs in `mapnet preprocess`)
 class TaskFeed:
     """The tasks' account of their inputs, in the shape run_preprocess's local `_Feed` gives it."""
 
-    def __init__(self, records: list[dict]):
-        self.inputs = [inp for r in records for inp in r["inputs"]]
+    def __init__(self, records: list[dict], count: int):
+        self.inputs = [{"describe": None, "skipped": False, "documents": 0} for _ in range(count)]
+        for entry in (e for r in records for e in r["inputs"]):  # a file cut into parts has an entry per part
+            merged = self.inputs[entry["index"]]
+            merged["documents"] += entry["documents"]
+            if entry["describe"] is not None:
+                merged["describe"], merged["skipped"] = entry["describe"], entry["skipped"]
         self.skipped = [inp["skipped"] for inp in self.inputs]
 
     def describe(self, idx: int, documents: int) -> dict:
@@ -231,12 +302,11 @@ def engine_sentences(files: list[InputFile], settings: Settings, marker: str | N
     """
     import_distributed()  # a missing extra is one line before anything is written
     folder = make_dirs(tasks_folder(out))
-    groups = balanced_groups([f.size for f in files], settings.engine.tasks)
     specs = []
-    for i, group in enumerate(groups):
+    for i, (group, part) in enumerate(plan(files, settings.engine.tasks)):
         chosen = tuple(f if f.format == "synthetic" else replace(f, path=os.path.abspath(f.path)) for f in files[group.start:group.stop])
         specs.append(TaskSpec(i, group.start, chosen, tuple(f.path for f in files[group.start:group.stop]), settings, marker,
-                              str(folder.resolve()), fingerprint(chosen, settings, marker)))
+                              str(folder.resolve()), fingerprint(chosen, settings, marker, part), part))
     done = {s.index: r for s in specs if (r := finished(s)) is not None}
     todo = [s for s in specs if s.index not in done]
     records: list[dict] = []
@@ -254,14 +324,16 @@ def engine_sentences(files: list[InputFile], settings: Settings, marker: str | N
                 stats.chunks_cut += record["chunks_cut"]
                 stats.text_bytes += record["text_bytes"]
                 stats.skipped_binary.extend(record["skipped_binary"])
-                input_bytes += sum(f.size for f in spec.files)
+                k, parts = spec.part
+                input_bytes += sum(f.size * (k + 1) // parts - f.size * k // parts for f in spec.files)
                 if on_progress is not None:
                     on_progress(input_bytes, stats.text_bytes, writer.sentences)
         finally:
             results.close()  # while the client is still open
+    feed = TaskFeed(records, len(files))
     return EngineStage(
-        feed=TaskFeed(records), stats=stats, sentences_cut=sum(r["sentences_cut"] for r in records),
-        docs_per_input=[inp["documents"] for r in records for inp in r["inputs"]],
+        feed=feed, stats=stats, sentences_cut=sum(r["sentences_cut"] for r in records),
+        docs_per_input=[inp["documents"] for inp in feed.inputs],
         invalid_utf8_replaced=sum(r["invalid_utf8_replaced"] for r in records),
         workers=workers, tasks=len(specs), tasks_resumed=len(done))
 

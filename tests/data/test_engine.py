@@ -79,9 +79,10 @@ def dask_preprocess(shared_data, out, address, *extra):
 
 
 def test_preprocess_gives_the_pools_bytes_for_1_2_and_3_tasks_and_in_process(pool_prep, cluster, shared_data, tmp_path):
-    for tasks in (1, 2, 3):
+    for tasks in (1, 2, 3, 7):  # 7: more tasks than files, so each book is cut into byte ranges
         result = dask_preprocess(shared_data, tmp_path / f"t{tasks}", cluster, f"engine.tasks={tasks}")
-        assert (result.engine, result.tasks, result.tasks_resumed) == ("dask", tasks, 0)
+        assert (result.engine, result.tasks_resumed) == ("dask", 0)
+        assert result.tasks == tasks if tasks <= 3 else result.tasks > 3
         assert_same_output(pool_prep, tmp_path / f"t{tasks}")
         assert not (tmp_path / f".t{tasks}.tasks").exists()  # removed once published
     run_preprocess(inputs(shared_data), tmp_path / "inproc", settings("preprocess.workers=1"))
@@ -106,6 +107,32 @@ def test_relative_paths_and_skipped_files_are_recorded_as_in_process(cluster, sh
     assert manifest(tmp_path / "dask")["skipped_binary_files"] == ["in/zz.bin"]
     assert [i["path"] for i in manifest(tmp_path / "dask")["inputs"]] == sorted(f"in/{Path(b).name}" for b in BOOKS[:2])
     assert_same_output(tmp_path / "inproc", tmp_path / "dask")
+
+
+def test_one_file_cut_into_parts_gives_its_bytes_and_counts(cluster, shared_data, tmp_path):
+    """One plain-text file, many documents, invalid UTF-8 and over-long paragraphs spread through it, cut
+    into 1 to 5 byte ranges: the same parts and the same counts (pieces cut, invalid bytes) as in-process."""
+    import gzip
+
+    text = gzip.decompress((shared_data / BOOKS[1]).read_bytes())
+    paragraphs = text.replace(b"\r\n", b"\n").split(b"\n\n")
+    chunks = []
+    for i, para in enumerate(paragraphs):
+        if i % 7 == 3:
+            para += b" caf\xe9 \xff"  # invalid UTF-8, replaced and counted
+        if i % 11 == 5:
+            para = b" ".join([para] * 12)  # longer than preprocess.max_chunk_chars: cut into pieces
+        chunks.append(para)
+    (tmp_path / "one.txt").write_bytes(b"\n\n".join(chunks))
+    extra = ("preprocess.max_chunk_chars=1000", "preprocess.workers=1")
+    run_preprocess([tmp_path / "one.txt"], tmp_path / "inproc", settings(*extra))
+    counts = manifest(tmp_path / "inproc")["counts"]
+    assert counts["invalid_utf8_replaced"] > 0 and counts["chunks_cut"] > 0
+    for tasks in (2, 3, 5):
+        result = run_preprocess([tmp_path / "one.txt"], tmp_path / f"t{tasks}", settings(*extra, "engine.name=dask", f"engine.tasks={tasks}"),
+                                engine_address=cluster)
+        assert result.tasks == tasks
+        assert_same_output(tmp_path / "inproc", tmp_path / f"t{tasks}")
 
 
 def test_an_interrupted_preprocess_goes_on_from_its_finished_tasks(pool_prep, cluster, shared_data, tmp_path, monkeypatch):
