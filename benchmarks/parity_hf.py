@@ -18,7 +18,9 @@ The two arms (each seed trains both):
 - `hf`: `transformers.BertForMaskedLM` fed by `DataCollatorForLanguageModeling` (Bernoulli masking,
   80/10/10) and its own loss (mean over the batch's masked tokens) — the usual recipe, written here
   from the library's parts. With `--set model.norm=pre` the reference is `RobertaPreLayerNormForMaskedLM`,
-  the Hugging Face class for the pre-LN layout, instead.
+  the Hugging Face class for the pre-LN layout, instead; with `--set model.block=modern` it is
+  `ModernBertForMaskedLM`, configured as `mapnet export` writes the modern block (global attention in
+  every layer).
 
 What is the same in both: model size, dropout, sequence length, the training sequences of every step
 (mapnet's `DataOrder`: epoch e is permutation(seed + e)), batch size, AdamW with mapnet's parameter
@@ -160,8 +162,16 @@ def run_mapnet(args, seed: int, sets: list[EvalSet], out: Path) -> list[dict]:
 
 # ---------------------------------------------------------------- the reference arm
 def hf_model(settings, vocab_size: int, pad_id: int, seq_len: int):
-    """BertForMaskedLM (post-LN), or RobertaPreLayerNormForMaskedLM for model.norm = "pre", at mapnet's size."""
+    """BertForMaskedLM (post-LN), or RobertaPreLayerNormForMaskedLM for model.norm = "pre", or ModernBertForMaskedLM
+    for model.block = "modern", at mapnet's size."""
     m = settings.model
+    if m.block == "modern":  # the config `mapnet export` writes: the same computation as mapnet's modern block
+        from transformers import ModernBertConfig, ModernBertForMaskedLM
+
+        from mapnet_cli.model.bert import BertConfig as MapnetConfig
+        from mapnet_cli.model.hf_modern_layout import hf_config
+
+        return ModernBertForMaskedLM(ModernBertConfig.from_dict(hf_config(MapnetConfig.from_settings(m, vocab_size, pad_id))))
     common = dict(vocab_size=vocab_size, hidden_size=m.hidden, num_hidden_layers=m.layers, num_attention_heads=m.heads,
                   intermediate_size=m.intermediate or 4 * m.hidden, hidden_dropout_prob=m.dropout,
                   attention_probs_dropout_prob=m.attention_dropout, type_vocab_size=1, pad_token_id=pad_id,
@@ -213,7 +223,8 @@ def run_hf(args, seed: int, sets: list[EvalSet], train: ShardReader) -> list[dic
     autocast = precision_context("auto", device)
     order = DataOrder(len(train), seed)
     backbone = model.base_model
-    head = model.cls if hasattr(model, "cls") else model.lm_head
+    head = model.cls if hasattr(model, "cls") else model.lm_head if hasattr(model, "lm_head") else \
+        torch.nn.Sequential(model.head, model.decoder)  # ModernBertForMaskedLM: transform, then the tied decoder
 
     def logits_at(inputs, attn, chosen):  # the head is position-wise: only where the evaluator asks
         return head(backbone(input_ids=inputs, attention_mask=attn.long()).last_hidden_state[chosen])
@@ -247,12 +258,13 @@ def run_hf(args, seed: int, sets: list[EvalSet], train: ShardReader) -> list[dic
 
 def reference_key(args, sets: list[EvalSet]) -> dict:
     """Everything the hf arm's curves depend on: a reused reference must agree on all of it."""
-    norm = mapnet_settings(args, 0).model.norm  # the reference's layout follows mapnet's
+    model = mapnet_settings(args, 0).model  # the reference's layout follows mapnet's
     return {"shards": str(args.shards.resolve()), "sets": {s.name: s.unigram for s in sets}, "preset": args.preset,
             "steps": args.steps, "batch": args.batch, "lr": args.lr, "warmup": args.warmup, "grad_clip": args.grad_clip,
             "dropout": args.dropout, "mask_prob": args.mask_prob, "eval_every": args.eval_every, "eps": args.eps,
             "init_std": args.init_std, "same_init": args.same_init, "short_seq": [args.short_seq_len, args.short_seq_steps], "recipe": args.recipe,
-            "eval_sequences": args.eval_sequences, "device": args.device, "norm": norm}
+            "eval_sequences": args.eval_sequences, "device": args.device, "norm": model.norm,
+            **({"block": model.block} if model.block != "bert" else {})}  # references made before model.block stay valid
 
 
 def reference_runs(path: Path, key: dict, seeds: list[int]) -> list[dict]:
