@@ -151,6 +151,11 @@ class Run:
         self.source = init_from.open_source(s.model.init_from) if s.model.init_from and not resume else None
         if self.source is not None:
             init_from.check_tokenizer(self.source, self.data.tokenizer_path, f"the shards in {shards}")
+        if resume:  # shards of another tokenizer: refused here, not after the unigram pass (`_restore` checks again)
+            ckpt = checkpoint.latest_checkpoint(out)
+            if ckpt is not None and checkpoint.read_config(ckpt).get("tokenizer_sha256") != self.data.tokenizer_sha256:
+                raise MapnetError(f"--resume: {ckpt} used another tokenizer than the shards in {shards}; resume on the "
+                                  "shards the run trained on")
         self.valid = ShardReader(shards, "valid", verify=s.shard.verify)
         self.eval_set = build_eval_set(self.valid, t.eval_sequences, t.eval_seed, s.masking, t.eval_pick, t.eval_mask_prob,
                                        t.eval_replace)

@@ -463,3 +463,20 @@ def test_a_warmup_as_long_as_the_run_is_warned_about_naming_the_fix(shards, tmp_
     assert "at most 6e-07" in warning[0] and "--set optim.warmup_steps=N" in warning[0]
     quiet = runner.invoke(app, ["pretrain", str(shards), "--out", str(tmp_path / "b"), *tiny_args("--steps", "4")])
     assert quiet.exit_code == 0 and "warning" not in quiet.stderr  # warm-up 3 < 4 steps
+
+
+def test_resume_on_shards_of_another_tokenizer_is_refused_before_reading_them(shards, tmp_path, monkeypatch):
+    """The tokenizer check ran in `_restore`, after the held-out sets were built and the training shards read in
+    full for the unigram levels; it now comes right after the shards are opened."""
+    out = tmp_path / "run"
+    assert CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(out), *tiny_args("--steps", "2")]).exit_code == 0
+    other = write_tiny_shards(tmp_path / "other", vocab_size=72, seed=3)
+
+    def unreached(self):
+        raise AssertionError("the unigram pass ran before the refusal")
+
+    monkeypatch.setattr(Run, "_unigram_levels", unreached)
+    res = CliRunner().invoke(app, ["pretrain", str(other), "--out", str(out), "--resume", "--steps", "4"])
+    assert isinstance(res.exception, MapnetError), res.output
+    assert f"used another tokenizer than the shards in {other}" in str(res.exception)
+    assert checkpoint.latest_checkpoint(out).name == "step-00000002"
