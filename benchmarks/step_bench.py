@@ -78,10 +78,13 @@ def corpus(batch: int, seq_len: int, vocab: int, seed: int = 0) -> np.ndarray:
     return ids
 
 
-def model_config(size: str, vocab: int, dropout: float | None = None) -> BertConfig:
+def model_config(size: str, vocab: int, dropout: float | None = None, block: str = "bert") -> BertConfig:
+    """The preset's sizes; `block = "modern"`: ModernBERT's block (`model.block`, pre-LN, its default width)."""
     m = preset(size).model
     if dropout is not None:
         m = replace(m, dropout=dropout, attention_dropout=dropout)
+    if block != "bert":
+        m = replace(m, block=block, norm="pre", intermediate=0)
     return BertConfig.from_settings(m, vocab, SPECIAL_IDS["pad"])
 
 

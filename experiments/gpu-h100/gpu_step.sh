@@ -68,7 +68,7 @@ stage "each change on and off, predicted and measured; Hugging Face eager and co
 # SIGTERM at the limit makes it print the table of what it measured; KILL 20 s later if that hangs.
 timeout -k 20 "$L_VAR" "${py[@]}" benchmarks/bench_step_variants.py "${DEV[@]}" "${VAR[@]}" --json "$OUT/variants.json" \
     --ceiling "$OUT/ceiling.json" \
-    --arms eager blocks model hf hf-compiled foreach vocab-30528 vocab-30522 micro-256 model-graphs blocks-graphs \
+    --arms eager blocks model hf hf-compiled foreach vocab-30528 vocab-30522 modern micro-256 model-graphs blocks-graphs \
     model-autotune 2>&1 | tee "$OUT/variants.txt"
 
 # train.prefetch in the real loop (compiled as on CUDA by default), off then on; predicted: +2% to +5% on.
