@@ -46,6 +46,7 @@ from torch import nn
 
 from .attention import QueryLayout, key_mask, query_layout, query_rows_mask
 from .modern import ModernEncoder
+from .widths import default_intermediate
 
 
 @dataclass(frozen=True)
@@ -86,12 +87,6 @@ class BertConfig:
 
 
 BLOCKS = ("bert", "modern")
-
-
-def default_intermediate(hidden: int, block: str = "bert") -> int:
-    """The feed-forward width `model.intermediate = 0` means: 4H for BERT's; for the modern block's GeGLU,
-    whose input matrix is twice as wide, 8H/3 rounded up to a multiple of 32 — BERT's parameters and FLOPs."""
-    return 4 * hidden if block == "bert" else -(-8 * hidden // (3 * 32)) * 32
 
 
 NORMS = ("post", "pre")

@@ -34,7 +34,7 @@ from .. import settings as settings_mod
 from ..atomic import sha256_file
 from ..errors import MapnetError
 from ..model import hf_modern_layout
-from ..model.bert import default_intermediate
+from ..model.widths import default_intermediate
 from ..model.hf_layout import BY_MODEL_TYPE, LAYOUTS, folder_kind, read_json_object as _read_json
 
 # The architecture settings SOURCE decides; dropout and init_std stay the run's (training choices).
