@@ -88,6 +88,10 @@ def test_mapnet_resume_refuses_a_changed_strategy_or_proposal(cli_run, synthetic
     drop = runner.invoke(app, base + ["--set", "masking.map_dropout=0.1"])
     assert isinstance(drop.exception, MapnetError) and "cannot change masking.map_dropout" in str(drop.exception)
     assert "(the run has 0.0, asked 0.1)" in str(drop.exception) and "\n" not in str(drop.exception)
+    # Past the CLI (compare's resumes, a library caller), the run itself still refuses another MAP-Net by name.
+    changed = resolve(out / "settings.toml", None, ["masking.map_dropout=0.1"])
+    with pytest.raises(MapnetError, match=r"has a different MAP-Net .*'dropout': \(0\.0, 0\.1\)"):
+        pretrain(changed, synthetic_shards, out, resume=True)
     bad = runner.invoke(app, ["pretrain", str(synthetic_shards), "--out", str(out), "--masking", "random"])
     assert bad.exit_code != 0 and "random" in bad.output  # typed option: refused before any work
     assert checkpoint.latest_checkpoint(out).name == "step-00000008"  # nothing was trained or written
