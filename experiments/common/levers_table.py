@@ -59,6 +59,14 @@ def changes(doc: dict, base: dict) -> str:
     return ", ".join(f"`{c}`" for c in out) or "–"
 
 
+def described(doc: dict) -> str:
+    """The baseline in a few words, from its recorded settings."""
+    s = doc["runs"][0]["settings"]
+    m, t = s.get("model", {}), s.get("train", {})
+    return (f"`{m.get('preset', '?')}` L{m.get('layers', '?')}/H{m.get('hidden', '?')}, `{t.get('recipe', '?')}`, batch "
+            f"{t.get('batch_size', '?')} × {s['shard']['max_seq_len']}")
+
+
 def final_loss(run: dict) -> float:
     return run["eval"][-1]["eval_loss"]
 
@@ -86,7 +94,7 @@ def row(name: str, doc: dict, base: dict) -> str:
         d_blimp = (fmt(mean_ci([runs[k]["blimp"]["accuracy"] - ref[k]["blimp"]["accuracy"] for k in seeds]), "+.1f", 100)
                    if blimp is not None and all("blimp" in ref[k] for k in seeds) else "–")
     n = "–" if name == BASELINE else str(len(seeds))
-    return (f"| {name} | {changes(doc, base) if name != BASELINE else 'mini, fast'} | {steps_text} | {left} | "
+    return (f"| {name} | {changes(doc, base) if name != BASELINE else described(doc)} | {steps_text} | {left} | "
             f"{fmt(loss, '.3f')} | {d_loss} | {fmt(blimp, '.1f', 100)} | {d_blimp} | {n} |")
 
 

@@ -12,7 +12,7 @@
 #   bash experiments/hour-levers/levers_cpu.sh OUT search ARM...     # only these arms (the baseline is always first)
 #   bash experiments/hour-levers/levers_cpu.sh OUT table             # Δ vs the baseline (experiments/common/levers_table.py)
 #   bash experiments/hour-levers/levers_cpu.sh OUT keep              # results.json of each arm -> experiments/hour-levers/results/
-#   bash experiments/hour-levers/levers_cpu.sh OUT smoke             # all of it on the embedded synthetic data, 5 s a run
+#   bash experiments/hour-levers/levers_cpu.sh OUT smoke             # all of it on the embedded synthetic data, 20 s a run
 #
 # A lever is only settings (nothing hand-wired): `--set` flags over the baseline's, or other shards. Another arm
 # (the winners combined) is a line added to ARMS. BUDGET, SEEDS, BLIMP_PAIRS and MAPNET may be set in the environment.
@@ -22,7 +22,10 @@ shift $(($# < 2 ? $# : 2))
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
 # Both cores for every run, set rather than inherited: a run's speed is the lever's effect.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
-BUDGET=${BUDGET:-20m}; SEEDS=${SEEDS:-2}; BLIMP_PAIRS=${BLIMP_PAIRS:-200}
+BUDGET=${BUDGET:-20m}; SEEDS=${SEEDS:-2}; BLIMP_PAIRS=${BLIMP_PAIRS:-200}; BATCH=32
+# smoke: a 20 s budget and a batch of 8, so that even on a busy machine a step of the widest arm (batch x 2) fits
+# well inside the budget (a budget its first step spends is refused); the batch arms scale with it.
+[[ $WHICH == smoke ]] && { BUDGET=20s; BATCH=8; }
 
 # The fast recipe's mini schedule, laid out in time: its 300 warm-up steps and 500 steps of 16-token pieces are
 # 14% and 23% of the ~2,140 steps a 20-minute `mini` run is predicted to buy (README, "Prediction"), so the
@@ -43,9 +46,9 @@ ARMS=(
     "lr-1e-3|base|--set optim.lr=1e-3"
     "lr-4e-3|base|--set optim.lr=4e-3"
     "one-cycle|base|--set optim.warmup_fraction=0.5"
-    "batch-16|base|--set train.batch_size=16"
-    "batch-64|base|--set train.batch_size=64"
-    "seq-64|seq64|--set train.batch_size=64 --set shard.max_seq_len=64"
+    "batch-16|base|--set train.batch_size=$((BATCH / 2))"
+    "batch-64|base|--set train.batch_size=$((BATCH * 2))"
+    "seq-64|seq64|--set train.batch_size=$((BATCH * 2)) --set shard.max_seq_len=64"
     "vocab-16k|vocab16k|"
     "modern|base|--set model.block=modern"
 )
@@ -57,15 +60,15 @@ RT16=$(realpath -m runs/real-text-16k); X5_16=$(realpath -m runs/real-text-x5-16
 declare -A SHARDS=([base]=$X5/shards [seq64]=$X5/shards-64 [vocab16k]=$X5_16/shards)
 BLIMP=(--blimp ../shared/data/blimp --blimp-pairs "$BLIMP_PAIRS")
 EVERY=500  # held-out evaluation and checkpoints every 500 steps: ~4 in a mini run, not counted in the budget
-RUN=(--preset mini --recipe fast --set train.batch_size=32 --set model.max_position=128 --set shard.max_seq_len=128
+RUN=(--preset mini --recipe fast --set train.batch_size=$BATCH --set model.max_position=128 --set shard.max_seq_len=128
      --set train.eval_every=$EVERY --set train.eval_sequences=512 --set train.eval_pick=spread
      --set logging.log_every=50 --set logging.progress=false)
 
 if [[ $WHICH == smoke ]]; then
     # The embedded synthetic language: a 1,024-token BPE stands for 8,192 and a 2,048-token one for 16,384; every
-    # arm and every command as in the search, 5 s of training a run, 1 BLiMP pair a paradigm.
-    BUDGET=5s; BLIMP=(--blimp ../shared/data/blimp --blimp-pairs 1); EVERY=5
-    RUN=(--preset mini --recipe fast --set train.batch_size=32 --set model.max_position=128 --set shard.max_seq_len=128
+    # arm and every command as in the search, 1 BLiMP pair a paradigm.
+    BLIMP=(--blimp ../shared/data/blimp --blimp-pairs 1); EVERY=5
+    RUN=(--preset mini --recipe fast --set train.batch_size=$BATCH --set model.max_position=128 --set shard.max_seq_len=128
          --set train.eval_every=$EVERY --set train.eval_sequences=16 --set logging.log_every=5 --set logging.progress=false)
     S=$OUT/data
     declare -A SHARDS=([base]=$S/shards [seq64]=$S/shards-64 [vocab16k]=$S/shards-2048)
@@ -166,6 +169,8 @@ runs = arms * seeds
 minutes = runs * (budget + 1 + 2) + (own + 1) * seeds * 2
 print(f"{arms} arms x {seeds} seeds = {runs} runs, one after another: ~{minutes:.0f} min (~{minutes / 60:.1f} h) "
       f"alone on 2 cores, after `prepare` (the 16,384 tokenizer and shards: ~30-60 min once, the 8,192 ones if absent)")
+if budget == 20 and seeds == 2:  # compare keeps every evaluated checkpoint of a budget run (weights and Adam state)
+    print("disk: ~11 GB under OUT (a checkpoint every 500 steps: ~64 MB each at mini, 20 of them per tiny run)")
 EOF
 }
 
