@@ -45,15 +45,28 @@ FAST_BY_PRESET: dict[str, tuple[float, int, float, int]] = {
 SHORT_SEQ_LEN = 16
 
 
-def _paper(preset: str) -> dict[str, dict[str, Any]]:
-    return {}  # the settings defaults are the paper's
+# Under a train.time_budget the warm-ups are fractions of the budget (train/budget.py), not steps. `fast`: its
+# `mini` warm-ups (300 and 500 steps) over the ~2,140 steps a 20-minute `mini` run buys on 2 CPU cores
+# (experiments/hour-levers, whose baseline this is); not measured as the best fractions — the lever search
+# measures the schedule. `paper`: BERT's 10k warm-up steps of 1M.
+FAST_BUDGET_FRACTIONS = (0.14, 0.23)  # (optim.warmup_fraction, train.short_seq_fraction)
+PAPER_BUDGET_WARMUP_FRACTION = 0.01
 
 
-def _fast(preset: str) -> dict[str, dict[str, Any]]:
+def _paper(preset: str, budgeted: bool) -> dict[str, dict[str, Any]]:
+    # the settings defaults are the paper's; a budget replaces its warm-up steps by their share of the run
+    return {"optim": {"warmup_steps": 0, "warmup_fraction": PAPER_BUDGET_WARMUP_FRACTION}} if budgeted else {}
+
+
+def _fast(preset: str, budgeted: bool) -> dict[str, dict[str, Any]]:
     lr, warmup, init_std, short_steps = FAST_BY_PRESET.get(preset, FAST_BY_PRESET["custom"])
+    optim = {"lr": lr, "warmup_steps": warmup, "eps": 1e-12, "grad_clip": 1.0}
+    train = {"short_seq_len": SHORT_SEQ_LEN, "short_seq_steps": short_steps}
+    if budgeted:
+        optim.update(warmup_steps=0, warmup_fraction=FAST_BUDGET_FRACTIONS[0])
+        train.update(short_seq_steps=0, short_seq_fraction=FAST_BUDGET_FRACTIONS[1])
     return {"model": {"norm": "pre", "dropout": 0.0, "attention_dropout": 0.0, "init_std": init_std},
-            "optim": {"lr": lr, "warmup_steps": warmup, "eps": 1e-12, "grad_clip": 1.0},
-            "train": {"short_seq_len": SHORT_SEQ_LEN, "short_seq_steps": short_steps}}
+            "optim": optim, "train": train}
 
 
 RECIPES = {"paper": _paper, "fast": _fast}
@@ -66,12 +79,14 @@ def default_recipe(preset: str | None) -> str:
     return "fast" if preset in SUB_BASE else "paper"
 
 
-def recipe_layer(name: str, preset: str | None, keep_architecture: bool = False) -> dict[str, dict[str, Any]]:
+def recipe_layer(name: str, preset: str | None, keep_architecture: bool = False,
+                 budgeted: bool = False) -> dict[str, dict[str, Any]]:
     """The settings recipe `name` sets for model preset `preset`, as {section: {key: value}} (and
-    train.recipe, so a run records which one it got). `keep_architecture`: leave model.norm out."""
+    train.recipe, so a run records which one it got). `keep_architecture`: leave model.norm out.
+    `budgeted`: the run has a train.time_budget, so the recipe's warm-ups come as fractions of it."""
     if name not in RECIPES:
         raise MapnetError(f"unknown recipe {name!r} (choose from {', '.join(RECIPES)})")
-    layer = RECIPES[name](preset or "custom")
+    layer = RECIPES[name](preset or "custom", budgeted)
     if keep_architecture:
         layer = {sec: {k: v for k, v in values.items() if k not in ARCHITECTURE.get(sec, ())}
                  for sec, values in layer.items()}

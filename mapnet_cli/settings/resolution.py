@@ -184,7 +184,12 @@ def resolve(
         recipe_name = default_recipe(preset_name if known else None)
     recipe = []
     if isinstance(recipe_name, str) and recipe_name in RECIPES:
-        recipe = [(f"recipe {recipe_name}", recipe_layer(recipe_name, settings.model.preset, keep_architecture=base is not None))]
+        # A recipe gives its warm-ups in steps, or under a time budget as fractions of it: which, the layers
+        # above it decide (the budget is a flag or a config file's), as the preset decides the recipe.
+        budget = _named(cli_values, file_layers, "train", "time_budget")
+        budgeted = bool(budget) if budget is not None else bool(settings.train.time_budget)
+        recipe = [(f"recipe {recipe_name}", recipe_layer(recipe_name, settings.model.preset,
+                                                         keep_architecture=base is not None, budgeted=budgeted))]
     protocol_layer = []
     if protocol is not None:
         try:

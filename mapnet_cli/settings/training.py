@@ -64,9 +64,9 @@ class OptimSettings:
     betas: tuple[float, float] = setting((0.9, 0.98), "Adam betas (paper: 0.9, 0.98)")
     eps: float = setting(1e-6, "Adam epsilon (paper: 1e-6)")
     weight_decay: float = setting(0.01, "decoupled weight decay, not on biases and LayerNorm (paper: 0.01)")
-    warmup_steps: int = setting(10_000, "linear warm-up steps (paper: 10k); not read with train.time_budget, whose warm-up is optim.warmup_fraction")
+    warmup_steps: int = setting(10_000, "linear warm-up steps (paper: 10k); with train.time_budget the warm-up is optim.warmup_fraction and this must be 0 (the recipes set it so)")
     warmup_fraction: float = setting(
-        0.0, "with train.time_budget: the linear warm-up's length as a fraction of the budget's training time, in [0, 1) (e.g. 0.05: the first 5% of the time); it replaces optim.warmup_steps, which a budget cannot turn into time before the run; without a budget it must stay 0 (train/budget.py)")
+        0.0, "with train.time_budget: the linear warm-up's length as a fraction of the budget's training time, in [0, 1) (e.g. 0.05: the first 5% of the time); it replaces optim.warmup_steps, which a budget cannot turn into time before the run (the recipes give a budget run its fraction: fast 0.14, paper 0.01); without a budget it must stay 0 (train/budget.py)")
     schedule: Literal["linear", "constant"] = setting("linear", "after warm-up: linear decay to zero (paper) or constant")
     grad_clip: float = setting(0.0, "clip the global gradient norm to this (0: off)")
     impl: Literal["fused", "foreach"] = setting(
@@ -103,9 +103,9 @@ class TrainSettings:
     micro_batch_size: int = setting(0, "sequences per device per forward pass; accumulation fills the global batch (0: global batch / world size)")
     short_seq_len: int = setting(
         0, "sequence-length warm-up: for the first train.short_seq_steps steps every training sequence is cut into pieces of this many tokens (it must divide the shards' length), the same tokens per step in shorter sequences; 0: off (train/batches.py says why)")
-    short_seq_steps: int = setting(0, "steps of the sequence-length warm-up (train.short_seq_len); not read with train.time_budget, whose warm-up is train.short_seq_fraction")
+    short_seq_steps: int = setting(0, "steps of the sequence-length warm-up (train.short_seq_len); with train.time_budget the warm-up is train.short_seq_fraction and this must be 0 (the recipes set it so)")
     short_seq_fraction: float = setting(
-        0.0, "with train.time_budget: the sequence-length warm-up's length as a fraction of the budget's training time, in [0, 1); it replaces train.short_seq_steps; without a budget it must stay 0")
+        0.0, "with train.time_budget: the sequence-length warm-up's length as a fraction of the budget's training time, in [0, 1); it replaces train.short_seq_steps (the fast recipe gives a budget run 0.23); without a budget it must stay 0")
     seed: int = setting(0, "seed of initial weights, data order and masks")
     precision: Literal["auto", "fp32", "bf16"] = setting("auto", "auto: bf16 autocast on CUDA, fp32 on CPU")
     compile: Literal["auto", True, False] = setting(
@@ -152,6 +152,10 @@ class TrainSettings:
                        "--resume continues)")
         if not 0.0 <= self.short_seq_fraction < 1.0:
             out.append(f"train.short_seq_fraction must be in [0, 1) (got {self.short_seq_fraction})")
+        elif self.short_seq_fraction > 0 and self.short_seq_steps > 0:  # one of them would be silently ignored
+            out.append(f"train.short_seq_steps ({self.short_seq_steps}) and train.short_seq_fraction "
+                       f"({self.short_seq_fraction}) are two sequence-length warm-ups: a train.time_budget run reads the "
+                       "fraction; set train.short_seq_steps=0 or leave it unset")
         elif self.short_seq_len > 0 and self.short_seq_fraction == 0:
             out.append(f"train.time_budget lays the sequence-length warm-up out in time: give its length as a fraction "
                        f"of the budget (--set train.short_seq_fraction=0.1), or turn it off (train.short_seq_len=0); "

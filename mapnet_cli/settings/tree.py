@@ -55,7 +55,10 @@ class Settings:
         except MapnetError:
             return []  # named by the train section's own check; what would follow from it is noise
         out = []
-        if o.warmup_fraction == 0 and o.warmup_steps > 0:
+        if o.warmup_fraction > 0 and o.warmup_steps > 0:  # one of them would be silently ignored
+            out.append(f"optim.warmup_steps ({o.warmup_steps}) and optim.warmup_fraction ({o.warmup_fraction}) are two "
+                       "warm-ups: a train.time_budget run reads the fraction; set optim.warmup_steps=0 or leave it unset")
+        elif o.warmup_fraction == 0 and o.warmup_steps > 0:
             out.append(f"train.time_budget lays the learning-rate schedule out in time: give the warm-up as a fraction of "
                        f"the budget (--set optim.warmup_fraction=0.05), or none (optim.warmup_steps=0); "
                        f"optim.warmup_steps ({o.warmup_steps}) counts steps, which a budget does not fix")

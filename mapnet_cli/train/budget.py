@@ -1,7 +1,7 @@
 """Training to a wall-clock budget (`train.time_budget`): the schedule laid out in training time, as Cramming does.
 
-    mapnet pretrain shards/ --out runs/hour --preset mini --time-budget 60m \\
-        --set optim.warmup_fraction=0.05 --set train.short_seq_fraction=0.1
+    mapnet pretrain shards/ --out runs/hour --preset mini --time-budget 60m     # the recipe's warm-ups, in time
+    mapnet pretrain shards/ --out runs/hour --preset mini --time-budget 60m --set optim.warmup_fraction=0.05
 
 What counts. The budget B is *training time*: the seconds the loop spends on optimizer steps (making the
 step's batches, forward, backward, the update), measured by the loop's clock around each step and summed

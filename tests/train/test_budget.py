@@ -167,10 +167,26 @@ def test_bad_budgets_and_step_counted_schedules_are_refused_in_one_line(shards, 
                                   "--set", "train.short_seq_fraction=0.1"])
         assert isinstance(res.exception, MapnetError) and says in str(res.exception), (budget, res.output)
         assert "\n" not in str(res.exception) and "warm-up" not in str(res.exception)  # only what is wrong
-    # The fast recipe's warm-ups count steps: a budget asks for them in time, naming the settings that do.
+    # Under a budget the recipe gives its warm-ups as fractions of it (recipes.FAST_BUDGET_FRACTIONS), so a plain
+    # `--time-budget` runs; a warm-up counted in steps beside them would be silently ignored, so it is refused.
     res = runner.invoke(app, [*base, "--time-budget", "20m"])
-    assert isinstance(res.exception, MapnetError)
-    assert "optim.warmup_fraction" in str(res.exception) and "train.short_seq_fraction" in str(res.exception)
+    assert res.exit_code == 0, res.output
+    assert "warmup_steps = 0" in res.output and "warmup_fraction = 0.14" in res.output
+    assert "short_seq_steps = 0" in res.output and "short_seq_fraction = 0.23" in res.output
+    for given, says in ((["--set", "optim.warmup_steps=300"], "are two warm-ups"),
+                        (["--set", "train.short_seq_steps=500"], "are two sequence-length warm-ups")):
+        res = runner.invoke(app, [*base, "--time-budget", "20m", *given])
+        assert isinstance(res.exception, MapnetError) and says in str(res.exception), (given, res.output)
+    # A recipe that is not the preset's own, and a config file's budget, are laid out in time the same way.
+    paper = runner.invoke(app, [*base, "--time-budget", "20m", "--recipe", "paper", "--set", "model.norm=post"])
+    assert paper.exit_code == 0 and "warmup_fraction = 0.01" in paper.output, paper.output
+    (tmp_path / "budget.toml").write_text('[train]\ntime_budget = "20m"\n')
+    filed = runner.invoke(app, [*base, "--config", str(tmp_path / "budget.toml")])
+    assert filed.exit_code == 0 and "warmup_fraction = 0.14" in filed.output, filed.output
+    # Without the recipe's fractions a step-counted warm-up is still named with the settings that fix it.
+    res = runner.invoke(app, [*base, "--time-budget", "20m", "--set", "optim.warmup_fraction=0",
+                              "--set", "optim.warmup_steps=300"])
+    assert isinstance(res.exception, MapnetError) and "optim.warmup_fraction" in str(res.exception), res.output
     for extra, says in ((["--set", "optim.warmup_fraction=1.0"], "optim.warmup_fraction must be in [0, 1)"),
                         (["--set", "optim.warmup_fraction=1.5"], "optim.warmup_fraction must be in [0, 1)"),
                         (["--set", "train.short_seq_fraction=1.0"], "train.short_seq_fraction must be in [0, 1)"),
