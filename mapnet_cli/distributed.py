@@ -144,7 +144,9 @@ def wrap_model(model: nn.Module, info: DistInfo, bucket_cap_mb: float = 25.0, st
     if not info.distributed:
         return model
     ids = [info.device.index] if info.device.type == "cuda" else None
-    return nn.parallel.DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=bucket_cap_mb,
+    # None at torch's default: torch treats any bucket_cap_mb it is given as not the default and drops its small
+    # first bucket (1 MiB), so passing 25 would change how every default run groups its all-reduces.
+    return nn.parallel.DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=bucket_cap_mb if bucket_cap_mb != 25.0 else None,
                                                static_graph=static_graph)
 
 

@@ -37,13 +37,13 @@ if [[ $WHICH == finetune || $WHICH == all ]]; then
 fi
 if [[ $WHICH == probe || $WHICH == all ]]; then
     for task in sst2 cola; do
-        "${mapnet[@]}" probe "$RUN" --data "$GLUE" --task "$task" --out "$OUT/probe-mini-2000-$task.json"
+        "${mapnet[@]}" probe "$RUN" --data "$GLUE" --task "$task" --out "$OUT/probe-mini-2000-$task.json" --overwrite
     done
 fi
 if [[ $WHICH == rank || $WHICH == all ]]; then
     "${mapnet[@]}" finetune-glue --checkpoints "$RUN" --init both --task SST-2 --data "$GLUE" --batch-sizes 32 \
         --lrs 3e-4 --seeds 1 --epochs 3 --max-train 5000 --set finetune.max_seq_len=128 \
         --out "$OUT/glue-sst2-5k-every-checkpoint"
-    "${mapnet[@]}" probe "$RUN" --data "$GLUE" --task sst2 --out "$OUT/probe-mini-2000-sst2.json" \
+    "${mapnet[@]}" probe "$RUN" --data "$GLUE" --task sst2 --out "$OUT/probe-mini-2000-sst2.json" --overwrite \
         --against "$OUT/glue-sst2-5k-every-checkpoint/results.json"
 fi

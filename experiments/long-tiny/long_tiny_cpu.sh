@@ -30,10 +30,10 @@ if [[ $WHICH == pretrain || $WHICH == all ]]; then
         --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]"
 fi
 if [[ $WHICH == blimp || $WHICH == all ]]; then
-    "${mapnet[@]}" blimp "$RUN" --data "$BLIMP" --out "$OUT/blimp-curve-200.json" --pairs 200 --no-progress
-    "${mapnet[@]}" blimp "$RUN/checkpoints/step-00030000" --data "$BLIMP" --out "$OUT/blimp-final.json" --no-progress
+    "${mapnet[@]}" blimp "$RUN" --data "$BLIMP" --out "$OUT/blimp-curve-200.json" --pairs 200 --no-progress --overwrite
+    "${mapnet[@]}" blimp "$RUN/checkpoints/step-00030000" --data "$BLIMP" --out "$OUT/blimp-final.json" --no-progress --overwrite
     "${mapnet[@]}" blimp "$RUN/checkpoints/step-00030000" --data "$BLIMP" --out "$OUT/blimp-final-l2r.json" \
-        --method word-l2r --no-random --no-unigram --no-progress
+        --method word-l2r --no-random --no-unigram --no-progress --overwrite
 fi
 if [[ $WHICH == glue || $WHICH == all ]]; then
     CK=$RUN/checkpoints/step-00030000

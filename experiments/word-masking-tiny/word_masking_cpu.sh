@@ -22,7 +22,7 @@ pmi_vocab() {  # CORPUS OUT_FILE [flags]: build the vocabulary, record wall time
     local corpus=$1 file=$2; shift 2
     local log
     log=$(mktemp)
-    /usr/bin/time -v "${mapnet[@]}" pmi-vocab "$corpus" --out "$file" --no-progress "$@" 2> "$log"
+    /usr/bin/time -v "${mapnet[@]}" pmi-vocab "$corpus" --out "$file" --overwrite --no-progress "$@" 2> "$log"
     {
         echo "corpus_bytes $(du -sb "$corpus" | cut -f1)"
         grep -E "Elapsed \(wall clock\)|Maximum resident set size" "$log"

@@ -62,6 +62,8 @@ MAY_CHANGE_ON_RESUME = ("train.steps", "train.time_budget", "train.micro_batch_s
                         "train.eval_every", "train.checkpoint_every", "train.keep_last", "train.keep_steps",
                         "optim.impl", "shard.verify", "shard.workers", "preprocess.workers",
                         "logging", "distributed", "finetune", "variance")
+# Inside a section that may change: what would still split the run (a second metrics file beside the first).
+NEVER_ON_RESUME = ("logging.metrics_file",)
 
 
 def resolve_settings(out: Path, resume: bool, config: Optional[Path], flags: dict, assignments: list[str]):
@@ -87,9 +89,10 @@ def refuse_fixed_changes(base, settings) -> None:
     (preset = "mini" beside tiny sizes; batch_size = 16 for a run that trained on 8 until now)."""
     old, new = base.to_dict(), settings.to_dict()
     changed = [f"{sec}.{key} (the run has {old[sec].get(key)!r}, asked {value!r})"
-               for sec, values in new.items() if sec not in MAY_CHANGE_ON_RESUME
+               for sec, values in new.items()
                for key, value in values.items()
-               if f"{sec}.{key}" not in MAY_CHANGE_ON_RESUME and old.get(sec, {}).get(key) != value]
+               if (f"{sec}.{key}" in NEVER_ON_RESUME or sec not in MAY_CHANGE_ON_RESUME)
+               and f"{sec}.{key}" not in MAY_CHANGE_ON_RESUME and old.get(sec, {}).get(key) != value]
     if changed:
         raise MapnetError(f"--resume cannot change {', '.join(changed)}: a resumed run continues what it trained; "
                           "drop the flag, or start a new run with another --out")

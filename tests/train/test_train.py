@@ -439,7 +439,9 @@ def test_resume_refuses_flags_it_cannot_honour_and_settings_toml_tells_the_truth
     for flags, named in ((["--batch-size", "16"], ["train.batch_size (the run has 8, asked 16)"]),
                          (["--set", "optim.lr=1e-3", "--set", "train.eval_sequences=4"],
                           ["optim.lr (the run has", "asked 0.001)", "train.eval_sequences (the run has 16, asked 4)"]),
-                         (["--mask-prob", "0.3"], ["masking.mask_prob (the run has 0.15, asked 0.3)"])):
+                         (["--mask-prob", "0.3"], ["masking.mask_prob (the run has 0.15, asked 0.3)"]),
+                         # logging may change on resume, but not the file the run's metrics go to (two halves)
+                         (["--set", "logging.metrics_file=other.jsonl"], ["logging.metrics_file (the run has"])):
         res = runner.invoke(app, ["pretrain", str(shards), "--out", str(out), "--resume", "--steps", "4", *flags])
         assert isinstance(res.exception, MapnetError), (flags, res.output)
         assert all(n in str(res.exception) for n in named) and "\n" not in str(res.exception), str(res.exception)
