@@ -27,6 +27,7 @@ from pathlib import Path
 
 import headline_tables
 import levers_table
+import pooling_table
 import performance_tables
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,6 +41,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "arm-step-costs": performance_tables.arm_costs_all,
     "lite-step-costs": performance_tables.arm_costs_lite,
     "hour-levers": levers_table.kept,
+    "pooling-default": pooling_table.table,
 }
 
 BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>(?:(?!<!-- /table -->).)*)(<!-- /table -->)", re.S)

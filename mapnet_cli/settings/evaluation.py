@@ -34,7 +34,7 @@ class FinetuneSettings:
     dropout: float = setting(
         -1.0, "dropout in the encoder (hidden and attention) and before the output layer while fine-tuning; -1: the checkpoint's own (paper: 0.1, as pretraining; a `fast`-recipe checkpoint carries 0)")
     pooling: Literal["cls", "mean"] = setting(
-        "cls", "what the classifier reads: the [CLS] state through a fresh pooler (BERT), or the mean of the last layer's states over the real tokens (no pretraining task trains [CLS] here)")
+        "mean", "what the classifier reads: the mean of the last layer's states over the real tokens (default: no pretraining task trains [CLS] here, and with [CLS] a pretrained encoder scored below its random-init control, experiments/pooling-default), or the [CLS] state through a fresh pooler (BERT; the `paper` protocol's)")
 
     def problems(self) -> list[str]:
         out = []

@@ -76,7 +76,7 @@ class Protocol:
 
 
 PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
-    Protocol("paper", {}, (), "the settings defaults: the paper's grid, 10 seeds, 10 epochs"),
+    Protocol("paper", {"pooling": "cls"}, (), "the paper's grid, 10 seeds, 10 epochs, [CLS] pooling (BERT's)"),
     Protocol("quick", {"batch_sizes": (32,), "learning_rates": (8e-5,), "seeds": 2, "epochs": 2, "max_train": 2000}, (),
              "smoke test: bs 32, lr 8e-5, 2 seeds, 2 epochs, 2,000 train examples"),
     Protocol("small", {"batch_sizes": (32,), "learning_rates": (1e-4, 3e-4), "seeds": 3, "epochs": 3,

@@ -364,3 +364,11 @@ def test_a_warm_up_half_given_names_the_other_half_and_where_its_value_came_from
         S.resolve(None, {"model": {"preset": "tiny"}, "train": {"recipe": "paper"}}, ["train.short_seq_len=8"])
     # The fast recipe sets both: lowering its steps alone is fine.
     assert S.resolve(None, {"model": {"preset": "tiny"}}, ["train.short_seq_steps=1"]).train.short_seq_len == 16
+
+
+def test_fine_tuning_pools_the_mean_by_default_and_the_paper_protocol_keeps_cls():
+    # experiments/pooling-default: [CLS] put a pretrained encoder below random init on SST-2; mean pooling did not.
+    assert S.resolve().finetune.pooling == "mean"
+    assert S.resolve(protocol="small").finetune.pooling == "mean"
+    assert S.resolve(protocol="paper").finetune.pooling == "cls"
+    assert S.resolve(protocol="paper", assignments=["finetune.pooling=mean"]).finetune.pooling == "mean"

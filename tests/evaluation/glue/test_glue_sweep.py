@@ -380,7 +380,7 @@ def test_finetune_dropout_and_pooling_reach_the_run_and_its_key(fake_run, glue_d
 
     import unittest.mock as mock
     with mock.patch.object(sweep_mod, "finetune_run", spy):
-        plain = run_sweep(refs, ["RTE"], glue_dir, tmp_path / "a", _ft(seeds=1), Counting())
+        plain = run_sweep(refs, ["RTE"], glue_dir, tmp_path / "a", _ft(seeds=1, pooling="cls"), Counting())
         tuned = run_sweep(refs, ["RTE"], glue_dir, tmp_path / "b", _ft(seeds=1, dropout=0.25, pooling="mean"), Counting())
     from mapnet_cli.evaluation.glue.pretrained import load_architecture
 
@@ -390,7 +390,11 @@ def test_finetune_dropout_and_pooling_reach_the_run_and_its_key(fake_run, glue_d
     assert seen[1] == (0.25, "mean", 0.25, 0.25, 0.25)
     (k_plain,), (k_tuned,) = plain["runs"], tuned["runs"]
     assert k_plain != k_tuned  # both change outcomes, so both are in the run key
-    # ... and the default protocol's hash is what it was before these settings existed.
-    assert sweep_mod.protocol(_ft()).keys() == {"epochs", "warmup_ratio", "weight_decay", "betas", "eps", "max_seq_len",
-                                                "max_train", "max_dev", "length_group", "precision", "malformed_rows"}
+    # ... and with [CLS] pooling (the default before mean) the protocol's hash is what it was before these
+    # settings existed, so results made then are still found; the mean default is in the key, so they are not
+    # taken for mean-pooled ones.
+    assert sweep_mod.protocol(_ft(pooling="cls")).keys() == {
+        "epochs", "warmup_ratio", "weight_decay", "betas", "eps", "max_seq_len", "max_train", "max_dev", "length_group",
+        "precision", "malformed_rows"}
+    assert sweep_mod.protocol(_ft())["pooling"] == "mean"
     assert settings_mod.Settings().finetune.__class__(dropout=1.0).problems()
