@@ -46,8 +46,9 @@ def run(script: str, out: Path, *args: str) -> dict:
     return json.loads(out.read_text())
 
 
-@pytest.mark.slow  # a subprocess that times kernels and a few tiny steps on the CPU
-def test_bench_ceiling_smoke_prints_the_floor_and_mapnets_fraction_of_it(tmp_path):
+@pytest.mark.slow  # two subprocesses that time kernels and a few tiny steps on the CPU
+def test_both_scripts_smoke_print_the_floor_and_each_arms_fraction_of_it(tmp_path):
+    """One ceiling run serves both scripts, as in gpu_step.sh: the variants read its floor."""
     r = run("bench_ceiling.py", tmp_path / "c.json", "--arms", "eager", "--repeats", "1", "--steps", "1", "--rounds", "1")
     floor = r["floor_ms"]
     assert floor["total"] == pytest.approx(floor["products"] + floor["attention"] + floor["bytes"])
@@ -60,16 +61,12 @@ def test_bench_ceiling_smoke_prints_the_floor_and_mapnets_fraction_of_it(tmp_pat
     assert isinstance(attention["backends"]["MATH"], float)  # the math kernel runs anywhere
     assert any("scaled_dot_product" in k for k in attention["picked"])  # what the default dispatched to, named
 
-
-@pytest.mark.slow
-def test_bench_step_variants_smoke_times_each_arm_against_its_baseline_and_the_floor(tmp_path):
-    ceiling = run("bench_ceiling.py", tmp_path / "c.json", "--arms", "", "--repeats", "1")
-    r = run("bench_step_variants.py", tmp_path / "v.json", "--arms", "eager", "foreach", "hf", "--steps", "1",
+    v = run("bench_step_variants.py", tmp_path / "v.json", "--arms", "eager", "foreach", "hf", "--steps", "1",
             "--warmup", "1", "--ceiling", str(tmp_path / "c.json"))
-    arms = r["arms"]
+    arms = v["arms"]
     assert set(arms) == {"eager", "foreach", "hf"}
-    assert r["floor_ms"] == ceiling["floor_ms"]["total"]
-    assert arms["eager"]["fraction_of_floor"] == pytest.approx(r["floor_ms"] / arms["eager"]["ms"])
+    assert v["floor_ms"] == floor["total"]
+    assert arms["eager"]["fraction_of_floor"] == pytest.approx(v["floor_ms"] / arms["eager"]["ms"])
     assert arms["hf"]["fraction_of_floor"] is None  # another model: the floor is mapnet's step's
     assert arms["foreach"]["baseline"] == "eager" and "fused" in arms["foreach"]["prediction"]
     assert all(a["tokens_per_s"] > 0 and a["mfu_measured"] > 0 for a in arms.values())
