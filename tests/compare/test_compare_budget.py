@@ -57,7 +57,7 @@ def test_compare_trains_every_arm_for_the_same_time_and_reuses_finished_runs(tmp
     shards = write_tiny_shards(tmp_path / "shards", train=96, valid=24, seq_len=32)
     out = tmp_path / "cmp"
     args = ["compare", str(shards), "--out", str(out), "--strategies", "uniform,uniform@0.3", "--seeds", "2",
-            "--preset", "tiny", "--time-budget", "4s", "--set", "optim.warmup_fraction=0.1",
+            "--preset", "tiny", "--time-budget", "2s", "--set", "optim.warmup_fraction=0.1",
             "--set", "train.short_seq_fraction=0.2"]
     for s in ("model.max_position=32", "shard.max_seq_len=32", "train.batch_size=8", "train.eval_sequences=8",
               "train.eval_every=0", "optim.lr=3e-3", "logging.progress=false", "train.device=cpu"):
@@ -65,10 +65,10 @@ def test_compare_trains_every_arm_for_the_same_time_and_reuses_finished_runs(tmp
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     doc = json.loads((out / cmp.RESULTS).read_text())
-    assert doc["time_budget"] == "4s" and doc["eval_steps"] is None
+    assert doc["time_budget"] == "2s" and doc["eval_steps"] is None
     for rec in doc["runs"]:
         budget = rec["budget"]
-        assert budget["finished"] and budget["seconds"] == 4.0 and budget["spent_seconds"] >= 4.0
+        assert budget["finished"] and budget["seconds"] == 2.0 and budget["spent_seconds"] >= 2.0
         assert rec["eval"][-1]["step"] == budget["steps"]  # the state at the budget's end is what is compared
         assert checkpoint.latest_checkpoint(rec["path"]).name == f"step-{budget['steps']:08d}"
     assert set(doc["aggregate"]["strategies"]) == {"uniform", "uniform@0.3"}
