@@ -160,9 +160,18 @@ def _settings(masking: str) -> list[str]:
             "logging.log_every=1", "logging.progress=false", "train.device=cpu"]  # the one process too, on a GPU machine
 
 
+# A train.time_budget run rides in the same job (one torchrun start fewer for the suite); the budget's other tests
+# are in tests/train/test_budget.py.
+BUDGET_RUN = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8",
+              "train.eval_every=5", "train.eval_sequences=8", "train.checkpoint_every=5", "optim.warmup_steps=0",
+              "optim.lr=3e-3", "logging.log_every=1", "logging.progress=false", "train.time_budget=5s",
+              "optim.warmup_fraction=0.2", "train.short_seq_len=8", "train.short_seq_fraction=0.3"]
+
+
 def _build_gloo_runs(root: Path) -> dict[str, Path]:
     shards = write_tiny_shards(root / "shards", train=64, valid=8)
-    runs = pretrain_in_one_job(root, {m: (shards, _settings(m)) for m in MASKINGS if m != THROUGH_THE_CLI})
+    plan = {m: (shards, _settings(m)) for m in MASKINGS if m != THROUGH_THE_CLI}
+    runs = pretrain_in_one_job(root, {**plan, "budget": (shards, BUDGET_RUN)})
     return {"shards": shards, **runs}
 
 
@@ -215,3 +224,20 @@ def test_two_gloo_processes_match_one_process(tmp_path, masking, request):
         assert int(t1["adaptive.updates"]) == int(t2["adaptive.updates"]) >= 3
         assert torch.equal(t1["adaptive.observed"], t2["adaptive.observed"])  # every rank's counts, summed
         torch.testing.assert_close(t1["adaptive.table"], t2["adaptive.table"], rtol=1e-6, atol=0.0)
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_two_processes_share_one_budget_clock_and_stop_at_the_same_step(gloo_runs):
+    """Each rank times its own steps; rank 0's seconds are the ones both schedule and stop by, so they apply the
+    same learning rates, take the same last step and meet at the final checkpoint (a rank stopping alone would
+    leave the other waiting in a collective: the job would hang, not pass)."""
+    from mapnet_cli.model import checkpoint
+
+    run = gloo_runs["budget"]
+    info = json.loads((run / "run.json").read_text())["budget"]
+    assert info["finished"] and info["spent_seconds"] >= 5.0 and info["steps"] >= 2
+    assert checkpoint.latest_checkpoint(run).name == f"step-{info['steps']:08d}"
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r for r in rows if r["kind"] == "eval"][-1]["step"] == info["steps"]
+    assert [r for r in rows if r["kind"] == "train"][-1]["elapsed"] >= 5.0

@@ -232,18 +232,4 @@ def test_a_real_five_second_budget_stops_checkpoints_and_records_its_steps(synth
     assert metrics(out, "eval")[-1]["step"] == info["steps"]
 
 
-@pytest.mark.slow
-@pytest.mark.distributed
-def test_two_processes_share_one_clock_and_stop_at_the_same_step(shards, tmp_path):
-    """Each rank times its own steps; rank 0's seconds are the ones both schedule and stop by, so they apply the
-    same learning rates, take the same last step and meet at the final checkpoint (a rank stopping alone would
-    leave the other waiting in a collective: the job would hang, not pass)."""
-    from gloo import pretrain_in_one_job
-
-    sets = [*TINY, "train.time_budget=5s", "optim.warmup_fraction=0.2", "train.short_seq_len=8",
-            "train.short_seq_fraction=0.3"]
-    run = pretrain_in_one_job(tmp_path, {"budget": (shards, sets)})["budget"]
-    info = json.loads((run / "run.json").read_text())["budget"]
-    assert info["finished"] and info["spent_seconds"] >= 5.0 and info["steps"] >= 2
-    assert checkpoint.latest_checkpoint(run).name == f"step-{info['steps']:08d}"
-    assert metrics(run, "eval")[-1]["step"] == info["steps"] and metrics(run)[-1]["elapsed"] >= 5.0
+# Two processes sharing rank 0's clock: tests/test_distributed.py (its run rides in that module's torchrun job).
