@@ -226,16 +226,18 @@ def test_resume_continues_exactly(shards, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_machine_where_torch_compile_cannot_build_gets_one_line(shards, tmp_path, monkeypatch):
+def test_a_machine_where_torch_compile_cannot_build_gets_one_line(shards, tmp_path):
     """`train.compile = auto` compiles on CUDA unasked; Inductor failing there (no C++ compiler, no Triton) is
     a MapnetError naming the off switch, not a traceback. Simulated on the CPU with a compiler that is not there."""
     import torch._dynamo
     import torch._inductor.config as inductor
 
-    monkeypatch.setattr(inductor.cpp, "cxx", ("/nonexistent-cxx",))
+    # inductor's own patch, not monkeypatch: monkeypatch's undo deletes the entry from inductor's config module,
+    # and a later test in the same process that compiles then fails with "cpp.cxx does not exist".
     try:
-        with pytest.raises(MapnetError, match=r"^torch.compile failed on this machine \(.*C\+\+ compiler.*\); "
-                                              r"--set train.compile=false trains without it$"):
+        with inductor.patch({"cpp.cxx": ("/nonexistent-cxx",)}), pytest.raises(
+                MapnetError, match=r"^torch.compile failed on this machine \(.*C\+\+ compiler.*\); "
+                                   r"--set train.compile=false trains without it$"):
             pretrain(tiny_settings("train.compile=true", "train.steps=2"), shards, tmp_path / "run")
     finally:
         torch._dynamo.reset()  # no failed compilation cached for later tests
