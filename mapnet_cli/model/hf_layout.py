@@ -75,4 +75,15 @@ def folder_kind(path: Path) -> str:
     return "huggingface" if "model_type" in c or "architectures" in c else "mapnet"
 
 
-__all__ = ["HFLayout", "LAYOUTS", "BY_MODEL_TYPE", "read_json_object", "folder_kind"]
+def leftover_weights(left: dict, encoder_prefixes: tuple[str, ...], model: str, hint: str) -> list[str]:
+    """What a Hugging Face state dict holds after the weights mapnet maps were taken out of it (`left`): a one-line
+    refusal when any is an encoder weight (under `encoder_prefixes`: the folder is not the model its config.json
+    says), else one note naming the modules dropped (a pooler, a next-sentence head). `hint`: the likely causes."""
+    modules = sorted({k.rsplit(".", 1)[0] for k in left})
+    unknown = [k for k in modules if k.startswith(encoder_prefixes)]
+    if unknown:
+        raise MapnetError(f"model.safetensors has encoder weights {model} does not: {', '.join(unknown[:3])} ({hint})")
+    return [f"not used by MLM pretraining, dropped: {', '.join(modules)}"] if modules else []
+
+
+__all__ = ["HFLayout", "LAYOUTS", "BY_MODEL_TYPE", "read_json_object", "folder_kind", "leftover_weights"]

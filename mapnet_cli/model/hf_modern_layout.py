@@ -12,6 +12,7 @@ another activation is refused in one line, as is a mapnet model ModernBERT canno
 from __future__ import annotations
 
 from ..errors import MapnetError
+from .hf_layout import leftover_weights
 
 MODEL_TYPE = "modernbert"
 ARCHITECTURE = "ModernBertForMaskedLM"
@@ -157,13 +158,8 @@ def hf_to_mapnet(sd: dict, layers: int) -> tuple[dict, list[str]]:
     decoder = sd.pop("decoder.weight", None)
     if decoder is not None and not torch.equal(decoder, out["encoder.tok_embeddings.weight"]):
         raise MapnetError("SOURCE's MLM decoder is not tied to its token embeddings; mapnet's is (tie_word_embeddings)")
-    left = sorted({k.rsplit(".", 1)[0] for k in sd})
-    unknown = [k for k in left if k.startswith((f"{prefix}embeddings", f"{prefix}layers", f"{prefix}final_norm"))]
-    if unknown:
-        raise MapnetError(f"model.safetensors has encoder weights mapnet's modern block does not: {', '.join(unknown[:3])} "
-                          "(biases, more layers than config.json says, or not a ModernBERT)")
-    if left:
-        notes.append(f"not used by MLM pretraining, dropped: {', '.join(left)}")
+    notes += leftover_weights(sd, (f"{prefix}embeddings", f"{prefix}layers", f"{prefix}final_norm"),
+                              "mapnet's modern block", "biases, more layers than config.json says, or not a ModernBERT")
     return {k: v.float() for k, v in out.items()}, notes
 
 

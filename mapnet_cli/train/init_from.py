@@ -35,7 +35,7 @@ from ..atomic import sha256_file
 from ..errors import MapnetError
 from ..model import hf_modern_layout
 from ..model.widths import default_intermediate
-from ..model.hf_layout import BY_MODEL_TYPE, LAYOUTS, folder_kind, read_json_object as _read_json
+from ..model.hf_layout import BY_MODEL_TYPE, LAYOUTS, folder_kind, leftover_weights, read_json_object as _read_json
 
 # The architecture settings SOURCE decides; dropout and init_std stay the run's (training choices).
 ARCH = ("layers", "hidden", "heads", "intermediate", "max_position", "layer_norm_eps", "norm", "block", "rope_theta")
@@ -363,13 +363,9 @@ def hf_to_mapnet(sd: dict[str, torch.Tensor], layers: int, hidden: int, norm: st
     for mine, theirs in modules.items():
         for part in ("weight", "bias"):
             out[f"{mine}.{part}"] = _need(sd, f"{theirs}.{part}")
-    dropped = sorted({k.rsplit(".", 1)[0] for k in sd})  # module names: bert.pooler.dense, cls.seq_relationship
-    unknown = [k for k in dropped if k.startswith((f"{enc}embeddings", f"{enc}encoder"))]
-    if unknown:
-        raise MapnetError(f"model.safetensors has encoder weights mapnet's BERT does not: {', '.join(unknown[:3])} "
-                          "(more layers than config.json says, or not a BERT)")
-    if dropped:
-        notes.append(f"not used by MLM pretraining, dropped: {', '.join(dropped)}")
+    # what is left: bert.pooler.dense, cls.seq_relationship (dropped, with a note), or encoder weights (refused)
+    notes += leftover_weights(sd, (f"{enc}embeddings", f"{enc}encoder"), "mapnet's BERT",
+                              "more layers than config.json says, or not a BERT")
     return {k: v.float() for k, v in out.items()}, notes
 
 
