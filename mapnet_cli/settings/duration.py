@@ -1,7 +1,6 @@
 """Wall-clock durations as a user writes them: `90s`, `20m`, `2h`, `1h30m`, `1.5h` (`train.time_budget`).
 
     parse_duration("1h30m")  # -> 5400.0
-    duration_text(5400.0)    # -> "1h30m"
 
 Strict: every number carries its unit (h, m, s, in that order, each at most once), so `90` (seconds or
 minutes?), `-5m`, `nan`, `inf` and `1e3s` are refused rather than guessed at; a duration of zero is
@@ -35,12 +34,4 @@ def parse_duration(text: str, name: str = "duration") -> float:
     return seconds
 
 
-def duration_text(seconds: float) -> str:
-    """A short spelling of `seconds` that `parse_duration` reads back (to the millisecond)."""
-    whole = int(seconds)
-    h, m, s = whole // 3600, whole % 3600 // 60, whole % 60 + round(seconds - whole, 3)
-    parts = [f"{h}h" if h else "", f"{m}m" if m else "", f"{s:g}s" if s or not (h or m) else ""]
-    return "".join(parts)
-
-
-__all__ = ["parse_duration", "duration_text", "EXAMPLES"]
+__all__ = ["parse_duration", "EXAMPLES"]
