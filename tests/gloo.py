@@ -9,6 +9,7 @@ run, which joins the group it finds (`distributed.init`) and leaves it up.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -60,6 +61,7 @@ def _worker(plan_file: str) -> None:
             pretrain(resolve(None, {"model": {"preset": run["preset"]}}, run["sets"]), run["shards"], run["out"])
             assert dist.is_initialized()  # pretrain joined the job's group and left it up for the next run
     finally:
+        gc.collect()  # the runs' DDP wrappers, which hold the group, freed before it is destroyed (loop.pretrain)
         dist.destroy_process_group()
 
 

@@ -28,6 +28,7 @@ position), so `prefetch.StepPrefetcher` makes step k + 1's in a background threa
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
@@ -78,7 +79,6 @@ def pretrain(settings, shards: str | os.PathLike, out: str | os.PathLike, *, res
         try:
             last = run.train(stop_at, (lambda kind, data: None) if quiet else on_report)
             failed = False
-            return last
         except Exception as exc:
             reason = compile_failure(exc)
             if reason is None:
@@ -89,6 +89,18 @@ def pretrain(settings, shards: str | os.PathLike, out: str | os.PathLike, *, res
                               "trains without it") from None
         finally:
             run.metrics.close(failed)
+            # The model's DDP wrapper holds the process group and the gloo work it last ran: freed here (with the
+            # reference cycles its hooks make), before the group is destroyed and while Python is alive, not at
+            # interpreter shutdown, where a gloo thread releasing its last tensors can abort the process (pytorch
+            # PR 179291's account of "terminate called without an active exception", which CI met at the end of a
+            # two-process job under load; figures in the CHANGELOG).
+            del run
+            if info.distributed:
+                gc.collect()
+        # Every rank leaves together: rank 0 writes the run's last files after the others are done. Only on
+        # success: a failed rank must not wait for peers here.
+        distributed.barrier(info)
+        return last
 
 
 def with_corpus_cleaning(settings, shards: Path):
