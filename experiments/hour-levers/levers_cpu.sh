@@ -78,12 +78,14 @@ BUDGET_RUN=(--set "train.time_budget=$BUDGET" --set optim.warmup_steps=0 --set "
 
 field() { local IFS='|'; read -r -a parts <<<"$1|"; echo "${parts[$2]}"; }  # field LINE INDEX of an ARMS line
 
-prepare() {
+prepare() {  # KIND... (base, seq64, vocab16k; none: all): the shards those arms train on, each built once
+    local kinds=" ${*:-base seq64 vocab16k} "
     bash experiments/common/real_text_shards.sh "$RT"
     [[ -f $X5/shards/manifest.json ]] || bash experiments/common/gpu_downstream.sh prepare
     # The same training text in 64-token sequences (the same tokens, cut shorter; no new tokenizer).
-    [[ -f $X5/shards-64/manifest.json ]] || "${mapnet[@]}" shard "$X5/prep" --out "$X5/shards-64" \
+    [[ $kinds != *" seq64 "* || -f $X5/shards-64/manifest.json ]] || "${mapnet[@]}" shard "$X5/prep" --out "$X5/shards-64" \
         --set shard.max_seq_len=64 --set shard.valid_fraction=0.01 --overwrite
+    [[ $kinds == *" vocab16k "* ]] || return 0
     # 16,384: a BPE trained on the same text as the 8,192 one (section 2's), then the x5 inputs through it.
     bash experiments/common/real_text_shards.sh "$RT16" 16384
     if [[ ! -f $X5_16/shards/manifest.json ]]; then
@@ -177,7 +179,10 @@ EOF
 case $WHICH in
     plan) plan ;;
     prepare) prepare ;;
-    search) prepare; search "$@" ;;
+    search)  # only the shards the chosen arms train on (the 16,384 ones take ~30-60 min to build)
+        mapfile -t lines < <(chosen "$@")
+        kinds=(); for line in "${lines[@]}"; do kinds+=("$(field "$line" 1)"); done
+        prepare "${kinds[@]}"; search "$@" ;;
     table) uv run python experiments/common/levers_table.py "$OUT/arms" | tee "$OUT/table.md" ;;
     keep)
         mkdir -p experiments/hour-levers/results experiments/hour-levers/logs
