@@ -64,3 +64,35 @@ def test_the_kept_table_says_what_to_run_until_there_are_results(tmp_path, monke
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "baseline.json").write_text(json.dumps(results([5.6, 5.8], [0.55, 0.57], [2140, 2150])))
     assert row(levers_table.kept(), "baseline")[0] == "baseline"
+
+
+def test_a_later_folder_replaces_an_arm_of_a_kept_one(tmp_path):
+    kept, new = tmp_path / "results", tmp_path / "arms"
+    kept.mkdir()
+    (kept / "baseline.json").write_text(json.dumps(results([5.6, 5.8], [0.55, 0.57], [2140, 2150])))
+    (kept / "lr-4e-3.json").write_text(json.dumps(results([5.4, 5.4], [0.58, 0.58], [2100, 2100], lr=4e-3)))
+    (new / "lr-4e-3").mkdir(parents=True)
+    (new / "lr-4e-3" / "results.json").write_text(json.dumps(results([5.5, 5.7], [0.56, 0.56], [2000, 2000], lr=4e-3)))
+    docs = levers_table.load(kept, new)
+    assert sorted(docs) == ["baseline", "lr-4e-3"]
+    assert row(levers_table.table(docs), "lr-4e-3")[2] == "2,000"  # this sitting's run, not the kept one
+
+
+def test_a_kept_baseline_is_reused_only_on_a_machine_of_the_same_speed(tmp_path):
+    import levers_calibration as cal
+
+    kept, now = tmp_path / "kept.tsv", tmp_path / "now.tsv"
+    kept.write_text("baseline\tstart\t2026-11-26T23:28:56Z\t0.01 0.02 0.00\t2\n")
+    assert cal.check([("t", 530.0)], cal.calibrations(kept)) == (
+        "nothing kept has a calibration: the kept baseline's machine speed is unknown")
+    line = cal.record(kept, 531.25, "0.05 0.10 0.20", 2)
+    assert line.startswith("calibration\t") and line.endswith("\t0.05 0.10 0.20\t2\t531.2 ms/step")
+    assert [ms for _, ms in cal.calibrations(kept)] == [531.2]
+    assert cal.check([], cal.calibrations(kept)).startswith("this sitting has no calibration")
+    cal.record(now, 555.0, "0.00 0.00 0.00", 2)   # 4.5% slower: the same machine's spread
+    assert cal.check(cal.calibrations(now), cal.calibrations(kept)) is None
+    cal.record(now, 560.0, "0.00 0.00 0.00", 2)   # the latest counts: 5.4% slower
+    why = cal.check(cal.calibrations(now), cal.calibrations(kept))
+    assert "step is 560 ms; the kept arms ran at 531 ms" in why and "unset BASELINE" in why
+    assert cal.main(["check", str(now), str(kept)]) == 1 and cal.main(["check", str(tmp_path / "none.tsv"), str(kept)]) == 1
+    assert cal.main(["nonsense"]) == 2

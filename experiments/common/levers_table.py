@@ -2,6 +2,8 @@
 
     uv run python experiments/common/levers_table.py runs/hour-levers/arms           # from a search's OUT/arms
     uv run python experiments/common/levers_table.py experiments/hour-levers/results # from the kept raw JSON
+    uv run python experiments/common/levers_table.py experiments/hour-levers/results runs/hour-levers/arms  # both,
+                                                                          # a later folder's arm over a kept one
 
 Each arm is one `mapnet compare` folder (its results.json; kept as results/ARM.json), trained to the same
 train.time_budget with the same seeds as the baseline (`baseline`). Per arm, paired by seed index (same data
@@ -29,10 +31,13 @@ BASELINE = "baseline"
 NOT_A_LEVER = {"train.seed", "train.keep_steps", "train.checkpoint_every", "shard.max_seq_len"}
 
 
-def load(folder: Path) -> dict[str, dict]:
-    """{arm: results.json} from FOLDER/ARM/results.json (a search's arms) or FOLDER/ARM.json (kept)."""
-    docs = {p.parent.name: p for p in sorted(folder.glob("*/results.json"))}
-    docs.update({p.stem: p for p in sorted(folder.glob("*.json"))})
+def load(*folders: Path) -> dict[str, dict]:
+    """{arm: results.json} from FOLDER/ARM/results.json (a search's arms) or FOLDER/ARM.json (kept); an arm in a
+    later folder replaces the same arm of an earlier one."""
+    docs: dict[str, Path] = {}
+    for folder in folders:
+        docs.update({p.parent.name: p for p in sorted(folder.glob("*/results.json"))})
+        docs.update({p.stem: p for p in sorted(folder.glob("*.json"))})
     return {name: json.loads(p.read_text(encoding="utf-8")) for name, p in docs.items()}
 
 
@@ -129,6 +134,6 @@ def kept() -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2:
         sys.exit(__doc__)
-    print(table(load(Path(sys.argv[1]))))
+    print(table(load(*map(Path, sys.argv[1:]))))

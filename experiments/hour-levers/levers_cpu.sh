@@ -10,12 +10,20 @@
 #   bash experiments/hour-levers/levers_cpu.sh OUT prepare           # the shards: 8,192 at 128 and 64 tokens, 16,384
 #   bash experiments/hour-levers/levers_cpu.sh OUT search            # every arm (prepares first); rerun = resume
 #   bash experiments/hour-levers/levers_cpu.sh OUT search ARM...     # only these arms (the baseline is always first)
+#   BASELINE=kept bash experiments/hour-levers/levers_cpu.sh OUT search ARM...   # against the kept baseline (below)
+#   bash experiments/hour-levers/levers_cpu.sh OUT calibrate         # this machine's speed, into OUT/load.tsv
 #   bash experiments/hour-levers/levers_cpu.sh OUT table             # Δ vs the baseline (experiments/common/levers_table.py)
 #   bash experiments/hour-levers/levers_cpu.sh OUT keep              # results.json of each arm -> experiments/hour-levers/results/
 #   bash experiments/hour-levers/levers_cpu.sh OUT smoke             # all of it on the embedded synthetic data, 20 s a run
 #
 # A lever is only settings (nothing hand-wired): `--set` flags over the baseline's, or other shards. Another arm
 # (the winners combined) is a line added to ARMS. BUDGET, SEEDS, BLIMP_PAIRS and MAPNET may be set in the environment.
+#
+# The search outlasts a sitting, and a sitting may get another machine: `search` first times a fixed step (the
+# calibration, experiments/common/levers_calibration.py). With BASELINE=kept it runs only the arms named and pairs
+# them with the kept baseline (experiments/hour-levers/results/baseline.json), which it allows only when this
+# machine's calibration is within 5% of every kept one; `keep` adds this sitting's arms and load lines to the kept
+# ones, and refuses a new baseline while kept arms are paired with the old one.
 set -euo pipefail
 OUT=$(realpath -m "$1"); WHICH=${2:-plan}
 shift $(($# < 2 ? $# : 2))
@@ -51,10 +59,13 @@ ARMS=(
     "seq-64|seq64|--set train.batch_size=$((BATCH * 2)) --set shard.max_seq_len=64"
     "vocab-16k|vocab16k|"
     "modern|base|--set model.block=modern"
+    "bf16|base|--set train.precision=bf16"
 )
 # Architecture arms: their random-init BLiMP controls are their own; the others share the baseline's (same weights).
 OWN_CONTROLS=" shape-tiny shape-L4-H192 shape-L6-H128 shape-L8-H128 vocab-16k modern "
 
+KEPT=$(realpath -m experiments/hour-levers)
+case ${BASELINE:=run} in run | kept) ;; *) echo "BASELINE must be run or kept (got $BASELINE)" >&2; exit 2 ;; esac
 RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
 RT16=$(realpath -m runs/real-text-16k); X5_16=$(realpath -m runs/real-text-x5-16k)
 declare -A SHARDS=([base]=$X5/shards [seq64]=$X5/shards-64 [vocab16k]=$X5_16/shards)
@@ -129,11 +140,12 @@ run_arm() {  # LINE: one arm, its seeds in one `compare` folder (finished runs a
     return 0
 }
 
-chosen() {  # the ARMS lines of the names given (all when none; the baseline always first)
+chosen() {  # the ARMS lines of the names given (all when none; the baseline always first, unless BASELINE=kept)
     local line name want
     for line in "${ARMS[@]}"; do
         name=$(field "$line" 0)
-        if (($# == 0)) || [[ $name == baseline ]]; then echo "$line"; continue; fi
+        if [[ $name == baseline ]]; then [[ $BASELINE == kept ]] || echo "$line"; continue; fi
+        if (($# == 0)); then echo "$line"; continue; fi
         for want in "$@"; do [[ $want == "$name" ]] && echo "$line"; done
     done
 }
@@ -148,8 +160,22 @@ search() {  # ARM names (none: all)
         echo "warning: load average $load1 before the search: another process shares the cores, so each run's" \
              "budget buys fewer steps than alone (the load is recorded in $OUT/load.tsv)" >&2
     fi
+    calibrate
+    if [[ $BASELINE == kept ]]; then
+        [[ -f $KEPT/results/baseline.json ]] || { echo "BASELINE=kept, but nothing is kept ($KEPT/results/baseline.json)" >&2; exit 2; }
+        uv run python experiments/common/levers_calibration.py check "$OUT/load.tsv" "$KEPT/logs/load.tsv" || exit 1
+    fi
     mapfile -t lines < <(chosen "$@")
     for line in "${lines[@]}"; do run_arm "$line"; done
+}
+
+calibrate() {  # this machine's speed: the median `mini` `fast` uniform step on the base shards, into OUT/load.tsv
+    local ms
+    mkdir -p "$OUT"
+    ms=$(uv run python benchmarks/bench_strategies.py --data "${SHARDS[base]}" --recipe fast --presets mini --arms uniform \
+        --batch "$BATCH" --steps 20 --warmup 3 | awk '$1 == "uniform" { print $2 }')
+    [[ -n $ms ]] || { echo "calibration: benchmarks/bench_strategies.py gave no step time" >&2; exit 1; }
+    uv run python experiments/common/levers_calibration.py record "$OUT/load.tsv" "$ms" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)"
 }
 
 plan() {
@@ -182,15 +208,36 @@ case $WHICH in
     search)  # only the shards the chosen arms train on (the 16,384 ones take ~30-60 min to build)
         mapfile -t lines < <(chosen "$@")
         kinds=(); for line in "${lines[@]}"; do kinds+=("$(field "$line" 1)"); done
-        prepare "${kinds[@]}"; search "$@" ;;
-    table) uv run python experiments/common/levers_table.py "$OUT/arms" | tee "$OUT/table.md" ;;
+        prepare base "${kinds[@]}"; search "$@" ;;  # base: the calibration's shards
+    calibrate) prepare base; calibrate ;;
+    table)  # with BASELINE=kept: the kept arms, and this sitting's over them
+        folders=("$OUT/arms"); [[ $BASELINE == kept ]] && folders=("$KEPT/results" "$OUT/arms")
+        uv run python experiments/common/levers_table.py "${folders[@]}" | tee "$OUT/table.md" ;;
     keep)
-        mkdir -p experiments/hour-levers/results experiments/hour-levers/logs
-        for f in "$OUT"/arms/*/results.json; do cp "$f" "experiments/hour-levers/results/$(basename "$(dirname "$f")").json"; done
-        cp "$OUT"/*.log "$OUT/load.tsv" experiments/hour-levers/logs/ ;;
+        mkdir -p "$KEPT/results" "$KEPT/logs"
+        # A new baseline would pair the kept arms with a baseline they were not run beside: refuse rather than mix.
+        if [[ -f $OUT/arms/baseline/results.json && -f $KEPT/results/baseline.json ]] &&
+           ! cmp -s "$OUT/arms/baseline/results.json" "$KEPT/results/baseline.json"; then
+            orphans=()
+            for f in "$KEPT"/results/*.json; do
+                name=$(basename "$f" .json)
+                [[ $name == baseline || -f $OUT/arms/$name/results.json ]] || orphans+=("$name")
+            done
+            if ((${#orphans[@]})); then
+                echo "keep: $OUT has a new baseline, and the kept arms ${orphans[*]} are paired with the kept one:" \
+                     "move $KEPT/results and $KEPT/logs aside (a new series) first" >&2
+                exit 2
+            fi
+        fi
+        for f in "$OUT"/arms/*/results.json; do cp "$f" "$KEPT/results/$(basename "$(dirname "$f")").json"; done
+        cp "$OUT"/*.log "$KEPT/logs/"
+        # load.tsv: every sitting's lines, calibrations included, each once and in order
+        touch "$KEPT/logs/load.tsv"
+        cat "$KEPT/logs/load.tsv" "$OUT/load.tsv" | awk '!seen[$0]++' > "$KEPT/logs/load.tsv.new"
+        mv "$KEPT/logs/load.tsv.new" "$KEPT/logs/load.tsv" ;;
     smoke)
         smoke_data
         search "$@"
         uv run python experiments/common/levers_table.py "$OUT/arms" | tee "$OUT/table.md" ;;
-    *) echo "unknown mode $WHICH (plan, prepare, search, table, keep, smoke)" >&2; exit 2 ;;
+    *) echo "unknown mode $WHICH (plan, prepare, calibrate, search, table, keep, smoke)" >&2; exit 2 ;;
 esac
