@@ -4,6 +4,8 @@
     uv run python benchmarks/bench_pretrain.py --threads 4 --batch 32
     uv run python benchmarks/bench_pretrain.py --device cuda          # GPU: tokens/s and MFU (bf16)
     uv run python benchmarks/bench_pretrain.py --sizes small --compile   # + both models under torch.compile
+    uv run python benchmarks/bench_pretrain.py --sizes mini --vocab 8192 --batch 32 --dropout 0 --bf16
+                                                    # the fast recipe's step (no dropout), + both arms in CPU bf16
 
 Both arms do the same work per step: uniform 15% masking with 80/10/10
 replacement of a batch of B x T tokens (mapnet: `train.make_batch`; HF:
@@ -25,8 +27,10 @@ the HF arm's head at every position) against an assumed peak, printed.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -145,6 +149,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--peak-tflops", type=float, default=0.0, help="GPU peak for MFU (0: look up by device name)")
+    ap.add_argument("--dropout", type=float, default=None,
+                    help="hidden and attention dropout of both models (default: the preset's, 0.1, the paper's; the "
+                         "fast recipe, which tiny and mini train with, has 0)")
+    ap.add_argument("--bf16", action="store_true",
+                    help="CPU: also time both arms under bf16 autocast (`train.precision = bf16`), as two more arms; "
+                         "native only on CPUs with AVX512-BF16 or AMX")
     ap.add_argument("--compile", action="store_true",
                     help="also time both models under torch.compile (mapnet per block, as train.compile; HF whole), as two more arms")
     args = ap.parse_args()
@@ -159,16 +169,25 @@ def main() -> None:
         peak = next((v for k, v in PEAK_TFLOPS.items() if k in name), 0.0)
     print(f"device {device}{' ' + torch.cuda.get_device_name() if device.type == 'cuda' else ''}, torch {torch.__version__}, "
           f"threads {torch.get_num_threads()}, batch {args.batch} x seq {args.seq_len}, vocab {args.vocab}, "
-          f"{args.rounds} interleaved rounds x {args.iters} steps after {args.warmup} warm-up")
+          f"{args.rounds} interleaved rounds x {args.iters} steps after {args.warmup} warm-up; "
+          f"dropout {'as the preset' if args.dropout is None else args.dropout}; "
+          f"load average {os.getloadavg()[0]:.2f} (1 min) before")
     if device.type == "cuda":
         print(f"MFU against an assumed peak of {peak:g} TFLOP/s (bf16 dense)" if peak else "MFU: unknown GPU, pass --peak-tflops")
 
     for size in args.sizes:
         m = preset(size).model
+        if args.dropout is not None:
+            m = replace(m, dropout=args.dropout, attention_dropout=args.dropout)
         cfg = BertConfig.from_settings(m, args.vocab, 0)
         ids = corpus(args.batch, args.seq_len, args.vocab, seed=0)
         torch.manual_seed(0)
         arms = [MapnetArm(cfg, device, autocast), HFArm(cfg, device, autocast)]
+        if args.bf16 and device.type == "cpu":
+            for cls in (MapnetArm, HFArm):
+                arm = cls(cfg, device, torch.autocast("cpu", dtype=torch.bfloat16))
+                arm.name += "+bf16"
+                arms.append(arm)
         if args.compile:
             for cls in (MapnetArm, HFArm):
                 arm = cls(cfg, device, autocast)
@@ -201,6 +220,11 @@ def main() -> None:
         if device.type == "cpu":
             print(f"        per CPU-second: mapnet {med_cpu['mapnet']:,.0f} | hf {med_cpu['hf']:,.0f} | "
                   f"ratio {med_cpu['mapnet'] / med_cpu['hf']:.2f}x")
+        if "mapnet+bf16" in med:
+            print(f"        CPU bf16: mapnet {med['mapnet+bf16']:,.0f} tok/s ({med['mapnet+bf16'] / med['mapnet']:.2f}x its fp32) | "
+                  f"hf {med['hf+bf16']:,.0f} tok/s ({med['hf+bf16'] / med['hf']:.2f}x) | "
+                  f"mapnet+bf16 / hf {med['mapnet+bf16'] / med['hf']:.2f}x | mapnet+bf16 / hf+bf16 "
+                  f"{med['mapnet+bf16'] / med['hf+bf16']:.2f}x")
         if args.compile:
             line = (f"        torch.compile: mapnet {med['mapnet+compile']:,.0f} tok/s | hf {med['hf+compile']:,.0f} tok/s | "
                     f"mapnet+compile / hf {med['mapnet+compile'] / med['hf']:.2f}x | "
@@ -209,6 +233,9 @@ def main() -> None:
                 line += f" | MFU mapnet+compile {mfu['mapnet+compile']:.1%}, hf+compile {mfu['hf+compile']:.1%}"
             print(line)
         print("        wall tok/s by round: " + ", ".join(f"{k} {[round(x) for x in v]}" for k, v in wall.items()))
+
+    print(f"load average {os.getloadavg()[0]:.2f} (1 min) after")
+
 
 if __name__ == "__main__":
     main()

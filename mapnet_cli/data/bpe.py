@@ -73,6 +73,16 @@ def special_ids(tok, path: str | Path) -> dict[str, int]:
     return ids
 
 
+def role_ids(tok, path: str | Path) -> dict[str, int]:
+    """`special_ids` keyed by role ("pad", "unk", "cls", "sep", "mask": the keys of a shard manifest's
+    `special_ids` and of the masking code), refusing a tokenizer that gives two roles one id (masking could not
+    tell padding from [MASK]). Ids are as the tokenizer has them: mapnet's BPE 0..4, BERT's WordPiece 0, 100..103."""
+    ids = {name.strip("[]").lower(): i for name, i in special_ids(tok, path).items()}
+    if len(set(ids.values())) != len(ids):
+        raise MapnetError(f"{path}: two special tokens share one id ({ids})")
+    return ids
+
+
 def is_wordpiece(tok) -> bool:
     from tokenizers import models
 

@@ -32,12 +32,12 @@ from ..atomic import sha256_file, staged_output, write_json, write_text
 from ..errors import MapnetError
 from ..output_paths import check_output
 from ..settings import Settings
+from .bpe import role_ids
 from .packing import Packer
 from .token_ids import encode_lines, load_tokenizer
 from .preprocessed import Chunk, Preprocessed, open_preprocessed
 from .shards import COLUMN, MANIFEST, SCHEMA
 
-SPECIALS = {"pad": "[PAD]", "unk": "[UNK]", "cls": "[CLS]", "sep": "[SEP]", "mask": "[MASK]"}
 MIN_BYTES_PER_WORKER = 4 << 20  # below ~4 MB of sentences per worker, spawning (~0.5 s each) costs more than it saves
 BATCH_ROWS = 4096  # rows per Arrow record batch: a few MB, so writing never holds a whole file
 
@@ -159,17 +159,6 @@ class SplitWriter:
 
 
 # ---------------------------------------------------------------- the command's library call
-def _special_ids(tokenizer) -> dict[str, int]:
-    """The special tokens' ids as this tokenizer has them (mapnet's BPE: 0..4; BERT's WordPiece: 0, 100..103)."""
-    ids = {k: tokenizer.token_to_id(tok) for k, tok in SPECIALS.items()}
-    missing = [SPECIALS[k] for k, i in ids.items() if i is None]
-    if missing:
-        raise MapnetError(f"the tokenizer lacks the special token(s) {', '.join(missing)} (docs/formats.md)")
-    if len(set(ids.values())) != len(ids):
-        raise MapnetError(f"the tokenizer gives two special tokens one id: {ids}")
-    return ids
-
-
 def token_kinds(tokenizer, word_kinds: dict[str, str]) -> tuple[dict[str, list[int]], list[str]]:
     """{kind: sorted token ids} for words that are one token; and the words that are not."""
     words = sorted(word_kinds)
@@ -196,7 +185,7 @@ def run_shard(preprocessed: str | Path | Preprocessed, out: str | Path, settings
     corpus = preprocessed if isinstance(preprocessed, Preprocessed) else open_preprocessed(preprocessed)
     check_output(out, [corpus.path], overwrite=overwrite)
     tokenizer = load_tokenizer(corpus.tokenizer_path)
-    special = _special_ids(tokenizer)
+    special = role_ids(tokenizer, corpus.tokenizer_path)
     vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
     dtype = np.dtype(np.uint16 if vocab_size <= 1 << 16 else np.uint32)
     if cfg.split_unit == "document":

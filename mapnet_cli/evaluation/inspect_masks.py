@@ -49,7 +49,7 @@ from ..errors import MapnetError
 from ..masking.adaptive import AdaptiveTable
 from ..masking.mapnet.sampling import gumbel_top_k
 from ..masking.strategy import frequency_masks
-from ..masking.uniform import SPECIAL_NAMES, eligible_positions, mask_counts
+from ..masking.uniform import eligible_positions, mask_counts
 from ..train.run_loader import load_run, recorded_shards, weight_names
 
 SCHEMA = "mapnet.inspect-masks/1"
@@ -154,17 +154,13 @@ def validation_rows(ckpt: Path, limit: int, shards: str | Path | None = None) ->
     return [[int(t) for t in row if t != pad] for row in block]
 
 
-def _special_ids(tokenizer) -> dict[str, int]:
-    return {name: tokenizer.token_to_id(f"[{name.upper()}]") for name in SPECIAL_NAMES}
-
-
 # ---------------------------------------------------------------- the inspection
 @torch.no_grad()
 def inspect_masks(path: str | Path, *, text: str | None = None, source: str = "text", sentences: int = 4,
                   seed: int = 0, samples: int = 200, top: int = 10, min_count: int = 5,
                   shards: str | Path | None = None, device: str | torch.device = "cpu") -> Inspection:
     """Proposal probabilities, one sampled mask per row, and the word-type table (see the module doc)."""
-    from ..data.bpe import load_tokenizer
+    from ..data.bpe import load_tokenizer, role_ids
 
     if sentences < 1 or samples < 1:
         raise MapnetError("--sentences and the number of samples must be >= 1")
@@ -184,7 +180,7 @@ def inspect_masks(path: str | Path, *, text: str | None = None, source: str = "t
     else:
         rows, source = validation_rows(ckpt, sentences, shards), "valid"
         rows = [r[:max_len] for r in rows]
-    special = _special_ids(tokenizer)
+    special = role_ids(tokenizer, ckpt / checkpoint.TOKENIZER)
 
     T = max(len(r) for r in rows)
     ids = torch.full((len(rows), T), special["pad"], dtype=torch.long)

@@ -58,3 +58,25 @@ def test_special_ids_returns_each_tokens_id_and_lists_all_that_are_missing(tmp_p
     bare = write_without(tmp_path / "bare.json", set(bpe.SPECIAL_TOKENS))
     with pytest.raises(MapnetError, match=r"bare\.json: lacks the special token\(s\) \[PAD\], \[UNK\], \[CLS\], \[SEP\], \[MASK\]"):
         bpe.special_ids(Tokenizer.from_file(str(bare)), bare)
+
+
+def test_role_ids_keys_the_ids_by_role_and_refuses_two_roles_on_one_id(tmp_path):
+    """`shard` and `inspect-masks` read the special ids by role (a manifest's keys); one function for both, the
+    same missing-token line as every other reader, and a tokenizer that gives [PAD] and [MASK] one id
+    refused (masking would replace padding)."""
+    from tokenizers import Tokenizer
+
+    complete = write_without(tmp_path / "complete.json", set())
+    assert bpe.role_ids(Tokenizer.from_file(str(complete)), complete) == {
+        "pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
+    partial = write_without(tmp_path / "partial.json", {"[SEP]"})
+    with pytest.raises(MapnetError, match=r"partial\.json: lacks the special token\(s\) \[SEP\] \(mapnet needs"):
+        bpe.role_ids(Tokenizer.from_file(str(partial)), partial)
+    # tokenizers keeps one token per id when it reads a file, so two roles on one id come only from an object that
+    # answers token_to_id so (a hand-built tokenizer, a wrapper): the check stays, tested on such an answer.
+    class SharedId:
+        def token_to_id(self, token):
+            return {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 0}[token]
+
+    with pytest.raises(MapnetError, match=r"shared\.json: two special tokens share one id"):
+        bpe.role_ids(SharedId(), tmp_path / "shared.json")
