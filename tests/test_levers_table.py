@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -61,9 +62,57 @@ def test_other_shards_give_no_loss_delta_and_a_run_on_the_plateau_is_counted(tmp
 def test_the_kept_table_says_what_to_run_until_there_are_results(tmp_path, monkeypatch):
     monkeypatch.setattr(levers_table, "KEPT", tmp_path / "results")
     assert "levers_cpu.sh runs/hour-levers search" in levers_table.kept()
-    (tmp_path / "results").mkdir()
-    (tmp_path / "results" / "baseline.json").write_text(json.dumps(results([5.6, 5.8], [0.55, 0.57], [2140, 2150])))
-    assert row(levers_table.kept(), "baseline")[0] == "baseline"
+    (tmp_path / "results" / "series-1").mkdir(parents=True)
+    assert "levers_cpu.sh runs/hour-levers search" in levers_table.kept()  # an empty series is nothing measured
+    (tmp_path / "results" / "series-1" / "baseline.json").write_text(
+        json.dumps(results([5.6, 5.8], [0.55, 0.57], [2140, 2150])))
+    assert row(levers_table.kept(), "series-1")[1] == "baseline"
+
+
+def test_each_series_pairs_its_arms_with_its_own_baseline_and_a_rerun_baseline_shows_the_drift(tmp_path, monkeypatch):
+    kept = tmp_path / "results"
+    first = results([5.6, 5.8], [0.55, 0.57], [2140, 2150])
+    again = results([5.5, 5.9], [0.56, 0.55], [2000, 2100])  # the same settings in another sitting
+    docs = {"series-1": {"baseline": first, "mask-0.30": results([5.5, 5.7], [0.55, 0.57], [1800, 1800])},
+            "series-2": {"baseline": again, "lr-4e-3": results([5.3, 5.8], [0.57, 0.56], [2000, 2100], lr=4e-3)}}
+    for series, arms in docs.items():
+        (kept / series).mkdir(parents=True)
+        for name, doc in arms.items():
+            (kept / series / f"{name}.json").write_text(json.dumps(doc))
+    monkeypatch.setattr(levers_table, "KEPT", kept)
+    text = levers_table.kept()
+    lines = [line for line in text.splitlines() if line.startswith("| series-")]
+    assert [line.split("|")[1:3] for line in lines] == [
+        [" series-1 ", " baseline "], [" series-1 ", " mask-0.30 "], [" series-2 ", " baseline "], [" series-2 ", " lr-4e-3 "]]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    assert cells[0][6] == "–" and cells[0][9] == "–"  # the first baseline is the reference
+    # The rerun baseline vs the first: seed 0 -0.1 nats and +1 point, seed 1 +0.1 nats and -2 points.
+    assert cells[2][6] == "+0.000 ± 1.271" and cells[2][8] == "-0.5 ± 19.1" and cells[2][9] == "2"
+    assert "the first series' baseline again" in cells[2][2]
+    # lr-4e-3 against series-2's baseline (-0.2 and -0.1 nats), not series-1's (-0.3 and 0.0).
+    assert cells[3][6] == "-0.150 ± 0.635" and cells[3][2] == "`optim.lr=0.004`"
+    assert cells[1][6].startswith("-0.100")  # mask-0.30 against series-1's (both seeds -0.1 nats)
+
+
+def test_a_baseline_reused_from_its_runs_stays_in_its_series_and_a_rerun_starts_the_next(tmp_path):
+    import levers_series
+
+    kept = tmp_path / "results"
+    base = results([5.6, 5.8], [0.55, 0.57], [2140, 2150])
+    for n in (1, 2, 10):  # series-10 is newer than series-2
+        (kept / f"series-{n}").mkdir(parents=True)
+    (kept / "series-2" / "baseline.json").write_text(json.dumps(base))
+    assert [p.name for p in levers_series.all_series(kept)] == ["series-1", "series-2", "series-10"]
+    reused = copy.deepcopy(base)
+    for run in reused["runs"]:
+        run["reused"] = True  # compare rewrites results.json when it reuses finished runs: the same runs
+    (tmp_path / "reused.json").write_text(json.dumps(reused))
+    assert levers_series.where(tmp_path / "reused.json", kept) == kept / "series-2"
+    rerun = copy.deepcopy(base)
+    rerun["runs"][1]["eval"][-1]["eval_loss"] = 5.81  # the same settings run again measure something else
+    (tmp_path / "rerun.json").write_text(json.dumps(rerun))
+    assert levers_series.where(tmp_path / "rerun.json", kept) == kept / "series-11"
+    assert levers_series.where(tmp_path / "rerun.json", tmp_path / "none") == tmp_path / "none" / "series-1"
 
 
 def test_a_later_folder_replaces_an_arm_of_a_kept_one(tmp_path):
@@ -96,3 +145,38 @@ def test_a_kept_baseline_is_reused_only_on_a_machine_of_the_same_speed(tmp_path)
     assert "step is 560 ms; the kept arms ran at 531 ms" in why and "unset BASELINE" in why
     assert cal.main(["check", str(now), str(kept)]) == 1 and cal.main(["check", str(tmp_path / "none.tsv"), str(kept)]) == 1
     assert cal.main(["nonsense"]) == 2
+
+
+def test_keep_files_each_sitting_under_the_series_of_its_baseline(tmp_path):
+    """levers_cpu.sh keep, the bash path: a new baseline opens a series, a reused one and BASELINE=kept arms join theirs."""
+    import subprocess
+
+    kept = tmp_path / "kept"
+
+    def sitting(name: str, arms: dict[str, dict], **env: str) -> str:
+        out = tmp_path / name
+        for arm, doc in arms.items():
+            (out / "arms" / arm).mkdir(parents=True)
+            (out / "arms" / arm / "results.json").write_text(json.dumps(doc))
+            (out / f"{arm}.log").write_text(f"{name} {arm}\n")
+        (out / "load.tsv").write_text(f"{name}\tstart\t2026-11-27T04:00:00Z\t0.1 0.1 0.1\t2\n")
+        done = subprocess.run(["bash", "experiments/hour-levers/levers_cpu.sh", str(out), "keep"], cwd=REPO,
+                              env={**os.environ, "LEVERS_KEPT": str(kept), **env}, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    base = results([5.6, 5.8], [0.55, 0.57], [2140, 2150])
+    sitting("one", {"baseline": base, "mask-0.30": results([5.5, 5.7], [0.55, 0.57], [1800, 1800])})
+    reused = copy.deepcopy(base)
+    reused["runs"][0]["reused"] = True
+    sitting("two", {"baseline": reused, "lr-4e-3": results([5.4, 5.4], [0.58, 0.58], [2100, 2100], lr=4e-3)})
+    again = results([5.5, 5.9], [0.56, 0.55], [2000, 2100])
+    assert "series-2" in sitting("three", {"baseline": again, "bf16": results([5.2, 5.3], [0.57, 0.57], [3000, 3100])})
+    sitting("four", {"modern": results([5.1, 5.2], [0.57, 0.57], [1900, 1900])}, BASELINE="kept")
+    r = kept / "results"
+    assert sorted(p.name for p in (r / "series-1").iterdir()) == ["baseline.json", "lr-4e-3.json", "mask-0.30.json"]
+    assert sorted(p.name for p in (r / "series-2").iterdir()) == ["baseline.json", "bf16.json", "modern.json"]
+    assert json.loads((r / "series-2" / "baseline.json").read_text()) == again
+    load = (kept / "logs" / "series-1" / "load.tsv").read_text().splitlines()
+    assert [line.split("\t")[0] for line in load] == ["one", "two"]  # each sitting's lines once, in order
+    assert (kept / "logs" / "series-2" / "modern.log").read_text() == "four modern\n"

@@ -1,15 +1,16 @@
 """Is this machine as fast as the one the kept lever arms ran on? (experiments/hour-levers, issue 45)
 
     python experiments/common/levers_calibration.py record OUT/load.tsv MS LOAD CORES   # append a calibration line
-    python experiments/common/levers_calibration.py check OUT/load.tsv KEPT/logs/load.tsv   # exit 1 if not
+    python experiments/common/levers_calibration.py check OUT/load.tsv KEPT/logs/series-N/load.tsv   # exit 1 if not
 
 The lever search compares arms at equal *wall time*, so an arm is only comparable with a baseline trained on a
 machine of the same speed. The search is longer (~14 h) than one sitting, and each sitting may get another
 machine, so every `search` first times a fixed step (`mini`, the fast recipe, uniform masking, batch 32 x 128 on
 the base shards: `benchmarks/bench_strategies.py`, the median of 20 steps) and writes it to OUT/load.tsv as a
 `calibration` line. An arm run without its baseline (`BASELINE=kept`) is compared with the kept one only when
-this sitting's calibration is within TOLERANCE of every kept sitting's; otherwise the baseline must run again here.
-The kept calibrations stay beside the results (logs/load.tsv), so the table's reader can check the same.
+this sitting's calibration is within TOLERANCE of every one of the kept series' (levers_series.py); otherwise the
+baseline must run again here, as a new series. The kept calibrations stay beside the results
+(logs/series-N/load.tsv), so the table's reader can check the same.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-TOLERANCE = 0.05  # the spread of one machine's calibrations on an idle CPU is ~1-3%; 5% in steps is ~100 of 2,200
+# 5% in steps is ~100 of 2,200, the spread of two seeds' steps in one sitting. The gate rarely opens: one idle machine's
+# 20-step calibrations read 582-708 ms within nine hours (2026-11-26/27, experiments/hour-levers), so the safe answer,
+# run the baseline again, is the usual one.
+TOLERANCE = 0.05
 
 
 def calibrations(path: Path) -> list[tuple[str, float]]:

@@ -1,11 +1,11 @@
 """The lever table of experiments/hour-levers (issue 45): each lever against the baseline at equal wall time.
 
     uv run python experiments/common/levers_table.py runs/hour-levers/arms           # from a search's OUT/arms
-    uv run python experiments/common/levers_table.py experiments/hour-levers/results # from the kept raw JSON
-    uv run python experiments/common/levers_table.py experiments/hour-levers/results runs/hour-levers/arms  # both,
-                                                                          # a later folder's arm over a kept one
+    uv run python experiments/common/levers_table.py experiments/hour-levers/results/series-2   # a kept series
+    uv run python experiments/common/levers_table.py experiments/hour-levers/results/series-2 runs/hour-levers/arms
+                                                          # both: a later folder's arm over a kept one
 
-Each arm is one `mapnet compare` folder (its results.json; kept as results/ARM.json), trained to the same
+Each arm is one `mapnet compare` folder (its results.json; kept as results/series-N/ARM.json), trained to the same
 train.time_budget with the same seeds as the baseline (`baseline`). Per arm, paired by seed index (same data
 order and masks, where the lever leaves them alone; one comparison per seed): Δ BLiMP (accuracy points) and Δ
 held-out loss (nats, the main held-out set with its fixed all-[MASK] masks at 15%) vs the baseline's same seed,
@@ -14,6 +14,11 @@ shards: an arm on other shards (another vocabulary, other sequence lengths) pred
 Δ loss is not given (BLiMP, which scores sentences, still is). "Left the plateau": the run's final held-out
 loss is at least 1 nat under its training tokens' unigram entropy (as experiments/blimp-arms). "What it
 changes" is read from the runs' recorded settings, so it cannot drift from what ran.
+
+The kept results are split into series (levers_series.py: one sitting's baseline and the arms paired with it,
+results/series-N/ARM.json); the kept table shows every series, each arm against its own series' baseline, and
+each later baseline against the first one: the same settings and seeds in another sitting, so its Δ is the drift
+that a comparison across sittings would carry.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+
+import levers_series
 
 from mapnet_cli.intervals import mean_ci
 
@@ -81,8 +88,11 @@ def steps_bought(run: dict) -> int:
     return budget["steps"] if budget else run["eval"][-1]["step"]
 
 
-def row(name: str, doc: dict, base: dict) -> str:
-    runs, ref = by_seed(doc), by_seed(base)
+def row(name: str, doc: dict, base: dict, series: str | None = None, first: dict | None = None) -> str:
+    """One arm's cells; with `series`, a leading series cell, and a later series' baseline (`first` given) is
+    compared with the first series' baseline: the same settings and seeds in another sitting, so its Δ is drift."""
+    runs = by_seed(doc)
+    ref = by_seed(first if name == BASELINE and first is not None else base)
     seeds = sorted(set(runs) & set(ref))
     bar = doc["unigram"]["train_entropy"] - 1.0
     left = f"{sum(final_loss(r) <= bar for r in runs.values())} of {len(runs)}"
@@ -90,47 +100,76 @@ def row(name: str, doc: dict, base: dict) -> str:
     steps_text = f"{steps[0]:,}" if steps[0] == steps[-1] else f"{steps[0]:,}–{steps[-1]:,}"
     loss = mean_ci([final_loss(r) for r in runs.values()])
     blimp = mean_ci([r["blimp"]["accuracy"] for r in runs.values()]) if all("blimp" in r for r in runs.values()) else None
-    same_shards = doc["shards"]["manifest_sha256"] == base["shards"]["manifest_sha256"]
-    if name == BASELINE:
-        d_loss = d_blimp = "–"
+    if name == BASELINE and first is None:
+        d_loss = d_blimp = n = "–"
+        what = described(doc)
     else:
+        other = first if name == BASELINE else base
+        same_shards = doc["shards"]["manifest_sha256"] == other["shards"]["manifest_sha256"]
         d_loss = (fmt(mean_ci([final_loss(runs[k]) - final_loss(ref[k]) for k in seeds]), "+.3f") if same_shards
                   else "n/c (other tokens)")
         d_blimp = (fmt(mean_ci([runs[k]["blimp"]["accuracy"] - ref[k]["blimp"]["accuracy"] for k in seeds]), "+.1f", 100)
                    if blimp is not None and all("blimp" in ref[k] for k in seeds) else "–")
-    n = "–" if name == BASELINE else str(len(seeds))
-    return (f"| {name} | {changes(doc, base) if name != BASELINE else described(doc)} | {steps_text} | {left} | "
+        n = str(len(seeds))
+        what = changes(doc, other)
+        if name == BASELINE:  # its Δ is the drift between sittings; settings that differ would make it more
+            again = "the first series' baseline again, in another sitting (Δ vs it: the drift)"
+            what = again if what == "–" else f"{again}, and {what}"
+    lead = "" if series is None else f"| {series} "
+    return (f"{lead}| {name} | {what} | {steps_text} | {left} | "
             f"{fmt(loss, '.3f')} | {d_loss} | {fmt(blimp, '.1f', 100)} | {d_blimp} | {n} |")
+
+
+COLUMNS = ("arm | what it changes | steps bought | left the plateau | held-out loss | Δ loss (nats) | BLiMP | "
+           "Δ BLiMP (points) | n")
+
+
+def header(base: dict, series: bool = False) -> list[str]:
+    budget = base.get("time_budget") or "–"
+    b = base.get("blimp") or {}
+    ctl = base["aggregate"].get("blimp_control") or {}
+    columns = ("series | " if series else "") + COLUMNS
+    return [f"Every arm trained {budget} (training time; evaluation and checkpoints not counted), seeds "
+            f"{base['seeds']}; BLiMP {b.get('method', '–')} on {b.get('paradigms', '–')} paradigms × "
+            f"{b.get('pairs_per_paradigm', '–')} pairs; the baseline's controls: random weights "
+            f"{fmt(ctl.get('random_init'), '.1f', 100)}, unigram "
+            f"{'–' if ctl.get('unigram') is None else format(100 * ctl['unigram'], '.1f')}. Δ = arm − baseline on "
+            "the same seed" + (" of the same series (one sitting's baseline and the arms run beside it)" if series
+                               else "") +
+            ", mean ± 95% t-interval over n independent comparisons; no correction for the number of levers.", "",
+            f"| {columns} |", "|" + "---|" * (columns.count("|") + 1)]
 
 
 def table(docs: dict[str, dict]) -> str:
     if BASELINE not in docs:
         raise SystemExit(f"no `{BASELINE}` arm among {', '.join(docs) or 'nothing'}: every Δ is against it")
     base = docs[BASELINE]
-    budget = base.get("time_budget") or "–"
-    b = base.get("blimp") or {}
-    ctl = base["aggregate"].get("blimp_control") or {}
-    lines = [f"Every arm trained {budget} (training time; evaluation and checkpoints not counted), seeds "
-             f"{base['seeds']}; BLiMP {b.get('method', '–')} on {b.get('paradigms', '–')} paradigms × "
-             f"{b.get('pairs_per_paradigm', '–')} pairs; the baseline's controls: random weights "
-             f"{fmt(ctl.get('random_init'), '.1f', 100)}, unigram "
-             f"{'–' if ctl.get('unigram') is None else format(100 * ctl['unigram'], '.1f')}. Δ = arm − baseline on "
-             "the same seed, mean ± 95% t-interval over n independent comparisons; no correction for the number of "
-             "levers.", "",
-             "| arm | what it changes | steps bought | left the plateau | held-out loss | Δ loss (nats) | BLiMP | "
-             "Δ BLiMP (points) | n |",
-             "|---|---|---|---|---|---|---|---|---|"]
     order = [BASELINE] + [name for name in docs if name != BASELINE]
-    return "\n".join(lines + [row(name, docs[name], base) for name in order])
+    return "\n".join(header(base) + [row(name, docs[name], base) for name in order])
+
+
+def series_table(series: list[tuple[str, dict[str, dict]]]) -> str:
+    """Every kept series in one table: each arm against its own series' baseline, and each later baseline
+    against the first (the same settings and seeds in another sitting: the drift between sittings)."""
+    for label, docs in series:
+        if BASELINE not in docs:
+            raise SystemExit(f"{label} has no `{BASELINE}` arm: every Δ of a series is against its own")
+    first = series[0][1][BASELINE]
+    lines = header(first, series=True)
+    for i, (label, docs) in enumerate(series):
+        order = [BASELINE] + [name for name in docs if name != BASELINE]
+        lines += [row(name, docs[name], docs[BASELINE], label, first if i else None) for name in order]
+    return "\n".join(lines)
 
 
 def kept() -> str:
-    """doc_tables' `hour-levers`: the table of the kept raw JSON, or what to run while there is none."""
-    docs = load(KEPT) if KEPT.is_dir() else {}
-    if not docs:
+    """doc_tables' `hour-levers`: the table of the kept raw JSON (every series), or what to run while there is none."""
+    folders = levers_series.all_series(KEPT) if KEPT.is_dir() else []
+    series = [(f.name, load(f)) for f in folders]
+    if not any(docs for _, docs in series):
         return ("*Not measured yet*: the search runs alone on an idle machine "
                 "(`bash experiments/hour-levers/levers_cpu.sh runs/hour-levers search`, then `... keep`).")
-    return table(docs)
+    return series_table([(name, docs) for name, docs in series if docs])
 
 
 if __name__ == "__main__":

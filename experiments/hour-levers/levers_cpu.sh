@@ -13,17 +13,18 @@
 #   BASELINE=kept bash experiments/hour-levers/levers_cpu.sh OUT search ARM...   # against the kept baseline (below)
 #   bash experiments/hour-levers/levers_cpu.sh OUT calibrate         # this machine's speed, into OUT/load.tsv
 #   bash experiments/hour-levers/levers_cpu.sh OUT table             # Δ vs the baseline (experiments/common/levers_table.py)
-#   bash experiments/hour-levers/levers_cpu.sh OUT keep              # results.json of each arm -> experiments/hour-levers/results/
+#   bash experiments/hour-levers/levers_cpu.sh OUT keep              # each arm's results.json -> experiments/hour-levers/results/series-N/
 #   bash experiments/hour-levers/levers_cpu.sh OUT smoke             # all of it on the embedded synthetic data, 20 s a run
 #
 # A lever is only settings (nothing hand-wired): `--set` flags over the baseline's, or other shards. Another arm
 # (the winners combined) is a line added to ARMS. BUDGET, SEEDS, BLIMP_PAIRS and MAPNET may be set in the environment.
 #
-# The search outlasts a sitting, and a sitting may get another machine: `search` first times a fixed step (the
-# calibration, experiments/common/levers_calibration.py). With BASELINE=kept it runs only the arms named and pairs
-# them with the kept baseline (experiments/hour-levers/results/baseline.json), which it allows only when this
-# machine's calibration is within 5% of every kept one; `keep` adds this sitting's arms and load lines to the kept
-# ones, and refuses a new baseline while kept arms are paired with the old one.
+# The search outlasts a sitting, and a sitting may get another machine: the kept results are series
+# (experiments/common/levers_series.py), one baseline and the arms run beside it each. `keep` puts a sitting's arms
+# into the series of its baseline: a baseline run again starts a new one. `search` first times a fixed step (the
+# calibration, experiments/common/levers_calibration.py); with BASELINE=kept it runs only the arms named and pairs
+# them with the newest kept series' baseline, which it allows only when this machine's calibration is within 5% of
+# every one of that series.
 set -euo pipefail
 OUT=$(realpath -m "$1"); WHICH=${2:-plan}
 shift $(($# < 2 ? $# : 2))
@@ -64,7 +65,7 @@ ARMS=(
 # Architecture arms: their random-init BLiMP controls are their own; the others share the baseline's (same weights).
 OWN_CONTROLS=" shape-tiny shape-L4-H192 shape-L6-H128 shape-L8-H128 vocab-16k modern "
 
-KEPT=$(realpath -m experiments/hour-levers)
+KEPT=$(realpath -m "${LEVERS_KEPT:-experiments/hour-levers}")  # LEVERS_KEPT: another place, for the tests
 case ${BASELINE:=run} in run | kept) ;; *) echo "BASELINE must be run or kept (got $BASELINE)" >&2; exit 2 ;; esac
 RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
 RT16=$(realpath -m runs/real-text-16k); X5_16=$(realpath -m runs/real-text-x5-16k)
@@ -162,8 +163,11 @@ search() {  # ARM names (none: all)
     fi
     calibrate
     if [[ $BASELINE == kept ]]; then
-        [[ -f $KEPT/results/baseline.json ]] || { echo "BASELINE=kept, but nothing is kept ($KEPT/results/baseline.json)" >&2; exit 2; }
-        uv run python experiments/common/levers_calibration.py check "$OUT/load.tsv" "$KEPT/logs/load.tsv" || exit 1
+        local series
+        series=$(latest_series)
+        [[ -f $series/baseline.json ]] || { echo "BASELINE=kept, but no kept series has a baseline ($KEPT/results)" >&2; exit 2; }
+        uv run python experiments/common/levers_calibration.py check "$OUT/load.tsv" \
+            "$KEPT/logs/$(basename "$series")/load.tsv" || exit 1
     fi
     mapfile -t lines < <(chosen "$@")
     for line in "${lines[@]}"; do run_arm "$line"; done
@@ -176,6 +180,10 @@ calibrate() {  # this machine's speed: the median `mini` `fast` uniform step on 
         --batch "$BATCH" --steps 20 --warmup 3 | awk '$1 == "uniform" { print $2 }')
     [[ -n $ms ]] || { echo "calibration: benchmarks/bench_strategies.py gave no step time" >&2; exit 1; }
     uv run python experiments/common/levers_calibration.py record "$OUT/load.tsv" "$ms" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)"
+}
+
+latest_series() {  # the newest kept series folder (exits when none is kept)
+    uv run python experiments/common/levers_series.py latest "$KEPT/results" || exit 2
 }
 
 plan() {
@@ -211,30 +219,26 @@ case $WHICH in
         prepare base "${kinds[@]}"; search "$@" ;;  # base: the calibration's shards
     calibrate) prepare base; calibrate ;;
     table)  # with BASELINE=kept: the kept arms, and this sitting's over them
-        folders=("$OUT/arms"); [[ $BASELINE == kept ]] && folders=("$KEPT/results" "$OUT/arms")
+        folders=("$OUT/arms")
+        if [[ $BASELINE == kept ]]; then series=$(latest_series); folders=("$series" "$OUT/arms"); fi
         uv run python experiments/common/levers_table.py "${folders[@]}" | tee "$OUT/table.md" ;;
     keep)
-        mkdir -p "$KEPT/results" "$KEPT/logs"
-        # A new baseline would pair the kept arms with a baseline they were not run beside: refuse rather than mix.
-        if [[ -f $OUT/arms/baseline/results.json && -f $KEPT/results/baseline.json ]] &&
-           ! cmp -s "$OUT/arms/baseline/results.json" "$KEPT/results/baseline.json"; then
-            orphans=()
-            for f in "$KEPT"/results/*.json; do
-                name=$(basename "$f" .json)
-                [[ $name == baseline || -f $OUT/arms/$name/results.json ]] || orphans+=("$name")
-            done
-            if ((${#orphans[@]})); then
-                echo "keep: $OUT has a new baseline, and the kept arms ${orphans[*]} are paired with the kept one:" \
-                     "move $KEPT/results and $KEPT/logs aside (a new series) first" >&2
-                exit 2
-            fi
+        # The series: the kept one whose baseline is this sitting's (the same runs), else a new one; with no baseline
+        # here (BASELINE=kept) the newest, whose baseline the arms were paired with.
+        if [[ -f $OUT/arms/baseline/results.json ]]; then
+            series=$(uv run python experiments/common/levers_series.py where "$OUT/arms/baseline/results.json" "$KEPT/results")
+        else
+            series=$(latest_series)
         fi
-        for f in "$OUT"/arms/*/results.json; do cp "$f" "$KEPT/results/$(basename "$(dirname "$f")").json"; done
-        cp "$OUT"/*.log "$KEPT/logs/"
-        # load.tsv: every sitting's lines, calibrations included, each once and in order
-        touch "$KEPT/logs/load.tsv"
-        cat "$KEPT/logs/load.tsv" "$OUT/load.tsv" | awk '!seen[$0]++' > "$KEPT/logs/load.tsv.new"
-        mv "$KEPT/logs/load.tsv.new" "$KEPT/logs/load.tsv" ;;
+        logs=$KEPT/logs/$(basename "$series")
+        mkdir -p "$series" "$logs"
+        for f in "$OUT"/arms/*/results.json; do cp "$f" "$series/$(basename "$(dirname "$f")").json"; done
+        cp "$OUT"/*.log "$logs/"
+        # load.tsv: every sitting's lines of the series, calibrations included, each once and in order
+        touch "$logs/load.tsv"
+        cat "$logs/load.tsv" "$OUT/load.tsv" | awk '!seen[$0]++' > "$logs/load.tsv.new"
+        mv "$logs/load.tsv.new" "$logs/load.tsv"
+        echo "kept in $series and $logs" ;;
     smoke)
         smoke_data
         search "$@"
