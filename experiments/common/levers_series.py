@@ -14,7 +14,7 @@ with the kept baseline (`BASELINE=kept`, allowed only when the calibration match
 The baselines of later series are the same settings and seeds as the first: their difference is the drift between
 sittings, and the table reports it as a row of its own.
 
-A baseline is "the same" as a kept one when its runs are the same runs, read from what they measured (seed,
+A baseline is "the same" as a kept one when its runs are the same runs, read from what they measured (seed index,
 steps bought, every evaluation's loss), not from the file's bytes: `compare` rewrites results.json when it reuses
 finished runs (their `reused` flag changes), and a reused baseline must not open a new series.
 """
@@ -38,7 +38,7 @@ def all_series(results: Path = RESULTS) -> list[Path]:
 
 
 def fingerprint(doc: dict) -> list[tuple]:
-    """What a compare folder's runs measured: per run its seed, the steps it bought and its evaluation curve."""
+    """What a compare folder's runs measured: per run its seed index, the steps it bought and its evaluation curve."""
     return sorted((r["seed_index"], (r.get("budget") or {}).get("steps"), tuple((e["step"], e["eval_loss"]) for e in r["eval"]))
                   for r in doc["runs"])
 
