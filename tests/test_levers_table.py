@@ -94,6 +94,30 @@ def test_each_series_pairs_its_arms_with_its_own_baseline_and_a_rerun_baseline_s
     assert cells[1][6].startswith("-0.100")  # mask-0.30 against series-1's (both seeds -0.1 nats)
 
 
+def modelled(doc: dict, step: float, short: float) -> dict:
+    """`doc` as if its runs counted `step` / `short` seconds a step (train.step_seconds), as the settings record."""
+    doc = copy.deepcopy(doc)
+    for run in doc["runs"]:
+        run["budget"].update(clock="modelled", step_seconds=step, short_step_seconds=short)
+        run["settings"]["train"].update(step_seconds=step, short_step_seconds=short)
+    return doc
+
+
+def test_a_modelled_series_says_its_clock_and_an_arms_own_costs_are_not_its_lever():
+    first = results([5.6, 5.8], [0.55, 0.57], [2140, 2150])
+    base = modelled(results([5.5, 5.7], [0.56, 0.56], [2400, 2400]), 0.6, 0.3)
+    lr = modelled(results([5.4, 5.6], [0.56, 0.57], [2400, 2400], lr=4e-3), 0.6, 0.3)
+    bf16 = modelled(results([5.3, 5.5], [0.56, 0.56], [3600, 3600]), 0.4, 0.2)
+    text = levers_table.series_table([("series-1", {"baseline": first}),
+                                      ("series-4", {"baseline": base, "lr-4e-3": lr, "bf16": bf16})])
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| series-")]
+    assert [c[0] for c in cells] == ["series-1", "series-4 (modelled clock)", "series-4 (modelled clock)",
+                                     "series-4 (modelled clock)"]
+    assert "on the modelled clock (Δ vs it: the clock's and the drift)" in cells[1][2]
+    assert cells[2][2] == "`optim.lr=0.004`" and cells[3][2] == "–"  # bf16's cost is its clock, not a lever
+    assert levers_table.clock(first) == "wall" and levers_table.clock(bf16) == "modelled"
+
+
 def test_a_baseline_reused_from_its_runs_stays_in_its_series_and_a_rerun_starts_the_next(tmp_path):
     import levers_series
 

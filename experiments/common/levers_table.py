@@ -35,7 +35,10 @@ REPO = Path(__file__).resolve().parents[2]
 KEPT = REPO / "experiments" / "hour-levers" / "results"
 BASELINE = "baseline"
 # Settings that differ between arms without being the lever (or that follow from the shards given).
-NOT_A_LEVER = {"train.seed", "train.keep_steps", "train.checkpoint_every", "shard.max_seq_len"}
+# The modelled clock's costs are each arm's own measured step costs (levers_costs.py), not a lever: the series says
+# which clock counted.
+NOT_A_LEVER = {"train.seed", "train.keep_steps", "train.checkpoint_every", "shard.max_seq_len", "train.step_seconds",
+               "train.short_step_seconds"}
 
 
 def load(*folders: Path) -> dict[str, dict]:
@@ -83,6 +86,12 @@ def final_loss(run: dict) -> float:
     return run["eval"][-1]["eval_loss"]
 
 
+def clock(doc: dict) -> str:
+    """Which clock counted the budget: `wall`, or `modelled` (each step its arm's measured cost; train/budget.py)."""
+    clocks = {(r.get("budget") or {}).get("clock", "wall") for r in doc["runs"]}
+    return clocks.pop() if len(clocks) == 1 else "mixed"
+
+
 def steps_bought(run: dict) -> int:
     budget = run.get("budget")
     return budget["steps"] if budget else run["eval"][-1]["step"]
@@ -113,7 +122,8 @@ def row(name: str, doc: dict, base: dict, series: str | None = None, first: dict
         n = str(len(seeds))
         what = changes(doc, other)
         if name == BASELINE:  # its Δ is the drift between sittings; settings that differ would make it more
-            again = "the first series' baseline again, in another sitting (Δ vs it: the drift)"
+            again = ("the first series' baseline again, in another sitting (Δ vs it: the drift)" if clock(doc) == clock(other)
+                     else f"the first series' baseline again, on the {clock(doc)} clock (Δ vs it: the clock's and the drift)")
             what = again if what == "–" else f"{again}, and {what}"
     lead = "" if series is None else f"| {series} "
     return (f"{lead}| {name} | {what} | {steps_text} | {left} | "
@@ -158,6 +168,7 @@ def series_table(series: list[tuple[str, dict[str, dict]]]) -> str:
     lines = header(first, series=True)
     for i, (label, docs) in enumerate(series):
         order = [BASELINE] + [name for name in docs if name != BASELINE]
+        label = label if clock(docs[BASELINE]) == "wall" else f"{label} ({clock(docs[BASELINE])} clock)"
         lines += [row(name, docs[name], docs[BASELINE], label, first if i else None) for name in order]
     return "\n".join(lines)
 

@@ -15,6 +15,8 @@
 #   bash experiments/hour-levers/levers_cpu.sh OUT table             # Δ vs the baseline (experiments/common/levers_table.py)
 #   bash experiments/hour-levers/levers_cpu.sh OUT keep              # each arm's results.json -> experiments/hour-levers/results/series-N/
 #   bash experiments/hour-levers/levers_cpu.sh OUT smoke             # all of it on the embedded synthetic data, 20 s a run
+#   bash experiments/hour-levers/levers_cpu.sh OUT costs ARM...      # the arms' step costs beside the baseline's (alone)
+#   CLOCK=modelled bash experiments/hour-levers/levers_cpu.sh OUT search ARM...   # each step counts its kept cost
 #
 # A lever is only settings (nothing hand-wired): `--set` flags over the baseline's, or other shards. Another arm
 # (the winners combined) is a line added to ARMS. BUDGET, SEEDS, BLIMP_PAIRS and MAPNET may be set in the environment.
@@ -25,6 +27,13 @@
 # calibration, experiments/common/levers_calibration.py); with BASELINE=kept it runs only the arms named and pairs
 # them with the newest kept series' baseline, which it allows only when this machine's calibration is within 5% of
 # every one of that series.
+#
+# CLOCK=modelled trains every run to a modelled clock instead (train.step_seconds, train/budget.py): each step counts
+# its arm's cost, measured by `costs` (benchmarks/step_costs.py: every arm's full and short step as a ratio to the
+# baseline's, round-robin in one run, alone) and kept in step-costs/costs.json (experiments/common/levers_costs.py).
+# The steps a budget buys are then the same in every sitting and under any load, so a modelled series' baseline is
+# reused by BASELINE=kept without a calibration, and runs need not be alone (the cost benchmark must be). JOBS=2 then
+# runs two arms at once, each on nproc/JOBS threads (refused on the wall clock, where a run's speed is its result).
 set -euo pipefail
 OUT=$(realpath -m "$1"); WHICH=${2:-plan}
 shift $(($# < 2 ? $# : 2))
@@ -67,6 +76,12 @@ OWN_CONTROLS=" shape-tiny shape-L4-H192 shape-L6-H128 shape-L8-H128 vocab-16k mo
 
 KEPT=$(realpath -m "${LEVERS_KEPT:-experiments/hour-levers}")  # LEVERS_KEPT: another place, for the tests
 case ${BASELINE:=run} in run | kept) ;; *) echo "BASELINE must be run or kept (got $BASELINE)" >&2; exit 2 ;; esac
+case ${CLOCK:=wall} in wall | modelled) ;; *) echo "CLOCK must be wall or modelled (got $CLOCK)" >&2; exit 2 ;; esac
+case ${JOBS:=1} in [1-9]) ;; *) echo "JOBS must be 1-9 (got $JOBS)" >&2; exit 2 ;; esac
+((JOBS == 1)) || [[ $CLOCK == modelled ]] || { echo "JOBS=$JOBS needs CLOCK=modelled: on the wall clock runs must be alone" >&2; exit 2; }
+THREADS=$(( JOBS > 1 ? ($(nproc) / JOBS > 0 ? $(nproc) / JOBS : 1) : OMP_NUM_THREADS ))
+COSTS=${LEVERS_COSTS:-$KEPT/step-costs/costs.json}  # the kept step costs (a smoke run keeps its own under OUT)
+[[ $WHICH == smoke ]] && COSTS=${LEVERS_COSTS:-$OUT/costs.json}
 RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
 RT16=$(realpath -m runs/real-text-16k); X5_16=$(realpath -m runs/real-text-x5-16k)
 declare -A SHARDS=([base]=$X5/shards [seq64]=$X5/shards-64 [vocab16k]=$X5_16/shards)
@@ -125,6 +140,12 @@ run_arm() {  # LINE: one arm, its seeds in one `compare` folder (finished runs a
     local name data flags dest
     name=$(field "$1" 0); data=$(field "$1" 1); flags=$(field "$1" 2); dest=$OUT/arms/$name
     read -r -a flags <<<"$flags"
+    if [[ $CLOCK == modelled ]]; then  # the arm's kept costs (refused when it has none: never a guess)
+        local cost
+        cost=$(uv run python experiments/common/levers_costs.py flags "$COSTS" "$name") || return 0
+        read -r -a cost <<<"$cost"
+        flags+=("${cost[@]}")
+    fi
     mkdir -p "$dest"
     # The baseline's random-init controls are every same-architecture arm's (same seed, shape and init: same weights,
     # found by their hash in the cache), so they are scored once.
@@ -133,7 +154,7 @@ run_arm() {  # LINE: one arm, its seeds in one `compare` folder (finished runs a
     fi
     echo -e "$name\tstart\t$(date -u +%FT%TZ)\t$(cut -d' ' -f1-3 /proc/loadavg)\t$(nproc)" >> "$OUT/load.tsv"
     local rc=0
-    "${mapnet[@]}" compare "${SHARDS[$data]}" --out "$dest" --strategies uniform --seeds "$SEEDS" "${RUN[@]}" \
+    OMP_NUM_THREADS=$THREADS "${mapnet[@]}" compare "${SHARDS[$data]}" --out "$dest" --strategies uniform --seeds "$SEEDS" "${RUN[@]}" \
         "${BUDGET_RUN[@]}" "${flags[@]}" "${BLIMP[@]}" > "$OUT/$name.log" 2>&1 || rc=$?
     echo -e "$name\tend\t$(date -u +%FT%TZ)\t$(cut -d' ' -f1-3 /proc/loadavg)\t$(nproc)\trc=$rc" >> "$OUT/load.tsv"
     # One arm that fails (a lever a later change refuses) costs its own runs, not the night's: say so and go on.
@@ -157,7 +178,7 @@ search() {  # ARM names (none: all)
     for line in "$@"; do [[ $known == *" $line "* ]] || { echo "unknown arm $line (arms:$known)" >&2; exit 2; }; done
     mkdir -p "$OUT"
     load1=$(cut -d' ' -f1 /proc/loadavg)
-    if awk -v l="$load1" 'BEGIN { exit !(l > 0.5) }'; then
+    if [[ $CLOCK == wall ]] && awk -v l="$load1" 'BEGIN { exit !(l > 0.5) }'; then
         echo "warning: load average $load1 before the search: another process shares the cores, so each run's" \
              "budget buys fewer steps than alone (the load is recorded in $OUT/load.tsv)" >&2
     fi
@@ -166,11 +187,20 @@ search() {  # ARM names (none: all)
         local series
         series=$(latest_series)
         [[ -f $series/baseline.json ]] || { echo "BASELINE=kept, but no kept series has a baseline ($KEPT/results)" >&2; exit 2; }
-        uv run python experiments/common/levers_calibration.py check "$OUT/load.tsv" \
-            "$KEPT/logs/$(basename "$series")/load.tsv" || exit 1
+        if [[ $CLOCK == modelled ]]; then  # the same modelled clock, not the same machine speed, makes them comparable
+            uv run python experiments/common/levers_costs.py check "$COSTS" "$series/baseline.json" || exit 1
+        else
+            uv run python experiments/common/levers_calibration.py check "$OUT/load.tsv" \
+                "$KEPT/logs/$(basename "$series")/load.tsv" || exit 1
+        fi
     fi
     mapfile -t lines < <(chosen "$@")
-    for line in "${lines[@]}"; do run_arm "$line"; done
+    for line in "${lines[@]}"; do
+        if ((JOBS == 1)); then run_arm "$line"; continue; fi
+        while (($(jobs -rp | wc -l) >= JOBS)); do wait -n || true; done
+        run_arm "$line" &
+    done
+    wait
 }
 
 calibrate() {  # this machine's speed: the median `mini` `fast` uniform step on the base shards, into OUT/load.tsv
@@ -180,6 +210,37 @@ calibrate() {  # this machine's speed: the median `mini` `fast` uniform step on 
         --batch "$BATCH" --steps 20 --warmup 3 | awk '$1 == "uniform" { print $2 }')
     [[ -n $ms ]] || { echo "calibration: benchmarks/bench_strategies.py gave no step time" >&2; exit 1; }
     uv run python experiments/common/levers_calibration.py record "$OUT/load.tsv" "$ms" "$(cut -d' ' -f1-3 /proc/loadavg)" "$(nproc)"
+}
+
+costs() {  # ARM names (none: all): their step costs beside the baseline's, alone, merged into the kept costs
+    local line lines name data flags reference bench=() common=()
+    mapfile -t lines < <(BASELINE=run chosen "$@")
+    # The run's settings without the budget's (the benchmark makes each run a budget of its own, costs 1 s a step)
+    local i=0
+    while ((i < ${#RUN[@]})); do
+        case ${RUN[i]} in
+            --preset) common+=("preset=${RUN[i + 1]}"); i=$((i + 2)) ;;
+            --recipe) common+=("recipe=${RUN[i + 1]}"); i=$((i + 2)) ;;
+            --set) common+=("${RUN[i + 1]}"); i=$((i + 2)) ;;
+            *) echo "costs: cannot pass ${RUN[i]} to the benchmark" >&2; exit 2 ;;
+        esac
+    done
+    common+=(masking.strategy=uniform)
+    for line in "${lines[@]}"; do
+        name=$(field "$line" 0); data=$(field "$line" 1); flags=$(field "$line" 2)
+        bench+=(--arm "$name" "${SHARDS[$data]}")
+        read -r -a flags <<<"$flags"
+        for ((i = 0; i < ${#flags[@]}; i += 2)); do bench+=("${flags[i + 1]}"); done  # every arm flag is --set K=V
+    done
+    reference=$(uv run python experiments/common/levers_costs.py reference "$COSTS") || reference=""
+    mkdir -p "$OUT"
+    echo -e "costs\tstart\t$(date -u +%FT%TZ)\t$(cut -d' ' -f1-3 /proc/loadavg)\t$(nproc)" >> "$OUT/load.tsv"
+    uv run python benchmarks/step_costs.py --out "$OUT/step-costs.json" --common "${common[@]}" "${bench[@]}" \
+        ${reference:+--reference $reference} ${COST_STEPS:+--steps $COST_STEPS --skip 1} ${COST_ROUNDS:+--rounds $COST_ROUNDS} \
+        | tee "$OUT/step-costs.log"
+    echo -e "costs\tend\t$(date -u +%FT%TZ)\t$(cut -d' ' -f1-3 /proc/loadavg)\t$(nproc)" >> "$OUT/load.tsv"
+    uv run python experiments/common/levers_costs.py merge "$COSTS" "$OUT/step-costs.json"
+    cp "$OUT/step-costs.json" "$(dirname "$COSTS")/bench-$(date -u +%Y%m%dT%H%M%SZ).json"  # the raw measurement, kept
 }
 
 latest_series() {  # the newest kept series folder (exits when none is kept)
@@ -218,6 +279,10 @@ case $WHICH in
         kinds=(); for line in "${lines[@]}"; do kinds+=("$(field "$line" 1)"); done
         prepare base "${kinds[@]}"; search "$@" ;;  # base: the calibration's shards
     calibrate) prepare base; calibrate ;;
+    costs)
+        mapfile -t lines < <(BASELINE=run chosen "$@")
+        kinds=(); for line in "${lines[@]}"; do kinds+=("$(field "$line" 1)"); done
+        prepare base "${kinds[@]}"; costs "$@" ;;
     table)  # with BASELINE=kept: the kept arms, and this sitting's over them
         folders=("$OUT/arms")
         if [[ $BASELINE == kept ]]; then series=$(latest_series); folders=("$series" "$OUT/arms"); fi
@@ -241,7 +306,8 @@ case $WHICH in
         echo "kept in $series and $logs" ;;
     smoke)
         smoke_data
+        [[ $CLOCK == modelled ]] && COST_STEPS=${COST_STEPS:-4} COST_ROUNDS=${COST_ROUNDS:-1} costs "$@"
         search "$@"
         uv run python experiments/common/levers_table.py "$OUT/arms" | tee "$OUT/table.md" ;;
-    *) echo "unknown mode $WHICH (plan, prepare, calibrate, search, table, keep, smoke)" >&2; exit 2 ;;
+    *) echo "unknown mode $WHICH (plan, prepare, calibrate, costs, search, table, keep, smoke)" >&2; exit 2 ;;
 esac

@@ -99,6 +99,10 @@ class TrainSettings:
     steps: int = setting(1_000_000, "optimizer steps (paper: 1M); with train.time_budget the budget decides the steps and this must stay at its default")
     time_budget: str = setting(
         "", "train until this much training time is spent, e.g. \"90s\", \"20m\", \"2h\", \"1h30m\" (empty: train.steps decides); evaluation, checkpoints and logging are not counted; the learning-rate schedule and the sequence-length warm-up are laid out in time (optim.warmup_fraction, train.short_seq_fraction), the last checkpoint lands when the budget is spent, run.json records the steps it bought, --resume counts the time already spent (train/budget.py)")
+    step_seconds: float = setting(
+        0.0, "with train.time_budget: count every step as this many seconds of training instead of timing it (0: the wall clock times each step); a modelled clock makes the budget buy the same steps on any machine under any load, and a budget run reproducible (train/budget.py, \"The modelled clock\"); measure it with benchmarks/step_costs.py")
+    short_step_seconds: float = setting(
+        0.0, "with train.step_seconds: the seconds a step of the sequence-length warm-up (train.short_seq_fraction) counts; required when that warm-up is on, refused when it is off")
     batch_size: int = setting(256, "global batch in sequences per optimizer step (paper: 256)")
     micro_batch_size: int = setting(0, "sequences per device per forward pass; accumulation fills the global batch (0: global batch / world size)")
     short_seq_len: int = setting(
@@ -139,8 +143,11 @@ class TrainSettings:
 
     def _budget_problems(self) -> list[str]:
         if not self.time_budget:
-            return ["train.short_seq_fraction applies to a train.time_budget; without one the sequence-length warm-up "
-                    "is train.short_seq_steps"] if self.short_seq_fraction else []
+            out = ["train.short_seq_fraction applies to a train.time_budget; without one the sequence-length warm-up "
+                   "is train.short_seq_steps"] if self.short_seq_fraction else []
+            return out + [f"train.{name} applies to a train.time_budget (it is what each step counts toward one); "
+                          "without one train.steps decides" for name in ("step_seconds", "short_step_seconds")
+                          if getattr(self, name)]
         try:
             self.budget_seconds
         except MapnetError as exc:
@@ -150,6 +157,7 @@ class TrainSettings:
             out.append(f"train.steps ({self.steps}) and train.time_budget ({self.time_budget}) are two stopping rules: a "
                        "budget run trains until its time is spent; leave train.steps unset (--stop-at N stops early, "
                        "--resume continues)")
+        out += self._clock_problems()
         if not 0.0 <= self.short_seq_fraction < 1.0:
             out.append(f"train.short_seq_fraction must be in [0, 1) (got {self.short_seq_fraction})")
         elif self.short_seq_fraction > 0 and self.short_seq_steps > 0:  # one of them would be silently ignored
@@ -163,6 +171,23 @@ class TrainSettings:
         elif self.short_seq_fraction > 0 and self.short_seq_len < 1:
             out.append(f"train.short_seq_fraction = {self.short_seq_fraction} needs train.short_seq_len (the pieces' length)")
         return out
+
+    def _clock_problems(self) -> list[str]:
+        """A budget run's modelled clock: both costs positive where a step of their kind is taken, none ignored."""
+        out = [f"train.{name} must be >= 0 (got {getattr(self, name)})"
+               for name in ("step_seconds", "short_step_seconds") if getattr(self, name) < 0]
+        if out:
+            return out
+        if not self.step_seconds:
+            return ["train.short_step_seconds needs train.step_seconds (a modelled clock counts every step; 0 times "
+                    "them all)"] if self.short_step_seconds else []
+        if self.short_seq_fraction > 0 and not self.short_step_seconds:
+            return ["train.step_seconds models the clock, but the sequence-length warm-up's steps (train.short_seq_fraction) "
+                    "have no cost: give train.short_step_seconds (benchmarks/step_costs.py measures both)"]
+        if self.short_step_seconds and not self.short_seq_fraction:
+            return [f"train.short_step_seconds ({self.short_step_seconds}) would be ignored: this run has no "
+                    "sequence-length warm-up (train.short_seq_fraction is 0)"]
+        return []
 
     def compiles(self, device) -> bool:
         """Whether the blocks are compiled on `device` (a torch.device)."""

@@ -49,6 +49,22 @@ honest instead: the checkpoint records the seconds, the step and the switch, and
 A longer budget on resume stretches the rest of the schedule from the time already spent, as a larger
 `--steps` does for a step run.
 
+The modelled clock (`train.step_seconds`, `train.short_step_seconds`). Equal wall time is equal work only on
+machines of the same speed under the same load, and a 2-core machine is neither between sittings: one idle VM
+timed the same step at 582-708 ms within nine hours, and the same 20-minute baseline bought 15-18% fewer steps
+one sitting later (experiments/hour-levers). With a modelled clock every step counts a fixed cost instead of
+its measured time: c_f seconds for a step on whole sequences, c_s for a step of the sequence-length warm-up.
+Everything above holds with T_k the sum of the counted costs, so the run is the one the wall clock would give
+on a machine whose steps always take c_f and c_s: a warm-up to fraction s is the first n_s = ceil(s B / c_s)
+steps (the steps that start before s B), and the budget then buys n_f = ceil((B - n_s c_s) / c_f) more (the
+last one crosses B). The steps bought, the learning rates and the switch step are then functions of the
+settings alone, so the run is reproducible (same seed, same result), load on the machine changes how long it
+takes and nothing else, and a baseline trained in one sitting stays comparable with an arm trained in another.
+What it gives up is the measurement in the run itself: the costs must be measured (benchmarks/step_costs.py:
+each arm's full and short step against a reference arm's, round-robin in one run on an otherwise idle machine),
+and a comparison is only as good as those ratios, whose spread the benchmark prints. run.json's `budget` says
+which clock counted (`clock`) and, beside the counted seconds, the wall seconds the steps took.
+
 The clock is a parameter (`clock=`, `time.perf_counter` by default) so the schedule and the stopping rule
 can be tested exactly with a fake one, and `lr_factor_at` is a pure function of the position.
 """
@@ -85,13 +101,22 @@ class Budget:
     warmup_fraction: float
     schedule: str
     short_seq_fraction: float
+    step_seconds: float = 0.0        # > 0: the modelled clock's cost of a step (0: the wall clock times it)
+    short_step_seconds: float = 0.0  # its cost of a step of the sequence-length warm-up
 
     @classmethod
     def from_settings(cls, settings) -> "Budget | None":
         t, o = settings.train, settings.optim
         if not t.time_budget:
             return None
-        return cls(t.budget_seconds, t.time_budget, o.warmup_fraction, o.schedule, t.short_seq_fraction)
+        return cls(t.budget_seconds, t.time_budget, o.warmup_fraction, o.schedule, t.short_seq_fraction,
+                   t.step_seconds, t.short_step_seconds)
+
+    def counted(self, measured: float, short: bool) -> float:
+        """The seconds a step counts toward the budget: its `measured` time, or its modelled cost."""
+        if not self.step_seconds:
+            return measured
+        return self.short_step_seconds if short else self.step_seconds
 
     def position(self, spent: float) -> float:
         return min(spent / self.seconds, 1.0)
@@ -103,11 +128,13 @@ class Budget:
         """Whether a step starting after `seconds` of training is past the sequence-length warm-up."""
         return seconds >= self.short_seq_fraction * self.seconds
 
-    def record(self, spent: float, steps: int) -> dict:
-        """run.json's `budget`: what was asked, what was spent, what it bought."""
+    def record(self, spent: float, steps: int, wall: float) -> dict:
+        """run.json's `budget`: what was asked, what was spent (counted, and the steps' wall time), what it bought."""
+        clock = ({"clock": "wall"} if not self.step_seconds else
+                 {"clock": "modelled", "step_seconds": self.step_seconds, "short_step_seconds": self.short_step_seconds})
         return {"time_budget": self.text, "seconds": self.seconds, "spent_seconds": round(spent, 3),
                 "steps": steps, "finished": self.spent(spent), "warmup_fraction": self.warmup_fraction,
-                "short_seq_fraction": self.short_seq_fraction,
+                "short_seq_fraction": self.short_seq_fraction, **clock, "wall_seconds": round(wall, 3),
                 "counted": "optimizer steps only: evaluation, checkpoints and logging excluded"}
 
 

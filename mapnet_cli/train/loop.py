@@ -186,6 +186,7 @@ class Run:
         self.scheduler = (TimeSchedule(self.optimizer, self.budget) if self.budget is not None
                           else build_scheduler(self.optimizer, s.optim, t.steps))
         self.step, self.position, self.elapsed = 0, 0, 0.0
+        self.wall = 0.0  # the steps' wall time; `elapsed` is what they counted (the same but for a modelled clock)
         self.short_seq_end: int | None = None  # a budget run's first step on whole sequences, once the clock decides it
         self.resumed_from = self._restore() if resume else None
         self._share_short_seq_end()
@@ -251,6 +252,7 @@ class Run:
         self.short_seq_end = state.get("short_seq_end")
         checkpoint.set_rng_state(state["rng"])
         self.step, self.position, self.elapsed = state["step"], state["data_position"], state["elapsed"]
+        self.wall = state.get("wall_elapsed", self.elapsed)  # older checkpoints: the wall clock was the one counted
         return ckpt
 
     def pieces_per_sequence(self, step: int) -> int:
@@ -307,6 +309,7 @@ class Run:
         if self.info.is_main:
             state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
                      "rng": checkpoint.rng_state(), "data_position": self.position, "elapsed": self.elapsed,
+                     "wall_elapsed": self.wall,
                      "world_size": self.info.world_size,
                      **({"short_seq_end": self.short_seq_end} if self.budget is not None else {})}
             extra = {"data_position": self.position, "masking": self.settings.masking.strategy,
@@ -412,7 +415,10 @@ class Run:
                 first_bad = torch.where(st.finite | (first_bad > 0), first_bad, self.step + 1)
             self.strategy.after_step()
             dt = self.clock() - t0
-            elapsed = self.elapsed + dt if budget is None else rank0_seconds(self.elapsed + dt, self.info)
+            self.wall += dt
+            # A budget counts the step's measured time, or with train.step_seconds its modelled cost (budget.py).
+            elapsed = (self.elapsed + dt if budget is None
+                       else rank0_seconds(self.elapsed + budget.counted(dt, n_pieces > 1), self.info))
             last_dt = elapsed - self.elapsed  # rank 0's step time, the same on every rank
             final = budget is not None and budget.spent(elapsed)  # the budget's last step: logged, evaluated, saved
             if final and self.step == 0:  # one update (at learning rate 0 with a warm-up) is no training run
@@ -440,8 +446,8 @@ class Run:
                 last = self.save() or last
                 report("checkpoint", {"step": self.step, "path": str(last)})
         if budget is not None and self.info.is_main:
-            record_budget(self.out, budget.record(self.elapsed, self.step))
-            report("budget", budget.record(self.elapsed, self.step))
+            record_budget(self.out, budget.record(self.elapsed, self.step, self.wall))
+            report("budget", budget.record(self.elapsed, self.step, self.wall))
         return last or checkpoint.latest_checkpoint(self.out)
 
     def _budget_total(self, end: int, final: bool) -> int:

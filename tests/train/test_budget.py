@@ -8,6 +8,7 @@ and no timed assertion. One run uses the real clock, for what only it can show (
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -138,6 +139,39 @@ def test_resume_inside_a_budget_counts_the_time_already_spent(shards, tmp_path):
     assert metrics(tmp_path / "b")[-1]["step"] == 8
 
 
+def test_a_modelled_clock_counts_each_step_its_cost_whatever_the_wall_clock_reads(shards, tmp_path):
+    # Full steps count 1/8 s, warm-up steps (8-token pieces) 1/16 s: powers of two, so every sum is exact.
+    full, short, budget, s_frac, w_frac = 0.125, 0.0625, 1.0, 0.25, 0.25
+    s = budget_settings("train.time_budget=1s", f"optim.warmup_fraction={w_frac}", "train.short_seq_len=8",
+                        f"train.short_seq_fraction={s_frac}", f"train.step_seconds={full}", f"train.short_step_seconds={short}")
+    slow = pretrain(s, shards, tmp_path / "slow", clock=FakeClock(tick=0.3))
+    fast = pretrain(s, shards, tmp_path / "fast", clock=FakeClock(tick=0.01))
+    # budget.py's count: the warm-up is the steps that start before s * B, the rest fill B with full steps.
+    n_short = math.ceil(s_frac * budget / short)
+    n_full = math.ceil((budget - n_short * short) / full)
+    assert (n_short, n_full) == (4, 6)
+    counted = [short] * n_short + [full] * n_full
+    starts = [sum(counted[:k]) for k in range(len(counted))]
+    assert slow.name == fast.name == f"step-{n_short + n_full:08d}"
+    train = metrics(tmp_path / "slow")
+    assert [r["elapsed"] for r in train] == [start + cost for start, cost in zip(starts, counted)]
+    assert [r["lr"] for r in train] == pytest.approx(
+        [3e-3 * (p / w_frac if p < w_frac else (1 - p) / (1 - w_frac)) for p in starts], abs=1e-15)
+    assert [r["masked_tokens"] for r in train] == [8 * 4] * n_short + [8 * 5] * n_full
+    assert load_run(slow, weights=False).state("cpu")["short_seq_end"] == n_short
+    info = json.loads((tmp_path / "slow" / "run.json").read_text())["budget"]
+    assert info["clock"] == "modelled" and info["step_seconds"] == full and info["short_step_seconds"] == short
+    assert info["spent_seconds"] == budget and info["steps"] == n_short + n_full
+    assert info["wall_seconds"] == pytest.approx(0.3 * (n_short + n_full))  # what the steps took, beside it
+    # The machine's speed changed nothing: the same steps, rates and weights, bit for bit.
+    assert [r["lr"] for r in metrics(tmp_path / "fast")] == [r["lr"] for r in train]
+    ws, wf = weights(slow), weights(fast)
+    assert all(torch.equal(ws[k], wf[k]) for k in ws)
+    # The wall clock's run of the same budget records which clock it was.
+    pretrain(budget_settings("train.time_budget=1s"), shards, tmp_path / "wall", clock=FakeClock())
+    assert json.loads((tmp_path / "wall" / "run.json").read_text())["budget"]["clock"] == "wall"
+
+
 def test_a_run_cannot_switch_between_steps_and_a_budget_on_resume(shards, tmp_path):
     pretrain(budget_settings("train.steps=2"), shards, tmp_path / "steps")
     with pytest.raises(MapnetError, match="trained by steps"):
@@ -196,8 +230,19 @@ def test_bad_budgets_and_step_counted_schedules_are_refused_in_one_line(shards, 
         sets = [x for k, v in fractions.items() if not any(g.startswith(k) for g in given) for x in ("--set", f"{k}={v}")]
         res = runner.invoke(app, [*base, "--time-budget", "20m", *sets, *extra])
         assert isinstance(res.exception, MapnetError) and says in str(res.exception), (extra, res.output)
-    # The fractions belong to a budget: without one they would silently do nothing.
-    for key in ("optim.warmup_fraction", "train.short_seq_fraction"):
+    # The modelled clock's costs: positive, both where both kinds of step are taken, never silently ignored.
+    for extra, says in ((["--set", "train.step_seconds=-1"], "train.step_seconds must be >= 0"),
+                        (["--set", "train.step_seconds=0.5"], "give train.short_step_seconds"),
+                        (["--set", "train.short_step_seconds=0.1"], "needs train.step_seconds"),
+                        (["--set", "train.step_seconds=0.5", "--set", "train.short_step_seconds=0.1",
+                          "--set", "train.short_seq_fraction=0", "--set", "train.short_seq_len=0"], "would be ignored")):
+        res = runner.invoke(app, [*base, "--time-budget", "20m", *extra])
+        assert isinstance(res.exception, MapnetError) and says in str(res.exception), (extra, res.output)
+    modelled = runner.invoke(app, [*base, "--time-budget", "20m", "--set", "train.step_seconds=0.5",
+                                   "--set", "train.short_step_seconds=0.2"])
+    assert modelled.exit_code == 0 and "step_seconds = 0.5" in modelled.output, modelled.output
+    # The fractions and costs belong to a budget: without one they would silently do nothing.
+    for key in ("optim.warmup_fraction", "train.short_seq_fraction", "train.step_seconds", "train.short_step_seconds"):
         res = runner.invoke(app, [*base, "--set", f"{key}=0.1"])
         assert isinstance(res.exception, MapnetError) and f"{key} applies to a train.time_budget" in str(res.exception)
     # A good one is shown, as every setting is.

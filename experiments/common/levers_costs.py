@@ -1,0 +1,108 @@
+"""The kept step costs of the lever arms: what each step counts under the modelled clock (experiments/hour-levers).
+
+    python experiments/common/levers_costs.py reference KEPT/step-costs/costs.json    # "FULL SHORT" (exit 1: none yet)
+    python experiments/common/levers_costs.py merge KEPT/step-costs/costs.json OUT/step-costs.json
+    python experiments/common/levers_costs.py flags KEPT/step-costs/costs.json ARM    # the arm's --set flags
+    python experiments/common/levers_costs.py check KEPT/step-costs/costs.json SERIES/baseline.json   # exit 1: not modelled
+
+With `CLOCK=modelled` every run of the search counts each step its arm's cost (`train.step_seconds`,
+`train.short_step_seconds`; train/budget.py) instead of the wall time it took, so an arm trained in one sitting is
+comparable with a baseline trained in another. The costs come from `benchmarks/step_costs.py`: each arm's full and
+short step as a ratio to the baseline's, measured round-robin beside it in one run. The first measurement pins
+the baseline's costs (the reference); every later one is run with them pinned (`--reference`), so all arms'
+costs are the same reference times their own measured ratio. `merge` adds a benchmark's arms to the kept file,
+each with the measurement it came from (when, load, ratio range); an arm measured again is replaced, and the
+replaced entry is kept under `superseded` (a series trained with the old costs stays explainable). An arm whose
+costs were never measured has no flags: `flags` says so and exits 1, so the search cannot run it on a guess.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from mapnet_cli.atomic import write_json
+
+
+def load(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data.get("arms"), dict) or "reference_seconds" not in data:
+        raise SystemExit(f"{path}: not a kept step-costs file (no arms or reference_seconds)")
+    return data
+
+
+def merge(kept: dict, bench: dict) -> dict:
+    """`bench` (a step_costs.py result) into `kept`; the first one pins the reference's costs."""
+    if kept:
+        if bench["reference"] != kept["reference"] or bench["reference_seconds"] != kept["reference_seconds"]:
+            raise SystemExit(f"the benchmark's reference ({bench['reference']}, {bench['reference_seconds']}) is not the kept "
+                             f"one ({kept['reference']}, {kept['reference_seconds']}): run it with --reference pinned")
+        out = {**kept, "arms": dict(kept["arms"]), "superseded": list(kept.get("superseded", []))}
+    else:
+        out = {"reference": bench["reference"], "reference_seconds": bench["reference_seconds"], "arms": {},
+               "superseded": []}
+    source = {k: bench[k] for k in ("when", "load_before", "load_after", "cores", "omp_num_threads", "steps", "rounds_run")}
+    for name, arm in bench["arms"].items():
+        if name == bench["reference"] and name in out["arms"]:
+            continue  # the reference's costs are pinned: re-measuring it only checks the ratios' base (1.0 by definition)
+        if name in out["arms"]:
+            out["superseded"].append({"arm": name, **out["arms"][name]})
+        out["arms"][name] = {"step_seconds": arm["step_seconds"], "short_step_seconds": arm["short_step_seconds"],
+                             "ratio": arm["ratio"], "ratio_range": arm["ratio_range"], "measured": source}
+    return out
+
+
+def flags(kept: dict, arm: str) -> list[str]:
+    if arm not in kept.get("arms", {}):
+        raise SystemExit(f"no kept step cost for arm {arm}: measure it first (levers_cpu.sh OUT costs {arm})")
+    a = kept["arms"][arm]
+    return ["--set", f"train.step_seconds={a['step_seconds']}", "--set", f"train.short_step_seconds={a['short_step_seconds']}"]
+
+
+def series_problem(kept: dict, baseline: dict) -> str | None:
+    """None when every run of a kept series' baseline (a compare results.json) counted the kept baseline costs."""
+    ref = kept.get("arms", {}).get(kept.get("reference", ""), {})
+    for run in baseline.get("runs", []):
+        b = run.get("budget") or {}
+        if b.get("clock") != "modelled":
+            return (f"the kept baseline's seed {run.get('seed')} ran on the {b.get('clock', 'wall')} clock: a modelled arm "
+                    "is compared only with a modelled baseline (unset BASELINE, run it here as a new series)")
+        if (b.get("step_seconds"), b.get("short_step_seconds")) != (ref.get("step_seconds"), ref.get("short_step_seconds")):
+            return (f"the kept baseline counted {b.get('step_seconds')} / {b.get('short_step_seconds')} s a step, the kept "
+                    f"costs say {ref.get('step_seconds')} / {ref.get('short_step_seconds')}: not the same clock")
+    return None
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "reference":
+        kept = load(Path(argv[1]))
+        if not kept:
+            return 1
+        print(kept["reference_seconds"]["full"], kept["reference_seconds"]["short"])
+        return 0
+    if len(argv) == 3 and argv[0] == "merge":
+        path = Path(argv[1])
+        merged = merge(load(path), json.loads(Path(argv[2]).read_text(encoding="utf-8")))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, merged)
+        print(f"{path}: {len(merged['arms'])} arms, reference {merged['reference']} {merged['reference_seconds']}")
+        return 0
+    if len(argv) == 3 and argv[0] == "flags":
+        print(" ".join(flags(load(Path(argv[1])), argv[2])))
+        return 0
+    if len(argv) == 3 and argv[0] == "check":
+        why = series_problem(load(Path(argv[1])), json.loads(Path(argv[2]).read_text(encoding="utf-8")))
+        if why:
+            print(why, file=sys.stderr)
+            return 1
+        print("the kept baseline ran on the kept modelled clock: comparable")
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,89 @@
+"""benchmarks/step_costs.py and experiments/common/levers_costs.py: the modelled clock's costs, measured and kept.
+
+What the costs are worth is a matter of timing and is not asserted here; what is: the benchmark times the steps
+the loop takes (the right number of each kind, from real budget runs), its arithmetic (ratios per round, their
+median, the pinned reference) is exact, and the kept file gives a search the flags it trains with, or refuses.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "experiments" / "common"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import levers_costs  # noqa: E402
+import step_costs  # noqa: E402
+from tiny_shards import write_tiny_shards  # noqa: E402
+
+COMMON = ["preset=tiny", "recipe=fast", "model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8",
+          "train.eval_sequences=8", "logging.log_every=1", "masking.strategy=uniform"]
+
+
+def test_the_ratios_are_per_round_their_median_times_the_pinned_reference():
+    rounds = [{"ref": {"full": 1.0, "short": 0.5}, "b": {"full": 2.0, "short": 0.5}},
+              {"ref": {"full": 2.0, "short": 1.0}, "b": {"full": 3.0, "short": 1.0}},
+              {"ref": {"full": 1.0, "short": 0.25}, "b": {"full": 1.25, "short": 0.5}}]
+    out = step_costs.summarise(rounds, ["ref", "b"], (0.6, 0.2))
+    b = out["arms"]["b"]
+    assert b["ratio"] == {"full": 1.5, "short": 1.0}  # medians of [2, 1.5, 1.25] and [1, 1, 2]
+    assert b["ratio_range"] == {"full": [1.25, 2.0], "short": [1.0, 2.0]}
+    assert (b["step_seconds"], b["short_step_seconds"]) == (0.9, 0.2)
+    assert out["arms"]["ref"]["ratio"] == {"full": 1.0, "short": 1.0} and out["reference_pinned"]
+    # Unpinned, the reference's own median costs are the base.
+    free = step_costs.summarise(rounds, ["ref", "b"], None)
+    assert free["reference_seconds"] == {"full": 1.0, "short": 0.5} and free["arms"]["b"]["step_seconds"] == 1.5
+
+
+def test_the_benchmark_times_real_budget_steps_and_the_kept_file_gives_the_flags(tmp_path):
+    shards = write_tiny_shards(tmp_path / "shards")
+    out = tmp_path / "costs.json"
+    rc = step_costs.main(["--out", str(out), "--common", *COMMON, "--steps", "4", "--skip", "1", "--rounds", "2",
+                          "--arm", "base", str(shards), "--arm", "wide", str(shards), "train.batch_size=16"])
+    assert rc == 0
+    bench = json.loads(out.read_text())
+    assert bench["reference"] == "base" and not bench["reference_pinned"]
+    for name in ("base", "wide"):
+        arm = bench["arms"][name]
+        assert len(arm["rounds"]) == 2 and all(r["full"] > 0 and r["short"] > 0 for r in arm["rounds"])
+        assert arm["step_seconds"] > 0 and arm["short_step_seconds"] > 0
+    assert bench["arms"]["base"]["ratio"] == {"full": 1.0, "short": 1.0}
+
+    kept_path = tmp_path / "kept" / "costs.json"
+    kept = levers_costs.merge({}, bench)
+    assert kept["reference_seconds"] == bench["reference_seconds"] and set(kept["arms"]) == {"base", "wide"}
+    wide = kept["arms"]["wide"]
+    assert levers_costs.flags(kept, "wide") == ["--set", f"train.step_seconds={wide['step_seconds']}",
+                                                "--set", f"train.short_step_seconds={wide['short_step_seconds']}"]
+    with pytest.raises(SystemExit, match="no kept step cost for arm deep"):
+        levers_costs.flags(kept, "deep")
+    # A later benchmark must have run with the kept reference pinned; an arm measured again is replaced, the old kept.
+    with pytest.raises(SystemExit, match="run it with --reference pinned"):
+        levers_costs.merge(kept, {**bench, "reference_seconds": {"full": 9.0, "short": 9.0}})
+    again = levers_costs.merge(kept, {**bench, "arms": {"wide": {**bench["arms"]["wide"], "step_seconds": 1.0}}})
+    assert again["arms"]["wide"]["step_seconds"] == 1.0 and again["superseded"][0]["arm"] == "wide"
+    # Through the command line, as levers_cpu.sh calls it.
+    script = REPO / "experiments" / "common" / "levers_costs.py"
+    done = subprocess.run([sys.executable, str(script), "merge", str(kept_path), str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    flags = subprocess.run([sys.executable, str(script), "flags", str(kept_path), "wide"], capture_output=True, text=True)
+    assert flags.stdout.split() == levers_costs.flags(kept, "wide")
+    ref = subprocess.run([sys.executable, str(script), "reference", str(kept_path)], capture_output=True, text=True)
+    assert [float(x) for x in ref.stdout.split()] == [bench["reference_seconds"]["full"], bench["reference_seconds"]["short"]]
+
+
+def test_a_modelled_arm_pairs_only_with_a_baseline_on_the_same_modelled_clock():
+    kept = {"reference": "baseline", "reference_seconds": {"full": 0.6, "short": 0.3},
+            "arms": {"baseline": {"step_seconds": 0.6, "short_step_seconds": 0.3}}}
+    modelled = {"clock": "modelled", "step_seconds": 0.6, "short_step_seconds": 0.3}
+    assert levers_costs.series_problem(kept, {"runs": [{"seed": 0, "budget": modelled}] * 2}) is None
+    wall = levers_costs.series_problem(kept, {"runs": [{"seed": 0, "budget": {"steps": 1885}}]})
+    assert "ran on the wall clock" in wall
+    other = levers_costs.series_problem(kept, {"runs": [{"seed": 1, "budget": {**modelled, "step_seconds": 0.5}}]})
+    assert "not the same clock" in other
