@@ -11,14 +11,16 @@ recording clock gives every step's duration exactly as a wall-clock budget would
 forward, backward, the update and the read-back a budget run makes every step; evaluation and checkpoints
 fall outside). A run takes `--steps` steps of the sequence-length warm-up (`train.short_seq_len`, 16-token
 pieces as the fast recipe) and then `--steps` on whole sequences, so both costs a modelled clock needs come
-from one run; the first `--skip` of each kind are left out (first-call allocations). An arm's cost is the mean
+from one run; the first `--skip` of each kind are left out (first-call allocations), and the last two (they log). An arm's cost is the mean
 of its kept steps: a budget counts the sum, so the mean is what it buys (the periodic logging steps included,
 at the run's `logging.log_every`).
 
-The arms run one after another, `--rounds` times round-robin (A B C A B C ...), so a drift in the machine's
-speed reaches all of them alike, and each round divides every arm's cost by the first arm's in the same round:
-the **ratio to the first arm** (the reference) is what this measures, the median over rounds with its spread
-(min-max) printed beside it. `--reference FULL SHORT` pins the reference's costs (seconds) — the ones a kept
+Every arm runs between two runs of the first arm, the reference (R A R B R C R, `--rounds` times), and its
+cost is divided by the mean of those two: the **ratio to the reference** is what this measures, the median over
+rounds with its spread (min-max) printed beside it. Adjacent references, not one per round, because this
+machine's speed drifts within minutes (a 2-core VM on a shared host: in one round-robin pass, arms whose step is
+the reference's own computation read 13-28% slower, minutes later). Arms whose step is the reference's by
+construction (another learning rate) measure the method's own noise: their ratio should be 1. `--reference FULL SHORT` pins the reference's costs (seconds) — the ones a kept
 series was trained with — and every arm's modelled cost is that times its ratio; without it the reference's
 own mean is used. Run it on an otherwise idle machine: the load average before and after is printed and kept.
 """
@@ -73,7 +75,8 @@ def arm_settings(common: list[str], assignments: list[str], steps: int):
               "train.short_seq_steps=0", "train.short_seq_fraction=0.5", "train.step_seconds=1",
               "train.short_step_seconds=1", "train.eval_every=0", "train.eval_sequences=8", "train.checkpoint_every=0",
               "logging.progress=false"]
-    if not resolve(None, named, rest).train.short_seq_len:  # a recipe without pieces (paper): time the fast one's
+    probe = resolve(None, named, [*rest, f"train.time_budget={2 * steps}s"])  # as a budget run: fractions allowed
+    if not probe.train.short_seq_len:  # a recipe without pieces (paper): time the fast one's
         timing.append(f"train.short_seq_len={SHORT_LEN}")
     return resolve(None, named, [*rest, *timing])
 
@@ -86,21 +89,27 @@ def time_arm(common: list[str], shards: str, assignments: list[str], steps: int,
     times = clock.step_times()
     if len(times) != 2 * steps:
         raise MapnetError(f"expected {2 * steps} timed steps, the run took {len(times)}")
-    short, full = times[skip:steps], times[steps + skip:]
+    # The last two whole steps log (a budget run logs the step that will likely end it): left out as the first are.
+    short, full = times[skip:steps], times[steps + skip:-2]
     return {"short": statistics.fmean(short), "full": statistics.fmean(full)}
 
 
-def summarise(rounds: list[dict[str, dict]], names: list[str], reference: tuple[float, float] | None) -> dict:
-    """Per arm: each round's costs, the ratios to the first arm's in that round, their median, the modelled costs."""
-    ref_name = names[0]
-    ref_full = statistics.median(r[ref_name]["full"] for r in rounds)
-    ref_short = statistics.median(r[ref_name]["short"] for r in rounds)
+def summarise(rounds: list[dict], names: list[str], reference: tuple[float, float] | None) -> dict:
+    """Per arm: each round's costs, the ratios to the mean of the reference runs on either side of it, their
+    median, the modelled costs. A round is {"reference": [R0, R1, ..., Rn], "arms": {name: cost}}, arm i of
+    `names[1:]` run between R(i) and R(i + 1); each cost is {"full": s, "short": s}."""
+    ref_name, others = names[0], names[1:]
+    refs = [m for r in rounds for m in r["reference"]]
+    ref_full, ref_short = (statistics.median(m[kind] for m in refs) for kind in ("full", "short"))
     pinned = reference or (ref_full, ref_short)
-    out = {}
-    for name in names:
-        ratios = {kind: [r[name][kind] / r[ref_name][kind] for r in rounds] for kind in ("full", "short")}
+    out = {ref_name: {"rounds": [r["reference"] for r in rounds], "ratio": {"full": 1.0, "short": 1.0},
+                      "ratio_range": {"full": [1.0, 1.0], "short": [1.0, 1.0]}, "step_seconds": round(pinned[0], 4),
+                      "short_step_seconds": round(pinned[1], 4)}}
+    for i, name in enumerate(others):
+        ratios = {kind: [r["arms"][name][kind] / statistics.fmean((r["reference"][i][kind], r["reference"][i + 1][kind]))
+                         for r in rounds] for kind in ("full", "short")}
         median = {kind: statistics.median(v) for kind, v in ratios.items()}
-        out[name] = {"rounds": [r[name] for r in rounds], "ratio": median,
+        out[name] = {"rounds": [r["arms"][name] for r in rounds], "ratio": median,
                      "ratio_range": {k: [min(v), max(v)] for k, v in ratios.items()},
                      "step_seconds": round(pinned[0] * median["full"], 4),
                      "short_step_seconds": round(pinned[1] * median["short"], 4)}
@@ -114,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="an arm: its name, its shards, its settings over --common (the first arm is the reference)")
     ap.add_argument("--common", nargs="*", default=[], metavar="KEY=VALUE",
                     help="settings under every arm (preset=NAME and recipe=NAME as --preset and --recipe)")
-    ap.add_argument("--steps", type=int, default=40, help="timed steps of each kind per run")
-    ap.add_argument("--skip", type=int, default=3, help="first steps of each kind left out")
+    ap.add_argument("--steps", type=int, default=15, help="timed steps of each kind per run (short runs: the reference's on either side are close in time)")
+    ap.add_argument("--skip", type=int, default=2, help="first steps of each kind left out")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reference", nargs=2, type=float, metavar=("FULL", "SHORT"),
                     help="the reference arm's pinned costs in seconds (default: as measured here)")
@@ -123,23 +132,31 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if any(len(arm) < 2 for arm in a.arm):
         ap.error("--arm takes a name and a shard folder, then its settings")
-    if a.steps <= a.skip or a.rounds < 1:
-        ap.error("--steps must exceed --skip, and --rounds be at least 1")
+    if a.steps <= a.skip + 2 or a.rounds < 1:
+        ap.error("--steps must exceed --skip + 2 (the last two whole steps are left out), and --rounds be at least 1")
     names = [arm[0] for arm in a.arm]
     if len(set(names)) != len(names):
         ap.error(f"arm names repeat: {' '.join(names)}")
     load_before = os.getloadavg()
-    print(f"{len(names)} arms x {a.rounds} rounds, {a.steps} short + {a.steps} whole steps each; "
+    print(f"{len(names) - 1} arms between {len(names)} reference runs x {a.rounds} rounds, {a.steps} short + {a.steps} whole steps each; "
           f"{os.cpu_count()} cores, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
           f"load average {load_before[0]:.2f} before", flush=True)
     rounds = []
     try:
+        (ref_name, ref_shards, *ref_assignments), *others = a.arm
         for r in range(a.rounds):
-            measured = {}
-            for name, shards, *assignments in a.arm:
-                measured[name] = time_arm(a.common, shards, assignments, a.steps, a.skip)
-                print(f"  round {r + 1} {name:<16} full {measured[name]['full'] * 1e3:7.1f} ms  "
-                      f"short {measured[name]['short'] * 1e3:7.1f} ms", flush=True)
+            measured = {"reference": [], "arms": {}}
+
+            def timed(name, shards, assignments):
+                cost = time_arm(a.common, shards, assignments, a.steps, a.skip)
+                print(f"  round {r + 1} {name:<16} full {cost['full'] * 1e3:7.1f} ms  short {cost['short'] * 1e3:7.1f} ms",
+                      flush=True)
+                return cost
+
+            measured["reference"].append(timed(ref_name, ref_shards, ref_assignments))
+            for name, shards, *assignments in others:
+                measured["arms"][name] = timed(name, shards, assignments)
+                measured["reference"].append(timed(ref_name, ref_shards, ref_assignments))
             rounds.append(measured)
     except MapnetError as exc:
         print(f"error: {exc}", file=sys.stderr)

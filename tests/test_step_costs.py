@@ -26,32 +26,37 @@ COMMON = ["preset=tiny", "recipe=fast", "model.max_position=64", "shard.max_seq_
           "train.eval_sequences=8", "logging.log_every=1", "masking.strategy=uniform"]
 
 
-def test_the_ratios_are_per_round_their_median_times_the_pinned_reference():
-    rounds = [{"ref": {"full": 1.0, "short": 0.5}, "b": {"full": 2.0, "short": 0.5}},
-              {"ref": {"full": 2.0, "short": 1.0}, "b": {"full": 3.0, "short": 1.0}},
-              {"ref": {"full": 1.0, "short": 0.25}, "b": {"full": 1.25, "short": 0.5}}]
-    out = step_costs.summarise(rounds, ["ref", "b"], (0.6, 0.2))
-    b = out["arms"]["b"]
-    assert b["ratio"] == {"full": 1.5, "short": 1.0}  # medians of [2, 1.5, 1.25] and [1, 1, 2]
-    assert b["ratio_range"] == {"full": [1.25, 2.0], "short": [1.0, 2.0]}
-    assert (b["step_seconds"], b["short_step_seconds"]) == (0.9, 0.2)
+def test_each_arm_is_divided_by_the_reference_runs_beside_it_and_the_median_taken():
+    R = lambda full, short: {"full": full, "short": short}  # noqa: E731
+    # Round: R0 a R1 b R2. The machine slows between a and b: b is judged by R1 and R2, a by R0 and R1.
+    rounds = [{"reference": [R(1.0, 0.5), R(1.0, 0.5), R(2.0, 1.0)], "arms": {"a": R(2.0, 0.5), "b": R(3.0, 1.5)}},
+              {"reference": [R(1.0, 0.5), R(1.0, 0.5), R(1.0, 0.5)], "arms": {"a": R(1.5, 0.5), "b": R(1.0, 0.5)}},
+              {"reference": [R(1.0, 0.25), R(1.0, 0.25), R(1.0, 0.25)], "arms": {"a": R(1.25, 0.5), "b": R(1.0, 0.25)}}]
+    out = step_costs.summarise(rounds, ["ref", "a", "b"], (0.6, 0.2))
+    a, b = out["arms"]["a"], out["arms"]["b"]
+    assert a["ratio"] == {"full": 1.5, "short": 1.0}  # medians of [2, 1.5, 1.25] and [1, 1, 2]
+    assert a["ratio_range"] == {"full": [1.25, 2.0], "short": [1.0, 2.0]}
+    assert (a["step_seconds"], a["short_step_seconds"]) == (0.9, 0.2)
+    assert b["ratio"] == {"full": 1.0, "short": 1.0}  # 3 / mean(1, 2) = 2; 1 / 1; 1 / 1
+    assert b["ratio_range"]["full"] == [1.0, 2.0]
     assert out["arms"]["ref"]["ratio"] == {"full": 1.0, "short": 1.0} and out["reference_pinned"]
-    # Unpinned, the reference's own median costs are the base.
-    free = step_costs.summarise(rounds, ["ref", "b"], None)
-    assert free["reference_seconds"] == {"full": 1.0, "short": 0.5} and free["arms"]["b"]["step_seconds"] == 1.5
+    assert out["arms"]["ref"]["step_seconds"] == 0.6
+    # Unpinned, the median of every reference run is the base.
+    free = step_costs.summarise(rounds, ["ref", "a", "b"], None)
+    assert free["reference_seconds"] == {"full": 1.0, "short": 0.5} and free["arms"]["a"]["step_seconds"] == 1.5
 
 
 def test_the_benchmark_times_real_budget_steps_and_the_kept_file_gives_the_flags(tmp_path):
     shards = write_tiny_shards(tmp_path / "shards")
     out = tmp_path / "costs.json"
-    rc = step_costs.main(["--out", str(out), "--common", *COMMON, "--steps", "4", "--skip", "1", "--rounds", "2",
+    rc = step_costs.main(["--out", str(out), "--common", *COMMON, "--steps", "5", "--skip", "1", "--rounds", "2",
                           "--arm", "base", str(shards), "--arm", "wide", str(shards), "train.batch_size=16"])
     assert rc == 0
     bench = json.loads(out.read_text())
     assert bench["reference"] == "base" and not bench["reference_pinned"]
-    for name in ("base", "wide"):
-        arm = bench["arms"][name]
-        assert len(arm["rounds"]) == 2 and all(r["full"] > 0 and r["short"] > 0 for r in arm["rounds"])
+    # Two rounds of R wide R: four reference runs, two of the arm, each with both costs.
+    assert [len(r) for r in bench["arms"]["base"]["rounds"]] == [2, 2] and len(bench["arms"]["wide"]["rounds"]) == 2
+    for arm in bench["arms"].values():
         assert arm["step_seconds"] > 0 and arm["short_step_seconds"] > 0
     assert bench["arms"]["base"]["ratio"] == {"full": 1.0, "short": 1.0}
 

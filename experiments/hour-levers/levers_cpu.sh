@@ -9,7 +9,7 @@
 #   bash experiments/hour-levers/levers_cpu.sh OUT plan              # the arms, their flags, the wall time it takes
 #   bash experiments/hour-levers/levers_cpu.sh OUT prepare           # the shards: 8,192 at 128 and 64 tokens, 16,384
 #   bash experiments/hour-levers/levers_cpu.sh OUT search            # every arm (prepares first); rerun = resume
-#   bash experiments/hour-levers/levers_cpu.sh OUT search ARM...     # only these arms (the baseline is always first)
+#   bash experiments/hour-levers/levers_cpu.sh OUT search ARM...     # only these arms, in this order (the baseline first)
 #   BASELINE=kept bash experiments/hour-levers/levers_cpu.sh OUT search ARM...   # against the kept baseline (below)
 #   bash experiments/hour-levers/levers_cpu.sh OUT calibrate         # this machine's speed, into OUT/load.tsv
 #   bash experiments/hour-levers/levers_cpu.sh OUT table             # Δ vs the baseline (experiments/common/levers_table.py)
@@ -71,6 +71,10 @@ ARMS=(
     "modern|base|--set model.block=modern"
     "bf16|base|--set train.precision=bf16"
 )
+# Arms whose step is the baseline's computation (only a learning rate or the value put at a masked position
+# differs): under CLOCK=modelled they count the baseline's costs by construction, never a noisy measurement of the
+# same thing (`costs` may still time one: its ratio is the method's noise, which should be 1).
+SAME_STEP=" lr-1e-3 lr-4e-3 one-cycle split-100-0-0 "
 # Architecture arms: their random-init BLiMP controls are their own; the others share the baseline's (same weights).
 OWN_CONTROLS=" shape-tiny shape-L4-H192 shape-L6-H128 shape-L8-H128 vocab-16k modern "
 
@@ -142,7 +146,9 @@ run_arm() {  # LINE: one arm, its seeds in one `compare` folder (finished runs a
     read -r -a flags <<<"$flags"
     if [[ $CLOCK == modelled ]]; then  # the arm's kept costs (refused when it has none: never a guess)
         local cost
-        cost=$(uv run python experiments/common/levers_costs.py flags "$COSTS" "$name") || return 0
+        local priced=$name
+        [[ $SAME_STEP == *" $name "* ]] && priced=baseline
+        cost=$(uv run python experiments/common/levers_costs.py flags "$COSTS" "$priced") || return 0
         read -r -a cost <<<"$cost"
         flags+=("${cost[@]}")
     fi
@@ -162,13 +168,12 @@ run_arm() {  # LINE: one arm, its seeds in one `compare` folder (finished runs a
     return 0
 }
 
-chosen() {  # the ARMS lines of the names given (all when none; the baseline always first, unless BASELINE=kept)
+chosen() {  # the ARMS lines of the names given, in the order given (all when none; the baseline first, unless BASELINE=kept)
     local line name want
-    for line in "${ARMS[@]}"; do
-        name=$(field "$line" 0)
-        if [[ $name == baseline ]]; then [[ $BASELINE == kept ]] || echo "$line"; continue; fi
-        if (($# == 0)); then echo "$line"; continue; fi
-        for want in "$@"; do [[ $want == "$name" ]] && echo "$line"; done
+    [[ $BASELINE == kept ]] || echo "${ARMS[0]}"
+    (($# > 0)) || set -- $(for line in "${ARMS[@]:1}"; do field "$line" 0; done)
+    for want in "$@"; do
+        for line in "${ARMS[@]:1}"; do [[ $(field "$line" 0) == "$want" ]] && echo "$line"; done
     done
 }
 

@@ -6,7 +6,8 @@
 
 `address` (or Dask's own DASK_SCHEDULER_ADDRESS) names a running scheduler; without one a
 local cluster of `workers` single-threaded processes is started and stopped here. Each task
-is retried `engine.retries` times by Dask, a lost worker included. Dask is an optional extra
+is retried `engine.retries` times by Dask, a lost worker included; a task's MapnetError (bad input,
+the same on every try) comes back at once, untried again. Dask is an optional extra
 (`mapnet[distributed]`): it is imported only here, and only when asked for.
 """
 
@@ -31,6 +32,15 @@ def import_distributed():
     return distributed
 
 
+def _answered(fn: Callable, spec):
+    """Runs on a worker: fn(spec) as (True, result), or a MapnetError as (False, its line). Dask retries a task
+    that raises; a MapnetError names bad input, which every retry would meet again, so it is returned instead."""
+    try:
+        return True, fn(spec)
+    except MapnetError as exc:
+        return False, str(exc)
+
+
 class DaskEngine:
     def __init__(self, client, retries: int):
         self.client, self.retries = client, retries
@@ -48,12 +58,13 @@ class DaskEngine:
         # A key of its own per run: on a long-lived cluster, a task an earlier run left running must not be
         # taken for this run's.
         run = uuid.uuid4().hex[:12]
-        futures = [self.client.submit(fn, spec, retries=self.retries, pure=False, key=f"mapnet-{what}-{run}-{i:05d}")
+        futures = [self.client.submit(_answered, fn, spec, retries=self.retries, pure=False,
+                                      key=f"mapnet-{what}-{run}-{i:05d}")
                    for i, spec in enumerate(specs)]
         try:
             for i, future in enumerate(futures):
                 try:
-                    yield future.result()
+                    ok, answer = future.result()
                 except MapnetError:
                     raise
                 except distributed.KilledWorker:
@@ -62,6 +73,9 @@ class DaskEngine:
                 except Exception as exc:
                     raise MapnetError(f"{what} task {i} failed after {self.retries} retries: {type(exc).__name__}: {exc}; "
                                       "finished tasks are kept: run the same command again") from None
+                if not ok:
+                    raise MapnetError(answer)
+                yield answer
         finally:
             pending = [f for f in futures if not f.done()]
             if pending:  # a failed task stops the run: the others need not go on

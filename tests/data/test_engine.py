@@ -174,6 +174,20 @@ def test_a_failed_task_is_retried_by_the_engine(pool_prep, cluster, shared_data,
     assert_same_output(pool_prep, tmp_path / "prep")
 
 
+def test_bad_input_in_a_task_is_one_line_at_once_not_retried(pool_prep, cluster, shared_data, tmp_path, monkeypatch):
+    started: list[int] = []
+
+    def bad_input(index: int) -> None:
+        started.append(index)
+        if index == 1:
+            raise MapnetError("part 1: not UTF-8 text")  # what a task says of bad input: every retry would too
+
+    monkeypatch.setattr(preprocess_tasks, "before_task", bad_input)
+    with pytest.raises(MapnetError) as caught:
+        dask_preprocess(shared_data, tmp_path / "prep", cluster, "engine.tasks=2", "engine.retries=2")
+    assert str(caught.value) == "part 1: not UTF-8 text" and started.count(1) == 1
+
+
 def test_a_finished_task_of_other_settings_is_run_again(pool_prep, cluster, shared_data, tmp_path, monkeypatch):
     """An interrupted run left task 0 done with other settings: the next command, with these, does not reuse it."""
     def task_1_dies(index: int) -> None:
