@@ -15,14 +15,17 @@ from one run; the first `--skip` of each kind are left out (first-call allocatio
 of its kept steps: a budget counts the sum, so the mean is what it buys (the periodic logging steps included,
 at the run's `logging.log_every`).
 
-Every arm runs between two runs of the first arm, the reference (R A R B R C R, `--rounds` times), and its
-cost is divided by the mean of those two: the **ratio to the reference** is what this measures, the median over
-rounds with its spread (min-max) printed beside it. Adjacent references, not one per round, because this
-machine's speed drifts within minutes (a 2-core VM on a shared host: in one round-robin pass, arms whose step is
-the reference's own computation read 13-28% slower, minutes later). Arms whose step is the reference's by
-construction (another learning rate) measure the method's own noise: their ratio should be 1. `--reference FULL SHORT` pins the reference's costs (seconds) — the ones a kept
-series was trained with — and every arm's modelled cost is that times its ratio; without it the reference's
-own mean is used. Run it on an otherwise idle machine: the load average before and after is printed and kept.
+Every arm is timed *in lock-step with the first arm*, the reference: the two runs train at once in two threads
+of one process and take their steps in turn (R A R A ...; `Turns`), so the reference's steps are timed within
+a second of the arm's, under the same conditions, and the arm's cost divided by the reference's in the same pair
+is the **ratio** this measures, the median over `--rounds` pairs with its spread (min-max) printed beside it.
+Lock-step, because this machine's speed drifts within seconds to minutes (a 2-core VM on a shared host): in one
+round-robin pass over every arm, arms whose step is the reference's own computation read 13-28% slower minutes
+later (`experiments/hour-levers/step-costs/round-robin-pass-2026-11-27.log`), and even runs 20 s apart differed by
+up to 30% (`adjacent-runs-2026-11-27.log`). Arms whose step is the reference's by construction (another
+learning rate) measure the method's own noise: their ratio should be 1. `--reference FULL SHORT` pins the
+reference's costs (seconds) — the ones a kept series was trained with — and every arm's modelled cost is that
+times its ratio; without it the reference's median cost over every pair is used. Run it on an otherwise idle machine: the load average before and after is printed and kept.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -43,19 +47,47 @@ from mapnet_cli.train import pretrain
 SHORT_LEN = 16  # the fast recipe's pieces; an arm may set train.short_seq_len itself
 
 
-class RecordingClock:
-    """time.perf_counter, keeping every reading: the loop reads it at each step's start and end."""
+class Turns:
+    """Runs in threads take their steps in turn. The loop reads its clock at a step's start and at its end
+    (train/loop.py); each run's clock here waits for its turn at the start and hands the turn on at the end,
+    so the steps of the runs alternate and never overlap, and every reading is kept. A run that ends (or fails)
+    leaves the rotation (`leave`), so the others go on."""
 
-    def __init__(self):
-        self.readings: list[float] = []
+    def __init__(self, runs: int):
+        self.cond = threading.Condition()
+        self.turn, self.runs, self.left = 0, runs, set()
+        self.readings: list[list[float]] = [[] for _ in range(runs)]
 
-    def __call__(self) -> float:
-        now = time.perf_counter()
-        self.readings.append(now)
-        return now
+    def clock(self, me: int):
+        def read() -> float:
+            with self.cond:
+                mine = self.readings[me]
+                if len(mine) % 2 == 0:  # a step starts: wait for this run's turn
+                    self.cond.wait_for(lambda: self.turn == me)
+                    mine.append(time.perf_counter())
+                    return mine[-1]
+                mine.append(time.perf_counter())  # it ends: the next run's turn
+                self._pass(me)
+                return mine[-1]
+        return read
 
-    def step_times(self) -> list[float]:
-        return [b - a for a, b in zip(self.readings[::2], self.readings[1::2])]
+    def leave(self, me: int) -> None:
+        with self.cond:
+            self.left.add(me)
+            if self.turn == me:
+                self._pass(me)
+
+    def _pass(self, me: int) -> None:
+        for k in range(1, self.runs + 1):
+            nxt = (me + k) % self.runs
+            if nxt not in self.left:
+                self.turn = nxt
+                break
+        self.cond.notify_all()
+
+    def step_times(self, me: int) -> list[float]:
+        r = self.readings[me]
+        return [b - a for a, b in zip(r[::2], r[1::2])]
 
 
 def arm_settings(common: list[str], assignments: list[str], steps: int):
@@ -81,35 +113,55 @@ def arm_settings(common: list[str], assignments: list[str], steps: int):
     return resolve(None, named, [*rest, *timing])
 
 
-def time_arm(common: list[str], shards: str, assignments: list[str], steps: int, skip: int) -> dict:
-    settings = arm_settings(common, assignments, steps)
-    clock = RecordingClock()
+def time_pair(common: list[str], reference: tuple[str, list[str]], arm: tuple[str, list[str]], steps: int,
+              skip: int) -> tuple[dict, dict]:
+    """The reference's and the arm's mean short and whole step, trained at once in lock-step (`Turns`)."""
+    turns = Turns(2)
+    failures: list[BaseException] = []
+
+    def train(me: int, shards: str, assignments: list[str], tmp: str) -> None:
+        try:
+            pretrain(arm_settings(common, assignments, steps), shards, Path(tmp) / f"run-{me}", clock=turns.clock(me))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            failures.append(exc)
+        finally:
+            turns.leave(me)
+
     with tempfile.TemporaryDirectory(prefix="step-costs-") as tmp:
-        pretrain(settings, shards, Path(tmp) / "run", clock=clock)
-    times = clock.step_times()
-    if len(times) != 2 * steps:
-        raise MapnetError(f"expected {2 * steps} timed steps, the run took {len(times)}")
-    # The last two whole steps log (a budget run logs the step that will likely end it): left out as the first are.
-    short, full = times[skip:steps], times[steps + skip:-2]
-    return {"short": statistics.fmean(short), "full": statistics.fmean(full)}
+        threads = [threading.Thread(target=train, args=(me, shards, assignments, tmp))
+                   for me, (shards, assignments) in enumerate((reference, arm))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if failures:
+        raise failures[0]
+    out = []
+    for me in (0, 1):
+        times = turns.step_times(me)
+        if len(times) != 2 * steps:
+            raise MapnetError(f"expected {2 * steps} timed steps, a run took {len(times)}")
+        # The first steps overlap the other run's start (its model and data being built) and the last two log (a
+        # budget run logs the step that will likely end it) or overlap the other's final evaluation: left out.
+        short, full = times[skip:steps], times[steps + skip:-2]
+        out.append({"short": statistics.fmean(short), "full": statistics.fmean(full)})
+    return out[0], out[1]
 
 
-def summarise(rounds: list[dict], names: list[str], reference: tuple[float, float] | None) -> dict:
-    """Per arm: each round's costs, the ratios to the mean of the reference runs on either side of it, their
-    median, the modelled costs. A round is {"reference": [R0, R1, ..., Rn], "arms": {name: cost}}, arm i of
-    `names[1:]` run between R(i) and R(i + 1); each cost is {"full": s, "short": s}."""
+def summarise(pairs: list[dict[str, dict]], names: list[str], reference: tuple[float, float] | None) -> dict:
+    """Per arm: each pair's costs, the ratios arm / reference within each pair, their median, the modelled costs.
+    `pairs` is one dict per round, {arm name: {"arm": cost, "reference": cost}}; a cost is {"full": s, "short": s}."""
     ref_name, others = names[0], names[1:]
-    refs = [m for r in rounds for m in r["reference"]]
+    refs = [r[name]["reference"] for r in pairs for name in others]
     ref_full, ref_short = (statistics.median(m[kind] for m in refs) for kind in ("full", "short"))
     pinned = reference or (ref_full, ref_short)
-    out = {ref_name: {"rounds": [r["reference"] for r in rounds], "ratio": {"full": 1.0, "short": 1.0},
+    out = {ref_name: {"rounds": refs, "ratio": {"full": 1.0, "short": 1.0},
                       "ratio_range": {"full": [1.0, 1.0], "short": [1.0, 1.0]}, "step_seconds": round(pinned[0], 4),
                       "short_step_seconds": round(pinned[1], 4)}}
-    for i, name in enumerate(others):
-        ratios = {kind: [r["arms"][name][kind] / statistics.fmean((r["reference"][i][kind], r["reference"][i + 1][kind]))
-                         for r in rounds] for kind in ("full", "short")}
+    for name in others:
+        ratios = {kind: [r[name]["arm"][kind] / r[name]["reference"][kind] for r in pairs] for kind in ("full", "short")}
         median = {kind: statistics.median(v) for kind, v in ratios.items()}
-        out[name] = {"rounds": [r["arms"][name] for r in rounds], "ratio": median,
+        out[name] = {"rounds": [r[name] for r in pairs], "ratio": median,
                      "ratio_range": {k: [min(v), max(v)] for k, v in ratios.items()},
                      "step_seconds": round(pinned[0] * median["full"], 4),
                      "short_step_seconds": round(pinned[1] * median["short"], 4)}
@@ -123,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="an arm: its name, its shards, its settings over --common (the first arm is the reference)")
     ap.add_argument("--common", nargs="*", default=[], metavar="KEY=VALUE",
                     help="settings under every arm (preset=NAME and recipe=NAME as --preset and --recipe)")
-    ap.add_argument("--steps", type=int, default=15, help="timed steps of each kind per run (short runs: the reference's on either side are close in time)")
+    ap.add_argument("--steps", type=int, default=15, help="steps of each kind per run")
     ap.add_argument("--skip", type=int, default=2, help="first steps of each kind left out")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reference", nargs=2, type=float, metavar=("FULL", "SHORT"),
@@ -137,27 +189,24 @@ def main(argv: list[str] | None = None) -> int:
     names = [arm[0] for arm in a.arm]
     if len(set(names)) != len(names):
         ap.error(f"arm names repeat: {' '.join(names)}")
+    if len(names) < 2:
+        ap.error("give the reference and at least one arm to time beside it")
     load_before = os.getloadavg()
-    print(f"{len(names) - 1} arms between {len(names)} reference runs x {a.rounds} rounds, {a.steps} short + {a.steps} whole steps each; "
+    print(f"{len(names) - 1} arms, each in lock-step with {names[0]}, x {a.rounds} rounds, {a.steps} short + {a.steps} whole steps each; "
           f"{os.cpu_count()} cores, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
           f"load average {load_before[0]:.2f} before", flush=True)
     rounds = []
     try:
         (ref_name, ref_shards, *ref_assignments), *others = a.arm
         for r in range(a.rounds):
-            measured = {"reference": [], "arms": {}}
-
-            def timed(name, shards, assignments):
-                cost = time_arm(a.common, shards, assignments, a.steps, a.skip)
-                print(f"  round {r + 1} {name:<16} full {cost['full'] * 1e3:7.1f} ms  short {cost['short'] * 1e3:7.1f} ms",
-                      flush=True)
-                return cost
-
-            measured["reference"].append(timed(ref_name, ref_shards, ref_assignments))
+            pair = {}
             for name, shards, *assignments in others:
-                measured["arms"][name] = timed(name, shards, assignments)
-                measured["reference"].append(timed(ref_name, ref_shards, ref_assignments))
-            rounds.append(measured)
+                ref_cost, cost = time_pair(a.common, (ref_shards, ref_assignments), (shards, assignments), a.steps, a.skip)
+                pair[name] = {"arm": cost, "reference": ref_cost}
+                print(f"  round {r + 1} {name:<16} full {cost['full'] * 1e3:7.1f} ms ({cost['full'] / ref_cost['full']:.3f}x)"
+                      f"  short {cost['short'] * 1e3:7.1f} ms ({cost['short'] / ref_cost['short']:.3f}x)   "
+                      f"{ref_name} beside it: {ref_cost['full'] * 1e3:.1f} / {ref_cost['short'] * 1e3:.1f} ms", flush=True)
+            rounds.append(pair)
     except MapnetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

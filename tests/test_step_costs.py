@@ -26,24 +26,45 @@ COMMON = ["preset=tiny", "recipe=fast", "model.max_position=64", "shard.max_seq_
           "train.eval_sequences=8", "logging.log_every=1", "masking.strategy=uniform"]
 
 
-def test_each_arm_is_divided_by_the_reference_runs_beside_it_and_the_median_taken():
+def test_each_arm_is_divided_by_the_reference_beside_it_and_the_median_taken():
     R = lambda full, short: {"full": full, "short": short}  # noqa: E731
-    # Round: R0 a R1 b R2. The machine slows between a and b: b is judged by R1 and R2, a by R0 and R1.
-    rounds = [{"reference": [R(1.0, 0.5), R(1.0, 0.5), R(2.0, 1.0)], "arms": {"a": R(2.0, 0.5), "b": R(3.0, 1.5)}},
-              {"reference": [R(1.0, 0.5), R(1.0, 0.5), R(1.0, 0.5)], "arms": {"a": R(1.5, 0.5), "b": R(1.0, 0.5)}},
-              {"reference": [R(1.0, 0.25), R(1.0, 0.25), R(1.0, 0.25)], "arms": {"a": R(1.25, 0.5), "b": R(1.0, 0.25)}}]
-    out = step_costs.summarise(rounds, ["ref", "a", "b"], (0.6, 0.2))
+    # Three rounds; in the first the machine is slow while b runs, and the reference beside b is slow with it.
+    pairs = [{"a": {"arm": R(2.0, 0.5), "reference": R(1.0, 0.5)}, "b": {"arm": R(3.0, 1.5), "reference": R(2.0, 1.0)}},
+             {"a": {"arm": R(1.5, 0.5), "reference": R(1.0, 0.5)}, "b": {"arm": R(1.0, 0.5), "reference": R(1.0, 0.5)}},
+             {"a": {"arm": R(1.25, 0.5), "reference": R(1.0, 0.25)}, "b": {"arm": R(1.0, 0.25), "reference": R(1.0, 0.25)}}]
+    out = step_costs.summarise(pairs, ["ref", "a", "b"], (0.6, 0.2))
     a, b = out["arms"]["a"], out["arms"]["b"]
     assert a["ratio"] == {"full": 1.5, "short": 1.0}  # medians of [2, 1.5, 1.25] and [1, 1, 2]
     assert a["ratio_range"] == {"full": [1.25, 2.0], "short": [1.0, 2.0]}
     assert (a["step_seconds"], a["short_step_seconds"]) == (0.9, 0.2)
-    assert b["ratio"] == {"full": 1.0, "short": 1.0}  # 3 / mean(1, 2) = 2; 1 / 1; 1 / 1
-    assert b["ratio_range"]["full"] == [1.0, 2.0]
+    assert b["ratio"] == {"full": 1.0, "short": 1.0} and b["ratio_range"]["full"] == [1.0, 1.5]  # 3 / 2, 1, 1
     assert out["arms"]["ref"]["ratio"] == {"full": 1.0, "short": 1.0} and out["reference_pinned"]
     assert out["arms"]["ref"]["step_seconds"] == 0.6
-    # Unpinned, the median of every reference run is the base.
-    free = step_costs.summarise(rounds, ["ref", "a", "b"], None)
+    # Unpinned, the median of the reference's costs over every pair is the base.
+    free = step_costs.summarise(pairs, ["ref", "a", "b"], None)
     assert free["reference_seconds"] == {"full": 1.0, "short": 0.5} and free["arms"]["a"]["step_seconds"] == 1.5
+
+
+def test_runs_in_turns_alternate_their_steps_and_one_that_leaves_lets_the_other_go_on():
+    import threading
+
+    turns, order = step_costs.Turns(2), []
+
+    def run(me: int, steps: int) -> None:
+        clock = turns.clock(me)
+        for _ in range(steps):
+            clock()
+            order.append(me)
+            clock()
+        turns.leave(me)
+
+    threads = [threading.Thread(target=run, args=(1, 5)), threading.Thread(target=run, args=(0, 3))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert order == [0, 1, 0, 1, 0, 1, 1, 1]  # run 0 first, in turn; after it left, run 1 alone
+    assert len(turns.step_times(1)) == 5 and all(t >= 0 for t in turns.step_times(0))
 
 
 def test_the_benchmark_times_real_budget_steps_and_the_kept_file_gives_the_flags(tmp_path):
@@ -54,8 +75,9 @@ def test_the_benchmark_times_real_budget_steps_and_the_kept_file_gives_the_flags
     assert rc == 0
     bench = json.loads(out.read_text())
     assert bench["reference"] == "base" and not bench["reference_pinned"]
-    # Two rounds of R wide R: four reference runs, two of the arm, each with both costs.
-    assert [len(r) for r in bench["arms"]["base"]["rounds"]] == [2, 2] and len(bench["arms"]["wide"]["rounds"]) == 2
+    # Two rounds, each the arm in lock-step with the reference: both costs of both, every round.
+    assert len(bench["arms"]["base"]["rounds"]) == 2 and len(bench["arms"]["wide"]["rounds"]) == 2
+    assert all(set(r) == {"arm", "reference"} for r in bench["arms"]["wide"]["rounds"])
     for arm in bench["arms"].values():
         assert arm["step_seconds"] > 0 and arm["short_step_seconds"] > 0
     assert bench["arms"]["base"]["ratio"] == {"full": 1.0, "short": 1.0}
