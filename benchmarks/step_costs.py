@@ -25,7 +25,9 @@ later (`experiments/hour-levers/step-costs/round-robin-pass-2026-11-27.log`), an
 up to 30% (`adjacent-runs-2026-11-27.log`). Arms whose step is the reference's by construction (another
 learning rate) measure the method's own noise: their ratio should be 1. `--reference FULL SHORT` pins the
 reference's costs (seconds) — the ones a kept series was trained with — and every arm's modelled cost is that
-times its ratio; without it the reference's median cost over every pair is used. Run it on an otherwise idle machine: the load average before and after is printed and kept.
+times its ratio; without it the reference's own costs are measured **alone** (`--alone` runs of it by itself,
+the median): in lock-step each run's step reads slower than alone (the two models take turns in the caches:
+~730 against ~600 ms at `mini`), which cancels in a ratio but would not in a cost. Run it on an otherwise idle machine: the load average before and after is printed and kept.
 """
 
 from __future__ import annotations
@@ -113,6 +115,24 @@ def arm_settings(common: list[str], assignments: list[str], steps: int):
     return resolve(None, named, [*rest, *timing])
 
 
+def time_alone(common: list[str], shards: str, assignments: list[str], steps: int, skip: int) -> dict:
+    """One run by itself: its mean short and whole step (a rotation of one)."""
+    turns = Turns(1)
+    with tempfile.TemporaryDirectory(prefix="step-costs-") as tmp:
+        pretrain(arm_settings(common, assignments, steps), shards, Path(tmp) / "run", clock=turns.clock(0))
+    return kept_means(turns.step_times(0), steps, skip)
+
+
+def kept_means(times: list[float], steps: int, skip: int) -> dict:
+    """The mean short and whole step of a run's step times, the first `skip` of each kind and the last two left out:
+    the first overlap the other run's start (its model and data being built) and the last two log (a budget run
+    logs the step that will likely end it) or overlap the other's final evaluation."""
+    if len(times) != 2 * steps:
+        raise MapnetError(f"expected {2 * steps} timed steps, a run took {len(times)}")
+    short, full = times[skip:steps], times[steps + skip:-2]
+    return {"short": statistics.fmean(short), "full": statistics.fmean(full)}
+
+
 def time_pair(common: list[str], reference: tuple[str, list[str]], arm: tuple[str, list[str]], steps: int,
               skip: int) -> tuple[dict, dict]:
     """The reference's and the arm's mean short and whole step, trained at once in lock-step (`Turns`)."""
@@ -136,26 +156,20 @@ def time_pair(common: list[str], reference: tuple[str, list[str]], arm: tuple[st
             t.join()
     if failures:
         raise failures[0]
-    out = []
-    for me in (0, 1):
-        times = turns.step_times(me)
-        if len(times) != 2 * steps:
-            raise MapnetError(f"expected {2 * steps} timed steps, a run took {len(times)}")
-        # The first steps overlap the other run's start (its model and data being built) and the last two log (a
-        # budget run logs the step that will likely end it) or overlap the other's final evaluation: left out.
-        short, full = times[skip:steps], times[steps + skip:-2]
-        out.append({"short": statistics.fmean(short), "full": statistics.fmean(full)})
-    return out[0], out[1]
+    return kept_means(turns.step_times(0), steps, skip), kept_means(turns.step_times(1), steps, skip)
 
 
-def summarise(pairs: list[dict[str, dict]], names: list[str], reference: tuple[float, float] | None) -> dict:
+def summarise(pairs: list[dict[str, dict]], names: list[str], reference: tuple[float, float] | None,
+              alone: list[dict] = ()) -> dict:
     """Per arm: each pair's costs, the ratios arm / reference within each pair, their median, the modelled costs.
-    `pairs` is one dict per round, {arm name: {"arm": cost, "reference": cost}}; a cost is {"full": s, "short": s}."""
+    `pairs` is one dict per round, {arm name: {"arm": cost, "reference": cost}}; a cost is {"full": s, "short": s}.
+    The reference's costs: `reference` (pinned), else the median of its runs `alone`."""
     ref_name, others = names[0], names[1:]
-    refs = [r[name]["reference"] for r in pairs for name in others]
-    ref_full, ref_short = (statistics.median(m[kind] for m in refs) for kind in ("full", "short"))
-    pinned = reference or (ref_full, ref_short)
-    out = {ref_name: {"rounds": refs, "ratio": {"full": 1.0, "short": 1.0},
+    if reference is None and not alone:
+        raise ValueError("the reference's costs: pin them or time it alone")
+    pinned = reference or tuple(statistics.median(m[kind] for m in alone) for kind in ("full", "short"))
+    out = {ref_name: {"rounds": [r[name]["reference"] for r in pairs for name in others], "alone": list(alone),
+                      "ratio": {"full": 1.0, "short": 1.0},
                       "ratio_range": {"full": [1.0, 1.0], "short": [1.0, 1.0]}, "step_seconds": round(pinned[0], 4),
                       "short_step_seconds": round(pinned[1], 4)}}
     for name in others:
@@ -180,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reference", nargs=2, type=float, metavar=("FULL", "SHORT"),
                     help="the reference arm's pinned costs in seconds (default: as measured here)")
+    ap.add_argument("--alone", type=int, default=3, help="runs of the reference by itself, for its costs (unless pinned)")
     ap.add_argument("--out", type=Path, required=True, help="the JSON written (atomically)")
     a = ap.parse_args(argv)
     if any(len(arm) < 2 for arm in a.arm):
@@ -198,6 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     rounds = []
     try:
         (ref_name, ref_shards, *ref_assignments), *others = a.arm
+        alone = []
+        for _ in range(0 if a.reference else a.alone):
+            alone.append(time_alone(a.common, ref_shards, ref_assignments, a.steps, a.skip))
+            print(f"  alone   {ref_name:<16} full {alone[-1]['full'] * 1e3:7.1f} ms  short {alone[-1]['short'] * 1e3:7.1f} ms",
+                  flush=True)
         for r in range(a.rounds):
             pair = {}
             for name, shards, *assignments in others:
@@ -210,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     except MapnetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    result = summarise(rounds, names, tuple(a.reference) if a.reference else None)
+    result = summarise(rounds, names, tuple(a.reference) if a.reference else None, alone)
     result.update({"steps": a.steps, "skip": a.skip, "rounds_run": a.rounds, "common": a.common,
                    "arms_given": [{"name": n, "shards": s, "settings": rest} for n, s, *rest in a.arm],
                    "cores": os.cpu_count(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),

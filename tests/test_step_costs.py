@@ -40,9 +40,11 @@ def test_each_arm_is_divided_by_the_reference_beside_it_and_the_median_taken():
     assert b["ratio"] == {"full": 1.0, "short": 1.0} and b["ratio_range"]["full"] == [1.0, 1.5]  # 3 / 2, 1, 1
     assert out["arms"]["ref"]["ratio"] == {"full": 1.0, "short": 1.0} and out["reference_pinned"]
     assert out["arms"]["ref"]["step_seconds"] == 0.6
-    # Unpinned, the median of the reference's costs over every pair is the base.
-    free = step_costs.summarise(pairs, ["ref", "a", "b"], None)
-    assert free["reference_seconds"] == {"full": 1.0, "short": 0.5} and free["arms"]["a"]["step_seconds"] == 1.5
+    # Unpinned, the median of the reference's runs alone is the base (in lock-step a step reads slower).
+    free = step_costs.summarise(pairs, ["ref", "a", "b"], None, [R(0.8, 0.4), R(0.9, 0.5), R(0.7, 0.3)])
+    assert free["reference_seconds"] == {"full": 0.8, "short": 0.4} and free["arms"]["a"]["step_seconds"] == 1.2
+    with pytest.raises(ValueError, match="pin them or time it alone"):
+        step_costs.summarise(pairs, ["ref", "a", "b"], None)
 
 
 def test_runs_in_turns_alternate_their_steps_and_one_that_leaves_lets_the_other_go_on():
@@ -70,11 +72,12 @@ def test_runs_in_turns_alternate_their_steps_and_one_that_leaves_lets_the_other_
 def test_the_benchmark_times_real_budget_steps_and_the_kept_file_gives_the_flags(tmp_path):
     shards = write_tiny_shards(tmp_path / "shards")
     out = tmp_path / "costs.json"
-    rc = step_costs.main(["--out", str(out), "--common", *COMMON, "--steps", "5", "--skip", "1", "--rounds", "2",
+    rc = step_costs.main(["--out", str(out), "--common", *COMMON, "--steps", "5", "--skip", "1", "--rounds", "2", "--alone", "1",
                           "--arm", "base", str(shards), "--arm", "wide", str(shards), "train.batch_size=16"])
     assert rc == 0
     bench = json.loads(out.read_text())
     assert bench["reference"] == "base" and not bench["reference_pinned"]
+    assert len(bench["arms"]["base"]["alone"]) == 1 and bench["reference_seconds"]["full"] == bench["arms"]["base"]["alone"][0]["full"]
     # Two rounds, each the arm in lock-step with the reference: both costs of both, every round.
     assert len(bench["arms"]["base"]["rounds"]) == 2 and len(bench["arms"]["wide"]["rounds"]) == 2
     assert all(set(r) == {"arm", "reference"} for r in bench["arms"]["wide"]["rounds"])
