@@ -117,3 +117,9 @@ def test_a_modelled_arm_pairs_only_with_a_baseline_on_the_same_modelled_clock():
     assert "ran on the wall clock" in wall
     other = levers_costs.series_problem(kept, {"runs": [{"seed": 1, "budget": {**modelled, "step_seconds": 0.5}}]})
     assert "not the same clock" in other
+
+
+def test_the_steps_a_modelled_budget_buys_are_counted_as_the_loop_counts_them():
+    # tests/train/test_budget.py's modelled run: 1 s, a quarter of it in 1/16-s pieces, then 1/8-s steps: 4 + 6.
+    assert levers_costs.steps_bought(0.125, 0.0625, budget=1.0, short_fraction=0.25) == 10
+    assert levers_costs.steps_bought(1.0, 1.0, budget=10.0, short_fraction=0.5) == 10

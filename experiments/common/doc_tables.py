@@ -26,6 +26,7 @@ from itertools import zip_longest
 from pathlib import Path
 
 import headline_tables
+import levers_costs
 import levers_table
 import pooling_table
 import performance_tables
@@ -41,6 +42,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "arm-step-costs": performance_tables.arm_costs_all,
     "lite-step-costs": performance_tables.arm_costs_lite,
     "hour-levers": levers_table.kept,
+    "hour-levers-costs": levers_costs.table,
     "pooling-default": pooling_table.table,
 }
 

@@ -19,6 +19,7 @@ costs were never measured has no flags: `flags` says so and exits 1, so the sear
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -74,6 +75,42 @@ def series_problem(kept: dict, baseline: dict) -> str | None:
             return (f"the kept baseline counted {b.get('step_seconds')} / {b.get('short_step_seconds')} s a step, the kept "
                     f"costs say {ref.get('step_seconds')} / {ref.get('short_step_seconds')}: not the same clock")
     return None
+
+
+KEPT = Path(__file__).resolve().parents[2] / "experiments" / "hour-levers" / "step-costs" / "costs.json"
+SAME_STEP = ("lr-1e-3", "lr-4e-3", "one-cycle", "split-100-0-0")  # levers_cpu.sh's SAME_STEP: the baseline's step
+
+
+def steps_bought(step: float, short: float, budget: float = 1200.0, short_fraction: float = 0.23) -> int:
+    """The steps a budget buys on the modelled clock (train/budget.py): the warm-up's steps start before
+    short_fraction * budget, whole steps then fill the budget (the last one crosses it)."""
+    n_short = math.ceil(short_fraction * budget / short)
+    return n_short + math.ceil((budget - n_short * short) / step)
+
+
+def table() -> str:
+    """doc_tables' `hour-levers-costs`: every kept arm's step costs, their ratio to the baseline's, what 20 minutes buy."""
+    kept = load(KEPT)
+    if not kept:
+        return "*Not measured yet*: `bash experiments/hour-levers/levers_cpu.sh runs/hour-levers costs ARM...`, alone."
+    ref = kept["reference"]
+    first = min((a["measured"]["when"] for a in kept["arms"].values()), default="?")
+    lines = [f"Step costs on the modelled clock (`step-costs/costs.json`; measured {first} on the 2-core VM, alone): each arm "
+             f"in lock-step with `{ref}`, the ratio's median over the rounds (min–max beside it); `{ref}`'s own costs "
+             f"from its runs alone. A 20-minute budget with the fast recipe's 23% of 16-token pieces buys the steps in the "
+             f"last column (counted as `train/budget.py` counts a modelled clock's steps). {', '.join(f'`{a}`' for a in SAME_STEP)} count `{ref}`'s "
+             "costs (the same step).", "",
+             "| arm | full step | × baseline (range) | short step | × baseline (range) | steps in 20 min |",
+             "|---|---|---|---|---|---|"]
+    order = [ref] + sorted((n for n in kept["arms"] if n != ref), key=lambda n: kept["arms"][n]["step_seconds"])
+    for name in order:
+        a = kept["arms"][name]
+        rf, rs = a["ratio_range"]["full"], a["ratio_range"]["short"]
+        rng = (lambda r, m: "–" if name == ref else f"{m:.3f} ({r[0]:.3f}–{r[1]:.3f})")
+        lines.append(f"| {name}{' (null check)' if name in SAME_STEP else ''} | {a['step_seconds'] * 1e3:.0f} ms | "
+                     f"{rng(rf, a['ratio']['full'])} | {a['short_step_seconds'] * 1e3:.0f} ms | {rng(rs, a['ratio']['short'])} | "
+                     f"{steps_bought(a['step_seconds'], a['short_step_seconds']):,} |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
