@@ -172,6 +172,26 @@ def test_a_modelled_clock_counts_each_step_its_cost_whatever_the_wall_clock_read
     assert json.loads((tmp_path / "wall" / "run.json").read_text())["budget"]["clock"] == "wall"
 
 
+def test_a_modelled_budget_resumes_exactly_and_its_costs_cannot_change_on_resume(shards, tmp_path):
+    costs = ["train.step_seconds=0.125", "train.short_step_seconds=0.0625"]
+    s = budget_settings("train.time_budget=1s", "optim.warmup_fraction=0.25", "train.short_seq_len=8",
+                        "train.short_seq_fraction=0.25", *costs)
+    straight = pretrain(s, shards, tmp_path / "a", clock=FakeClock(tick=0.3))
+    pretrain(s, shards, tmp_path / "b", stop_at=3, clock=FakeClock(tick=0.01))
+    resumed = pretrain(s, shards, tmp_path / "b", resume=True, clock=FakeClock(tick=0.7))
+    # Whatever the clocks read, the counted seconds decide: the resumed run is the uninterrupted one, bit for bit.
+    assert resumed.name == straight.name == "step-00000010"
+    wa, wb = weights(straight), weights(resumed)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    info = json.loads((tmp_path / "b" / "run.json").read_text())["budget"]
+    assert info["wall_seconds"] == pytest.approx(3 * 0.01 + 7 * 0.7)  # the wall time of both starts, summed
+    flags = [a for kv in [*TINY, "optim.warmup_fraction=0.25", "train.short_seq_len=8", "train.short_seq_fraction=0.25",
+                          "train.step_seconds=0.25", "train.short_step_seconds=0.0625"] for a in ("--set", kv)]
+    res = CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(tmp_path / "b"), "--preset", "tiny", "--resume",
+                                   "--time-budget", "1s", *flags])
+    assert isinstance(res.exception, MapnetError) and "train.step_seconds" in str(res.exception), res.output
+
+
 def test_a_run_cannot_switch_between_steps_and_a_budget_on_resume(shards, tmp_path):
     pretrain(budget_settings("train.steps=2"), shards, tmp_path / "steps")
     with pytest.raises(MapnetError, match="trained by steps"):
