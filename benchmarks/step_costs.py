@@ -5,6 +5,8 @@
         --arm baseline runs/real-text-x5/shards \\
         --arm bf16 runs/real-text-x5/shards train.precision=bf16 \\
         --arm seq-64 runs/real-text-x5/shards-64 train.batch_size=64 shard.max_seq_len=64
+    uv run python benchmarks/step_costs.py --out costs.json --common preset=mini recipe=fast ... \
+        --arm uniform SHARDS strategy=uniform --arm mapnet-ht-lite SHARDS strategy=mapnet-ht-lite   # compare's arms
 
 Each arm is a real budget run of the training loop (`train.pretrain`), timed by the clock the loop reads: a
 recording clock gives every step's duration exactly as a wall-clock budget would count it (the step's batches,
@@ -42,6 +44,7 @@ import time
 from pathlib import Path
 
 from mapnet_cli.atomic import write_json
+from mapnet_cli.compare import strategy_masking
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.settings import resolve
 from mapnet_cli.train import pretrain
@@ -103,6 +106,10 @@ def arm_settings(common: list[str], assignments: list[str], steps: int):
             named["model"]["preset"] = value
         elif key == "recipe":
             named["train"]["recipe"] = value
+        elif key == "strategy":  # a `compare` arm (uniform@0.3, mapnet-ht-lite): its masking settings, as compare gives
+            # them, over the common ones
+            rest += [f"masking.{k}={str(v).lower() if isinstance(v, bool) else v}"
+                     for k, v in strategy_masking(value, 2 * steps, budget=True).items()]
         else:
             rest.append(text)
     timing = [f"train.time_budget={2 * steps}s", "optim.warmup_steps=0", "optim.warmup_fraction=0.1",
@@ -188,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--arm", nargs="+", action="append", required=True, metavar="NAME SHARDS [KEY=VALUE ...]",
                     help="an arm: its name, its shards, its settings over --common (the first arm is the reference)")
     ap.add_argument("--common", nargs="*", default=[], metavar="KEY=VALUE",
-                    help="settings under every arm (preset=NAME and recipe=NAME as --preset and --recipe)")
+                    help="settings under every arm (preset=NAME and recipe=NAME as --preset and --recipe; strategy=NAME "
+                         "a `compare` strategy's masking settings, for `compare --step-costs`)")
     ap.add_argument("--steps", type=int, default=15, help="steps of each kind per run")
     ap.add_argument("--skip", type=int, default=2, help="first steps of each kind left out")
     ap.add_argument("--rounds", type=int, default=3)

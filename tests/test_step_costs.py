@@ -123,3 +123,12 @@ def test_the_steps_a_modelled_budget_buys_are_counted_as_the_loop_counts_them():
     # tests/train/test_budget.py's modelled run: 1 s, a quarter of it in 1/16-s pieces, then 1/8-s steps: 4 + 6.
     assert levers_costs.steps_bought(0.125, 0.0625, budget=1.0, short_fraction=0.25) == 10
     assert levers_costs.steps_bought(1.0, 1.0, budget=10.0, short_fraction=0.5) == 10
+
+
+def test_an_arm_may_be_a_compare_strategy_with_its_masking_settings():
+    s = step_costs.arm_settings(COMMON, ["strategy=uniform@0.3"], steps=5)
+    assert s.masking.strategy == "uniform" and s.masking.mask_prob == 0.3
+    ht = step_costs.arm_settings(COMMON, ["strategy=mapnet-ht-lite"], steps=5)
+    assert ht.masking.strategy == "mapnet" and ht.masking.map_train_every == 4
+    # Timed as a budget run of 5 short and 5 whole steps, each counted 1 s.
+    assert (ht.train.time_budget, ht.train.step_seconds, ht.train.short_seq_fraction) == ("10s", 1.0, 0.5)

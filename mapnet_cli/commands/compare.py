@@ -7,6 +7,8 @@
     mapnet compare shards/ --out runs/cmp --strategies uniform,uniform@0.3 --blimp blimp/ --blimp-every-checkpoint
     mapnet compare shards/ --out runs/20m --preset mini --time-budget 20m --set optim.warmup_fraction=0.05 \
         --set train.short_seq_fraction=0.1 --strategies uniform,uniform@0.3    # every arm the same training time
+    mapnet compare shards/ --out runs/20m --preset mini --time-budget 20m --strategies uniform,mapnet-ht-lite \
+        --step-costs costs.json            # the same time on the modelled clock, each arm at its measured step cost
 
 Rerunning the same command reuses finished runs and recomputes the aggregate.
 """
@@ -23,7 +25,7 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from .. import compare as cmp
-from ..atomic import make_dirs, write_json, write_text
+from ..atomic import make_dirs, sha256_file, write_json, write_text
 from ..errors import MapnetError
 from ..output_paths import check_output
 from ..run_lock import output_lock
@@ -43,6 +45,7 @@ def compare(
     seeds: Annotated[int, typer.Option("--seeds", help="Seeds per strategy: train.seed, train.seed+1, ...")] = 3,
     steps: Annotated[Optional[int], typer.Option("--steps", help="Sets train.steps.", show_default=False)] = None,
     time_budget: TimeBudgetOpt = None,
+    step_costs: Annotated[Optional[Path], typer.Option("--step-costs", help="With --time-budget: a step-costs JSON (benchmarks/step_costs.py's); every arm counts its own measured step costs toward the budget instead of its wall time (train.step_seconds, the modelled clock), so the steps each arm buys do not depend on the machine's load.", show_default=False)] = None,
     preset: Annotated[Optional[str], typer.Option("--preset", help="Model preset (tiny, mini, small, medium, base).", show_default=False)] = None,
     recipe: RecipeOpt = None,
     init_from: Annotated[Optional[Path], typer.Option("--init-from", help="Every run starts from this encoder (a mapnet run/checkpoint or a local Hugging Face BERT folder), as pretrain --init-from; sets model.init_from.", show_default=False)] = None,
@@ -82,14 +85,19 @@ def compare(
     from ..train.loop import with_corpus_cleaning
 
     base = with_corpus_cleaning(base, shards)  # as pretrain records it: a reused run's settings then match
-    plan = cmp.plan_runs(base, names, seeds, out)
+    costs = None
+    if step_costs is not None:
+        from ..compare.costs import read_step_costs
+
+        costs = read_step_costs(step_costs, names)
+    plan = cmp.plan_runs(base, names, seeds, out, costs)
     if print_settings:
         typer.echo(base.to_toml(), nl=False)
         return
     if base.distributed.gpus or base.distributed.nproc:
         raise MapnetError("mapnet compare trains in this process; leave distributed.gpus and distributed.nproc at 0")
     # Rerunning reuses what is in --out; it never replaces it.
-    check_output(out, [shards, base.model.init_from or None, glue_data, blimp, config], reuse=True)
+    check_output(out, [shards, base.model.init_from or None, glue_data, blimp, config, step_costs], reuse=True)
 
     suite = blimp_cfg = None
     if blimp is not None:  # the folder and settings are checked before any training
@@ -132,6 +140,9 @@ def compare(
                                    cmp.blimp_controls(scores) if scores is not None else None)
         if tasks:
             doc["glue_protocol"] = {"name": proto.name, "tasks": tasks}
+        if costs is not None:
+            doc["step_costs"] = {"file": str(step_costs), "sha256": sha256_file(step_costs),
+                                 "arms": {name: {"step_seconds": c[0], "short_step_seconds": c[1]} for name, c in costs.items()}}
         if suite is not None:
             doc["blimp"] = {"folder": str(blimp), "sha256": suite.sha256, "paradigms": len(suite.paradigms),
                             "pairs_per_paradigm": blimp_pairs, "pairs": suite.pairs, "method": blimp_method,

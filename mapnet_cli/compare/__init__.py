@@ -10,6 +10,7 @@ Library entry points: `plan_runs` (settings of every strategy x seed), `run_all`
 One job per module:
 
     plan.py         the strategies table, `parse_strategies`, `plan_runs`
+    costs.py        `read_step_costs`: `--step-costs`, each arm on the modelled clock at its own step costs
     run.py          `run_all`: training the planned runs, reusing finished ones
     records.py      `collect`: each run's curve, fairness hashes, variance
     glue_scores.py  `glue_results`: GLUE fine-tuning and the random-init controls
@@ -32,6 +33,7 @@ after a checkpoint is resumed; one with none is started again.
 
 from ..intervals import mean_ci, t_quantile_975
 from ..metrics_file import read_metrics
+from . import costs
 from .blimp_scores import blimp_controls, blimp_results
 from .glue_scores import control_label, glue_controls, glue_results
 from .plan import SCHEME, STRATEGIES, PlannedRun, eval_steps, parse_strategies, plan_runs, split_name, strategy_masking

@@ -8,6 +8,7 @@ from pathlib import Path
 from .. import settings as settings_mod
 from ..comma_list import comma_list
 from ..errors import MapnetError
+from .costs import clock_updates
 
 _PAPER = {"strategy": "mapnet", "importance": "clipped", "explore_start": 1.0, "explore_end": 0.33,
           "proposal_target": "loss", "mix_uniform": 0.0}
@@ -113,12 +114,20 @@ def parse_strategies(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def plan_runs(base: settings_mod.Settings, strategies: list[str], seeds: int, out: Path) -> list[PlannedRun]:
+def plan_runs(base: settings_mod.Settings, strategies: list[str], seeds: int, out: Path,
+              step_costs: dict[str, tuple[float, float]] | None = None) -> list[PlannedRun]:
     """One run per strategy x seed index, in the order they are trained (seed-major, so a stopped
-    comparison already holds complete seeds)."""
+    comparison already holds complete seeds). `step_costs` ({strategy: (step, short step) seconds}, `costs.py`)
+    puts every arm of a budget comparison on the modelled clock at its own costs."""
     if seeds < 1:
         raise MapnetError(f"--seeds must be >= 1 (got {seeds})")
     t = base.train
+    if step_costs is not None:
+        if not t.time_budget:
+            raise MapnetError("--step-costs gives each arm's cost toward a budget: it needs --time-budget")
+        if t.step_seconds or t.short_step_seconds:
+            raise MapnetError("--step-costs and train.step_seconds are two modelled clocks: give one (--step-costs "
+                              "gives each arm its own)")
     # Every evaluated state is kept (for --blimp/--glue-every-checkpoint); a budget run's steps are not known in
     # advance, so it keeps every checkpoint, one per evaluation.
     kept = {"keep_steps": [s for s in eval_steps(t) if s > 0]} if not t.time_budget else {
@@ -128,8 +137,9 @@ def plan_runs(base: settings_mod.Settings, strategies: list[str], seeds: int, ou
     unused: dict[str, str] | None = None  # strategy-specific keys given that no arm uses
     for k in range(seeds):
         for name in strategies:
+            clock = clock_updates(step_costs[name], t) if step_costs is not None else {}
             updates = {"masking": strategy_masking(name, t.steps, bool(t.time_budget)),
-                       "train": {"seed": t.seed + k, "checkpoint_every": t.eval_every, **kept}}
+                       "train": {"seed": t.seed + k, "checkpoint_every": t.eval_every, **kept, **clock}}
             s = settings_mod.apply(base, updates, f"compare strategy {name}")
             # A strategy-specific key (--set masking.span_p=0.3) goes to the arms that use it; the others
             # keep its default, as their own `pretrain` would need.

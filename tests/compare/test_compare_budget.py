@@ -74,3 +74,55 @@ def test_compare_trains_every_arm_for_the_same_time_and_reuses_finished_runs(tmp
     assert set(doc["aggregate"]["strategies"]) == {"uniform", "uniform@0.3"}
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0 and again.output.count("reusing") == 4, again.output
+
+
+def test_step_costs_put_every_arm_on_the_modelled_clock_at_its_own_cost(tmp_path):
+    costs = tmp_path / "costs.json"
+    costs.write_text(json.dumps({"arms": {"uniform": {"step_seconds": 0.6, "short_step_seconds": 0.5},
+                                          "uniform@0.3": {"step_seconds": 0.75, "short_step_seconds": 0.62}}}))
+    base = resolve(None, {"model": {"preset": "tiny"}}, [*BUDGET, "train.eval_every=4"], check_ignored=False)
+    table = cmp.costs.read_step_costs(costs, ["uniform", "uniform@0.3"])
+    plan = cmp.plan_runs(base, ["uniform", "uniform@0.3"], 2, tmp_path, table)
+    assert {(p.strategy, p.settings.train.step_seconds, p.settings.train.short_step_seconds) for p in plan} == {
+        ("uniform", 0.6, 0.5), ("uniform@0.3", 0.75, 0.62)}  # both seeds of an arm at its costs
+    # Without a sequence-length warm-up the short cost is left out (it would be ignored, which is refused).
+    whole = resolve(None, {"model": {"preset": "tiny"}}, [*BUDGET[:2], "train.short_seq_len=0", "train.short_seq_fraction=0"], check_ignored=False)
+    assert {p.settings.train.short_step_seconds for p in cmp.plan_runs(whole, ["uniform"], 1, tmp_path, table)} == {0.0}
+    # One line each: no budget, two modelled clocks, an arm the file lacks, a cost that is not a positive number.
+    steps = resolve(None, {"model": {"preset": "tiny"}}, ["train.steps=10"], check_ignored=False)
+    with pytest.raises(MapnetError, match="it needs --time-budget"):
+        cmp.plan_runs(steps, ["uniform"], 1, tmp_path, table)
+    both = resolve(None, {"model": {"preset": "tiny"}}, [*BUDGET, "train.step_seconds=1", "train.short_step_seconds=1"],
+                   check_ignored=False)
+    with pytest.raises(MapnetError, match="two modelled clocks"):
+        cmp.plan_runs(both, ["uniform"], 1, tmp_path, table)
+    with pytest.raises(MapnetError, match=r"has no costs for mapnet-ht-lite: time them with benchmarks/step_costs.py"):
+        cmp.costs.read_step_costs(costs, ["uniform", "mapnet-ht-lite"])
+    for bad in ({"arms": {"uniform": {"step_seconds": -1, "short_step_seconds": 0.5}}}, {"arms": []}, "not json"):
+        costs.write_text(bad if isinstance(bad, str) else json.dumps(bad))
+        with pytest.raises(MapnetError, match=r"--step-costs .*(positive numbers|no \"arms\" table|not a readable JSON)"):
+            cmp.costs.read_step_costs(costs, ["uniform"])
+
+
+@pytest.mark.slow
+def test_compare_with_step_costs_buys_each_arm_the_steps_its_cost_allows(tmp_path):
+    shards = write_tiny_shards(tmp_path / "shards", train=96, valid=24, seq_len=32)
+    costs = tmp_path / "costs.json"
+    # Powers of two: 2 s with the first 25% in short steps; uniform 4 short (1/8 s) + 12 whole (1/8 s) = 16 steps,
+    # uniform@0.3 2 short (1/4 s) + 6 whole (1/4 s) = 8.
+    costs.write_text(json.dumps({"arms": {"uniform": {"step_seconds": 0.125, "short_step_seconds": 0.125},
+                                          "uniform@0.3": {"step_seconds": 0.25, "short_step_seconds": 0.25}}}))
+    out = tmp_path / "cmp"
+    args = ["compare", str(shards), "--out", str(out), "--strategies", "uniform,uniform@0.3", "--seeds", "2",
+            "--preset", "tiny", "--time-budget", "2s", "--step-costs", str(costs), "--set", "optim.warmup_fraction=0.1",
+            "--set", "train.short_seq_fraction=0.25"]
+    for s in ("model.max_position=32", "shard.max_seq_len=32", "train.batch_size=8", "train.eval_sequences=8",
+              "train.eval_every=0", "optim.lr=3e-3", "logging.progress=false", "train.device=cpu"):
+        args += ["--set", s]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / cmp.RESULTS).read_text())
+    bought = {(r["strategy"], r["seed_index"]): r["budget"]["steps"] for r in doc["runs"]}
+    assert bought == {("uniform", 0): 16, ("uniform", 1): 16, ("uniform@0.3", 0): 8, ("uniform@0.3", 1): 8}
+    assert all(r["budget"]["clock"] == "modelled" for r in doc["runs"])
+    assert doc["step_costs"]["arms"]["uniform@0.3"] == {"step_seconds": 0.25, "short_step_seconds": 0.25}
