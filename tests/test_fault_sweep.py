@@ -133,6 +133,13 @@ def run_with_garbage_metrics(w: World, t: Path) -> Path:
     return run
 
 
+def step_costs(t: Path, *arms: str) -> Path:
+    """A `benchmarks/step_costs.py` file with costs for `arms` only."""
+    path = t / "costs.json"
+    path.write_text(json.dumps({"arms": {a: {"step_seconds": 0.5, "short_step_seconds": 0.4} for a in arms}}))
+    return path
+
+
 def existing(path: Path, folder: bool = False) -> Path:
     if folder:
         path.mkdir(parents=True)
@@ -322,6 +329,17 @@ CASES: list[Case] = [
     ("compare-zero-seeds", lambda w, t: ["compare", str(w.shards), "--out", str(t / "c"), "--seeds", "0", *SMALL]),
     ("compare-blimp-missing", lambda w, t: ["compare", str(w.shards), "--out", str(t / "c"), "--preset", "tiny", "--steps",
                                             "2", "--blimp", str(t / "nope"), *SMALL]),
+    ("compare-step-costs-missing", lambda w, t: ["compare", str(w.shards), "--out", str(t / "c"), "--preset", "tiny",
+                                                 "--time-budget", "2s", "--step-costs", str(t / "nope.json"), *SMALL]),
+    ("compare-step-costs-not-json", lambda w, t: ["compare", str(w.shards), "--out", str(t / "c"), "--preset", "tiny",
+                                                  "--time-budget", "2s", "--step-costs", str(existing(t / "costs.json")),
+                                                  *SMALL]),
+    ("compare-step-costs-without-budget", lambda w, t: ["compare", str(w.shards), "--out", str(t / "c"), "--preset",
+                                                        "tiny", "--steps", "2", "--strategies", "uniform", "--step-costs",
+                                                        str(step_costs(t, "uniform")), *SMALL]),
+    ("compare-step-costs-lacks-an-arm", lambda w, t: ["compare", str(w.shards), "--out", str(t / "c"), "--preset", "tiny",
+                                                      "--time-budget", "2s", "--strategies", "uniform,uniform@0.3",
+                                                      "--step-costs", str(step_costs(t, "uniform")), *SMALL]),
     # ---- plot
     ("plot-missing-run", lambda w, t: ["plot", str(t / "nope"), "--out", str(t / "p.png")]),
     ("plot-unknown-format", lambda w, t: ["plot", str(w.run), "--out", str(t / "p.txt")]),
