@@ -13,9 +13,11 @@ recording clock gives every step's duration exactly as a wall-clock budget would
 forward, backward, the update and the read-back a budget run makes every step; evaluation and checkpoints
 fall outside). A run takes `--steps` steps of the sequence-length warm-up (`train.short_seq_len`, 16-token
 pieces as the fast recipe) and then `--steps` on whole sequences, so both costs a modelled clock needs come
-from one run; the first `--skip` of each kind are left out (first-call allocations), and the last two (they log). An arm's cost is the mean
-of its kept steps: a budget counts the sum, so the mean is what it buys (the periodic logging steps included,
-at the run's `logging.log_every`).
+from one run; the first `--skip` of each kind are left out (first-call allocations), and the last two (they log).
+An arm's cost is the mean of its kept steps: a budget counts the sum, so the mean is what it buys. Left out with
+them: the periodic logging steps (one in `logging.log_every`, 50 in the lever search: rarer than the kept window),
+and for a strategy that learns every k-th step (`mapnet-ht-lite`) the window is not a multiple of k, so its
+share of learning steps is off by up to one in the window's length.
 
 Every arm is timed *in lock-step with the first arm*, the reference: the two runs train at once in two threads
 of one process and take their steps in turn (R A R A ...; `Turns`), so the reference's steps are timed within
@@ -35,6 +37,7 @@ the median): in lock-step each run's step reads slower than alone (the two model
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -46,6 +49,7 @@ from pathlib import Path
 from mapnet_cli.atomic import write_json
 from mapnet_cli.compare import strategy_masking
 from mapnet_cli.errors import MapnetError
+from mapnet_cli.output_paths import check_output
 from mapnet_cli.settings import resolve
 from mapnet_cli.train import pretrain
 
@@ -55,7 +59,9 @@ SHORT_LEN = 16  # the fast recipe's pieces; an arm may set train.short_seq_len i
 class Turns:
     """Runs in threads take their steps in turn. The loop reads its clock at a step's start and at its end
     (train/loop.py); each run's clock here waits for its turn at the start and hands the turn on at the end,
-    so the steps of the runs alternate and never overlap, and every reading is kept. A run that ends (or fails)
+    so the timed steps of the runs alternate and never overlap, and every reading is kept (a run's untimed work
+    between its steps, its start and its final evaluation may overlap the other's timed step: the first and last
+    steps, where that happens, are left out of the means). A run that ends (or fails)
     leaves the rotation (`leave`), so the others go on."""
 
     def __init__(self, runs: int):
@@ -122,11 +128,11 @@ def arm_settings(common: list[str], assignments: list[str], steps: int):
     return resolve(None, named, [*rest, *timing])
 
 
-def time_alone(common: list[str], shards: str, assignments: list[str], steps: int, skip: int) -> dict:
+def time_alone(settings, shards: str, steps: int, skip: int) -> dict:
     """One run by itself: its mean short and whole step (a rotation of one)."""
     turns = Turns(1)
     with tempfile.TemporaryDirectory(prefix="step-costs-") as tmp:
-        pretrain(arm_settings(common, assignments, steps), shards, Path(tmp) / "run", clock=turns.clock(0))
+        pretrain(settings, shards, Path(tmp) / "run", clock=turns.clock(0))
     return kept_means(turns.step_times(0), steps, skip)
 
 
@@ -140,23 +146,23 @@ def kept_means(times: list[float], steps: int, skip: int) -> dict:
     return {"short": statistics.fmean(short), "full": statistics.fmean(full)}
 
 
-def time_pair(common: list[str], reference: tuple[str, list[str]], arm: tuple[str, list[str]], steps: int,
-              skip: int) -> tuple[dict, dict]:
-    """The reference's and the arm's mean short and whole step, trained at once in lock-step (`Turns`)."""
+def time_pair(reference: tuple[str, object], arm: tuple[str, object], steps: int, skip: int) -> tuple[dict, dict]:
+    """The reference's and the arm's mean short and whole step, trained at once in lock-step (`Turns`);
+    each of `reference` and `arm` is (shards, resolved settings)."""
     turns = Turns(2)
     failures: list[BaseException] = []
 
-    def train(me: int, shards: str, assignments: list[str], tmp: str) -> None:
+    def train(me: int, shards: str, settings, tmp: str) -> None:
         try:
-            pretrain(arm_settings(common, assignments, steps), shards, Path(tmp) / f"run-{me}", clock=turns.clock(me))
+            pretrain(settings, shards, Path(tmp) / f"run-{me}", clock=turns.clock(me))
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             failures.append(exc)
         finally:
             turns.leave(me)
 
     with tempfile.TemporaryDirectory(prefix="step-costs-") as tmp:
-        threads = [threading.Thread(target=train, args=(me, shards, assignments, tmp))
-                   for me, (shards, assignments) in enumerate((reference, arm))]
+        threads = [threading.Thread(target=train, args=(me, shards, settings, tmp), daemon=True)
+                   for me, (shards, settings) in enumerate((reference, arm))]
         for t in threads:
             t.start()
         for t in threads:
@@ -164,6 +170,11 @@ def time_pair(common: list[str], reference: tuple[str, list[str]], arm: tuple[st
     if failures:
         raise failures[0]
     return kept_means(turns.step_times(0), steps, skip), kept_means(turns.step_times(1), steps, skip)
+
+
+def figures(seconds: float) -> float:
+    """4 significant figures: a cost is known to a few per cent, and a millisecond GPU step keeps its digits."""
+    return float(f"{seconds:.4g}")
 
 
 def summarise(pairs: list[dict[str, dict]], names: list[str], reference: tuple[float, float] | None,
@@ -177,15 +188,15 @@ def summarise(pairs: list[dict[str, dict]], names: list[str], reference: tuple[f
     pinned = reference or tuple(statistics.median(m[kind] for m in alone) for kind in ("full", "short"))
     out = {ref_name: {"rounds": [r[name]["reference"] for r in pairs for name in others], "alone": list(alone),
                       "ratio": {"full": 1.0, "short": 1.0},
-                      "ratio_range": {"full": [1.0, 1.0], "short": [1.0, 1.0]}, "step_seconds": round(pinned[0], 4),
-                      "short_step_seconds": round(pinned[1], 4)}}
+                      "ratio_range": {"full": [1.0, 1.0], "short": [1.0, 1.0]}, "step_seconds": figures(pinned[0]),
+                      "short_step_seconds": figures(pinned[1])}}
     for name in others:
         ratios = {kind: [r[name]["arm"][kind] / r[name]["reference"][kind] for r in pairs] for kind in ("full", "short")}
         median = {kind: statistics.median(v) for kind, v in ratios.items()}
         out[name] = {"rounds": [r[name] for r in pairs], "ratio": median,
                      "ratio_range": {k: [min(v), max(v)] for k, v in ratios.items()},
-                     "step_seconds": round(pinned[0] * median["full"], 4),
-                     "short_step_seconds": round(pinned[1] * median["short"], 4)}
+                     "step_seconds": figures(pinned[0] * median["full"]),
+                     "short_step_seconds": figures(pinned[1] * median["short"])}
     return {"reference": ref_name, "reference_seconds": {"full": pinned[0], "short": pinned[1]},
             "reference_pinned": reference is not None, "arms": out}
 
@@ -202,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reference", nargs=2, type=float, metavar=("FULL", "SHORT"),
                     help="the reference arm's pinned costs in seconds (default: as measured here)")
-    ap.add_argument("--alone", type=int, default=3, help="runs of the reference by itself, for its costs (unless pinned)")
+    ap.add_argument("--alone", type=int, default=None, help="runs of the reference by itself, for its costs (default 3; "
+                    "not with --reference)")
     ap.add_argument("--out", type=Path, required=True, help="the JSON written (atomically)")
     a = ap.parse_args(argv)
     if any(len(arm) < 2 for arm in a.arm):
@@ -214,38 +226,51 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"arm names repeat: {' '.join(names)}")
     if len(names) < 2:
         ap.error("give the reference and at least one arm to time beside it")
+    if a.skip < 0:
+        ap.error("--skip must be >= 0")
+    if a.reference is not None and (a.alone is not None or not all(math.isfinite(c) and c > 0 for c in a.reference)):
+        ap.error("--reference takes two positive costs in seconds, and replaces --alone (the reference is not timed alone)")
+    alone_runs = 3 if a.alone is None else a.alone
+    if a.reference is None and alone_runs < 1:
+        ap.error("--alone must be >= 1: the reference's costs come from its runs alone (or pin them with --reference)")
+    try:  # every arm's settings and the output, before any timing: a typo in the last arm costs nothing
+        check_output(a.out, [], folder=False, overwrite=True)
+        settings = {name: (shards, arm_settings(a.common, rest, a.steps)) for name, shards, *rest in a.arm}
+    except MapnetError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     load_before = os.getloadavg()
     print(f"{len(names) - 1} arms, each in lock-step with {names[0]}, x {a.rounds} rounds, {a.steps} short + {a.steps} whole steps each; "
           f"{os.cpu_count()} cores, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
           f"load average {load_before[0]:.2f} before", flush=True)
     rounds = []
     try:
-        (ref_name, ref_shards, *ref_assignments), *others = a.arm
+        ref_name, others = names[0], names[1:]
         alone = []
-        for _ in range(0 if a.reference else a.alone):
-            alone.append(time_alone(a.common, ref_shards, ref_assignments, a.steps, a.skip))
+        for _ in range(0 if a.reference else alone_runs):
+            alone.append(time_alone(settings[ref_name][1], settings[ref_name][0], a.steps, a.skip))
             print(f"  alone   {ref_name:<16} full {alone[-1]['full'] * 1e3:7.1f} ms  short {alone[-1]['short'] * 1e3:7.1f} ms",
                   flush=True)
         for r in range(a.rounds):
             pair = {}
-            for name, shards, *assignments in others:
-                ref_cost, cost = time_pair(a.common, (ref_shards, ref_assignments), (shards, assignments), a.steps, a.skip)
+            for name in others:
+                ref_cost, cost = time_pair(settings[ref_name], settings[name], a.steps, a.skip)
                 pair[name] = {"arm": cost, "reference": ref_cost}
                 print(f"  round {r + 1} {name:<16} full {cost['full'] * 1e3:7.1f} ms ({cost['full'] / ref_cost['full']:.3f}x)"
                       f"  short {cost['short'] * 1e3:7.1f} ms ({cost['short'] / ref_cost['short']:.3f}x)   "
                       f"{ref_name} beside it: {ref_cost['full'] * 1e3:.1f} / {ref_cost['short'] * 1e3:.1f} ms", flush=True)
             rounds.append(pair)
+        result = summarise(rounds, names, tuple(a.reference) if a.reference else None, alone)
+        result.update({"steps": a.steps, "skip": a.skip, "rounds_run": a.rounds, "common": a.common,
+                       "arms_given": [{"name": n, "shards": s, "settings": rest} for n, s, *rest in a.arm],
+                       "cores": os.cpu_count(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+                       "load_before": [round(x, 2) for x in load_before],
+                       "load_after": [round(x, 2) for x in os.getloadavg()],
+                       "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        write_json(a.out, result)
     except MapnetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    result = summarise(rounds, names, tuple(a.reference) if a.reference else None, alone)
-    result.update({"steps": a.steps, "skip": a.skip, "rounds_run": a.rounds, "common": a.common,
-                   "arms_given": [{"name": n, "shards": s, "settings": rest} for n, s, *rest in a.arm],
-                   "cores": os.cpu_count(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-                   "load_before": [round(x, 2) for x in load_before],
-                   "load_after": [round(x, 2) for x in os.getloadavg()],
-                   "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
-    write_json(a.out, result)
     print(f"{'arm':<16} {'ratio full':>10} {'(range)':>15} {'ratio short':>11} {'(range)':>15} {'full s':>7} {'short s':>7}")
     for name, arm in result["arms"].items():
         rf, rs = arm["ratio_range"]["full"], arm["ratio_range"]["short"]

@@ -116,6 +116,9 @@ def test_a_modelled_series_says_its_clock_and_an_arms_own_costs_are_not_its_leve
     assert "on the modelled clock (Δ vs it: the clock's and the drift)" in cells[1][2]
     assert cells[2][2] == "`optim.lr=0.004`" and cells[3][2] == "–"  # bf16's cost is its clock, not a lever
     assert levers_table.clock(first) == "wall" and levers_table.clock(bf16) == "modelled"
+    # An arm on another clock than its own baseline says so: its costs are not a lever, the clock is a difference.
+    mixed = levers_table.table({"baseline": first, "bf16": bf16})
+    assert "on the modelled clock (its baseline: wall)" in row(mixed, "bf16")[1]
 
 
 def test_a_baseline_reused_from_its_runs_stays_in_its_series_and_a_rerun_starts_the_next(tmp_path):

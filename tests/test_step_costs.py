@@ -60,7 +60,7 @@ def test_runs_in_turns_alternate_their_steps_and_one_that_leaves_lets_the_other_
             clock()
         turns.leave(me)
 
-    threads = [threading.Thread(target=run, args=(1, 5)), threading.Thread(target=run, args=(0, 3))]
+    threads = [threading.Thread(target=run, args=(1, 5), daemon=True), threading.Thread(target=run, args=(0, 3), daemon=True)]
     for t in threads:
         t.start()
     for t in threads:
@@ -84,6 +84,7 @@ def test_the_benchmark_times_real_budget_steps_and_the_kept_file_gives_the_flags
     for arm in bench["arms"].values():
         assert arm["step_seconds"] > 0 and arm["short_step_seconds"] > 0
     assert bench["arms"]["base"]["ratio"] == {"full": 1.0, "short": 1.0}
+    assert bench["arms"]["wide"]["ratio"]["full"] > 1.2  # twice the batch: the arm's time over the reference's, not inverted
 
     kept_path = tmp_path / "kept" / "costs.json"
     kept = levers_costs.merge({}, bench)
@@ -125,6 +126,20 @@ def test_the_steps_a_modelled_budget_buys_are_counted_as_the_loop_counts_them():
     assert levers_costs.steps_bought(1.0, 1.0, budget=10.0, short_fraction=0.5) == 10
 
 
+def test_bad_arguments_are_one_line_before_any_timing(tmp_path, capsys):
+    shards = write_tiny_shards(tmp_path / "shards")
+    arms = ["--arm", "base", str(shards), "--arm", "typo", str(shards), "train.batch_sise=16"]
+    assert step_costs.main(["--out", str(tmp_path / "c.json"), "--common", *COMMON, *arms]) == 2
+    assert "batch_sise" in capsys.readouterr().err and not (tmp_path / "c.json").exists()
+    (tmp_path / "folder").mkdir()
+    good = ["--arm", "base", str(shards), "--arm", "wide", str(shards), "train.batch_size=16"]
+    assert step_costs.main(["--out", str(tmp_path / "folder"), "--common", *COMMON, *good]) == 2
+    for bad in (["--alone", "0"], ["--skip", "-1"], ["--reference", "0.5", "0"], ["--reference", "0.5", "0.4", "--alone", "2"]):
+        with pytest.raises(SystemExit):
+            step_costs.main(["--out", str(tmp_path / "c.json"), "--common", *COMMON, *good, *bad])
+    assert not (tmp_path / "c.json").exists()
+
+
 def test_an_arm_may_be_a_compare_strategy_with_its_masking_settings():
     s = step_costs.arm_settings(COMMON, ["strategy=uniform@0.3"], steps=5)
     assert s.masking.strategy == "uniform" and s.masking.mask_prob == 0.3
@@ -132,3 +147,18 @@ def test_an_arm_may_be_a_compare_strategy_with_its_masking_settings():
     assert ht.masking.strategy == "mapnet" and ht.masking.map_train_every == 4
     # Timed as a budget run of 5 short and 5 whole steps, each counted 1 s.
     assert (ht.train.time_budget, ht.train.step_seconds, ht.train.short_seq_fraction) == ("10s", 1.0, 0.5)
+
+
+def test_the_kept_file_refuses_a_cost_that_would_mean_the_wall_clock_and_says_when_nothing_is_kept(tmp_path):
+    kept = {"reference": "baseline", "reference_seconds": {"full": 0.6, "short": 0.3},
+            "arms": {"baseline": {"step_seconds": 0.6, "short_step_seconds": 0.3},
+                     "zero": {"step_seconds": 0.0, "short_step_seconds": 0.3}}}
+    with pytest.raises(SystemExit, match="arm zero: step costs must be positive numbers"):
+        levers_costs.flags(kept, "zero")
+    script = REPO / "experiments" / "common" / "levers_costs.py"
+    none = subprocess.run([sys.executable, str(script), "reference", str(tmp_path / "absent.json")], capture_output=True)
+    assert none.returncode == levers_costs.NONE_YET == 3
+    (tmp_path / "broken.json").write_text("{not json")
+    broken = subprocess.run([sys.executable, str(script), "reference", str(tmp_path / "broken.json")],
+                            capture_output=True, text=True)
+    assert broken.returncode == 1 and "not a readable JSON file" in broken.stderr and "Traceback" not in broken.stderr

@@ -1,6 +1,6 @@
 """The kept step costs of the lever arms: what each step counts under the modelled clock (experiments/hour-levers).
 
-    python experiments/common/levers_costs.py reference KEPT/step-costs/costs.json    # "FULL SHORT" (exit 1: none yet)
+    python experiments/common/levers_costs.py reference KEPT/step-costs/costs.json    # "FULL SHORT" (exit 3: none yet)
     python experiments/common/levers_costs.py merge KEPT/step-costs/costs.json OUT/step-costs.json
     python experiments/common/levers_costs.py flags KEPT/step-costs/costs.json ARM    # the arm's --set flags
     python experiments/common/levers_costs.py check KEPT/step-costs/costs.json SERIES/baseline.json   # exit 1: not modelled
@@ -8,7 +8,7 @@
 With `CLOCK=modelled` every run of the search counts each step its arm's cost (`train.step_seconds`,
 `train.short_step_seconds`; train/budget.py) instead of the wall time it took, so an arm trained in one sitting is
 comparable with a baseline trained in another. The costs come from `benchmarks/step_costs.py`: each arm's full and
-short step as a ratio to the baseline's, measured round-robin beside it in one run. The first measurement pins
+short step as a ratio to the baseline's, each arm trained in lock-step with it. The first measurement pins
 the baseline's costs (the reference); every later one is run with them pinned (`--reference`), so all arms'
 costs are the same reference times their own measured ratio. `merge` adds a benchmark's arms to the kept file,
 each with the measurement it came from (when, load, ratio range); an arm measured again is replaced, and the
@@ -26,13 +26,35 @@ from pathlib import Path
 from mapnet_cli.atomic import write_json
 
 
+NONE_YET = 3  # `reference`'s exit status when nothing is kept yet (any other failure is 1)
+
+
+def read_json(path: Path) -> dict:
+    """A JSON object from `path`, or one line naming what is wrong with it."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SystemExit(f"{path}: not a readable JSON file ({exc})") from None
+    if not isinstance(data, dict):
+        raise SystemExit(f"{path}: not a JSON object")
+    return data
+
+
 def load(path: Path) -> dict:
     if not path.is_file():
         return {}
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = read_json(path)
     if not isinstance(data.get("arms"), dict) or "reference_seconds" not in data:
         raise SystemExit(f"{path}: not a kept step-costs file (no arms or reference_seconds)")
     return data
+
+
+def positive(arm: str, entry: dict) -> tuple[float, float]:
+    """An arm's two costs, refused unless both are positive numbers: a 0 would mean the wall clock."""
+    costs = (entry.get("step_seconds"), entry.get("short_step_seconds"))
+    if not all(isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c > 0 for c in costs):
+        raise SystemExit(f"arm {arm}: step costs must be positive numbers (got {costs[0]!r}, {costs[1]!r})")
+    return costs
 
 
 def merge(kept: dict, bench: dict) -> dict:
@@ -47,6 +69,7 @@ def merge(kept: dict, bench: dict) -> dict:
                "superseded": []}
     source = {k: bench[k] for k in ("when", "load_before", "load_after", "cores", "omp_num_threads", "steps", "rounds_run")}
     for name, arm in bench["arms"].items():
+        positive(name, arm)
         if name == bench["reference"] and name in out["arms"]:
             continue  # the reference's costs are pinned: re-measuring it only checks the ratios' base (1.0 by definition)
         if name in out["arms"]:
@@ -59,14 +82,16 @@ def merge(kept: dict, bench: dict) -> dict:
 def flags(kept: dict, arm: str) -> list[str]:
     if arm not in kept.get("arms", {}):
         raise SystemExit(f"no kept step cost for arm {arm}: measure it first (levers_cpu.sh OUT costs {arm})")
-    a = kept["arms"][arm]
-    return ["--set", f"train.step_seconds={a['step_seconds']}", "--set", f"train.short_step_seconds={a['short_step_seconds']}"]
+    step, short = positive(arm, kept["arms"][arm])
+    return ["--set", f"train.step_seconds={step}", "--set", f"train.short_step_seconds={short}"]
 
 
 def series_problem(kept: dict, baseline: dict) -> str | None:
     """None when every run of a kept series' baseline (a compare results.json) counted the kept baseline costs."""
     ref = kept.get("arms", {}).get(kept.get("reference", ""), {})
-    for run in baseline.get("runs", []):
+    if not baseline.get("runs"):
+        return "the kept baseline has no runs"
+    for run in baseline["runs"]:
         b = run.get("budget") or {}
         if b.get("clock") != "modelled":
             return (f"the kept baseline's seed {run.get('seed')} ran on the {b.get('clock', 'wall')} clock: a modelled arm "
@@ -99,7 +124,7 @@ def table() -> str:
              f"in lock-step with `{ref}`, the ratio's median over the rounds (min–max beside it); `{ref}`'s own costs "
              f"from its runs alone. A 20-minute budget with the fast recipe's 23% of 16-token pieces buys the steps in the "
              f"last column (counted as `train/budget.py` counts a modelled clock's steps). {', '.join(f'`{a}`' for a in SAME_STEP)} count `{ref}`'s "
-             "costs (the same step).", "",
+             "costs (the same step), so a null check's row buys the baseline's steps.", "",
              "| arm | full step | × baseline (range) | short step | × baseline (range) | steps in 20 min |",
              "|---|---|---|---|---|---|"]
     order = [ref] + sorted((n for n in kept["arms"] if n != ref), key=lambda n: kept["arms"][n]["step_seconds"])
@@ -109,7 +134,7 @@ def table() -> str:
         rng = (lambda r, m: "–" if name == ref else f"{m:.3f} ({r[0]:.3f}–{r[1]:.3f})")
         lines.append(f"| {name}{' (null check)' if name in SAME_STEP else ''} | {a['step_seconds'] * 1e3:.0f} ms | "
                      f"{rng(rf, a['ratio']['full'])} | {a['short_step_seconds'] * 1e3:.0f} ms | {rng(rs, a['ratio']['short'])} | "
-                     f"{steps_bought(a['step_seconds'], a['short_step_seconds']):,} |")
+                     f"{steps_bought(*positive(name, kept['arms'][ref] if name in SAME_STEP else a)):,} |")
     return "\n".join(lines)
 
 
@@ -117,12 +142,12 @@ def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "reference":
         kept = load(Path(argv[1]))
         if not kept:
-            return 1
+            return NONE_YET
         print(kept["reference_seconds"]["full"], kept["reference_seconds"]["short"])
         return 0
     if len(argv) == 3 and argv[0] == "merge":
         path = Path(argv[1])
-        merged = merge(load(path), json.loads(Path(argv[2]).read_text(encoding="utf-8")))
+        merged = merge(load(path), read_json(Path(argv[2])))
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json(path, merged)
         print(f"{path}: {len(merged['arms'])} arms, reference {merged['reference']} {merged['reference_seconds']}")
@@ -131,7 +156,7 @@ def main(argv: list[str]) -> int:
         print(" ".join(flags(load(Path(argv[1])), argv[2])))
         return 0
     if len(argv) == 3 and argv[0] == "check":
-        why = series_problem(load(Path(argv[1])), json.loads(Path(argv[2]).read_text(encoding="utf-8")))
+        why = series_problem(load(Path(argv[1])), read_json(Path(argv[2])))
         if why:
             print(why, file=sys.stderr)
             return 1

@@ -121,6 +121,8 @@ def row(name: str, doc: dict, base: dict, series: str | None = None, first: dict
                    if blimp is not None and all("blimp" in ref[k] for k in seeds) else "–")
         n = str(len(seeds))
         what = changes(doc, other)
+        if name != BASELINE and clock(doc) != clock(other):  # the costs are not a lever, but another clock is a difference
+            what = f"{what}, on the {clock(doc)} clock (its baseline: {clock(other)})"
         if name == BASELINE:  # its Δ is the drift between sittings; settings that differ would make it more
             again = ("the first series' baseline again, in another sitting (Δ vs it: the drift)" if clock(doc) == clock(other)
                      else f"the first series' baseline again, on the {clock(doc)} clock (Δ vs it: the clock's and the drift)")

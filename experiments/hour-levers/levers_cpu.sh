@@ -3,8 +3,9 @@
 # 18M-token real-text shards, 8,192-token BPE) and each lever one at a time against it, every run trained to the
 # same wall-clock budget (train.time_budget, 20 minutes of training time), 2 paired seeds, then held-out loss and
 # BLiMP (the 45 shared paradigms x 200 pairs, pseudo-log-likelihood) at the budget's end. Each arm is one
-# `mapnet compare` folder (OUT/arms/ARM); the runs go one after another, never two at once: they must be alone
-# on the machine for their time to buy what it buys (the load is recorded before and after each, OUT/load.tsv).
+# `mapnet compare` folder (OUT/arms/ARM); on the wall clock the runs go one after another, never two at once: they
+# must be alone on the machine for their time to buy what it buys (the load is recorded before and after each,
+# OUT/load.tsv). On the modelled clock (CLOCK=modelled, below) they need not be.
 #
 #   bash experiments/hour-levers/levers_cpu.sh OUT plan              # the arms, their flags, the wall time it takes
 #   bash experiments/hour-levers/levers_cpu.sh OUT prepare           # the shards: 8,192 at 128 and 64 tokens, 16,384
@@ -30,7 +31,7 @@
 #
 # CLOCK=modelled trains every run to a modelled clock instead (train.step_seconds, train/budget.py): each step counts
 # its arm's cost, measured by `costs` (benchmarks/step_costs.py: every arm's full and short step as a ratio to the
-# baseline's, round-robin in one run, alone) and kept in step-costs/costs.json (experiments/common/levers_costs.py).
+# baseline's, each arm in lock-step with it, alone) and kept in step-costs/costs.json (experiments/common/levers_costs.py).
 # The steps a budget buys are then the same in every sitting and under any load, so a modelled series' baseline is
 # reused by BASELINE=kept without a calibration, and runs need not be alone (the cost benchmark must be). JOBS=2 then
 # runs two arms at once, each on nproc/JOBS threads (refused on the wall clock, where a run's speed is its result).
@@ -146,9 +147,7 @@ run_arm() {  # LINE: one arm, its seeds in one `compare` folder (finished runs a
     read -r -a flags <<<"$flags"
     if [[ $CLOCK == modelled ]]; then  # the arm's kept costs (refused when it has none: never a guess)
         local cost
-        local priced=$name
-        [[ $SAME_STEP == *" $name "* ]] && priced=baseline
-        cost=$(uv run python experiments/common/levers_costs.py flags "$COSTS" "$priced") || return 0
+        cost=$(uv run python experiments/common/levers_costs.py flags "$COSTS" "$(priced "$name")") || return 0
         read -r -a cost <<<"$cost"
         flags+=("${cost[@]}")
     fi
@@ -168,19 +167,43 @@ run_arm() {  # LINE: one arm, its seeds in one `compare` folder (finished runs a
     return 0
 }
 
-chosen() {  # the ARMS lines of the names given, in the order given (all when none; the baseline first, unless BASELINE=kept)
-    local line name want
+chosen() {  # the ARMS lines of the names given, in the order given, each once (all when none; the baseline first,
+    # unless BASELINE=kept)
+    local line want seen=" "
     [[ $BASELINE == kept ]] || echo "${ARMS[0]}"
     (($# > 0)) || set -- $(for line in "${ARMS[@]:1}"; do field "$line" 0; done)
     for want in "$@"; do
+        [[ $seen == *" $want "* ]] && continue
+        seen+="$want "
         for line in "${ARMS[@]:1}"; do [[ $(field "$line" 0) == "$want" ]] && echo "$line"; done
     done
 }
 
-search() {  # ARM names (none: all)
-    local line lines known=" "
+kill_tree() {  # PID: it and every process under it
+    local child
+    for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+    kill "$1" 2>/dev/null || true
+}
+
+known_arms() {  # NAME...: exit 2 naming the first that is not an arm
+    local line known=" "
     for line in "${ARMS[@]}"; do known+="$(field "$line" 0) "; done
     for line in "$@"; do [[ $known == *" $line "* ]] || { echo "unknown arm $line (arms:$known)" >&2; exit 2; }; done
+}
+
+priced() {  # NAME: the arm whose kept costs NAME counts (the baseline's for a SAME_STEP arm)
+    if [[ $SAME_STEP == *" $1 "* ]]; then echo baseline; else echo "$1"; fi
+}
+
+search() {  # ARM names (none: all)
+    local line lines
+    known_arms "$@"
+    if [[ $CLOCK == modelled ]]; then  # every chosen arm's costs before the first run: none is skipped halfway
+        mapfile -t lines < <(chosen "$@")
+        for line in "${lines[@]}"; do
+            uv run python experiments/common/levers_costs.py flags "$COSTS" "$(priced "$(field "$line" 0)")" > /dev/null || exit 2
+        done
+    fi
     mkdir -p "$OUT"
     load1=$(cut -d' ' -f1 /proc/loadavg)
     if [[ $CLOCK == wall ]] && awk -v l="$load1" 'BEGIN { exit !(l > 0.5) }'; then
@@ -194,12 +217,16 @@ search() {  # ARM names (none: all)
         [[ -f $series/baseline.json ]] || { echo "BASELINE=kept, but no kept series has a baseline ($KEPT/results)" >&2; exit 2; }
         if [[ $CLOCK == modelled ]]; then  # the same modelled clock, not the same machine speed, makes them comparable
             uv run python experiments/common/levers_costs.py check "$COSTS" "$series/baseline.json" || exit 1
+        elif grep -q '"clock": "modelled"' "$series/baseline.json"; then
+            echo "the newest kept series ($series) ran on the modelled clock: run these arms with CLOCK=modelled" >&2; exit 1
         else
             uv run python experiments/common/levers_calibration.py check "$OUT/load.tsv" \
                 "$KEPT/logs/$(basename "$series")/load.tsv" || exit 1
         fi
     fi
     mapfile -t lines < <(chosen "$@")
+    # Background jobs of a script ignore Ctrl-C: stop them, and the runs under them, with it (a rerun resumes them).
+    ((JOBS == 1)) || trap 'for p in $(jobs -p); do kill_tree "$p"; done; exit 130' INT TERM
     for line in "${lines[@]}"; do
         if ((JOBS == 1)); then run_arm "$line"; continue; fi
         while (($(jobs -rp | wc -l) >= JOBS)); do wait -n || true; done
@@ -237,7 +264,9 @@ costs() {  # ARM names (none: all): their step costs beside the baseline's, alon
         read -r -a flags <<<"$flags"
         for ((i = 0; i < ${#flags[@]}; i += 2)); do bench+=("${flags[i + 1]}"); done  # every arm flag is --set K=V
     done
-    reference=$(uv run python experiments/common/levers_costs.py reference "$COSTS") || reference=""
+    local rc=0
+    reference=$(uv run python experiments/common/levers_costs.py reference "$COSTS") || rc=$?
+    ((rc == 0 || rc == 3)) || exit 1  # 3: nothing kept yet (the first measurement pins the baseline's costs)
     mkdir -p "$OUT"
     echo -e "costs\tstart\t$(date -u +%FT%TZ)\t$(cut -d' ' -f1-3 /proc/loadavg)\t$(nproc)" >> "$OUT/load.tsv"
     uv run python benchmarks/step_costs.py --out "$OUT/step-costs.json" --common "${common[@]}" "${bench[@]}" \
@@ -285,6 +314,7 @@ case $WHICH in
         prepare base "${kinds[@]}"; search "$@" ;;  # base: the calibration's shards
     calibrate) prepare base; calibrate ;;
     costs)
+        known_arms "$@"
         mapfile -t lines < <(BASELINE=run chosen "$@")
         kinds=(); for line in "${lines[@]}"; do kinds+=("$(field "$line" 1)"); done
         prepare base "${kinds[@]}"; costs "$@" ;;

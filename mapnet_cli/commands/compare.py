@@ -90,6 +90,7 @@ def compare(
         from ..compare.costs import read_step_costs
 
         costs = read_step_costs(step_costs, names)
+        costs_sha256 = sha256_file(step_costs)  # of the file as it was read, not as it may be hours later
     plan = cmp.plan_runs(base, names, seeds, out, costs)
     if print_settings:
         typer.echo(base.to_toml(), nl=False)
@@ -141,7 +142,7 @@ def compare(
         if tasks:
             doc["glue_protocol"] = {"name": proto.name, "tasks": tasks}
         if costs is not None:
-            doc["step_costs"] = {"file": str(step_costs), "sha256": sha256_file(step_costs),
+            doc["step_costs"] = {"file": str(step_costs), "sha256": costs_sha256,
                                  "arms": {name: {"step_seconds": c[0], "short_step_seconds": c[1]} for name, c in costs.items()}}
         if suite is not None:
             doc["blimp"] = {"folder": str(blimp), "sha256": suite.sha256, "paradigms": len(suite.paradigms),

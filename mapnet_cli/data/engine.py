@@ -34,7 +34,8 @@ def import_distributed():
 
 def _answered(fn: Callable, spec):
     """Runs on a worker: fn(spec) as (True, result), or a MapnetError as (False, its line). Dask retries a task
-    that raises; a MapnetError names bad input, which every retry would meet again, so it is returned instead."""
+    that raises; a MapnetError names bad input, which every retry would meet again, so it is returned instead (a
+    full disk too: a retry on the same worker meets it again; the line says which path)."""
     try:
         return True, fn(spec)
     except MapnetError as exc:
@@ -65,8 +66,6 @@ class DaskEngine:
             for i, future in enumerate(futures):
                 try:
                     ok, answer = future.result()
-                except MapnetError:
-                    raise
                 except distributed.KilledWorker:
                     raise MapnetError(f"{what} task {i}: the workers running it kept dying (killed, or out of memory?); "
                                       "finished tasks are kept: run the same command again") from None

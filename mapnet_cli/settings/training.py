@@ -100,7 +100,7 @@ class TrainSettings:
     time_budget: str = setting(
         "", "train until this much training time is spent, e.g. \"90s\", \"20m\", \"2h\", \"1h30m\" (empty: train.steps decides); evaluation, checkpoints and logging are not counted; the learning-rate schedule and the sequence-length warm-up are laid out in time (optim.warmup_fraction, train.short_seq_fraction), the last checkpoint lands when the budget is spent, run.json records the steps it bought, --resume counts the time already spent (train/budget.py)")
     step_seconds: float = setting(
-        0.0, "with train.time_budget: count every step as this many seconds of training instead of timing it (0: the wall clock times each step); a modelled clock makes the budget buy the same steps on any machine under any load, and a budget run reproducible (train/budget.py, \"The modelled clock\"); measure it with benchmarks/step_costs.py")
+        0.0, "with train.time_budget: count every step as this many seconds of training instead of timing it (0: the wall clock times each step); a modelled clock makes the budget buy the same steps on any machine under any load, and a budget run reproducible on one machine (train/budget.py, \"The modelled clock\"); measure it with benchmarks/step_costs.py")
     short_step_seconds: float = setting(
         0.0, "with train.step_seconds: the seconds a step of the sequence-length warm-up (train.short_seq_fraction) counts; required when that warm-up is on, refused when it is off")
     batch_size: int = setting(256, "global batch in sequences per optimizer step (paper: 256)")

@@ -58,10 +58,10 @@ Everything above holds with T_k the sum of the counted costs, so the run is the 
 on a machine whose steps always take c_f and c_s: a warm-up to fraction s is the first n_s = ceil(s B / c_s)
 steps (the steps that start before s B), and the budget then buys n_f = ceil((B - n_s c_s) / c_f) more (the
 last one crosses B). The steps bought, the learning rates and the switch step are then functions of the
-settings alone, so the run is reproducible (same seed, same result), load on the machine changes how long it
+settings alone, so the run is reproducible (same seed, same machine and threads, same result), load changes how long it
 takes and nothing else, and a baseline trained in one sitting stays comparable with an arm trained in another.
 What it gives up is the measurement in the run itself: the costs must be measured (benchmarks/step_costs.py:
-each arm's full and short step against a reference arm's, round-robin in one run on an otherwise idle machine),
+each arm's full and short step against a reference arm's, the two trained in lock-step on an otherwise idle machine),
 and a comparison is only as good as those ratios, whose spread the benchmark prints. run.json's `budget` says
 which clock counted (`clock`) and, beside the counted seconds, the wall seconds the steps took.
 
