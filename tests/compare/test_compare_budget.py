@@ -52,16 +52,22 @@ def test_seeds_that_bought_different_steps_are_compared_at_the_budgets_end():
     assert u["steps_to_target"]["per_seed"] == [None, pytest.approx(30.0)]
 
 
+def two_second_compare(shards, out, *sets: str) -> list[str]:
+    """`compare` of uniform and uniform@0.3, 2 seeds, a 2-second budget of tiny steps on tiny shards."""
+    args = ["compare", str(shards), "--out", str(out), "--strategies", "uniform,uniform@0.3", "--seeds", "2",
+            "--preset", "tiny", "--time-budget", "2s"]
+    for s in ("optim.warmup_fraction=0.1", "model.max_position=32", "shard.max_seq_len=32", "train.batch_size=8",
+              "train.eval_sequences=8", "train.eval_every=0", "optim.lr=3e-3", "logging.progress=false",
+              "train.device=cpu", *sets):
+        args += ["--set", s]
+    return args
+
+
 @pytest.mark.slow
 def test_compare_trains_every_arm_for_the_same_time_and_reuses_finished_runs(tmp_path):
     shards = write_tiny_shards(tmp_path / "shards", train=96, valid=24, seq_len=32)
     out = tmp_path / "cmp"
-    args = ["compare", str(shards), "--out", str(out), "--strategies", "uniform,uniform@0.3", "--seeds", "2",
-            "--preset", "tiny", "--time-budget", "2s", "--set", "optim.warmup_fraction=0.1",
-            "--set", "train.short_seq_fraction=0.2"]
-    for s in ("model.max_position=32", "shard.max_seq_len=32", "train.batch_size=8", "train.eval_sequences=8",
-              "train.eval_every=0", "optim.lr=3e-3", "logging.progress=false", "train.device=cpu"):
-        args += ["--set", s]
+    args = two_second_compare(shards, out, "train.short_seq_fraction=0.2")
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     doc = json.loads((out / cmp.RESULTS).read_text())
@@ -113,13 +119,8 @@ def test_compare_with_step_costs_buys_each_arm_the_steps_its_cost_allows(tmp_pat
     costs.write_text(json.dumps({"arms": {"uniform": {"step_seconds": 0.125, "short_step_seconds": 0.125},
                                           "uniform@0.3": {"step_seconds": 0.25, "short_step_seconds": 0.25}}}))
     out = tmp_path / "cmp"
-    args = ["compare", str(shards), "--out", str(out), "--strategies", "uniform,uniform@0.3", "--seeds", "2",
-            "--preset", "tiny", "--time-budget", "2s", "--step-costs", str(costs), "--set", "optim.warmup_fraction=0.1",
-            "--set", "train.short_seq_fraction=0.25"]
-    for s in ("model.max_position=32", "shard.max_seq_len=32", "train.batch_size=8", "train.eval_sequences=8",
-              "train.eval_every=0", "optim.lr=3e-3", "logging.progress=false", "train.device=cpu"):
-        args += ["--set", s]
-    res = CliRunner().invoke(app, args)
+    res = CliRunner().invoke(app, [*two_second_compare(shards, out, "train.short_seq_fraction=0.25"),
+                                   "--step-costs", str(costs)])
     assert res.exit_code == 0, res.output
     doc = json.loads((out / cmp.RESULTS).read_text())
     bought = {(r["strategy"], r["seed_index"]): r["budget"]["steps"] for r in doc["runs"]}
