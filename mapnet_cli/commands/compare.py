@@ -180,6 +180,10 @@ def print_table(console: Console, doc: dict) -> None:
                       f"is wrong); Δ paired by pretraining seed, a 95% t-interval over {n} seeds = {n} independent "
                       "comparisons per column; \"at uniform's time\": the strategy's BLiMP curve read at the seconds "
                       "uniform trained for (needs --blimp-every-checkpoint)", highlight=False)
+    if doc.get("step_costs"):  # the seconds in the table are the clock's, not this machine's while it trained
+        console.print(f"s/step and every time axis: the modelled clock's seconds (--step-costs {doc['step_costs']['file']}: "
+                      "each arm's measured cost a step); each run's wall time is run.json's budget.wall_seconds",
+                      highlight=False, markup=False)
     plateau = cmp.unigram_line(doc)
     if plateau:
         console.print(plateau, highlight=False, markup=False)

@@ -127,3 +127,4 @@ def test_compare_with_step_costs_buys_each_arm_the_steps_its_cost_allows(tmp_pat
     assert bought == {("uniform", 0): 16, ("uniform", 1): 16, ("uniform@0.3", 0): 8, ("uniform@0.3", 1): 8}
     assert all(r["budget"]["clock"] == "modelled" for r in doc["runs"])
     assert doc["step_costs"]["arms"]["uniform@0.3"] == {"step_seconds": 0.25, "short_step_seconds": 0.25}
+    assert "the modelled clock's seconds" in res.output
