@@ -4,6 +4,7 @@
     python experiments/common/levers_costs.py merge KEPT/step-costs/costs.json OUT/step-costs.json
     python experiments/common/levers_costs.py flags KEPT/step-costs/costs.json ARM    # the arm's --set flags
     python experiments/common/levers_costs.py check KEPT/step-costs/costs.json SERIES/baseline.json   # exit 1: not modelled
+    python experiments/common/levers_costs.py table KEPT/step-costs/costs.json    # the costs and the steps 20 minutes buy
 
 With `CLOCK=modelled` every run of the search counts each step its arm's cost (`train.step_seconds`,
 `train.short_step_seconds`; train/budget.py) instead of the wall time it took, so an arm trained in one sitting is
@@ -113,9 +114,9 @@ def steps_bought(step: float, short: float, budget: float = 1200.0, short_fracti
     return n_short + math.ceil((budget - n_short * short) / step)
 
 
-def table() -> str:
+def table(path: Path = KEPT) -> str:
     """doc_tables' `hour-levers-costs`: every kept arm's step costs, their ratio to the baseline's, what 20 minutes buy."""
-    kept = load(KEPT)
+    kept = load(path)
     if not kept:
         return "*Not measured yet*: `bash experiments/hour-levers/levers_cpu.sh runs/hour-levers costs ARM...`, alone."
     ref = kept["reference"]
@@ -154,6 +155,9 @@ def main(argv: list[str]) -> int:
         return 0
     if len(argv) == 3 and argv[0] == "flags":
         print(" ".join(flags(load(Path(argv[1])), argv[2])))
+        return 0
+    if len(argv) == 2 and argv[0] == "table":
+        print(table(Path(argv[1])))
         return 0
     if len(argv) == 3 and argv[0] == "check":
         why = series_problem(load(Path(argv[1])), read_json(Path(argv[2])))

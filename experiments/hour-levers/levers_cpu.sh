@@ -288,6 +288,11 @@ plan() {
     echo "baseline: compare SHARDS --strategies uniform --seeds $SEEDS ${RUN[*]} ${BUDGET_RUN[*]}"
     printf '%-15s %-9s %s\n' ARM SHARDS FLAGS
     for line in "${ARMS[@]}"; do printf '%-15s %-9s %s\n' "$(field "$line" 0)" "$(field "$line" 1)" "$(field "$line" 2)"; done
+    if [[ $CLOCK == modelled ]]; then  # the steps each arm's budget buys are known before it runs
+        echo "CLOCK=modelled, JOBS=$JOBS ($THREADS thread(s) a run): the kept costs ($COSTS) and what 20 minutes buy:"
+        uv run python experiments/common/levers_costs.py table "$COSTS" || exit 1
+        echo "(the wall time below is for runs alone, one at a time; beside other work a modelled run takes longer, and buys the same)"
+    fi
     # Per run: the budget, plus ~1 min of what it does not count (start, ~4 evaluations of 512 sequences, checkpoints)
     # and ~2 min of BLiMP at 9,000 pairs (a mini forward pass per masked token; blimp-arms measured 12 s for 4,500
     # pairs at tiny, a mini step costs ~4.7x tiny's); plus 2 random-init controls per architecture (baseline included).
