@@ -162,3 +162,9 @@ def test_the_kept_file_refuses_a_cost_that_would_mean_the_wall_clock_and_says_wh
     broken = subprocess.run([sys.executable, str(script), "reference", str(tmp_path / "broken.json")],
                             capture_output=True, text=True)
     assert broken.returncode == 1 and "not a readable JSON file" in broken.stderr and "Traceback" not in broken.stderr
+
+
+def test_the_table_and_the_search_agree_on_the_same_step_arms():
+    script = (REPO / "experiments" / "hour-levers" / "levers_cpu.sh").read_text()
+    line = next(line for line in script.splitlines() if line.startswith("SAME_STEP="))
+    assert tuple(line.split('"')[1].split()) == levers_costs.SAME_STEP
