@@ -26,7 +26,8 @@ from pathlib import Path
 
 from mapnet_cli.atomic import write_json
 
-
+KEPT = Path(__file__).resolve().parents[2] / "experiments" / "hour-levers" / "step-costs" / "costs.json"
+SAME_STEP = ("lr-1e-3", "lr-4e-3", "one-cycle", "split-100-0-0")  # levers_cpu.sh's SAME_STEP: the baseline's step
 NONE_YET = 3  # `reference`'s exit status when nothing is kept yet (any other failure is 1)
 
 
@@ -101,10 +102,6 @@ def series_problem(kept: dict, baseline: dict) -> str | None:
             return (f"the kept baseline counted {b.get('step_seconds')} / {b.get('short_step_seconds')} s a step, the kept "
                     f"costs say {ref.get('step_seconds')} / {ref.get('short_step_seconds')}: not the same clock")
     return None
-
-
-KEPT = Path(__file__).resolve().parents[2] / "experiments" / "hour-levers" / "step-costs" / "costs.json"
-SAME_STEP = ("lr-1e-3", "lr-4e-3", "one-cycle", "split-100-0-0")  # levers_cpu.sh's SAME_STEP: the baseline's step
 
 
 def steps_bought(step: float, short: float, budget: float = 1200.0, short_fraction: float = 0.23) -> int:
