@@ -224,8 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     names = [arm[0] for arm in a.arm]
     if len(set(names)) != len(names):
         ap.error(f"arm names repeat: {' '.join(names)}")
-    if len(names) < 2:
-        ap.error("give the reference and at least one arm to time beside it")
+    if len(names) < 2 and a.reference is not None:
+        ap.error("one arm alone: its costs come from its runs alone, so there is nothing for --reference to pin")
     if a.skip < 0:
         ap.error("--skip must be >= 0")
     if a.reference is not None and (a.alone is not None or not all(math.isfinite(c) and c > 0 for c in a.reference)):
@@ -240,7 +240,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     load_before = os.getloadavg()
-    print(f"{len(names) - 1} arms, each in lock-step with {names[0]}, x {a.rounds} rounds, {a.steps} short + {a.steps} whole steps each; "
+    plan = (f"{len(names) - 1} arms, each in lock-step with {names[0]}, x {a.rounds} rounds" if len(names) > 1
+            else f"{names[0]} alone, {alone_runs} runs")
+    print(f"{plan}, {a.steps} short + {a.steps} whole steps each; "
           f"{os.cpu_count()} cores, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
           f"load average {load_before[0]:.2f} before", flush=True)
     rounds = []
@@ -251,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             alone.append(time_alone(settings[ref_name][1], settings[ref_name][0], a.steps, a.skip))
             print(f"  alone   {ref_name:<16} full {alone[-1]['full'] * 1e3:7.1f} ms  short {alone[-1]['short'] * 1e3:7.1f} ms",
                   flush=True)
-        for r in range(a.rounds):
+        for r in range(a.rounds if others else 0):
             pair = {}
             for name in others:
                 ref_cost, cost = time_pair(settings[ref_name], settings[name], a.steps, a.skip)

@@ -109,6 +109,21 @@ def test_the_benchmark_times_real_budget_steps_and_the_kept_file_gives_the_flags
     assert [float(x) for x in ref.stdout.split()] == [bench["reference_seconds"]["full"], bench["reference_seconds"]["short"]]
 
 
+def test_one_arm_is_timed_alone_and_its_costs_are_the_median_of_those_runs(tmp_path):
+    # A recipe's own costs (experiments/hour-recipe): no lock-step partner, so nothing for --reference to pin.
+    shards = write_tiny_shards(tmp_path / "shards")
+    out = tmp_path / "costs.json"
+    arm = ["--arm", "hour", str(shards)]
+    with pytest.raises(SystemExit):
+        step_costs.main(["--out", str(out), "--common", *COMMON, *arm, "--reference", "0.5", "0.4"])
+    assert step_costs.main(["--out", str(out), "--common", *COMMON, "--steps", "5", "--skip", "1", "--alone", "3", *arm]) == 0
+    bench = json.loads(out.read_text())
+    hour = bench["arms"]["hour"]
+    assert set(bench["arms"]) == {"hour"} and len(hour["alone"]) == 3 and hour["rounds"] == []
+    median = sorted(run["full"] for run in hour["alone"])[1]
+    assert hour["step_seconds"] == step_costs.figures(median) == step_costs.figures(bench["reference_seconds"]["full"])
+
+
 def test_a_modelled_arm_pairs_only_with_a_baseline_on_the_same_modelled_clock():
     kept = {"reference": "baseline", "reference_seconds": {"full": 0.6, "short": 0.3},
             "arms": {"baseline": {"step_seconds": 0.6, "short_step_seconds": 0.3}}}
