@@ -1,5 +1,6 @@
 """Markdown tables of a `mapnet compare` results.json: final held-out loss per set, the paired
-difference to uniform, steps to uniform's final loss, and the training s/step.
+difference to uniform (and in BLiMP points, when the comparison scored BLiMP), steps to uniform's final loss,
+and the training s/step.
 
     uv run python experiments/common/arms_table.py runs/learning/arms-tiny/results.json
 
@@ -22,6 +23,14 @@ def pm(ci: dict | None, fmt: str) -> str:
     return f"{format(ci['mean'], fmt)} ± {format((ci['ci95'][1] - ci['ci95'][0]) / 2, fmt.lstrip('+'))}"
 
 
+def points(ci: dict | None) -> str:
+    """A paired BLiMP accuracy difference (a fraction) in accuracy points."""
+    if ci is None:
+        return "–"
+    scaled = {"mean": 100 * ci["mean"], "ci95": None if ci.get("ci95") is None else [100 * x for x in ci["ci95"]]}
+    return pm(scaled, "+.1f")
+
+
 def main(path: str) -> None:
     doc = json.load(open(path, encoding="utf-8"))
     agg = doc["aggregate"]["strategies"]
@@ -33,9 +42,10 @@ def main(path: str) -> None:
         print(f"| {name} | " + " | ".join(cells) + f" | {pm(a['final']['eval_accuracy'], '.1%')} | "
               f"{pm(a['seconds_per_step'], '.3f')} |")
     print()
+    blimp = any("blimp" in a.get("paired_vs_uniform", {}) for a in agg.values())
     print("| strategy | Δ mixed | Δ books | Δ Wikipedia | seeds better than uniform (mixed) | "
-          "steps to uniform's final (mixed) | per seed |")
-    print("|---|---|---|---|---|---|---|")
+          "steps to uniform's final (mixed) | per seed |" + (" Δ BLiMP (points) |" if blimp else ""))
+    print("|---|---|---|---|---|---|---|" + ("---|" if blimp else ""))
     runs = doc["runs"]
     uniform = {r["seed_index"]: r for r in runs if r["strategy"] == "uniform"}
     for name, a in agg.items():
@@ -49,7 +59,8 @@ def main(path: str) -> None:
         per_seed = ", ".join("–" if s is None else f"{s:.0f}" for s in st.get("per_seed", []))
         print(f"| {name} | {pm(d.get('eval_loss'), '+.3f')} | {pm(d.get('eval_loss@books'), '+.3f')} | "
               f"{pm(d.get('eval_loss@wiki'), '+.3f')} | {better} of {len(mine)} | "
-              f"{'not reached' if reached is None else f'{reached:.0f}'} | {per_seed} |")
+              f"{'not reached' if reached is None else f'{reached:.0f}'} | {per_seed} |"
+              + (f" {points(d.get('blimp'))} |" if blimp else ""))
 
 
 if __name__ == "__main__":
