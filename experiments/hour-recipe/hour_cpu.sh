@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# The hour recipe's evidence (issue 45, part 3): `mapnet pretrain SHARDS --recipe hour --time-budget 60m`, no
+# --preset (the recipe's own shape), 3 seeds on the real-text shards (8,192-token BPE), then BLiMP on every pair of
+# the 45 paradigms by pseudo-log-likelihood and by word-l2r, against each seed's random weights and the shards'
+# unigram model; the BLiMP-vs-minutes curve (200 pairs a paradigm at a checkpoint every ~10 minutes) beside that of
+# `mini` `fast` (experiments/blimp-arms-mini, uniform-6k); GLUE on seed 0's encoder with its random-init control.
+#
+#   bash experiments/hour-recipe/hour_cpu.sh OUT costs      # the recipe's step costs, alone (benchmarks/step_costs.py)
+#   bash experiments/hour-recipe/hour_cpu.sh OUT pretrain   # the seeds (rerun = resume)
+#   bash experiments/hour-recipe/hour_cpu.sh OUT blimp      # the curve and the final scores with their controls
+#   bash experiments/hour-recipe/hour_cpu.sh OUT glue       # small protocol (5,000 examples) and few-shot (500, 1,000)
+#   bash experiments/hour-recipe/hour_cpu.sh OUT table      # experiments/common/hour_table.py over all of it
+#   bash experiments/hour-recipe/hour_cpu.sh OUT smoke      # every stage on the embedded synthetic data, seconds each
+#
+# CLOCK=modelled (the default) trains every seed to the modelled clock at the costs `costs` measured alone
+# (train.step_seconds, train/budget.py): 60 minutes buy the steps a run alone on these 2 cores would, in every
+# sitting and under any load, so the seeds may run at once (JOBS, default 3, each on one thread) and beside other
+# work; run.json records the wall seconds too. CLOCK=wall trains each seed to the wall clock, one after another:
+# they must then be alone on the machine (the load is recorded before and after each, OUT/load.tsv). RECIPE, PRESET
+# (empty: the recipe's shape), BUDGET, SEEDS, JOBS and MAPNET may be set in the environment.
+set -euo pipefail
+OUT=$(realpath -m "$1"); WHICH=${2:-}
+read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
+RECIPE=${RECIPE:-hour}; PRESET=${PRESET:-}; BUDGET=${BUDGET:-60m}; SEEDS=${SEEDS:-3}; CLOCK=${CLOCK:-modelled}
+JOBS=${JOBS:-$SEEDS}; CHECKPOINT_MINUTES=${CHECKPOINT_MINUTES:-10}; PAIRS=200; FINAL_PAIRS=0
+case $CLOCK in modelled | wall) ;; *) echo "CLOCK must be modelled or wall (got $CLOCK)" >&2; exit 2 ;; esac
+case $WHICH in costs | pretrain | blimp | glue | table | smoke) ;;
+    *) echo "usage: hour_cpu.sh OUT costs|pretrain|blimp|glue|table|smoke" >&2; exit 2 ;; esac
+
+RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
+SHARDS=$X5/shards; GLUE=$(realpath -m ../shared/data/glue); BLIMP=$(realpath -m ../shared/data/blimp)
+COST_ARGS=(); GLUE_SMALL=(--max-train 5000); FEW_SHOT=(500 1000); FEW_SHOT_ARGS=(--seeds 5 --epochs 10)
+# The lever search's run flags (experiments/hour-levers/levers_cpu.sh), so the recipe trains as its arms did.
+RUN=(--recipe "$RECIPE" ${PRESET:+--preset "$PRESET"} --set model.max_position=128 --set shard.max_seq_len=128
+     --set train.eval_sequences=512 --set train.eval_pick=spread --set logging.log_every=50 --set logging.progress=false
+     --set train.keep_last=100 --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]")
+if [[ $WHICH == smoke ]]; then
+    # The synthetic language, a tiny model and a 20 s budget: every stage and the table, not a measurement.
+    RECIPE=${SMOKE_RECIPE:-fast}; PRESET=${SMOKE_PRESET:-tiny}; BUDGET=20s; SEEDS=2; JOBS=2; CHECKPOINT_MINUTES=0.1
+    PAIRS=2; FINAL_PAIRS=3; SHARDS=$OUT/data/shards
+    COST_ARGS=(--steps 4 --skip 1 --rounds 1 --alone 1); GLUE_SMALL=(--max-train 64 --max-dev 64 --seeds 1 --epochs 1)
+    FEW_SHOT=(32); FEW_SHOT_ARGS=(--max-dev 64 --seeds 1 --epochs 1)
+    RUN=(--recipe "$RECIPE" --preset "$PRESET" --set train.batch_size=8 --set train.eval_sequences=16
+         --set logging.log_every=5 --set logging.progress=false --set train.keep_last=100)
+fi
+COSTS=$OUT/costs.json
+mkdir -p "$OUT"
+
+loadline() { echo -e "$1\t$2\t$(date -u +%FT%TZ)\t$(cut -d' ' -f1-3 /proc/loadavg)\t$(nproc)${3:+\t$3}" >> "$OUT/load.tsv"; }
+
+data() {
+    if [[ $WHICH == smoke ]]; then
+        [[ -f $SHARDS/manifest.json ]] && return
+        "${mapnet[@]}" preprocess --recipe data_recipes/tiny.toml --out "$OUT/data/prep" --set synthetic.documents=300 \
+            --vocab-size 1024 --overwrite
+        "${mapnet[@]}" shard "$OUT/data/prep" --out "$SHARDS" --set shard.valid_fraction=0.1 --overwrite
+        return
+    fi
+    bash experiments/common/real_text_shards.sh "$RT"
+    [[ -f $SHARDS/manifest.json ]] || bash experiments/common/gpu_downstream.sh prepare
+}
+
+costs() {  # one arm, alone: its full and short step, the costs a modelled run counts
+    local common=() i
+    for ((i = 0; i < ${#RUN[@]}; i += 2)); do  # the run's flags as KEY=VALUE (the benchmark makes each run a budget of its own)
+        case ${RUN[i]} in
+            --recipe) common+=("recipe=${RUN[i + 1]}") ;;
+            --preset) common+=("preset=${RUN[i + 1]}") ;;
+            --set) common+=("${RUN[i + 1]}") ;;
+            *) echo "costs: cannot pass ${RUN[i]} to the benchmark" >&2; exit 2 ;;
+        esac
+    done
+    local load1
+    load1=$(cut -d' ' -f1 /proc/loadavg)
+    if awk -v l="$load1" 'BEGIN { exit !(l > 0.5) }'; then
+        echo "warning: load average $load1: the costs are measured for a run alone, and another process shares the cores" >&2
+    fi
+    loadline costs start
+    OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)} uv run python benchmarks/step_costs.py --out "$COSTS" --common "${common[@]}" --arm "$RECIPE" "$SHARDS" \
+        "${COST_ARGS[@]}" | tee "$OUT/costs.log"
+    loadline costs end
+}
+
+cost_of() {  # FIELD: the recipe's measured cost (seconds) from OUT/costs.json
+    python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["arms"][sys.argv[2]][sys.argv[3]])' \
+        "$COSTS" "$RECIPE" "$1"
+}
+
+pretrain_seed() {  # SEED
+    local seed=$1 run=$OUT/runs/seed-$1 resume=() clock=() threads=$(nproc) step every
+    step=$(cost_of step_seconds)
+    # A checkpoint (and a held-out evaluation) every CHECKPOINT_MINUTES of training time: the curve's points.
+    every=$(python3 -c "import sys; print(max(1, round(60 * float(sys.argv[1]) / float(sys.argv[2]))))" "$CHECKPOINT_MINUTES" "$step")
+    if [[ $CLOCK == modelled ]]; then
+        clock=(--set "train.step_seconds=$step")
+        grep -q '"short_step_seconds"' "$COSTS" && clock+=(--set "train.short_step_seconds=$(cost_of short_step_seconds)")
+        threads=$(( $(nproc) / JOBS > 0 ? $(nproc) / JOBS : 1 ))
+    fi
+    [[ -d $run/checkpoints ]] && resume=(--resume)
+    loadline "seed-$seed" start
+    local rc=0
+    OMP_NUM_THREADS=$threads "${mapnet[@]}" pretrain "$SHARDS" --out "$run" --time-budget "$BUDGET" --seed "$seed" \
+        "${resume[@]}" "${RUN[@]}" --set "train.checkpoint_every=$every" --set "train.eval_every=$every" "${clock[@]}" \
+        > "$OUT/seed-$seed.log" 2>&1 || rc=$?
+    loadline "seed-$seed" end "rc=$rc"
+    ((rc == 0)) || { echo "seed $seed failed (exit $rc): $OUT/seed-$seed.log" >&2; return 1; }
+}
+
+pretrain() {
+    [[ -f $COSTS ]] || { echo "no $COSTS: run the costs stage first (alone on the machine)" >&2; exit 2; }
+    if [[ $CLOCK == wall ]]; then
+        for ((s = 0; s < SEEDS; s++)); do pretrain_seed "$s"; done
+        return
+    fi
+    local pids=() failed=0
+    for ((s = 0; s < SEEDS; s++)); do
+        while (($(jobs -rp | wc -l) >= JOBS)); do wait -n || failed=1; done
+        pretrain_seed "$s" & pids+=($!)
+    done
+    for p in "${pids[@]}"; do wait "$p" || failed=1; done
+    ((failed == 0)) || exit 1
+}
+
+runs() { for ((s = 0; s < SEEDS; s++)); do echo "$OUT/runs/seed-$s"; done; }
+
+finals() {  # each seed's last checkpoint: the budget's end (a budget run checkpoints when its budget is spent)
+    local run
+    for run in $(runs); do
+        [[ -f $run/run.json ]] && grep -q '"finished": true' "$run/run.json" \
+            || { echo "$run has not spent its budget: run the pretrain stage" >&2; exit 1; }
+        ls -d "$run"/checkpoints/step-* | tail -n 1
+    done
+}
+
+blimp() {
+    local -a all finals_
+    local list
+    list=$(finals) || exit 1  # a seed short of its budget stops the stage here, not with a partial score
+    mapfile -t all < <(runs); mapfile -t finals_ <<<"$list"
+    "${mapnet[@]}" blimp "${all[@]}" --data "$BLIMP" --out "$OUT/blimp-curve.json" --pairs "$PAIRS" --no-progress --overwrite
+    "${mapnet[@]}" blimp "${finals_[@]}" --data "$BLIMP" --out "$OUT/blimp-final-pll.json" --pairs "$FINAL_PAIRS" \
+        --no-progress --overwrite
+    "${mapnet[@]}" blimp "${finals_[@]}" --data "$BLIMP" --out "$OUT/blimp-final-l2r.json" --pairs "$FINAL_PAIRS" \
+        --method word-l2r --no-progress --overwrite
+}
+
+glue() {  # seed 0's encoder at the budget's end, paired by fine-tuning seed with its random-init control
+    local list n
+    list=$(finals) || exit 1
+    local ck=${list%%$'\n'*}
+    "${mapnet[@]}" finetune-glue --protocol small --lrs 3e-4 --init both --checkpoint "$ck" --data "$GLUE" \
+        --task SST-2,CoLA,MRPC "${GLUE_SMALL[@]}" --out "$OUT/glue-small"
+    for n in "${FEW_SHOT[@]}"; do
+        "${mapnet[@]}" finetune-glue --protocol small --lrs 3e-4 --init both --checkpoint "$ck" --data "$GLUE" \
+            --task SST-2,CoLA,MRPC --max-train "$n" "${FEW_SHOT_ARGS[@]}" --out "$OUT/glue-fewshot-$n"
+    done
+}
+
+table() {
+    local glue=()
+    for f in "$OUT"/glue-*/results.json; do [[ -f $f ]] && glue+=(--glue "$f"); done
+    uv run python experiments/common/hour_table.py "$OUT" ${glue[@]+"${glue[@]}"} | tee "$OUT/table.md"
+}
+
+case $WHICH in
+    costs) data; costs ;;
+    pretrain) data; pretrain ;;
+    blimp) blimp ;;
+    glue) glue ;;
+    table) table ;;
+    smoke) data; costs; pretrain; blimp; glue; table ;;
+esac

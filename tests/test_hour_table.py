@@ -1,0 +1,91 @@
+"""experiments/common/hour_table.py (issue 45 part 3): the hour recipe's runs, its BLiMP against its controls, and
+its curve by minutes beside `mini` `fast`'s, from the files hour_cpu.sh writes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "experiments" / "common"))  # the table scripts import each other by name, as scripts
+
+import hour_table  # noqa: E402
+
+
+def write_run(folder: Path, steps: int, losses: list[float], entropy: float = 6.9, step_s: float = 0.5,
+              short_s: float = 0.25, short_steps: int = 100) -> Path:
+    """A budget run's run.json and metrics.jsonl as `pretrain` writes them: training lines every 50 steps with the
+    counted seconds (`elapsed`) of a modelled clock, an evaluation at the end."""
+    folder.mkdir(parents=True)
+    counted = lambda s: min(s, short_steps) * short_s + max(0, s - short_steps) * step_s  # noqa: E731
+    lines = [{"kind": "unigram", "step": 0, "train_entropy": entropy}]
+    lines += [{"kind": "eval", "step": s, "eval_loss": loss} for s, loss in zip((0, steps), losses)]
+    lines += [{"kind": "train", "step": s, "elapsed": counted(s)} for s in range(50, steps, 50)]
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    budget = {"steps": steps, "spent_seconds": counted(steps), "clock": "modelled", "wall_seconds": 3 * counted(steps),
+              "finished": True}
+    (folder / "run.json").write_text(json.dumps({"budget": budget}))
+    return folder
+
+
+def blimp_doc(trained: dict[tuple[str, int], float], random: dict[str, float], unigram: float = 0.47) -> dict:
+    """A `mapnet blimp` file: each (run, step)'s accuracy, each run's random control, the unigram model."""
+    models = [{"label": f"{run}@{step}", "run": run, "step": step, "init": "pretrained", "accuracy": acc,
+               "controls": {"random": f"random-init/{run}", "unigram": "unigram"}} for (run, step), acc in trained.items()]
+    models += [{"label": f"random-init/{run}", "run": "random-init", "step": None, "init": "random", "accuracy": acc}
+               for run, acc in random.items()]
+    models.append({"label": "unigram", "run": "unigram", "step": None, "init": "unigram", "accuracy": unigram})
+    return {"models": models, "references": {"5-gram": {"accuracy": 0.6332}},
+            "data": {"paradigms": 45, "pairs": 45000, "pairs_per_paradigm": 0}}
+
+
+def test_the_final_scores_are_paired_with_each_seeds_own_random_weights():
+    doc = blimp_doc({("seed-0", 900): 0.60, ("seed-1", 900): 0.64, ("seed-2", 900): 0.62},
+                    {"seed-0": 0.52, "seed-1": 0.52, "seed-2": 0.51})
+    trained, random, unigram = hour_table.final_scores(doc)
+    assert trained == {"seed-0": 0.60, "seed-1": 0.64, "seed-2": 0.62} and random["seed-2"] == 0.51 and unigram == 0.47
+    row = hour_table.blimp_table({"pll": doc}).splitlines()[2]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    # Differences 8, 12, 11 points: mean 10.33, sd 2.082, t(2 dof) 4.303 x 2.082 / sqrt(3) = 5.17.
+    assert cells[:2] == ["pll", "60.0, 64.0, 62.0"] and cells[4] == "+10.3 ± 5.2" and cells[5] == "3"
+    assert cells[6:] == ["47.0", "63.3", "no"]  # a mean of 62.0 is under the 5-gram's 63.3
+
+
+def test_the_runs_say_what_the_budget_bought_and_whether_they_left_the_plateau(tmp_path):
+    left = write_run(tmp_path / "seed-0", 1000, [9.2, 4.8])
+    stayed = write_run(tmp_path / "seed-1", 1000, [9.2, 6.2])
+    rows = hour_table.runs_table([left, stayed]).splitlines()[2:]
+    assert rows[0].split("|")[2].strip() == "1,000" and rows[0].rstrip(" |").endswith("yes")
+    assert rows[1].rstrip(" |").endswith("no")  # 6.2 is within 1 nat of the unigram entropy 6.9
+    # 100 pieces at 0.25 s and 900 steps at 0.5 s: 475 counted seconds, the wall 3 x that.
+    assert [c.strip() for c in rows[0].split("|")[3:6]] == ["modelled", "475", "1,425"]
+
+
+def test_the_curve_reads_minutes_from_the_counted_seconds_and_averages_the_seeds(tmp_path):
+    runs = {name: write_run(tmp_path / name, 1000, [9.2, 4.8]) for name in ("seed-0", "seed-1")}
+    doc = blimp_doc({("seed-0", 300): 0.52, ("seed-0", 1000): 0.56, ("seed-1", 300): 0.54, ("seed-1", 1000): 0.60},
+                    {"seed-0": 0.5, "seed-1": 0.5})
+    curve = hour_table.hour_curve(doc, runs)
+    # Step 300: 100 x 0.25 + 200 x 0.5 = 125 s; step 1000: 475 s.
+    assert curve == [(pytest.approx(125 / 60), pytest.approx(0.53)), (pytest.approx(475 / 60), pytest.approx(0.58))]
+    text = hour_table.curve_table(curve, [(2.0, 0.50), (10.0, 0.54)])
+    assert "| 2.1 | 53.0 | 50.0 |" in text  # the reference at 2.08 min, between its points: 50.0 + 4 x 0.083 / 8
+    # The last segment: +5 points over 5.83 minutes, i.e. +51.4 per 60; on that line 58.0 + 0.857 x 7.92 = 64.8 at
+    # twice the budget (15.8 minutes).
+    assert "+51.4 points per 60 minutes" in text and "64.8 at 16 minutes" in text
+
+
+def test_the_mini_fast_curve_is_put_on_minutes_at_the_kept_costs():
+    curve = hour_table.mini_fast_curve()  # the kept files: experiments/blimp-arms-mini/uniform-6k and the costs
+    kept = json.loads(hour_table.KEPT_COSTS.read_text())["reference_seconds"]
+    # 6,000 steps, the first 500 on 16-token pieces: 500 short + 5,500 full steps.
+    assert len(curve) == 6 and curve[-1][0] == pytest.approx((500 * kept["short"] + 5500 * kept["full"]) / 60)
+    assert curve[-1][1] == pytest.approx(0.572, abs=0.001)  # its README: 57.2 after 6,000 steps
+
+
+def test_an_out_folder_without_finished_runs_is_one_line(tmp_path):
+    with pytest.raises(SystemExit, match="has no finished seed"):
+        hour_table.main([str(tmp_path)])
