@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Does the masking verdict change on a stronger encoder? (issue 45, part 4): the `hour` recipe at a 20-minute budget,
+# 3 paired seeds, uniform against the best masking rate, MAP-Net's cheap HT arm (`mapnet-ht-lite`), loss-adaptive
+# masking (soft + HT) and PMI, compared at equal training time through `mapnet compare --time-budget 20m
+# --step-costs`: each arm counts its own step cost, measured first in lock-step with uniform's, alone
+# (benchmarks/step_costs.py), so an arm whose step costs more trains fewer steps, and the steps each buys do not
+# depend on the machine's load while the runs train.
+#
+#   bash experiments/hour-masking/masking_cpu.sh OUT costs   # every arm's costs beside uniform's, alone (~15 min)
+#   bash experiments/hour-masking/masking_cpu.sh OUT run     # two compare lanes, then one compare over every arm
+#   bash experiments/hour-masking/masking_cpu.sh OUT table   # experiments/common/arms_table.py (loss and BLiMP deltas)
+#   bash experiments/hour-masking/masking_cpu.sh OUT smoke   # all of it on the embedded synthetic data (fast, tiny)
+#
+# STRATEGIES (compare's names; uniform first: the reference), RECIPE, PRESET (empty: the recipe's shape), BUDGET,
+# SEEDS and MAPNET may be set in the environment. The default rate arm is 30% (section A's best per step): replace it
+# with section G's best rate; where the hour recipe itself masks at that rate, its contrast is uniform@0.15.
+set -euo pipefail
+OUT=$(realpath -m "$1"); WHICH=${2:-}
+read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
+source experiments/common/lanes.sh
+RECIPE=${RECIPE:-hour}; PRESET=${PRESET:-}; BUDGET=${BUDGET:-20m}; SEEDS=${SEEDS:-3}
+STRATEGIES=${STRATEGIES:-uniform,uniform@0.3,mapnet-ht-lite,adaptive-soft-ht,pmi}
+case $WHICH in costs | run | table | smoke) ;; *) echo "usage: masking_cpu.sh OUT costs|run|table|smoke" >&2; exit 2 ;; esac
+[[ $STRATEGIES == uniform,* ]] || { echo "STRATEGIES must start with uniform (the reference of costs and deltas)" >&2; exit 2; }
+IFS=, read -r -a ARMS <<<"$STRATEGIES"
+COST_ARGS=(); BLIMP=(--blimp "$(realpath -m ../shared/data/blimp)" --blimp-pairs 200)
+RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5); SHARDS=$X5/shards
+# The lever search's run flags (experiments/hour-levers/levers_cpu.sh), held-out books and wiki besides.
+RUN=(--recipe "$RECIPE" ${PRESET:+--preset "$PRESET"} --set model.max_position=128 --set shard.max_seq_len=128
+     --set train.eval_every=500 --set train.eval_sequences=512 --set train.eval_pick=spread --set logging.log_every=50
+     --set logging.progress=false --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]")
+if [[ $WHICH == smoke ]]; then
+    RECIPE=${SMOKE_RECIPE:-fast}; PRESET=tiny; BUDGET=20s; SEEDS=2; SHARDS=$OUT/shards
+    COST_ARGS=(--steps 4 --skip 1 --rounds 1 --alone 1); BLIMP=(--blimp "$(realpath -m ../shared/data/blimp)" --blimp-pairs 1)
+    RUN=(--recipe "$RECIPE" --preset "$PRESET" --set train.batch_size=8 --set train.eval_every=5
+         --set train.eval_sequences=16 --set logging.log_every=5 --set logging.progress=false)
+fi
+COSTS=$OUT/costs.json
+mkdir -p "$OUT"
+
+loadline() { echo -e "$1\t$2\t$(date -u +%FT%TZ)\t$(cut -d' ' -f1-3 /proc/loadavg)\t$(nproc)" >> "$OUT/load.tsv"; }
+
+data() {
+    if [[ $WHICH == smoke ]]; then
+        [[ -f $SHARDS/pmi.tsv ]] || smoke_shards "$OUT"
+        return
+    fi
+    bash experiments/common/real_text_shards.sh "$RT"
+    [[ -f $X5/shards/manifest.json ]] || bash experiments/common/gpu_downstream.sh prepare
+    # PMI's vocabulary from the training corpus only, as sections A and E built it (beside the shards).
+    [[ ,$STRATEGIES, != *,pmi,* || -f $X5/shards/pmi.tsv ]] || "${mapnet[@]}" pmi-vocab "$X5/prep" \
+        --out "$X5/shards/pmi.tsv" --min-count 11 --size 200000 --no-progress
+}
+
+costs() {
+    local common=() bench=() i arm load1
+    for ((i = 0; i < ${#RUN[@]}; i += 2)); do
+        case ${RUN[i]} in
+            --recipe) common+=("recipe=${RUN[i + 1]}") ;;
+            --preset) common+=("preset=${RUN[i + 1]}") ;;
+            --set) common+=("${RUN[i + 1]}") ;;
+            *) echo "costs: cannot pass ${RUN[i]} to the benchmark" >&2; exit 2 ;;
+        esac
+    done
+    for arm in "${ARMS[@]}"; do bench+=(--arm "$arm" "$SHARDS" "strategy=$arm"); done
+    load1=$(cut -d' ' -f1 /proc/loadavg)
+    if awk -v l="$load1" 'BEGIN { exit !(l > 0.5) }'; then
+        echo "warning: load average $load1: the costs are for runs alone, and another process shares the cores" >&2
+    fi
+    loadline costs start
+    OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)} uv run python benchmarks/step_costs.py --out "$COSTS" \
+        --common "${common[@]}" "${bench[@]}" "${COST_ARGS[@]}" | tee "$OUT/costs.log"
+    loadline costs end
+}
+
+run() {
+    [[ -f $COSTS ]] || { echo "no $COSTS: run the costs stage first (alone on the machine)" >&2; exit 2; }
+    # Two one-thread lanes, the arms dealt alternately (uniform in lane a); the runs' speed does not matter here.
+    local a=() b=() k
+    for k in "${!ARMS[@]}"; do if ((k % 2 == 0)); then a+=("${ARMS[k]}"); else b+=("${ARMS[k]}"); fi; done
+    local args=(--seeds "$SEEDS" --time-budget "$BUDGET" --step-costs "$COSTS" "${RUN[@]}" "${BLIMP[@]}")
+    loadline run start
+    lane "$OUT" a "$SHARDS" "$(IFS=,; echo "${a[*]}")" "${args[@]}" & local pa=$!
+    lane "$OUT" b "$SHARDS" "$(IFS=,; echo "${b[*]}")" "${args[@]}" & local pb=$!
+    local rc=0
+    wait $pa || rc=$?; wait $pb || rc=$?
+    loadline run end
+    ((rc == 0)) || { echo "a lane failed (exit $rc): $OUT/lane-a.log, $OUT/lane-b.log" >&2; exit 1; }
+    gather "$OUT" "$OUT/arms"
+    "${mapnet[@]}" compare "$SHARDS" --out "$OUT/arms" --strategies "$STRATEGIES" "${args[@]}" 2>&1 | tee "$OUT/arms.log"
+}
+
+case $WHICH in
+    costs) data; costs ;;
+    run) data; run ;;
+    table) uv run python experiments/common/arms_table.py "$OUT/arms/results.json" | tee "$OUT/table.md" ;;
+    smoke) data; costs; run; uv run python experiments/common/arms_table.py "$OUT/arms/results.json" | tee "$OUT/table.md" ;;
+esac
