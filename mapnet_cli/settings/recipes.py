@@ -10,6 +10,11 @@ model preset brings its own: `fast` for the sub-base sizes (tiny, mini, small), 
 base. A run that continues an earlier one (`--resume`, `--init-from`) takes no recipe unless one is
 named, and never a recipe's architecture (`model.norm`): the weights decide that.
 
+A recipe may also bring a shape (`SHAPES`): the encoder it trains when no model preset is named, so that
+`mapnet pretrain SHARDS --recipe NAME` trains the size the recipe was measured at; a named preset (a flag or a
+config file's) still wins, and the recipe's other values then follow that preset. `paper` and `fast` have none:
+without a preset they train the defaults' `base`.
+
 - `paper`: the MAP-Net paper's pretraining table, which is what the settings defaults are: post-LN
   BERT, dropout 0.1, AdamW (0.9, 0.98), eps 1e-6, weight decay 0.01, peak LR 1e-4 after 10k warm-up
   steps, linear decay, no gradient clipping. The paper's arm is compared under these values.
@@ -28,6 +33,7 @@ named, and never a recipe's architecture (`model.norm`): the weights decide that
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MapnetError
@@ -70,6 +76,21 @@ def _fast(preset: str, budgeted: bool) -> dict[str, dict[str, Any]]:
 
 
 RECIPES = {"paper": _paper, "fast": _fast}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The encoder a recipe trains when no model preset is named: `preset`'s, with `sizes` (model settings) over
+    it. The recipe's per-preset values (the `fast` LR, warm-ups, init) are `preset`'s either way: the recipe was
+    measured with them. With sizes, the run records model.preset `custom` (its sizes are not the preset's)."""
+    preset: str
+    sizes: tuple[tuple[str, int], ...] = ()
+
+    def model_values(self) -> dict[str, Any]:
+        return {**dict(self.sizes), "preset": "custom" if self.sizes else self.preset}
+
+
+SHAPES: dict[str, Shape] = {}  # recipe -> its shape; none has one yet
 SUB_BASE = ("tiny", "mini", "small")
 ARCHITECTURE = {"model": ("norm",)}  # what a recipe never changes over existing weights
 
@@ -95,4 +116,4 @@ def recipe_layer(name: str, preset: str | None, keep_architecture: bool = False,
     return {**layer, "train": train}
 
 
-__all__ = ["RECIPES", "FAST_BY_PRESET", "SUB_BASE", "default_recipe", "recipe_layer"]
+__all__ = ["RECIPES", "FAST_BY_PRESET", "SHAPES", "SUB_BASE", "Shape", "default_recipe", "recipe_layer"]

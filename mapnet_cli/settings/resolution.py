@@ -19,7 +19,7 @@ from typing import Any, Literal, get_args, get_origin
 
 from ..errors import MapnetError
 from .presets import PRESETS, preset, protocol as named_protocol
-from .recipes import RECIPES, default_recipe, recipe_layer
+from .recipes import RECIPES, SHAPES, default_recipe, recipe_layer
 from .tree import SECTIONS, Settings
 
 
@@ -152,7 +152,8 @@ def resolve(
     are not settings; they are skipped here. By default that is a recipe's
     `[recipe]` table, so every recipe doubles as a config file for any command.
     The model preset is the last one named (flags, then the files from the last), and so is the recipe
-    (train.recipe), which otherwise is the preset's own (`recipes.default_recipe`); `protocol` is
+    (train.recipe), which otherwise is the preset's own (`recipes.default_recipe`); where no preset is named, a
+    recipe with a shape (`recipes.SHAPES`) brings its own model sizes; `protocol` is
     `finetune-glue --protocol` (or `--quick`) and `compare --glue-protocol`; `None` adds no layer.
     `check_ignored=False` lets a masking setting the strategy would ignore through (`compare`'s base
     settings, whose arms each take the ones they use).
@@ -179,7 +180,10 @@ def resolve(
     # only when one is named, and never the recipe's architecture.
     # An unknown preset or recipe is named below by its setting's own check, beside every other bad setting.
     known = isinstance(preset_name, str) and preset_name in PRESETS
-    settings = base if base is not None else preset(preset_name) if known else Settings()
+    # A recipe's own shape, only where nothing names a preset and no earlier weights decide the model.
+    shape = SHAPES.get(recipe_name) if base is None and preset_name is None and isinstance(recipe_name, str) else None
+    settings = (base if base is not None else preset(preset_name) if known else preset(shape.preset) if shape
+                else Settings())
     if base is None and recipe_name is None:
         recipe_name = default_recipe(preset_name if known else None)
     recipe = []
@@ -188,8 +192,10 @@ def resolve(
         # above it decide (the budget is a flag or a config file's), as the preset decides the recipe.
         budget = _named(cli_values, file_layers, "train", "time_budget")
         budgeted = bool(budget) if budget is not None else bool(settings.train.time_budget)
-        recipe = [(f"recipe {recipe_name}", recipe_layer(recipe_name, settings.model.preset,
-                                                         keep_architecture=base is not None, budgeted=budgeted))]
+        layer = recipe_layer(recipe_name, settings.model.preset, keep_architecture=base is not None, budgeted=budgeted)
+        if shape:
+            layer = {**layer, "model": {**layer.get("model", {}), **shape.model_values()}}
+        recipe = [(f"recipe {recipe_name}", layer)]
     protocol_layer = []
     if protocol is not None:
         try:

@@ -103,6 +103,31 @@ def test_a_protocol_sits_between_the_preset_and_the_config_file(tmp_path):
     assert "unknown fine-tuning protocol 'fast'" in str(exc.value) and "optim.lr must be a number" in str(exc.value)
 
 
+def test_a_recipe_with_a_shape_trains_it_when_no_preset_is_named_and_a_named_preset_wins(tmp_path, monkeypatch):
+    from mapnet_cli.settings import recipes
+    monkeypatch.setitem(recipes.SHAPES, "fast", recipes.Shape("mini", (("layers", 6), ("hidden", 128), ("heads", 2))))
+    s = S.resolve(None, {"train": {"recipe": "fast"}})
+    m = s.model
+    assert (m.preset, m.layers, m.hidden, m.heads) == ("custom", 6, 128, 2)
+    # The recipe's per-preset values are the shape's preset's (mini: LR 2e-3, 500 steps of pieces), not custom's.
+    assert (s.optim.lr, s.train.short_seq_steps, m.norm) == (2e-3, 500, "pre") and recipes.FAST_BY_PRESET["custom"][0] != 2e-3
+    assert S.resolve(None, {"train": {"recipe": "fast"}}, ["model.layers=3"]).model.layers == 3  # a flag still wins
+    named = S.resolve(None, {"model": {"preset": "tiny"}, "train": {"recipe": "fast"}})
+    assert (named.model.preset, named.model.layers, named.model.hidden) == ("tiny", 2, 128)
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('[model]\npreset = "small"\n')  # a config file's preset wins too
+    assert (S.resolve(cfg, {"train": {"recipe": "fast"}}).model.hidden, S.resolve(cfg).model.preset) == (512, "small")
+    # Continuing earlier weights: they decide the model, never a recipe's shape.
+    assert S.resolve(None, {"train": {"recipe": "fast"}}, base=named).model.layers == 2
+    # Without sizes the shape is the preset itself, recorded by its name.
+    monkeypatch.setitem(recipes.SHAPES, "fast", recipes.Shape("mini"))
+    assert (S.resolve(None, {"train": {"recipe": "fast"}}).model
+            == S.resolve(None, {"model": {"preset": "mini"}, "train": {"recipe": "fast"}}).model)
+    # `fast` itself has no shape: without a preset it trains the defaults' base.
+    monkeypatch.delitem(recipes.SHAPES, "fast")
+    assert S.resolve(None, {"train": {"recipe": "fast"}}).model.layers == 12
+
+
 def test_a_recipe_doubles_as_a_config_file(tmp_path):
     cfg = tmp_path / "recipe.toml"
     cfg.write_text('[recipe]\nname = "x"\ninputs = ["synthetic:"]\n[shard]\nmax_seq_len = 64\n')
