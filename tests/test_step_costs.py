@@ -84,7 +84,11 @@ def test_the_benchmark_times_real_budget_steps_and_the_kept_file_gives_the_flags
     for arm in bench["arms"].values():
         assert arm["step_seconds"] > 0 and arm["short_step_seconds"] > 0
     assert bench["arms"]["base"]["ratio"] == {"full": 1.0, "short": 1.0}
-    assert bench["arms"]["wide"]["ratio"]["full"] > 1.2  # twice the batch: the arm's time over the reference's, not inverted
+    # The arm's time over the reference's beside it (not inverted), from the recorded rounds: a property of the
+    # arithmetic, not of this machine's load (twice the batch read 0.78x in one round under a load of 8).
+    wide = bench["arms"]["wide"]
+    ratios = sorted(r["arm"]["full"] / r["reference"]["full"] for r in wide["rounds"])
+    assert wide["ratio"]["full"] == pytest.approx(sum(ratios) / 2)  # the median of two
 
     kept_path = tmp_path / "kept" / "costs.json"
     kept = levers_costs.merge({}, bench)
