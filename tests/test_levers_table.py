@@ -180,8 +180,11 @@ def test_keep_files_each_sitting_under_the_series_of_its_baseline(tmp_path):
 
     kept = tmp_path / "kept"
 
-    def sitting(name: str, arms: dict[str, dict], **env: str) -> str:
+    def sitting(name: str, arms: dict[str, dict], running: tuple[str, ...] = (), **env: str) -> str:
         out = tmp_path / name
+        for arm in running:  # an arm still training: its log so far, no results.json
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"{arm}.log").write_text(f"{name} {arm}, half-way\n")
         for arm, doc in arms.items():
             (out / "arms" / arm).mkdir(parents=True)
             (out / "arms" / arm / "results.json").write_text(json.dumps(doc))
@@ -199,7 +202,7 @@ def test_keep_files_each_sitting_under_the_series_of_its_baseline(tmp_path):
     sitting("two", {"baseline": reused, "lr-4e-3": results([5.4, 5.4], [0.58, 0.58], [2100, 2100], lr=4e-3)})
     again = results([5.5, 5.9], [0.56, 0.55], [2000, 2100])
     assert "series-2" in sitting("three", {"baseline": again, "bf16": results([5.2, 5.3], [0.57, 0.57], [3000, 3100])})
-    sitting("four", {"modern": results([5.1, 5.2], [0.57, 0.57], [1900, 1900])}, BASELINE="kept")
+    sitting("four", {"modern": results([5.1, 5.2], [0.57, 0.57], [1900, 1900])}, running=("shape-tiny",), BASELINE="kept")
     r = kept / "results"
     assert sorted(p.name for p in (r / "series-1").iterdir()) == ["baseline.json", "lr-4e-3.json", "mask-0.30.json"]
     assert sorted(p.name for p in (r / "series-2").iterdir()) == ["baseline.json", "bf16.json", "modern.json"]
@@ -207,3 +210,4 @@ def test_keep_files_each_sitting_under_the_series_of_its_baseline(tmp_path):
     load = (kept / "logs" / "series-1" / "load.tsv").read_text().splitlines()
     assert [line.split("\t")[0] for line in load] == ["one", "two"]  # each sitting's lines once, in order
     assert (kept / "logs" / "series-2" / "modern.log").read_text() == "four modern\n"
+    assert not (kept / "logs" / "series-2" / "shape-tiny.log").exists()  # a running arm's partial log is not kept

@@ -158,9 +158,11 @@ run_arm() {  # LINE: one arm, its seeds in one `compare` folder (finished runs a
         cp -n "$OUT/arms/baseline/blimp-controls.json" "$dest/"
     fi
     echo -e "$name\tstart\t$(date -u +%FT%TZ)\t$(cut -d' ' -f1-3 /proc/loadavg)\t$(nproc)" >> "$OUT/load.tsv"
+    # Appended: a search stopped and rerun resumes its runs, and the log keeps what each start did.
+    echo "== $(date -u +%FT%TZ): start" >> "$OUT/$name.log"
     local rc=0
     OMP_NUM_THREADS=$THREADS "${mapnet[@]}" compare "${SHARDS[$data]}" --out "$dest" --strategies uniform --seeds "$SEEDS" "${RUN[@]}" \
-        "${BUDGET_RUN[@]}" "${flags[@]}" "${BLIMP[@]}" > "$OUT/$name.log" 2>&1 || rc=$?
+        "${BUDGET_RUN[@]}" "${flags[@]}" "${BLIMP[@]}" >> "$OUT/$name.log" 2>&1 || rc=$?
     echo -e "$name\tend\t$(date -u +%FT%TZ)\t$(cut -d' ' -f1-3 /proc/loadavg)\t$(nproc)\trc=$rc" >> "$OUT/load.tsv"
     # One arm that fails (a lever a later change refuses) costs its own runs, not the night's: say so and go on.
     ((rc == 0)) || echo "arm $name failed (exit $rc): $OUT/$name.log" >&2
@@ -337,8 +339,12 @@ case $WHICH in
         fi
         logs=$KEPT/logs/$(basename "$series")
         mkdir -p "$series" "$logs"
-        for f in "$OUT"/arms/*/results.json; do cp "$f" "$series/$(basename "$(dirname "$f")").json"; done
-        cp "$OUT"/*.log "$logs/"
+        for f in "$OUT"/arms/*/results.json; do  # finished arms only, each with its log (a running arm's is partial)
+            arm=$(basename "$(dirname "$f")")
+            cp "$f" "$series/$arm.json"
+            [[ ! -f $OUT/$arm.log ]] || cp "$OUT/$arm.log" "$logs/"
+        done
+        [[ ! -f $OUT/step-costs.log ]] || cp "$OUT/step-costs.log" "$logs/"
         # load.tsv: every sitting's lines of the series, calibrations included, each once and in order
         touch "$logs/load.tsv"
         cat "$logs/load.tsv" "$OUT/load.tsv" | awk '!seen[$0]++' > "$logs/load.tsv.new"
