@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
                          "a `compare` strategy's masking settings, for `compare --step-costs`)")
     ap.add_argument("--steps", type=int, default=15, help="steps of each kind per run")
     ap.add_argument("--skip", type=int, default=2, help="first steps of each kind left out")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=None, help="lock-step pairs per arm (default 3; not with one arm)")
     ap.add_argument("--reference", nargs=2, type=float, metavar=("FULL", "SHORT"),
                     help="the reference arm's pinned costs in seconds (default: as measured here)")
     ap.add_argument("--alone", type=int, default=None, help="runs of the reference by itself, for its costs (default 3; "
@@ -219,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if any(len(arm) < 2 for arm in a.arm):
         ap.error("--arm takes a name and a shard folder, then its settings")
+    if len(a.arm) < 2 and a.rounds is not None:
+        ap.error("one arm alone is timed by its runs alone (--alone): --rounds needs a second arm to pair with it")
+    a.rounds = 3 if a.rounds is None else a.rounds
     if a.steps <= a.skip + 2 or a.rounds < 1:
         ap.error("--steps must exceed --skip + 2 (the last two whole steps are left out), and --rounds be at least 1")
     names = [arm[0] for arm in a.arm]
@@ -253,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
             alone.append(time_alone(settings[ref_name][1], settings[ref_name][0], a.steps, a.skip))
             print(f"  alone   {ref_name:<16} full {alone[-1]['full'] * 1e3:7.1f} ms  short {alone[-1]['short'] * 1e3:7.1f} ms",
                   flush=True)
-        for r in range(a.rounds if others else 0):
+        for r in range(a.rounds if others else 0):  # one arm: its runs alone are the measurement
             pair = {}
             for name in others:
                 ref_cost, cost = time_pair(settings[ref_name], settings[name], a.steps, a.skip)
@@ -263,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{ref_name} beside it: {ref_cost['full'] * 1e3:.1f} / {ref_cost['short'] * 1e3:.1f} ms", flush=True)
             rounds.append(pair)
         result = summarise(rounds, names, tuple(a.reference) if a.reference else None, alone)
-        result.update({"steps": a.steps, "skip": a.skip, "rounds_run": a.rounds, "common": a.common,
+        result.update({"steps": a.steps, "skip": a.skip, "rounds_run": a.rounds if others else 0, "common": a.common,
                        "arms_given": [{"name": n, "shards": s, "settings": rest} for n, s, *rest in a.arm],
                        "cores": os.cpu_count(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
                        "load_before": [round(x, 2) for x in load_before],

@@ -118,12 +118,13 @@ def test_one_arm_is_timed_alone_and_its_costs_are_the_median_of_those_runs(tmp_p
     shards = write_tiny_shards(tmp_path / "shards")
     out = tmp_path / "costs.json"
     arm = ["--arm", "hour", str(shards)]
-    with pytest.raises(SystemExit):
-        step_costs.main(["--out", str(out), "--common", *COMMON, *arm, "--reference", "0.5", "0.4"])
+    for pairing in (["--reference", "0.5", "0.4"], ["--rounds", "2"]):  # nothing to pin, nothing to pair with
+        with pytest.raises(SystemExit):
+            step_costs.main(["--out", str(out), "--common", *COMMON, *arm, *pairing])
     assert step_costs.main(["--out", str(out), "--common", *COMMON, "--steps", "5", "--skip", "1", "--alone", "3", *arm]) == 0
     bench = json.loads(out.read_text())
     hour = bench["arms"]["hour"]
-    assert set(bench["arms"]) == {"hour"} and len(hour["alone"]) == 3 and hour["rounds"] == []
+    assert set(bench["arms"]) == {"hour"} and len(hour["alone"]) == 3 and hour["rounds"] == [] and bench["rounds_run"] == 0
     median = sorted(run["full"] for run in hour["alone"])[1]
     assert hour["step_seconds"] == step_costs.figures(median) == step_costs.figures(bench["reference_seconds"]["full"])
 

@@ -36,6 +36,7 @@
 # reused by BASELINE=kept without a calibration, and runs need not be alone (the cost benchmark must be). JOBS=2 then
 # runs two arms at once, each on nproc/JOBS threads (refused on the wall clock, where a run's speed is its result).
 set -euo pipefail
+source experiments/common/bench_settings.sh
 OUT=$(realpath -m "$1"); WHICH=${2:-plan}
 shift $(($# < 2 ? $# : 2))
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
@@ -247,18 +248,11 @@ calibrate() {  # this machine's speed: the median `mini` `fast` uniform step on 
 }
 
 costs() {  # ARM names (none: all): their step costs beside the baseline's, alone, merged into the kept costs
-    local line lines name data flags reference bench=() common=()
+    local line lines name data flags reference bench=() common i
     mapfile -t lines < <(BASELINE=run chosen "$@")
     # The run's settings without the budget's (the benchmark makes each run a budget of its own, costs 1 s a step)
-    local i=0
-    while ((i < ${#RUN[@]})); do
-        case ${RUN[i]} in
-            --preset) common+=("preset=${RUN[i + 1]}"); i=$((i + 2)) ;;
-            --recipe) common+=("recipe=${RUN[i + 1]}"); i=$((i + 2)) ;;
-            --set) common+=("${RUN[i + 1]}"); i=$((i + 2)) ;;
-            *) echo "costs: cannot pass ${RUN[i]} to the benchmark" >&2; exit 2 ;;
-        esac
-    done
+    common=$(bench_settings "${RUN[@]}") || exit 2
+    mapfile -t common <<<"$common"
     common+=(masking.strategy=uniform)
     for line in "${lines[@]}"; do
         name=$(field "$line" 0); data=$(field "$line" 1); flags=$(field "$line" 2)

@@ -15,6 +15,7 @@
 # SEEDS and MAPNET may be set in the environment. The default rate arm is 30% (section A's best per step): replace it
 # with section G's best rate; where the hour recipe itself masks at that rate, its contrast is uniform@0.15.
 set -euo pipefail
+source experiments/common/bench_settings.sh
 OUT=$(realpath -m "$1"); WHICH=${2:-}
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
 source experiments/common/lanes.sh
@@ -53,15 +54,9 @@ data() {
 }
 
 costs() {
-    local common=() bench=() i arm load1
-    for ((i = 0; i < ${#RUN[@]}; i += 2)); do
-        case ${RUN[i]} in
-            --recipe) common+=("recipe=${RUN[i + 1]}") ;;
-            --preset) common+=("preset=${RUN[i + 1]}") ;;
-            --set) common+=("${RUN[i + 1]}") ;;
-            *) echo "costs: cannot pass ${RUN[i]} to the benchmark" >&2; exit 2 ;;
-        esac
-    done
+    local common bench=() arm load1
+    common=$(bench_settings "${RUN[@]}") || exit 2
+    mapfile -t common <<<"$common"
     for arm in "${ARMS[@]}"; do bench+=(--arm "$arm" "$SHARDS" "strategy=$arm"); done
     load1=$(cut -d' ' -f1 /proc/loadavg)
     if awk -v l="$load1" 'BEGIN { exit !(l > 0.5) }'; then

@@ -19,6 +19,7 @@
 # they must then be alone on the machine (the load is recorded before and after each, OUT/load.tsv). RECIPE, PRESET
 # (empty: the recipe's shape), BUDGET, SEEDS, JOBS and MAPNET may be set in the environment.
 set -euo pipefail
+source experiments/common/bench_settings.sh
 OUT=$(realpath -m "$1"); WHICH=${2:-}
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
 RECIPE=${RECIPE:-hour}; PRESET=${PRESET:-}; BUDGET=${BUDGET:-60m}; SEEDS=${SEEDS:-3}; CLOCK=${CLOCK:-modelled}
@@ -38,7 +39,7 @@ if [[ $WHICH == smoke ]]; then
     # The synthetic language, a tiny model and a 20 s budget: every stage and the table, not a measurement.
     RECIPE=${SMOKE_RECIPE:-fast}; PRESET=${SMOKE_PRESET:-tiny}; BUDGET=20s; SEEDS=2; JOBS=2; CHECKPOINT_MINUTES=0.1
     PAIRS=2; FINAL_PAIRS=3; SHARDS=$OUT/data/shards
-    COST_ARGS=(--steps 4 --skip 1 --rounds 1 --alone 1); GLUE_SMALL=(--max-train 64 --max-dev 64 --seeds 1 --epochs 1)
+    COST_ARGS=(--steps 4 --skip 1 --alone 1); GLUE_SMALL=(--max-train 64 --max-dev 64 --seeds 1 --epochs 1)
     FEW_SHOT=(32); FEW_SHOT_ARGS=(--max-dev 64 --seeds 1 --epochs 1)
     RUN=(--recipe "$RECIPE" --preset "$PRESET" --set train.batch_size=8 --set train.eval_sequences=16
          --set logging.log_every=5 --set logging.progress=false --set train.keep_last=100)
@@ -61,15 +62,9 @@ data() {
 }
 
 costs() {  # one arm, alone: its full and short step, the costs a modelled run counts
-    local common=() i
-    for ((i = 0; i < ${#RUN[@]}; i += 2)); do  # the run's flags as KEY=VALUE (the benchmark makes each run a budget of its own)
-        case ${RUN[i]} in
-            --recipe) common+=("recipe=${RUN[i + 1]}") ;;
-            --preset) common+=("preset=${RUN[i + 1]}") ;;
-            --set) common+=("${RUN[i + 1]}") ;;
-            *) echo "costs: cannot pass ${RUN[i]} to the benchmark" >&2; exit 2 ;;
-        esac
-    done
+    local common
+    common=$(bench_settings "${RUN[@]}") || exit 2
+    mapfile -t common <<<"$common"
     local load1
     load1=$(cut -d' ' -f1 /proc/loadavg)
     if awk -v l="$load1" 'BEGIN { exit !(l > 0.5) }'; then
