@@ -211,3 +211,25 @@ def test_keep_files_each_sitting_under_the_series_of_its_baseline(tmp_path):
     assert [line.split("\t")[0] for line in load] == ["one", "two"]  # each sitting's lines once, in order
     assert (kept / "logs" / "series-2" / "modern.log").read_text() == "four modern\n"
     assert not (kept / "logs" / "series-2" / "shape-tiny.log").exists()  # a running arm's partial log is not kept
+
+
+@pytest.mark.parametrize("combined, expect", [
+    ("bf16 shape-tiny", "combined-bf16+shape-tiny base      --set train.precision=bf16 --set model.layers=2 "
+                        "--set model.hidden=128 --set model.heads=2"),
+    ("vocab-16k mask-0.30", "combined-vocab-16k+mask-0.30 vocab16k  --set masking.mask_prob=0.3"),
+    ("shape-tiny shape-L6-H128", "COMBINED: two of shape-tiny shape-L6-H128 set model.layers (one lever of each kind)"),
+    ("seq-64 vocab-16k", "COMBINED: vocab-16k trains on vocab16k shards, another arm on seq64"),
+    ("baseline bf16", "COMBINED: baseline is not a lever arm"),
+    ("bf16", "COMBINED needs two arms or more (got: bf16)"),
+])
+def test_the_winners_combine_into_one_arm_or_are_refused_in_one_line(tmp_path, combined, expect):
+    """levers_cpu.sh COMBINED=...: the arms' flags joined on their shards; clashing levers or shards refused."""
+    import subprocess
+
+    done = subprocess.run(["bash", "experiments/hour-levers/levers_cpu.sh", str(tmp_path), "plan"], cwd=REPO,
+                          env={**os.environ, "COMBINED": combined}, capture_output=True, text=True)
+    if expect.startswith("combined-"):
+        assert done.returncode == 0, done.stderr
+        assert expect in done.stdout.splitlines()
+    else:
+        assert done.returncode == 2 and done.stderr.strip() == expect and not done.stdout

@@ -20,7 +20,8 @@
 #   CLOCK=modelled bash experiments/hour-levers/levers_cpu.sh OUT search ARM...   # each step counts its kept cost
 #
 # A lever is only settings (nothing hand-wired): `--set` flags over the baseline's, or other shards. Another arm
-# (the winners combined) is a line added to ARMS. BUDGET, SEEDS, BLIMP_PAIRS and MAPNET may be set in the environment.
+# (the winners combined) is COMBINED="ARM ARM ..." (below). BUDGET, SEEDS, BLIMP_PAIRS, COMBINED and MAPNET may be set in
+# the environment.
 #
 # The search outlasts a sitting, and a sitting may get another machine: the kept results are series
 # (experiments/common/levers_series.py), one baseline and the arms run beside it each. `keep` puts a sitting's arms
@@ -110,6 +111,43 @@ BUDGET_RUN=(--set "train.time_budget=$BUDGET" --set optim.warmup_steps=0 --set "
             --set train.short_seq_steps=0 --set "train.short_seq_fraction=$SHORT_FRACTION")
 
 field() { local IFS='|'; read -r -a parts <<<"$1|"; echo "${parts[$2]}"; }  # field LINE INDEX of an ARMS line
+
+# COMBINED="ARM ARM ...": one more arm, those levers together (the winners: README, "Choosing the hour recipe"),
+# named combined-ARM+ARM...: their flags joined, on the one kind of shards among them other than `base`, if any. Two
+# arms that set the same key (two shapes, two rates), two other kinds of shards, an unknown arm, the baseline or a
+# single arm are refused. Its step cost is its own (`costs combined-...`); its BLiMP controls are its own when it
+# changes the architecture; it counts the baseline's cost only when every part of it does.
+combine() {  # ARM...: the ARMS line of their combination
+    local want l line data kind=base flags=() keys=" " key words i
+    (($# >= 2)) || { echo "COMBINED needs two arms or more (got: $*)" >&2; return 2; }
+    for want in "$@"; do
+        line=""
+        for l in "${ARMS[@]:1}"; do [[ $(field "$l" 0) != "$want" ]] || line=$l; done
+        [[ -n $line ]] || { echo "COMBINED: $want is not a lever arm" >&2; return 2; }
+        data=$(field "$line" 1)
+        if [[ $data != base ]]; then
+            [[ $kind == base || $kind == "$data" ]] || { echo "COMBINED: $want trains on $data shards, another arm on $kind" >&2; return 2; }
+            kind=$data
+        fi
+        read -r -a words <<<"$(field "$line" 2)"
+        for ((i = 0; i < ${#words[@]}; i += 2)); do  # every arm flag is --set KEY=VALUE
+            key=${words[i + 1]%%=*}
+            [[ $keys != *" $key "* ]] || { echo "COMBINED: two of $* set $key (one lever of each kind)" >&2; return 2; }
+            keys+="$key "; flags+=("${words[i]}" "${words[i + 1]}")
+        done
+    done
+    echo "combined-$(IFS=+; echo "$*")|$kind|${flags[*]}"
+}
+if [[ -n ${COMBINED:-} ]]; then
+    line=$(combine $COMBINED) || exit 2
+    ARMS+=("$line")
+    same=yes
+    for want in $COMBINED; do
+        [[ $OWN_CONTROLS != *" $want "* || $OWN_CONTROLS == *" $(field "$line" 0) "* ]] || OWN_CONTROLS+="$(field "$line" 0) "
+        [[ $SAME_STEP == *" $want "* ]] || same=no
+    done
+    [[ $same == no ]] || SAME_STEP+="$(field "$line" 0) "
+fi
 
 prepare() {  # KIND... (base, seq64, vocab16k; none: all): the shards those arms train on, each built once
     local kinds=" ${*:-base seq64 vocab16k} "
