@@ -27,7 +27,7 @@ from pathlib import Path
 from mapnet_cli.atomic import write_json
 
 KEPT = Path(__file__).resolve().parents[2] / "experiments" / "hour-levers" / "step-costs" / "costs.json"
-SAME_STEP = ("lr-1e-3", "lr-4e-3", "one-cycle", "split-100-0-0")  # levers_cpu.sh's SAME_STEP: the baseline's step
+SAME_STEP = ("lr-1e-3", "lr-4e-3", "one-cycle", "split-100-0-0", "batch-ramp")  # levers_cpu.sh's: the baseline's step
 NONE_YET = 3  # `reference`'s exit status when nothing is kept yet (any other failure is 1)
 
 

@@ -53,7 +53,7 @@ BUDGET=${BUDGET:-20m}; SEEDS=${SEEDS:-2}; BLIMP_PAIRS=${BLIMP_PAIRS:-200}; BATCH
 # baseline is today's recipe at this length. Every arm keeps these fractions: under a budget, time is the unit.
 WARMUP_FRACTION=0.14; SHORT_FRACTION=0.23
 # ARM|SHARDS|FLAGS: SHARDS is base (8,192, 128 tokens), seq64 (the same text in 64-token sequences) or vocab16k.
-# Heads keep mini's 64 dimensions each. The batch-size ramp is not a setting (README): no arm.
+# Heads keep mini's 64 dimensions each.
 ARMS=(
     "baseline|base|"
     "shape-tiny|base|--set model.layers=2 --set model.hidden=128 --set model.heads=2"
@@ -69,6 +69,7 @@ ARMS=(
     "one-cycle|base|--set optim.warmup_fraction=0.5"
     "batch-16|base|--set train.batch_size=$((BATCH / 2))"
     "batch-64|base|--set train.batch_size=$((BATCH * 2))"
+    "batch-ramp|base|--set train.batch_ramp_start=$((BATCH / 4)) --set train.batch_ramp_fraction=0.5"
     "seq-64|seq64|--set train.batch_size=$((BATCH * 2)) --set shard.max_seq_len=64"
     "vocab-16k|vocab16k|"
     "modern|base|--set model.block=modern"
@@ -77,7 +78,9 @@ ARMS=(
 # Arms whose step is the baseline's computation (only a learning rate or the value put at a masked position
 # differs): under CLOCK=modelled they count the baseline's costs by construction, never a noisy measurement of the
 # same thing (`costs` may still time one: its ratio is the method's noise, which should be 1).
-SAME_STEP=" lr-1e-3 lr-4e-3 one-cycle split-100-0-0 "
+# batch-ramp counts them too: its steps are the baseline's on fewer sequences, each counting its share b / B of
+# the baseline's cost (train/batch_ramp.py, the proportional model).
+SAME_STEP=" lr-1e-3 lr-4e-3 one-cycle split-100-0-0 batch-ramp "
 # Architecture arms: their random-init BLiMP controls are their own; the others share the baseline's (same weights).
 OWN_CONTROLS=" shape-tiny shape-L4-H192 shape-L6-H128 shape-L8-H128 vocab-16k modern "
 

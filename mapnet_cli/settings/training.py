@@ -105,6 +105,11 @@ class TrainSettings:
         0.0, "with train.step_seconds: the seconds a step of the sequence-length warm-up (train.short_seq_fraction) counts; required when that warm-up is on, refused when it is off")
     batch_size: int = setting(256, "global batch in sequences per optimizer step (paper: 256)")
     micro_batch_size: int = setting(0, "sequences per device per forward pass; accumulation fills the global batch (0: global batch / world size)")
+    batch_ramp_start: int = setting(
+        0, "batch-size ramp: the first steps train on this many sequences, the batch growing in whole multiples of it to train.batch_size (a multiple of it) over train.batch_ramp_steps steps or, under train.time_budget, train.batch_ramp_fraction of the budget; 0: off (train/batch_ramp.py)")
+    batch_ramp_steps: int = setting(0, "steps of the batch-size ramp (train.batch_ramp_start); with train.time_budget the ramp is train.batch_ramp_fraction and this must be 0")
+    batch_ramp_fraction: float = setting(
+        0.0, "with train.time_budget: the batch-size ramp's length as a fraction of the budget's training time, in (0, 1]; without a budget it must stay 0")
     short_seq_len: int = setting(
         0, "sequence-length warm-up: for the first train.short_seq_steps steps every training sequence is cut into pieces of this many tokens (it must divide the shards' length), the same tokens per step in shorter sequences; 0: off (train/batches.py says why)")
     short_seq_steps: int = setting(0, "steps of the sequence-length warm-up (train.short_seq_len); with train.time_budget the warm-up is train.short_seq_fraction and this must be 0 (the recipes set it so)")
@@ -189,6 +194,34 @@ class TrainSettings:
                     "sequence-length warm-up (train.short_seq_fraction is 0)"]
         return []
 
+    def _ramp_problems(self) -> list[str]:
+        """The batch-size ramp: a start that divides the batch, and its length in the unit the run counts."""
+        start, steps, fraction = self.batch_ramp_start, self.batch_ramp_steps, self.batch_ramp_fraction
+        if start < 0 or steps < 0 or fraction < 0:
+            return [f"train.batch_ramp_start, batch_ramp_steps and batch_ramp_fraction must be >= 0 (got {start}, {steps}, "
+                    f"{fraction})"]
+        if not start:
+            return [f"train.batch_ramp_{name} would be ignored: train.batch_ramp_start is 0 (no ramp)"
+                    for name, value in (("steps", steps), ("fraction", fraction)) if value]
+        out = []
+        if start >= self.batch_size or self.batch_size % start:
+            out.append(f"train.batch_ramp_start ({start}) must be smaller than train.batch_size ({self.batch_size}) and "
+                       "divide it: the ramp grows in whole multiples of it")
+        if self.time_budget:
+            if steps:
+                out.append("under train.time_budget the batch-size ramp is train.batch_ramp_fraction, in time; "
+                           f"train.batch_ramp_steps must be 0 (got {steps})")
+            if not 0 < fraction <= 1:
+                out.append(f"train.batch_ramp_fraction must be in (0, 1] under train.time_budget (got {fraction})")
+        else:
+            if fraction:
+                out.append(f"train.batch_ramp_fraction ({fraction}) needs train.time_budget: without one the ramp is "
+                           "train.batch_ramp_steps")
+            if steps < 1:
+                out.append(f"train.batch_ramp_start = {start} turns the batch-size ramp on: set its length "
+                           "(--set train.batch_ramp_steps=N)")
+        return out
+
     def compiles(self, device) -> bool:
         """Whether the blocks are compiled on `device` (a torch.device)."""
         return device.type == "cuda" if self.compile == "auto" else bool(self.compile)
@@ -206,6 +239,7 @@ class TrainSettings:
             if getattr(self, name) < 0:
                 out.append(f"train.{name} must be >= 0 (got {getattr(self, name)})")
         out += self._budget_problems()
+        out += self._ramp_problems()
         if not self.time_budget and self.short_seq_len > 0 and self.short_seq_steps < 1:
             out.append(f"train.short_seq_len = {self.short_seq_len} turns the sequence-length warm-up on, but "
                        f"train.short_seq_steps is {self.short_seq_steps}: set how many steps it lasts "

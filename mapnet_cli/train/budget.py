@@ -112,11 +112,12 @@ class Budget:
         return cls(t.budget_seconds, t.time_budget, o.warmup_fraction, o.schedule, t.short_seq_fraction,
                    t.step_seconds, t.short_step_seconds)
 
-    def counted(self, measured: float, short: bool) -> float:
-        """The seconds a step counts toward the budget: its `measured` time, or its modelled cost."""
+    def counted(self, measured: float, short: bool, share: float = 1.0) -> float:
+        """The seconds a step counts toward the budget: its `measured` time, or its modelled cost; a step of a
+        batch-size ramp (train/batch_ramp.py) trains `share` of the batch and models that share of the cost."""
         if not self.step_seconds:
             return measured
-        return self.short_step_seconds if short else self.step_seconds
+        return (self.short_step_seconds if short else self.step_seconds) * share
 
     def position(self, spent: float) -> float:
         return min(spent / self.seconds, 1.0)

@@ -48,6 +48,7 @@ from ..model import checkpoint
 from ..model.bert import BertConfig
 from . import init_from, tracking
 from .compile import compile_model
+from .batch_ramp import BatchRamp
 from .batches import DataOrder, pieces, rank_micro_slots
 from .budget import Budget, Clock, TimeSchedule, rank0_seconds
 from .held_out import build_eval_set, evaluate, extra_eval_sets
@@ -182,6 +183,9 @@ class Run:
         self.model = model.to(info.device)
         # After the encoder: a MAP-Net run starts from the same encoder weights as a uniform run with this seed.
         self.strategy = training_strategy(s, self.model, self.data, info)
+        self.ramp = BatchRamp.from_settings(t, self.budget.seconds if self.budget is not None else None)
+        if self.ramp is not None:
+            self._check_ramp(info)
         self.optimizer = build_optimizer(self.strategy.optim_modules, s.optim, lrs=self.strategy.optim_lrs(s.optim.lr))
         self.scheduler = (TimeSchedule(self.optimizer, self.budget) if self.budget is not None
                           else build_scheduler(self.optimizer, s.optim, t.steps))
@@ -281,19 +285,37 @@ class Run:
             self.short_seq_end = self.step
             self._share_short_seq_end()
 
-    @property
-    def sequences_per_step(self) -> int:
-        """Distinct sequences a step consumes: the batch, or fewer when a strategy repeats each one (stratified)."""
-        return self.settings.train.batch_size // self.strategy.copies
+    def _check_ramp(self, info: distributed.DistInfo) -> None:
+        """What a batch-size ramp needs of the run: every size divisible among the processes and by a stratified
+        strategy's copies (the sizes are multiples of the start), and a strategy that draws from the step's own
+        sequences (MAP-Net picks its proposal's training sequences among all train.batch_size slots)."""
+        t, start = self.settings.train, self.settings.train.batch_ramp_start
+        unit = info.world_size * self.strategy.copies
+        if start % unit:
+            raise MapnetError(f"train.batch_ramp_start ({start}) must be divisible by the world size x the strategy's "
+                              f"copies ({info.world_size} x {self.strategy.copies}): every ramped batch is split like the full one")
+        if self.settings.masking.strategy == "mapnet":
+            raise MapnetError("the batch-size ramp (train.batch_ramp_start) is not available with masking.strategy "
+                              "mapnet: its proposal trains on slots of the full train.batch_size")
+        if self.settings.distributed.static_graph:
+            raise MapnetError("distributed.static_graph cannot be combined with the batch-size ramp: the ramp changes "
+                              "how many micro-batches a step accumulates")
 
-    def batches(self, step: int, position: int | None = None, n_pieces: int | None = None) -> list[MicroBatch]:
+    def batch_at(self, step: int, elapsed: float) -> int:
+        """The global batch (sequences, copies included) of `step`, starting after `elapsed` counted seconds."""
+        return self.ramp.size(step, elapsed) if self.ramp is not None else self.settings.train.batch_size
+
+    def batches(self, step: int, position: int | None = None, n_pieces: int | None = None,
+                size: int | None = None) -> list[MicroBatch]:
         """This rank's micro-batches of `step` from data `position` (default: the run's), each sequence cut into
-        `n_pieces` (default: `pieces_per_sequence(step)`), masked on the host and sent to the device
-        (`to_device`). Reads no state that training changes (`prefetch`)."""
+        `n_pieces` (default: `pieces_per_sequence(step)`), `size` sequences in all (default: the step's batch,
+        `batch_at`), masked on the host and sent to the device (`to_device`). Reads no state that training changes
+        (`prefetch`) when all three are given."""
         t = self.settings.train
-        indices = self.order.take(self.position if position is None else position, self.sequences_per_step)
+        size = size or self.batch_at(step, self.elapsed)
+        indices = self.order.take(self.position if position is None else position, size // self.strategy.copies)
         out = []
-        for slots in rank_micro_slots(t.batch_size, self.info.world_size, self.info.rank, self.micro):
+        for slots in rank_micro_slots(size, self.info.world_size, self.info.rank, self.micro):
             with record_function("mapnet.data"):
                 ids = self.data.take(indices[[s // self.strategy.copies for s in slots]])
                 ids, slots = pieces(ids, slots, n_pieces or self.pieces_per_sequence(step), t.batch_size)
@@ -397,10 +419,14 @@ class Run:
             # Every budget step is read: the clock then times the step's work, not its launch (budget.py).
             read = log_step or budget is not None or self._reads_before(self.step + 1, end)
             n_pieces = self.pieces_per_sequence(self.step)
-            rows = t.batch_size * n_pieces  # the sequences the loss averages over
-            following = ((self.step + 1, self.position + self.sequences_per_step, self.pieces_per_sequence(self.step + 1))
-                         if self.step + 1 < end else None)
-            batches = ahead.get(self.step, self.position, n_pieces, after=following)
+            size = self.batch_at(self.step, self.elapsed)  # train.batch_size, or less on a batch-size ramp
+            rows = size * n_pieces  # the sequences the loss averages over
+            taken = size // self.strategy.copies  # distinct sequences (a stratified strategy repeats each)
+            # The next step's batches, made ahead with prefetch; under a budget its ramp size is decided by this
+            # step's time, so this one's is a guess (a wrong guess is made again, never used).
+            following = ((self.step + 1, self.position + taken, self.pieces_per_sequence(self.step + 1),
+                          self.batch_at(self.step + 1, self.elapsed)) if self.step + 1 < end else None)
+            batches = ahead.get(self.step, self.position, n_pieces, size, after=following)
             try:
                 st = train_step(self.ddp, self.optimizer, self.scheduler, batches,
                                 scale=self.info.world_size / rows, grad_clip=self.settings.optim.grad_clip,
@@ -418,13 +444,13 @@ class Run:
             self.wall += dt
             # A budget counts the step's measured time, or with train.step_seconds its modelled cost (budget.py).
             elapsed = (self.elapsed + dt if budget is None
-                       else rank0_seconds(self.elapsed + budget.counted(dt, n_pieces > 1), self.info))
+                       else rank0_seconds(self.elapsed + budget.counted(dt, n_pieces > 1, size / t.batch_size), self.info))
             last_dt = elapsed - self.elapsed  # rank 0's step time, the same on every rank
             final = budget is not None and budget.spent(elapsed)  # the budget's last step: logged, evaluated, saved
             if final and self.step == 0:  # one update (at learning rate 0 with a warm-up) is no training run
                 raise MapnetError(f"train.time_budget {budget.text} was spent by the first step alone ({elapsed:.3g} s of "
                                   "training): it buys no training; give a longer budget")
-            self.step, self.position, self.elapsed = self.step + 1, self.position + self.sequences_per_step, elapsed
+            self.step, self.position, self.elapsed = self.step + 1, self.position + taken, elapsed
             window_time += dt
             record = {"step": self.step, "loss": st.loss, "lr": st.lr, "grad_norm": st.grad_norm,
                       "tokens_per_s": None, "masked_tokens": st.masked, "tokens": st.tokens,
