@@ -40,9 +40,28 @@ class Settings:
                        "(the frequency strategy always uses HT weights)")
         if m.strategy == "stratified" and self.train.batch_size % m.strata_copies:
             out.append(f"train.batch_size ({self.train.batch_size}) must be divisible by masking.strata_copies ({m.strata_copies})")
+        out += self._ramp_problems()
         if not 0.0 < self.train.eval_mask_prob < 1.0:
             out.append(f"train.eval_mask_prob must be in (0, 1) (got {self.train.eval_mask_prob})")
         return out + self._budget_problems()
+
+    def _ramp_problems(self) -> list[str]:
+        """A batch-size ramp (train/batch_ramp.py) beside what cannot follow it; the world size is checked at the
+        run's start, where it is known."""
+        t, m = self.train, self.masking
+        if t.batch_ramp_start <= 0:
+            return []
+        out = []
+        if m.strategy == "mapnet":
+            out.append("the batch-size ramp (train.batch_ramp_start) is not available with masking.strategy 'mapnet': its "
+                       "proposal trains on slots of the full train.batch_size")
+        if m.strategy == "stratified" and t.batch_ramp_start % m.strata_copies:
+            out.append(f"train.batch_ramp_start ({t.batch_ramp_start}) must be divisible by masking.strata_copies "
+                       f"({m.strata_copies}): a ramped batch repeats each sequence as the full one does")
+        if self.distributed.static_graph:
+            out.append("distributed.static_graph cannot be combined with the batch-size ramp: the ramp changes how many "
+                       "micro-batches a step accumulates")
+        return out
 
     def _budget_problems(self) -> list[str]:
         """A train.time_budget lays the schedules out in time: the ones counted in steps must say so in time."""

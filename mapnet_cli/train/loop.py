@@ -286,20 +286,12 @@ class Run:
             self._share_short_seq_end()
 
     def _check_ramp(self, info: distributed.DistInfo) -> None:
-        """What a batch-size ramp needs of the run: every size divisible among the processes and by a stratified
-        strategy's copies (the sizes are multiples of the start), and a strategy that draws from the step's own
-        sequences (MAP-Net picks its proposal's training sequences among all train.batch_size slots)."""
-        t, start = self.settings.train, self.settings.train.batch_ramp_start
-        unit = info.world_size * self.strategy.copies
-        if start % unit:
-            raise MapnetError(f"train.batch_ramp_start ({start}) must be divisible by the world size x the strategy's "
-                              f"copies ({info.world_size} x {self.strategy.copies}): every ramped batch is split like the full one")
-        if self.settings.masking.strategy == "mapnet":
-            raise MapnetError("the batch-size ramp (train.batch_ramp_start) is not available with masking.strategy "
-                              "mapnet: its proposal trains on slots of the full train.batch_size")
-        if self.settings.distributed.static_graph:
-            raise MapnetError("distributed.static_graph cannot be combined with the batch-size ramp: the ramp changes "
-                              "how many micro-batches a step accumulates")
+        """Every ramped batch splits among the processes as the full one does (the sizes are multiples of the start;
+        the strategies and options a ramp cannot serve are refused with the settings, `Settings._ramp_problems`)."""
+        start = self.settings.train.batch_ramp_start
+        if start % info.world_size:
+            raise MapnetError(f"train.batch_ramp_start ({start}) must be divisible by the world size ({info.world_size}): "
+                              "every ramped batch is split among the processes like the full one")
 
     def batch_at(self, step: int, elapsed: float) -> int:
         """The global batch (sequences, copies included) of `step`, starting after `elapsed` counted seconds."""

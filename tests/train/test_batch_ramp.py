@@ -123,10 +123,21 @@ def test_a_ramp_that_cannot_be_what_was_asked_is_refused_in_one_line(extra, says
     assert says in str(exc.value)
 
 
-def test_a_ramp_the_run_cannot_split_or_mapnet_cannot_follow_is_refused_before_training(shards, tmp_path):
+def test_a_ramp_mapnet_or_a_stratified_batch_cannot_follow_is_refused_with_the_settings():
     ramp = ["train.steps=4", "train.batch_ramp_start=2", "train.batch_ramp_steps=2"]
-    with pytest.raises(MapnetError, match="not available with masking.strategy mapnet"):
-        pretrain(settings(*ramp, "masking.strategy=mapnet"), shards, tmp_path / "m")
-    with pytest.raises(MapnetError, match="copies"):  # stratified repeats each sequence 4 times: 2 cannot hold them
-        pretrain(settings(*ramp, "masking.strategy=stratified", "masking.strata_copies=4"), shards, tmp_path / "s")
-    assert not (tmp_path / "m" / "checkpoints").exists() and not list((tmp_path / "s").glob("checkpoints/*"))
+    with pytest.raises(MapnetError, match="not available with masking.strategy 'mapnet'"):
+        settings(*ramp, "masking.strategy=mapnet")
+    with pytest.raises(MapnetError, match=r"divisible by masking.strata_copies \(4\)"):  # 2 cannot hold 4 copies
+        settings(*ramp, "masking.strategy=stratified", "masking.strata_copies=4")
+    with pytest.raises(MapnetError, match="static_graph cannot be combined with the batch-size ramp"):
+        settings(*ramp, "distributed.static_graph=true")
+    assert settings(*ramp, "masking.strategy=stratified", "masking.strata_copies=2").train.batch_ramp_start == 2
+
+
+def test_a_ramp_the_processes_cannot_split_is_refused_before_training(shards, tmp_path):
+    from mapnet_cli import distributed
+    from mapnet_cli.train.loop import Run
+
+    s = settings("train.steps=4", "train.batch_size=12", "train.batch_ramp_start=3", "train.batch_ramp_steps=2")
+    with pytest.raises(MapnetError, match=r"divisible by the world size \(2\)"):
+        Run(s, shards, tmp_path / "r", distributed.DistInfo(world_size=2), False, [])
