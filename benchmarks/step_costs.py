@@ -121,7 +121,9 @@ def arm_settings(common: list[str], assignments: list[str], steps: int):
     timing = [f"train.time_budget={2 * steps}s", "optim.warmup_steps=0", "optim.warmup_fraction=0.1",
               "train.short_seq_steps=0", "train.short_seq_fraction=0.5", "train.step_seconds=1",
               "train.short_step_seconds=1", "train.eval_every=0", "train.eval_sequences=8", "train.checkpoint_every=0",
-              "logging.progress=false"]
+              "logging.progress=false",
+              # A full step's cost is what is measured; a ramp (train/batch_ramp.py) counts its share of it in the run.
+              "train.batch_ramp_start=0", "train.batch_ramp_steps=0", "train.batch_ramp_fraction=0"]
     probe = resolve(None, named, [*rest, f"train.time_budget={2 * steps}s"])  # as a budget run: fractions allowed
     if not probe.train.short_seq_len:  # a recipe without pieces (paper): time the fast one's
         timing.append(f"train.short_seq_len={SHORT_LEN}")

@@ -133,10 +133,10 @@ MASKINGS = {
     "stratified": ["masking.strategy=stratified", "masking.strata_copies=8", "train.micro_batch_size=3"],
     "frequency": ["masking.strategy=frequency", "masking.mix_uniform=0.5"],
     # The sequence-length warm-up: 4 pieces per sequence for 4 of the 6 steps, then 2 plain uniform steps at full
-    # length; uneven micro-batches throughout; and a batch-size ramp under the warm-up (2, 2, 4, 6 sequences, then
-    # the whole 8: one sequence per rank at first).
-    "uniform-pieces": ["train.short_seq_len=8", "train.short_seq_steps=4", "train.micro_batch_size=3",
-                       "train.batch_ramp_start=2", "train.batch_ramp_steps=4"],
+    # length; uneven micro-batches throughout.
+    "uniform-pieces": ["train.short_seq_len=8", "train.short_seq_steps=4", "train.micro_batch_size=3"],
+    # A batch-size ramp: 2, 2, 4, 6 sequences, then the whole 8 (one sequence per rank at first), uneven micro-batches.
+    "uniform-ramp": ["train.batch_ramp_start=2", "train.batch_ramp_steps=4", "train.micro_batch_size=3"],
     "stratified-pieces": ["masking.strategy=stratified", "masking.strata_copies=2", "train.short_seq_len=16",
                           "train.short_seq_steps=3"],
     # HT weights + the learnability reference, whose per-type averages are all-reduced every step.

@@ -89,3 +89,7 @@ def test_the_mini_fast_curve_is_put_on_minutes_at_the_kept_costs():
 def test_an_out_folder_without_finished_runs_is_one_line(tmp_path):
     with pytest.raises(SystemExit, match="has no finished seed"):
         hour_table.main([str(tmp_path)])
+    (tmp_path / "runs" / "seed-0").mkdir(parents=True)  # a run still training: run.json without its budget yet
+    (tmp_path / "runs" / "seed-0" / "run.json").write_text(json.dumps({"command": "mapnet pretrain"}))
+    with pytest.raises(SystemExit, match="has no finished seed"):
+        hour_table.main([str(tmp_path)])

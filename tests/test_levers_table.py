@@ -221,6 +221,7 @@ def test_keep_files_each_sitting_under_the_series_of_its_baseline(tmp_path):
     ("seq-64 vocab-16k", "COMBINED: vocab-16k trains on vocab16k shards, another arm on seq64"),
     ("baseline bf16", "COMBINED: baseline is not a lever arm"),
     ("bf16", "COMBINED needs two arms or more (got: bf16)"),
+    ("vocab-16k vocab-16k", "COMBINED names vocab-16k twice"),
 ])
 def test_the_winners_combine_into_one_arm_or_are_refused_in_one_line(tmp_path, combined, expect):
     """levers_cpu.sh COMBINED=...: the arms' flags joined on their shards; clashing levers or shards refused."""

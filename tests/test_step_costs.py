@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import sys
 from pathlib import Path
 
@@ -45,6 +46,35 @@ def test_each_arm_is_divided_by_the_reference_beside_it_and_the_median_taken():
     assert free["reference_seconds"] == {"full": 0.8, "short": 0.4} and free["arms"]["a"]["step_seconds"] == 1.2
     with pytest.raises(ValueError, match="pin them or time it alone"):
         step_costs.summarise(pairs, ["ref", "a", "b"], None)
+
+
+def test_the_ratio_is_the_arms_step_over_the_references_beside_it_never_inverted(tmp_path, monkeypatch):
+    """No timing: each thread reads its own fake clock, and a fake loop's step of b sequences 'takes' b x 1 ms on it,
+    so twice the batch is exactly twice the time; the benchmark must report 2, not 1/2."""
+    import threading
+    import types
+
+    local = threading.local()
+    monkeypatch.setattr(step_costs, "time", types.SimpleNamespace(perf_counter=lambda: local.now, strftime=time.strftime,
+                                                                  gmtime=time.gmtime))
+
+    def fake_pretrain(settings, shards, out, clock):
+        local.now = 0.0
+        for _ in range(round(settings.train.budget_seconds)):  # 1 modelled second a step: the budget is the steps
+            clock()
+            local.now += settings.train.batch_size * 1e-3
+            clock()
+
+    monkeypatch.setattr(step_costs, "pretrain", fake_pretrain)
+    shards = write_tiny_shards(tmp_path / "shards")
+    out = tmp_path / "costs.json"
+    assert step_costs.main(["--out", str(out), "--common", *COMMON, "--steps", "5", "--skip", "1", "--rounds", "2",
+                            "--alone", "1", "--arm", "base", str(shards), "--arm", "wide", str(shards),
+                            "train.batch_size=16"]) == 0
+    bench = json.loads(out.read_text())
+    assert bench["arms"]["wide"]["ratio"] == {"full": 2.0, "short": 2.0}
+    assert bench["reference_seconds"] == {"full": pytest.approx(8e-3), "short": pytest.approx(8e-3)}
+    assert bench["arms"]["wide"]["step_seconds"] == pytest.approx(0.016)
 
 
 def test_runs_in_turns_alternate_their_steps_and_one_that_leaves_lets_the_other_go_on():
@@ -113,14 +143,17 @@ def test_the_benchmark_times_real_budget_steps_and_the_kept_file_gives_the_flags
     assert [float(x) for x in ref.stdout.split()] == [bench["reference_seconds"]["full"], bench["reference_seconds"]["short"]]
 
 
-def test_one_arm_is_timed_alone_and_its_costs_are_the_median_of_those_runs(tmp_path):
+def test_one_arm_is_timed_alone_and_its_costs_are_the_median_of_those_runs(tmp_path, capsys):
     # A recipe's own costs (experiments/hour-recipe): no lock-step partner, so nothing for --reference to pin.
     shards = write_tiny_shards(tmp_path / "shards")
     out = tmp_path / "costs.json"
-    arm = ["--arm", "hour", str(shards)]
-    for pairing in (["--reference", "0.5", "0.4"], ["--rounds", "2"]):  # nothing to pin, nothing to pair with
+    # A batch-size ramp is the run's business (each step counts its share): the benchmark times full steps.
+    arm = ["--arm", "hour", str(shards), "train.batch_ramp_start=2", "train.batch_ramp_fraction=0.5"]
+    for pairing, says in ((["--reference", "0.5", "0.4"], "nothing for --reference to pin"),
+                          (["--rounds", "2"], "--rounds needs a second arm")):
         with pytest.raises(SystemExit):
             step_costs.main(["--out", str(out), "--common", *COMMON, *arm, *pairing])
+        assert says in capsys.readouterr().err
     assert step_costs.main(["--out", str(out), "--common", *COMMON, "--steps", "5", "--skip", "1", "--alone", "3", *arm]) == 0
     bench = json.loads(out.read_text())
     hour = bench["arms"]["hour"]

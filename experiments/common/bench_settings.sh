@@ -6,6 +6,7 @@
 # each run a budget of its own, so only settings pass. Any other flag is refused, never dropped.
 bench_settings() {
     while (($#)); do
+        (($# >= 2)) || { echo "$1 without its value: cannot pass it to benchmarks/step_costs.py" >&2; return 2; }
         case $1 in
             --recipe) echo "recipe=$2" ;;
             --preset) echo "preset=$2" ;;

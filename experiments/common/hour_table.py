@@ -164,8 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reference", type=Path, default=MINI_FAST, help="the mini fast curve (compare results.json)")
     ap.add_argument("--costs", type=Path, default=KEPT_COSTS, help="the kept costs that put it on minutes")
     args = ap.parse_args(argv)
-    runs = {p.name: p for p in sorted((args.out / "runs").glob("seed-*")) if (p / "run.json").is_file()}
-    if not runs:
+    runs = {p.name: p for p in sorted((args.out / "runs").glob("seed-*"))
+            if (p / "run.json").is_file() and read(p / "run.json").get("budget", {}).get("finished")}
+    if not runs:  # run.json is written as a run starts; its budget, once the budget is spent
         raise SystemExit(f"{args.out}/runs has no finished seed (hour_cpu.sh OUT pretrain)")
     print("## Runs\n\n" + runs_table(list(runs.values())))
     finals = {method: read(args.out / f"blimp-final-{method}.json") for method in ("pll", "l2r")

@@ -121,9 +121,11 @@ field() { local IFS='|'; read -r -a parts <<<"$1|"; echo "${parts[$2]}"; }  # fi
 # single arm are refused. Its step cost is its own (`costs combined-...`); its BLiMP controls are its own when it
 # changes the architecture; it counts the baseline's cost only when every part of it does.
 combine() {  # ARM...: the ARMS line of their combination
-    local want l line data kind=base flags=() keys=" " key words i
+    local want l line data kind=base flags=() keys=" " key words i seen=" "
     (($# >= 2)) || { echo "COMBINED needs two arms or more (got: $*)" >&2; return 2; }
     for want in "$@"; do
+        [[ $seen != *" $want "* ]] || { echo "COMBINED names $want twice" >&2; return 2; }
+        seen+="$want "
         line=""
         for l in "${ARMS[@]:1}"; do [[ $(field "$l" 0) != "$want" ]] || line=$l; done
         [[ -n $line ]] || { echo "COMBINED: $want is not a lever arm" >&2; return 2; }

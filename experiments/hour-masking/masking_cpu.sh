@@ -22,7 +22,7 @@ source experiments/common/lanes.sh
 RECIPE=${RECIPE:-hour}; PRESET=${PRESET:-}; BUDGET=${BUDGET:-20m}; SEEDS=${SEEDS:-3}
 STRATEGIES=${STRATEGIES:-uniform,uniform@0.3,mapnet-ht-lite,adaptive-soft-ht,pmi}
 case $WHICH in costs | run | table | smoke) ;; *) echo "usage: masking_cpu.sh OUT costs|run|table|smoke" >&2; exit 2 ;; esac
-[[ $STRATEGIES == uniform,* ]] || { echo "STRATEGIES must start with uniform (the reference of costs and deltas)" >&2; exit 2; }
+[[ $STRATEGIES == uniform,?* ]] || { echo "STRATEGIES must be uniform (the reference of costs and deltas) and at least one arm" >&2; exit 2; }
 IFS=, read -r -a ARMS <<<"$STRATEGIES"
 COST_ARGS=(); BLIMP=(--blimp "$(realpath -m ../shared/data/blimp)" --blimp-pairs 200)
 RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5); SHARDS=$X5/shards

@@ -220,6 +220,9 @@ class TrainSettings:
             if steps < 1:
                 out.append(f"train.batch_ramp_start = {start} turns the batch-size ramp on: set its length "
                            "(--set train.batch_ramp_steps=N)")
+            elif steps > self.steps:
+                out.append(f"train.batch_ramp_steps ({steps}) is longer than the run (train.steps {self.steps}): the batch "
+                           "would never reach train.batch_size")
         return out
 
     def compiles(self, device) -> bool:

@@ -58,9 +58,6 @@ class Settings:
         if m.strategy == "stratified" and t.batch_ramp_start % m.strata_copies:
             out.append(f"train.batch_ramp_start ({t.batch_ramp_start}) must be divisible by masking.strata_copies "
                        f"({m.strata_copies}): a ramped batch repeats each sequence as the full one does")
-        if self.distributed.static_graph:
-            out.append("distributed.static_graph cannot be combined with the batch-size ramp: the ramp changes how many "
-                       "micro-batches a step accumulates")
         return out
 
     def _budget_problems(self) -> list[str]:

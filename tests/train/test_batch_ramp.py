@@ -116,6 +116,7 @@ def test_under_a_modelled_budget_a_ramped_step_counts_its_share_of_the_cost(shar
      "train.batch_ramp_steps must be 0"),
     (["train.time_budget=1m", "train.batch_ramp_start=2", "train.batch_ramp_fraction=1.5"], "must be in (0, 1]"),
     (["train.batch_ramp_start=-2"], "must be >= 0"),
+    (["train.steps=4", "train.batch_ramp_start=2", "train.batch_ramp_steps=5"], "would never reach train.batch_size"),
 ])
 def test_a_ramp_that_cannot_be_what_was_asked_is_refused_in_one_line(extra, says):
     with pytest.raises(MapnetError) as exc:
@@ -129,8 +130,8 @@ def test_a_ramp_mapnet_or_a_stratified_batch_cannot_follow_is_refused_with_the_s
         settings(*ramp, "masking.strategy=mapnet")
     with pytest.raises(MapnetError, match=r"divisible by masking.strata_copies \(4\)"):  # 2 cannot hold 4 copies
         settings(*ramp, "masking.strategy=stratified", "masking.strata_copies=4")
-    with pytest.raises(MapnetError, match="static_graph cannot be combined with the batch-size ramp"):
-        settings(*ramp, "distributed.static_graph=true")
+    # One micro-batch a step, as static_graph requires, whatever the ramp's size: allowed.
+    assert settings(*ramp, "distributed.static_graph=true").distributed.static_graph
     assert settings(*ramp, "masking.strategy=stratified", "masking.strata_copies=2").train.batch_ramp_start == 2
 
 
