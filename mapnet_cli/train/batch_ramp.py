@@ -28,6 +28,9 @@ The modelled clock (`train.step_seconds`). A step of b sequences counts b / B of
 proportional model. Measured at `mini` (experiments/hour-levers, step costs): a batch of 16 costs 0.533 of a
 batch of 32, not 0.5, so the model counts the ramp's small steps ~6% cheaper than they are and a ramped budget
 buys a few more of them than the wall clock would; on the wall clock each step counts what it took.
+
+Compiled models (`train.compile`, on by default on CUDA) see a new batch shape at each of the k sizes: torch
+compiles again once per size, k - 1 more compilations in all (unmeasured on a GPU).
 """
 
 from __future__ import annotations
