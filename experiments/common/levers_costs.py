@@ -117,12 +117,13 @@ def table(path: Path = KEPT) -> str:
     if not kept:
         return "*Not measured yet*: `bash experiments/hour-levers/levers_cpu.sh runs/hour-levers costs ARM...`, alone."
     ref = kept["reference"]
-    first = min((a["measured"]["when"] for a in kept["arms"].values()), default="?")
-    lines = [f"Step costs on the modelled clock (`step-costs/costs.json`; measured {first} on the 2-core VM, alone): each arm "
+    when = sorted({a["measured"]["when"] for a in kept["arms"].values()})
+    span = "?" if not when else when[0] if len(when) == 1 else f"{when[0]} to {when[-1]}"
+    lines = [f"Step costs on the modelled clock (`step-costs/costs.json`; measured {span} on the 2-core VM, alone): each arm "
              f"in lock-step with `{ref}`, the ratio's median over the rounds (min–max beside it); `{ref}`'s own costs "
              f"from its runs alone. A 20-minute budget with the fast recipe's 23% of 16-token pieces buys the steps in the "
              f"last column (counted as `train/budget.py` counts a modelled clock's steps). {', '.join(f'`{a}`' for a in SAME_STEP)} count `{ref}`'s "
-             "costs (the same step), so a null check's row buys the baseline's steps.", "",
+             "costs (the same step; `batch-ramp` its share b / B of them), so a null check's row buys the baseline's steps.", "",
              "| arm | full step | × baseline (range) | short step | × baseline (range) | steps in 20 min |",
              "|---|---|---|---|---|---|"]
     order = [ref] + sorted((n for n in kept["arms"] if n != ref), key=lambda n: kept["arms"][n]["step_seconds"])
