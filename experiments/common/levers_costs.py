@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 from mapnet_cli.atomic import write_json
+from mapnet_cli.compare.costs import is_step_cost
 
 KEPT = Path(__file__).resolve().parents[2] / "experiments" / "hour-levers" / "step-costs" / "costs.json"
 SAME_STEP = ("lr-1e-3", "lr-4e-3", "one-cycle", "split-100-0-0", "batch-ramp")  # levers_cpu.sh's: the baseline's step
@@ -54,7 +55,7 @@ def load(path: Path) -> dict:
 def positive(arm: str, entry: dict) -> tuple[float, float]:
     """An arm's two costs, refused unless both are positive numbers: a 0 would mean the wall clock."""
     costs = (entry.get("step_seconds"), entry.get("short_step_seconds"))
-    if not all(isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c > 0 for c in costs):
+    if not all(is_step_cost(c) for c in costs):
         raise SystemExit(f"arm {arm}: step costs must be positive numbers (got {costs[0]!r}, {costs[1]!r})")
     return costs
 

@@ -23,6 +23,12 @@ from pathlib import Path
 from ..errors import MapnetError
 
 
+def is_step_cost(value) -> bool:
+    """A step cost is a positive finite number of seconds (not a bool: JSON's true would read as 1 s); a 0 would
+    mean the wall clock, which a file of measured costs never does."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
 def read_step_costs(path: Path, strategies: list[str]) -> dict[str, tuple[float, float]]:
     """{strategy: (step_seconds, short_step_seconds)} for every strategy, from a step-costs JSON."""
     try:
@@ -42,7 +48,7 @@ def read_step_costs(path: Path, strategies: list[str]) -> dict[str, tuple[float,
     for name in strategies:
         entry = arms[name] if isinstance(arms[name], dict) else {}
         costs = (entry.get("step_seconds"), entry.get("short_step_seconds"))
-        if not all(isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c) and c > 0 for c in costs):
+        if not all(is_step_cost(c) for c in costs):
             raise MapnetError(f"--step-costs {path}: {name}'s step_seconds and short_step_seconds must be positive "
                               f"numbers (got {costs[0]!r}, {costs[1]!r})")
         out[name] = (float(costs[0]), float(costs[1]))

@@ -12,7 +12,7 @@ import torch
 
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.settings import resolve
-from mapnet_cli.train import pretrain
+from mapnet_cli.train import loop, pretrain
 from mapnet_cli.train.batch_ramp import BatchRamp
 from mapnet_cli.train.run_loader import load_run
 from tiny_shards import write_tiny_shards
@@ -64,7 +64,8 @@ def test_the_sizes_follow_the_formula_in_steps_and_in_time():
     assert [by_time.size(0, e) for e in (0.0, 0.99, 1.0, 2.0, 2.99, 3.0, 9.0)] == [8, 8, 16, 24, 24, 32, 32]
 
 
-def test_a_ramped_run_trains_and_consumes_each_steps_batch_and_resumes_and_prefetches_exactly(shards, tmp_path):
+def test_a_ramped_run_trains_and_consumes_each_steps_batch_and_resumes_and_prefetches_exactly(shards, tmp_path,
+                                                                                                monkeypatch):
     ramp = ["train.steps=8", "train.batch_ramp_start=2", "train.batch_ramp_steps=6"]
     straight = pretrain(settings(*ramp), shards, tmp_path / "a")
     sizes = [formula(2, 8, s / 6) for s in range(8)]
@@ -73,7 +74,14 @@ def test_a_ramped_run_trains_and_consumes_each_steps_batch_and_resumes_and_prefe
     assert load_run(straight, weights=False).state("cpu")["data_position"] == sum(sizes)  # each step's own batch
     pretrain(settings(*ramp), shards, tmp_path / "b", stop_at=3)
     resumed = pretrain(settings(*ramp), shards, tmp_path / "b", resume=True)
+    # Every batch made ahead is used: a wrong key (a size guessed wrong) would make that step's batches again.
+    made = []
+    make = loop.Run.batches
+    monkeypatch.setattr(loop.Run, "batches", lambda run, *key: made.append(key) or make(run, *key))
     ahead = pretrain(settings(*ramp, "train.prefetch=true"), shards, tmp_path / "c")
+    monkeypatch.undo()
+    train_keys = [key for key in made if len(key) == 4]  # (step, position, pieces, size): the training batches
+    assert [(k[0], k[3]) for k in train_keys] == list(enumerate(sizes))
     wa = weights(straight)
     for other in (resumed, ahead):
         wb = weights(other)
