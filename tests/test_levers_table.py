@@ -16,7 +16,7 @@ sys.path.insert(0, str(REPO / "experiments" / "common"))  # the table scripts im
 import levers_table  # noqa: E402
 
 
-def results(losses, blimps, steps, lr=2e-3, shards="aaa", entropy=6.9) -> dict:
+def results(losses, blimps, steps, lr=2e-3, shards="aaa", entropy=6.9, random=0.52) -> dict:
     """A compare results.json with what the table reads: two seeds' final loss, BLiMP, budget and settings."""
     runs = [{"seed_index": k, "eval": [{"step": 0, "eval_loss": 9.0}, {"step": s, "eval_loss": loss}],
              "budget": {"steps": s, "finished": True}, "blimp": {"accuracy": b},
@@ -25,7 +25,8 @@ def results(losses, blimps, steps, lr=2e-3, shards="aaa", entropy=6.9) -> dict:
     return {"runs": runs, "unigram": {"train_entropy": entropy}, "seeds": 2, "time_budget": "20m",
             "shards": {"manifest_sha256": shards, "path": f"/x/{shards}"},
             "blimp": {"method": "pll", "paradigms": 45, "pairs_per_paradigm": 200},
-            "aggregate": {"blimp_control": {"random_init": {"mean": 0.52, "ci95": [0.5, 0.54], "n": 2}, "unigram": 0.47}}}
+            "aggregate": {"blimp_control": {"random_init": {"mean": random, "ci95": [random - 0.02, random + 0.02], "n": 2},
+                                            "unigram": 0.47}}}
 
 
 def row(text: str, arm: str) -> list[str]:
@@ -36,7 +37,7 @@ def row(text: str, arm: str) -> list[str]:
 def test_deltas_are_paired_by_seed_and_the_lever_is_read_from_the_settings(tmp_path):
     base = results([5.6, 5.8], [0.55, 0.57], [2140, 2150])
     # Seed 0: -0.2 nats, +3 points; seed 1: -0.4 nats, +1 point. Unpaired, the seeds' spread would swamp it.
-    lr = results([5.4, 5.4], [0.58, 0.58], [2100, 2100], lr=4e-3)
+    lr = results([5.4, 5.4], [0.58, 0.58], [2100, 2100], lr=4e-3, random=0.547)
     for name, doc in (("baseline", base), ("lr-4e-3", lr)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "results.json").write_text(json.dumps(doc))
@@ -44,8 +45,10 @@ def test_deltas_are_paired_by_seed_and_the_lever_is_read_from_the_settings(tmp_p
     cells = row(text, "lr-4e-3")
     assert cells[1] == "`optim.lr=0.004`" and cells[2] == "2,100" and cells[3] == "2 of 2"
     # t(1 dof) = 12.706: half-widths 12.706 x sd / sqrt(2), sd of (-0.2, -0.4) = 0.1414 and of (3, 1) = 1.414.
-    assert cells[5] == "-0.300 ± 1.271" and cells[7] == "+2.0 ± 12.7" and cells[8] == "2"
-    assert row(text, "baseline")[2] == "2,140–2,150" and "random weights 52.0" in text
+    assert cells[5] == "-0.300 ± 1.271" and cells[8] == "+2.0 ± 12.7" and cells[9] == "2"
+    # Each arm's BLiMP beside its own random weights, not the baseline's.
+    assert cells[7] == "54.7 ± 2.0" and row(text, "baseline")[7] == "52.0 ± 2.0"
+    assert row(text, "baseline")[2] == "2,140–2,150" and "unigram control 47.0" in text
 
 
 def test_other_shards_give_no_loss_delta_and_a_run_on_the_plateau_is_counted(tmp_path):
@@ -53,7 +56,7 @@ def test_other_shards_give_no_loss_delta_and_a_run_on_the_plateau_is_counted(tmp
     vocab = results([6.5, 5.0], [0.57, 0.56], [1780, 1790], shards="bbb", entropy=7.2)
     text = levers_table.table({"baseline": base, "vocab-16k": vocab})
     cells = row(text, "vocab-16k")
-    assert cells[5] == "n/c (other tokens)" and cells[7] == "+0.5 ± 19.1"  # BLiMP still compares
+    assert cells[5] == "n/c (other tokens)" and cells[8] == "+0.5 ± 19.1"  # BLiMP still compares
     assert cells[3] == "1 of 2" and "shards bbb (128 tokens)" in cells[1]  # 6.5 is not 1 nat under 7.2
     with pytest.raises(SystemExit, match="no `baseline` arm"):
         levers_table.table({"vocab-16k": copy.deepcopy(vocab)})
@@ -73,6 +76,8 @@ def test_each_series_pairs_its_arms_with_its_own_baseline_and_a_rerun_baseline_s
     kept = tmp_path / "results"
     first = results([5.6, 5.8], [0.55, 0.57], [2140, 2150])
     again = results([5.5, 5.9], [0.56, 0.55], [2000, 2100])  # the same settings in another sitting
+    for run in again["runs"]:  # recorded by a later mapnet, with a setting added since at its default: no lever
+        run["settings"]["train"]["batch_ramp_start"] = 0
     docs = {"series-1": {"baseline": first, "mask-0.30": results([5.5, 5.7], [0.55, 0.57], [1800, 1800])},
             "series-2": {"baseline": again, "lr-4e-3": results([5.3, 5.8], [0.57, 0.56], [2000, 2100], lr=4e-3)}}
     for series, arms in docs.items():
@@ -85,10 +90,10 @@ def test_each_series_pairs_its_arms_with_its_own_baseline_and_a_rerun_baseline_s
     assert [line.split("|")[1:3] for line in lines] == [
         [" series-1 ", " baseline "], [" series-1 ", " mask-0.30 "], [" series-2 ", " baseline "], [" series-2 ", " lr-4e-3 "]]
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
-    assert cells[0][6] == "–" and cells[0][9] == "–"  # the first baseline is the reference
+    assert cells[0][6] == "–" and cells[0][10] == "–"  # the first baseline is the reference
     # The rerun baseline vs the first: seed 0 -0.1 nats and +1 point, seed 1 +0.1 nats and -2 points.
-    assert cells[2][6] == "+0.000 ± 1.271" and cells[2][8] == "-0.5 ± 19.1" and cells[2][9] == "2"
-    assert "the first series' baseline again" in cells[2][2]
+    assert cells[2][6] == "+0.000 ± 1.271" and cells[2][9] == "-0.5 ± 19.1" and cells[2][10] == "2"
+    assert cells[2][2] == "the first series' baseline again, in another sitting (Δ vs it: the drift)"
     # lr-4e-3 against series-2's baseline (-0.2 and -0.1 nats), not series-1's (-0.3 and 0.0).
     assert cells[3][6] == "-0.150 ± 0.635" and cells[3][2] == "`optim.lr=0.004`"
     assert cells[1][6].startswith("-0.100")  # mask-0.30 against series-1's (both seeds -0.1 nats)

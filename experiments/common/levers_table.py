@@ -30,6 +30,7 @@ from pathlib import Path
 import levers_series
 
 from mapnet_cli.intervals import mean_ci
+from mapnet_cli.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 KEPT = REPO / "experiments" / "hour-levers" / "results"
@@ -68,7 +69,9 @@ def flat(settings: dict) -> dict[str, object]:
 
 def changes(doc: dict, base: dict) -> str:
     mine, theirs = flat(doc["runs"][0]["settings"]), flat(base["runs"][0]["settings"])
-    out = [f"{k}={mine[k]}" for k in mine if k not in NOT_A_LEVER and mine[k] != theirs.get(k)]
+    # A setting added after `base` ran is absent from its record; at its default it is what `base` did.
+    default = flat(Settings().to_dict())
+    out = [f"{k}={mine[k]}" for k in mine if k not in NOT_A_LEVER and mine[k] != theirs.get(k, default.get(k))]
     if doc["shards"]["manifest_sha256"] != base["shards"]["manifest_sha256"]:
         out.append(f"shards {Path(doc['shards']['path']).name} ({doc['runs'][0]['settings']['shard']['max_seq_len']} tokens)")
     return ", ".join(f"`{c}`" for c in out) or "–"
@@ -109,6 +112,9 @@ def row(name: str, doc: dict, base: dict, series: str | None = None, first: dict
     steps_text = f"{steps[0]:,}" if steps[0] == steps[-1] else f"{steps[0]:,}–{steps[-1]:,}"
     loss = mean_ci([final_loss(r) for r in runs.values()])
     blimp = mean_ci([r["blimp"]["accuracy"] for r in runs.values()]) if all("blimp" in r for r in runs.values()) else None
+    # The arm's own random weights: another block or shape scores differently untrained (the modern block's random
+    # weights score above the BERT block's), so a trained BLiMP reads against its own control, not the baseline's.
+    random = (doc.get("aggregate", {}).get("blimp_control") or {}).get("random_init")
     if name == BASELINE and first is None:
         d_loss = d_blimp = n = "–"
         what = described(doc)
@@ -129,11 +135,11 @@ def row(name: str, doc: dict, base: dict, series: str | None = None, first: dict
             what = again if what == "–" else f"{again}, and {what}"
     lead = "" if series is None else f"| {series} "
     return (f"{lead}| {name} | {what} | {steps_text} | {left} | "
-            f"{fmt(loss, '.3f')} | {d_loss} | {fmt(blimp, '.1f', 100)} | {d_blimp} | {n} |")
+            f"{fmt(loss, '.3f')} | {d_loss} | {fmt(blimp, '.1f', 100)} | {fmt(random, '.1f', 100)} | {d_blimp} | {n} |")
 
 
 COLUMNS = ("arm | what it changes | steps bought | left the plateau | held-out loss | Δ loss (nats) | BLiMP | "
-           "Δ BLiMP (points) | n")
+           "BLiMP, its random weights | Δ BLiMP (points) | n")
 
 
 def header(base: dict, series: bool = False) -> list[str]:
@@ -143,8 +149,8 @@ def header(base: dict, series: bool = False) -> list[str]:
     columns = ("series | " if series else "") + COLUMNS
     return [f"Every arm trained {budget} (training time; evaluation and checkpoints not counted), seeds "
             f"{base['seeds']}; BLiMP {b.get('method', '–')} on {b.get('paradigms', '–')} paradigms × "
-            f"{b.get('pairs_per_paradigm', '–')} pairs; the baseline's controls: random weights "
-            f"{fmt(ctl.get('random_init'), '.1f', 100)}, unigram "
+            f"{b.get('pairs_per_paradigm', '–')} pairs, each arm beside its own random-weight encoders (same seeds); "
+            f"the baseline's unigram control "
             f"{'–' if ctl.get('unigram') is None else format(100 * ctl['unigram'], '.1f')}. Δ = arm − baseline on "
             "the same seed" + (" of the same series (one sitting's baseline and the arms run beside it)" if series
                                else "") +
