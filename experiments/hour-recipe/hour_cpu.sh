@@ -17,7 +17,9 @@
 # sitting and under any load, so the seeds may run at once (JOBS, default 3, each on one thread) and beside other
 # work; run.json records the wall seconds too. CLOCK=wall trains each seed to the wall clock, one after another:
 # they must then be alone on the machine (the load is recorded before and after each, OUT/load.tsv). RECIPE, PRESET
-# (empty: the recipe's shape), BUDGET, SEEDS, JOBS and MAPNET may be set in the environment.
+# (empty: the recipe's shape), BUDGET, SEEDS, JOBS and MAPNET may be set in the environment; SETS adds run flags
+# (word-split: SETS="--set model.layers=4 --set model.hidden=192 --set model.heads=3" trains another shape, as
+# section G's amendment compares two shapes at the hour; give it its own OUT).
 set -euo pipefail
 source experiments/common/bench_settings.sh
 OUT=$(realpath -m "$1"); WHICH=${2:-}
@@ -34,7 +36,8 @@ COST_ARGS=(); GLUE_SMALL=(--max-train 5000); FEW_SHOT=(500 1000); FEW_SHOT_ARGS=
 # The lever search's run flags (experiments/hour-levers/levers_cpu.sh), so the recipe trains as its arms did.
 RUN=(--recipe "$RECIPE" ${PRESET:+--preset "$PRESET"} --set model.max_position=128 --set shard.max_seq_len=128
      --set train.eval_sequences=512 --set train.eval_pick=spread --set logging.log_every=50 --set logging.progress=false
-     --set train.keep_last=100 --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]")
+     --set train.keep_last=100 --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]"
+     ${SETS:-})
 if [[ $WHICH == smoke ]]; then
     # The synthetic language, a tiny model and a 20 s budget: every stage and the table, not a measurement.
     RECIPE=${SMOKE_RECIPE:-fast}; PRESET=${SMOKE_PRESET:-tiny}; BUDGET=20s; SEEDS=2; JOBS=2; CHECKPOINT_MINUTES=0.1
@@ -42,7 +45,7 @@ if [[ $WHICH == smoke ]]; then
     COST_ARGS=(--steps 4 --skip 1 --alone 1); GLUE_SMALL=(--max-train 64 --max-dev 64 --seeds 1 --epochs 1)
     FEW_SHOT=(32); FEW_SHOT_ARGS=(--max-dev 64 --seeds 1 --epochs 1)
     RUN=(--recipe "$RECIPE" --preset "$PRESET" --set train.batch_size=8 --set train.eval_sequences=16
-         --set logging.log_every=5 --set logging.progress=false --set train.keep_last=100)
+         --set logging.log_every=5 --set logging.progress=false --set train.keep_last=100 ${SETS:-})
 fi
 COSTS=$OUT/costs.json
 mkdir -p "$OUT"
