@@ -68,8 +68,10 @@ costs() {
     loadline costs end
 }
 
+need_costs() { [[ -f $COSTS ]] || { echo "no $COSTS: run the costs stage first (alone on the machine)" >&2; exit 2; }; }
+
 run() {
-    [[ -f $COSTS ]] || { echo "no $COSTS: run the costs stage first (alone on the machine)" >&2; exit 2; }
+    need_costs
     # Two one-thread lanes, the arms dealt alternately (uniform in lane a); the runs' speed does not matter here.
     local a=() b=() k
     for k in "${!ARMS[@]}"; do if ((k % 2 == 0)); then a+=("${ARMS[k]}"); else b+=("${ARMS[k]}"); fi; done
@@ -87,7 +89,7 @@ run() {
 
 case $WHICH in
     costs) data; costs ;;
-    run) data; run ;;
+    run) need_costs; data; run ;;
     table) uv run python experiments/common/arms_table.py "$OUT/arms/results.json" | tee "$OUT/table.md" ;;
     smoke) data; costs; run; uv run python experiments/common/arms_table.py "$OUT/arms/results.json" | tee "$OUT/table.md" ;;
 esac

@@ -109,8 +109,10 @@ pretrain_seed() {  # SEED
     ((rc == 0)) || { echo "seed $seed failed (exit $rc): $OUT/seed-$seed.log" >&2; return 1; }
 }
 
+need_costs() { [[ -f $COSTS ]] || { echo "no $COSTS: run the costs stage first (alone on the machine)" >&2; exit 2; }; }
+
 pretrain() {
-    [[ -f $COSTS ]] || { echo "no $COSTS: run the costs stage first (alone on the machine)" >&2; exit 2; }
+    need_costs
     if [[ $CLOCK == wall ]]; then
         for ((s = 0; s < SEEDS; s++)); do pretrain_seed "$s"; done
         return
@@ -167,7 +169,7 @@ table() {
 
 case $WHICH in
     costs) data; costs ;;
-    pretrain) data; pretrain ;;
+    pretrain) need_costs; data; pretrain ;;
     blimp) blimp ;;
     glue) glue ;;
     table) table ;;
