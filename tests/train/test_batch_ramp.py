@@ -91,10 +91,11 @@ def test_a_ramped_run_trains_and_consumes_each_steps_batch_and_resumes_and_prefe
     assert train_lines(tmp_path / "full")[0]["masked_tokens"] == MASKED * 8
 
 
-def test_under_a_modelled_budget_a_ramped_step_counts_its_share_of_the_cost(shards, tmp_path):
+def test_under_a_modelled_budget_a_ramped_step_counts_its_share_and_resumes_and_prefetches_exactly(shards, tmp_path):
     full, budget, fraction = 0.125, 1.0, 0.5  # powers of two: every sum below is exact
-    s = settings("train.time_budget=1s", f"train.step_seconds={full}", "train.batch_ramp_start=2",
-                 f"train.batch_ramp_fraction={fraction}")
+    s_extra = ["train.time_budget=1s", f"train.step_seconds={full}", "train.batch_ramp_start=2",
+               f"train.batch_ramp_fraction={fraction}"]
+    s = settings(*s_extra)
     slow = pretrain(s, shards, tmp_path / "slow", clock=FakeClock(0.3))
     fast = pretrain(s, shards, tmp_path / "fast", clock=FakeClock(0.01))
     # The steps, by the docstring: each step's size from the time counted before it, costing b / B of a step.
@@ -112,6 +113,16 @@ def test_under_a_modelled_budget_a_ramped_step_counts_its_share_of_the_cost(shar
     assert slow.name == fast.name == f"step-{len(sizes):08d}"
     ws, wf = weights(slow), weights(fast)
     assert all(torch.equal(ws[k], wf[k]) for k in ws)  # the machine's speed changed nothing
+    # Stopped inside the ramp and resumed (the counted time carries over), or with batches made ahead (a size
+    # guessed before the step's time is known is made again where wrong): the same run.
+    pretrain(s, shards, tmp_path / "stopped", clock=FakeClock(0.3), stop_at=7)
+    resumed = pretrain(s, shards, tmp_path / "stopped", clock=FakeClock(0.01), resume=True)
+    ahead = pretrain(settings(*s_extra, "train.prefetch=true"), shards, tmp_path / "ahead", clock=FakeClock(0.3))
+    for other in (resumed, ahead):
+        assert other.name == slow.name
+        wo = weights(other)
+        assert all(torch.equal(ws[k], wo[k]) for k in ws)
+    assert [r["masked_tokens"] for r in train_lines(tmp_path / "stopped")] == [MASKED * b for b in sizes]
 
 
 @pytest.mark.parametrize("extra, says", [
