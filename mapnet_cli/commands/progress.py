@@ -97,6 +97,20 @@ def warn_long_warmup(settings) -> None:
              f"train.short_seq_steps=N with N < {steps}, e.g. {max(1, steps // 4)}")
 
 
+def warn_emulated_bf16(settings) -> None:
+    """bf16 autocast asked for on a CPU that emulates it (cpu_features.py): slower than fp32, worth one line."""
+    import torch
+
+    from ..cpu_features import cpu_native_bf16
+
+    t = settings.train
+    on_cpu = t.device == "cpu" or (t.device == "auto" and not torch.cuda.is_available())
+    if t.precision == "bf16" and on_cpu and cpu_native_bf16() is False:
+        warn("train.precision is bf16 but this CPU has no bf16 instructions (no avx512_bf16, amx_bf16 or bf16 among "
+             "its /proc/cpuinfo flags): bf16 is emulated here, usually slower than fp32; pass --set train.precision=fp32 "
+             "unless you have measured otherwise")
+
+
 def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[int]) -> None:
     """Train in this process with a rich progress bar (`pretrain`, `quickstart`, `compare`)."""
     from .. import distributed
@@ -107,6 +121,7 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
         from ..evaluation.variance.snapshot import variance_snapshot as snapshot
 
     warn_long_warmup(settings)
+    warn_emulated_bf16(settings)
 
     console = Console(stderr=True)
     console.soft_wrap = not console.is_terminal  # a log line stays one line, however long (rich would wrap at 80)
@@ -197,4 +212,5 @@ class SweepProgress:
         self.console.print(f"note: {text}", highlight=False, markup=False)
 
 
-__all__ = ["ARGV_ENV", "PlainProgress", "SweepProgress", "clock", "train_with_progress", "warn_long_warmup"]
+__all__ = ["ARGV_ENV", "PlainProgress", "SweepProgress", "clock", "train_with_progress", "warn_emulated_bf16",
+           "warn_long_warmup"]
