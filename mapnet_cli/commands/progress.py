@@ -98,7 +98,7 @@ def warn_long_warmup(settings) -> None:
 
 
 def warn_emulated_bf16(settings) -> None:
-    """bf16 autocast asked for on a CPU that emulates it (cpu_features.py): slower than fp32, worth one line."""
+    """bf16 autocast asked for on a CPU that emulates it (cpu_features.py): usually slower than fp32, worth one line."""
     import torch
 
     from ..cpu_features import cpu_native_bf16
