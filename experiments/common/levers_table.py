@@ -112,8 +112,8 @@ def row(name: str, doc: dict, base: dict, series: str | None = None, first: dict
     steps_text = f"{steps[0]:,}" if steps[0] == steps[-1] else f"{steps[0]:,}–{steps[-1]:,}"
     loss = mean_ci([final_loss(r) for r in runs.values()])
     blimp = mean_ci([r["blimp"]["accuracy"] for r in runs.values()]) if all("blimp" in r for r in runs.values()) else None
-    # The arm's own random weights: another block or shape scores differently untrained (the modern block's random
-    # weights score above the BERT block's), so a trained BLiMP reads against its own control, not the baseline's.
+    # The arm's own random weights: another block or shape scores differently untrained (series 3's modern block's
+    # scored above the BERT block's), so a trained BLiMP reads against its own control, not the baseline's.
     random = (doc.get("aggregate", {}).get("blimp_control") or {}).get("random_init")
     if name == BASELINE and first is None:
         d_loss = d_blimp = n = "–"
