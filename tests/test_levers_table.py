@@ -239,3 +239,16 @@ def test_the_winners_combine_into_one_arm_or_are_refused_in_one_line(tmp_path, c
         assert expect in done.stdout.splitlines()
     else:
         assert done.returncode == 2 and done.stderr.strip() == expect and not done.stdout
+
+
+def test_the_per_seed_table_sets_each_seed_beside_its_own_random_weights():
+    base = results([4.848, 4.843], [0.538, 0.546], [1829, 1829])
+    modern = results([4.617, 4.647], [0.544, 0.542], [1659, 1659])
+    base["blimp_control"] = {"random": {"0": {"accuracy": 0.516}, "1": {"accuracy": 0.516}}}
+    modern["blimp_control"] = {"random": {"0": {"accuracy": 0.547}, "1": {"accuracy": 0.529}}}
+    text = levers_table.per_seed({"modern": modern, "baseline": base})
+    assert row(text, "baseline") == ["baseline", "4.848 / 4.843", "53.8 / 54.6", "51.6 / 51.6", "+2.2 / +3.0"]
+    assert row(text, "modern") == ["modern", "4.617 / 4.647", "54.4 / 54.2", "54.7 / 52.9", "-0.3 / +1.3"]
+    assert text.splitlines()[2].startswith("| baseline |")  # the baseline first, whatever the order given
+    del modern["blimp_control"]  # scored without controls: no made-up difference
+    assert row(levers_table.per_seed({"baseline": base, "modern": modern}), "modern")[3:] == ["–", "–"]

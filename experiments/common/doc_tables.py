@@ -42,6 +42,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "arm-step-costs": performance_tables.arm_costs_all,
     "lite-step-costs": performance_tables.arm_costs_lite,
     "hour-levers": levers_table.kept,
+    "hour-levers-per-seed": levers_table.kept_per_seed,
     "hour-levers-costs": levers_costs.table,
     "pooling-default": pooling_table.table,
 }

@@ -181,6 +181,34 @@ def series_table(series: list[tuple[str, dict[str, dict]]]) -> str:
     return "\n".join(lines)
 
 
+def per_seed(docs: dict[str, dict]) -> str:
+    """Each arm's seeds side by side (seed 0 / seed 1 ...): final held-out loss, BLiMP, the BLiMP of that seed's
+    random-weight encoder (same shape and init; compare's `blimp_control`) and trained minus random."""
+    def cells(values: list[float], f: str) -> str:
+        return " / ".join(format(v, f) for v in values)
+
+    lines = ["| arm | held-out loss | BLiMP | its random weights | trained − random |", "|---|---|---|---|---|"]
+    for name in [BASELINE] + [n for n in docs if n != BASELINE]:
+        runs = by_seed(docs[name])
+        seeds = sorted(runs)
+        random = (docs[name].get("blimp_control") or {}).get("random") or {}
+        trained = [100 * runs[k]["blimp"]["accuracy"] for k in seeds] if all("blimp" in runs[k] for k in seeds) else []
+        control = [100 * random[str(k)]["accuracy"] for k in seeds] if all(str(k) in random for k in seeds) else []
+        lines.append(f"| {name} | {cells([final_loss(runs[k]) for k in seeds], '.3f')} | {cells(trained, '.1f') or '–'} | "
+                     f"{cells(control, '.1f') or '–'} | "
+                     f"{cells([t - c for t, c in zip(trained, control)], '+.1f') if trained and control else '–'} |")
+    return "\n".join(lines)
+
+
+def kept_per_seed() -> str:
+    """doc_tables' `hour-levers-per-seed`: the newest kept series, seed by seed."""
+    folders = levers_series.all_series(KEPT) if KEPT.is_dir() else []
+    docs = load(folders[-1]) if folders else {}
+    if BASELINE not in docs:
+        return "*Not measured yet.*"
+    return f"Series {folders[-1].name.partition('-')[2]}, per seed (0 / 1 ...), from `results/{folders[-1].name}/`:\n\n" + per_seed(docs)
+
+
 def kept() -> str:
     """doc_tables' `hour-levers`: the table of the kept raw JSON (every series), or what to run while there is none."""
     folders = levers_series.all_series(KEPT) if KEPT.is_dir() else []
