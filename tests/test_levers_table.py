@@ -16,9 +16,10 @@ sys.path.insert(0, str(REPO / "experiments" / "common"))  # the table scripts im
 import levers_table  # noqa: E402
 
 
-def results(losses, blimps, steps, lr=2e-3, shards="aaa", entropy=6.9, random=0.52) -> dict:
-    """A compare results.json with what the table reads: two seeds' final loss, BLiMP, budget and settings."""
-    runs = [{"seed_index": k, "eval": [{"step": 0, "eval_loss": 9.0}, {"step": s, "eval_loss": loss}],
+def results(losses, blimps, steps, lr=2e-3, shards="aaa", entropy=6.9, random=0.52, questions=None) -> dict:
+    """A compare results.json with what the table reads: two seeds' final loss, BLiMP, budget and settings.
+    `questions`: the runs' held-out set hash (eval_sha256), by default the shards'."""
+    runs = [{"seed_index": k, "eval_sha256": questions or f"eval-of-{shards}", "eval": [{"step": 0, "eval_loss": 9.0}, {"step": s, "eval_loss": loss}],
              "budget": {"steps": s, "finished": True}, "blimp": {"accuracy": b},
              "settings": {"optim": {"lr": lr}, "train": {"seed": k}, "shard": {"max_seq_len": 128}}}
             for k, (loss, b, s) in enumerate(zip(losses, blimps, steps))]
@@ -60,6 +61,14 @@ def test_other_shards_give_no_loss_delta_and_a_run_on_the_plateau_is_counted(tmp
     assert cells[3] == "1 of 2" and "shards bbb (128 tokens)" in cells[1]  # 6.5 is not 1 nat under 7.2
     with pytest.raises(SystemExit, match="no `baseline` arm"):
         levers_table.table({"vocab-16k": copy.deepcopy(vocab)})
+
+
+def test_shards_rebuilt_from_the_same_text_still_compare_their_loss():
+    # A new machine rebuilds the shards: the manifest's bytes (its creation time) differ, its held-out questions not.
+    base = results([5.6, 5.8], [0.55, 0.57], [2140, 2150])
+    rebuilt = results([5.5, 5.6], [0.55, 0.57], [2140, 2150], lr=4e-3, shards="rebuilt", questions="eval-of-aaa")
+    cells = row(levers_table.table({"baseline": base, "lr-4e-3": rebuilt}), "lr-4e-3")
+    assert cells[1] == "`optim.lr=0.004`" and cells[5] == "-0.150 ± 0.635"
 
 
 def test_the_kept_table_says_what_to_run_until_there_are_results(tmp_path, monkeypatch):

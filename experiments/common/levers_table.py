@@ -10,7 +10,7 @@ train.time_budget with the same seeds as the baseline (`baseline`). Per arm, pai
 order and masks, where the lever leaves them alone; one comparison per seed): Δ BLiMP (accuracy points) and Δ
 held-out loss (nats, the main held-out set with its fixed all-[MASK] masks at 15%) vs the baseline's same seed,
 mean ± 95% t-interval, and n, the number of independent comparisons. A loss is only compared on the same
-shards: an arm on other shards (another vocabulary, other sequence lengths) predicts other tokens, so its
+held-out questions (every run's eval_sha256: shards rebuilt from the same text qualify): an arm on other shards (another vocabulary, other sequence lengths) predicts other tokens, so its
 Δ loss is not given (BLiMP, which scores sentences, still is). "Left the plateau": the run's final held-out
 loss is at least 1 nat under its training tokens' unigram entropy (as experiments/blimp-arms). "What it
 changes" is read from the runs' recorded settings, so it cannot drift from what ran.
@@ -67,12 +67,20 @@ def flat(settings: dict) -> dict[str, object]:
     return {f"{sec}.{k}": v for sec, values in settings.items() for k, v in values.items()}
 
 
+def same_questions(doc: dict, other: dict) -> bool:
+    """Whether two arms' held-out losses answer the same questions: every run's eval_sha256 (the evaluated
+    sequences, their masks and inputs) is one and the same. Not the shard manifest's hash: a manifest rebuilt from
+    the same text on a new machine differs in its creation time alone, and its held-out questions do not."""
+    mine = {r["eval_sha256"] for r in doc["runs"]}
+    return len(mine) == 1 and mine == {r["eval_sha256"] for r in other["runs"]}
+
+
 def changes(doc: dict, base: dict) -> str:
     mine, theirs = flat(doc["runs"][0]["settings"]), flat(base["runs"][0]["settings"])
     # A setting added after `base` ran is absent from its record; at its default it is what `base` did.
     default = flat(Settings().to_dict())
     out = [f"{k}={mine[k]}" for k in mine if k not in NOT_A_LEVER and mine[k] != theirs.get(k, default.get(k))]
-    if doc["shards"]["manifest_sha256"] != base["shards"]["manifest_sha256"]:
+    if not same_questions(doc, base):
         out.append(f"shards {Path(doc['shards']['path']).name} ({doc['runs'][0]['settings']['shard']['max_seq_len']} tokens)")
     return ", ".join(f"`{c}`" for c in out) or "–"
 
@@ -120,8 +128,8 @@ def row(name: str, doc: dict, base: dict, series: str | None = None, first: dict
         what = described(doc)
     else:
         other = first if name == BASELINE else base
-        same_shards = doc["shards"]["manifest_sha256"] == other["shards"]["manifest_sha256"]
-        d_loss = (fmt(mean_ci([final_loss(runs[k]) - final_loss(ref[k]) for k in seeds]), "+.3f") if same_shards
+        d_loss = (fmt(mean_ci([final_loss(runs[k]) - final_loss(ref[k]) for k in seeds]), "+.3f")
+                  if same_questions(doc, other)
                   else "n/c (other tokens)")
         d_blimp = (fmt(mean_ci([runs[k]["blimp"]["accuracy"] - ref[k]["blimp"]["accuracy"] for k in seeds]), "+.1f", 100)
                    if blimp is not None and all("blimp" in ref[k] for k in seeds) else "–")
