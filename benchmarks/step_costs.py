@@ -48,6 +48,7 @@ from pathlib import Path
 
 from mapnet_cli.atomic import write_json
 from mapnet_cli.compare import strategy_masking
+from mapnet_cli.cpu_features import cpu_description
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.output_paths import check_output
 from mapnet_cli.settings import resolve
@@ -249,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
             else f"{names[0]} alone, {alone_runs} runs")
     print(f"{plan}, {a.steps} short + {a.steps} whole steps each; "
           f"{os.cpu_count()} cores, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
-          f"load average {load_before[0]:.2f} before", flush=True)
+          f"load average {load_before[0]:.2f} before; {cpu_description() or 'CPU not readable'}", flush=True)
     rounds = []
     try:
         ref_name, others = names[0], names[1:]
@@ -270,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         result = summarise(rounds, names, tuple(a.reference) if a.reference else None, alone)
         result.update({"steps": a.steps, "skip": a.skip, "rounds_run": a.rounds if others else 0, "common": a.common,
                        "arms_given": [{"name": n, "shards": s, "settings": rest} for n, s, *rest in a.arm],
-                       "cores": os.cpu_count(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+                       "cores": os.cpu_count(), "cpu": cpu_description(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
                        "load_before": [round(x, 2) for x in load_before],
                        "load_after": [round(x, 2) for x in os.getloadavg()],
                        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})

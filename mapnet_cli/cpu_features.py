@@ -24,6 +24,29 @@ def native_bf16(cpuinfo: str) -> bool:
     return False
 
 
+def describe(cpuinfo: str) -> str:
+    """The processor's model and its bf16 instructions, e.g. "Intel(R) Xeon(R) Processor; bf16: amx_bf16,
+    avx512_bf16": what a measured step cost depends on beyond the core count (a ratio measured on one CPU is not
+    another's: AMX and AVX512-BF16 speed bf16 differently)."""
+    model, flags = None, set()
+    for line in cpuinfo.splitlines():
+        name, sep, values = line.partition(":")
+        name = name.strip()
+        if sep and name == "model name" and model is None:
+            model = values.strip()
+        elif sep and name in ("flags", "Features"):
+            flags |= NATIVE_BF16 & set(values.split())
+    return f"{model or 'unknown model'}; bf16: {', '.join(sorted(flags)) or 'none'}"
+
+
+def cpu_description(path: Path | None = None) -> str | None:
+    """This machine's `describe`, or None where /proc/cpuinfo cannot be read."""
+    try:
+        return describe((path or CPUINFO).read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return None
+
+
 def cpu_native_bf16(path: Path | None = None) -> bool | None:
     """This machine's answer (`path`: /proc/cpuinfo), or None where it cannot be read."""
     try:
@@ -32,4 +55,4 @@ def cpu_native_bf16(path: Path | None = None) -> bool | None:
         return None
 
 
-__all__ = ["cpu_native_bf16", "native_bf16"]
+__all__ = ["cpu_description", "cpu_native_bf16", "describe", "native_bf16"]

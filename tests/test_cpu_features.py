@@ -30,6 +30,14 @@ def test_an_unreadable_cpuinfo_claims_nothing(tmp_path):
     assert cpu_features.cpu_native_bf16(tmp_path / "cpuinfo") is True
 
 
+def test_a_cpu_is_described_by_its_model_and_bf16_instructions(tmp_path):
+    xeon = "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor\n" + SPR.split("\n", 1)[1]
+    assert cpu_features.describe(xeon * 2) == "Intel(R) Xeon(R) Processor; bf16: amx_bf16"
+    assert cpu_features.describe(SKYLAKE) == "unknown model; bf16: none"
+    assert cpu_features.describe(GRAVITON3) == "unknown model; bf16: bf16"
+    assert cpu_features.cpu_description(tmp_path / "none") is None
+
+
 @pytest.mark.parametrize("cpuinfo, precision, warned", [(SKYLAKE, "bf16", True), (ZEN4, "bf16", False),
                                                          (SKYLAKE, "fp32", False), (None, "bf16", False)])
 def test_pretrain_warns_once_where_a_cpu_would_emulate_bf16(tmp_path, monkeypatch, capsys, cpuinfo, precision, warned):

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from mapnet_cli import cpu_features
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "experiments" / "common"))
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -107,6 +109,7 @@ def test_the_benchmark_times_real_budget_steps_and_the_kept_file_gives_the_flags
     assert rc == 0
     bench = json.loads(out.read_text())
     assert bench["reference"] == "base" and not bench["reference_pinned"]
+    assert bench["cpu"] == cpu_features.cpu_description()  # this machine's model and bf16 instructions
     assert len(bench["arms"]["base"]["alone"]) == 1 and bench["reference_seconds"]["full"] == bench["arms"]["base"]["alone"][0]["full"]
     # Two rounds, each the arm in lock-step with the reference: both costs of both, every round.
     assert len(bench["arms"]["base"]["rounds"]) == 2 and len(bench["arms"]["wide"]["rounds"]) == 2
@@ -160,6 +163,26 @@ def test_one_arm_is_timed_alone_and_its_costs_are_the_median_of_those_runs(tmp_p
     assert set(bench["arms"]) == {"hour"} and len(hour["alone"]) == 3 and hour["rounds"] == [] and bench["rounds_run"] == 0
     median = sorted(run["full"] for run in hour["alone"])[1]
     assert hour["step_seconds"] == step_costs.figures(median) == step_costs.figures(bench["reference_seconds"]["full"])
+
+
+def test_a_ratio_measured_on_another_cpu_is_kept_only_when_asked_and_then_marked():
+    arm = {"step_seconds": 0.4, "short_step_seconds": 0.3, "ratio": {"full": 0.6, "short": 0.6},
+           "ratio_range": {"full": [0.6, 0.6], "short": [0.6, 0.6]}}
+    bench = {"reference": "base", "reference_seconds": {"full": 0.66, "short": 0.64}, "when": "t", "load_before": [0.1],
+             "load_after": [0.1], "cores": 2, "omp_num_threads": "2", "steps": 5, "rounds_run": 1,
+             "cpu": "AMD EPYC; bf16: avx512_bf16", "arms": {"base": {**arm, "step_seconds": 0.66}, "bf16": arm}}
+    kept = levers_costs.merge({}, bench)
+    assert levers_costs.reference_cpu(kept) == "AMD EPYC; bf16: avx512_bf16"
+    xeon = {**bench, "cpu": "Intel Xeon; bf16: amx_bf16, avx512_bf16", "arms": {"combined": arm}}
+    with pytest.raises(SystemExit, match="measured on AMD EPYC; bf16: avx512_bf16, this benchmark on Intel Xeon"):
+        levers_costs.merge(kept, xeon)
+    marked = levers_costs.merge(kept, xeon, across_cpus=True)["arms"]["combined"]["measured"]
+    assert marked["cpu"].startswith("Intel Xeon") and marked["reference_cpu"].startswith("AMD EPYC")
+    assert "reference_cpu" not in levers_costs.merge(kept, {**bench, "arms": {"bf16": arm}})["arms"]["bf16"]["measured"]
+    # Costs kept before CPUs were recorded say so, and a benchmark that records one is another CPU to them.
+    old = {**kept, "arms": {"base": {**kept["arms"]["base"], "measured": {"when": "t"}}}}
+    with pytest.raises(SystemExit, match="measured on a CPU not recorded"):
+        levers_costs.merge(old, bench)
 
 
 def test_a_modelled_arm_pairs_only_with_a_baseline_on_the_same_modelled_clock():

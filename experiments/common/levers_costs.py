@@ -1,7 +1,7 @@
 """The kept step costs of the lever arms: what each step counts under the modelled clock (experiments/hour-levers).
 
     python experiments/common/levers_costs.py reference KEPT/step-costs/costs.json    # "FULL SHORT" (exit 3: none yet)
-    python experiments/common/levers_costs.py merge KEPT/step-costs/costs.json OUT/step-costs.json
+    python experiments/common/levers_costs.py merge KEPT/step-costs/costs.json OUT/step-costs.json [--across-cpus]
     python experiments/common/levers_costs.py flags KEPT/step-costs/costs.json ARM    # the arm's --set flags
     python experiments/common/levers_costs.py check KEPT/step-costs/costs.json SERIES/baseline.json   # exit 1: not modelled
     python experiments/common/levers_costs.py table KEPT/step-costs/costs.json    # the costs and the steps 20 minutes buy
@@ -14,7 +14,9 @@ the baseline's costs (the reference); every later one is run with them pinned (`
 costs are the same reference times their own measured ratio. `merge` adds a benchmark's arms to the kept file,
 each with the measurement it came from (when, load, ratio range); an arm measured again is replaced, and the
 replaced entry is kept under `superseded` (a series trained with the old costs stays explainable). An arm whose
-costs were never measured has no flags: `flags` says so and exits 1, so the search cannot run it on a guess.
+costs were never measured has no flags: `flags` says so and exits 1, so the search cannot run it on a guess. Each
+measurement records its CPU (model and bf16 instructions); one made on another CPU than the reference's is refused
+unless `--across-cpus` (`merge`).
 """
 
 from __future__ import annotations
@@ -60,8 +62,23 @@ def positive(arm: str, entry: dict) -> tuple[float, float]:
     return costs
 
 
-def merge(kept: dict, bench: dict) -> dict:
-    """`bench` (a step_costs.py result) into `kept`; the first one pins the reference's costs."""
+def reference_cpu(kept: dict) -> str | None:
+    """The CPU the kept reference's costs were measured on (None: not recorded, as before 2026-11-27 15:00)."""
+    return kept["arms"].get(kept["reference"], {}).get("measured", {}).get("cpu")
+
+
+def merge(kept: dict, bench: dict, across_cpus: bool = False) -> dict:
+    """`bench` (a step_costs.py result) into `kept`; the first one pins the reference's costs.
+
+    A ratio is a property of the CPU it was measured on (bf16 gains 0.65x on AVX512-BF16 and more on AMX; a
+    narrow model gains more where the wide one was memory-bound), so a benchmark made on another CPU than the kept
+    reference's is refused unless `across_cpus`: then each of its arms is kept marked with the reference's CPU, and
+    re-measuring kept arms beside it shows how far their ratios moved."""
+    if kept and bench.get("cpu") != reference_cpu(kept) and not across_cpus:
+        raise SystemExit(f"the kept reference's costs were measured on {reference_cpu(kept) or 'a CPU not recorded'}, "
+                         f"this benchmark on {bench.get('cpu') or 'a CPU not recorded'}: a ratio measured on one CPU is not "
+                         "another's; measure on the kept costs' CPU, or pass --across-cpus (ACROSS_CPUS=1 levers_cpu.sh) "
+                         "with kept arms measured again beside the new ones")
     if kept:
         if bench["reference"] != kept["reference"] or bench["reference_seconds"] != kept["reference_seconds"]:
             raise SystemExit(f"the benchmark's reference ({bench['reference']}, {bench['reference_seconds']}) is not the kept "
@@ -71,6 +88,9 @@ def merge(kept: dict, bench: dict) -> dict:
         out = {"reference": bench["reference"], "reference_seconds": bench["reference_seconds"], "arms": {},
                "superseded": []}
     source = {k: bench[k] for k in ("when", "load_before", "load_after", "cores", "omp_num_threads", "steps", "rounds_run")}
+    source["cpu"] = bench.get("cpu")
+    if kept and source["cpu"] != reference_cpu(kept):
+        source["reference_cpu"] = reference_cpu(kept)  # across CPUs, said where the ratio is kept
     for name, arm in bench["arms"].items():
         positive(name, arm)
         if name == bench["reference"] and name in out["arms"]:
@@ -120,7 +140,9 @@ def table(path: Path = KEPT) -> str:
     ref = kept["reference"]
     when = sorted({a["measured"]["when"] for a in kept["arms"].values()})
     span = "?" if not when else when[0] if len(when) == 1 else f"{when[0]} to {when[-1]}"
-    lines = [f"Step costs on the modelled clock (`step-costs/costs.json`; measured {span} on the 2-core VM, alone): each arm "
+    cpus = sorted({a["measured"].get("cpu") or "a CPU not recorded" for a in kept["arms"].values()})
+    lines = [f"Step costs on the modelled clock (`step-costs/costs.json`; measured {span} on a 2-core VM ({'; '.join(cpus)}), "
+             f"alone): each arm "
              f"in lock-step with `{ref}`, the ratio's median over the rounds (min–max beside it); `{ref}`'s own costs "
              f"from its runs alone. A 20-minute budget with the fast recipe's 23% of 16-token pieces buys the steps in the "
              f"last column (counted as `train/budget.py` counts a modelled clock's steps). {', '.join(f'`{a}`' for a in SAME_STEP)} count `{ref}`'s "
@@ -145,9 +167,9 @@ def main(argv: list[str]) -> int:
             return NONE_YET
         print(kept["reference_seconds"]["full"], kept["reference_seconds"]["short"])
         return 0
-    if len(argv) == 3 and argv[0] == "merge":
+    if len(argv) in (3, 4) and argv[0] == "merge" and argv[3:] in ([], ["--across-cpus"]):
         path = Path(argv[1])
-        merged = merge(load(path), read_json(Path(argv[2])))
+        merged = merge(load(path), read_json(Path(argv[2])), across_cpus=argv[3:] == ["--across-cpus"])
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json(path, merged)
         print(f"{path}: {len(merged['arms'])} arms, reference {merged['reference']} {merged['reference_seconds']}")

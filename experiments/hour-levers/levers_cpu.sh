@@ -21,7 +21,7 @@
 #
 # A lever is only settings (nothing hand-wired): `--set` flags over the baseline's, or other shards. Another arm
 # (the winners combined) is COMBINED="ARM ARM ..." (below). BUDGET, SEEDS, BLIMP_PAIRS, COMBINED and MAPNET may be set in
-# the environment.
+# the environment; ACROSS_CPUS=1 lets `costs` keep a ratio measured on another CPU than the kept baseline's.
 #
 # The search outlasts a sitting, and a sitting may get another machine: the kept results are series
 # (experiments/common/levers_series.py), one baseline and the arms run beside it each. `keep` puts a sitting's arms
@@ -312,7 +312,7 @@ costs() {  # ARM names (none: all): their step costs beside the baseline's, alon
         ${reference:+--reference $reference} ${COST_STEPS:+--steps $COST_STEPS --skip 1} ${COST_ROUNDS:+--rounds $COST_ROUNDS} \
         | tee "$OUT/step-costs.log"
     echo -e "costs\tend\t$(date -u +%FT%TZ)\t$(cut -d' ' -f1-3 /proc/loadavg)\t$(nproc)" >> "$OUT/load.tsv"
-    uv run python experiments/common/levers_costs.py merge "$COSTS" "$OUT/step-costs.json"
+    uv run python experiments/common/levers_costs.py merge "$COSTS" "$OUT/step-costs.json" ${ACROSS_CPUS:+--across-cpus}
     cp "$OUT/step-costs.json" "$(dirname "$COSTS")/bench-$(date -u +%Y%m%dT%H%M%SZ).json"  # the raw measurement, kept
 }
 
