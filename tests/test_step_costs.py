@@ -185,6 +185,21 @@ def test_a_ratio_measured_on_another_cpu_is_kept_only_when_asked_and_then_marked
         levers_costs.merge(old, bench)
 
 
+def test_the_transfer_table_sets_each_arms_ratio_on_another_cpu_beside_the_kept_one(tmp_path):
+    def costs(cpu, ratios):
+        arm = lambda r: {"step_seconds": r, "short_step_seconds": r, "ratio": {"full": r, "short": r / 2},  # noqa: E731
+                         "ratio_range": {"full": [r, r], "short": [r, r]}, "measured": {"when": "t", "cpu": cpu}}
+        return {"reference": "baseline", "reference_seconds": {"full": 1.0, "short": 1.0},
+                "arms": {"baseline": arm(1.0), **{name: arm(r) for name, r in ratios.items()}}}
+    kept = tmp_path / "costs.json"
+    kept.write_text(json.dumps(costs("EPYC", {"tiny": 0.2, "bf16": 0.65, "never-again": 1.2})))
+    (tmp_path / "xeon").mkdir()
+    (tmp_path / "xeon" / "costs.json").write_text(json.dumps(costs("Xeon", {"tiny": 0.25, "bf16": 0.65})))
+    text = levers_costs.transfer(kept, tmp_path)
+    assert "| tiny | 0.200 (0.100) | 0.250 (0.125) | +25% |" in text and "| bf16 | 0.650 (0.325) | 0.650 (0.325) | +0% |" in text
+    assert "never-again" not in text and "(EPYC)" in text and "`step-costs/xeon/` (Xeon)" in text
+
+
 def test_a_modelled_arm_pairs_only_with_a_baseline_on_the_same_modelled_clock():
     kept = {"reference": "baseline", "reference_seconds": {"full": 0.6, "short": 0.3},
             "arms": {"baseline": {"step_seconds": 0.6, "short_step_seconds": 0.3}}}

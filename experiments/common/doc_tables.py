@@ -44,6 +44,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "hour-levers": levers_table.kept,
     "hour-levers-per-seed": levers_table.kept_per_seed,
     "hour-levers-costs": levers_costs.table,
+    "hour-levers-cpu-transfer": levers_costs.transfer,
     "pooling-default": pooling_table.table,
 }
 

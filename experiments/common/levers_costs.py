@@ -160,6 +160,34 @@ def table(path: Path = KEPT) -> str:
     return "\n".join(lines)
 
 
+OTHER_CPUS = KEPT.parent  # step-costs/CPU-DATE/: the same arms measured again on another machine (its own costs.json)
+
+
+def transfer(kept_path: Path = KEPT, others: Path = OTHER_CPUS) -> str:
+    """doc_tables' `hour-levers-cpu-transfer`: each arm's ratio to the baseline on the kept costs' CPU beside its
+    ratio on every other CPU measured since (step-costs/*/costs.json, each pinned to its own baseline there): whether
+    a ratio, and so an arm's place at equal time, carries from one machine to another."""
+    kept = load(kept_path)
+    folders = sorted(p.parent for p in others.glob("*/costs.json"))
+    if not kept or not folders:
+        return "*Not measured yet*: `LEVERS_COSTS=OUT/costs.json bash experiments/hour-levers/levers_cpu.sh OUT costs ARM...`."
+    measured = {f.name: load(f / "costs.json") for f in folders}
+    arms = [a for a in kept["arms"] if a != kept["reference"] and any(a in m["arms"] for m in measured.values())]
+    cpu = lambda costs: reference_cpu(costs) or "not recorded"  # noqa: E731
+    lines = ["Each arm's full-step (short-step) cost as a ratio to the baseline's beside it, the median of 3 lock-step "
+             f"rounds: the kept costs' CPU ({cpu(kept)}) and " +
+             "; ".join(f"`step-costs/{name}/` ({cpu(m)})" for name, m in measured.items()) + ". `lr-1e-3` is the "
+             "baseline's own computation: its distance from 1 is the method's noise on that machine.", "",
+             "| arm | kept | " + " | ".join(measured) + " | change |", "|---|---|" + "---|" * len(measured) + "---|"]
+    for arm in arms:
+        ratio = lambda costs: costs["arms"][arm]["ratio"]  # noqa: E731
+        cells = [f"{ratio(m)['full']:.3f} ({ratio(m)['short']:.3f})" if arm in m["arms"] else "–" for m in measured.values()]
+        last = next(m for m in reversed(measured.values()) if arm in m["arms"])
+        change = ratio(last)["full"] / ratio(kept)["full"] - 1
+        lines.append(f"| {arm} | {ratio(kept)['full']:.3f} ({ratio(kept)['short']:.3f}) | {' | '.join(cells)} | {change:+.0%} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "reference":
         kept = load(Path(argv[1]))
