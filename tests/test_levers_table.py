@@ -127,7 +127,13 @@ def test_a_modelled_series_says_its_clock_and_an_arms_own_costs_are_not_its_leve
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| series-")]
     assert [c[0] for c in cells] == ["series-1", "series-4 (modelled clock)", "series-4 (modelled clock)",
                                      "series-4 (modelled clock)"]
-    assert "on the modelled clock (Δ vs it: the clock's and the drift)" in cells[1][2]
+    assert "on the modelled clock at 0.6000 / 0.3000 s a step (Δ vs it: the clock's and the drift)" in cells[1][2]
+    # A later modelled baseline priced on another CPU: the same clock by name, other costs, so not just the drift.
+    xeon = modelled(results([5.5, 5.7], [0.56, 0.56], [3000, 3000]), 0.4, 0.35)
+    later = levers_table.series_table([("series-4", {"baseline": base}), ("series-5", {"baseline": xeon})])
+    assert "on the modelled clock at 0.4000 / 0.3500 s a step (Δ vs it: the clock's and the drift)" in later
+    again = levers_table.series_table([("series-4", {"baseline": base}), ("series-5", {"baseline": copy.deepcopy(base)})])
+    assert "in another sitting (Δ vs it: the drift)" in again
     assert cells[2][2] == "`optim.lr=0.004`" and cells[3][2] == "–"  # bf16's cost is its clock, not a lever
     assert levers_table.clock(first) == "wall" and levers_table.clock(bf16) == "modelled"
     # An arm on another clock than its own baseline says so: its costs are not a lever, the clock is a difference.

@@ -103,6 +103,16 @@ def clock(doc: dict) -> str:
     return clocks.pop() if len(clocks) == 1 else "mixed"
 
 
+def step_costs(doc: dict) -> set[tuple]:
+    """The (full, short) step seconds its runs' modelled clock counted (empty tuples on the wall clock)."""
+    return {tuple((r.get("budget") or {}).get(k) for k in ("step_seconds", "short_step_seconds")) for r in doc["runs"]}
+
+
+def fmt_costs(doc: dict) -> str:
+    """"0.6615 / 0.6395 s" (full / short), one such per distinct pair among the runs."""
+    return "; ".join(" / ".join(f"{c:.4f}" for c in pair if c is not None) + " s" for pair in sorted(step_costs(doc)))
+
+
 def steps_bought(run: dict) -> int:
     budget = run.get("budget")
     return budget["steps"] if budget else run["eval"][-1]["step"]
@@ -138,8 +148,11 @@ def row(name: str, doc: dict, base: dict, series: str | None = None, first: dict
         if name != BASELINE and clock(doc) != clock(other):  # the costs are not a lever, but another clock is a difference
             what = f"{what}, on the {clock(doc)} clock (its baseline: {clock(other)})"
         if name == BASELINE:  # its Δ is the drift between sittings; settings that differ would make it more
-            again = ("the first series' baseline again, in another sitting (Δ vs it: the drift)" if clock(doc) == clock(other)
-                     else f"the first series' baseline again, on the {clock(doc)} clock (Δ vs it: the clock's and the drift)")
+            if clock(doc) == clock(other) and step_costs(doc) == step_costs(other):
+                again = "the first series' baseline again, in another sitting (Δ vs it: the drift)"
+            else:  # a modelled clock priced on another CPU buys other steps: its costs say which
+                on = f"the {clock(doc)} clock" + (f" at {fmt_costs(doc)} a step" if clock(doc) == "modelled" else "")
+                again = f"the first series' baseline again, on {on} (Δ vs it: the clock's and the drift)"
             what = again if what == "–" else f"{again}, and {what}"
     lead = "" if series is None else f"| {series} "
     return (f"{lead}| {name} | {what} | {steps_text} | {left} | "
