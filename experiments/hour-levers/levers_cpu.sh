@@ -197,9 +197,14 @@ run_arm() {  # LINE: one arm, its seeds in one `compare` folder (finished runs a
     fi
     mkdir -p "$dest"
     # The baseline's random-init controls are every same-architecture arm's (same seed, shape and init: same weights,
-    # found by their hash in the cache), so they are scored once.
-    if [[ $name != baseline && $OWN_CONTROLS != *" $name "* && -f $OUT/arms/baseline/blimp-controls.json ]]; then
-        cp -n "$OUT/arms/baseline/blimp-controls.json" "$dest/"
+    # found by their hash in the cache), so they are scored once: from the baseline's folder, or (BASELINE=kept, no
+    # baseline here) from any arm of the baseline's architecture that has them.
+    if [[ $name != baseline && $OWN_CONTROLS != *" $name "* ]]; then
+        local src from
+        for src in "$OUT/arms/baseline/blimp-controls.json" "$OUT"/arms/*/blimp-controls.json; do
+            from=$(basename "$(dirname "$src")")
+            if [[ -f $src && $from != "$name" && $OWN_CONTROLS != *" $from "* ]]; then cp -n "$src" "$dest/"; break; fi
+        done
     fi
     echo -e "$name\tstart\t$(date -u +%FT%TZ)\t$(cut -d' ' -f1-3 /proc/loadavg)\t$(nproc)" >> "$OUT/load.tsv"
     # Appended: a search stopped and rerun resumes its runs, and the log keeps what each start did.
