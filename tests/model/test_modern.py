@@ -272,7 +272,9 @@ def test_vmap_over_single_sequences_runs_the_last_layer_shortcut():
     for k in range(3):
         one = torch.func.grad(loss)(params, ids[k], pos[k])
         for name in ("encoder.blocks.1.qkv.weight", "encoder.tok_embeddings.weight"):
-            torch.testing.assert_close(per_example[name][k], one[name], atol=1e-5, rtol=1e-5)
+            # fp32 gradients summed in another order: one element of 3,104 differed by 1.2e-5 on an AMX Xeon (as
+            # test_bert's gradient checks, 1e-4); a wrong shortcut is off by orders of magnitude more.
+            torch.testing.assert_close(per_example[name][k], one[name], atol=1e-4, rtol=1e-4)
         full = model(ids[k:k + 1])[0, pos[k]]
         torch.testing.assert_close(torch.func.functional_call(model, params, (ids[k:k + 1], None, pos[k])), full,
                                    atol=1e-5, rtol=1e-5)
