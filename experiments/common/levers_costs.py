@@ -70,10 +70,10 @@ def reference_cpu(kept: dict) -> str | None:
 def merge(kept: dict, bench: dict, across_cpus: bool = False) -> dict:
     """`bench` (a step_costs.py result) into `kept`; the first one pins the reference's costs.
 
-    A ratio is a property of the CPU it was measured on (bf16 gains 0.65x on AVX512-BF16 and more on AMX; a
-    narrow model gains more where the wide one was memory-bound), so a benchmark made on another CPU than the kept
-    reference's is refused unless `across_cpus`: then each of its arms is kept marked with the reference's CPU, and
-    re-measuring kept arms beside it shows how far their ratios moved."""
+    A ratio is a property of the CPU it was measured on (from an AMD EPYC to an Intel Xeon the 128-wide shapes'
+    ratios to `mini` moved 14-26%, the other levers' 3-6%: `transfer`), so a benchmark made on another CPU than the
+    kept reference's is refused unless `across_cpus`: then each of its arms is kept marked with the reference's
+    CPU, and re-measuring kept arms beside it shows how far their ratios moved."""
     if kept and bench.get("cpu") != reference_cpu(kept) and not across_cpus:
         raise SystemExit(f"the kept reference's costs were measured on {reference_cpu(kept) or 'a CPU not recorded'}, "
                          f"this benchmark on {bench.get('cpu') or 'a CPU not recorded'}: a ratio measured on one CPU is not "
