@@ -238,7 +238,10 @@ def test_keep_files_each_sitting_under_the_series_of_its_baseline(tmp_path):
                         "--set model.hidden=128 --set model.heads=2"),
     ("vocab-16k mask-0.30", "combined-vocab-16k+mask-0.30 vocab16k  --set masking.mask_prob=0.3"),
     ("shape-tiny shape-L6-H128", "COMBINED: two of shape-tiny shape-L6-H128 set model.layers (one lever of each kind)"),
-    ("seq-64 vocab-16k", "COMBINED: vocab-16k trains on vocab16k shards, another arm on seq64"),
+    # amendment 4: the two other kinds of shards compose, and so do seq-64's batch and a batch arm's factor
+    ("seq-64 vocab-16k", "combined-seq-64+vocab-16k vocab16k-seq64 --set train.batch_size=64 --set shard.max_seq_len=64"),
+    ("batch-64 seq-64", "combined-batch-64+seq-64 seq64     --set train.batch_size=128 --set shard.max_seq_len=64"),
+    ("seq-64 batch-16 batch-64", "COMBINED: two of seq-64 batch-16 batch-64 set train.batch_size (one lever of each kind)"),
     ("baseline bf16", "COMBINED: baseline is not a lever arm"),
     ("bf16", "COMBINED needs two arms or more (got: bf16)"),
     ("vocab-16k vocab-16k", "COMBINED names vocab-16k twice"),

@@ -94,7 +94,7 @@ COSTS=${LEVERS_COSTS:-$KEPT/step-costs/costs.json}  # the kept step costs (a smo
 [[ $WHICH == smoke ]] && COSTS=${LEVERS_COSTS:-$OUT/costs.json}
 RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
 RT16=$(realpath -m runs/real-text-16k); X5_16=$(realpath -m runs/real-text-x5-16k)
-declare -A SHARDS=([base]=$X5/shards [seq64]=$X5/shards-64 [vocab16k]=$X5_16/shards)
+declare -A SHARDS=([base]=$X5/shards [seq64]=$X5/shards-64 [vocab16k]=$X5_16/shards [vocab16k-seq64]=$X5_16/shards-64)
 BLIMP=(--blimp ../shared/data/blimp --blimp-pairs "$BLIMP_PAIRS")
 EVERY=500  # held-out evaluation and checkpoints every 500 steps: ~4 in a mini run, not counted in the budget
 RUN=(--preset mini --recipe fast --set train.batch_size=$BATCH --set model.max_position=128 --set shard.max_seq_len=128
@@ -108,7 +108,7 @@ if [[ $WHICH == smoke ]]; then
     RUN=(--preset mini --recipe fast --set train.batch_size=$BATCH --set model.max_position=128 --set shard.max_seq_len=128
          --set train.eval_every=$EVERY --set train.eval_sequences=16 --set logging.log_every=5 --set logging.progress=false)
     S=$OUT/data
-    declare -A SHARDS=([base]=$S/shards [seq64]=$S/shards-64 [vocab16k]=$S/shards-2048)
+    declare -A SHARDS=([base]=$S/shards [seq64]=$S/shards-64 [vocab16k]=$S/shards-2048 [vocab16k-seq64]=$S/shards-2048-64)
 fi
 BUDGET_RUN=(--set "train.time_budget=$BUDGET" --set optim.warmup_steps=0 --set "optim.warmup_fraction=$WARMUP_FRACTION"
             --set train.short_seq_steps=0 --set "train.short_seq_fraction=$SHORT_FRACTION")
@@ -117,11 +117,14 @@ field() { local IFS='|'; read -r -a parts <<<"$1|"; echo "${parts[$2]}"; }  # fi
 
 # COMBINED="ARM ARM ...": one more arm, those levers together (the winners: README, "Choosing the hour recipe"),
 # named combined-ARM+ARM...: their flags joined, on the one kind of shards among them other than `base`, if any. Two
-# arms that set the same key (two shapes, two rates), two other kinds of shards, an unknown arm, the baseline or a
-# single arm are refused. Its step cost is its own (`costs combined-...`); its BLiMP controls are its own when it
-# changes the architecture; it counts the baseline's cost only when every part of it does.
+# arms that set the same key (two shapes, two rates), an unknown arm, the baseline or a single arm are refused.
+# Two levers compose where each is a factor of the baseline's (section G's amendment 4): 64-token sequences and the
+# 16,384 vocabulary train on the 16,384 text in 64-token sequences, and the batch of `seq-64` (twice the sequences:
+# the same tokens a step) times a batch arm's factor is the combination's (batch-64 with seq-64: 128 x 64). Its step
+# cost is its own (`costs combined-...`); its BLiMP controls are its own when it changes the architecture; it counts
+# the baseline's cost only when every part of it does.
 combine() {  # ARM...: the ARMS line of their combination
-    local want l line data kind=base flags=() keys=" " key words i seen=" "
+    local want l line data kind=base flags=() keys=" " key value words i j seen=" " scaled=""
     (($# >= 2)) || { echo "COMBINED needs two arms or more (got: $*)" >&2; return 2; }
     for want in "$@"; do
         [[ $seen != *" $want "* ]] || { echo "COMBINED names $want twice" >&2; return 2; }
@@ -130,14 +133,25 @@ combine() {  # ARM...: the ARMS line of their combination
         for l in "${ARMS[@]:1}"; do [[ $(field "$l" 0) != "$want" ]] || line=$l; done
         [[ -n $line ]] || { echo "COMBINED: $want is not a lever arm" >&2; return 2; }
         data=$(field "$line" 1)
-        if [[ $data != base ]]; then
-            [[ $kind == base || $kind == "$data" ]] || { echo "COMBINED: $want trains on $data shards, another arm on $kind" >&2; return 2; }
-            kind=$data
+        if [[ $data != base && $kind != *"$data"* ]]; then
+            case "$kind $data" in
+                "base $data") kind=$data ;;
+                "seq64 vocab16k" | "vocab16k seq64") kind=vocab16k-seq64 ;;
+                *) echo "COMBINED: $want trains on $data shards, another arm on $kind" >&2; return 2 ;;
+            esac
         fi
         read -r -a words <<<"$(field "$line" 2)"
         for ((i = 0; i < ${#words[@]}; i += 2)); do  # every arm flag is --set KEY=VALUE
-            key=${words[i + 1]%%=*}
-            [[ $keys != *" $key "* ]] || { echo "COMBINED: two of $* set $key (one lever of each kind)" >&2; return 2; }
+            key=${words[i + 1]%%=*}; value=${words[i + 1]#*=}
+            if [[ $keys == *" $key "* ]]; then
+                # The one product allowed: seq-64's batch (tokens a step kept) and one batch arm's factor.
+                [[ $key == train.batch_size && -z $scaled && ($want == seq-64 || $seen == *" seq-64 "*) ]] ||
+                    { echo "COMBINED: two of $* set $key (one lever of each kind)" >&2; return 2; }
+                for ((j = 1; j < ${#flags[@]}; j += 2)); do
+                    [[ ${flags[j]%%=*} != "$key" ]] || flags[j]="$key=$((${flags[j]#*=} * value / BATCH))"
+                done
+                scaled=yes; continue
+            fi
             keys+="$key "; flags+=("${words[i]}" "${words[i + 1]}")
         done
     done
@@ -154,14 +168,14 @@ if [[ -n ${COMBINED:-} ]]; then
     [[ $same == no ]] || SAME_STEP+="$(field "$line" 0) "
 fi
 
-prepare() {  # KIND... (base, seq64, vocab16k; none: all): the shards those arms train on, each built once
+prepare() {  # KIND... (base, seq64, vocab16k, vocab16k-seq64; none: the first three): those arms' shards, built once
     local kinds=" ${*:-base seq64 vocab16k} "
     bash experiments/common/real_text_shards.sh "$RT"
     [[ -f $X5/shards/manifest.json ]] || bash experiments/common/gpu_downstream.sh prepare
     # The same training text in 64-token sequences (the same tokens, cut shorter; no new tokenizer).
     [[ $kinds != *" seq64 "* || -f $X5/shards-64/manifest.json ]] || "${mapnet[@]}" shard "$X5/prep" --out "$X5/shards-64" \
         --set shard.max_seq_len=64 --set shard.valid_fraction=0.01 --overwrite
-    [[ $kinds == *" vocab16k "* ]] || return 0
+    [[ $kinds == *" vocab16k"* ]] || return 0
     # 16,384: a BPE trained on the same text as the 8,192 one (section 2's), then the x5 inputs through it.
     bash experiments/common/real_text_shards.sh "$RT16" 16384
     if [[ ! -f $X5_16/shards/manifest.json ]]; then
@@ -174,15 +188,18 @@ prepare() {  # KIND... (base, seq64, vocab16k; none: all): the shards those arms
             --set preprocess.strip_gutenberg=true --overwrite
         "${mapnet[@]}" shard "$X5_16/prep" --out "$X5_16/shards" --set shard.max_seq_len=128 --set shard.valid_fraction=0.01 --overwrite
     fi
+    [[ $kinds != *" vocab16k-seq64 "* || -f $X5_16/shards-64/manifest.json ]] || "${mapnet[@]}" shard "$X5_16/prep" \
+        --out "$X5_16/shards-64" --set shard.max_seq_len=64 --set shard.valid_fraction=0.01 --overwrite
 }
 
 smoke_data() {
-    [[ -f $S/shards-2048/manifest.json ]] && return
+    [[ -f $S/shards-2048-64/manifest.json ]] && return
     "${mapnet[@]}" preprocess --recipe data_recipes/tiny.toml --out "$S/prep" --set synthetic.documents=300 --vocab-size 1024 --overwrite
     "${mapnet[@]}" shard "$S/prep" --out "$S/shards" --set shard.valid_fraction=0.1 --overwrite
     "${mapnet[@]}" shard "$S/prep" --out "$S/shards-64" --set shard.max_seq_len=64 --set shard.valid_fraction=0.1 --overwrite
     "${mapnet[@]}" preprocess --recipe data_recipes/tiny.toml --out "$S/prep-2048" --set synthetic.documents=300 --vocab-size 2048 --overwrite
     "${mapnet[@]}" shard "$S/prep-2048" --out "$S/shards-2048" --set shard.valid_fraction=0.1 --overwrite
+    "${mapnet[@]}" shard "$S/prep-2048" --out "$S/shards-2048-64" --set shard.max_seq_len=64 --set shard.valid_fraction=0.1 --overwrite
 }
 
 run_arm() {  # LINE: one arm, its seeds in one `compare` folder (finished runs are reused; BLiMP is cached per run)
