@@ -1,7 +1,7 @@
 """The experiment scripts of issue 45 (sections G, H and I): bad arguments refused in one line, before any work.
 
 Their stages are smoke-run by hand (`... OUT smoke`, minutes each); here only what must be refused at once: an
-unknown stage, an unknown clock, a masking comparison without uniform as its reference, and a training stage
+unknown stage, an unknown clock or shards, a masking comparison without uniform as its reference, and a training stage
 before its step costs are measured; and which arms of the lever search reuse the baseline's BLiMP controls."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 HOUR = "experiments/hour-recipe/hour_cpu.sh"
 MASKING = "experiments/hour-masking/masking_cpu.sh"
+LEVERS = "experiments/hour-levers/levers_cpu.sh"
 
 
 def script(path: str, out: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -25,6 +26,8 @@ def script(path: str, out: Path, *args: str, **env: str) -> subprocess.Completed
 @pytest.mark.parametrize("path, args, env, says", [
     (HOUR, ("train",), {}, "usage: hour_cpu.sh OUT costs|pretrain|blimp|glue|table|smoke"),
     (HOUR, ("pretrain",), {"CLOCK": "cpu"}, "CLOCK must be modelled or wall (got cpu)"),
+    (HOUR, ("pretrain",), {"DATA": "seq32"}, "DATA must be base, seq64, vocab16k or vocab16k-seq64 (got seq32)"),
+    (LEVERS, ("prepare", "base", "seq32"), {}, "unknown shards seq32 (base, seq64, vocab16k, vocab16k-seq64)"),
     (MASKING, ("sweep",), {}, "usage: masking_cpu.sh OUT costs|run|table|smoke"),
     (MASKING, ("run",), {"STRATEGIES": "pmi,uniform"}, "STRATEGIES must be uniform (the reference"),
     (MASKING, ("run",), {"STRATEGIES": "uniform"}, "STRATEGIES must be uniform (the reference"),

@@ -8,7 +8,7 @@
 # OUT/load.tsv). On the modelled clock (CLOCK=modelled, below) they need not be.
 #
 #   bash experiments/hour-levers/levers_cpu.sh OUT plan              # the arms, their flags, the wall time it takes
-#   bash experiments/hour-levers/levers_cpu.sh OUT prepare           # the shards: 8,192 at 128 and 64 tokens, 16,384
+#   bash experiments/hour-levers/levers_cpu.sh OUT prepare [KIND...] # the shards: 8,192 at 128 and 64 tokens, 16,384
 #   bash experiments/hour-levers/levers_cpu.sh OUT search            # every arm (prepares first); rerun = resume
 #   bash experiments/hour-levers/levers_cpu.sh OUT search ARM...     # only these arms, in this order (the baseline first)
 #   BASELINE=kept bash experiments/hour-levers/levers_cpu.sh OUT search ARM...   # against the kept baseline (below)
@@ -373,7 +373,11 @@ EOF
 
 case $WHICH in
     plan) plan ;;
-    prepare) prepare ;;
+    prepare)  # KIND... (none: base, seq64, vocab16k)
+        for kind in "$@"; do
+            [[ -n ${SHARDS[$kind]:-} ]] || { echo "unknown shards $kind (base, seq64, vocab16k, vocab16k-seq64)" >&2; exit 2; }
+        done
+        prepare "$@" ;;
     search)  # only the shards the chosen arms train on (the 16,384 ones take ~30-60 min to build)
         mapfile -t lines < <(chosen "$@")
         kinds=(); for line in "${lines[@]}"; do kinds+=("$(field "$line" 1)"); done

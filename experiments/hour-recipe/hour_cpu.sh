@@ -19,7 +19,10 @@
 # they must then be alone on the machine (the load is recorded before and after each, OUT/load.tsv). RECIPE, PRESET
 # (empty: the recipe's shape), BUDGET, SEEDS, JOBS and MAPNET may be set in the environment; SETS adds run flags
 # (word-split: SETS="--set model.layers=4 --set model.hidden=192 --set model.heads=3" trains another shape, as
-# section G's amendment compares two shapes at the hour; give it its own OUT).
+# section G's amendment compares two shapes at the hour; give it its own OUT). DATA picks the shards as section G's
+# arms name them: base (8,192-token BPE, 128-token sequences; the default), seq64 (the same text in 64-token
+# sequences), vocab16k (16,384) or vocab16k-seq64; the held-out sets are the shards' tokenizer's, and the batch
+# stays what the recipe and SETS say (seq-64 doubles it: SETS="--set train.batch_size=64").
 set -euo pipefail
 source experiments/common/bench_settings.sh
 OUT=$(realpath -m "$1"); WHICH=${2:-}
@@ -31,7 +34,15 @@ case $WHICH in costs | pretrain | blimp | glue | table | smoke) ;;
     *) echo "usage: hour_cpu.sh OUT costs|pretrain|blimp|glue|table|smoke" >&2; exit 2 ;; esac
 
 RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
-SHARDS=$X5/shards; GLUE=$(realpath -m ../shared/data/glue); BLIMP=$(realpath -m ../shared/data/blimp)
+RT16=$(realpath -m runs/real-text-16k); X5_16=$(realpath -m runs/real-text-x5-16k)
+case ${DATA:=base} in
+    base) SHARDS=$X5/shards ;;
+    seq64) SHARDS=$X5/shards-64 ;;
+    vocab16k) SHARDS=$X5_16/shards; RT=$RT16 ;;
+    vocab16k-seq64) SHARDS=$X5_16/shards-64; RT=$RT16 ;;
+    *) echo "DATA must be base, seq64, vocab16k or vocab16k-seq64 (got $DATA)" >&2; exit 2 ;;
+esac
+GLUE=$(realpath -m ../shared/data/glue); BLIMP=$(realpath -m ../shared/data/blimp)
 COST_ARGS=(); GLUE_SMALL=(--max-train 5000); FEW_SHOT=(500 1000); FEW_SHOT_ARGS=(--seeds 5 --epochs 10)
 # The lever search's run flags (experiments/hour-levers/levers_cpu.sh), so the recipe trains as its arms did.
 RUN=(--recipe "$RECIPE" ${PRESET:+--preset "$PRESET"} --set model.max_position=128 --set shard.max_seq_len=128
@@ -58,6 +69,10 @@ data() {
         "${mapnet[@]}" preprocess --recipe data_recipes/tiny.toml --out "$OUT/data/prep" --set synthetic.documents=300 \
             --vocab-size 1024 --overwrite
         "${mapnet[@]}" shard "$OUT/data/prep" --out "$SHARDS" --set shard.valid_fraction=0.1 --overwrite
+        return
+    fi
+    if [[ $DATA != base ]]; then  # section G's shards, built by its script (the held-out sets with them)
+        [[ -f $SHARDS/manifest.json ]] || bash experiments/hour-levers/levers_cpu.sh "$OUT/levers" prepare base "$DATA"
         return
     fi
     bash experiments/common/real_text_shards.sh "$RT"
