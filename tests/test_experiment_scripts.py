@@ -2,7 +2,8 @@
 
 Their stages are smoke-run by hand (`... OUT smoke`, minutes each); here only what must be refused at once: an
 unknown stage, an unknown clock or shards, a masking comparison without uniform as its reference, and a training stage
-before its step costs are measured; and which arms of the lever search reuse the baseline's BLiMP controls."""
+before its step costs are measured; which arms of the lever search reuse the baseline's BLiMP controls; and which
+shards and held-out sets the hour script's DATA picks."""
 
 from __future__ import annotations
 
@@ -61,3 +62,34 @@ def test_an_arm_of_the_baselines_architecture_reuses_its_random_weight_controls(
     assert done.returncode == 0, done.stderr
     assert (out / "arms" / "batch-16" / "blimp-controls.json").read_text() == "baseline's"
     assert not (out / "arms" / "shape-L8-H128" / "blimp-controls.json").exists()  # its own: scored by its run
+
+
+@pytest.mark.parametrize("data, shards, held_out", [
+    ("base", "runs/real-text-x5/shards", "runs/real-text"),
+    ("seq64", "runs/real-text-x5/shards-64", "runs/real-text"),
+    ("vocab16k", "runs/real-text-x5-16k/shards", "runs/real-text-16k"),
+    ("vocab16k-seq64", "runs/real-text-x5-16k/shards-64", "runs/real-text-16k"),
+])
+def test_the_hour_script_trains_on_the_shards_data_names_with_their_own_held_out_sets(tmp_path, data, shards, held_out):
+    # A working copy whose runs/ holds only the named shards' manifest (so nothing is built), and a `mapnet` that
+    # records what it was asked: the run must read DATA's shards and score the held-out sets of the same tokenizer.
+    work = tmp_path / "work"
+    (work / "experiments").mkdir(parents=True)
+    for part in ("hour-recipe", "common", "hour-levers"):
+        (work / "experiments" / part).symlink_to(REPO / "experiments" / part)
+    vocab = 16384 if "16k" in held_out else 8192
+    for folder in (shards, f"{held_out}/shards", f"{held_out}/heldout-books", f"{held_out}/heldout-wiki"):
+        (work / folder).mkdir(parents=True, exist_ok=True)
+        (work / folder / "manifest.json").write_text(f'{{"vocab_size": {vocab}}}')
+    out, calls = tmp_path / "out", tmp_path / "calls.txt"
+    out.mkdir()
+    (out / "costs.json").write_text('{"arms": {"hour": {"step_seconds": 0.5, "short_step_seconds": 0.4}}}')
+    fake = tmp_path / "mapnet"
+    fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {calls}\n')
+    fake.chmod(0o755)
+    done = subprocess.run(["bash", str(REPO / HOUR), str(out), "pretrain"], cwd=work, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, "DATA": data, "SEEDS": "1", "MAPNET": str(fake)})
+    assert done.returncode == 0, done.stderr
+    trained = calls.read_text().splitlines()[-1]  # the training call (the first asks for the settings)
+    assert trained.startswith(f"pretrain {work / shards} --out {out}/runs/seed-0 ")
+    assert f'train.extra_eval=["books={work / held_out}/heldout-books", "wiki={work / held_out}/heldout-wiki"]' in trained
