@@ -58,7 +58,7 @@ def test_other_shards_give_no_loss_delta_and_a_run_on_the_plateau_is_counted(tmp
     text = levers_table.table({"baseline": base, "vocab-16k": vocab})
     cells = row(text, "vocab-16k")
     assert cells[5] == "n/c (other tokens)" and cells[8] == "+0.5 ± 19.1"  # BLiMP still compares
-    assert cells[3] == "1 of 2" and "shards bbb (128 tokens)" in cells[1]  # 6.5 is not 1 nat under 7.2
+    assert cells[3] == "1 of 2" and "shards x/bbb (128 tokens)" in cells[1]  # 6.5 is not 1 nat under 7.2
     with pytest.raises(SystemExit, match="no `baseline` arm"):
         levers_table.table({"vocab-16k": copy.deepcopy(vocab)})
 

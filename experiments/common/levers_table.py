@@ -81,7 +81,8 @@ def changes(doc: dict, base: dict) -> str:
     default = flat(Settings().to_dict())
     out = [f"{k}={mine[k]}" for k in mine if k not in NOT_A_LEVER and mine[k] != theirs.get(k, default.get(k))]
     if not same_questions(doc, base):
-        out.append(f"shards {Path(doc['shards']['path']).name} ({doc['runs'][0]['settings']['shard']['max_seq_len']} tokens)")
+        shards = Path(doc["shards"]["path"])  # its folder too: the 16,384 text's shards are `shards` as well
+        out.append(f"shards {shards.parent.name}/{shards.name} ({doc['runs'][0]['settings']['shard']['max_seq_len']} tokens)")
     return ", ".join(f"`{c}`" for c in out) or "–"
 
 
