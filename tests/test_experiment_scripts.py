@@ -7,6 +7,7 @@ shards and held-out sets the hour script's DATA picks."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -93,3 +94,29 @@ def test_the_hour_script_trains_on_the_shards_data_names_with_their_own_held_out
     trained = calls.read_text().splitlines()[-1]  # the training call (the first asks for the settings)
     assert trained.startswith(f"pretrain {work / shards} --out {out}/runs/seed-0 ")
     assert f'train.extra_eval=["books={work / held_out}/heldout-books", "wiki={work / held_out}/heldout-wiki"]' in trained
+
+
+def test_the_hour_script_takes_an_arms_costs_from_section_gs_pinned_clock(tmp_path):
+    # LEVERS_COSTS/LEVERS_ARM: the recipe's costs are that arm's, recorded with where they came from; an arm the
+    # file lacks is refused without writing any costs.
+    kept = tmp_path / "costs.json"
+    kept.write_text('{"arms": {"combined-x": {"step_seconds": 0.2443, "short_step_seconds": 0.2732}}}')
+    work = tmp_path / "work"
+    (work / "experiments").mkdir(parents=True)
+    for part in ("hour-recipe", "common"):
+        (work / "experiments" / part).symlink_to(REPO / "experiments" / part)
+    (work / "runs/real-text-x5-16k/shards-64").mkdir(parents=True)
+    (work / "runs/real-text-x5-16k/shards-64/manifest.json").write_text("{}")
+    out = tmp_path / "out"
+
+    def run(arm: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", str(REPO / HOUR), str(out), "costs"], cwd=work, capture_output=True, text=True,
+                              timeout=60, env={**os.environ, "LEVERS_COSTS": str(kept), "LEVERS_ARM": arm})
+
+    missing = run("combined-y")
+    assert missing.returncode != 0 and "has no arm combined-y" in missing.stderr and not (out / "costs.json").exists()
+    done = run("combined-x")
+    assert done.returncode == 0, done.stderr
+    costs = json.loads((out / "costs.json").read_text())["arms"]["hour"]
+    assert (costs["step_seconds"], costs["short_step_seconds"]) == (0.2443, 0.2732)
+    assert costs["from"] == {"file": str(kept), "arm": "combined-x"}

@@ -20,9 +20,11 @@
 # (empty: the recipe's shape), BUDGET, SEEDS, JOBS and MAPNET may be set in the environment; SETS adds run flags
 # (word-split: SETS="--set model.layers=4 --set model.hidden=192 --set model.heads=3" trains another shape, as
 # section G's amendment compares two shapes at the hour; give it its own OUT). DATA picks the shards as section G's
-# arms name them: base (8,192-token BPE, 128-token sequences; the default), seq64 (the same text in 64-token
-# sequences), vocab16k (16,384) or vocab16k-seq64; the held-out sets are the shards' tokenizer's, and the batch
-# stays what the recipe and SETS say (seq-64 doubles it: SETS="--set train.batch_size=64").
+# arms name them: base (8,192-token BPE, 128-token sequences; the default but for `hour`), seq64 (the same text in 64-token
+# sequences), vocab16k (16,384) or vocab16k-seq64 (the `hour` recipe's default); the held-out sets are the shards' tokenizer's, and the batch
+# stays what the recipe and SETS say (the `hour` recipe's is 64, for 64-token sequences). LEVERS_COSTS=FILE
+# LEVERS_ARM=ARM makes `costs` take that arm's costs from section G's pinned clock (step-costs/CPU-DATE/costs.json)
+# instead of measuring them: section G's amendment 2 prices the hour's shapes and section H on that clock.
 set -euo pipefail
 source experiments/common/bench_settings.sh
 OUT=$(realpath -m "$1"); WHICH=${2:-}
@@ -35,17 +37,19 @@ case $WHICH in costs | pretrain | blimp | glue | table | smoke) ;;
 
 RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
 RT16=$(realpath -m runs/real-text-16k); X5_16=$(realpath -m runs/real-text-x5-16k)
+SEQ=128
+[[ $RECIPE == hour ]] && : "${DATA:=vocab16k-seq64}"  # the shards the recipe was measured on (recipes.MEASURED_ON)
 case ${DATA:=base} in
     base) SHARDS=$X5/shards ;;
-    seq64) SHARDS=$X5/shards-64 ;;
+    seq64) SHARDS=$X5/shards-64; SEQ=64 ;;
     vocab16k) SHARDS=$X5_16/shards; RT=$RT16 ;;
-    vocab16k-seq64) SHARDS=$X5_16/shards-64; RT=$RT16 ;;
+    vocab16k-seq64) SHARDS=$X5_16/shards-64; RT=$RT16; SEQ=64 ;;
     *) echo "DATA must be base, seq64, vocab16k or vocab16k-seq64 (got $DATA)" >&2; exit 2 ;;
 esac
 GLUE=$(realpath -m ../shared/data/glue); BLIMP=$(realpath -m ../shared/data/blimp)
 COST_ARGS=(); GLUE_SMALL=(--max-train 5000); FEW_SHOT=(500 1000); FEW_SHOT_ARGS=(--seeds 5 --epochs 10)
 # The lever search's run flags (experiments/hour-levers/levers_cpu.sh), so the recipe trains as its arms did.
-RUN=(--recipe "$RECIPE" ${PRESET:+--preset "$PRESET"} --set model.max_position=128 --set shard.max_seq_len=128
+RUN=(--recipe "$RECIPE" ${PRESET:+--preset "$PRESET"} --set model.max_position=128 --set shard.max_seq_len=$SEQ
      --set train.eval_sequences=512 --set train.eval_pick=spread --set logging.log_every=50 --set logging.progress=false
      --set train.keep_last=100 --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]"
      ${SETS:-})
@@ -80,6 +84,18 @@ data() {
 }
 
 costs() {  # one arm, alone: its full and short step, the costs a modelled run counts
+    if [[ -n ${LEVERS_COSTS:-} ]]; then  # or an arm's costs on section G's pinned clock (amendment 2), as they are
+        python3 - "$LEVERS_COSTS" "${LEVERS_ARM:?LEVERS_ARM names the arm of LEVERS_COSTS}" "$RECIPE" "$COSTS" <<'PY'
+import json, sys
+src, arm, recipe, out = sys.argv[1:]
+arms = json.load(open(src))["arms"]
+if arm not in arms:
+    sys.exit(f"{src} has no arm {arm}")
+json.dump({"arms": {recipe: {**arms[arm], "from": {"file": src, "arm": arm}}}}, open(out, "w"), indent=2)
+print(f"{out}: {recipe} costs {arms[arm]['step_seconds']} s a step, {arm}'s in {src}")
+PY
+        return
+    fi
     local common
     common=$(bench_settings "${RUN[@]}") || exit 2
     mapfile -t common <<<"$common"

@@ -13,7 +13,7 @@ named, and never a recipe's architecture (`model.norm`): the weights decide that
 A recipe may also bring a shape (`SHAPES`): the encoder it trains when no model preset is named, so that
 `mapnet pretrain SHARDS --recipe NAME` trains the size the recipe was measured at; a named preset (a flag or a
 config file's) still wins, and the recipe's other values then follow that preset. `paper` and `fast` have none:
-without a preset they train the defaults' `base`.
+without a preset they train the defaults' `base`; `hour` has one.
 
 - `paper`: the MAP-Net paper's pretraining table, which is what the settings defaults are: post-LN
   BERT, dropout 0.1, AdamW (0.9, 0.98), eps 1e-6, weight decay 0.01, peak LR 1e-4 after 10k warm-up
@@ -29,6 +29,8 @@ without a preset they train the defaults' `base`.
   near zero); gradient clipping at 1.0 (no measured effect at tiny, kept as a guard for the higher
   rate); a higher peak learning rate after a short warm-up. The values for small, medium and base
   follow the same rules but are not measured (no GPU run has tried them yet).
+- `hour`: the best encoder a CPU hour buys (issue 45): `fast` with the levers the equal-time search chose, its own
+  shape, and the data it was measured on (64-token sequences of a 16,384-token BPE; `MEASURED_ON`).
 """
 
 from __future__ import annotations
@@ -75,7 +77,26 @@ def _fast(preset: str, budgeted: bool) -> dict[str, dict[str, Any]]:
             "optim": optim, "train": train}
 
 
-RECIPES = {"paper": _paper, "fast": _fast}
+# `hour`: `fast` with the levers that joined by section G's rule at equal (modelled) time, 2 seeds each, then won
+# together against the best single lever (`tiny` alone) on BLiMP, 59.0 / 58.6 against 57.1 / 58.1
+# (experiments/hour-levers, series 4): CPU bf16, the modern block (GeGLU, no biases, rotary positions), 30% masking,
+# and 64 sequences of 64 tokens a step (the same tokens as 32 x 128: `seq-64`). It was measured on 64-token shards of
+# a 16,384-token BPE (`vocab-16k`), which no setting of a run can make: `HOUR_DATA` says so, and a run refuses shards of
+# another sequence length (the batch is sized for it). The 20-minute search's schedule fractions are `fast`'s.
+HOUR_LEVERS: dict[str, dict[str, Any]] = {"model": {"block": "modern"}, "train": {"precision": "bf16", "batch_size": 64},
+                                          "masking": {"mask_prob": 0.3}}
+HOUR_DATA = {"max_seq_len": 64, "vocab_size": 16384}
+
+
+def _hour(preset: str, budgeted: bool) -> dict[str, dict[str, Any]]:
+    layer = _fast(preset, budgeted)
+    return {sec: {**layer.get(sec, {}), **HOUR_LEVERS.get(sec, {})} for sec in (*layer, *HOUR_LEVERS)}
+
+
+RECIPES = {"paper": _paper, "fast": _fast, "hour": _hour}
+# The data a recipe was measured on, which a run's settings cannot make (`mapnet preprocess --vocab-size`, `mapnet
+# shard --max-seq-len`): a run on shards of another sequence length is refused (train/inputs.py).
+MEASURED_ON: dict[str, dict[str, int]] = {"hour": HOUR_DATA}
 
 
 @dataclass(frozen=True)
@@ -90,7 +111,9 @@ class Shape:
         return {**dict(self.sizes), "preset": "custom" if self.sizes else self.preset}
 
 
-SHAPES: dict[str, Shape] = {}  # recipe -> its shape; none has one yet
+# recipe -> its shape. `hour`: `tiny`, the 20-minute search's best shape; by section G's amendment the shape is chosen
+# at 60 minutes between `tiny` and L4/H192 (both with the levers above), and this entry follows that choice.
+SHAPES: dict[str, Shape] = {"hour": Shape("tiny")}
 SUB_BASE = ("tiny", "mini", "small")
 ARCHITECTURE = {"model": ("norm",)}  # what a recipe never changes over existing weights
 
@@ -116,4 +139,4 @@ def recipe_layer(name: str, preset: str | None, keep_architecture: bool = False,
     return {**layer, "train": train}
 
 
-__all__ = ["RECIPES", "FAST_BY_PRESET", "SHAPES", "SUB_BASE", "Shape", "default_recipe", "recipe_layer"]
+__all__ = ["RECIPES", "FAST_BY_PRESET", "HOUR_DATA", "HOUR_LEVERS", "MEASURED_ON", "SHAPES", "SUB_BASE", "Shape", "default_recipe", "recipe_layer"]

@@ -128,6 +128,21 @@ def test_a_recipe_with_a_shape_trains_it_when_no_preset_is_named_and_a_named_pre
     assert S.resolve(None, {"train": {"recipe": "fast"}}).model.layers == 12
 
 
+def test_the_hour_recipe_is_fast_with_the_joined_levers_and_brings_its_shape():
+    from mapnet_cli.settings import recipes
+    s = S.resolve(None, {"train": {"recipe": "hour", "time_budget": "60m"}})
+    fast = S.resolve(None, {"model": {"preset": "tiny"}, "train": {"recipe": "fast", "time_budget": "60m"}})
+    assert (s.model.preset, s.model.layers, s.model.hidden, s.model.heads) == ("tiny", 2, 128, 2)
+    assert (s.model.block, s.train.precision, s.train.batch_size, s.masking.mask_prob) == ("modern", "bf16", 64, 0.3)
+    # Everything else is `fast`'s at that size, the budget's warm-up fractions included.
+    assert (s.optim, s.model.norm, s.model.init_std, s.train.short_seq_fraction) == (
+        fast.optim, fast.model.norm, fast.model.init_std, fast.train.short_seq_fraction)
+    assert recipes.MEASURED_ON["hour"] == {"max_seq_len": 64, "vocab_size": 16384}
+    # A named preset wins over the shape, and a flag over a lever.
+    named = S.resolve(None, {"model": {"preset": "mini"}, "train": {"recipe": "hour"}}, ["masking.mask_prob=0.15"])
+    assert (named.model.layers, named.model.block, named.masking.mask_prob) == (4, "modern", 0.15)
+
+
 def test_a_recipe_doubles_as_a_config_file(tmp_path):
     cfg = tmp_path / "recipe.toml"
     cfg.write_text('[recipe]\nname = "x"\ninputs = ["synthetic:"]\n[shard]\nmax_seq_len = 64\n')

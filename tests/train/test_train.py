@@ -151,6 +151,19 @@ def test_short_seq_warm_up_trains_on_pieces_then_on_whole_sequences(shards, tmp_
         tiny_settings("train.short_seq_len=8")
 
 
+def test_a_recipe_trains_only_on_sequences_as_long_as_it_was_measured_on(shards, tmp_path):
+    # `hour` is sized for 64-token sequences (batch 64 x 64: the tokens a step the lever search measured).
+    hour = ["train.recipe=hour", "train.short_seq_len=8", "train.batch_size=4", "model.max_position=64"]
+    with pytest.raises(MapnetError) as exc:
+        Run(tiny_settings(*hour), shards, tmp_path / "bad", distributed.DistInfo(), False, [])
+    assert str(exc.value).count("\n") == 0 and "recipe hour trains on 64-token sequences" in str(exc.value)
+    assert "hold 32: shard them with `mapnet shard PREP --max-seq-len 64`" in str(exc.value)
+    assert not (tmp_path / "bad").exists()
+    sixty_four = write_tiny_shards(tmp_path / "shards-64", seq_len=64)
+    run = Run(tiny_settings(*hour), sixty_four, tmp_path / "run", distributed.DistInfo(), False, [])
+    assert run.settings.model.block == "modern" and run.settings.masking.mask_prob == 0.3
+
+
 @pytest.mark.slow
 def test_resume_in_the_middle_of_the_short_seq_warm_up_continues_exactly(shards, tmp_path):
     s = tiny_settings("train.short_seq_len=8", "train.short_seq_steps=14")
