@@ -12,22 +12,27 @@
 #   bash experiments/hour-masking/masking_cpu.sh OUT smoke   # all of it on the embedded synthetic data (fast, tiny)
 #
 # STRATEGIES (compare's names; uniform first: the reference), RECIPE, PRESET (empty: the recipe's shape), BUDGET,
-# SEEDS and MAPNET may be set in the environment. The default rate arm is 30% (section A's best per step): replace it
-# with section G's best rate; where the hour recipe itself masks at that rate, its contrast is uniform@0.15.
+# SEEDS and MAPNET may be set in the environment. The `hour` recipe masks 30% (section G's rate), so its `uniform` is
+# 30% and the rate arm is uniform@0.15, the rate it replaced; it trains on section G's 64-token shards of the
+# 16,384-token text (runs/real-text-x5-16k/shards-64, built by levers_cpu.sh when absent; PMI's vocabulary beside them).
 set -euo pipefail
 source experiments/common/bench_settings.sh
 OUT=$(realpath -m "$1"); WHICH=${2:-}
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
 source experiments/common/lanes.sh
 RECIPE=${RECIPE:-hour}; PRESET=${PRESET:-}; BUDGET=${BUDGET:-20m}; SEEDS=${SEEDS:-3}
-STRATEGIES=${STRATEGIES:-uniform,uniform@0.3,mapnet-ht-lite,adaptive-soft-ht,pmi}
+# The hour recipe masks 30% (section G's rate): its `uniform` is 30%, and the rate arm is the 15% it replaced.
+STRATEGIES=${STRATEGIES:-uniform,uniform@0.15,mapnet-ht-lite,adaptive-soft-ht,pmi}
 case $WHICH in costs | run | table | smoke) ;; *) echo "usage: masking_cpu.sh OUT costs|run|table|smoke" >&2; exit 2 ;; esac
 [[ $STRATEGIES == uniform,?* ]] || { echo "STRATEGIES must be uniform (the reference of costs and deltas) and at least one arm" >&2; exit 2; }
 IFS=, read -r -a ARMS <<<"$STRATEGIES"
 COST_ARGS=(); BLIMP=(--blimp "$(realpath -m ../shared/data/blimp)" --blimp-pairs 200)
-RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5); SHARDS=$X5/shards
+RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5); SHARDS=$X5/shards; SEQ=128
+if [[ $RECIPE == hour ]]; then  # the shards the recipe was measured on (recipes.MEASURED_ON), built by section G
+    RT=$(realpath -m runs/real-text-16k); X5=$(realpath -m runs/real-text-x5-16k); SHARDS=$X5/shards-64; SEQ=64
+fi
 # The lever search's run flags (experiments/hour-levers/levers_cpu.sh), held-out books and wiki besides.
-RUN=(--recipe "$RECIPE" ${PRESET:+--preset "$PRESET"} --set model.max_position=128 --set shard.max_seq_len=128
+RUN=(--recipe "$RECIPE" ${PRESET:+--preset "$PRESET"} --set model.max_position=128 --set shard.max_seq_len=$SEQ
      --set train.eval_every=500 --set train.eval_sequences=512 --set train.eval_pick=spread --set logging.log_every=50
      --set logging.progress=false --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]")
 if [[ $WHICH == smoke ]]; then
@@ -46,11 +51,15 @@ data() {
         [[ -f $SHARDS/pmi.tsv ]] || smoke_shards "$OUT"
         return
     fi
-    bash experiments/common/real_text_shards.sh "$RT"
-    [[ -f $X5/shards/manifest.json ]] || bash experiments/common/gpu_downstream.sh prepare
+    if [[ $RECIPE == hour ]]; then
+        [[ -f $SHARDS/manifest.json ]] || bash experiments/hour-levers/levers_cpu.sh "$OUT/levers" prepare base vocab16k-seq64
+    else
+        bash experiments/common/real_text_shards.sh "$RT"
+        [[ -f $SHARDS/manifest.json ]] || bash experiments/common/gpu_downstream.sh prepare
+    fi
     # PMI's vocabulary from the training corpus only, as sections A and E built it (beside the shards).
-    [[ ,$STRATEGIES, != *,pmi,* || -f $X5/shards/pmi.tsv ]] || "${mapnet[@]}" pmi-vocab "$X5/prep" \
-        --out "$X5/shards/pmi.tsv" --min-count 11 --size 200000 --no-progress
+    [[ ,$STRATEGIES, != *,pmi,* || -f $SHARDS/pmi.tsv ]] || "${mapnet[@]}" pmi-vocab "$X5/prep" \
+        --out "$SHARDS/pmi.tsv" --min-count 11 --size 200000 --no-progress
 }
 
 costs() {
