@@ -90,7 +90,7 @@ HOUR_DATA = {"max_seq_len": 64, "vocab_size": 16384}
 
 def _hour(preset: str, budgeted: bool) -> dict[str, dict[str, Any]]:
     layer = _fast(preset, budgeted)
-    return {sec: {**layer.get(sec, {}), **HOUR_LEVERS.get(sec, {})} for sec in (*layer, *HOUR_LEVERS)}
+    return {sec: {**layer.get(sec, {}), **HOUR_LEVERS.get(sec, {})} for sec in dict.fromkeys([*layer, *HOUR_LEVERS])}
 
 
 RECIPES = {"paper": _paper, "fast": _fast, "hour": _hour}
@@ -139,4 +139,5 @@ def recipe_layer(name: str, preset: str | None, keep_architecture: bool = False,
     return {**layer, "train": train}
 
 
-__all__ = ["RECIPES", "FAST_BY_PRESET", "HOUR_DATA", "HOUR_LEVERS", "MEASURED_ON", "SHAPES", "SUB_BASE", "Shape", "default_recipe", "recipe_layer"]
+__all__ = ["RECIPES", "FAST_BY_PRESET", "HOUR_DATA", "HOUR_LEVERS", "MEASURED_ON", "SHAPES", "SUB_BASE", "Shape",
+           "default_recipe", "recipe_layer"]

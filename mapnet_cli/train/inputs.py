@@ -4,9 +4,10 @@
                                                    # every arm before the first one trains
 
 The shards' sequences fit model.max_position, are as long as the recipe's (`recipes.MEASURED_ON`), and the
-sequence-length warm-up cuts them into whole pieces; a PMI run's vocabulary is found and intact. A run checks these itself, but `compare` trains
-its arms one after another: checked only by each arm's Run, a problem of the last arm (a `pmi` arm
-without its vocabulary) would be found after the first ones trained, with their files left behind.
+sequence-length warm-up cuts them into whole pieces; a PMI run's vocabulary is found and intact. A run checks
+these itself, but `compare` trains its arms one after another: checked only by each arm's Run, a problem of the
+last arm (a `pmi` arm without its vocabulary) would be found after the first ones trained, with their files left
+behind.
 """
 
 from __future__ import annotations
