@@ -3,7 +3,7 @@
 Their stages are smoke-run by hand (`... OUT smoke`, minutes each); here only what must be refused at once: an
 unknown stage, an unknown clock or shards, a masking comparison without uniform as its reference, and a training stage
 before its step costs are measured; which arms of the lever search reuse the baseline's BLiMP controls; and which
-shards and held-out sets the hour script's DATA picks."""
+shards and held-out sets the hour and masking scripts' DATA picks."""
 
 from __future__ import annotations
 
@@ -94,6 +94,43 @@ def test_the_hour_script_trains_on_the_shards_data_names_with_their_own_held_out
     trained = calls.read_text().splitlines()[-1]  # the training call (the first asks for the settings)
     assert trained.startswith(f"pretrain {work / shards} --out {out}/runs/seed-0 ")
     assert f'train.extra_eval=["books={work / held_out}/heldout-books", "wiki={work / held_out}/heldout-wiki"]' in trained
+
+
+@pytest.mark.parametrize("env, shards, held_out, seq", [
+    ({}, "runs/real-text-x5-16k/shards-64", "runs/real-text-16k", 64),  # the hour recipe's own shards
+    ({"DATA": "vocab16k"}, "runs/real-text-x5-16k/shards", "runs/real-text-16k", 128),
+    ({"RECIPE": "fast"}, "runs/real-text-x5/shards", "runs/real-text", 128),
+])
+def test_the_masking_script_compares_on_its_recipes_shards_with_their_pmi_vocabulary(tmp_path, env, shards, held_out,
+                                                                                      seq):
+    # As above, for section I: every compare (both lanes and the last one over all arms) reads the same shards, cut
+    # to their sequence length, scores the held-out sets of their tokenizer, and PMI's vocabulary is built from the
+    # preparation those shards were cut from.
+    work = tmp_path / "work"
+    (work / "experiments").mkdir(parents=True)
+    for part in ("hour-masking", "common", "hour-levers", "real-text-cpu"):
+        (work / "experiments" / part).symlink_to(REPO / "experiments" / part)
+    for folder in (shards, f"{held_out}/shards", f"{held_out}/heldout-books", f"{held_out}/heldout-wiki"):
+        (work / folder).mkdir(parents=True, exist_ok=True)
+        (work / folder / "manifest.json").write_text(f'{{"vocab_size": {16384 if "16k" in held_out else 8192}}}')
+    out, calls = tmp_path / "out", tmp_path / "calls.txt"
+    out.mkdir()
+    (out / "costs.json").write_text('{"arms": {"uniform": {"step_seconds": 0.5, "short_step_seconds": 0.4}}}')
+    fake = tmp_path / "mapnet"
+    fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {calls}\n')
+    fake.chmod(0o755)
+    done = subprocess.run(["bash", str(REPO / MASKING), str(out), "run"], cwd=work, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, **env, "STRATEGIES": "uniform,pmi", "MAPNET": str(fake)})
+    assert done.returncode == 0, done.stderr
+    lines = calls.read_text().splitlines()
+    prep = (work / shards).parent / "prep"
+    assert lines[0] == f"pmi-vocab {prep} --out {work / shards}/pmi.tsv --min-count 11 --size 200000 --no-progress"
+    compares = [line for line in lines if line.startswith("compare ")]
+    assert len(compares) == 3  # two lanes, then the one over every arm
+    for line in compares:
+        assert line.startswith(f"compare {work / shards} --out {out}/")
+        assert f"shard.max_seq_len={seq} " in line
+        assert f'train.extra_eval=["books={work / held_out}/heldout-books", "wiki={work / held_out}/heldout-wiki"]' in line
 
 
 def test_the_hour_script_takes_an_arms_costs_from_section_gs_pinned_clock(tmp_path):

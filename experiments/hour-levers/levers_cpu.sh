@@ -92,9 +92,10 @@ case ${JOBS:=1} in [1-9]) ;; *) echo "JOBS must be 1-9 (got $JOBS)" >&2; exit 2 
 THREADS=$(( JOBS > 1 ? ($(nproc) / JOBS > 0 ? $(nproc) / JOBS : 1) : OMP_NUM_THREADS ))
 COSTS=${LEVERS_COSTS:-$KEPT/step-costs/costs.json}  # the kept step costs (a smoke run keeps its own under OUT)
 [[ $WHICH == smoke ]] && COSTS=${LEVERS_COSTS:-$OUT/costs.json}
-RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
-RT16=$(realpath -m runs/real-text-16k); X5_16=$(realpath -m runs/real-text-x5-16k)
-declare -A SHARDS=([base]=$X5/shards [seq64]=$X5/shards-64 [vocab16k]=$X5_16/shards [vocab16k-seq64]=$X5_16/shards-64)
+source experiments/common/real_text_kinds.sh
+RT=$REAL_TEXT; X5=$REAL_TEXT_X5; RT16=$REAL_TEXT_16K; X5_16=$REAL_TEXT_X5_16K
+declare -A SHARDS=()
+for kind in $REAL_TEXT_KINDS; do real_text_kind "$kind"; SHARDS[$kind]=$KIND_SHARDS; done
 BLIMP=(--blimp ../shared/data/blimp --blimp-pairs "$BLIMP_PAIRS")
 EVERY=500  # held-out evaluation and checkpoints every 500 steps: ~4 in a mini run, not counted in the budget
 RUN=(--preset mini --recipe fast --set train.batch_size=$BATCH --set model.max_position=128 --set shard.max_seq_len=128

@@ -12,8 +12,9 @@
 #   bash experiments/hour-masking/masking_cpu.sh OUT smoke   # all of it on the embedded synthetic data (fast, tiny)
 #
 # STRATEGIES (compare's names; uniform first: the reference), RECIPE, PRESET (empty: the recipe's shape), BUDGET,
-# SEEDS and MAPNET may be set in the environment. The `hour` recipe masks 30% (section G's rate), so its `uniform` is
-# 30% and the rate arm is uniform@0.15, the rate it replaced; it trains on section G's 64-token shards of the
+# SEEDS, DATA and MAPNET may be set in the environment. The `hour` recipe masks 30% (section G's rate), so its `uniform`
+# is 30% and the rate arm is uniform@0.15, the rate it replaced. DATA names the shards (experiments/common/
+# real_text_kinds.sh; another recipe's default is base): the `hour` recipe's are section G's 64-token shards of the
 # 16,384-token text (runs/real-text-x5-16k/shards-64, built by levers_cpu.sh when absent; PMI's vocabulary beside them).
 set -euo pipefail
 source experiments/common/bench_settings.sh
@@ -27,10 +28,10 @@ case $WHICH in costs | run | table | smoke) ;; *) echo "usage: masking_cpu.sh OU
 [[ $STRATEGIES == uniform,?* ]] || { echo "STRATEGIES must be uniform (the reference of costs and deltas) and at least one arm" >&2; exit 2; }
 IFS=, read -r -a ARMS <<<"$STRATEGIES"
 COST_ARGS=(); BLIMP=(--blimp "$(realpath -m ../shared/data/blimp)" --blimp-pairs 200)
-RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5); SHARDS=$X5/shards; SEQ=128
-if [[ $RECIPE == hour ]]; then  # the shards the recipe was measured on (recipes.MEASURED_ON), built by section G
-    RT=$(realpath -m runs/real-text-16k); X5=$(realpath -m runs/real-text-x5-16k); SHARDS=$X5/shards-64; SEQ=64
-fi
+source experiments/common/real_text_kinds.sh
+[[ $RECIPE == hour ]] && : "${DATA:=vocab16k-seq64}"  # the shards the recipe was measured on (recipes.MEASURED_ON)
+real_text_kind "${DATA:=base}" || { echo "DATA must be base, seq64, vocab16k or vocab16k-seq64 (got $DATA)" >&2; exit 2; }
+SHARDS=$KIND_SHARDS; RT=$KIND_HELDOUT; SEQ=$KIND_SEQ; PREP=$KIND_PREP
 # The lever search's run flags (experiments/hour-levers/levers_cpu.sh), held-out books and wiki besides.
 RUN=(--recipe "$RECIPE" ${PRESET:+--preset "$PRESET"} --set model.max_position=128 --set shard.max_seq_len=$SEQ
      --set train.eval_every=500 --set train.eval_sequences=512 --set train.eval_pick=spread --set logging.log_every=50
@@ -51,14 +52,14 @@ data() {
         [[ -f $SHARDS/pmi.tsv ]] || smoke_shards "$OUT"
         return
     fi
-    if [[ $RECIPE == hour ]]; then
-        [[ -f $SHARDS/manifest.json ]] || bash experiments/hour-levers/levers_cpu.sh "$OUT/levers" prepare base vocab16k-seq64
+    if [[ $DATA != base ]]; then  # section G's shards, built by its script (the held-out sets with them)
+        [[ -f $SHARDS/manifest.json ]] || bash experiments/hour-levers/levers_cpu.sh "$OUT/levers" prepare base "$DATA"
     else
         bash experiments/common/real_text_shards.sh "$RT"
         [[ -f $SHARDS/manifest.json ]] || bash experiments/common/gpu_downstream.sh prepare
     fi
     # PMI's vocabulary from the training corpus only, as sections A and E built it (beside the shards).
-    [[ ,$STRATEGIES, != *,pmi,* || -f $SHARDS/pmi.tsv ]] || "${mapnet[@]}" pmi-vocab "$X5/prep" \
+    [[ ,$STRATEGIES, != *,pmi,* || -f $SHARDS/pmi.tsv ]] || "${mapnet[@]}" pmi-vocab "$PREP" \
         --out "$SHARDS/pmi.tsv" --min-count 11 --size 200000 --no-progress
 }
 

@@ -20,7 +20,7 @@
 # (empty: the recipe's shape), BUDGET, SEEDS, JOBS and MAPNET may be set in the environment; SETS adds run flags
 # (word-split: SETS="--set model.layers=4 --set model.hidden=192 --set model.heads=3" trains another shape, as
 # section G's amendment compares two shapes at the hour; give it its own OUT). DATA picks the shards as section G's
-# arms name them: base (8,192-token BPE, 128-token sequences; the default but for `hour`), seq64 (the same text in
+# arms name them (experiments/common/real_text_kinds.sh): base (8,192-token BPE, 128-token sequences; the default but for `hour`), seq64 (the same text in
 # 64-token sequences), vocab16k (16,384) or vocab16k-seq64 (the `hour` recipe's default); the held-out sets are the
 # shards' tokenizer's, and the batch stays what the recipe and SETS say (the `hour` recipe's is 64). LEVERS_COSTS=FILE
 # LEVERS_ARM=ARM makes `costs` take that arm's costs from section G's pinned clock (step-costs/CPU-DATE/costs.json)
@@ -35,17 +35,10 @@ case $CLOCK in modelled | wall) ;; *) echo "CLOCK must be modelled or wall (got 
 case $WHICH in costs | pretrain | blimp | glue | table | smoke) ;;
     *) echo "usage: hour_cpu.sh OUT costs|pretrain|blimp|glue|table|smoke" >&2; exit 2 ;; esac
 
-RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
-RT16=$(realpath -m runs/real-text-16k); X5_16=$(realpath -m runs/real-text-x5-16k)
-SEQ=128
+source experiments/common/real_text_kinds.sh
 [[ $RECIPE == hour ]] && : "${DATA:=vocab16k-seq64}"  # the shards the recipe was measured on (recipes.MEASURED_ON)
-case ${DATA:=base} in
-    base) SHARDS=$X5/shards ;;
-    seq64) SHARDS=$X5/shards-64; SEQ=64 ;;
-    vocab16k) SHARDS=$X5_16/shards; RT=$RT16 ;;
-    vocab16k-seq64) SHARDS=$X5_16/shards-64; RT=$RT16; SEQ=64 ;;
-    *) echo "DATA must be base, seq64, vocab16k or vocab16k-seq64 (got $DATA)" >&2; exit 2 ;;
-esac
+real_text_kind "${DATA:=base}" || { echo "DATA must be base, seq64, vocab16k or vocab16k-seq64 (got $DATA)" >&2; exit 2; }
+SHARDS=$KIND_SHARDS; RT=$KIND_HELDOUT; SEQ=$KIND_SEQ
 GLUE=$(realpath -m ../shared/data/glue); BLIMP=$(realpath -m ../shared/data/blimp)
 COST_ARGS=(); GLUE_SMALL=(--max-train 5000); FEW_SHOT=(500 1000); FEW_SHOT_ARGS=(--seeds 5 --epochs 10)
 # The lever search's run flags (experiments/hour-levers/levers_cpu.sh), so the recipe trains as its arms did.
