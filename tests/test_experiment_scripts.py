@@ -127,10 +127,10 @@ def test_the_masking_script_compares_on_its_recipes_shards_with_their_pmi_vocabu
     assert lines[0] == f"pmi-vocab {prep} --out {work / shards}/pmi.tsv --min-count 11 --size 200000 --no-progress"
     compares = [line for line in lines if line.startswith("compare ")]
     assert len(compares) == 3  # two lanes, then the one over every arm
+    held = f'train.extra_eval=["books={work / held_out}/heldout-books", "wiki={work / held_out}/heldout-wiki"]'
     for line in compares:
         assert line.startswith(f"compare {work / shards} --out {out}/")
-        assert f"shard.max_seq_len={seq} " in line
-        assert f'train.extra_eval=["books={work / held_out}/heldout-books", "wiki={work / held_out}/heldout-wiki"]' in line
+        assert f"shard.max_seq_len={seq} " in line and held in line
 
 
 def test_the_hour_script_takes_an_arms_costs_from_section_gs_pinned_clock(tmp_path):
