@@ -34,11 +34,15 @@ def pretrain_two_processes(shards: Path, out: Path, sets: list[str], preset: str
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def pretrain_in_one_job(root: Path, runs: dict[str, tuple[Path, list[str]]], preset: str = "tiny") -> dict[str, Path]:
+def pretrain_in_one_job(root: Path, runs: dict[str, tuple[Path, list[str]]], preset: str = "tiny",
+                        stops: dict[str, int] | None = None) -> dict[str, Path]:
     """Each NAME: (SHARDS, SETTINGS) trained by 2 gloo processes into root/NAME, all in one torchrun job, one
     after another; returns {NAME: run folder}. On the CPU (`train.device=cpu` appended), even on a GPU machine, as
-    `--nproc` runs."""
-    plan = {name: {"shards": str(shards), "out": str(root / name), "preset": preset, "sets": [*sets, "train.device=cpu"]}
+    `--nproc` runs. `stops` {NAME: N}: that run's rank 1 is sent SIGTERM after step N, then the run is resumed
+    (`_stop_on_rank_1`)."""
+    stops = stops or {}
+    plan = {name: {"shards": str(shards), "out": str(root / name), "preset": preset, "sets": [*sets, "train.device=cpu"],
+                   **({"rank_1_stops_after": stops[name]} if name in stops else {})}
             for name, (shards, sets) in runs.items()}
     (root / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
     args = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", __file__,
@@ -58,11 +62,44 @@ def _worker(plan_file: str) -> None:
     dist.init_process_group("gloo")
     try:
         for run in plan.values():
-            pretrain(resolve(None, {"model": {"preset": run["preset"]}}, run["sets"]), run["shards"], run["out"])
+            settings = resolve(None, {"model": {"preset": run["preset"]}}, run["sets"])
+            if run.get("rank_1_stops_after"):
+                _stop_on_rank_1(settings, run)
+            else:
+                pretrain(settings, run["shards"], run["out"])
             assert dist.is_initialized()  # pretrain joined the job's group and left it up for the next run
     finally:
         gc.collect()  # the runs' DDP wrappers, which hold the group, freed before it is destroyed (loop.pretrain)
         dist.destroy_process_group()
+
+
+def _stop_on_rank_1(settings, run: dict) -> None:
+    """Rank 1 alone is sent SIGTERM after step N: both ranks must stop at one step with one checkpoint (else the
+    job hangs in a collective); the stop's message goes to OUT.stopped, then --resume finishes the run."""
+    import signal
+    import time
+
+    import torch.distributed as dist
+
+    from mapnet_cli.train import pretrain
+    from mapnet_cli.train.stop_signals import Stopped
+
+    calls = 0
+
+    def clock() -> float:  # called at the start and end of every step: the 2N-th call ends step N
+        nonlocal calls
+        calls += 1
+        if dist.get_rank() == 1 and calls == 2 * run["rank_1_stops_after"]:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return time.perf_counter()
+
+    try:
+        pretrain(settings, run["shards"], run["out"], clock=clock)
+        raise AssertionError("the stop signal did not stop the run")
+    except Stopped as exc:
+        if dist.get_rank() == 0:
+            Path(run["out"] + ".stopped").write_text(f"{exc.exit_code} {exc}", encoding="utf-8")
+    pretrain(settings, run["shards"], run["out"], resume=True)
 
 
 if __name__ == "__main__":

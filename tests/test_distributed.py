@@ -173,7 +173,9 @@ BUDGET_RUN = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=
 def _build_gloo_runs(root: Path) -> dict[str, Path]:
     shards = write_tiny_shards(root / "shards", train=64, valid=8)
     plan = {m: (shards, _settings(m)) for m in MASKINGS if m != THROUGH_THE_CLI}
-    runs = pretrain_in_one_job(root, {**plan, "budget": (shards, BUDGET_RUN)})
+    # "stopped": frequency's run again, its rank 1 alone sent SIGTERM after step 3, then resumed.
+    runs = pretrain_in_one_job(root, {**plan, "budget": (shards, BUDGET_RUN), "stopped": (shards, _settings("frequency"))},
+                               stops={"stopped": 3})
     return {"shards": shards, **runs}
 
 
@@ -243,3 +245,21 @@ def test_two_processes_share_one_budget_clock_and_stop_at_the_same_step(gloo_run
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r for r in rows if r["kind"] == "eval"][-1]["step"] == info["steps"]
     assert [r for r in rows if r["kind"] == "train"][-1]["elapsed"] >= 5.0
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_a_stop_signal_on_one_rank_stops_every_rank_at_one_step_and_resume_continues_exactly(gloo_runs):
+    """Rank 1 alone got SIGTERM after step 3 (tests/gloo.py): the ranks agree at that step's read, rank 0 writes its
+    checkpoint, both leave with the stop's exit status; resumed, the run ends as the uninterrupted one, bit for bit."""
+    from safetensors.torch import load_file
+
+    stopped = gloo_runs["stopped"]
+    status, message = stopped.with_name("stopped.stopped").read_text().split(" ", 1)
+    assert status == "143" and message.startswith("stopped by SIGTERM after step 3; its checkpoint is ")
+    assert message.split("its checkpoint is ")[1].split(";")[0].endswith("step-00000003")
+    resumes = json.loads((stopped / "run.json").read_text())["resumes"]
+    assert len(resumes) == 1 and resumes[0]["step"] == 3
+    a, b = (load_file(str(checkpoint.latest_checkpoint(run) / "model.safetensors"))
+            for run in (gloo_runs["frequency"], stopped))
+    assert all(torch.equal(a[k], b[k]) for k in a)

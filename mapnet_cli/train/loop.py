@@ -22,6 +22,9 @@ loss, grad_norm, masked_tokens, tokens and tokens_per_s (tokens_per_s is set on 
 Dropout. The RNG is reseeded at each step from (seed, step, rank), which makes
 a resumed run bit-identical to an uninterrupted one whatever the world size.
 
+Stop signals. SIGTERM or SIGUSR1 ends the run after its current step, with that step's checkpoint
+(`stop_signals.py`); `--resume` continues exactly.
+
 Batches ahead (`train.prefetch`). A step's micro-batches are a pure function of (step, data
 position), so `prefetch.StepPrefetcher` makes step k + 1's in a background thread while step k runs.
 """
@@ -58,6 +61,7 @@ from .prefetch import StepPrefetcher
 from .record import MetricsLog, memory_bytes, record_budget, write_run_files
 from .run_loader import load_run
 from .step import NonFiniteLoss, precision_context, train_step
+from .stop_signals import StopSignals, Stopped
 from .strategies import training_strategy
 
 HOST = torch.device("cpu")  # where every strategy draws its masks (`to_device` says why)
@@ -78,7 +82,8 @@ def pretrain(settings, shards: str | os.PathLike, out: str | os.PathLike, *, res
         quiet = not info.is_main or on_report is None  # one progress display per job
         failed = True
         try:
-            last = run.train(stop_at, (lambda kind, data: None) if quiet else on_report)
+            with StopSignals() as stop:  # SIGTERM / SIGUSR1: checkpoint after this step, then stop (stop_signals.py)
+                last = run.train(stop_at, (lambda kind, data: None) if quiet else on_report, stop)
             failed = False
         except Exception as exc:
             reason = compile_failure(exc)
@@ -371,7 +376,7 @@ class Run:
                     or (every_variance and step % every_variance == 0)
                     or (t.checkpoint_every and step % t.checkpoint_every == 0) or step in t.keep_steps or step == end)
 
-    def train(self, stop_at: int | None, report: Report) -> Path:
+    def train(self, stop_at: int | None, report: Report, stop: StopSignals | None = None) -> Path:
         t = self.settings.train
         end = min(t.steps, stop_at or t.steps)
         if self.resumed_from is not None:
@@ -391,14 +396,15 @@ class Run:
         # device: reading it every step would stall the device's queue every step (`train_step`).
         first_bad = torch.zeros((), dtype=torch.long, device=self.info.device)
         with StepPrefetcher(self.batches, enabled=t.prefetch) as ahead:
-            return self._steps(end, report, ahead, first_bad, last)
+            return self._steps(end, report, ahead, first_bad, last, stop)
 
     def _steps(self, end: int, report: Report, ahead: StepPrefetcher, first_bad: torch.Tensor,
-               last: Path | None) -> Path:
+               last: Path | None, stop: StopSignals | None = None) -> Path:
         t, lg = self.settings.train, self.settings.logging
         every_variance = self.settings.variance.every
         window_tokens, window_time = 0, 0.0  # this rank's tokens and the time since the last logged step
         budget, last_dt = self.budget, 0.0
+        stopped_by = None  # a stop signal's number, once every rank has agreed to stop for it
         while self.step < end and not (budget is not None and budget.spent(self.elapsed)):
             t0 = self.clock()
             if budget is not None:
@@ -459,13 +465,21 @@ class Run:
                 self._log_eval(report)
             if every_variance and self.step % every_variance == 0:
                 self._log_variance()
+            # A stop signal ends the run here, after this step's checkpoint; one that arrives at the run's last
+            # step stops nothing (the run is complete).
+            signalled = stop.agreed(self.info, read) if stop is not None else None
+            stopped_by = signalled if signalled and not final and self.step < end else None
             if ((t.checkpoint_every and self.step % t.checkpoint_every == 0) or self.step in t.keep_steps
-                    or self.step == end or final):
+                    or self.step == end or final or stopped_by):
                 last = self.save() or last
                 report("checkpoint", {"step": self.step, "path": str(last)})
+            if stopped_by:
+                break
         if budget is not None and self.info.is_main:
             record_budget(self.out, budget.record(self.elapsed, self.step, self.wall))
             report("budget", budget.record(self.elapsed, self.step, self.wall))
+        if stopped_by:
+            raise Stopped(stopped_by, self.step, last)
         return last or checkpoint.latest_checkpoint(self.out)
 
     def _budget_total(self, end: int, final: bool) -> int:
