@@ -71,12 +71,14 @@ def test_an_arm_of_the_baselines_architecture_reuses_its_random_weight_controls(
     ("vocab16k", "runs/real-text-x5-16k/shards", "runs/real-text-16k"),
     ("vocab16k-seq64", "runs/real-text-x5-16k/shards-64", "runs/real-text-16k"),
 ])
-def test_the_hour_script_trains_on_the_shards_data_names_with_their_own_held_out_sets(tmp_path, data, shards, held_out):
-    # A working copy whose runs/ holds only the named shards' manifest (so nothing is built), and a `mapnet` that
-    # records what it was asked: the run must read DATA's shards and score the held-out sets of the same tokenizer.
+def recorded_run(tmp_path: Path, path: str, stage: str, arm: str, shards: str, held_out: str,
+                 **env: str) -> tuple[list[str], Path, Path]:
+    """`path OUT stage` in a working copy whose runs/ holds only manifests (of `shards` and of `held_out`'s shards
+    and held-out sets: nothing is built), with OUT's costs for `arm` and a `mapnet` that records what it was asked:
+    (its calls, the working copy, OUT)."""
     work = tmp_path / "work"
     (work / "experiments").mkdir(parents=True)
-    for part in ("hour-recipe", "common", "hour-levers"):
+    for part in ("hour-recipe", "hour-masking", "common", "hour-levers", "real-text-cpu"):
         (work / "experiments" / part).symlink_to(REPO / "experiments" / part)
     vocab = 16384 if "16k" in held_out else 8192
     for folder in (shards, f"{held_out}/shards", f"{held_out}/heldout-books", f"{held_out}/heldout-wiki"):
@@ -84,16 +86,32 @@ def test_the_hour_script_trains_on_the_shards_data_names_with_their_own_held_out
         (work / folder / "manifest.json").write_text(f'{{"vocab_size": {vocab}}}')
     out, calls = tmp_path / "out", tmp_path / "calls.txt"
     out.mkdir()
-    (out / "costs.json").write_text('{"arms": {"hour": {"step_seconds": 0.5, "short_step_seconds": 0.4}}}')
+    (out / "costs.json").write_text(f'{{"arms": {{"{arm}": {{"step_seconds": 0.5, "short_step_seconds": 0.4}}}}}}')
     fake = tmp_path / "mapnet"
     fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {calls}\n')
     fake.chmod(0o755)
-    done = subprocess.run(["bash", str(REPO / HOUR), str(out), "pretrain"], cwd=work, capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "DATA": data, "SEEDS": "1", "MAPNET": str(fake)})
+    done = subprocess.run(["bash", str(REPO / path), str(out), stage], cwd=work, capture_output=True, text=True,
+                          timeout=60, env={**os.environ, **env, "MAPNET": str(fake)})
     assert done.returncode == 0, done.stderr
-    trained = calls.read_text().splitlines()[-1]  # the training call (the first asks for the settings)
+    return calls.read_text().splitlines(), work, out
+
+
+def held_out_flag(work: Path, held_out: str) -> str:
+    return f'train.extra_eval=["books={work / held_out}/heldout-books", "wiki={work / held_out}/heldout-wiki"]'
+
+
+@pytest.mark.parametrize("data, shards, held_out", [
+    ("base", "runs/real-text-x5/shards", "runs/real-text"),
+    ("seq64", "runs/real-text-x5/shards-64", "runs/real-text"),
+    ("vocab16k", "runs/real-text-x5-16k/shards", "runs/real-text-16k"),
+    ("vocab16k-seq64", "runs/real-text-x5-16k/shards-64", "runs/real-text-16k"),
+])
+def test_the_hour_script_trains_on_the_shards_data_names_with_their_own_held_out_sets(tmp_path, data, shards, held_out):
+    # The run must read DATA's shards and score the held-out sets of the same tokenizer.
+    calls, work, out = recorded_run(tmp_path, HOUR, "pretrain", "hour", shards, held_out, DATA=data, SEEDS="1")
+    trained = calls[-1]  # the training call (the first asks for the settings)
     assert trained.startswith(f"pretrain {work / shards} --out {out}/runs/seed-0 ")
-    assert f'train.extra_eval=["books={work / held_out}/heldout-books", "wiki={work / held_out}/heldout-wiki"]' in trained
+    assert held_out_flag(work, held_out) in trained
 
 
 @pytest.mark.parametrize("env, shards, held_out, seq", [
@@ -106,31 +124,15 @@ def test_the_masking_script_compares_on_its_recipes_shards_with_their_pmi_vocabu
     # As above, for section I: every compare (both lanes and the last one over all arms) reads the same shards, cut
     # to their sequence length, scores the held-out sets of their tokenizer, and PMI's vocabulary is built from the
     # preparation those shards were cut from.
-    work = tmp_path / "work"
-    (work / "experiments").mkdir(parents=True)
-    for part in ("hour-masking", "common", "hour-levers", "real-text-cpu"):
-        (work / "experiments" / part).symlink_to(REPO / "experiments" / part)
-    for folder in (shards, f"{held_out}/shards", f"{held_out}/heldout-books", f"{held_out}/heldout-wiki"):
-        (work / folder).mkdir(parents=True, exist_ok=True)
-        (work / folder / "manifest.json").write_text(f'{{"vocab_size": {16384 if "16k" in held_out else 8192}}}')
-    out, calls = tmp_path / "out", tmp_path / "calls.txt"
-    out.mkdir()
-    (out / "costs.json").write_text('{"arms": {"uniform": {"step_seconds": 0.5, "short_step_seconds": 0.4}}}')
-    fake = tmp_path / "mapnet"
-    fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {calls}\n')
-    fake.chmod(0o755)
-    done = subprocess.run(["bash", str(REPO / MASKING), str(out), "run"], cwd=work, capture_output=True, text=True,
-                          timeout=60, env={**os.environ, **env, "STRATEGIES": "uniform,pmi", "MAPNET": str(fake)})
-    assert done.returncode == 0, done.stderr
-    lines = calls.read_text().splitlines()
+    calls, work, out = recorded_run(tmp_path, MASKING, "run", "uniform", shards, held_out, **env,
+                                    STRATEGIES="uniform,pmi")
     prep = (work / shards).parent / "prep"
-    assert lines[0] == f"pmi-vocab {prep} --out {work / shards}/pmi.tsv --min-count 11 --size 200000 --no-progress"
-    compares = [line for line in lines if line.startswith("compare ")]
+    assert calls[0] == f"pmi-vocab {prep} --out {work / shards}/pmi.tsv --min-count 11 --size 200000 --no-progress"
+    compares = [line for line in calls if line.startswith("compare ")]
     assert len(compares) == 3  # two lanes, then the one over every arm
-    held = f'train.extra_eval=["books={work / held_out}/heldout-books", "wiki={work / held_out}/heldout-wiki"]'
     for line in compares:
         assert line.startswith(f"compare {work / shards} --out {out}/")
-        assert f"shard.max_seq_len={seq} " in line and held in line
+        assert f"shard.max_seq_len={seq} " in line and held_out_flag(work, held_out) in line
 
 
 def test_the_hour_script_takes_an_arms_costs_from_section_gs_pinned_clock(tmp_path):
