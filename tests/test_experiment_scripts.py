@@ -26,7 +26,7 @@ def script(path: str, out: Path, *args: str, **env: str) -> subprocess.Completed
 
 
 @pytest.mark.parametrize("path, args, env, says", [
-    (HOUR, ("train",), {}, "usage: hour_cpu.sh OUT costs|pretrain|blimp|glue|table|smoke"),
+    (HOUR, ("train",), {}, "usage: hour_cpu.sh OUT costs|pretrain|shape|blimp|glue|table|smoke"),
     (HOUR, ("pretrain",), {"CLOCK": "cpu"}, "CLOCK must be modelled or wall (got cpu)"),
     (HOUR, ("pretrain",), {"DATA": "seq32"}, "DATA must be base, seq64, vocab16k or vocab16k-seq64 (got seq32)"),
     (LEVERS, ("prepare", "base", "seq32"), {}, "unknown shards seq32 (base, seq64, vocab16k, vocab16k-seq64)"),

@@ -7,6 +7,7 @@
 #
 #   bash experiments/hour-recipe/hour_cpu.sh OUT costs      # the recipe's step costs, alone (benchmarks/step_costs.py)
 #   bash experiments/hour-recipe/hour_cpu.sh OUT pretrain   # the seeds (rerun = resume)
+#   bash experiments/hour-recipe/hour_cpu.sh OUT shape      # BLiMP (200 pairs) at each seed's end: section G's amendment
 #   bash experiments/hour-recipe/hour_cpu.sh OUT blimp      # the curve and the final scores with their controls
 #   bash experiments/hour-recipe/hour_cpu.sh OUT glue       # small protocol (5,000 examples) and few-shot (500, 1,000)
 #   bash experiments/hour-recipe/hour_cpu.sh OUT table      # experiments/common/hour_table.py over all of it
@@ -32,8 +33,8 @@ read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
 RECIPE=${RECIPE:-hour}; PRESET=${PRESET:-}; BUDGET=${BUDGET:-60m}; SEEDS=${SEEDS:-3}; CLOCK=${CLOCK:-modelled}
 JOBS=${JOBS:-$SEEDS}; CHECKPOINT_MINUTES=${CHECKPOINT_MINUTES:-10}; PAIRS=200; FINAL_PAIRS=0
 case $CLOCK in modelled | wall) ;; *) echo "CLOCK must be modelled or wall (got $CLOCK)" >&2; exit 2 ;; esac
-case $WHICH in costs | pretrain | blimp | glue | table | smoke) ;;
-    *) echo "usage: hour_cpu.sh OUT costs|pretrain|blimp|glue|table|smoke" >&2; exit 2 ;; esac
+case $WHICH in costs | pretrain | shape | blimp | glue | table | smoke) ;;
+    *) echo "usage: hour_cpu.sh OUT costs|pretrain|shape|blimp|glue|table|smoke" >&2; exit 2 ;; esac
 
 source experiments/common/real_text_kinds.sh
 [[ $RECIPE == hour ]] && : "${DATA:=vocab16k-seq64}"  # the shards the recipe was measured on (recipes.MEASURED_ON)
@@ -161,6 +162,16 @@ finals() {  # each seed's last checkpoint: the budget's end (a budget run checkp
     done
 }
 
+shape() {  # section G's amendment: each seed's budget-end checkpoint, 200 pairs a paradigm (the search's), with
+    # its random weights; experiments/common/shape_choice.py then applies the rule to two shapes' folders
+    local -a finals_
+    local list
+    list=$(finals) || exit 1
+    mapfile -t finals_ <<<"$list"
+    "${mapnet[@]}" blimp "${finals_[@]}" --data "$BLIMP" --out "$OUT/blimp-shape.json" --pairs "$PAIRS" --no-progress \
+        --overwrite
+}
+
 blimp() {
     local -a all finals_
     local list
@@ -194,8 +205,9 @@ table() {
 case $WHICH in
     costs) data; costs ;;
     pretrain) need_costs; data; pretrain ;;
+    shape) shape ;;
     blimp) blimp ;;
     glue) glue ;;
     table) table ;;
-    smoke) data; costs; pretrain; blimp; glue; table ;;
+    smoke) data; costs; pretrain; shape; blimp; glue; table ;;
 esac
