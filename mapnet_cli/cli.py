@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -13,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .atomic import out_of_space
-from .errors import MapnetError
+from .errors import LAUNCHED_ENV, MapnetError
 from .commands import blimp as blimp_cmd
 from .commands import compare as compare_cmd
 from .commands import config as config_cmd
@@ -74,8 +75,10 @@ def main() -> None:
 
 
 def fail(exc: MapnetError) -> None:
-    # escape: a path such as runs/[exp1]/... is text, not rich markup (it would vanish from the line)
-    Console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+    rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
+    if not (exc.once_per_job and (rank != 0 or LAUNCHED_ENV in os.environ)):  # one line, not one per process
+        # escape: a path such as runs/[exp1]/... is text, not rich markup (it would vanish from the line)
+        Console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
     sys.exit(exc.exit_code)
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ A process is part of a job when torchrun's RANK/WORLD_SIZE/LOCAL_RANK are set,
 or, failing that, when SLURM started several tasks (SLURM_PROCID, SLURM_NTASKS,
 SLURM_LOCALID) and MASTER_ADDR/MASTER_PORT say where to meet. Otherwise it is a
 single process — unless `--gpus`/`--nproc` ask for a launch, in which case
-`launch` re-runs the same command under `torch.distributed.run`.
+`launch` re-runs the same command under `torch.distributed.run` (via `mapnet_cli.torchrun`).
 
 Nothing else in mapnet imports `torch.distributed`.
 """
@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
@@ -27,7 +29,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .errors import MapnetError
+from .errors import LAUNCHED_ENV, MapnetError
 
 
 @dataclass(frozen=True)
@@ -186,8 +188,9 @@ def should_launch(gpus: int, nproc: int) -> bool:
 
 def torchrun_command(module_args: Sequence[str], nproc_per_node: int, nnodes: int = 1, node_rank: int = 0,
                      rdzv_endpoint: str = "") -> list[str]:
-    """`python -m torch.distributed.run ... -m mapnet_cli.cli <module_args>`."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc_per_node}", f"--nnodes={nnodes}"]
+    """`python -m torch.distributed.run ... -m mapnet_cli.cli <module_args>` (through `mapnet_cli.torchrun`: a stop
+    signal then ends torchrun with a status, not a traceback)."""
+    cmd = [sys.executable, "-m", "mapnet_cli.torchrun", f"--nproc-per-node={nproc_per_node}", f"--nnodes={nnodes}"]
     if nnodes > 1:
         cmd += ["--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv_endpoint}", f"--node-rank={node_rank}"]
     else:
@@ -195,10 +198,16 @@ def torchrun_command(module_args: Sequence[str], nproc_per_node: int, nnodes: in
     return cmd + ["-m", "mapnet_cli.cli", *module_args]
 
 
+# Signals the launcher passes on to torchrun, which passes them to its workers: the stop signals a training run
+# checkpoints on (train/stop_signals.py). torchrun handles SIGUSR1 only when told to.
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
+
+
 def launch(module_args: Sequence[str], dist_settings, env: dict[str, str] | None = None,
-           pass_fds: Sequence[int] = ()) -> int:
-    """Run `mapnet <module_args>` in one process per GPU (`distributed.gpus`) or
-    CPU worker (`distributed.nproc`, gloo) and return torchrun's exit code.
+           pass_fds: Sequence[int] = ()) -> tuple[int, int | None]:
+    """Run `mapnet <module_args>` in one process per GPU (`distributed.gpus`) or CPU worker (`distributed.nproc`,
+    gloo); return torchrun's exit code and the stop signal passed on to it, if one came (else None).
     `pass_fds`: descriptors torchrun inherits (the output lock, held while it lives)."""
     d = dist_settings
     count = d.gpus or d.nproc
@@ -206,8 +215,26 @@ def launch(module_args: Sequence[str], dist_settings, env: dict[str, str] | None
         raise MapnetError(f"--gpus {d.gpus} asked for, but {torch.cuda.device_count()} CUDA devices are visible")
     child_env = dict(os.environ if env is None else env)
     child_env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // count)))
+    child_env.setdefault("TORCHELASTIC_SIGNALS_TO_HANDLE", TORCHRUN_SIGNALS)
+    child_env[LAUNCHED_ENV] = "1"  # an error every worker raises alike is then said once, by the launcher
     cmd = torchrun_command(module_args, count, d.nnodes, d.node_rank, d.rdzv_endpoint)
-    return subprocess.call(cmd, env=child_env, pass_fds=tuple(pass_fds))
+    received: list[int] = []
+    with subprocess.Popen(cmd, env=child_env, pass_fds=tuple(pass_fds)) as proc:
+        def forward(signum: int, frame) -> None:
+            received.append(signum)
+            proc.send_signal(signum)
+
+        on_main = threading.current_thread() is threading.main_thread()
+        previous = {s: signal.signal(s, forward) for s in FORWARDED_SIGNALS} if on_main else {}
+        try:
+            code = proc.wait()
+        except BaseException:  # as subprocess.call: Ctrl-C here (torchrun got its own SIGINT) ends the child too
+            proc.kill()
+            raise
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+    return code, (received[0] if received else None)
 
 
 __all__ = ["DistInfo", "job_env", "pick_device", "init", "cleanup", "process_group", "print0", "wrap_model",

@@ -14,10 +14,16 @@ class MapnetError(Exception):
     """A user-facing failure: bad input, bad settings, a corrupt file."""
 
     exit_code = 2
+    # True: every process of a job raises it alike, and one line says it (`cli.fail`): the launcher's where
+    # `mapnet ... --gpus/--nproc` started the job (`LAUNCHED_ENV`), else rank 0's.
+    once_per_job = False
 
     def __init__(self, message: str):
         # Collapse to one line: the CLI promises one-line errors.
         super().__init__(" ".join(str(message).split()))
+
+
+LAUNCHED_ENV = "MAPNET_LAUNCHED"  # set by `distributed.launch` for its workers
 
 
 def warn(message: str) -> None:

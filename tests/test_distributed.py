@@ -50,7 +50,7 @@ def test_launch_is_skipped_inside_a_job(monkeypatch):
 
 def test_torchrun_command_passes_multi_node_options_through():
     single = distributed.torchrun_command(["pretrain", "s"], 8)
-    assert single[1:3] == ["-m", "torch.distributed.run"] and "--standalone" in single
+    assert single[1:3] == ["-m", "mapnet_cli.torchrun"] and "--standalone" in single
     assert single[-4:] == ["-m", "mapnet_cli.cli", "pretrain", "s"]
     multi = distributed.torchrun_command(["pretrain"], 8, nnodes=2, node_rank=1, rdzv_endpoint="n0:29500")
     assert {"--nnodes=2", "--node-rank=1", "--rdzv-endpoint=n0:29500", "--rdzv-backend=c10d"} <= set(multi)
@@ -173,9 +173,10 @@ BUDGET_RUN = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=
 def _build_gloo_runs(root: Path) -> dict[str, Path]:
     shards = write_tiny_shards(root / "shards", train=64, valid=8)
     plan = {m: (shards, _settings(m)) for m in MASKINGS if m != THROUGH_THE_CLI}
-    # "stopped": frequency's run again, its rank 1 alone sent SIGTERM after step 3, then resumed.
-    runs = pretrain_in_one_job(root, {**plan, "budget": (shards, BUDGET_RUN), "stopped": (shards, _settings("frequency"))},
-                               stops={"stopped": 3})
+    # "stopped": frequency's run again, logged every other step, its rank 1 alone sent SIGTERM after step 1 (a step
+    # no rank reads back), then resumed.
+    stopped = (shards, [*_settings("frequency"), "logging.log_every=2"])
+    runs = pretrain_in_one_job(root, {**plan, "budget": (shards, BUDGET_RUN), "stopped": stopped}, stops={"stopped": 1})
     return {"shards": shards, **runs}
 
 
@@ -250,16 +251,53 @@ def test_two_processes_share_one_budget_clock_and_stop_at_the_same_step(gloo_run
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_a_stop_signal_on_one_rank_stops_every_rank_at_one_step_and_resume_continues_exactly(gloo_runs):
-    """Rank 1 alone got SIGTERM after step 3 (tests/gloo.py): the ranks agree at that step's read, rank 0 writes its
-    checkpoint, both leave with the stop's exit status; resumed, the run ends as the uninterrupted one, bit for bit."""
+    """Rank 1 alone got SIGTERM after step 1, which no rank reads back (tests/gloo.py): the ranks agree at the next
+    read step, 2, rank 0 writes its checkpoint, both leave with the stop's exit status; resumed, the run ends as the
+    uninterrupted one, bit for bit."""
     from safetensors.torch import load_file
 
     stopped = gloo_runs["stopped"]
     status, message = stopped.with_name("stopped.stopped").read_text().split(" ", 1)
-    assert status == "143" and message.startswith("stopped by SIGTERM after step 3; its checkpoint is ")
-    assert message.split("its checkpoint is ")[1].split(";")[0].endswith("step-00000003")
+    assert status == "143" and message.startswith("stopped by SIGTERM after step 2; its checkpoint is ")
+    assert message.split("its checkpoint is ")[1].split(";")[0] == str(stopped / "checkpoints" / "step-00000002")
     resumes = json.loads((stopped / "run.json").read_text())["resumes"]
-    assert len(resumes) == 1 and resumes[0]["step"] == 3
+    assert len(resumes) == 1 and resumes[0]["step"] == 2
     a, b = (load_file(str(checkpoint.latest_checkpoint(run) / "model.safetensors"))
             for run in (gloo_runs["frequency"], stopped))
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_the_launcher_passes_a_stop_signal_to_its_workers(tmp_path):
+    """`kill` on `mapnet pretrain --nproc 2` (the launcher, not torchrun): both workers checkpoint the step they are
+    in, and the launcher leaves with 143 and one line naming that checkpoint."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from gloo import _clean_env
+
+    shards, out = write_tiny_shards(tmp_path / "shards", train=64, valid=8), tmp_path / "run"
+    sets = [*_settings("frequency"), "train.steps=100000", "train.eval_every=0"]
+    cmd = [sys.executable, "-m", "mapnet_cli.cli", "pretrain", str(shards), "--out", str(out), "--preset", "tiny",
+           "--nproc", "2", *[a for kv in sets for a in ("--set", kv)]]
+    proc = subprocess.Popen(cmd, env=_clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (out / "metrics.jsonl").is_file() or '"train"' not in (out / "metrics.jsonl").read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, "no training step within 300 s"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 143, err[-3000:]
+    said = [line for line in err.splitlines() if "stopped by" in line]  # once: the launcher's, the workers' silent
+    assert len(said) == 1 and said[0] == err.strip().splitlines()[-1] and "Traceback" not in err
+    last = said[0]
+    assert last.startswith("error: stopped by SIGTERM after step ") and "--resume continues the run" in last
+    step = int(last.split("after step ")[1].split(";")[0])
+    assert checkpoint.latest_checkpoint(out).name == f"step-{step:08d}"

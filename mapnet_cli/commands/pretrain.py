@@ -187,8 +187,16 @@ def _launch(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[i
     try:
         # The workers record the command the user typed, not their own re-invocation.
         env = {**os.environ, ARGV_ENV: json.dumps(sys.argv)}
-        code = distributed.launch(args, settings.distributed, env=env, pass_fds=held_fds())
+        code, signum = distributed.launch(args, settings.distributed, env=env, pass_fds=held_fds())
     finally:
         frozen.unlink(missing_ok=True)
+    if signum:  # passed on to the workers, which checkpoint the step they are in (train/stop_signals.py)
+        from ..model import checkpoint
+        from ..train.stop_signals import Stopped, signal_name
+
+        last = checkpoint.latest_checkpoint(out)
+        if last is None:
+            raise MapnetError(f"stopped by {signal_name(signum)} before the first checkpoint; nothing to resume")
+        raise Stopped(signum, checkpoint.read_config(last)["step"], last)
     if code:
         raise MapnetError(f"training processes failed (torchrun exit code {code}); their messages are above")

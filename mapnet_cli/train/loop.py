@@ -61,7 +61,7 @@ from .prefetch import StepPrefetcher
 from .record import MetricsLog, memory_bytes, record_budget, write_run_files
 from .run_loader import load_run
 from .step import NonFiniteLoss, precision_context, train_step
-from .stop_signals import StopSignals, Stopped
+from .stop_signals import StopSignals, Stopped, signal_name
 from .strategies import training_strategy
 
 HOST = torch.device("cpu")  # where every strategy draws its masks (`to_device` says why)
@@ -84,7 +84,13 @@ def pretrain(settings, shards: str | os.PathLike, out: str | os.PathLike, *, res
         try:
             with StopSignals() as stop:  # SIGTERM / SIGUSR1: checkpoint after this step, then stop (stop_signals.py)
                 last = run.train(stop_at, (lambda kind, data: None) if quiet else on_report, stop)
+                late = stop.agreed(info, read=True)  # one that came as the run ended: complete, but not forgotten
             failed = False
+            if late:
+                raise Stopped(late, run.step, last, complete=True)
+        except Stopped:
+            failed = False  # a stop is no failure: the run resumes (W&B and TensorBoard close it as finished)
+            raise
         except Exception as exc:
             reason = compile_failure(exc)
             if reason is None:
@@ -469,6 +475,10 @@ class Run:
             # step stops nothing (the run is complete).
             signalled = stop.agreed(self.info, read) if stop is not None else None
             stopped_by = signalled if signalled and not final and self.step < end else None
+            if stopped_by and not read and int(first_bad):  # one process stops on any step: never save after NaN
+                keep = f"last good checkpoint: {last}" if last else "no checkpoint was written yet"
+                raise MapnetError(f"non-finite loss at step {int(first_bad)} (found when {signal_name(stopped_by)} "
+                                  f"stopped the run); stopped, {keep}")
             if ((t.checkpoint_every and self.step % t.checkpoint_every == 0) or self.step in t.keep_steps
                     or self.step == end or final or stopped_by):
                 last = self.save() or last
@@ -478,8 +488,8 @@ class Run:
         if budget is not None and self.info.is_main:
             record_budget(self.out, budget.record(self.elapsed, self.step, self.wall))
             report("budget", budget.record(self.elapsed, self.step, self.wall))
-        if stopped_by:
-            raise Stopped(stopped_by, self.step, last)
+        if stopped_by:  # every rank: the checkpoint's path from its step (only rank 0's save returns it)
+            raise Stopped(stopped_by, self.step, self.out / "checkpoints" / checkpoint.step_name(self.step))
         return last or checkpoint.latest_checkpoint(self.out)
 
     def _budget_total(self, end: int, final: bool) -> int:

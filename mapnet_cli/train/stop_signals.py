@@ -10,18 +10,27 @@ then continues exactly, as after any checkpoint. Ctrl-C (SIGINT) still stops at 
 wants it now, and the last checkpoint is where it resumes.
 
 Every process of a job must stop at the same step (a checkpoint is written by rank 0 between collectives), so
-with more than one process the ranks agree by a sum over them, and only on the steps whose results the loop
-already brings back to the host (`loop.Run._steps`' `read` steps): that sum costs one tiny all-reduce there and
-no host synchronisation elsewhere. One process checks its flag after every step.
+with more than one process the ranks agree (the largest signal number any rank received, by one all-reduce), and
+only on the steps whose results the loop already brings back to the host (`loop.Run._steps`' `read` steps:
+logging, evaluation, checkpoint and variance steps, every step of a budget run), so no other step waits for the
+host. One process checks its flag after every step. A signal that arrives as the run ends (at its last step, or
+while the last checkpoint is written) stops nothing that was left, but is not forgotten: `pretrain` then raises
+`Stopped` all the same (the run is complete), so a `compare` stops before its next arm.
+
+`mapnet pretrain --gpus/--nproc` forwards both signals to torchrun (`distributed.launch`), which passes them to
+its workers and waits `TORCH_ELASTIC_SHUTDOWN_TIMEOUT` seconds (30 by default) before it kills them: enough for a
+step and a checkpoint unless a step is very long; SLURM's own grace (`KillWait`) must be longer still.
 
 Handlers are installed only from the main thread (Python delivers signals there alone; `signal.signal` refuses
-other threads), and the previous ones are put back when the run ends, whichever way.
+other threads), never over a signal the caller ignores (`SIG_IGN`) or handles outside Python, and the previous
+ones are put back when the run ends, whichever way.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
+from pathlib import Path
 
 import torch
 
@@ -31,12 +40,24 @@ from ..errors import MapnetError
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 
 
-class Stopped(MapnetError):
-    """A run stopped by a stop signal after checkpointing; the exit status is the shell's for that signal."""
+def signal_name(signum: int) -> str:
+    return signal.Signals(signum).name
 
-    def __init__(self, signum: int, step: int, checkpoint):
-        super().__init__(f"stopped by {signal.Signals(signum).name} after step {step}; its checkpoint is {checkpoint}; "
-                         "--resume continues the run (compare: run the same command again)")
+
+class Stopped(MapnetError):
+    """A run stopped by a stop signal after checkpointing; the exit status is the shell's for that signal. Every
+    process of a job raises it at the same step; one line says so (`MapnetError.once_per_job`)."""
+
+    once_per_job = True
+
+    def __init__(self, signum: int, step: int, checkpoint: Path, complete: bool = False):
+        name = signal_name(signum)
+        if complete:
+            text = f"stopped by {name} as the run ended at step {step}: the run is complete (its checkpoint is {checkpoint})"
+        else:
+            text = (f"stopped by {name} after step {step}; its checkpoint is {checkpoint}; --resume continues the run "
+                    "(compare: run the same command again)")
+        super().__init__(text)
         self.exit_code = 128 + signum
 
 
@@ -49,7 +70,11 @@ class StopSignals:
 
     def __enter__(self) -> "StopSignals":
         if threading.current_thread() is threading.main_thread():
-            self._previous = {signum: signal.signal(signum, self._remember) for signum in STOP_SIGNALS}
+            for signum in STOP_SIGNALS:
+                previous = signal.getsignal(signum)
+                # Ignored on purpose by the caller, or handled outside Python (not restorable): left as it is.
+                if previous is not None and previous != signal.SIG_IGN:
+                    self._previous[signum] = signal.signal(signum, self._remember)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -73,4 +98,4 @@ class StopSignals:
         return int(flag.item()) or None
 
 
-__all__ = ["STOP_SIGNALS", "Stopped", "StopSignals"]
+__all__ = ["STOP_SIGNALS", "Stopped", "StopSignals", "signal_name"]

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from mapnet_cli.errors import MapnetError
 from mapnet_cli.model import checkpoint
 from mapnet_cli.train import pretrain
 from mapnet_cli.train.stop_signals import Stopped
@@ -52,10 +53,31 @@ def test_a_stop_signal_checkpoints_the_step_it_arrived_in_and_resume_continues_e
     assert [r["loss"] for r in metrics(tmp_path / "a")] == [r["loss"] for r in metrics(tmp_path / "b")]
 
 
-def test_a_signal_at_the_last_step_stops_nothing(shards, tmp_path):
-    # The run is complete when the signal is read: it ends as it would have, with no error.
-    last = pretrain(tiny_settings(), shards, tmp_path / "run", on_report=signal_at(20, signal.SIGTERM))
-    assert last.name == "step-00000020"
+def test_a_signal_at_the_last_step_stops_nothing_but_is_not_forgotten(shards, tmp_path):
+    # The run is complete when the signal is read; the signal still ends the command (a compare stops there).
+    with pytest.raises(Stopped, match=r"^stopped by SIGTERM as the run ended at step 20: the run is complete") as end:
+        pretrain(tiny_settings(), shards, tmp_path / "run", on_report=signal_at(20, signal.SIGTERM))
+    assert end.value.exit_code == 143 and checkpoint.latest_checkpoint(tmp_path / "run").name == "step-00000020"
+
+
+def test_a_signal_the_caller_ignores_stays_ignored(shards, tmp_path):
+    before = signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    try:
+        last = pretrain(tiny_settings(), shards, tmp_path / "run", on_report=signal_at(7, signal.SIGUSR1))
+        assert last.name == "step-00000020" and signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGUSR1, before)
+
+
+def test_a_stop_after_an_unseen_non_finite_step_saves_nothing(shards, tmp_path):
+    # One process stops on any step, also one whose gradient norm was not read: a non-finite one since the last
+    # read is found then, and no checkpoint is written from those weights.
+    s = tiny_settings("optim.lr=1e30", "optim.warmup_steps=0", "train.eval_every=0", "train.checkpoint_every=0",
+                      "logging.log_every=100")
+    with pytest.raises(MapnetError, match=r"non-finite loss at step \d+ \(found when SIGTERM stopped the run\); "
+                                          r"stopped, no checkpoint was written yet"):
+        pretrain(s, shards, tmp_path / "run", on_report=signal_at(7, signal.SIGTERM))
+    assert not checkpoint.list_checkpoints(tmp_path / "run")
 
 
 def test_a_stopped_budget_run_records_its_budget_as_not_spent_and_resume_finishes_it(shards, tmp_path):
@@ -81,14 +103,18 @@ def test_the_cli_says_so_in_one_line_and_exits_as_the_shell_expects(shards, tmp_
     cmd = [sys.executable, "-m", "mapnet_cli.cli", "pretrain", str(shards), "--out", str(out), "--preset", "tiny",
            *sets, "--steps", "100000", "--set", "train.eval_every=0", "--set", "train.checkpoint_every=0"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not (out / "metrics.jsonl").is_file() or not metrics(out):  # training has begun
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "metrics.jsonl").is_file() or not metrics(out):  # training has begun
+            assert proc.poll() is None and time.monotonic() < deadline, "no training step within 120 s"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        proc.wait()
     assert proc.returncode == 143, err
-    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
-    assert len(lines) == 1 and lines[0].startswith("error: stopped by SIGTERM after step ") and "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if "stopped by" in ln]
+    assert len(lines) == 1 and "stopped by SIGTERM after step " in lines[0] and "Traceback" not in err
     step = int(lines[0].split("after step ")[1].split(";")[0])
     assert checkpoint.latest_checkpoint(out).name == f"step-{step:08d}"
