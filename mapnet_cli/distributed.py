@@ -166,6 +166,13 @@ def all_reduce_sum(tensor: torch.Tensor, info: DistInfo) -> torch.Tensor:
     return tensor
 
 
+def all_reduce_max(tensor: torch.Tensor, info: DistInfo) -> torch.Tensor:
+    """Maximum over ranks, in place; returns the tensor (a no-op for one process)."""
+    if info.distributed:
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return tensor
+
+
 def barrier(info: DistInfo) -> None:
     if info.distributed:
         dist.barrier()
@@ -238,4 +245,4 @@ def launch(module_args: Sequence[str], dist_settings, env: dict[str, str] | None
 
 
 __all__ = ["DistInfo", "job_env", "pick_device", "init", "cleanup", "process_group", "print0", "wrap_model",
-           "no_sync", "all_reduce_sum", "barrier", "broadcast_object", "should_launch", "torchrun_command", "launch"]
+           "no_sync", "all_reduce_sum", "all_reduce_max", "barrier", "broadcast_object", "should_launch", "torchrun_command", "launch"]

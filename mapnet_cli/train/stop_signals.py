@@ -5,9 +5,9 @@ waits `KillWait`, 30 s by default); SIGUSR1 is what `sbatch --signal=USR1@90` se
 Without a handler either ends the process at once and loses every step since the last checkpoint (up to
 `train.checkpoint_every` steps, or ten minutes of a budget run). With `StopSignals` the run finishes the step it
 is in, writes a checkpoint of it, records a budget run's time as not yet spent, and leaves with one line and
-exit status 128 + the signal's number (143 for SIGTERM: what a shell reports for a process SIGTERM ended); `--resume`
-then continues exactly, as after any checkpoint. Ctrl-C (SIGINT) still stops at once: a person at the terminal
-wants it now, and the last checkpoint is where it resumes.
+exit status 128 + the signal's number (143 for SIGTERM: what a shell reports for a process SIGTERM ended);
+`--resume` then continues exactly, as after any checkpoint. Ctrl-C (SIGINT) still stops at once: a person at the
+terminal wants it now, and the last checkpoint is where it resumes.
 
 Every process of a job must stop at the same step (a checkpoint is written by rank 0 between collectives), so
 with more than one process the ranks agree (the largest signal number any rank received, by one all-reduce), and
@@ -53,7 +53,8 @@ class Stopped(MapnetError):
     def __init__(self, signum: int, step: int, checkpoint: Path, complete: bool = False):
         name = signal_name(signum)
         if complete:
-            text = f"stopped by {name} as the run ended at step {step}: the run is complete (its checkpoint is {checkpoint})"
+            text = (f"stopped by {name} as the run ended at step {step}: the run is complete (its checkpoint is "
+                    f"{checkpoint})")
         else:
             text = (f"stopped by {name} after step {step}; its checkpoint is {checkpoint}; --resume continues the run "
                     "(compare: run the same command again)")
@@ -94,8 +95,7 @@ class StopSignals:
             return None
         # The largest number any rank received: every rank stops, and all report the same signal.
         flag = torch.tensor([self.received or 0], dtype=torch.long, device=info.device)
-        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
-        return int(flag.item()) or None
+        return int(distributed.all_reduce_max(flag, info).item()) or None
 
 
 __all__ = ["STOP_SIGNALS", "Stopped", "StopSignals", "signal_name"]
