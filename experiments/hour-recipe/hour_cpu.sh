@@ -21,9 +21,10 @@
 # (empty: the recipe's shape), BUDGET, SEEDS, JOBS and MAPNET may be set in the environment; SETS adds run flags
 # (word-split: SETS="--set model.layers=4 --set model.hidden=192 --set model.heads=3" trains another shape, as
 # section G's amendment compares two shapes at the hour; give it its own OUT). DATA picks the shards as section G's
-# arms name them (experiments/common/real_text_kinds.sh): base (8,192-token BPE, 128-token sequences; the default but for `hour`), seq64 (the same text in
-# 64-token sequences), vocab16k (16,384) or vocab16k-seq64 (the `hour` recipe's default); the held-out sets are the
-# shards' tokenizer's, and the batch stays what the recipe and SETS say (the `hour` recipe's is 64). LEVERS_COSTS=FILE
+# arms name them (experiments/common/real_text_kinds.sh): base (8,192-token BPE, 128-token sequences; the default
+# but for `hour`), seq64 (the same text in 64-token sequences), vocab16k (16,384) or vocab16k-seq64 (the `hour`
+# recipe's default); the held-out sets are the shards' tokenizer's, and the batch stays what the recipe and SETS say
+# (the `hour` recipe's is 64). LEVERS_COSTS=FILE
 # LEVERS_ARM=ARM makes `costs` take that arm's costs from section G's pinned clock (step-costs/CPU-DATE/costs.json)
 # instead of measuring them: section G's amendment 2 prices the hour's shapes and section H on that clock.
 set -euo pipefail
