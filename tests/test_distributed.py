@@ -272,32 +272,19 @@ def test_a_stop_signal_on_one_rank_stops_every_rank_at_one_step_and_resume_conti
 def test_the_launcher_passes_a_stop_signal_to_its_workers(tmp_path):
     """`kill` on `mapnet pretrain --nproc 2` (the launcher, not torchrun): both workers checkpoint the step they are
     in, and the launcher leaves with 143 and one line naming that checkpoint."""
-    import signal
-    import subprocess
     import sys
-    import time
 
     from gloo import _clean_env
+    from signalled import signal_once_training, stopped_step
 
     shards, out = write_tiny_shards(tmp_path / "shards", train=64, valid=8), tmp_path / "run"
     sets = [*_settings("frequency"), "train.steps=100000", "train.eval_every=0"]
     cmd = [sys.executable, "-m", "mapnet_cli.cli", "pretrain", str(shards), "--out", str(out), "--preset", "tiny",
            "--nproc", "2", *[a for kv in sets for a in ("--set", kv)]]
-    proc = subprocess.Popen(cmd, env=_clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 300
-        while not (out / "metrics.jsonl").is_file() or '"train"' not in (out / "metrics.jsonl").read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, "no training step within 300 s"
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-        proc.wait()
-    assert proc.returncode == 143, err[-3000:]
+    code, err = signal_once_training(cmd, out, env=_clean_env(), within=300)
+    assert code == 143, err[-3000:]
     said = [line for line in err.splitlines() if "stopped by" in line]  # once: the launcher's, the workers' silent
     assert len(said) == 1 and said[0] == err.strip().splitlines()[-1] and "Traceback" not in err
-    last = said[0]
-    assert last.startswith("error: stopped by SIGTERM after step ") and "--resume continues the run" in last
-    step = int(last.split("after step ")[1].split(";")[0])
+    assert said[0].startswith("error: stopped by SIGTERM after step ") and "--resume continues the run" in said[0]
+    step = stopped_step(said[0])
     assert checkpoint.latest_checkpoint(out).name == f"step-{step:08d}"

@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from mapnet_cli.errors import MapnetError
 from mapnet_cli.model import checkpoint
 from mapnet_cli.train import pretrain
 from mapnet_cli.train.stop_signals import Stopped
+from signalled import signal_once_training, stopped_step
 from test_train import TINY, metrics, tiny_settings, weights
 from tiny_shards import write_tiny_shards
 
@@ -102,19 +101,9 @@ def test_the_cli_says_so_in_one_line_and_exits_as_the_shell_expects(shards, tmp_
     sets = [a for kv in TINY if not kv.startswith("train.steps") for a in ("--set", kv)]
     cmd = [sys.executable, "-m", "mapnet_cli.cli", "pretrain", str(shards), "--out", str(out), "--preset", "tiny",
            *sets, "--steps", "100000", "--set", "train.eval_every=0", "--set", "train.checkpoint_every=0"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not (out / "metrics.jsonl").is_file() or not metrics(out):  # training has begun
-            assert proc.poll() is None and time.monotonic() < deadline, "no training step within 120 s"
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        proc.kill()
-        proc.wait()
-    assert proc.returncode == 143, err
+    code, err = signal_once_training(cmd, out)
+    assert code == 143, err
     lines = [ln for ln in err.splitlines() if "stopped by" in ln]
     assert len(lines) == 1 and "stopped by SIGTERM after step " in lines[0] and "Traceback" not in err
-    step = int(lines[0].split("after step ")[1].split(";")[0])
+    step = stopped_step(lines[0])
     assert checkpoint.latest_checkpoint(out).name == f"step-{step:08d}"
