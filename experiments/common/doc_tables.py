@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
+from functools import partial
 from itertools import zip_longest
 from pathlib import Path
 
@@ -42,7 +43,8 @@ TABLES: dict[str, Callable[[], str]] = {
     "arm-step-costs": performance_tables.arm_costs_all,
     "lite-step-costs": performance_tables.arm_costs_lite,
     "hour-levers": levers_table.kept,
-    "hour-levers-per-seed": levers_table.kept_per_seed,
+    "hour-levers-per-seed": partial(levers_table.kept_per_seed, "series-3"),
+    "hour-levers-series-4-per-seed": partial(levers_table.kept_per_seed, "series-4"),
     "hour-levers-costs": levers_costs.table,
     "hour-levers-cpu-transfer": levers_costs.transfer,
     "pooling-default": pooling_table.table,

@@ -222,13 +222,12 @@ def per_seed(docs: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def kept_per_seed() -> str:
-    """doc_tables' `hour-levers-per-seed`: the newest kept series, seed by seed."""
-    folders = levers_series.all_series(KEPT) if KEPT.is_dir() else []
-    docs = load(folders[-1]) if folders else {}
+def kept_per_seed(name: str) -> str:
+    """doc_tables' per-seed tables: one kept series (`series-N`), seed by seed."""
+    docs = load(KEPT / name) if (KEPT / name).is_dir() else {}
     if BASELINE not in docs:
         return "*Not measured yet.*"
-    return f"Series {folders[-1].name.partition('-')[2]}, per seed (0 / 1 ...), from `results/{folders[-1].name}/`:\n\n" + per_seed(docs)
+    return f"Series {name.partition('-')[2]}, per seed (0 / 1 ...), from `results/{name}/`:\n\n" + per_seed(docs)
 
 
 def kept() -> str:
