@@ -72,10 +72,11 @@ def test_an_arm_of_the_baselines_architecture_reuses_its_random_weight_controls(
     ("vocab16k-seq64", "runs/real-text-x5-16k/shards-64", "runs/real-text-16k"),
 ])
 def recorded_run(tmp_path: Path, path: str, stage: str, arm: str, shards: str, held_out: str,
-                 **env: str) -> tuple[list[str], Path, Path]:
+                 spent: tuple[int, ...] = (), **env: str) -> tuple[list[str], Path, Path]:
     """`path OUT stage` in a working copy whose runs/ holds only manifests (of `shards` and of `held_out`'s shards
     and held-out sets: nothing is built), with OUT's costs for `arm` and a `mapnet` that records what it was asked:
-    (its calls, the working copy, OUT)."""
+    (its calls, the working copy, OUT). The seeds in `spent` have already spent their budget in OUT (a run.json
+    that says so, and their log)."""
     work = tmp_path / "work"
     (work / "experiments").mkdir(parents=True)
     for part in ("hour-recipe", "hour-masking", "common", "hour-levers", "real-text-cpu"):
@@ -86,6 +87,10 @@ def recorded_run(tmp_path: Path, path: str, stage: str, arm: str, shards: str, h
         (work / folder / "manifest.json").write_text(f'{{"vocab_size": {vocab}}}')
     out, calls = tmp_path / "out", tmp_path / "calls.txt"
     out.mkdir()
+    for seed in spent:
+        (out / f"runs/seed-{seed}").mkdir(parents=True)
+        (out / f"runs/seed-{seed}/run.json").write_text('{"budget": {"seconds": 3600}, "finished": true}')
+        (out / f"seed-{seed}.log").write_text("the budget run's own log\n")
     (out / "costs.json").write_text(f'{{"arms": {{"{arm}": {{"step_seconds": 0.5, "short_step_seconds": 0.4}}}}}}')
     fake = tmp_path / "mapnet"
     fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {calls}\n')
@@ -112,6 +117,14 @@ def test_the_hour_script_trains_on_the_shards_data_names_with_their_own_held_out
     trained = calls[-1]  # the training call (the first asks for the settings)
     assert trained.startswith(f"pretrain {work / shards} --out {out}/runs/seed-0 ")
     assert held_out_flag(work, held_out) in trained
+
+
+def test_the_hour_script_adds_a_seed_without_touching_those_that_spent_their_budget(tmp_path):
+    # SEEDS=3 after two finished seeds trains the third alone; rerunning the finished ones would overwrite their logs.
+    calls, work, out = recorded_run(tmp_path, HOUR, "pretrain", "hour", "runs/real-text-x5-16k/shards-64",
+                                    "runs/real-text-16k", spent=(0, 1), SEEDS="3", JOBS="1")
+    assert calls and all(f"--out {out}/runs/seed-2 " in line for line in calls)
+    assert (out / "seed-0.log").read_text() == (out / "seed-1.log").read_text() == "the budget run's own log\n"
 
 
 @pytest.mark.parametrize("env, shards, held_out, seq", [

@@ -112,6 +112,10 @@ cost_of() {  # FIELD: the recipe's measured cost (seconds) from OUT/costs.json
 
 pretrain_seed() {  # SEED
     local seed=$1 run=$OUT/runs/seed-$1 resume=() clock=() threads=$(nproc) step every
+    # A seed that spent its budget is kept as it is, its log too: adding seeds reruns the stage.
+    if [[ -f $run/run.json ]] && grep -q '"finished": true' "$run/run.json"; then
+        echo "seed $seed: its budget is spent ($run/run.json)"; return 0
+    fi
     step=$(cost_of step_seconds)
     # A checkpoint (and a held-out evaluation) every CHECKPOINT_MINUTES of training time: the curve's points.
     every=$(python3 -c "import sys; print(max(1, round(60 * float(sys.argv[1]) / float(sys.argv[2]))))" "$CHECKPOINT_MINUTES" "$step")
