@@ -31,6 +31,7 @@ import levers_costs
 import levers_table
 import pooling_table
 import performance_tables
+import shape_choice
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,6 +49,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "hour-levers-costs": levers_costs.table,
     "hour-levers-cpu-transfer": levers_costs.transfer,
     "pooling-default": pooling_table.table,
+    "hour-shape-choice": shape_choice.kept,
 }
 
 BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>(?:(?!<!-- /table -->).)*)(<!-- /table -->)", re.S)

@@ -87,6 +87,14 @@ def table(outs: list[Path]) -> str:
     return "\n".join(lines)
 
 
+RAW = Path(__file__).resolve().parents[1] / "hour-recipe" / "raw"
+
+
+def kept() -> str:
+    """doc_tables' `hour-shape-choice`: the rule over the two shapes' kept raw files (hour-recipe/raw/shape-*)."""
+    return table([RAW / "shape-tiny", RAW / "shape-L4H192"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("outs", type=Path, nargs=2, help="hour_cpu.sh's folders of the two shapes")

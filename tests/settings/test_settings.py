@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 import typing
 from dataclasses import fields as dc_fields
@@ -131,16 +132,21 @@ def test_a_recipe_with_a_shape_trains_it_when_no_preset_is_named_and_a_named_pre
 def test_the_hour_recipe_is_fast_with_the_joined_levers_and_brings_its_shape():
     from mapnet_cli.settings import recipes
     s = S.resolve(None, {"train": {"recipe": "hour", "time_budget": "60m"}})
-    fast = S.resolve(None, {"model": {"preset": "tiny"}, "train": {"recipe": "fast", "time_budget": "60m"}})
-    assert (s.model.preset, s.model.layers, s.model.hidden, s.model.heads) == ("tiny", 2, 128, 2)
+    fast = S.resolve(None, {"model": {"preset": "mini"}, "train": {"recipe": "fast", "time_budget": "60m"}})
+    # L4/H192, section G's amendment's choice, as its 60-minute runs trained it (`--recipe hour` with `tiny`'s shape
+    # then, and these sizes as flags): the same settings but the preset's name.
+    assert (s.model.preset, s.model.layers, s.model.hidden, s.model.heads, s.model.intermediate) == ("custom", 4, 192, 3, 0)
+    chosen_by = S.resolve(None, {"train": {"recipe": "hour", "time_budget": "60m"}},
+                          ["model.preset=tiny", "model.layers=4", "model.hidden=192", "model.heads=3"])
+    assert dataclasses.replace(chosen_by, model=dataclasses.replace(chosen_by.model, preset="custom")) == s
     assert (s.model.block, s.train.precision, s.train.batch_size, s.masking.mask_prob) == ("modern", "bf16", 64, 0.3)
     # Everything else is `fast`'s at that size, the budget's warm-up fractions included.
     assert (s.optim, s.model.norm, s.model.init_std, s.train.short_seq_fraction) == (
         fast.optim, fast.model.norm, fast.model.init_std, fast.train.short_seq_fraction)
     assert recipes.MEASURED_ON["hour"] == {"max_seq_len": 64, "vocab_size": 16384}
     # A named preset wins over the shape, and a flag over a lever.
-    named = S.resolve(None, {"model": {"preset": "mini"}, "train": {"recipe": "hour"}}, ["masking.mask_prob=0.15"])
-    assert (named.model.layers, named.model.block, named.masking.mask_prob) == (4, "modern", 0.15)
+    named = S.resolve(None, {"model": {"preset": "tiny"}, "train": {"recipe": "hour"}}, ["masking.mask_prob=0.15"])
+    assert (named.model.layers, named.model.hidden, named.model.block, named.masking.mask_prob) == (2, 128, "modern", 0.15)
 
 
 def test_a_recipe_doubles_as_a_config_file(tmp_path):
