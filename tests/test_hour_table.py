@@ -86,6 +86,18 @@ def test_the_mini_fast_curve_is_put_on_minutes_at_the_kept_costs():
     assert curve[-1][1] == pytest.approx(0.572, abs=0.001)  # its README: 57.2 after 6,000 steps
 
 
+def test_the_reference_curve_is_priced_on_the_clock_the_runs_counted(tmp_path):
+    # hour_cpu.sh with LEVERS_COSTS records where its costs came from; `mini` `fast` must be put on that machine's
+    # minutes (its baseline), not the kept costs of another CPU. Without such a record: the kept costs.
+    assert hour_table.clock_of(tmp_path) == hour_table.KEPT_COSTS
+    (tmp_path / "costs.json").write_text(json.dumps({"arms": {"hour": {"step_seconds": 0.5}}}))
+    assert hour_table.clock_of(tmp_path) == hour_table.KEPT_COSTS
+    pinned = tmp_path / "pinned.json"
+    (tmp_path / "costs.json").write_text(json.dumps({"arms": {"hour": {"step_seconds": 0.5, "from": {"file": str(pinned),
+                                                                                                     "arm": "x"}}}}))
+    assert hour_table.clock_of(tmp_path) == pinned
+
+
 def test_an_out_folder_without_finished_runs_is_one_line(tmp_path):
     with pytest.raises(SystemExit, match="has no finished seed"):
         hour_table.main([str(tmp_path)])

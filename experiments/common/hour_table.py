@@ -143,6 +143,17 @@ def mini_fast_curve(results: Path = MINI_FAST, costs: Path = KEPT_COSTS) -> list
              sum(c[s] for c in curves) / len(curves)) for s in common]
 
 
+def clock_of(out: Path) -> Path:
+    """The costs file whose `mini` `fast` baseline prices the reference curve: the one OUT's own costs were taken from
+    (`hour_cpu.sh` with LEVERS_COSTS records it), so both curves are on one machine's clock; else the kept costs."""
+    costs = out / "costs.json"
+    sources = {arm.get("from", {}).get("file") for arm in read(costs)["arms"].values()} if costs.is_file() else set()
+    sources.discard(None)
+    if len(sources) > 1:
+        raise SystemExit(f"{costs} takes costs from several files ({', '.join(sorted(sources))}): name one with --costs")
+    return Path(sources.pop()) if sources else KEPT_COSTS
+
+
 def curve_table(hour: list[tuple[float, float]], reference: list[tuple[float, float]]) -> str:
     lines = ["| minutes | hour recipe (mean) | `mini` `fast` at the same minutes |", "|---|---|---|"]
     for minutes, acc in hour:
@@ -162,8 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("--glue", type=Path, action="append", default=[])
     ap.add_argument("--reference", type=Path, default=MINI_FAST, help="the mini fast curve (compare results.json)")
-    ap.add_argument("--costs", type=Path, default=KEPT_COSTS, help="the kept costs that put it on minutes")
+    ap.add_argument("--costs", type=Path, help="the kept costs that put it on minutes (default: the clock the runs "
+                    "counted, as OUT/costs.json records it; else the lever search's kept costs)")
     args = ap.parse_args(argv)
+    args.costs = args.costs or clock_of(args.out)
     runs = {p.name: p for p in sorted((args.out / "runs").glob("seed-*"))
             if (p / "run.json").is_file() and read(p / "run.json").get("budget", {}).get("finished")}
     if not runs:  # run.json is written as a run starts; its budget, once the budget is spent
@@ -177,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         doc = read(args.out / "blimp-curve.json")
         hour = hour_curve(doc, runs)
         print(f"\n## BLiMP by minutes of training ({doc['data']['pairs_per_paradigm'] or 'every'} pairs a paradigm)\n\n"
-              + curve_table(hour, mini_fast_curve(args.reference, args.costs)))
+              + curve_table(hour, mini_fast_curve(args.reference, args.costs))
+              + f"\n`mini` `fast`'s steps are put on minutes at the baseline costs of `{args.costs}`.")
     if args.glue:
         print("\n## GLUE on seed 0's encoder (pretrained − random init, paired by fine-tuning seed)\n")
         downstream_table.main([str(p) for p in args.glue])
