@@ -177,16 +177,18 @@ shape() {  # section G's amendment: each seed's budget-end checkpoint, 200 pairs
         --overwrite
 }
 
-blimp() {
+blimp() {  # --resume: a stage stopped part-way (a sitting's end) keeps every model already scored
     local -a all finals_
     local list
     list=$(finals) || exit 1  # a seed short of its budget stops the stage here, not with a partial score
     mapfile -t all < <(runs); mapfile -t finals_ <<<"$list"
-    "${mapnet[@]}" blimp "${all[@]}" --data "$BLIMP" --out "$OUT/blimp-curve.json" --pairs "$PAIRS" --no-progress --overwrite
+    # The shape stage scored the last checkpoints the curve's way (same pairs, method and controls): start from it.
+    [[ -f $OUT/blimp-curve.json || ! -f $OUT/blimp-shape.json ]] || cp "$OUT/blimp-shape.json" "$OUT/blimp-curve.json"
+    "${mapnet[@]}" blimp "${all[@]}" --data "$BLIMP" --out "$OUT/blimp-curve.json" --pairs "$PAIRS" --no-progress --resume
     "${mapnet[@]}" blimp "${finals_[@]}" --data "$BLIMP" --out "$OUT/blimp-final-pll.json" --pairs "$FINAL_PAIRS" \
-        --no-progress --overwrite
+        --no-progress --resume
     "${mapnet[@]}" blimp "${finals_[@]}" --data "$BLIMP" --out "$OUT/blimp-final-l2r.json" --pairs "$FINAL_PAIRS" \
-        --method word-l2r --no-progress --overwrite
+        --method word-l2r --no-progress --resume
 }
 
 glue() {  # seed 0's encoder at the budget's end, paired by fine-tuning seed with its random-init control

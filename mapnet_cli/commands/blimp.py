@@ -4,6 +4,7 @@
     mapnet blimp runs/tiny/checkpoints/step-00003000 --data blimp --out out/b.json --method word-l2r
     mapnet blimp hf/tiny --data blimp --out out/b.json --shards shards/                  # an exported folder
     mapnet blimp runs/tiny --data blimp --out out/b.json --pairs 200 --paradigms anaphor_gender_agreement
+    mapnet blimp runs/tiny --data blimp --out out/b.json --resume                        # go on where it stopped
 
 Each model scores both sentences of every minimal pair (each token masked in turn, log-probabilities
 summed; `--method word-l2r` also masks the later pieces of the same word); a pair is right when the
@@ -47,13 +48,17 @@ def blimp(
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Tokens per forward pass.")] = 16384,
     device: DeviceOpt = "cpu",
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="A progress bar with ETA on stderr.")] = True,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue --out: the models it already holds (the same weights, pairs, method and settings) are kept, the others scored; without the file, start it.")] = False,
     overwrite: OverwriteOpt = False,
 ) -> None:
     """Score BLiMP at every checkpoint."""
     from ..evaluation.blimp.data import load_suite
     from ..evaluation.blimp.evaluate import BlimpConfig, blimp_run
 
-    check_output(out, [*models, data, shards], overwrite=overwrite, folder=False)
+    if resume and overwrite:
+        raise MapnetError("--resume keeps what --out holds and --overwrite replaces it: give one")
+    check_output(out, [*models, data, shards], overwrite=overwrite, reuse=resume, folder=False)
+    kept = read_kept(out) if resume and out.exists() else None
     dev = evaluation_device(device)
     cfg = BlimpConfig(method=method, max_tokens=max_tokens, random_control=random_control, unigram_control=unigram_control)
     problems = cfg.problems()
@@ -69,9 +74,19 @@ def blimp(
         task = bar.add_task("blimp", total=None)
         doc = blimp_run(models, suite, cfg, out, shards, dev,
                         note=lambda text: bar.console.print(text, highlight=False, markup=False),
-                        progress=lambda done, total: bar.update(task, completed=done, total=total))
+                        progress=lambda done, total: bar.update(task, completed=done, total=total), kept=kept)
     print_tables(doc, per_paradigm)
     err.print(f"blimp: {out}", highlight=False, markup=False)
+
+
+def read_kept(out: Path) -> dict:
+    """The file --resume continues, read as JSON (its contents are checked against the asked scoring later)."""
+    import json
+
+    try:
+        return json.loads(out.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MapnetError(f"--resume: {out} is not readable JSON ({exc}); pass --overwrite to replace it") from None
 
 
 def print_tables(doc: dict, per_paradigm: bool = False) -> None:

@@ -313,3 +313,50 @@ def test_a_model_too_short_for_the_sentences_is_refused_before_any_is_scored(fak
     assert isinstance(result.exception, MapnetError), result.output
     assert "fake-bert@100 reads 64 positions, its longest sentence is" in str(result.exception)
     assert "scoring" not in result.output and not out.exists()
+
+
+def _blimp(fake_run: Path, blimp_dir: Path, out: Path, *flags: str):
+    return CliRunner().invoke(app, ["blimp", str(fake_run), "--data", str(blimp_dir), "--out", str(out), "--pairs", "5",
+                                    "--paradigms", ",".join(PARADIGMS[1:]), "--no-progress", *flags])
+
+
+def test_resume_keeps_the_models_already_scored_and_scores_the_rest(fake_run, blimp_dir, tmp_path, monkeypatch):
+    # A run stopped after its first model left a file with "complete": false; --resume must give the document a
+    # run from scratch gives, scoring only what the file lacks.
+    full = tmp_path / "full.json"
+    assert _blimp(fake_run, blimp_dir, full).exit_code == 0
+    whole = json.loads(full.read_text())
+    stopped = tmp_path / "stopped.json"
+    stopped.write_text(json.dumps({**whole, "complete": False, "models": whole["models"][:1]}))
+    scored = []
+    original = Scorer.score
+    monkeypatch.setattr(Scorer, "score", lambda self, t, progress=lambda _: None: scored.append(t.label) or original(self, t, progress))
+    result = _blimp(fake_run, blimp_dir, stopped, "--resume")
+    assert result.exit_code == 0, result.output
+    assert scored == ["fake-bert@200", "random-init"]
+    resumed = json.loads(stopped.read_text())
+    drop = lambda doc: [{k: v for k, v in m.items() if k != "seconds"} for m in doc["models"]]  # noqa: E731
+    assert resumed["complete"] and drop(resumed) == drop(whole) and resumed["accuracy"] == whole["accuracy"]
+    # A complete file scores nothing again; a missing one is started.
+    scored.clear()
+    assert _blimp(fake_run, blimp_dir, stopped, "--resume").exit_code == 0 and scored == []
+    assert _blimp(fake_run, blimp_dir, tmp_path / "new.json", "--resume").exit_code == 0 and len(scored) == 3
+
+
+@pytest.mark.parametrize("flags, content, message", [
+    (("--method", "word-l2r"), None, "was scored with other method and settings than asked"),
+    (("--pairs", "4"), None, "was scored with other pairs than asked"),
+    ((), "{not json", "is not readable JSON"),
+    ((), '{"schema": "something else"}', "is not a BLiMP file of this mapnet"),
+    (("--overwrite",), None, "--resume keeps what --out holds and --overwrite replaces it"),
+])
+def test_resume_refuses_a_file_of_another_scoring_in_one_line(fake_run, blimp_dir, tmp_path, flags, content, message):
+    out = tmp_path / "b.json"
+    assert _blimp(fake_run, blimp_dir, out).exit_code == 0
+    if content is not None:
+        out.write_text(content)
+    before = out.read_text()
+    result = _blimp(fake_run, blimp_dir, out, "--resume", *flags)
+    assert result.exit_code != 0 and isinstance(result.exception, MapnetError), result.output
+    assert message in str(result.exception) and "\n" not in str(result.exception)
+    assert out.read_text() == before  # nothing written over it

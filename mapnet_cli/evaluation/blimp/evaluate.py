@@ -141,15 +141,39 @@ class Scorer:
                 "pairs_per_paradigm": s.pairs_per_paradigm, "pairs": s.pairs, "sentences": len(self.sentences)}
 
 
+def kept_scores(kept: dict, cfg: BlimpConfig, data: dict, where: str) -> dict[tuple[str, str], dict]:
+    """{(sha256, init): entry} of an earlier document of this command, to be reused rather than scored again. A
+    model is known by its identity (a checkpoint's weights hash; a control's architecture, tokenizer and seed or its
+    shards' manifest), so an entry is the same model's score whatever folder it was read from; it counts only when
+    the document scored the same pairs (data, their sha256 included) by the same method and settings."""
+    if not isinstance(kept, dict) or kept.get("schema") != SCHEMA or not isinstance(kept.get("models"), list):
+        raise MapnetError(f"{where} is not a BLiMP file of this mapnet (schema {SCHEMA}): pass --overwrite to replace it")
+    def pairs(d: object) -> object:  # the suite by its contents: the folder it was read from may have moved
+        return {k: v for k, v in d.items() if k != "folder"} if isinstance(d, dict) else d
+
+    asked = {"method": (cfg.method, "method"), "config": (asdict(cfg), "settings"), "data": (pairs(data), "pairs")}
+    differ = [words for key, (ours, words) in asked.items()
+              if (pairs(kept.get(key)) if key == "data" else kept.get(key)) != ours]
+    if differ:
+        raise MapnetError(f"{where} was scored with other {' and '.join(differ)} than asked: resuming would mix two "
+                          "measurements; pass --overwrite to start again")
+    try:
+        return {(m["sha256"], m["init"]): m for m in kept["models"] if m.get("accuracy") is not None}
+    except (KeyError, TypeError):
+        raise MapnetError(f"{where}: a model entry lacks its sha256 or init; pass --overwrite to replace it") from None
+
+
 def blimp_run(paths: list[Path], suite: Suite, cfg: BlimpConfig = BlimpConfig(), out_path: Path | None = None,
               shards: Path | None = None, device=None, note: Callable[[str], None] = lambda _: None,
-              progress: Callable[[int, int], None] = lambda done, total: None) -> dict:
+              progress: Callable[[int, int], None] = lambda done, total: None, kept: dict | None = None) -> dict:
     """Score every checkpoint `paths` name, then their controls; the document is written to `out_path`
     (atomically, "complete": false until the last model) after every model when given.
-    `progress(rows done, rows in all)` counts masked copies run through an encoder."""
+    `progress(rows done, rows in all)` counts masked copies run through an encoder. `kept`: an earlier document
+    of the same scoring (`kept_scores`), whose models are taken as they are instead of scored again (a resume)."""
     from ...atomic import json_safe, write_json
 
     scorer = Scorer(suite, cfg, device)
+    reuse = {} if kept is None else kept_scores(kept, cfg, scorer.describe(), str(out_path or "the earlier file"))
     targets = find_targets(paths)
     if not targets:
         raise MapnetError("nothing to score: no checkpoint in " + ", ".join(map(str, paths)))
@@ -175,8 +199,14 @@ def blimp_run(paths: list[Path], suite: Suite, cfg: BlimpConfig = BlimpConfig(),
            "models": []}
     progress(0, total)
     for t in todo:
-        note(f"scoring {t.label} ({t.init})")
-        entry = scorer.score(t, advance)
+        if (t.sha, t.init) in reuse:  # its rows count as done: the bar and ETA are about what is left
+            note(f"kept {t.label} ({t.init}): already scored")
+            entry = {**reuse[t.sha, t.init], "label": t.label, "run": t.run, "step": t.step, "path": str(t.path)}
+            entry.pop("controls", None)
+            advance(0 if t.init == "unigram" else count_rows(scorer.ids[t.text.key]))
+        else:
+            note(f"scoring {t.label} ({t.init})")
+            entry = scorer.score(t, advance)
         if t.sha in links:
             entry["controls"] = {k: label_of[v] for k, v in links[t.sha].items()}
         doc["models"].append(entry)
@@ -190,4 +220,4 @@ def blimp_run(paths: list[Path], suite: Suite, cfg: BlimpConfig = BlimpConfig(),
     return doc
 
 
-__all__ = ["SCHEMA", "BlimpConfig", "Scorer", "blimp_run", "summarise", "references"]
+__all__ = ["SCHEMA", "BlimpConfig", "Scorer", "blimp_run", "kept_scores", "summarise", "references"]
