@@ -182,11 +182,12 @@ blimp() {  # --resume: a stage stopped part-way (a sitting's end) keeps every mo
     local list
     list=$(finals) || exit 1  # a seed short of its budget stops the stage here, not with a partial score
     mapfile -t all < <(runs); mapfile -t finals_ <<<"$list"
+    # The headline first (every pair, PLL), then the curve, then word-l2r: a stage cut short keeps the most needed.
+    "${mapnet[@]}" blimp "${finals_[@]}" --data "$BLIMP" --out "$OUT/blimp-final-pll.json" --pairs "$FINAL_PAIRS" \
+        --no-progress --resume
     # The shape stage scored the last checkpoints the curve's way (same pairs, method and controls): start from it.
     [[ -f $OUT/blimp-curve.json || ! -f $OUT/blimp-shape.json ]] || cp "$OUT/blimp-shape.json" "$OUT/blimp-curve.json"
     "${mapnet[@]}" blimp "${all[@]}" --data "$BLIMP" --out "$OUT/blimp-curve.json" --pairs "$PAIRS" --no-progress --resume
-    "${mapnet[@]}" blimp "${finals_[@]}" --data "$BLIMP" --out "$OUT/blimp-final-pll.json" --pairs "$FINAL_PAIRS" \
-        --no-progress --resume
     "${mapnet[@]}" blimp "${finals_[@]}" --data "$BLIMP" --out "$OUT/blimp-final-l2r.json" --pairs "$FINAL_PAIRS" \
         --method word-l2r --no-progress --resume
 }
