@@ -88,8 +88,8 @@ def recorded_run(tmp_path: Path, path: str, stage: str, arm: str, shards: str, h
     out, calls = tmp_path / "out", tmp_path / "calls.txt"
     out.mkdir()
     for seed in spent:
-        (out / f"runs/seed-{seed}").mkdir(parents=True)
-        (out / f"runs/seed-{seed}/run.json").write_text('{"budget": {"seconds": 3600}, "finished": true}')
+        (out / f"runs/seed-{seed}/checkpoints").mkdir(parents=True)
+        (out / f"runs/seed-{seed}/run.json").write_text('{"budget": {"time_budget": "60m", "seconds": 3600, "finished": true}}')
         (out / f"seed-{seed}.log").write_text("the budget run's own log\n")
     (out / "costs.json").write_text(f'{{"arms": {{"{arm}": {{"step_seconds": 0.5, "short_step_seconds": 0.4}}}}}}')
     fake = tmp_path / "mapnet"
@@ -125,6 +125,11 @@ def test_the_hour_script_adds_a_seed_without_touching_those_that_spent_their_bud
                                     "runs/real-text-16k", spent=(0, 1), SEEDS="3", JOBS="1")
     assert calls and all(f"--out {out}/runs/seed-2 " in line for line in calls)
     assert (out / "seed-0.log").read_text() == (out / "seed-1.log").read_text() == "the budget run's own log\n"
+    # Another budget is not "spent": every seed goes on to `pretrain --resume`, which extends it or refuses.
+    calls, work, out = recorded_run(tmp_path / "90m", HOUR, "pretrain", "hour", "runs/real-text-x5-16k/shards-64",
+                                    "runs/real-text-16k", spent=(0, 1), SEEDS="3", JOBS="1", BUDGET="90m")
+    trained = [line for line in calls if "--print-settings" not in line]
+    assert [f"--out {out}/runs/seed-{k} " in line and "--resume" in line for k, line in enumerate(trained)] == [True, True, False]
 
 
 @pytest.mark.parametrize("env, shards, held_out, seq", [

@@ -105,3 +105,16 @@ def test_an_out_folder_without_finished_runs_is_one_line(tmp_path):
     (tmp_path / "runs" / "seed-0" / "run.json").write_text(json.dumps({"command": "mapnet pretrain"}))
     with pytest.raises(SystemExit, match="has no finished seed"):
         hour_table.main([str(tmp_path)])
+
+
+def test_a_blimp_file_not_complete_is_left_out_and_said_so(tmp_path, capsys):
+    # A scoring stopped part-way (to be continued with `blimp --resume`) must not be tabled as the seeds' scores.
+    write_run(tmp_path / "runs" / "seed-0", 1000, [9.2, 4.8])
+    doc = blimp_doc({("seed-0", 1000): 0.62}, {"seed-0": 0.5})
+    (tmp_path / "blimp-final-pll.json").write_text(json.dumps({**doc, "complete": False}))
+    assert hour_table.main([str(tmp_path), "--costs", str(hour_table.KEPT_COSTS)]) == 0
+    out, err = capsys.readouterr()
+    assert "BLiMP at the budget's end" not in out and "blimp-final-pll.json: not complete (3 models so far" in err
+    (tmp_path / "blimp-final-pll.json").write_text(json.dumps({**doc, "complete": True}))
+    hour_table.main([str(tmp_path)])
+    assert "BLiMP at the budget's end" in capsys.readouterr().out

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import downstream_table
@@ -143,6 +144,19 @@ def mini_fast_curve(results: Path = MINI_FAST, costs: Path = KEPT_COSTS) -> list
              sum(c[s] for c in curves) / len(curves)) for s in common]
 
 
+def scored(path: Path) -> dict | None:
+    """A `mapnet blimp` file once it is complete; a file still being written (or stopped part-way: `blimp --resume`
+    continues it) is said so on stderr and left out, never tabled as if its models were all."""
+    if not path.is_file():
+        return None
+    doc = read(path)
+    if not doc.get("complete"):
+        print(f"{path}: not complete ({len(doc.get('models', []))} models so far; rerun the blimp stage): left out",
+              file=sys.stderr)
+        return None
+    return doc
+
+
 def clock_of(out: Path) -> Path:
     """The costs file whose `mini` `fast` baseline prices the reference curve: the one OUT's own costs were taken from
     (`hour_cpu.sh` with LEVERS_COSTS records it), so both curves are on one machine's clock; else the kept costs."""
@@ -182,12 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     if not runs:  # run.json is written as a run starts; its budget, once the budget is spent
         raise SystemExit(f"{args.out}/runs has no finished seed (hour_cpu.sh OUT pretrain)")
     print("## Runs\n\n" + runs_table(list(runs.values())))
-    finals = {method: read(args.out / f"blimp-final-{method}.json") for method in ("pll", "l2r")
-              if (args.out / f"blimp-final-{method}.json").is_file()}
+    finals = {method: doc for method in ("pll", "l2r") if (doc := scored(args.out / f"blimp-final-{method}.json"))}
     if finals:
         print("\n## BLiMP at the budget's end (PLL is the headline)\n\n" + blimp_table(finals))
-    if (args.out / "blimp-curve.json").is_file():
-        doc = read(args.out / "blimp-curve.json")
+    if doc := scored(args.out / "blimp-curve.json"):
         hour = hour_curve(doc, runs)
         print(f"\n## BLiMP by minutes of training ({doc['data']['pairs_per_paradigm'] or 'every'} pairs a paradigm)\n\n"
               + curve_table(hour, mini_fast_curve(args.reference, args.costs))

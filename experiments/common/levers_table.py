@@ -224,7 +224,9 @@ def per_seed(docs: dict[str, dict]) -> str:
 
 def kept_per_seed(name: str) -> str:
     """doc_tables' per-seed tables: one kept series (`series-N`), seed by seed."""
-    docs = load(KEPT / name) if (KEPT / name).is_dir() else {}
+    if not (KEPT / name).is_dir():
+        raise SystemExit(f"no kept series {name} in {KEPT}")
+    docs = load(KEPT / name)
     if BASELINE not in docs:
         return "*Not measured yet.*"
     return f"Series {name.partition('-')[2]}, per seed (0 / 1 ...), from `results/{name}/`:\n\n" + per_seed(docs)

@@ -112,9 +112,12 @@ cost_of() {  # FIELD: the recipe's measured cost (seconds) from OUT/costs.json
 
 pretrain_seed() {  # SEED
     local seed=$1 run=$OUT/runs/seed-$1 resume=() clock=() threads=$(nproc) step every
-    # A seed that spent its budget is kept as it is, its log too: adding seeds reruns the stage.
-    if [[ -f $run/run.json ]] && grep -q '"finished": true' "$run/run.json"; then
-        echo "seed $seed: its budget is spent ($run/run.json)"; return 0
+    # A seed that spent this budget is kept as it is, its log too: adding seeds reruns the stage. (Another budget goes
+    # on to `pretrain --resume`, which extends it or refuses.)
+    if [[ -f $run/run.json ]] && python3 -c 'import json, sys
+b = json.load(open(sys.argv[1])).get("budget") or {}
+sys.exit(not (b.get("finished") and b.get("time_budget") == sys.argv[2]))' "$run/run.json" "$BUDGET"; then
+        echo "seed $seed: its budget ($BUDGET) is spent ($run/run.json)"; return 0
     fi
     step=$(cost_of step_seconds)
     # A checkpoint (and a held-out evaluation) every CHECKPOINT_MINUTES of training time: the curve's points.
@@ -186,7 +189,10 @@ blimp() {  # --resume: a stage stopped part-way (a sitting's end) keeps every mo
     "${mapnet[@]}" blimp "${finals_[@]}" --data "$BLIMP" --out "$OUT/blimp-final-pll.json" --pairs "$FINAL_PAIRS" \
         --no-progress --resume
     # The shape stage scored the last checkpoints the curve's way (same pairs, method and controls): start from it.
-    [[ -f $OUT/blimp-curve.json || ! -f $OUT/blimp-shape.json ]] || cp "$OUT/blimp-shape.json" "$OUT/blimp-curve.json"
+    # (Copied as not complete: until the curve's own scoring ends, the file is not the curve.)
+    [[ -f $OUT/blimp-curve.json || ! -f $OUT/blimp-shape.json ]] || python3 -c 'import json, sys
+doc = json.load(open(sys.argv[1])); doc["complete"] = False; json.dump(doc, open(sys.argv[2], "w"))' \
+        "$OUT/blimp-shape.json" "$OUT/blimp-curve.json"
     "${mapnet[@]}" blimp "${all[@]}" --data "$BLIMP" --out "$OUT/blimp-curve.json" --pairs "$PAIRS" --no-progress --resume
     "${mapnet[@]}" blimp "${finals_[@]}" --data "$BLIMP" --out "$OUT/blimp-final-l2r.json" --pairs "$FINAL_PAIRS" \
         --method word-l2r --no-progress --resume

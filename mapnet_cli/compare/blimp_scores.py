@@ -7,14 +7,12 @@ import json
 from pathlib import Path
 from typing import Callable
 
+from ..evaluation.blimp import SCORER_VERSION  # part of every cache key: caches of another scorer are rescored
 from .glue_scores import control_label
 from .plan import PlannedRun, split_name
 
 CACHE = "compare-blimp.json"
 UNIGRAM = "unigram"
-# Part of every cache key: bump it whenever scoring changes (the text path, PLL, the unigram sum), so caches made
-# by the old scorer are scored again instead of served. Caches written before the key held it were version 1.
-SCORER_VERSION = 1
 
 
 def _cached(path: Path, key: dict) -> dict:

@@ -343,17 +343,59 @@ def test_resume_keeps_the_models_already_scored_and_scores_the_rest(fake_run, bl
     assert _blimp(fake_run, blimp_dir, tmp_path / "new.json", "--resume").exit_code == 0 and len(scored) == 3
 
 
+def test_resume_keeps_models_it_has_not_reached_yet_and_knows_models_by_their_weights(fake_run, blimp_dir, tmp_path,
+                                                                                       monkeypatch):
+    import shutil
+
+    full = tmp_path / "full.json"
+    assert _blimp(fake_run, blimp_dir, full).exit_code == 0
+    whole = json.loads(full.read_text())
+    # Only the control was kept (it comes last), and the resumed scoring stops after its first model: the file must
+    # still hold the control.
+    stopped = tmp_path / "stopped.json"
+    stopped.write_text(json.dumps({**whole, "complete": False, "models": whole["models"][-1:]}))
+    original, scored = Scorer.score, []
+
+    def score_once(self, t, progress=lambda _: None):
+        if scored:
+            raise KeyboardInterrupt  # the job is stopped while scoring its second model
+        scored.append(t.label)
+        return original(self, t, progress)
+
+    monkeypatch.setattr(Scorer, "score", score_once)
+    _blimp(fake_run, blimp_dir, stopped, "--resume")
+    left = json.loads(stopped.read_text())
+    assert not left["complete"] and [m["label"] for m in left["models"]] == ["fake-bert@100", "random-init"]
+    # A run copied elsewhere is the same models (nothing scored again); an entry of the same label with other weights
+    # is not (scored again).
+    monkeypatch.setattr(Scorer, "score", lambda self, t, progress=lambda _: None: scored.append(t.label) or original(self, t, progress))
+    scored.clear()
+    copy = tmp_path / "elsewhere" / "fake-bert"
+    shutil.copytree(fake_run, copy)
+    assert _blimp(copy, blimp_dir, full, "--resume").exit_code == 0 and scored == []
+    other = {**whole, "models": [{**whole["models"][0], "sha256": "0" * 64}, *whole["models"][1:]]}
+    full.write_text(json.dumps(other))
+    assert _blimp(fake_run, blimp_dir, full, "--resume").exit_code == 0 and scored == ["fake-bert@100"]
+
+
 @pytest.mark.parametrize("flags, content, message", [
     (("--method", "word-l2r"), None, "was scored with other method and settings than asked"),
     (("--pairs", "4"), None, "was scored with other pairs than asked"),
     ((), "{not json", "is not readable JSON"),
     ((), '{"schema": "something else"}', "is not a BLiMP file of this mapnet"),
+    ((), "scorer-2", "was scored with other scorer (version 2, this one 1)"),
+    ((), "damaged", "model entry 2 is damaged"),
     (("--overwrite",), None, "--resume keeps what --out holds and --overwrite replaces it"),
 ])
 def test_resume_refuses_a_file_of_another_scoring_in_one_line(fake_run, blimp_dir, tmp_path, flags, content, message):
     out = tmp_path / "b.json"
     assert _blimp(fake_run, blimp_dir, out).exit_code == 0
-    if content is not None:
+    doc = json.loads(out.read_text())
+    if content == "scorer-2":
+        out.write_text(json.dumps({**doc, "scorer": 2}))
+    elif content == "damaged":  # an entry without its per-paradigm scores, and one that is not an object at all
+        out.write_text(json.dumps({**doc, "models": [doc["models"][0], {"sha256": "x", "init": "random", "accuracy": 0.5}, 3]}))
+    elif content is not None:
         out.write_text(content)
     before = out.read_text()
     result = _blimp(fake_run, blimp_dir, out, "--resume", *flags)

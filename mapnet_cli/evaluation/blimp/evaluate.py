@@ -22,11 +22,13 @@ from typing import Callable
 import numpy as np
 
 from ...errors import MapnetError
+from . import SCORER_VERSION
 from .data import REFERENCE_MODELS, Suite
 from .models import Target, control_targets, find_targets
 from .scoring import METHODS, count_rows, pll_scores, unigram_scores
 
 SCHEMA = "mapnet.blimp/1"
+ENTRY_KEYS = ("sha256", "init", "accuracy", "fields", "paradigms")  # what a kept entry must hold to be reused
 
 
 @dataclass(frozen=True)
@@ -154,13 +156,17 @@ def kept_scores(kept: dict, cfg: BlimpConfig, data: dict, where: str) -> dict[tu
     asked = {"method": (cfg.method, "method"), "config": (asdict(cfg), "settings"), "data": (pairs(data), "pairs")}
     differ = [words for key, (ours, words) in asked.items()
               if (pairs(kept.get(key)) if key == "data" else kept.get(key)) != ours]
+    if kept.get("scorer", 1) != SCORER_VERSION:
+        differ.append(f"scorer (version {kept.get('scorer')}, this one {SCORER_VERSION})")
     if differ:
         raise MapnetError(f"{where} was scored with other {' and '.join(differ)} than asked: resuming would mix two "
                           "measurements; pass --overwrite to start again")
-    try:
-        return {(m["sha256"], m["init"]): m for m in kept["models"] if m.get("accuracy") is not None}
-    except (KeyError, TypeError):
-        raise MapnetError(f"{where}: a model entry lacks its sha256 or init; pass --overwrite to replace it") from None
+    bad = [i for i, m in enumerate(kept["models"]) if not isinstance(m, dict) or any(k not in m for k in ENTRY_KEYS)
+           or not isinstance(m["fields"], dict) or not isinstance(m["paradigms"], dict)]
+    if bad:
+        raise MapnetError(f"{where}: model entry {bad[0] + 1} is damaged (it needs {', '.join(ENTRY_KEYS)}); "
+                          "pass --overwrite to replace the file")
+    return {(m["sha256"], m["init"]): m for m in kept["models"] if m["accuracy"] is not None}
 
 
 def blimp_run(paths: list[Path], suite: Suite, cfg: BlimpConfig = BlimpConfig(), out_path: Path | None = None,
@@ -195,29 +201,37 @@ def blimp_run(paths: list[Path], suite: Suite, cfg: BlimpConfig = BlimpConfig(),
     # The headline: the newest checkpoint of the first path (a run's last step, or the one folder given).
     first = max((t for t in targets if t.origin == 0), key=lambda t: -1 if t.step is None else t.step)
     doc = {"schema": SCHEMA, "complete": False, "accuracy": None, "headline": first.label, "method": cfg.method,
-           "config": asdict(cfg), "data": scorer.describe(), "references": references(suite), "notes": notes,
-           "models": []}
+           "config": asdict(cfg), "data": scorer.describe(), "scorer": SCORER_VERSION, "references": references(suite),
+           "notes": notes, "models": []}
+
+    def kept_entry(t: Target) -> dict:
+        entry = {**reuse[t.sha, t.init], "label": t.label, "run": t.run, "step": t.step, "path": str(t.path)}
+        entry.pop("controls", None)
+        if t.sha in links:
+            entry["controls"] = {k: label_of[v] for k, v in links[t.sha].items()}
+        return entry
+
     progress(0, total)
-    for t in todo:
+    for i, t in enumerate(todo):
         if (t.sha, t.init) in reuse:  # its rows count as done: the bar and ETA are about what is left
             note(f"kept {t.label} ({t.init}): already scored")
-            entry = {**reuse[t.sha, t.init], "label": t.label, "run": t.run, "step": t.step, "path": str(t.path)}
-            entry.pop("controls", None)
+            entry = kept_entry(t)
             advance(0 if t.init == "unigram" else count_rows(scorer.ids[t.text.key]))
         else:
             note(f"scoring {t.label} ({t.init})")
             entry = scorer.score(t, advance)
-        if t.sha in links:
-            entry["controls"] = {k: label_of[v] for k, v in links[t.sha].items()}
+            if t.sha in links:
+                entry["controls"] = {k: label_of[v] for k, v in links[t.sha].items()}
         doc["models"].append(entry)
         if t is first:
             doc["accuracy"] = entry["accuracy"]
-        if out_path is not None:
-            write_json(Path(out_path), json_safe(doc))
+        if out_path is not None:  # with the kept models still ahead: a stop now must not lose them
+            ahead = [kept_entry(u) for u in todo[i + 1:] if (u.sha, u.init) in reuse]
+            write_json(Path(out_path), json_safe({**doc, "models": doc["models"] + ahead}))
     doc["complete"] = True
     if out_path is not None:
         write_json(Path(out_path), json_safe(doc))
     return doc
 
 
-__all__ = ["SCHEMA", "BlimpConfig", "Scorer", "blimp_run", "kept_scores", "summarise", "references"]
+__all__ = ["SCHEMA", "SCORER_VERSION", "BlimpConfig", "Scorer", "blimp_run", "kept_scores", "summarise", "references"]
