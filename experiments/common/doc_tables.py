@@ -27,6 +27,7 @@ from itertools import zip_longest
 from pathlib import Path
 
 import headline_tables
+import hour_table
 import levers_costs
 import levers_table
 import pooling_table
@@ -50,6 +51,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "hour-levers-cpu-transfer": levers_costs.transfer,
     "pooling-default": pooling_table.table,
     "hour-shape-choice": shape_choice.kept,
+    "hour-recipe": hour_table.kept,
 }
 
 BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>(?:(?!<!-- /table -->).)*)(<!-- /table -->)", re.S)

@@ -165,7 +165,12 @@ def clock_of(out: Path) -> Path:
     sources.discard(None)
     if len(sources) > 1:
         raise SystemExit(f"{costs} takes costs from several files ({', '.join(sorted(sources))}): name one with --costs")
-    return Path(sources.pop()) if sources else KEPT_COSTS
+    if not sources:
+        return KEPT_COSTS
+    recorded = Path(sources.pop())
+    if not recorded.is_file() and "experiments" in recorded.parts:  # recorded in another checkout: this one's copy
+        recorded = REPO.joinpath(*recorded.parts[recorded.parts.index("experiments"):])
+    return recorded
 
 
 def curve_table(hour: list[tuple[float, float]], reference: list[tuple[float, float]]) -> str:
@@ -180,6 +185,24 @@ def curve_table(hour: list[tuple[float, float]], reference: list[tuple[float, fl
                      f"{100 * (a1 + slope * m1):.1f} at {2 * m1:.0f} minutes (an extrapolation, not a measurement).")
     lines.append(f"`mini` `fast` (6,000 steps, its schedule over 6,000 steps): {', '.join(f'{100 * a:.1f} at {m:.0f} min' for m, a in reference)}.")
     return "\n".join(lines)
+
+
+RAW = REPO / "experiments" / "hour-recipe" / "raw" / "hour"
+
+
+def kept() -> str:
+    """doc_tables' `hour-recipe`: the tables of the kept raw files (experiments/hour-recipe/raw/hour/)."""
+    import contextlib
+    import io
+
+    if not RAW.is_dir():
+        return "*Not measured yet.*"
+    glue = [str(p) for p in sorted(RAW.glob("glue-*/results.json"))]
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text), contextlib.redirect_stderr(io.StringIO()):
+        main([str(RAW), *(a for p in glue for a in ("--glue", p))])
+    lines = [f"**{line[3:]}**" if line.startswith("## ") else line for line in text.getvalue().splitlines()]
+    return "\n".join(lines).replace(str(REPO) + "/", "")
 
 
 def main(argv: list[str] | None = None) -> int:
