@@ -191,7 +191,9 @@ blimp() {  # --resume: a stage stopped part-way (a sitting's end) keeps every mo
     # The shape stage scored the last checkpoints the curve's way (same pairs, method and controls): start from it.
     # (Copied as not complete: until the curve's own scoring ends, the file is not the curve.)
     [[ -f $OUT/blimp-curve.json || ! -f $OUT/blimp-shape.json ]] || python3 -c 'import json, sys
-doc = json.load(open(sys.argv[1])); doc["complete"] = False; json.dump(doc, open(sys.argv[2], "w"))' \
+import os
+doc = json.load(open(sys.argv[1])); doc["complete"] = False
+json.dump(doc, open(sys.argv[2] + ".tmp", "w")); os.replace(sys.argv[2] + ".tmp", sys.argv[2])' \
         "$OUT/blimp-shape.json" "$OUT/blimp-curve.json"
     "${mapnet[@]}" blimp "${all[@]}" --data "$BLIMP" --out "$OUT/blimp-curve.json" --pairs "$PAIRS" --no-progress --resume
     "${mapnet[@]}" blimp "${finals_[@]}" --data "$BLIMP" --out "$OUT/blimp-final-l2r.json" --pairs "$FINAL_PAIRS" \

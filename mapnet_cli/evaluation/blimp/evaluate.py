@@ -150,6 +150,7 @@ def kept_scores(kept: dict, cfg: BlimpConfig, data: dict, where: str) -> dict[tu
     the document scored the same pairs (data, their sha256 included) by the same method and settings."""
     if not isinstance(kept, dict) or kept.get("schema") != SCHEMA or not isinstance(kept.get("models"), list):
         raise MapnetError(f"{where} is not a BLiMP file of this mapnet (schema {SCHEMA}): pass --overwrite to replace it")
+
     def pairs(d: object) -> object:  # the suite by its contents: the folder it was read from may have moved
         return {k: v for k, v in d.items() if k != "folder"} if isinstance(d, dict) else d
 
