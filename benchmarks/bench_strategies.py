@@ -112,7 +112,7 @@ def one_step(run, step: int, data: RandomCorpus, info) -> None:
         batch = strategy.micro_batch(data.take(indices[[x // strategy.copies for x in slots]]), step, slots, keys, HOST)
         batches.append(to_device(batch, info.device))  # as the loop: drawn on the host, sent with its positions
     train_step(strategy.net, run.optimizer, run.scheduler, batches, scale=1 / t.batch_size, grad_clip=0.0,
-               autocast=precision_context(t.precision, info.device), info=info, batch_size=t.batch_size,
+               autocast=precision_context(t.autocasts_bf16(info.device), info.device), info=info, batch_size=t.batch_size,
                loss_fn=strategy.loss_fn(step, with_stats=False), read=False, frozen=strategy.frozen(step))
     strategy.after_step()
 

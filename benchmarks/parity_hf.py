@@ -220,7 +220,7 @@ def run_hf(args, seed: int, sets: list[EvalSet], train: ShardReader) -> list[dic
     # Fused on CUDA; on the CPU torch's multi-tensor path, as this arm always ran there (not mapnet's fused default).
     optimizer = build_optimizer([model], replace(settings.optim, impl="fused" if device.type == "cuda" else "foreach"))
     scheduler = build_scheduler(optimizer, settings.optim, args.steps)
-    autocast = precision_context("auto", device)
+    autocast = precision_context(device.type == "cuda", device)  # train.precision=auto: bf16 on CUDA only
     order = DataOrder(len(train), seed)
     backbone = model.base_model
     head = model.cls if hasattr(model, "cls") else model.lm_head if hasattr(model, "lm_head") else \

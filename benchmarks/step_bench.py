@@ -20,7 +20,7 @@ from mapnet_cli import distributed
 from mapnet_cli.masking.strategy import to_device
 from mapnet_cli.masking.uniform import sequence_keys
 from mapnet_cli.model.bert import BertConfig, BertForMLM
-from mapnet_cli.settings import MaskingSettings, OptimSettings, preset
+from mapnet_cli.settings import MaskingSettings, OptimSettings, TrainSettings, preset
 from mapnet_cli.train import make_batch, train_step
 from mapnet_cli.train.compile import compile_model
 from mapnet_cli.train.loop import HOST
@@ -109,7 +109,8 @@ class MapnetStep:
         if compile:  # as the loop: compile.compile_model, with a strategy that compiles nothing of its own
             compile_model(self.model, SimpleNamespace(compile=lambda: None),
                           SimpleNamespace(compile_scope=scope, compile_mode=mode))
-        self.autocast = precision_context(precision, device)
+        # As train.precision resolves it (auto: bf16 on CUDA only; bf16 / fp32 as named; bf16-native asks the hardware).
+        self.autocast = precision_context(replace(TrainSettings(), precision=precision).autocasts_bf16(device), device)
         self.info = distributed.DistInfo(device=device)
 
         self.step_no = 0

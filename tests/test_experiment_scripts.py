@@ -136,6 +136,7 @@ def test_the_hour_script_adds_a_seed_without_touching_those_that_spent_their_bud
     ({}, "runs/real-text-x5-16k/shards-64", "runs/real-text-16k", 64),  # the hour recipe's own shards
     ({"DATA": "vocab16k"}, "runs/real-text-x5-16k/shards", "runs/real-text-16k", 128),
     ({"RECIPE": "fast"}, "runs/real-text-x5/shards", "runs/real-text", 128),
+    ({"SETS": "--set train.precision=fp32"}, "runs/real-text-x5-16k/shards-64", "runs/real-text-16k", 64),
 ])
 def test_the_masking_script_compares_on_its_recipes_shards_with_their_pmi_vocabulary(tmp_path, env, shards, held_out,
                                                                                       seq):
@@ -151,6 +152,23 @@ def test_the_masking_script_compares_on_its_recipes_shards_with_their_pmi_vocabu
     for line in compares:
         assert line.startswith(f"compare {work / shards} --out {out}/")
         assert f"shard.max_seq_len={seq} " in line and held_out_flag(work, held_out) in line
+        assert ("--set train.precision=fp32 " in line) == ("SETS" in env)  # every arm and lane: comparable runs
+
+
+def test_the_masking_costs_pin_uniform_to_another_clock_and_take_the_run_flags(tmp_path):
+    # REFERENCE pins uniform's costs (section H's Xeon clock) while the ratios are measured here; SETS reaches the
+    # benchmark as settings, so the costs are those of the runs that will count them.
+    bin_dir, seen = tmp_path / "bin", tmp_path / "uv.txt"
+    bin_dir.mkdir()
+    (bin_dir / "uv").write_text(f'#!/usr/bin/env bash\necho "$*" >> {seen}\n')
+    (bin_dir / "uv").chmod(0o755)
+    recorded_run(tmp_path, MASKING, "costs", "uniform", "runs/real-text-x5-16k/shards-64", "runs/real-text-16k",
+                 STRATEGIES="uniform,pmi", SETS="--set train.precision=fp32", REFERENCE="0.4385 0.5007",
+                 PATH=f"{bin_dir}:{os.environ['PATH']}")
+    bench = seen.read_text().splitlines()
+    assert len(bench) == 1 and bench[0].startswith("run python benchmarks/step_costs.py --out ")
+    assert bench[0].endswith(" --reference 0.4385 0.5007") and " train.precision=fp32 " in bench[0]
+    assert "--arm uniform " in bench[0] and "--arm pmi " in bench[0]
 
 
 def test_the_hour_script_takes_an_arms_costs_from_section_gs_pinned_clock(tmp_path):

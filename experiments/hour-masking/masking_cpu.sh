@@ -12,7 +12,10 @@
 #   bash experiments/hour-masking/masking_cpu.sh OUT smoke   # all of it on the embedded synthetic data (fast, tiny)
 #
 # STRATEGIES (compare's names; uniform first: the reference), RECIPE, PRESET (empty: the recipe's shape), BUDGET,
-# SEEDS, DATA and MAPNET may be set in the environment. The `hour` recipe masks 30% (section G's rate), so its `uniform`
+# SEEDS, DATA and MAPNET may be set in the environment; SETS adds run flags to every arm and to the costs (word-split:
+# SETS="--set train.precision=fp32"). REFERENCE="FULL SHORT" pins uniform's costs (seconds) to another machine's clock
+# (benchmarks/step_costs.py --reference): the arms' ratios to uniform are measured here, in lock-step, and the budget
+# buys the steps it bought there (section H's Xeon clock: REFERENCE="0.4385 0.5007"). The `hour` recipe masks 30% (section G's rate), so its `uniform`
 # is 30% and the rate arm is uniform@0.15, the rate it replaced. DATA names the shards (experiments/common/
 # real_text_kinds.sh; another recipe's default is base): the `hour` recipe's are section G's 64-token shards of the
 # 16,384-token text (runs/real-text-x5-16k/shards-64, built by levers_cpu.sh when absent; PMI's vocabulary beside them).
@@ -35,13 +38,15 @@ SHARDS=$KIND_SHARDS; RT=$KIND_HELDOUT; SEQ=$KIND_SEQ; PREP=$KIND_PREP
 # The lever search's run flags (experiments/hour-levers/levers_cpu.sh), held-out books and wiki besides.
 RUN=(--recipe "$RECIPE" ${PRESET:+--preset "$PRESET"} --set model.max_position=128 --set shard.max_seq_len=$SEQ
      --set train.eval_every=500 --set train.eval_sequences=512 --set train.eval_pick=spread --set logging.log_every=50
-     --set logging.progress=false --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]")
+     --set logging.progress=false --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]"
+     ${SETS:-})
 if [[ $WHICH == smoke ]]; then
     RECIPE=${SMOKE_RECIPE:-fast}; PRESET=tiny; BUDGET=20s; SEEDS=2; SHARDS=$OUT/shards
     COST_ARGS=(--steps 4 --skip 1 --rounds 1 --alone 1); BLIMP=(--blimp "$(realpath -m ../shared/data/blimp)" --blimp-pairs 1)
     RUN=(--recipe "$RECIPE" --preset "$PRESET" --set train.batch_size=8 --set train.eval_every=5
          --set train.eval_sequences=16 --set logging.log_every=5 --set logging.progress=false)
 fi
+[[ -z ${REFERENCE:-} || $WHICH == smoke ]] || COST_ARGS+=(--reference $REFERENCE)  # word-split: FULL SHORT
 COSTS=$OUT/costs.json
 mkdir -p "$OUT"
 

@@ -116,7 +116,8 @@ class TrainSettings:
     short_seq_fraction: float = setting(
         0.0, "with train.time_budget: the sequence-length warm-up's length as a fraction of the budget's training time, in [0, 1); it replaces train.short_seq_steps (the fast recipe gives a budget run 0.23); without a budget it must stay 0")
     seed: int = setting(0, "seed of initial weights, data order and masks")
-    precision: Literal["auto", "fp32", "bf16"] = setting("auto", "auto: bf16 autocast on CUDA, fp32 on CPU")
+    precision: Literal["auto", "fp32", "bf16", "bf16-native"] = setting(
+        "auto", "auto: bf16 autocast on CUDA, fp32 on CPU; bf16-native: bf16 autocast where the device computes bf16 natively (a CUDA GPU from Ampere on; a CPU with AVX512-BF16, AMX or Arm BF16), fp32 elsewhere (the `hour` recipe's: an emulated bf16 step cost 18x its fp32 step on an AMD EPYC without them); run.json records which ran")
     compile: Literal["auto", True, False] = setting(
         "auto", "compile with torch.compile (what and how: train.compile_scope, train.compile_mode): auto = on CUDA (1.05-1.10x faster at base on an H100, RESULTS 4a), off on CPU (-1% to +2%, docs/performance.md); true / false force it")
     compile_scope: Literal["blocks", "model"] = setting(
@@ -228,6 +229,23 @@ class TrainSettings:
     def compiles(self, device) -> bool:
         """Whether the blocks are compiled on `device` (a torch.device)."""
         return device.type == "cuda" if self.compile == "auto" else bool(self.compile)
+
+    def autocasts_bf16(self, device) -> bool:
+        """Whether steps and evaluations on `device` (a torch.device) run under bf16 autocast. `bf16-native` asks
+        the hardware: on a CPU without bf16 instructions oneDNN emulates bf16 through fp32, and the conversions made
+        the `hour` recipe's step 18x slower than fp32 on an AMD EPYC (experiments/hour-masking, precision-costs), so
+        there it trains in fp32; a CPU whose /proc/cpuinfo cannot be read is not claimed to have them."""
+        if self.precision in ("bf16", "fp32"):
+            return self.precision == "bf16"
+        if device.type == "cuda":
+            import torch
+
+            return self.precision == "auto" or torch.cuda.is_bf16_supported(including_emulation=False)
+        if self.precision == "bf16-native" and device.type == "cpu":
+            from ..cpu_features import cpu_native_bf16
+
+            return cpu_native_bf16() is True
+        return False
 
     def pieces_per_sequence(self, step: int, seq_len: int) -> int:
         """Pieces each training sequence of `seq_len` tokens is cut into at `step` (1: whole; short_seq_len)."""

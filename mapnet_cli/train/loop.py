@@ -218,7 +218,7 @@ class Run:
                               f"{self.micro} x {info.world_size} processes < train.batch_size {t.batch_size}): torch's "
                               "DistributedDataParallel mishandles it; set one of them back")
         self.ddp = distributed.wrap_model(self.strategy.net, info, d.bucket_cap_mb, d.static_graph)
-        self.autocast = precision_context(t.precision, info.device)
+        self.autocast = precision_context(t.autocasts_bf16(info.device), info.device)
         resume_step = self.step if resume else None
         self.metrics = MetricsLog(out / s.logging.metrics_file, info.is_main, resume_step)
         if info.is_main:

@@ -96,9 +96,11 @@ def write_run_files(run, shards: Path, argv: list[str]) -> None:
     checkpoint.clean_leftovers(run.out)
     atomic.write_text(run.out / "settings.toml", run.settings.to_toml())
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    # How the step ran (train.compile / train.prefetch resolved on this device): throughput figures depend on it.
+    # How the step ran (train.compile / train.precision / train.prefetch resolved on this device): throughput figures
+    # depend on it, and a resume on another machine may resolve them otherwise (so each start records its own).
     this = {"command": argv, "started": now, "world_size": run.info.world_size, "device": str(run.info.device),
-            "compiled": t.compiles(run.info.device), "prefetch": t.prefetch}
+            "compiled": t.compiles(run.info.device), "precision": "bf16" if t.autocasts_bf16(run.info.device) else "fp32",
+            "prefetch": t.prefetch}
     path = run.out / "run.json"
     if run.resumed_from is not None and path.exists():
         info = json.loads(path.read_text(encoding="utf-8"))

@@ -107,8 +107,8 @@ def train_step(model, optimizer, scheduler, batches: list[MicroBatch], *, scale:
     return stats
 
 
-def precision_context(precision: str, device: torch.device):
-    bf16 = precision == "bf16" or (precision == "auto" and device.type == "cuda")
+def precision_context(bf16: bool, device: torch.device):
+    """bf16 autocast on `device`, or nothing (fp32): `bf16` is train.autocasts_bf16(device), the setting resolved."""
     return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
 
