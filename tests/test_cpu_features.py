@@ -43,7 +43,8 @@ def test_a_cpu_is_described_by_its_model_and_bf16_instructions(tmp_path):
 
 
 @pytest.mark.parametrize("cpuinfo, precision, warned", [(SKYLAKE, "bf16", True), (ZEN4, "bf16", False),
-                                                         (SKYLAKE, "fp32", False), (None, "bf16", False)])
+                                                         (SKYLAKE, "fp32", False), (None, "bf16", False),
+                                                         (SKYLAKE, "bf16-native", False)])  # it trains in fp32 there
 def test_pretrain_warns_once_where_a_cpu_would_emulate_bf16(tmp_path, monkeypatch, capsys, cpuinfo, precision, warned):
     path = tmp_path / "cpuinfo"
     if cpuinfo is not None:
@@ -73,6 +74,7 @@ def test_on_cuda_bf16_native_asks_the_gpu_and_auto_does_not(monkeypatch, support
     native = resolve(None, {"model": {"preset": "tiny"}}, ["train.precision=bf16-native"]).train
     assert native.autocasts_bf16(torch.device("cuda")) is supported and asked == [False]  # a V100 emulates it
     assert resolve(None, {"model": {"preset": "tiny"}}, []).train.autocasts_bf16(torch.device("cuda")) is True
+    assert asked == [False]  # auto does not ask: bf16 on every CUDA device, as before
 
 
 def _two_steps(shards, out, precision):

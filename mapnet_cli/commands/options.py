@@ -21,8 +21,8 @@ SetOpt = Annotated[
 RecipeOpt = Annotated[
     Optional[str],
     typer.Option("--recipe", help="Training recipe: fast (tiny, mini and small's default: pre-LN, no dropout, eps 1e-12, "
-                 "clipping, a higher LR), paper (the paper's settings; medium and base's default) or hour (fast with bf16, the "
-                 "modern block, 30% masking, batch 64 and its own shape, for 64-token shards); sets train.recipe.",
+                 "clipping, a higher LR), paper (the paper's settings; medium and base's default) or hour (fast with bf16 where "
+                 "the hardware computes it, the modern block, 30% masking, batch 64 and its own shape, for 64-token shards); sets train.recipe.",
                  show_default=False),
 ]
 PrintSettingsOpt = Annotated[

@@ -49,6 +49,17 @@ def budget_record(pr: PlannedRun) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8")).get("budget") if path.is_file() else None
 
 
+def precisions(pr: PlannedRun) -> list[str]:
+    """The precisions the run's starts trained in (run.json's first start and its `resumes`, `train.record`):
+    train.precision=bf16-native resolves per machine, so a run resumed elsewhere may have trained in both. Empty
+    for a run recorded before mapnet recorded it."""
+    path = pr.path / "run.json"
+    if not path.is_file():
+        return []
+    info = json.loads(path.read_text(encoding="utf-8"))
+    return sorted({start["precision"] for start in [info, *info.get("resumes", [])] if "precision" in start})
+
+
 def final_step(pr: PlannedRun) -> int | None:
     """The step a run ends at: train.steps, or the one its time budget bought (None: not recorded)."""
     if not pr.settings.train.time_budget:
@@ -86,7 +97,7 @@ def run_record(pr: PlannedRun, vocab_size: int, pad_id: int, train_sequences: in
         "eval_sha256": shas[0] if len(shas) == 1 else shas,
         "extra_eval_sha256": {name: v[0] if len(v) == 1 else v for name, v in extra_shas.items()},
         "eval": curve, "train": [{"step": r["step"], "loss": r["loss"], "elapsed": r["elapsed"]} for r in trains],
-        "seconds_per_step": trains[-1]["elapsed"] / trains[-1]["step"],
+        "seconds_per_step": trains[-1]["elapsed"] / trains[-1]["step"], "precision": precisions(pr),
         **({"budget": budget_record(pr)} if pr.settings.train.time_budget else {}),
         "unigram": read_unigram(pr.path / pr.settings.logging.metrics_file),
         "settings": pr.settings.to_dict(),

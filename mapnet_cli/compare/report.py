@@ -25,6 +25,11 @@ def results_document(plan: list[PlannedRun], runs: list[dict], argv: list[str], 
     if not checks["same_extra_eval_sets"]:
         raise MapnetError("the runs' train.extra_eval sets differ (names or eval_sha256@NAME): "
                           "their losses on those sets are not comparable")
+    if not checks["same_precision"]:
+        trained = ", ".join(f"{r['strategy']}/seed-{r['seed_index']}: {'+'.join(r['precision'])}" for r in runs
+                            if r.get("precision"))
+        raise MapnetError(f"the runs trained in different precisions ({trained}; train.precision=bf16-native resolves "
+                          "per machine): set train.precision to fp32 or bf16 and rerun the runs that differ")
     strategies = list(dict.fromkeys(pr.strategy for pr in plan))
     levels = [r["unigram"] for r in runs if r.get("unigram")]  # the same shards and held-out sets: the same levels
     return {"schema": SCHEMA, "command": list(argv), "versions": versions(), "unigram": levels[0] if levels else None,

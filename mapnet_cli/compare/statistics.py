@@ -197,8 +197,11 @@ def fairness_checks(runs: list[dict]) -> dict:
     eval_shas = {r["eval_sha256"] if isinstance(r["eval_sha256"], str) else "mixed" for r in runs}
     extra = {json.dumps(r["extra_eval_sha256"], sort_keys=True)
              if all(isinstance(v, str) for v in r["extra_eval_sha256"].values()) else "mixed" for r in runs}
+    # Every start of every run in one precision (runs recorded before mapnet recorded it say nothing either way).
+    recorded = {p for r in runs for p in r.get("precision", [])}
     return {"same_initial_weights_per_seed": same("initial_weights_sha256"),
             "same_data_order_per_seed": same("data_order_sha256"),
             "same_step0_eval_loss_per_seed": step0,
             "same_eval_set": len(eval_shas) == 1 and "mixed" not in eval_shas,
-            "same_extra_eval_sets": len(extra) == 1 and "mixed" not in extra}
+            "same_extra_eval_sets": len(extra) == 1 and "mixed" not in extra,
+            "same_precision": len(recorded) <= 1}

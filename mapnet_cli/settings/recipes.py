@@ -79,12 +79,13 @@ def _fast(preset: str, budgeted: bool) -> dict[str, dict[str, Any]]:
 
 # `hour`: `fast` with the levers that joined by section G's rule at equal (modelled) time, 2 seeds each, then won
 # together against the best single lever (`tiny` alone) on BLiMP, 59.0 / 58.6 against 57.1 / 58.1
-# (experiments/hour-levers, series 4): CPU bf16, the modern block (GeGLU, no biases, rotary positions), 30% masking,
+# (experiments/hour-levers, series 4): CPU bf16 (where native), the modern block (GeGLU, no biases, rotary positions), 30% masking,
 # and 64 sequences of 64 tokens a step (the same tokens as 32 x 128: `seq-64`). It was measured on 64-token shards of
 # a 16,384-token BPE (`vocab-16k`), which no setting of a run can make: `HOUR_DATA` says so, and a run refuses shards of
 # another sequence length (the batch is sized for it). The 20-minute search's schedule fractions are `fast`'s.
-# bf16 where the hardware computes it (the search's Xeon has AMX): on a CPU that emulates it a step cost 18x its fp32
-# step (an AMD EPYC without bf16 instructions, experiments/hour-masking), so there the recipe trains in fp32.
+# bf16 where the hardware computes it (section G's machines had it: an AMD EPYC with AVX512-BF16, then an Intel Xeon
+# with AMX): on a CPU that emulates it a step cost 18x its fp32 step (an AMD EPYC without bf16 instructions,
+# experiments/hour-masking), so there the recipe trains in fp32.
 HOUR_LEVERS: dict[str, dict[str, Any]] = {"model": {"block": "modern"},
                                           "train": {"precision": "bf16-native", "batch_size": 64},
                                           "masking": {"mask_prob": 0.3}}

@@ -95,7 +95,7 @@ class OptimSettings:
 @dataclass(frozen=True, kw_only=True)
 class TrainSettings:
     recipe: Literal["paper", "fast", "hour"] = setting(
-        "paper", "training recipe, a layer under the config file and flags (settings/recipes.py): paper = the defaults here; fast = pre-LN, no dropout, eps 1e-12, clipping, a higher LR (the default of the tiny, mini and small presets); hour = fast with bf16, the modern block, 30% masking and batch 64, its own shape (L4/H192), for 64-token shards of a 16,384-token BPE (experiments/hour-levers)")
+        "paper", "training recipe, a layer under the config file and flags (settings/recipes.py): paper = the defaults here; fast = pre-LN, no dropout, eps 1e-12, clipping, a higher LR (the default of the tiny, mini and small presets); hour = fast with bf16 where the hardware computes it (train.precision=bf16-native), the modern block, 30% masking and batch 64, its own shape (L4/H192), for 64-token shards of a 16,384-token BPE (experiments/hour-levers)")
     steps: int = setting(1_000_000, "optimizer steps (paper: 1M); with train.time_budget the budget decides the steps and this must stay at its default")
     time_budget: str = setting(
         "", "train until this much training time is spent, e.g. \"90s\", \"20m\", \"2h\", \"1h30m\" (empty: train.steps decides); evaluation, checkpoints and logging are not counted; the learning-rate schedule and the sequence-length warm-up are laid out in time (optim.warmup_fraction, train.short_seq_fraction), the last checkpoint lands when the budget is spent, run.json records the steps it bought, --resume counts the time already spent (train/budget.py)")
@@ -240,7 +240,12 @@ class TrainSettings:
         if device.type == "cuda":
             import torch
 
-            return self.precision == "auto" or torch.cuda.is_bf16_supported(including_emulation=False)
+            if self.precision == "auto":
+                return True
+            if device.index is None:  # "cuda": the current GPU, the one the run uses
+                return torch.cuda.is_bf16_supported(including_emulation=False)
+            with torch.cuda.device(device.index):  # the GPU this run uses, not whichever is current
+                return torch.cuda.is_bf16_supported(including_emulation=False)
         if self.precision == "bf16-native" and device.type == "cpu":
             from ..cpu_features import cpu_native_bf16
 

@@ -109,6 +109,8 @@ def train_step(model, optimizer, scheduler, batches: list[MicroBatch], *, scale:
 
 def precision_context(bf16: bool, device: torch.device):
     """bf16 autocast on `device`, or nothing (fp32): `bf16` is train.autocasts_bf16(device), the setting resolved."""
+    if not isinstance(bf16, bool):  # a setting's value ("fp32" is truthy) would silently turn bf16 on
+        raise TypeError(f"precision_context takes train.autocasts_bf16(device), a bool (got {bf16!r})")
     return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
 

@@ -66,7 +66,7 @@ def test_same_start_same_data_same_eval_set(compared):
     shards, out, _, doc = compared
     assert doc["checks"] == {"same_initial_weights_per_seed": True, "same_data_order_per_seed": True,
                              "same_step0_eval_loss_per_seed": True, "same_eval_set": True,
-                             "same_extra_eval_sets": True}
+                             "same_extra_eval_sets": True, "same_precision": True}
     uni, mapn = _runs(doc, "uniform"), _runs(doc, "mapnet")
     assert [r["seed"] for r in uni] == [r["seed"] for r in mapn] == [0, 1]
     for u, m in zip(uni, mapn):
@@ -230,6 +230,16 @@ def test_fairness_flags_runs_with_differing_extra_sets():
     assert checks["same_eval_set"] and not checks["same_extra_eval_sets"]
     assert cmp.fairness_checks([books_x, dict(books_x)])["same_extra_eval_sets"]
     assert not cmp.fairness_checks([books_x, {**base, "extra_eval_sha256": {}}])["same_extra_eval_sets"]
+
+
+def test_fairness_flags_runs_trained_in_different_precisions():
+    # bf16-native resolves per machine: an arm (or a resume) on a CPU with bf16 beside one without is not equal work.
+    base = {"seed_index": 0, "initial_weights_sha256": "w", "data_order_sha256": "d", "eval_sha256": "e",
+            "extra_eval_sha256": {}, "eval": [{"step": 0, "eval_loss": 9.0}]}
+    fp32, bf16, unrecorded = {**base, "precision": ["fp32"]}, {**base, "precision": ["bf16"]}, dict(base)
+    assert cmp.fairness_checks([fp32, dict(fp32), unrecorded])["same_precision"]
+    assert not cmp.fairness_checks([fp32, bf16])["same_precision"]
+    assert not cmp.fairness_checks([{**base, "precision": ["bf16", "fp32"]}])["same_precision"]  # a resume elsewhere
 
 
 def test_aggregate_extra_sets_get_their_own_curves_and_targets():
