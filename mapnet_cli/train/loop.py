@@ -385,6 +385,7 @@ class Run:
     def train(self, stop_at: int | None, report: Report, stop: StopSignals | None = None) -> Path:
         t = self.settings.train
         end = min(t.steps, stop_at or t.steps)
+        self.modelled_end = self._modelled_end(end) if self.budget is not None and self.budget.step_seconds else None
         if self.resumed_from is not None:
             report("resume", {"path": str(self.resumed_from), "step": self.step})
         if self.init_record is not None:
@@ -492,9 +493,28 @@ class Run:
             raise Stopped(stopped_by, self.step, self.out / "checkpoints" / checkpoint.step_name(self.step))
         return last or checkpoint.latest_checkpoint(self.out)
 
+    def _modelled_end(self, end: int) -> int:
+        """The step a budget on the modelled clock (train.step_seconds) ends at, known before it starts: the loop's
+        own count replayed without training — the warm-up ends at the first step that starts past its fraction, a
+        ramp's size follows the seconds counted, each step adds its modelled cost (`budget.counted`), in the
+        loop's order of additions, so the sum and the step it ends at are the loop's, bit for bit."""
+        t, budget = self.settings.train, self.budget
+        step, elapsed, short_end = self.step, self.elapsed, self.short_seq_end
+        while step < end and not budget.spent(elapsed):
+            if t.short_seq_len and short_end is None and budget.short_seq_over(elapsed):
+                short_end = step
+            whole = not t.short_seq_len or (short_end is not None and step >= short_end)
+            n_pieces = 1 if whole else self.data.max_seq_len // t.short_seq_len
+            elapsed = elapsed + budget.counted(0.0, n_pieces > 1, self.batch_at(step, elapsed) / t.batch_size)
+            step += 1
+        return step
+
     def _budget_total(self, end: int, final: bool) -> int:
-        """The steps a budget run will have taken, as the progress display's total: projected from the
-        fraction spent so far, the step itself at the last one (or at --stop-at's)."""
+        """The steps a budget run will have taken, as the progress display's total: on the modelled clock known
+        in advance (`_modelled_end`); on the wall clock projected from the fraction spent so far, the step itself
+        at the last one (or at --stop-at's)."""
+        if self.modelled_end is not None:
+            return self.modelled_end
         position = self.budget.position(self.elapsed)
         if final or self.step >= end or position <= 0:
             return self.step

@@ -297,3 +297,27 @@ def test_a_real_five_second_budget_stops_checkpoints_and_records_its_steps(synth
 
 
 # Two processes sharing rank 0's clock: tests/test_distributed.py (its run rides in that module's torchrun job).
+
+
+def test_a_modelled_budget_knows_its_last_step_from_the_first_one_resume_included(shards, tmp_path):
+    # Costs whose sums are not exact in binary (0.1 s, 0.07 s), a warm-up and a batch ramp: the progress total a
+    # modelled budget reports at every step is the step it ends at, as the loop's own additions reach it.
+    s = budget_settings("train.time_budget=2s", "optim.warmup_fraction=0.25", "train.short_seq_len=8",
+                        "train.short_seq_fraction=0.3", "train.step_seconds=0.1", "train.short_step_seconds=0.07",
+                        "train.batch_ramp_start=2", "train.batch_ramp_fraction=0.5")
+    totals: list[tuple[int, int]] = []
+
+    def report(kind: str, data: dict) -> None:
+        if kind == "step":
+            totals.append((data["step"], data["total"]))
+
+    last = pretrain(s, shards, tmp_path / "a", clock=FakeClock(tick=0.3), on_report=report)
+    steps = int(last.name.split("-")[1])
+    assert steps == json.loads((tmp_path / "a" / "run.json").read_text())["budget"]["steps"]
+    assert len(totals) == steps and {total for _, total in totals} == {steps}
+    totals.clear()
+    pretrain(s, shards, tmp_path / "b", stop_at=7, clock=FakeClock(tick=0.01), on_report=report)
+    assert {total for _, total in totals} == {7}  # --stop-at's step is where this start ends
+    totals.clear()
+    pretrain(s, shards, tmp_path / "b", resume=True, clock=FakeClock(tick=0.01), on_report=report)
+    assert totals[0][0] == 8 and {total for _, total in totals} == {steps}
