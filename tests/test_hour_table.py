@@ -118,3 +118,29 @@ def test_a_blimp_file_not_complete_is_left_out_and_said_so(tmp_path, capsys):
     (tmp_path / "blimp-final-pll.json").write_text(json.dumps({**doc, "complete": True}))
     hour_table.main([str(tmp_path)])
     assert "BLiMP at the budget's end" in capsys.readouterr().out
+
+
+def test_section_is_tables_read_the_benchmarks_output_and_the_runs_as_they_land(tmp_path):
+    import masking_tables
+
+    arm = lambda ratio, lo, hi, step: {"ratio": {"full": ratio, "short": ratio}, "step_seconds": step,  # noqa: E731
+                                        "short_step_seconds": step, "ratio_range": {"full": [lo, hi], "short": [lo, hi]}}
+    costs = {"reference": "uniform", "reference_pinned": True, "reference_seconds": {"full": 0.4, "short": 0.5},
+             "steps": 15, "skip": 2, "rounds_run": 3, "cores": 2, "omp_num_threads": "2", "cpu": "AMD EPYC; bf16: none",
+             "when": "2026-11-29T03:52:01Z", "load_before": [0.6, 1.0, 1.0], "load_after": [1.7, 1.7, 1.4],
+             "arms_given": [{"name": n} for n in ("uniform", "pmi", "mapnet-ht-lite")],
+             "arms": {"uniform": arm(1.0, 1.0, 1.0, 0.4), "pmi": arm(1.055, 1.053, 1.113, 0.422),
+                      "mapnet-ht-lite": arm(1.029, 1.009, 1.058, 0.4116)}}
+    (tmp_path / "costs.json").write_text(json.dumps(costs))
+    table = masking_tables.costs(tmp_path / "costs.json")
+    assert "`uniform`'s costs pinned (0.4 s, short 0.5 s)" in table and "0.60 / 1.00 / 1.00 before" in table
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "×" not in line]
+    assert rows == ["| uniform | 1 | 1 | 0.4 | 0.4 |", "| pmi | 1.055 (1.053–1.113) | 1.055 (1.053–1.113) | 0.422 | 0.422 |",
+                    "| mapnet-ht-lite | 1.029 (1.009–1.058) | 1.029 (1.009–1.058) | 0.4116 | 0.4116 |"]  # the costs' order
+    assert masking_tables.runs(tmp_path) == "*No run finished yet.*"
+    write_run(tmp_path / "runs" / "mapnet-ht-lite" / "seed-0", 2000, [9.9, 4.5])
+    write_run(tmp_path / "runs" / "uniform" / "seed-0", 2400, [9.9, 4.3])
+    (tmp_path / "runs" / "pmi").mkdir()  # started in a lane, nothing finished: left out
+    runs = masking_tables.runs(tmp_path)
+    assert runs.index("**uniform**") < runs.index("**mapnet-ht-lite**") and "**pmi**" not in runs
+    assert "| seed-0 | 2,400 | modelled |" in runs and "| 4.300 |" in runs and "| 4.500 |" in runs

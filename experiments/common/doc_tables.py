@@ -30,6 +30,7 @@ import headline_tables
 import hour_table
 import levers_costs
 import levers_table
+import masking_tables
 import pooling_table
 import performance_tables
 import shape_choice
@@ -52,6 +53,9 @@ TABLES: dict[str, Callable[[], str]] = {
     "pooling-default": pooling_table.table,
     "hour-shape-choice": shape_choice.kept,
     "hour-recipe": hour_table.kept,
+    "hour-masking-costs": masking_tables.costs,
+    "hour-masking-precision": partial(masking_tables.costs, masking_tables.RAW / "precision-costs.json"),
+    "hour-masking-runs": masking_tables.runs,
 }
 
 BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>(?:(?!<!-- /table -->).)*)(<!-- /table -->)", re.S)
