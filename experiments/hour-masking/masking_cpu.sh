@@ -15,10 +15,10 @@
 # SEEDS, DATA and MAPNET may be set in the environment; SETS adds run flags to every arm and to the costs (word-split:
 # SETS="--set train.precision=fp32"). REFERENCE="FULL SHORT" pins uniform's costs (seconds) to another machine's clock
 # (benchmarks/step_costs.py --reference): the arms' ratios to uniform are measured here, in lock-step, and the budget
-# buys the steps it bought there (section H's Xeon clock: REFERENCE="0.4385 0.5007"). The `hour` recipe masks 30% (section G's rate), so its `uniform`
-# is 30% and the rate arm is uniform@0.15, the rate it replaced. DATA names the shards (experiments/common/
-# real_text_kinds.sh; another recipe's default is base): the `hour` recipe's are section G's 64-token shards of the
-# 16,384-token text (runs/real-text-x5-16k/shards-64, built by levers_cpu.sh when absent; PMI's vocabulary beside them).
+# buys the steps it bought there (section H's Xeon clock: REFERENCE="0.4385 0.5007"). The `hour` recipe masks 30%
+# (section G's rate), so its `uniform` is 30% and the rate arm is uniform@0.15, the rate it replaced. DATA names the
+# shards (experiments/common/real_text_kinds.sh; another recipe's default is base): the `hour` recipe's are section G's
+# 64-token shards of the 16,384-token text (runs/real-text-x5-16k/shards-64, built by levers_cpu.sh when absent; PMI's vocabulary beside them).
 set -euo pipefail
 source experiments/common/bench_settings.sh
 OUT=$(realpath -m "$1"); WHICH=${2:-}
