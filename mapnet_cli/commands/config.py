@@ -1,6 +1,7 @@
 """`mapnet config show`: print the fully resolved settings.
 
     mapnet config show --preset tiny --config run.toml --set optim.lr=3e-4
+    mapnet config show --recipe hour --time-budget 60m      # the recipe's shape and its warm-ups laid out in time
     mapnet config show --docs
 """
 
@@ -15,7 +16,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from .. import settings as settings_mod
-from .options import ConfigOpt, RecipeOpt, SetOpt
+from .options import ConfigOpt, RecipeOpt, SetOpt, TimeBudgetOpt
 
 app = typer.Typer(help="Inspect settings.", no_args_is_help=True, rich_markup_mode=None)  # plain help, as `mapnet`
 
@@ -26,6 +27,7 @@ def show(
     set_: SetOpt = None,
     preset: Annotated[Optional[str], typer.Option("--preset", help="Model size preset.")] = None,
     recipe: RecipeOpt = None,
+    time_budget: TimeBudgetOpt = None,
     docs: Annotated[bool, typer.Option("--docs", help="List every setting with its default and meaning.")] = False,
 ) -> None:
     """Print the resolved settings as TOML (what a command would run with)."""
@@ -42,7 +44,7 @@ def show(
             table.add_row(key, default, doc)
         console.print(table)
         return
-    resolved = settings_mod.resolve(config, {"model": {"preset": preset}, "train": {"recipe": recipe}}, set_ or (),
+    resolved = settings_mod.resolve(config, {"model": {"preset": preset}, "train": {"recipe": recipe, "time_budget": time_budget}}, set_ or (),
                                     extra_sections=("recipe",))
     text = resolved.to_toml()
     if console.is_terminal:

@@ -10,7 +10,9 @@ happen between steps and are not counted, so how often a run evaluates does not 
 A compiled model's first steps (compilation) are steps, and count. The budget is spent when the summed
 step time reaches B; that step is the last, and it is evaluated and checkpointed like any final step.
 A budget its first step spends is refused in one line, with no checkpoint written: one update (at
-learning rate 0 when there is a warm-up, see below) is not a training run.
+learning rate 0 when there is a warm-up, see below) is not a training run. So is a budget too small for its
+warm-up, one whose first step spends the warm-up's share w B: the warm-up would hold only that update at rate 0
+and the next would start at about the peak (`Budget.check_first_step`).
 Every step of a budget run is read back (`step.train_step`'s `read`): on a GPU the host would otherwise
 time only the launching of kernels, and the last step, found only once it has run, must be checked finite
 before its checkpoint is written. With several processes rank 0's clock is the one every rank uses (one
@@ -124,6 +126,21 @@ class Budget:
 
     def spent(self, seconds: float) -> bool:
         return seconds >= self.seconds
+
+    def check_first_step(self, seconds: float, final: bool) -> None:
+        """Refuse, before any checkpoint, a budget too small for its warm-up: one its first step spent (`final`),
+        or one whose first step, `seconds` long, spent the learning-rate warm-up's share w * B. That first update
+        is taken at rate 0 (f(0) = 0), so the warm-up would hold no update that moves the weights and the second
+        would start at about the peak rate: the warm-up the settings ask for would not happen."""
+        if final:  # one update (at learning rate 0 with a warm-up) is no training run
+            raise MapnetError(f"train.time_budget {self.text} was spent by the first step alone ({seconds:.3g} s of "
+                              "training): it buys no training; give a longer budget")
+        warmup = self.warmup_fraction * self.seconds
+        if self.warmup_fraction and seconds >= warmup:
+            raise MapnetError(f"train.time_budget {self.text} is too short for its warm-up: the first step alone "
+                              f"({seconds:.3g} s of training) spent the warm-up's share (optim.warmup_fraction "
+                              f"{self.warmup_fraction:g}: {warmup:.3g} s), so the learning rate would jump from 0 to "
+                              "its peak; give a longer budget or a larger optim.warmup_fraction")
 
     def short_seq_over(self, seconds: float) -> bool:
         """Whether a step starting after `seconds` of training is past the sequence-length warm-up."""

@@ -452,9 +452,8 @@ class Run:
                        else rank0_seconds(self.elapsed + budget.counted(dt, n_pieces > 1, size / t.batch_size), self.info))
             last_dt = elapsed - self.elapsed  # rank 0's step time, the same on every rank
             final = budget is not None and budget.spent(elapsed)  # the budget's last step: logged, evaluated, saved
-            if final and self.step == 0:  # one update (at learning rate 0 with a warm-up) is no training run
-                raise MapnetError(f"train.time_budget {budget.text} was spent by the first step alone ({elapsed:.3g} s of "
-                                  "training): it buys no training; give a longer budget")
+            if budget is not None and self.step == 0:
+                budget.check_first_step(elapsed, final)
             self.step, self.position, self.elapsed = self.step + 1, self.position + taken, elapsed
             window_time += dt
             record = {"step": self.step, "loss": st.loss, "lr": st.lr, "grad_norm": st.grad_norm,

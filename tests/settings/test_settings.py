@@ -217,6 +217,14 @@ def test_config_show_cli(tmp_path):
     assert shown["model"]["hidden"] == 256 and shown["optim"]["lr"] == 0.002
     res = runner.invoke(app, ["config", "show", "--set", "optim.nope=1"])
     assert res.exit_code != 0 and isinstance(res.exception, MapnetError)
+    # A budget is shown as the run would take it: the recipe's warm-ups become fractions of it.
+    res = runner.invoke(app, ["config", "show", "--recipe", "hour", "--time-budget", "1h30m"])
+    assert res.exit_code == 0, res.output
+    shown = tomllib.loads(res.stdout)
+    assert shown["train"]["time_budget"] == "1h30m" and shown["optim"]["warmup_steps"] == 0
+    assert shown["optim"]["warmup_fraction"] > 0 and shown["model"]["hidden"] == 192
+    res = runner.invoke(app, ["config", "show", "--time-budget", "soon"])
+    assert isinstance(res.exception, MapnetError) and "with units" in str(res.exception)
 
 
 def test_type_errors_are_reported_with_range_errors_at_once():

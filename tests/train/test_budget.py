@@ -45,7 +45,10 @@ class FakeClock:
 
 
 def budget_settings(*extra: str):
-    return resolve(None, {"model": {"preset": "tiny"}}, [*TINY, *extra])
+    # The paper recipe's warm-up under a budget is 1% of it, which a 1-second budget's first tick spends (refused:
+    # test_a_budget_too_small_for_its_warm_up_is_refused...). Runs whose warm-up is not the point train without
+    # one; a test that gives optim.warmup_fraction overrides this.
+    return resolve(None, {"model": {"preset": "tiny"}}, [*TINY, "optim.warmup_fraction=0", *extra])
 
 
 @pytest.fixture(scope="module")
@@ -211,6 +214,28 @@ def test_a_budget_its_first_step_spends_is_refused_without_a_checkpoint(shards, 
                     clock=FakeClock(tick=0.5)).name == "step-00000002"
 
 
+def test_a_budget_too_small_for_its_warm_up_is_refused_without_a_checkpoint(shards, tmp_path):
+    # The first update is at rate 0; a first step (0.125 s) that spends the warm-up's share (0.1 s, or exactly
+    # 0.125 s: the next update would start at the peak) leaves no warm-up.
+    for fraction, share in (("0.1", "0.1"), ("0.125", "0.125")):
+        with pytest.raises(MapnetError, match=rf"train.time_budget 1s is too short for its warm-up: the first step alone "
+                                              rf"\(0.125 s of training\) spent the warm-up's share \(optim.warmup_fraction "
+                                              rf"{fraction}: {share} s\)"):
+            pretrain(budget_settings("train.time_budget=1s", f"optim.warmup_fraction={fraction}"), shards,
+                     tmp_path / f"w{fraction}", clock=FakeClock())
+        assert checkpoint.latest_checkpoint(tmp_path / f"w{fraction}") is None
+    # A warm-up of two steps runs (the second at rate 0.125 / 0.25 of the peak), and so does none at all.
+    assert pretrain(budget_settings("train.time_budget=1s", "optim.warmup_fraction=0.25"), shards, tmp_path / "two",
+                    clock=FakeClock()).name == "step-00000008"
+    assert pretrain(budget_settings("train.time_budget=1s", "optim.warmup_fraction=0"), shards, tmp_path / "none",
+                    clock=FakeClock(tick=0.5)).name == "step-00000002"
+    # On the modelled clock the first step counts its cost, whatever the wall clock read.
+    with pytest.raises(MapnetError, match="too short for its warm-up"):
+        pretrain(budget_settings("train.time_budget=1s", "optim.warmup_fraction=0.25", "train.step_seconds=0.3",
+                                 "train.short_seq_fraction=0", "train.short_seq_len=0"),
+                 shards, tmp_path / "modelled", clock=FakeClock(tick=0.01))
+
+
 def test_bad_budgets_and_step_counted_schedules_are_refused_in_one_line(shards, tmp_path):
     runner = CliRunner()
     base = ["pretrain", str(shards), "--out", str(tmp_path / "run"), "--preset", "tiny", "--print-settings"]
@@ -275,11 +300,12 @@ def test_bad_budgets_and_step_counted_schedules_are_refused_in_one_line(shards, 
 @pytest.mark.slow
 def test_a_real_five_second_budget_stops_checkpoints_and_records_its_steps(synthetic_shards, tmp_path):
     # 5 s, not less: on a loaded 2-core machine a first step has taken 4.8 s, and a budget its first step
-    # spends is refused.
+    # spends is refused; no learning-rate warm-up, as one whose share that first step spends is refused too
+    # (the schedule by time is tested exactly above, with a fake clock).
     runner = CliRunner()
     out = tmp_path / "run"
     res = runner.invoke(app, ["pretrain", str(synthetic_shards), "--out", str(out), "--preset", "tiny",
-                              "--time-budget", "5s", "--set", "optim.warmup_fraction=0.1",
+                              "--time-budget", "5s", "--set", "optim.warmup_fraction=0",
                               "--set", "train.short_seq_fraction=0.2", "--set", "train.batch_size=8",
                               "--set", "model.max_position=64", "--set", "shard.max_seq_len=64", "--set", "train.eval_sequences=16",
                               "--set", "train.eval_every=0", "--set", "train.checkpoint_every=0",
