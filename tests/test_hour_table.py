@@ -73,9 +73,14 @@ def test_the_curve_reads_minutes_from_the_counted_seconds_and_averages_the_seeds
     assert curve == [(pytest.approx(125 / 60), pytest.approx(0.53)), (pytest.approx(475 / 60), pytest.approx(0.58))]
     text = hour_table.curve_table(curve, [(2.0, 0.50), (10.0, 0.54)])
     assert "| 2.1 | 53.0 | 50.0 |" in text  # the reference at 2.08 min, between its points: 50.0 + 4 x 0.083 / 8
-    # The last segment: +5 points over 5.83 minutes, i.e. +51.4 per 60; on that line 58.0 + 0.857 x 7.92 = 64.8 at
-    # twice the budget (15.8 minutes).
-    assert "+51.4 points per 60 minutes" in text and "64.8 at 16 minutes" in text
+    # Two points: the second half (from 3.96 minutes) holds one, too few for a line.
+    assert "Second half" not in text
+    # The second half's least-squares line, not its last segment: points at 30, 40, 50 minutes (58, 57, 60) have a
+    # slope of 0.001 a minute (+6.0 points per 60; the last segment alone would say +18.0) and put 58.33 + 0.06 =
+    # 64.3 at 100 minutes.
+    text = hour_table.curve_table([(10.0, 0.50), (20.0, 0.56), (30.0, 0.58), (40.0, 0.57), (50.0, 0.60)], [])
+    assert "Second half (3 points from 25 minutes): +6.0 points per 60 minutes" in text
+    assert "puts 64.3 at 100 minutes" in text
 
 
 def test_the_mini_fast_curve_is_put_on_minutes_at_the_kept_costs():

@@ -9,7 +9,7 @@ checkpoint, as the search scored its arms, with each seed's random weights). The
 the higher mean BLiMP over the seeds; a difference within 0.5 points is a tie, and a tie goes to the lower mean
 held-out loss (both shapes train on the same shards and are scored on the same validation set, so their losses
 compare). The seeds are paired (same data order, evaluation masks and seed), so the difference is also given per
-seed with a 95% t-interval: one comparison.
+seed with a 95% t-interval: one interval, one comparison per seed.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def table(outs: list[Path]) -> str:
     paired = [rb[s][2] - ra[s][2] for s in sorted(ra) if s in rb]
     winner, why = choose(shapes)
     lines.append(f"\n{b} − {a}, BLiMP paired by seed: {', '.join(f'{100 * d:+.1f}' for d in paired)}; "
-                 f"{fmt(mean_ci(paired), f='+.1f')} (95% t-interval over {len(paired)} seeds: one comparison).")
+                 f"{fmt(mean_ci(paired), f='+.1f')} (95% t-interval over {len(paired)} paired seeds: {len(paired)} comparisons, one interval).")
     lines.append(f"\n**The `hour` recipe takes {winner}:** {why}.")
     return "\n".join(lines)
 
