@@ -44,8 +44,8 @@ def show(
             table.add_row(key, default, doc)
         console.print(table)
         return
-    resolved = settings_mod.resolve(config, {"model": {"preset": preset}, "train": {"recipe": recipe, "time_budget": time_budget}}, set_ or (),
-                                    extra_sections=("recipe",))
+    flags = {"model": {"preset": preset}, "train": {"recipe": recipe, "time_budget": time_budget}}
+    resolved = settings_mod.resolve(config, flags, set_ or (), extra_sections=("recipe",))
     text = resolved.to_toml()
     if console.is_terminal:
         console.print(Syntax(text, "toml"))
