@@ -119,8 +119,8 @@ def arm_settings(common: list[str], assignments: list[str], steps: int):
                      for k, v in strategy_masking(value, 2 * steps, budget=True).items()]
         else:
             rest.append(text)
-    # No learning-rate warm-up: the rate does not change what a step costs, and a warm-up shorter than one modelled
-    # second (10% of a 10-step budget's) is refused as too short.
+    # No learning-rate warm-up: the rate does not change what a step costs, and the 10% warm-up this used to give is
+    # at most one modelled second when --steps is 5 or fewer, a warm-up the first step spends (refused).
     timing = [f"train.time_budget={2 * steps}s", "optim.warmup_steps=0", "optim.warmup_fraction=0",
               "train.short_seq_steps=0", "train.short_seq_fraction=0.5", "train.step_seconds=1",
               "train.short_step_seconds=1", "train.eval_every=0", "train.eval_sequences=8", "train.checkpoint_every=0",

@@ -16,7 +16,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from .. import settings as settings_mod
-from .options import ConfigOpt, RecipeOpt, SetOpt, TimeBudgetOpt
+from .options import ConfigOpt, RecipeOpt, SetOpt
 
 app = typer.Typer(help="Inspect settings.", no_args_is_help=True, rich_markup_mode=None)  # plain help, as `mapnet`
 
@@ -27,7 +27,9 @@ def show(
     set_: SetOpt = None,
     preset: Annotated[Optional[str], typer.Option("--preset", help="Model size preset.")] = None,
     recipe: RecipeOpt = None,
-    time_budget: TimeBudgetOpt = None,
+    time_budget: Annotated[Optional[str], typer.Option(
+        "--time-budget", help="Show the settings of a run to this training-time budget, e.g. 90s, 20m, 2h (its warm-ups "
+        "as fractions of it); sets train.time_budget.", show_default=False)] = None,
     docs: Annotated[bool, typer.Option("--docs", help="List every setting with its default and meaning.")] = False,
 ) -> None:
     """Print the resolved settings as TOML (what a command would run with)."""

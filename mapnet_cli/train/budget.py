@@ -127,12 +127,12 @@ class Budget:
     def spent(self, seconds: float) -> bool:
         return seconds >= self.seconds
 
-    def check_first_step(self, seconds: float, final: bool) -> None:
-        """Refuse, before any checkpoint, a budget too small for its warm-up: one its first step spent (`final`),
-        or one whose first step, `seconds` long, spent the learning-rate warm-up's share w * B. That first update
+    def check_first_step(self, seconds: float) -> None:
+        """Refuse, before any checkpoint, a budget too small for its warm-up: one its first step, `seconds` long,
+        spent, or one whose first step spent the learning-rate warm-up's share w * B. That first update
         is taken at rate 0 (f(0) = 0), so the warm-up would hold no update that moves the weights and the second
         would start at about the peak rate: the warm-up the settings ask for would not happen."""
-        if final:  # one update (at learning rate 0 with a warm-up) is no training run
+        if self.spent(seconds):  # one update (at learning rate 0 with a warm-up) is no training run
             raise MapnetError(f"train.time_budget {self.text} was spent by the first step alone ({seconds:.3g} s of "
                               "training): it buys no training; give a longer budget")
         warmup = self.warmup_fraction * self.seconds
@@ -140,7 +140,9 @@ class Budget:
             raise MapnetError(f"train.time_budget {self.text} is too short for its warm-up: the first step alone "
                               f"({seconds:.3g} s of training) spent the warm-up's share (optim.warmup_fraction "
                               f"{self.warmup_fraction:g}: {warmup:.3g} s), so the learning rate would jump from 0 to "
-                              "its peak; give a longer budget or a larger optim.warmup_fraction")
+                              "its peak; give a longer budget or a larger optim.warmup_fraction (0: no warm-up); a "
+                              "compiled model's first step includes its compilation (train.compile=false, or a "
+                              "modelled clock: train.step_seconds)")
 
     def short_seq_over(self, seconds: float) -> bool:
         """Whether a step starting after `seconds` of training is past the sequence-length warm-up."""

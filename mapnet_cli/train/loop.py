@@ -453,7 +453,7 @@ class Run:
             last_dt = elapsed - self.elapsed  # rank 0's step time, the same on every rank
             final = budget is not None and budget.spent(elapsed)  # the budget's last step: logged, evaluated, saved
             if budget is not None and self.step == 0:
-                budget.check_first_step(elapsed, final)
+                budget.check_first_step(elapsed)
             self.step, self.position, self.elapsed = self.step + 1, self.position + taken, elapsed
             window_time += dt
             record = {"step": self.step, "loss": st.loss, "lr": st.lr, "grad_norm": st.grad_norm,
