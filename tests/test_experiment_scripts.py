@@ -30,7 +30,7 @@ def script(path: str, out: Path, *args: str, **env: str) -> subprocess.Completed
     (HOUR, ("pretrain",), {"CLOCK": "cpu"}, "CLOCK must be modelled or wall (got cpu)"),
     (HOUR, ("pretrain",), {"DATA": "seq32"}, "DATA must be base, seq64, vocab16k or vocab16k-seq64 (got seq32)"),
     (LEVERS, ("prepare", "base", "seq32"), {}, "unknown shards seq32 (base, seq64, vocab16k, vocab16k-seq64)"),
-    (MASKING, ("sweep",), {}, "usage: masking_cpu.sh OUT costs|run|table|smoke"),
+    (MASKING, ("sweep",), {}, "usage: masking_cpu.sh OUT costs|run|table|score|smoke"),
     (MASKING, ("run",), {"STRATEGIES": "pmi,uniform"}, "STRATEGIES must be uniform (the reference"),
     (MASKING, ("run",), {"STRATEGIES": "uniform"}, "STRATEGIES must be uniform (the reference"),
 ])

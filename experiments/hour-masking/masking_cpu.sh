@@ -9,6 +9,7 @@
 #   bash experiments/hour-masking/masking_cpu.sh OUT costs   # every arm's costs beside uniform's, alone (~15 min)
 #   bash experiments/hour-masking/masking_cpu.sh OUT run     # two compare lanes, then one compare over every arm
 #   bash experiments/hour-masking/masking_cpu.sh OUT table   # experiments/common/arms_table.py (loss and BLiMP deltas)
+#   bash experiments/hour-masking/masking_cpu.sh OUT score   # BLiMP of the seeds every arm has finished, while the lanes run
 #   bash experiments/hour-masking/masking_cpu.sh OUT smoke   # all of it on the embedded synthetic data (fast, tiny)
 #
 # STRATEGIES (compare's names; uniform first: the reference), RECIPE, PRESET (empty: the recipe's shape), BUDGET,
@@ -27,7 +28,8 @@ source experiments/common/lanes.sh
 RECIPE=${RECIPE:-hour}; PRESET=${PRESET:-}; BUDGET=${BUDGET:-20m}; SEEDS=${SEEDS:-3}
 # The hour recipe masks 30% (section G's rate): its `uniform` is 30%, and the rate arm is the 15% it replaced.
 STRATEGIES=${STRATEGIES:-uniform,uniform@0.15,mapnet-ht-lite,adaptive-soft-ht,pmi}
-case $WHICH in costs | run | table | smoke) ;; *) echo "usage: masking_cpu.sh OUT costs|run|table|smoke" >&2; exit 2 ;; esac
+case $WHICH in costs | run | table | score | smoke) ;;
+    *) echo "usage: masking_cpu.sh OUT costs|run|table|score|smoke" >&2; exit 2 ;; esac
 [[ $STRATEGIES == uniform,?* ]] || { echo "STRATEGIES must be uniform (the reference of costs and deltas) and at least one arm" >&2; exit 2; }
 IFS=, read -r -a ARMS <<<"$STRATEGIES"
 COST_ARGS=(); BLIMP=(--blimp "$(realpath -m ../shared/data/blimp)" --blimp-pairs 200)
@@ -102,9 +104,39 @@ run() {
     "${mapnet[@]}" compare "$SHARDS" --out "$OUT/arms" --strategies "$STRATEGIES" "${args[@]}" 2>&1 | tee "$OUT/arms.log"
 }
 
+# BLiMP of the runs that are done, now, beside the lanes: a `compare` in OUT/score over links to the finished runs of
+# the first seeds every arm has finished (BLiMP at each final checkpoint, cached in the run folder, where the last
+# compare reuses it; each seed's random-weight control and the unigram model in OUT/score). Its results.json holds
+# every number of those seeds, so a VM lost before the end loses no finished run's scores (copy it to raw/). A run
+# not finished is never linked: compare would train it, beside its lane.
+score() {
+    local n=0 arm run k ok
+    while :; do  # the first n seeds all finished for every arm
+        ok=1
+        for arm in "${ARMS[@]}"; do
+            run=$(compgen -G "$OUT/lane-*/runs/$arm/seed-$n" | head -n 1 || true)
+            [[ -n $run ]] && grep -q '"finished": true' "$run/run.json" 2>/dev/null || { ok=0; break; }
+        done
+        ((ok)) || break
+        n=$((n + 1))
+    done
+    ((n > 0)) || { echo "no seed is finished for every arm yet (${ARMS[*]})" >&2; exit 2; }
+    rm -rf "$OUT/score/runs"
+    for arm in "${ARMS[@]}"; do
+        mkdir -p "$OUT/score/runs/$arm"
+        for ((k = 0; k < n; k++)); do
+            ln -s "$(compgen -G "$OUT/lane-*/runs/$arm/seed-$k" | head -n 1)" "$OUT/score/runs/$arm/seed-$k"
+        done
+    done
+    local args=(--seeds "$n" --time-budget "$BUDGET" --step-costs "$COSTS" "${RUN[@]}" "${BLIMP[@]}")
+    OMP_NUM_THREADS=1 "${mapnet[@]}" compare "$SHARDS" --out "$OUT/score" --strategies "$STRATEGIES" "${args[@]}" 2>&1 \
+        | tee "$OUT/score.log"
+}
+
 case $WHICH in
     costs) data; costs ;;
     run) need_costs; data; run ;;
+    score) need_costs; score ;;
     table) uv run python experiments/common/arms_table.py "$OUT/arms/results.json" | tee "$OUT/table.md" ;;
     smoke) data; costs; run; uv run python experiments/common/arms_table.py "$OUT/arms/results.json" | tee "$OUT/table.md" ;;
 esac
