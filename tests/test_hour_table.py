@@ -149,3 +149,21 @@ def test_section_is_tables_read_the_benchmarks_output_and_the_runs_as_they_land(
     runs = masking_tables.runs(tmp_path)
     assert runs.index("**uniform**") < runs.index("**mapnet-ht-lite**") and "**pmi**" not in runs
     assert "| seed-0 | 2,400 | modelled |" in runs and "| 4.300 |" in runs and "| 4.500 |" in runs
+
+
+def test_the_scored_seeds_table_reads_the_most_seeds_kept_and_names_their_controls(tmp_path):
+    import masking_tables
+
+    assert masking_tables.scored(tmp_path) == "*No seed scored yet.*"
+    kept = masking_tables.RAW / "score" / "seeds-1" / "results.json"  # the real file of the first scored seed
+    for n in (1, 10):  # 10 sorts before 2 as text: the count decides, not the name
+        (tmp_path / "score" / f"seeds-{n}").mkdir(parents=True)
+        doc = json.loads(kept.read_text())
+        doc["aggregate"]["strategies"]["uniform"]["blimp"]["mean"] = n / 100  # tells the two files apart
+        (tmp_path / "score" / f"seeds-{n}" / "results.json").write_text(json.dumps(doc))
+    (tmp_path / "score" / "seeds-2").mkdir()  # no results.json: left out
+    table = masking_tables.scored(tmp_path)
+    assert table.startswith("`raw/score/seeds-10/results.json`: uniform, uniform@0.15, mapnet-ht-lite, adaptive-soft-ht")
+    assert "BLiMP (PLL, 45 paradigms × 200 pairs): uniform 10.0, uniform@0.15 60.4" in table
+    assert "random weights 50.1, the unigram model 46.8." in table and "one seed gives no interval" in table
+    assert "| mapnet-ht-lite | +0.004 | -0.018 | -0.021 | 0 of 1 | not reached | – | -1.3 |" in table

@@ -56,6 +56,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "hour-masking-costs": masking_tables.costs,
     "hour-masking-precision": partial(masking_tables.costs, masking_tables.RAW / "precision-costs.json"),
     "hour-masking-runs": masking_tables.runs,
+    "hour-masking-scored": masking_tables.scored,
 }
 
 BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>(?:(?!<!-- /table -->).)*)(<!-- /table -->)", re.S)

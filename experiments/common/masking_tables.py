@@ -5,12 +5,18 @@
   modelled run counts, and where, when and under what load it was measured.
 - `runs`: every finished run of the comparison as it lands in raw/runs/ARM/seed-K (hour_table.runs_table, one
   table per arm, in the order the costs name the arms): the steps its time bought and its final held-out loss.
+- `scored`: the latest `masking_cpu.sh OUT score` kept in raw/score/seeds-N (the most seeds): arms_table's loss
+  and paired-difference tables of its results.json, and each arm's BLiMP beside its controls.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import contextlib
+import io
+
+import arms_table
 from hour_table import read, runs_table
 
 RAW = Path(__file__).resolve().parents[2] / "experiments" / "hour-masking" / "raw"
@@ -43,3 +49,24 @@ def runs(raw: Path = RAW) -> str:
     done = {p.name: sorted(p.glob("seed-*")) for p in (raw / "runs").iterdir() if p.is_dir()} if (raw / "runs").is_dir() else {}
     parts = [f"**{arm}**\n\n{runs_table(done[arm])}" for arm in order if done.get(arm)]
     return "\n\n".join(parts) if parts else "*No run finished yet.*"
+
+
+def scored(raw: Path = RAW) -> str:
+    kept = sorted((raw / "score").glob("seeds-*/results.json"), key=lambda p: int(p.parent.name.split("-")[1]))
+    if not kept:
+        return "*No seed scored yet.*"
+    path = kept[-1]
+    doc = read(path)
+    agg, control = doc["aggregate"]["strategies"], doc["aggregate"]["blimp_control"]
+    n = len(doc["seeds"])
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        arms_table.main(str(path))
+    blimp = ", ".join(f"{arm} {100 * a['blimp']['mean']:.1f}" for arm, a in agg.items())
+    head = (f"`raw/score/{path.parent.name}/results.json`: {', '.join(doc['strategies'])}, seed"
+            f"{'s' if n > 1 else ''} {', '.join(map(str, doc['seeds']))} ({n} paired comparison{'s' if n > 1 else ''} "
+            f"per arm and measure{'; one seed gives no interval' if n == 1 else ''}); held-out loss in nats, Δ = arm − "
+            "uniform on the same seed.")
+    tail = (f"BLiMP (PLL, {doc['blimp']['paradigms']} paradigms × {doc['blimp']['pairs_per_paradigm']} pairs): {blimp}; "
+            f"random weights {100 * control['random_init']['mean']:.1f}, the unigram model {100 * control['unigram']:.1f}.")
+    return f"{head}\n\n{out.getvalue().rstrip()}\n\n{tail}"
