@@ -11,10 +11,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import contextlib
 import io
+from pathlib import Path
 
 import arms_table
 from hour_table import read, runs_table
