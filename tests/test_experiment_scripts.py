@@ -49,6 +49,34 @@ def test_a_stage_that_needs_the_costs_says_so_before_building_data(tmp_path, pat
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "run the costs stage first" in done.stderr
 
 
+def test_score_links_only_the_seeds_every_arm_has_finished(tmp_path):
+    # A run not finished must never reach the scoring compare: it would train it, beside its own lane.
+    out, recorder = tmp_path / "out", tmp_path / "mapnet.sh"
+    recorder.write_text('echo "$@" > "$(dirname "$0")/argv"\n')
+    (out / "costs.json").parent.mkdir(parents=True)
+    (out / "costs.json").write_text("{}")
+
+    def run(lane: str, arm: str, seed: int, finished: bool) -> None:
+        folder = out / f"lane-{lane}" / "runs" / arm / f"seed-{seed}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "run.json").write_text(f'{{"budget": {{"finished": {str(finished).lower()}}}}}')
+
+    env = {"STRATEGIES": "uniform,pmi", "MAPNET": f"bash {recorder}"}
+    run("a", "uniform", 0, True), run("b", "pmi", 0, False)
+    done = script(MASKING, out, "score", **env)
+    assert done.returncode == 2 and done.stderr.startswith("no seed is finished for every arm yet (uniform pmi)")
+    assert not (out / "score").exists() and not (tmp_path / "argv").exists()
+    run("b", "pmi", 0, True), run("a", "uniform", 1, True), run("b", "pmi", 1, False)  # seed 1: one arm only
+    done = script(MASKING, out, "score", **env)
+    assert done.returncode == 0, done.stderr
+    links = sorted(p.relative_to(out / "score" / "runs") for p in (out / "score" / "runs").glob("*/*"))
+    assert [str(p) for p in links] == ["pmi/seed-0", "uniform/seed-0"]
+    assert (out / "score" / "runs" / "pmi" / "seed-0").resolve() == out / "lane-b" / "runs" / "pmi" / "seed-0"
+    argv = (tmp_path / "argv").read_text().split()
+    assert argv[:5] == ["compare", argv[1], "--out", str(out / "score"), "--strategies"] and argv[5] == "uniform,pmi"
+    assert argv[argv.index("--seeds") + 1] == "1"
+
+
 def test_an_arm_of_the_baselines_architecture_reuses_its_random_weight_controls(tmp_path):
     # levers_cpu.sh with BASELINE=kept has no baseline folder: the controls come from any arm of the baseline's
     # architecture (same seeds, same weights), never from an arm with its own (another shape or block).
