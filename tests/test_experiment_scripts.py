@@ -93,12 +93,18 @@ def test_an_arm_of_the_baselines_architecture_reuses_its_random_weight_controls(
     assert not (out / "arms" / "shape-L8-H128" / "blimp-controls.json").exists()  # its own: scored by its run
 
 
-@pytest.mark.parametrize("data, shards, held_out", [
-    ("base", "runs/real-text-x5/shards", "runs/real-text"),
-    ("seq64", "runs/real-text-x5/shards-64", "runs/real-text"),
-    ("vocab16k", "runs/real-text-x5-16k/shards", "runs/real-text-16k"),
-    ("vocab16k-seq64", "runs/real-text-x5-16k/shards-64", "runs/real-text-16k"),
-])
+# A recording `mapnet` that also finishes what a `compare --strategies ARMS --seeds N` asks for: each run's
+# run.json says its budget is spent, as a real run's does (what the queue lanes read).
+FINISH_COMPARED_RUNS = r"""
+[[ $1 == compare ]] || exit 0
+while (($#)); do case $1 in --out) out=$2 ;; --strategies) arms=$2 ;; --seeds) seeds=$2 ;; esac; shift; done
+IFS=, read -r -a arms <<<"$arms"
+for arm in "${arms[@]}"; do for ((k = 0; k < ${seeds:-3}; k++)); do
+    mkdir -p "$out/runs/$arm/seed-$k"; echo '{"budget": {"finished": true}}' > "$out/runs/$arm/seed-$k/run.json"
+done; done
+"""
+
+
 def recorded_run(tmp_path: Path, path: str, stage: str, arm: str, shards: str, held_out: str,
                  spent: tuple[int, ...] = (), **env: str) -> tuple[list[str], Path, Path]:
     """`path OUT stage` in a working copy whose runs/ holds only manifests (of `shards` and of `held_out`'s shards
@@ -121,7 +127,7 @@ def recorded_run(tmp_path: Path, path: str, stage: str, arm: str, shards: str, h
         (out / f"seed-{seed}.log").write_text("the budget run's own log\n")
     (out / "costs.json").write_text(f'{{"arms": {{"{arm}": {{"step_seconds": 0.5, "short_step_seconds": 0.4}}}}}}')
     fake = tmp_path / "mapnet"
-    fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {calls}\n')
+    fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {calls}\n' + FINISH_COMPARED_RUNS)
     fake.chmod(0o755)
     done = subprocess.run(["bash", str(REPO / path), str(out), stage], cwd=work, capture_output=True, text=True,
                           timeout=60, env={**os.environ, **env, "MAPNET": str(fake)})
@@ -168,19 +174,22 @@ def test_the_hour_script_adds_a_seed_without_touching_those_that_spent_their_bud
 ])
 def test_the_masking_script_compares_on_its_recipes_shards_with_their_pmi_vocabulary(tmp_path, env, shards, held_out,
                                                                                       seq):
-    # As above, for section I: every compare (both lanes and the last one over all arms) reads the same shards, cut
-    # to their sequence length, scores the held-out sets of their tokenizer, and PMI's vocabulary is built from the
-    # preparation those shards were cut from.
+    # As above, for section I: every compare (each run a lane trains, and the last one over all arms) reads the same
+    # shards, cut to their sequence length, scores the held-out sets of their tokenizer, and PMI's vocabulary is
+    # built from the preparation those shards were cut from.
     calls, work, out = recorded_run(tmp_path, MASKING, "run", "uniform", shards, held_out, **env,
-                                    STRATEGIES="uniform,pmi")
+                                    STRATEGIES="uniform,pmi", SEEDS="2")
     prep = (work / shards).parent / "prep"
     assert calls[0] == f"pmi-vocab {prep} --out {work / shards}/pmi.tsv --min-count 11 --size 200000 --no-progress"
     compares = [line for line in calls if line.startswith("compare ")]
-    assert len(compares) == 3  # two lanes, then the one over every arm
+    assert len(compares) == 5  # one per run (2 arms x 2 seeds), then the one over every arm
+    assert "--blimp " in compares[-1] and not any("--blimp " in line for line in compares[:-1])  # lanes only train
+    assert sorted(p.relative_to(out / "arms" / "runs").as_posix() for p in (out / "arms" / "runs").glob("*/*")) == [
+        "pmi/seed-0", "pmi/seed-1", "uniform/seed-0", "uniform/seed-1"]  # gathered
     for line in compares:
         assert line.startswith(f"compare {work / shards} --out {out}/")
         assert f"shard.max_seq_len={seq} " in line and held_out_flag(work, held_out) in line
-        assert ("--set train.precision=fp32 " in line) == ("SETS" in env)  # every arm and lane: comparable runs
+        assert ("--set train.precision=fp32 " in f"{line} ") == ("SETS" in env)  # every arm and lane: comparable runs
 
 
 def test_the_masking_costs_pin_uniform_to_another_clock_and_take_the_run_flags(tmp_path):
@@ -223,3 +232,47 @@ def test_the_hour_script_takes_an_arms_costs_from_section_gs_pinned_clock(tmp_pa
     costs = json.loads((out / "costs.json").read_text())["arms"]["hour"]
     assert (costs["step_seconds"], costs["short_step_seconds"]) == (0.2443, 0.2732)
     assert costs["from"] == {"file": str(kept), "arm": "combined-x"}
+
+
+def test_the_queue_lanes_train_every_run_once_and_resume_their_own(tmp_path):
+    # Two lanes over one queue (lanes.sh): each run trained exactly once, in the lane that already holds it when it
+    # was stopped there; earlier seeds reached through links that compare reuses (never trained through a link);
+    # the finished runs then gathered, one real folder each.
+    out, log, fake = tmp_path / "out", tmp_path / "trained.txt", tmp_path / "mapnet.sh"
+    fake.write_text(rf"""
+while (($#)); do case $1 in --out) out=$2 ;; --strategies) arm=$2 ;; --seeds) seeds=$2 ;; esac; shift; done
+for ((k = 0; k < seeds; k++)); do
+    run=$out/runs/$arm/seed-$k
+    grep -q '"finished": true' "$run/run.json" 2>/dev/null && continue
+    [[ -L $run ]] && {{ echo "trained through a link: $run" >&2; exit 3; }}
+    echo "$(basename "$out") $arm $k" >> {log}
+    mkdir -p "$run"; sleep 0.3; echo '{{"budget": {{"finished": true}}}}' > "$run/run.json"
+done
+""")
+    stopped = out / "lane-b" / "runs" / "pmi" / "seed-1"  # lane b stopped it inside its budget
+    stopped.mkdir(parents=True)
+    (stopped / "run.json").write_text('{"budget": {"finished": false}}')
+    (out / "lane-a" / "runs" / "pmi" / "seed-0").mkdir(parents=True)
+    (out / "lane-a" / "runs" / "pmi" / "seed-0" / "run.json").write_text('{"budget": {"finished": true}}')
+    lanes = (f'set -euo pipefail; source experiments/common/lanes.sh; mapnet=(bash {fake}); '
+             f'queue_lanes {out} SHARDS 3 uniform,span,pmi --set x=1; gather {out} {out}/arms')
+    done = subprocess.run(["bash", "-c", lanes], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr + (out / "lane-a.log").read_text() + (out / "lane-b.log").read_text()
+    trained = log.read_text().splitlines()
+    assert sorted(line.split(" ", 1)[1] for line in trained) == sorted(
+        f"{arm} {k}" for arm in ("uniform", "span", "pmi") for k in range(3) if (arm, k) != ("pmi", 0))
+    assert "lane-b pmi 1" in trained and {line.split()[0] for line in trained} == {"lane-a", "lane-b"}
+    runs = sorted(p.relative_to(out / "arms" / "runs").as_posix() for p in (out / "arms" / "runs").glob("*/*"))
+    assert runs == [f"{arm}/seed-{k}" for arm in ("pmi", "span", "uniform") for k in range(3)]
+    assert not any(p.is_dir() and not p.is_symlink() for p in out.glob("lane-*/runs/*/*"))  # only links left
+
+
+def test_the_queue_lanes_stop_at_a_failed_run_and_say_which_are_unfinished(tmp_path):
+    # A failed (or SIGTERM-stopped) compare ends its lane at once: no next run is started behind it.
+    out, fake = tmp_path / "out", tmp_path / "mapnet.sh"
+    fake.write_text('while (($#)); do case $1 in --strategies) arm=$2 ;; esac; shift; done; exit 1\n')
+    lanes = (f'set -euo pipefail; source experiments/common/lanes.sh; mapnet=(bash {fake}); '
+             f'queue_lanes {out} SHARDS 2 uniform,pmi')
+    done = subprocess.run(["bash", "-c", lanes], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stderr.startswith("a lane failed (exit 1)")
+    assert sorted(p.name for p in (out / "claims").iterdir()) == ["pmi.seed-0", "uniform.seed-0"]  # one run a lane

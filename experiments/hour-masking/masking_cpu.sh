@@ -7,7 +7,7 @@
 # depend on the machine's load while the runs train.
 #
 #   bash experiments/hour-masking/masking_cpu.sh OUT costs   # every arm's costs beside uniform's, alone (~15 min)
-#   bash experiments/hour-masking/masking_cpu.sh OUT run     # two compare lanes, then one compare over every arm
+#   bash experiments/hour-masking/masking_cpu.sh OUT run     # two lanes over one queue of runs, then one compare over all
 #   bash experiments/hour-masking/masking_cpu.sh OUT table   # experiments/common/arms_table.py (loss and BLiMP deltas)
 #   bash experiments/hour-masking/masking_cpu.sh OUT score   # BLiMP of the seeds every arm has finished, while the lanes run
 #   bash experiments/hour-masking/masking_cpu.sh OUT smoke   # all of it on the embedded synthetic data (fast, tiny)
@@ -89,19 +89,15 @@ need_costs() { [[ -f $COSTS ]] || { echo "no $COSTS: run the costs stage first (
 
 run() {
     need_costs
-    # Two one-thread lanes, the arms dealt alternately (uniform in lane a); the runs' speed does not matter here.
-    local a=() b=() k
-    for k in "${!ARMS[@]}"; do if ((k % 2 == 0)); then a+=("${ARMS[k]}"); else b+=("${ARMS[k]}"); fi; done
-    local args=(--seeds "$SEEDS" --time-budget "$BUDGET" --step-costs "$COSTS" "${RUN[@]}" "${BLIMP[@]}")
+    # Two one-thread lanes over one queue of runs (queue_lanes: whichever lane is free takes the next run, in
+    # compare's seed-major order); BLiMP waits for the last compare (and the score stage), so a lane only trains.
+    local train=(--time-budget "$BUDGET" --step-costs "$COSTS" "${RUN[@]}")
     loadline run start
-    lane "$OUT" a "$SHARDS" "$(IFS=,; echo "${a[*]}")" "${args[@]}" & local pa=$!
-    lane "$OUT" b "$SHARDS" "$(IFS=,; echo "${b[*]}")" "${args[@]}" & local pb=$!
-    local rc=0
-    wait $pa || rc=$?; wait $pb || rc=$?
+    queue_lanes "$OUT" "$SHARDS" "$SEEDS" "$STRATEGIES" "${train[@]}" || { loadline run end; exit 1; }
     loadline run end
-    ((rc == 0)) || { echo "a lane failed (exit $rc): $OUT/lane-a.log, $OUT/lane-b.log" >&2; exit 1; }
     gather "$OUT" "$OUT/arms"
-    "${mapnet[@]}" compare "$SHARDS" --out "$OUT/arms" --strategies "$STRATEGIES" "${args[@]}" 2>&1 | tee "$OUT/arms.log"
+    "${mapnet[@]}" compare "$SHARDS" --out "$OUT/arms" --strategies "$STRATEGIES" --seeds "$SEEDS" "${train[@]}" \
+        "${BLIMP[@]}" 2>&1 | tee "$OUT/arms.log"
 }
 
 # BLiMP of the runs that are done, now, beside the lanes: a `compare` in OUT/score over links to the finished runs of
@@ -113,10 +109,7 @@ score() {
     local n=0 arm run k ok
     while :; do  # the first n seeds all finished for every arm
         ok=1
-        for arm in "${ARMS[@]}"; do
-            run=$(compgen -G "$OUT/lane-*/runs/$arm/seed-$n" | head -n 1 || true)
-            [[ -n $run ]] && grep -q '"finished": true' "$run/run.json" 2>/dev/null || { ok=0; break; }
-        done
+        for arm in "${ARMS[@]}"; do run_finished "$(run_home "$OUT" "$arm" "$n")" || { ok=0; break; }; done
         ((ok)) || break
         n=$((n + 1))
     done
@@ -125,7 +118,7 @@ score() {
     for arm in "${ARMS[@]}"; do
         mkdir -p "$OUT/score/runs/$arm"
         for ((k = 0; k < n; k++)); do
-            ln -s "$(compgen -G "$OUT/lane-*/runs/$arm/seed-$k" | head -n 1)" "$OUT/score/runs/$arm/seed-$k"
+            ln -s "$(run_home "$OUT" "$arm" "$k")" "$OUT/score/runs/$arm/seed-$k"
         done
     done
     local args=(--seeds "$n" --time-budget "$BUDGET" --step-costs "$COSTS" "${RUN[@]}" "${BLIMP[@]}")
