@@ -106,7 +106,7 @@ run() {
 # every number of those seeds, so a VM lost before the end loses no finished run's scores (copy it to raw/). A run
 # not finished is never linked: compare would train it, beside its lane.
 score() {
-    local n=0 arm run k ok
+    local n=0 arm k ok
     while :; do  # the first n seeds all finished for every arm
         ok=1
         for arm in "${ARMS[@]}"; do run_finished "$(run_home "$OUT" "$arm" "$n")" || { ok=0; break; }; done
