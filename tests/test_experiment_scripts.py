@@ -106,11 +106,12 @@ done; done
 
 
 def recorded_run(tmp_path: Path, path: str, stage: str, arm: str, shards: str, held_out: str,
-                 spent: tuple[int, ...] = (), **env: str) -> tuple[list[str], Path, Path]:
+                 spent: tuple[int, ...] = (), kept: dict[str, str] | None = None, **env: str
+                 ) -> tuple[list[str], Path, Path]:
     """`path OUT stage` in a working copy whose runs/ holds only manifests (of `shards` and of `held_out`'s shards
     and held-out sets: nothing is built), with OUT's costs for `arm` and a `mapnet` that records what it was asked:
     (its calls, the working copy, OUT). The seeds in `spent` have already spent their budget in OUT (a run.json
-    that says so, and their log)."""
+    that says so, and their log); `kept` holds files already in OUT ({relative path: text})."""
     work = tmp_path / "work"
     (work / "experiments").mkdir(parents=True)
     for part in ("hour-recipe", "hour-masking", "common", "hour-levers", "real-text-cpu"):
@@ -121,6 +122,9 @@ def recorded_run(tmp_path: Path, path: str, stage: str, arm: str, shards: str, h
         (work / folder / "manifest.json").write_text(f'{{"vocab_size": {vocab}}}')
     out, calls = tmp_path / "out", tmp_path / "calls.txt"
     out.mkdir()
+    for rel, text in (kept or {}).items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(text)
     for seed in spent:
         (out / f"runs/seed-{seed}/checkpoints").mkdir(parents=True)
         (out / f"runs/seed-{seed}/run.json").write_text('{"budget": {"time_budget": "60m", "seconds": 3600, "finished": true}}')
@@ -178,7 +182,7 @@ def test_the_masking_script_compares_on_its_recipes_shards_with_their_pmi_vocabu
     # shards, cut to their sequence length, scores the held-out sets of their tokenizer, and PMI's vocabulary is
     # built from the preparation those shards were cut from.
     calls, work, out = recorded_run(tmp_path, MASKING, "run", "uniform", shards, held_out, **env,
-                                    STRATEGIES="uniform,pmi", SEEDS="2")
+                                    STRATEGIES="uniform,pmi", SEEDS="2", kept={"score/blimp-controls.json": "scored"})
     prep = (work / shards).parent / "prep"
     assert calls[0] == f"pmi-vocab {prep} --out {work / shards}/pmi.tsv --min-count 11 --size 200000 --no-progress"
     compares = [line for line in calls if line.startswith("compare ")]
@@ -186,6 +190,7 @@ def test_the_masking_script_compares_on_its_recipes_shards_with_their_pmi_vocabu
     assert "--blimp " in compares[-1] and not any("--blimp " in line for line in compares[:-1])  # lanes only train
     assert sorted(p.relative_to(out / "arms" / "runs").as_posix() for p in (out / "arms" / "runs").glob("*/*")) == [
         "pmi/seed-0", "pmi/seed-1", "uniform/seed-0", "uniform/seed-1"]  # gathered
+    assert (out / "arms" / "blimp-controls.json").read_text() == "scored"  # the score stage's controls reused
     for line in compares:
         assert line.startswith(f"compare {work / shards} --out {out}/")
         assert f"shard.max_seq_len={seq} " in line and held_out_flag(work, held_out) in line

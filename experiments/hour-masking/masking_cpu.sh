@@ -96,6 +96,10 @@ run() {
     queue_lanes "$OUT" "$SHARDS" "$SEEDS" "$STRATEGIES" "${train[@]}" || { loadline run end; exit 1; }
     loadline run end
     gather "$OUT" "$OUT/arms"
+    # The runs' BLiMP is cached in their folders (the score stage's); the controls' cache is the score folder's,
+    # keyed by weights and scorer: the last compare starts from it instead of scoring the same random weights again.
+    [[ -f $OUT/arms/blimp-controls.json || ! -f $OUT/score/blimp-controls.json ]] \
+        || cp "$OUT/score/blimp-controls.json" "$OUT/arms/blimp-controls.json"
     "${mapnet[@]}" compare "$SHARDS" --out "$OUT/arms" --strategies "$STRATEGIES" --seeds "$SEEDS" "${train[@]}" \
         "${BLIMP[@]}" 2>&1 | tee "$OUT/arms.log"
 }
