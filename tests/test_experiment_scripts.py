@@ -281,3 +281,21 @@ def test_the_queue_lanes_stop_at_a_failed_run_and_say_which_are_unfinished(tmp_p
     done = subprocess.run(["bash", "-c", lanes], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and done.stderr.startswith("a lane failed (exit 1)")
     assert sorted(p.name for p in (out / "claims").iterdir()) == ["pmi.seed-0", "uniform.seed-0"]  # one run a lane
+
+
+def test_a_lane_claims_its_own_stopped_run_while_compare_starts_it_again(tmp_path):
+    # compare deletes a stopped run that never reached a checkpoint before it trains it again: in that gap the other
+    # lane must not find the run unheld and train it a second time.
+    out, log, fake = tmp_path / "out", tmp_path / "trained.txt", tmp_path / "mapnet.sh"
+    fake.write_text(rf"""
+while (($#)); do case $1 in --out) out=$2 ;; --strategies) arm=$2 ;; esac; shift; done
+run=$out/runs/$arm/seed-0
+if [[ $arm == x ]]; then rm -rf "$run"; sleep 2; else sleep 0.2; fi
+echo "$(basename "$out") $arm" >> {log}
+mkdir -p "$run"; echo '{{"budget": {{"finished": true}}}}' > "$run/run.json"
+""")
+    (out / "lane-a" / "runs" / "x" / "seed-0").mkdir(parents=True)  # stopped before its first checkpoint
+    lanes = f'set -euo pipefail; source experiments/common/lanes.sh; mapnet=(bash {fake}); queue_lanes {out} S 1 x,y'
+    done = subprocess.run(["bash", "-c", lanes], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert sorted(log.read_text().splitlines()) == ["lane-a x", "lane-b y"]

@@ -52,8 +52,11 @@ queue_next() {  # OUT NAME SEEDS ARM...: the next run the lane takes, as "ARM K"
     for ((k = 0; k < seeds; k++)); do  # its own stopped run first
         for arm in "$@"; do
             home=$(run_home "$out" "$arm" "$k")
+            # Claimed too: compare deletes a run folder with no checkpoint before it starts it again, and the
+            # other lane must not take the run then.
             [[ $home == "$out/lane-$name/runs/$arm/seed-$k" ]] && ! run_finished "$home" \
-                && earlier_seeds_finished "$out" "$arm" "$k" && { echo "$arm $k"; return; }
+                && earlier_seeds_finished "$out" "$arm" "$k" && mkdir -p "$out/claims/$arm.seed-$k" \
+                && { echo "$arm $k"; return; }
         done
     done
     for ((k = 0; k < seeds; k++)); do
@@ -75,8 +78,8 @@ queue_lane() {  # OUT NAME SHARDS SEEDS ARMS COMPARE-ARGS... (ARMS a comma list;
         read -r arm k <<<"$unit"
         for ((j = 0; j < k; j++)); do  # the earlier seeds, for compare to reuse
             link=$out/lane-$name/runs/$arm/seed-$j home=$(run_home "$out" "$arm" "$j")
-            [[ -e $link || -L $link ]] && [[ $home == "$link" || $(readlink "$link") == "$home" ]] && continue
-            rm -f "$link"; mkdir -p "$(dirname "$link")"; ln -s "$home" "$link"
+            [[ $home == "$link" || ( -L $link && $(readlink "$link") == "$home" ) ]] && continue  # its own, or linked
+            rm -f "$link" && mkdir -p "$(dirname "$link")" && ln -s "$home" "$link" || return
         done
         echo "== $(date -u +%FT%TZ) lane $name: $arm seed $k" >> "$out/lane-$name.log"
         OMP_NUM_THREADS=1 "${mapnet[@]}" compare "$shards" --out "$out/lane-$name" --strategies "$arm" \

@@ -93,7 +93,9 @@ run() {
     # compare's seed-major order); BLiMP waits for the last compare (and the score stage), so a lane only trains.
     local train=(--time-budget "$BUDGET" --step-costs "$COSTS" "${RUN[@]}")
     loadline run start
-    queue_lanes "$OUT" "$SHARDS" "$SEEDS" "$STRATEGIES" "${train[@]}" || { loadline run end; exit 1; }
+    # In the background and waited for: called in an `||` list, the lanes would run without `set -e`.
+    queue_lanes "$OUT" "$SHARDS" "$SEEDS" "$STRATEGIES" "${train[@]}" & local lanes=$!
+    wait $lanes || { loadline run end; exit 1; }
     loadline run end
     gather "$OUT" "$OUT/arms"
     # The runs' BLiMP is cached in their folders (the score stage's); the controls' cache is the score folder's,
