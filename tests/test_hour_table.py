@@ -103,6 +103,16 @@ def test_the_reference_curve_is_priced_on_the_clock_the_runs_counted(tmp_path):
     assert hour_table.clock_of(tmp_path) == pinned
 
 
+def test_a_kept_clock_recorded_in_another_checkout_is_read_from_this_one(tmp_path):
+    # The kept costs record the path of the checkout that ran them; a clone elsewhere (CI), even on a machine where
+    # that checkout still exists, prices the curve with its own copy, so its tables name the same relative file.
+    other = tmp_path / "elsewhere" / "experiments" / "hour-levers" / "step-costs" / "costs.json"
+    other.parent.mkdir(parents=True)
+    other.write_text("{}")
+    (tmp_path / "costs.json").write_text(json.dumps({"arms": {"hour": {"from": {"file": str(other), "arm": "x"}}}}))
+    assert hour_table.clock_of(tmp_path) == hour_table.KEPT_COSTS
+
+
 def test_an_out_folder_without_finished_runs_is_one_line(tmp_path):
     with pytest.raises(SystemExit, match="has no finished seed"):
         hour_table.main([str(tmp_path)])

@@ -170,8 +170,10 @@ def clock_of(out: Path) -> Path:
     if not sources:
         return KEPT_COSTS
     recorded = Path(sources.pop())
-    if not recorded.is_file() and "experiments" in recorded.parts:  # recorded in another checkout: this one's copy
-        recorded = REPO.joinpath(*recorded.parts[recorded.parts.index("experiments"):])
+    if "experiments" in recorded.parts:  # a kept file, recorded in the checkout that ran it: this checkout's copy
+        here = REPO.joinpath(*recorded.parts[recorded.parts.index("experiments"):])
+        if here.is_file():
+            return here
     return recorded
 
 
