@@ -136,7 +136,7 @@ def recorded_run(tmp_path: Path, path: str, stage: str, arm: str, shards: str, h
     done = subprocess.run(["bash", str(REPO / path), str(out), stage], cwd=work, capture_output=True, text=True,
                           timeout=60, env={**os.environ, **env, "MAPNET": str(fake)})
     assert done.returncode == 0, done.stderr
-    return calls.read_text().splitlines(), work, out
+    return (calls.read_text().splitlines() if calls.exists() else []), work, out
 
 
 def held_out_flag(work: Path, held_out: str) -> str:
@@ -195,6 +195,23 @@ def test_the_masking_script_compares_on_its_recipes_shards_with_their_pmi_vocabu
         assert line.startswith(f"compare {work / shards} --out {out}/")
         assert f"shard.max_seq_len={seq} " in line and held_out_flag(work, held_out) in line
         assert ("--set train.precision=fp32 " in f"{line} ") == ("SETS" in env)  # every arm and lane: comparable runs
+
+
+def test_the_hour_costs_measure_the_recipe_beside_mini_fast_on_its_own_shards(tmp_path):
+    # The comparison curve (mini fast by minutes) must be priced on the machine whose costs the recipe's runs count:
+    # the costs stage times mini fast first (the reference, alone) on its 8,192-token 128-token shards.
+    bin_dir, seen = tmp_path / "bin", tmp_path / "uv.txt"
+    bin_dir.mkdir()
+    (bin_dir / "uv").write_text(f'#!/usr/bin/env bash\necho "$*" >> {seen}\n')
+    (bin_dir / "uv").chmod(0o755)
+    calls, work, out = recorded_run(tmp_path, HOUR, "costs", "hour", "runs/real-text-x5/shards", "runs/real-text",
+                                    DATA="base", PATH=f"{bin_dir}:{os.environ['PATH']}")
+    bench = seen.read_text().splitlines()
+    assert len(bench) == 1 and bench[0].startswith("run python benchmarks/step_costs.py --out ")
+    base, recipe = bench[0].index("--arm mini-fast "), bench[0].index("--arm hour ")
+    assert base < recipe  # the first arm is the reference
+    assert bench[0][base:recipe].split()[2:] == [str(work / "runs/real-text-x5/shards"), "preset=mini", "recipe=fast",
+                                                 "train.batch_size=32", "shard.max_seq_len=128"]
 
 
 def test_the_masking_costs_pin_uniform_to_another_clock_and_take_the_run_flags(tmp_path):

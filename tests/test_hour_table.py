@@ -103,6 +103,13 @@ def test_the_reference_curve_is_priced_on_the_clock_the_runs_counted(tmp_path):
     assert hour_table.clock_of(tmp_path) == pinned
 
 
+def test_costs_measured_beside_mini_fast_are_their_own_clock(tmp_path):
+    # hour_cpu.sh's costs stage times mini fast as the reference on this machine: the curve is priced by that file.
+    (tmp_path / "costs.json").write_text(json.dumps({"reference": "mini-fast", "reference_seconds": {"full": 1, "short": 1},
+                                                     "arms": {"hour": {"step_seconds": 0.5}}}))
+    assert hour_table.clock_of(tmp_path) == tmp_path / "costs.json"
+
+
 def test_a_kept_clock_recorded_in_another_checkout_is_read_from_this_one(tmp_path):
     # The kept costs record the path of the checkout that ran them; a clone elsewhere (CI), even on a machine where
     # that checkout still exists, prices the curve with its own copy, so its tables name the same relative file.

@@ -160,9 +160,12 @@ def scored(path: Path) -> dict | None:
 
 
 def clock_of(out: Path) -> Path:
-    """The costs file whose `mini` `fast` baseline prices the reference curve: the one OUT's own costs were taken from
-    (`hour_cpu.sh` with LEVERS_COSTS records it), so both curves are on one machine's clock; else the kept costs."""
+    """The costs file whose `mini` `fast` baseline prices the reference curve, so both curves are on one machine's
+    clock: OUT's own when `hour_cpu.sh costs` measured the recipe beside `mini-fast` (its reference); the one OUT's
+    costs were taken from (LEVERS_COSTS records it); else the kept costs."""
     costs = out / "costs.json"
+    if costs.is_file() and read(costs).get("reference") == "mini-fast":  # hour_cpu.sh's costs: measured beside it here
+        return costs
     sources = {arm.get("from", {}).get("file") for arm in read(costs)["arms"].values()} if costs.is_file() else set()
     sources.discard(None)
     if len(sources) > 1:

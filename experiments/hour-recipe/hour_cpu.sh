@@ -5,7 +5,7 @@
 # unigram model; the BLiMP-vs-minutes curve (200 pairs a paradigm at a checkpoint every ~10 minutes) beside that of
 # `mini` `fast` (experiments/blimp-arms-mini, uniform-6k); GLUE on seed 0's encoder with its random-init control.
 #
-#   bash experiments/hour-recipe/hour_cpu.sh OUT costs      # the recipe's step costs, alone (benchmarks/step_costs.py)
+#   bash experiments/hour-recipe/hour_cpu.sh OUT costs      # the recipe's step costs beside mini fast's, alone
 #   bash experiments/hour-recipe/hour_cpu.sh OUT pretrain   # the seeds (rerun = resume)
 #   bash experiments/hour-recipe/hour_cpu.sh OUT shape      # BLiMP (200 pairs) at each seed's end: section G's amendment
 #   bash experiments/hour-recipe/hour_cpu.sh OUT blimp      # the curve and the final scores with their controls
@@ -41,6 +41,7 @@ source experiments/common/real_text_kinds.sh
 [[ $RECIPE == hour ]] && : "${DATA:=vocab16k-seq64}"  # the shards the recipe was measured on (recipes.MEASURED_ON)
 real_text_kind "${DATA:=base}" || { echo "DATA must be base, seq64, vocab16k or vocab16k-seq64 (got $DATA)" >&2; exit 2; }
 SHARDS=$KIND_SHARDS; RT=$KIND_HELDOUT; SEQ=$KIND_SEQ
+real_text_kind base; BASE_SHARDS=$KIND_SHARDS  # `mini` `fast`'s shards (8,192 BPE, 128 tokens): the curve's clock
 GLUE=$(realpath -m ../shared/data/glue); BLIMP=$(realpath -m ../shared/data/blimp)
 COST_ARGS=(); GLUE_SMALL=(--max-train 5000); FEW_SHOT=(500 1000); FEW_SHOT_ARGS=(--seeds 5 --epochs 10)
 # The lever search's run flags (experiments/hour-levers/levers_cpu.sh), so the recipe trains as its arms did.
@@ -51,7 +52,7 @@ RUN=(--recipe "$RECIPE" ${PRESET:+--preset "$PRESET"} --set model.max_position=1
 if [[ $WHICH == smoke ]]; then
     # The synthetic language, a tiny model and a 20 s budget: every stage and the table, not a measurement.
     RECIPE=${SMOKE_RECIPE:-fast}; PRESET=${SMOKE_PRESET:-tiny}; BUDGET=20s; SEEDS=2; JOBS=2; CHECKPOINT_MINUTES=0.1
-    PAIRS=2; FINAL_PAIRS=3; SHARDS=$OUT/data/shards
+    PAIRS=2; FINAL_PAIRS=3; SHARDS=$OUT/data/shards; BASE_SHARDS=$SHARDS
     COST_ARGS=(--steps 4 --skip 1 --alone 1); GLUE_SMALL=(--max-train 64 --max-dev 64 --seeds 1 --epochs 1)
     FEW_SHOT=(32); FEW_SHOT_ARGS=(--max-dev 64 --seeds 1 --epochs 1)
     RUN=(--recipe "$RECIPE" --preset "$PRESET" --set train.batch_size=8 --set train.eval_sequences=16
@@ -78,7 +79,7 @@ data() {
     [[ -f $SHARDS/manifest.json ]] || bash experiments/common/gpu_downstream.sh prepare
 }
 
-costs() {  # one arm, alone: its full and short step, the costs a modelled run counts
+costs() {  # the recipe's full and short step, the costs a modelled run counts, beside `mini` `fast`'s
     if [[ -n ${LEVERS_COSTS:-} ]]; then  # or an arm's costs on section G's pinned clock (amendment 2), as they are
         python3 - "$LEVERS_COSTS" "${LEVERS_ARM:?LEVERS_ARM names the arm of LEVERS_COSTS}" "$RECIPE" "$COSTS" <<'PY'
 import json, sys
@@ -99,9 +100,13 @@ PY
     if awk -v l="$load1" 'BEGIN { exit !(l > 0.5) }'; then
         echo "warning: load average $load1: the costs are measured for a run alone, and another process shares the cores" >&2
     fi
+    # `mini` `fast` first, the reference (timed alone; the recipe in lock-step beside it): its costs put the
+    # comparison curve (mini fast by minutes, hour_table.py) on this machine's clock, the one the recipe's runs count.
+    [[ -f $BASE_SHARDS/manifest.json ]] || { echo "no $BASE_SHARDS: mini fast's shards, the costs' reference (bash experiments/common/gpu_downstream.sh prepare)" >&2; exit 2; }
+    local base=(--arm mini-fast "$BASE_SHARDS" preset=mini recipe=fast train.batch_size=32 shard.max_seq_len=128)
     loadline costs start
-    OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)} uv run python benchmarks/step_costs.py --out "$COSTS" --common "${common[@]}" --arm "$RECIPE" "$SHARDS" \
-        "${COST_ARGS[@]}" | tee "$OUT/costs.log"
+    OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)} uv run python benchmarks/step_costs.py --out "$COSTS" --common "${common[@]}" "${base[@]}" \
+        --arm "$RECIPE" "$SHARDS" "${COST_ARGS[@]}" | tee "$OUT/costs.log"
     loadline costs end
 }
 
