@@ -211,7 +211,7 @@ def test_the_hour_costs_measure_the_recipe_beside_mini_fast_on_its_own_shards(tm
     base, recipe = bench[0].index("--arm mini-fast "), bench[0].index("--arm hour ")
     assert base < recipe  # the first arm is the reference
     assert bench[0][base:recipe].split()[2:] == [str(work / "runs/real-text-x5/shards"), "preset=mini", "recipe=fast",
-                                                 "train.batch_size=32", "shard.max_seq_len=128"]
+                                                 "train.batch_size=32", "shard.max_seq_len=128", "train.extra_eval=[]"]
 
 
 def test_the_masking_costs_pin_uniform_to_another_clock_and_take_the_run_flags(tmp_path):

@@ -103,7 +103,9 @@ PY
     # `mini` `fast` first, the reference (timed alone; the recipe in lock-step beside it): its costs put the
     # comparison curve (mini fast by minutes, hour_table.py) on this machine's clock, the one the recipe's runs count.
     [[ -f $BASE_SHARDS/manifest.json ]] || { echo "no $BASE_SHARDS: mini fast's shards, the costs' reference (bash experiments/common/gpu_downstream.sh prepare)" >&2; exit 2; }
-    local base=(--arm mini-fast "$BASE_SHARDS" preset=mini recipe=fast train.batch_size=32 shard.max_seq_len=128)
+    # (No held-out sets of the recipe's tokenizer: the baseline's shards have their own; evaluation is not timed.)
+    local base=(--arm mini-fast "$BASE_SHARDS" preset=mini recipe=fast train.batch_size=32 shard.max_seq_len=128
+                "train.extra_eval=[]")
     loadline costs start
     OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)} uv run python benchmarks/step_costs.py --out "$COSTS" --common "${common[@]}" "${base[@]}" \
         --arm "$RECIPE" "$SHARDS" "${COST_ARGS[@]}" | tee "$OUT/costs.log"
