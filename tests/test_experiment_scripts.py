@@ -214,6 +214,13 @@ def test_the_hour_costs_measure_the_recipe_beside_mini_fast_on_its_own_shards(tm
                                                  "train.batch_size=32", "shard.max_seq_len=128", "train.extra_eval=[]"]
 
 
+def test_the_hour_costs_refuse_a_shape_the_mini_fast_reference_would_take_too(tmp_path):
+    out = tmp_path / "out"
+    (out / "costs.json").parent.mkdir(parents=True)
+    done = script(HOUR, out, "costs", SETS="--set model.layers=4", MAPNET="true", DATA="base")
+    assert done.returncode == 2 and done.stderr.startswith("SETS changes the model") and done.stderr.count("\n") == 1
+
+
 def test_the_masking_costs_pin_uniform_to_another_clock_and_take_the_run_flags(tmp_path):
     # REFERENCE pins uniform's costs (section H's Xeon clock) while the ratios are measured here; SETS reaches the
     # benchmark as settings, so the costs are those of the runs that will count them.

@@ -92,6 +92,8 @@ print(f"{out}: {recipe} costs {arms[arm]['step_seconds']} s a step, {arm}'s in {
 PY
         return
     fi
+    # The reference takes --common, SETS included: a SETS that reshapes the model would reshape the baseline too.
+    [[ ${SETS:-} != *model.* ]] || { echo "SETS changes the model ($SETS): the mini fast reference of the costs would take it too; measure them without it, or take them with LEVERS_COSTS" >&2; exit 2; }
     local common
     common=$(bench_settings "${RUN[@]}") || exit 2
     mapfile -t common <<<"$common"
