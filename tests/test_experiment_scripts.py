@@ -33,6 +33,7 @@ def script(path: str, out: Path, *args: str, **env: str) -> subprocess.Completed
     (MASKING, ("sweep",), {}, "usage: masking_cpu.sh OUT costs|run|table|score|smoke"),
     (MASKING, ("run",), {"STRATEGIES": "pmi,uniform"}, "STRATEGIES must be uniform (the reference"),
     (MASKING, ("run",), {"STRATEGIES": "uniform"}, "STRATEGIES must be uniform (the reference"),
+    (MASKING, ("run",), {"LANES": "0"}, "LANES must be 1 to 9 (got 0)"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2_before_any_work(tmp_path, path, args, env, says):
     out = tmp_path / "out"
@@ -323,3 +324,22 @@ mkdir -p "$run"; echo '{{"budget": {{"finished": true}}}}' > "$run/run.json"
     done = subprocess.run(["bash", "-c", lanes], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert sorted(log.read_text().splitlines()) == ["lane-a x", "lane-b y"]
+
+
+def test_three_queue_lanes_share_the_runs_and_none_trains_twice(tmp_path):
+    # LANES=3 (lanes a, b, c on one queue): three runs at once, each in its own lane, then the fourth to whichever
+    # lane is free first; every run once.
+    out, log, fake = tmp_path / "out", tmp_path / "trained.txt", tmp_path / "mapnet.sh"
+    fake.write_text(rf"""
+while (($#)); do case $1 in --out) out=$2 ;; --strategies) arm=$2 ;; esac; shift; done
+run=$out/runs/$arm/seed-0
+echo "$(basename "$out") $arm" >> {log}
+mkdir -p "$run"; sleep 0.5; echo '{{"budget": {{"finished": true}}}}' > "$run/run.json"
+""")
+    lanes = (f'set -euo pipefail; source experiments/common/lanes.sh; mapnet=(bash {fake}); '
+             f'LANES=3 queue_lanes {out} S 1 w,x,y,z')
+    done = subprocess.run(["bash", "-c", lanes], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    trained = log.read_text().splitlines()
+    assert sorted(line.split()[1] for line in trained) == ["w", "x", "y", "z"]
+    assert {line.split()[0] for line in trained[:3]} == {"lane-a", "lane-b", "lane-c"}

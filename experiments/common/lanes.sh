@@ -1,8 +1,8 @@
-# Two-lane `compare` training (`lane`: a fixed deal of arms; `queue_lanes`: one queue of runs) and the smoke data,
+# Lanes of `compare` training (`lane`: a fixed deal of arms; `queue_lanes`: one queue of runs) and the smoke data,
 # sourced by the experiments/ scripts that use it: each lane runs `compare` in one thread, in its own folder;
 # `gather` then moves the finished runs into one comparison folder, where a last `compare` over every arm reuses
 # them all (it retrains nothing: it checks each run's recorded settings). A lane's logged s/step are not idle step
-# costs (two runs share the machine). Needs the caller's `mapnet` array (the command to run).
+# costs (the lanes share the machine). Needs the caller's `mapnet` array (the command to run).
 
 lane() {  # OUT NAME SHARDS ARMS COMPARE-ARGS...
     local out=$1 name=$2 shards=$3 arms=$4
@@ -24,14 +24,17 @@ gather() {  # OUT DEST: every run lane-*/runs/ARM/seed-K of OUT into DEST/runs (
     done
 }
 
-# The two-lane queue: the runs (ARM, seed K) taken in compare's order (seed-major) by whichever lane is free,
+# The lanes' queue: the runs (ARM, seed K) taken in compare's order (seed-major) by whichever lane is free,
 # instead of dealt to a lane in advance, so an unequal number of arms per lane (5 arms: 3 against 2) no longer
-# leaves one lane idle for a third of the work. A unit is one `compare --strategies ARM --seeds K+1` in the lane's
-# folder, where seeds 0..K-1 of ARM are links to their finished runs (compare reuses them: it trains only seed K).
+# leaves one lane idle for a third of the work. LANES (default 2) one-thread lanes, named a, b, c, ...: on 2 cores a
+# third lane trades a little speed per run for no core left idle at the end, when fewer runs are left than lanes. A
+# unit is one `compare --strategies ARM --seeds K+1` in the lane's folder, where seeds 0..K-1 of ARM are links to
+# their finished runs (compare reuses them: it trains only seed K).
 # A run belongs to the lane whose folder holds it: a lane resumes its own stopped run before it takes a new one, and
-# never takes another lane's; a new run is claimed with an atomic mkdir in OUT/claims. A lane ends when no run is
-# left that it may take (the rest finished, or held by the other lane, or waiting for an earlier seed of its arm
-# that the other lane trains); queue_lanes then checks that every run finished.
+# never takes another lane's (so a stopped run waits for its own lane: restart with the same LANES); a new run is
+# claimed with an atomic mkdir in OUT/claims. A lane ends when no run is left that it may take (the rest finished,
+# or held by another lane, or waiting for an earlier seed of its arm that another lane trains); queue_lanes then
+# checks that every run finished.
 
 run_finished() { grep -q '"finished": true' "$1/run.json" 2>/dev/null; }  # RUN: a budget run's run.json says so
 
@@ -87,14 +90,17 @@ queue_lane() {  # OUT NAME SHARDS SEEDS ARMS COMPARE-ARGS... (ARMS a comma list;
     done
 }
 
-queue_lanes() {  # OUT SHARDS SEEDS ARMS COMPARE-ARGS...: lanes a and b over one queue; fails unless every run finished
-    local out=$1 shards=$2 seeds=$3 arms=$4 pa pb rc=0 arm k left=()
+queue_lanes() {  # OUT SHARDS SEEDS ARMS COMPARE-ARGS...: LANES lanes over one queue; fails unless every run finished
+    local out=$1 shards=$2 seeds=$3 arms=$4 rc=0 arm k i name left=() pids=() names=() letters=abcdefghi
     shift 4
+    [[ ${LANES:-2} =~ ^[1-9]$ ]] || { echo "LANES must be 1 to 9 (got ${LANES})" >&2; return 2; }
     rm -rf "$out/claims"; mkdir -p "$out/claims"  # a claim lives as long as the lanes that made it
-    queue_lane "$out" a "$shards" "$seeds" "$arms" "$@" & pa=$!
-    queue_lane "$out" b "$shards" "$seeds" "$arms" "$@" & pb=$!
-    wait $pa || rc=$?; wait $pb || rc=$?
-    ((rc == 0)) || { echo "a lane failed (exit $rc): $out/lane-a.log, $out/lane-b.log" >&2; return 1; }
+    for ((i = 0; i < ${LANES:-2}; i++)); do
+        name=${letters:i:1}
+        queue_lane "$out" "$name" "$shards" "$seeds" "$arms" "$@" & pids+=($!); names+=("$out/lane-$name.log")
+    done
+    for i in "${!pids[@]}"; do wait "${pids[$i]}" || rc=$?; done
+    ((rc == 0)) || { echo "a lane failed (exit $rc): ${names[*]}" >&2; return 1; }
     local all; IFS=, read -r -a all <<<"$arms"
     for ((k = 0; k < seeds; k++)); do
         for arm in "${all[@]}"; do run_finished "$(run_home "$out" "$arm" "$k")" || left+=("$arm/seed-$k"); done

@@ -7,13 +7,14 @@
 # depend on the machine's load while the runs train.
 #
 #   bash experiments/hour-masking/masking_cpu.sh OUT costs   # every arm's costs beside uniform's, alone (~15 min)
-#   bash experiments/hour-masking/masking_cpu.sh OUT run     # two lanes over one queue of runs, then one compare over all
+#   bash experiments/hour-masking/masking_cpu.sh OUT run     # LANES lanes over one queue of runs, then one compare over all
 #   bash experiments/hour-masking/masking_cpu.sh OUT table   # experiments/common/arms_table.py (loss and BLiMP deltas)
 #   bash experiments/hour-masking/masking_cpu.sh OUT score   # BLiMP of the seeds every arm has finished, while the lanes run
 #   bash experiments/hour-masking/masking_cpu.sh OUT smoke   # all of it on the embedded synthetic data (fast, tiny)
 #
 # STRATEGIES (compare's names; uniform first: the reference), RECIPE, PRESET (empty: the recipe's shape), BUDGET,
-# SEEDS, DATA and MAPNET may be set in the environment; SETS adds run flags to every arm and to the costs (word-split:
+# SEEDS, LANES (the run stage's one-thread lanes, default 2: experiments/common/lanes.sh), DATA and MAPNET may be set
+# in the environment; SETS adds run flags to every arm and to the costs (word-split:
 # SETS="--set train.precision=fp32"). REFERENCE="FULL SHORT" pins uniform's costs (seconds) to another machine's clock
 # (benchmarks/step_costs.py --reference): the arms' ratios to uniform are measured here, in lock-step, and the budget
 # buys the steps it bought there (section H's Xeon clock: REFERENCE="0.4385 0.5007"). The `hour` recipe masks 30%
@@ -30,6 +31,7 @@ RECIPE=${RECIPE:-hour}; PRESET=${PRESET:-}; BUDGET=${BUDGET:-20m}; SEEDS=${SEEDS
 STRATEGIES=${STRATEGIES:-uniform,uniform@0.15,mapnet-ht-lite,adaptive-soft-ht,pmi}
 case $WHICH in costs | run | table | score | smoke) ;;
     *) echo "usage: masking_cpu.sh OUT costs|run|table|score|smoke" >&2; exit 2 ;; esac
+[[ ${LANES:=2} =~ ^[1-9]$ ]] || { echo "LANES must be 1 to 9 (got $LANES)" >&2; exit 2; }
 [[ $STRATEGIES == uniform,?* ]] || { echo "STRATEGIES must be uniform (the reference of costs and deltas) and at least one arm" >&2; exit 2; }
 IFS=, read -r -a ARMS <<<"$STRATEGIES"
 COST_ARGS=(); BLIMP=(--blimp "$(realpath -m ../shared/data/blimp)" --blimp-pairs 200)
@@ -89,7 +91,7 @@ need_costs() { [[ -f $COSTS ]] || { echo "no $COSTS: run the costs stage first (
 
 run() {
     need_costs
-    # Two one-thread lanes over one queue of runs (queue_lanes: whichever lane is free takes the next run, in
+    # LANES one-thread lanes over one queue of runs (queue_lanes: whichever lane is free takes the next run, in
     # compare's seed-major order); BLiMP waits for the last compare (and the score stage), so a lane only trains.
     local train=(--time-budget "$BUDGET" --step-costs "$COSTS" "${RUN[@]}")
     loadline run start
