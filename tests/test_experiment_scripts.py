@@ -328,13 +328,16 @@ mkdir -p "$run"; echo '{{"budget": {{"finished": true}}}}' > "$run/run.json"
 
 def test_three_queue_lanes_share_the_runs_and_none_trains_twice(tmp_path):
     # LANES=3 (lanes a, b, c on one queue): three runs at once, each in its own lane, then the fourth to whichever
-    # lane is free first; every run once.
+    # lane is free first; every run once. A run ends only once three are in flight (or after 10 s, which two lanes
+    # would need), so the order does not hang on how fast each lane starts.
     out, log, fake = tmp_path / "out", tmp_path / "trained.txt", tmp_path / "mapnet.sh"
     fake.write_text(rf"""
 while (($#)); do case $1 in --out) out=$2 ;; --strategies) arm=$2 ;; esac; shift; done
 run=$out/runs/$arm/seed-0
 echo "$(basename "$out") $arm" >> {log}
-mkdir -p "$run"; sleep 0.5; echo '{{"budget": {{"finished": true}}}}' > "$run/run.json"
+mkdir -p "$run"
+for ((i = 0; i < 100; i++)); do (($(ls -d {tmp_path}/out/lane-*/runs/*/seed-0 | wc -l) >= 3)) && break; sleep 0.1; done
+echo '{{"budget": {{"finished": true}}}}' > "$run/run.json"
 """)
     lanes = (f'set -euo pipefail; source experiments/common/lanes.sh; mapnet=(bash {fake}); '
              f'LANES=3 queue_lanes {out} S 1 w,x,y,z')
