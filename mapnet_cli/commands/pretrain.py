@@ -78,7 +78,7 @@ def resolve_settings(out: Path, resume: bool, config: Optional[Path], flags: dic
     if ckpt is None:
         raise MapnetError(f"--resume: {out} has no complete checkpoint to continue from")
     base = checkpoint.load_settings(ckpt)
-    settings = settings_mod.resolve(config, flags, assignments, base=base)
+    settings = settings_mod.resolve(config, flags, assignments, base=base, base_is_run=True)
     refuse_fixed_changes(base, settings)
     return settings
 

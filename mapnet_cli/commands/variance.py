@@ -42,7 +42,7 @@ def resolve_settings(ckpt: Path, config: Optional[Path], flags: dict, assignment
     """The checkpoint's settings < config file < flags < --set."""
     from ..model import checkpoint  # torch-heavy: imported only when the command runs
 
-    return settings_mod.resolve(config, flags, assignments, base=checkpoint.load_settings(ckpt))
+    return settings_mod.resolve(config, flags, assignments, base=checkpoint.load_settings(ckpt), base_is_run=True)
 
 def wanted_schemes(settings, oracle: bool) -> list[str]:
     """variance.schemes (or the checkpoint's defaults when empty), plus the oracle when asked for."""

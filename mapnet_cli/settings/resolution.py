@@ -143,6 +143,7 @@ def resolve(
     base: Settings | None = None,
     check_ignored: bool = True,
     protocol: str | None = None,
+    base_is_run: bool = False,
 ) -> Settings:
     """Defaults < model preset < training recipe < fine-tuning `protocol` < config files (in order) < CLI
     flags (`overrides`, then `--set`).
@@ -157,6 +158,10 @@ def resolve(
     `finetune-glue --protocol` (or `--quick`) and `compare --glue-protocol`; `None` adds no layer.
     `check_ignored=False` lets a masking setting the strategy would ignore through (`compare`'s base
     settings, whose arms each take the ones they use).
+    `base_is_run`: `base` is a run's own settings (`--resume`, a checkpoint's), which already hold the recipe
+    it trained with and whatever was set over it; naming that recipe again adds no layer (re-applying it would
+    undo those settings, and would give a shaped recipe's run, recorded as preset `custom`, the `custom`
+    preset's values instead of its shape's).
     """
     paths = [] if config is None else [config] if isinstance(config, (str, Path)) else list(config)
     file_layers = [(p, {k: v for k, v in load_toml(p).items() if k not in extra_sections}) for p in paths]
@@ -187,6 +192,8 @@ def resolve(
     if base is None and recipe_name is None:
         recipe_name = default_recipe(preset_name if known else None)
     recipe = []
+    if base_is_run and base is not None and recipe_name == base.train.recipe:
+        recipe_name = None  # already in the run's settings
     if isinstance(recipe_name, str) and recipe_name in RECIPES:
         # A recipe gives its warm-ups in steps, or under a time budget as fractions of it: which, the layers
         # above it decide (the budget is a flag or a config file's), as the preset decides the recipe.

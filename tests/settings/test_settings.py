@@ -151,6 +151,24 @@ def test_the_hour_recipe_is_fast_with_the_joined_levers_and_brings_its_shape():
     assert (named.model.layers, named.model.hidden, named.model.block, named.masking.mask_prob) == (2, 128, "modern", 0.15)
 
 
+def test_resuming_a_run_with_its_own_recipe_named_again_changes_nothing():
+    # `pretrain --resume` with the command line that started the run (hour_cpu.sh reruns it): the hour recipe's run
+    # records preset `custom` (its shape's sizes); re-applying the recipe over it gave `custom`'s LR and init
+    # (5e-4, 0.02) instead of the shape's `mini` values the run trained with (2e-3, 0.05), and the resume was refused.
+    from mapnet_cli.commands.pretrain import refuse_fixed_changes
+    from mapnet_cli.settings import recipes
+    flags = {"train": {"recipe": "hour", "time_budget": "60m"}}
+    run = S.resolve(None, flags, ["optim.lr=1e-3"])
+    again = S.resolve(None, flags, ["optim.lr=1e-3"], base=run, base_is_run=True)
+    assert again == run and (run.optim.lr, run.model.init_std) == (1e-3, 0.05)
+    refuse_fixed_changes(run, again)
+    # Without the flag the base is only sized (`--init-from`): the named recipe is a layer over it, as before,
+    # and a run that names another recipe on resume is still refused.
+    assert S.resolve(None, flags, base=run).model.init_std == recipes.FAST_BY_PRESET["custom"][2] != 0.05
+    with pytest.raises(MapnetError, match="--resume cannot change"):
+        refuse_fixed_changes(run, S.resolve(None, {"train": {"recipe": "fast"}}, base=run, base_is_run=True))
+
+
 def test_a_recipe_doubles_as_a_config_file(tmp_path):
     cfg = tmp_path / "recipe.toml"
     cfg.write_text('[recipe]\nname = "x"\ninputs = ["synthetic:"]\n[shard]\nmax_seq_len = 64\n')
