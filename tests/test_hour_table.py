@@ -184,3 +184,13 @@ def test_the_scored_seeds_table_reads_the_most_seeds_kept_and_names_their_contro
     assert "BLiMP (PLL, 45 paradigms × 200 pairs): uniform 10.0, uniform@0.15 60.4" in table
     assert "random weights 50.1, the unigram model 46.8." in table and "one seed gives no interval" in table
     assert "| mapnet-ht-lite | +0.004 | -0.018 | -0.021 | 0 of 1 | not reached | – | -1.3 |" in table
+
+
+def test_kept_tables_any_kept_folder_and_says_when_there_is_none(tmp_path):
+    # Section H twice: the Xeon's raw (bf16) and the AMD VM's (fp32) are tabled by the same function, each folder
+    # from its own files; a folder not kept yet is said so, never tabled from the other.
+    assert hour_table.kept(tmp_path / "amd") == "*Not measured yet.*"
+    write_run(tmp_path / "amd" / "runs" / "seed-0", 1000, [9.2, 4.8])
+    text = hour_table.kept(tmp_path / "amd")
+    assert text.startswith("**Runs**") and "| seed-0 | 1,000 | modelled | 475 | 1,425 |" in text
+    assert hour_table.RAW_AMD.parent == hour_table.RAW.parent and hour_table.RAW_AMD != hour_table.RAW

@@ -53,6 +53,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "pooling-default": pooling_table.table,
     "hour-shape-choice": shape_choice.kept,
     "hour-recipe": hour_table.kept,
+    "hour-recipe-amd": partial(hour_table.kept, hour_table.RAW_AMD),
     "hour-masking-costs": masking_tables.costs,
     "hour-masking-precision": partial(masking_tables.costs, masking_tables.RAW / "precision-costs.json"),
     "hour-masking-runs": masking_tables.runs,

@@ -212,20 +212,22 @@ def curve_table(hour: list[tuple[float, float]], reference: list[tuple[float, fl
     return "\n".join(lines)
 
 
-RAW = REPO / "experiments" / "hour-recipe" / "raw" / "hour"
+RAW = REPO / "experiments" / "hour-recipe" / "raw" / "hour"  # the Xeon's runs (bf16, AMX)
+RAW_AMD = RAW.parent / "amd"  # the same stages again on an AMD EPYC without bf16 instructions (fp32)
 
 
-def kept() -> str:
-    """doc_tables' `hour-recipe`: the tables of the kept raw files (experiments/hour-recipe/raw/hour/)."""
+def kept(raw: Path = RAW) -> str:
+    """doc_tables' `hour-recipe` (and `hour-recipe-amd`): the tables of the kept raw files in `raw`, an
+    `hour_cpu.sh` OUT folder as kept (its costs.json, when measured there, is the clock of the reference curve)."""
     import contextlib
     import io
 
-    if not RAW.is_dir():
+    if not raw.is_dir():
         return "*Not measured yet.*"
-    glue = [str(p) for p in sorted(RAW.glob("glue-*/results.json"))]
+    glue = [str(p) for p in sorted(raw.glob("glue-*/results.json"))]
     text = io.StringIO()
     with contextlib.redirect_stdout(text), contextlib.redirect_stderr(io.StringIO()):
-        main([str(RAW), *(a for p in glue for a in ("--glue", p))])
+        main([str(raw), *(a for p in glue for a in ("--glue", p))])
     lines = [f"**{line[3:]}**" if line.startswith("## ") else line for line in text.getvalue().splitlines()]
     return "\n".join(lines).replace(str(REPO) + "/", "")
 
