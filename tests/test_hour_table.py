@@ -194,3 +194,36 @@ def test_kept_tables_any_kept_folder_and_says_when_there_is_none(tmp_path):
     text = hour_table.kept(tmp_path / "amd")
     assert text.startswith("**Runs**") and "| seed-0 | 1,000 | modelled | 475 | 1,425 |" in text
     assert hour_table.RAW_AMD.parent == hour_table.RAW.parent and hour_table.RAW_AMD != hour_table.RAW
+
+
+def glue_file(path: Path, task: str, examples: int, scores: dict[tuple[str, int], float]) -> Path:
+    """A `finetune-glue` results.json: one run per (init, seed) with its epochs' dev scores."""
+    runs = {f"{task}-{init}-{seed}": {"task": task, "train_examples": examples, "lr": 3e-4, "init": init, "seed": seed,
+                                      "seconds": 10.0, "epochs": [{"score": score - 0.01}, {"score": score}]}
+            for (init, seed), score in scores.items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"runs": runs}))
+    return path
+
+
+def test_glue_files_at_two_training_sizes_are_two_rows_and_a_seed_in_two_files_is_refused(tmp_path, capsys):
+    # Section H's GLUE: the small protocol (5,000 examples, seeds 0-2) beside few-shot (500, seeds 0-4) share task,
+    # rate and seed numbers. Merged by (task, rate) alone, the few-shot runs overwrote the small protocol's seeds.
+    import downstream_table
+
+    small = glue_file(tmp_path / "glue-small" / "results.json", "SST-2", 5000,
+                      {("pretrained", s): 0.77 for s in range(3)} | {("random", s): 0.75 for s in range(3)})
+    few = glue_file(tmp_path / "glue-fewshot-500" / "results.json", "SST-2", 500,
+                    {("pretrained", s): 0.66 for s in range(5)} | {("random", s): 0.60 + s / 100 for s in range(5)})
+    downstream_table.main([str(small), str(few)])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| SST-2")]
+    assert rows[0].startswith("| SST-2, 5,000 examples | 0.0003 | 0.7700, 0.7700, 0.7700 | 0.7500, 0.7500, 0.7500 | +0.0200")
+    assert rows[1].startswith("| SST-2, 500 examples | 0.0003 | 0.6600, 0.6600, 0.6600, 0.6600, 0.6600 |")
+    assert len(rows) == 2
+    # A control's seeds run apart (two files, one size) still merge into one row, named by its task alone.
+    apart = glue_file(tmp_path / "b" / "results.json", "SST-2", 5000, {("random", 3): 0.74, ("pretrained", 3): 0.78})
+    downstream_table.main([str(small), str(apart)])
+    assert [line.split(" | ")[0] for line in capsys.readouterr().out.splitlines()[2:]] == ["| SST-2"]
+    again = glue_file(tmp_path / "c" / "results.json", "SST-2", 5000, {("random", 1): 0.70})
+    with pytest.raises(SystemExit, match=r"SST-2 \(5000 examples, lr 0.0003, random, seed 1\) is in both"):
+        downstream_table.main([str(small), str(again)])
