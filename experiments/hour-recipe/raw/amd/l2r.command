@@ -1,0 +1,1 @@
+OMP_NUM_THREADS=1 uv run mapnet blimp runs/hour-recipe-amd/runs/seed-0/checkpoints/step-00004917 runs/hour-recipe-amd/runs/seed-1/checkpoints/step-00004917 runs/hour-recipe-amd/runs/seed-2/checkpoints/step-00004917 --data /work/shared/data/blimp --out runs/hour-recipe-amd/blimp-final-l2r.json --pairs 0 --method word-l2r --no-progress --resume
