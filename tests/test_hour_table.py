@@ -227,3 +227,31 @@ def test_glue_files_at_two_training_sizes_are_two_rows_and_a_seed_in_two_files_i
     again = glue_file(tmp_path / "c" / "results.json", "SST-2", 5000, {("random", 1): 0.70})
     with pytest.raises(SystemExit, match=r"SST-2 \(5000 examples, lr 0.0003, random, seed 1\) is in both"):
         downstream_table.main([str(small), str(again)])
+
+
+def test_glue_files_of_two_encoders_pair_each_control_with_its_own_encoder(tmp_path, capsys):
+    # One file per pretraining seed (finetune-glue --checkpoint seed-K): the same task, size, rate and seed numbers,
+    # so without the encoder in the key the second file's runs were refused as duplicates (or, before, mixed).
+    import downstream_table
+
+    def encoder_file(name: str, pre: float, ran: float) -> Path:
+        path = glue_file(tmp_path / name / "results.json", "SST-2", 5000,
+                         {("pretrained", s): pre for s in range(3)} | {("random", s): ran for s in range(3)})
+        doc = json.loads(path.read_text())
+        for run in doc["runs"].values():
+            key = f"{name}-weights@4917" if run["init"] == "pretrained" else f"{name}-random@0"
+            run["checkpoint"] = {"key": key, "run": name if run["init"] == "pretrained" else "random-init", "step": 4917}
+        doc["controls"] = {f"{name}-weights@4917": f"{name}-random@0"}
+        path.write_text(json.dumps(doc))
+        return path
+
+    one, two = encoder_file("seed-0", 0.77, 0.75), encoder_file("seed-1", 0.76, 0.70)
+    downstream_table.main([str(one), str(two)])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| SST-2")]
+    assert [r.split(" | ")[0] for r in rows] == ["| SST-2, seed-0@4917", "| SST-2, seed-1@4917"]
+    assert "| +0.0200 ±" in rows[0] and "| +0.0600 ±" in rows[1]
+    doc = json.loads(two.read_text())
+    doc["controls"] = {}
+    two.write_text(json.dumps(doc))
+    with pytest.raises(SystemExit, match="is the control of no encoder these files hold"):
+        downstream_table.main([str(one), str(two)])
