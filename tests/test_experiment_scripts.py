@@ -29,6 +29,8 @@ def script(path: str, out: Path, *args: str, **env: str) -> subprocess.Completed
     (HOUR, ("train",), {}, "usage: hour_cpu.sh OUT costs|pretrain|shape|blimp|glue|table|smoke"),
     (HOUR, ("pretrain",), {"CLOCK": "cpu"}, "CLOCK must be modelled or wall (got cpu)"),
     (HOUR, ("pretrain",), {"DATA": "seq32"}, "DATA must be base, seq64, vocab16k or vocab16k-seq64 (got seq32)"),
+    (HOUR, ("glue",), {"GLUE_SEEDS": "0 3"}, "GLUE_SEEDS must be seeds of 0..2 (got 3)"),
+    (HOUR, ("glue",), {"GLUE_SEEDS": "one"}, "GLUE_SEEDS must be seeds of 0..2 (got one)"),
     (LEVERS, ("prepare", "base", "seq32"), {}, "unknown shards seq32 (base, seq64, vocab16k, vocab16k-seq64)"),
     (MASKING, ("sweep",), {}, "usage: masking_cpu.sh OUT costs|run|table|score|smoke"),
     (MASKING, ("run",), {"STRATEGIES": "pmi,uniform"}, "STRATEGIES must be uniform (the reference"),
@@ -92,6 +94,26 @@ def test_an_arm_of_the_baselines_architecture_reuses_its_random_weight_controls(
     assert done.returncode == 0, done.stderr
     assert (out / "arms" / "batch-16" / "blimp-controls.json").read_text() == "baseline's"
     assert not (out / "arms" / "shape-L8-H128" / "blimp-controls.json").exists()  # its own: scored by its run
+
+
+def test_glue_seeds_fine_tune_each_named_seeds_own_last_checkpoint(tmp_path):
+    # One pretrained encoder is one comparison: GLUE_SEEDS="0 2" runs the small protocol on seed 2's last checkpoint
+    # too, into its own folder; seed 0 keeps its few-shot runs and the folder names the kept raw files use.
+    out, recorder = tmp_path / "out", tmp_path / "mapnet.sh"
+    recorder.write_text('echo "$@" >> "$(dirname "$0")/argv"\n')
+    for k in range(3):
+        for step in (100, 200):
+            (out / "runs" / f"seed-{k}" / "checkpoints" / f"step-{step:08d}").mkdir(parents=True)
+        (out / "runs" / f"seed-{k}" / "run.json").write_text('{"budget": {"finished": true}}')
+    done = script(HOUR, out, "glue", GLUE_SEEDS="0 2", MAPNET=f"bash {recorder}")
+    assert done.returncode == 0, done.stderr
+    calls = [line.split() for line in (tmp_path / "argv").read_text().splitlines()]
+    where = [(c[c.index("--checkpoint") + 1].split("/runs/")[1], c[c.index("--out") + 1].rsplit("/", 1)[1]) for c in calls]
+    assert where == [("seed-0/checkpoints/step-00000200", "glue-small"),
+                     ("seed-0/checkpoints/step-00000200", "glue-fewshot-500"),
+                     ("seed-0/checkpoints/step-00000200", "glue-fewshot-1000"),
+                     ("seed-2/checkpoints/step-00000200", "glue-small-seed-2")]
+    assert calls[-1][calls[-1].index("--max-train") + 1] == "5000"
 
 
 # A recording `mapnet` that also finishes what a `compare --strategies ARMS --seeds N` asks for: each run's

@@ -255,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
               + curve_table(hour, mini_fast_curve(args.reference, args.costs))
               + f"\n`mini` `fast`'s steps are put on minutes at the baseline costs of `{args.costs}`.")
     if args.glue:
-        print("\n## GLUE on seed 0's encoder (pretrained − random init, paired by fine-tuning seed)\n")
+        print("\n## GLUE (pretrained − random init, paired by fine-tuning seed; a row names its encoder when there are "
+              "several)\n")
         downstream_table.main([str(p) for p in args.glue])
     return 0
 

@@ -3,13 +3,15 @@
 # --preset (the recipe's own shape), 3 seeds on the real-text shards (8,192-token BPE), then BLiMP on every pair of
 # the 45 paradigms by pseudo-log-likelihood and by word-l2r, against each seed's random weights and the shards'
 # unigram model; the BLiMP-vs-minutes curve (200 pairs a paradigm at a checkpoint every ~10 minutes) beside that of
-# `mini` `fast` (experiments/blimp-arms-mini, uniform-6k); GLUE on seed 0's encoder with its random-init control.
+# `mini` `fast` (experiments/blimp-arms-mini, uniform-6k); GLUE on seed 0's encoder with its random-init control
+# (GLUE_SEEDS="0 1 2": the small protocol on those seeds' encoders too, each its own comparison).
 #
 #   bash experiments/hour-recipe/hour_cpu.sh OUT costs      # the recipe's step costs beside mini fast's, alone
 #   bash experiments/hour-recipe/hour_cpu.sh OUT pretrain   # the seeds (rerun = resume)
 #   bash experiments/hour-recipe/hour_cpu.sh OUT shape      # BLiMP (200 pairs) at each seed's end: section G's amendment
 #   bash experiments/hour-recipe/hour_cpu.sh OUT blimp      # the curve and the final scores with their controls
 #   bash experiments/hour-recipe/hour_cpu.sh OUT glue       # small protocol (5,000 examples) and few-shot (500, 1,000)
+#                                                           # on seed 0; the small protocol on each other GLUE_SEEDS
 #   bash experiments/hour-recipe/hour_cpu.sh OUT table      # experiments/common/hour_table.py over all of it
 #   bash experiments/hour-recipe/hour_cpu.sh OUT smoke      # every stage on the embedded synthetic data, seconds each
 #
@@ -32,10 +34,13 @@ source experiments/common/bench_settings.sh
 OUT=$(realpath -m "$1"); WHICH=${2:-}
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
 RECIPE=${RECIPE:-hour}; PRESET=${PRESET:-}; BUDGET=${BUDGET:-60m}; SEEDS=${SEEDS:-3}; CLOCK=${CLOCK:-modelled}
-JOBS=${JOBS:-$SEEDS}; CHECKPOINT_MINUTES=${CHECKPOINT_MINUTES:-10}; PAIRS=200; FINAL_PAIRS=0
+JOBS=${JOBS:-$SEEDS}; CHECKPOINT_MINUTES=${CHECKPOINT_MINUTES:-10}; PAIRS=200; FINAL_PAIRS=0; GLUE_SEEDS=${GLUE_SEEDS:-0}
 case $CLOCK in modelled | wall) ;; *) echo "CLOCK must be modelled or wall (got $CLOCK)" >&2; exit 2 ;; esac
 case $WHICH in costs | pretrain | shape | blimp | glue | table | smoke) ;;
     *) echo "usage: hour_cpu.sh OUT costs|pretrain|shape|blimp|glue|table|smoke" >&2; exit 2 ;; esac
+for k in $GLUE_SEEDS; do
+    [[ $k =~ ^[0-9]+$ ]] && ((k < SEEDS)) || { echo "GLUE_SEEDS must be seeds of 0..$((SEEDS - 1)) (got $k)" >&2; exit 2; }
+done
 
 source experiments/common/real_text_kinds.sh
 [[ $RECIPE == hour ]] && : "${DATA:=vocab16k-seq64}"  # the shards the recipe was measured on (recipes.MEASURED_ON)
@@ -209,15 +214,22 @@ json.dump(doc, open(sys.argv[2] + ".tmp", "w")); os.replace(sys.argv[2] + ".tmp"
         --method word-l2r --no-progress --resume
 }
 
-glue() {  # seed 0's encoder at the budget's end, paired by fine-tuning seed with its random-init control
-    local list n
+glue() {  # seed 0's encoder at the budget's end, paired by fine-tuning seed with its random-init control; the small
+    # protocol also on each other seed of GLUE_SEEDS (OUT/glue-small-seed-K): one pretrained encoder is one comparison
+    local list n k
+    local -a finals_
     list=$(finals) || exit 1
-    local ck=${list%%$'\n'*}
-    "${mapnet[@]}" finetune-glue --protocol small --lrs 3e-4 --init both --checkpoint "$ck" --data "$GLUE" \
+    mapfile -t finals_ <<<"$list"
+    "${mapnet[@]}" finetune-glue --protocol small --lrs 3e-4 --init both --checkpoint "${finals_[0]}" --data "$GLUE" \
         --task SST-2,CoLA,MRPC "${GLUE_SMALL[@]}" --out "$OUT/glue-small"
     for n in "${FEW_SHOT[@]}"; do
-        "${mapnet[@]}" finetune-glue --protocol small --lrs 3e-4 --init both --checkpoint "$ck" --data "$GLUE" \
+        "${mapnet[@]}" finetune-glue --protocol small --lrs 3e-4 --init both --checkpoint "${finals_[0]}" --data "$GLUE" \
             --task SST-2,CoLA,MRPC --max-train "$n" "${FEW_SHOT_ARGS[@]}" --out "$OUT/glue-fewshot-$n"
+    done
+    for k in $GLUE_SEEDS; do
+        [[ $k == 0 ]] && continue
+        "${mapnet[@]}" finetune-glue --protocol small --lrs 3e-4 --init both --checkpoint "${finals_[$k]}" \
+            --data "$GLUE" --task SST-2,CoLA,MRPC "${GLUE_SMALL[@]}" --out "$OUT/glue-small-seed-$k"
     done
 }
 
