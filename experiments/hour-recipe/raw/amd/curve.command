@@ -1,0 +1,1 @@
+OMP_NUM_THREADS=1 uv run mapnet blimp runs/hour-recipe-amd/runs/seed-0 runs/hour-recipe-amd/runs/seed-1 runs/hour-recipe-amd/runs/seed-2 --data /work/shared/data/blimp --out runs/hour-recipe-amd/blimp-curve.json --pairs 200 --no-progress --resume

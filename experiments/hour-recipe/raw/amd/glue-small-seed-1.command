@@ -1,0 +1,1 @@
+OMP_NUM_THREADS=1 uv run mapnet finetune-glue --protocol small --lrs 3e-4 --init both --checkpoint runs/hour-recipe-amd/runs/seed-1/checkpoints/step-00004917 --data /work/shared/data/glue --task SST-2,CoLA,MRPC --max-train 5000 --out runs/hour-recipe-amd/glue-small-seed-1
