@@ -4,10 +4,9 @@
         [--length N]
 
 Each example is encoded exactly as `finetune-glue` encodes it (the checkpoint's cleaning and tokenizer, `[CLS] a
-[SEP] b [SEP]`), without the length limit, and compared with the checkpoint's `shard.max_seq_len` (or
-`--length`): an encoder
-trained on 64-token sequences with rotary positions has never attended across more than 63 positions, so the
-examples past that length ask it for distances it never saw. Prints one line per task.
+[SEP] b [SEP]`), without the length limit, and compared with the checkpoint's `shard.max_seq_len` (or `--length`):
+an encoder trained on 64-token sequences with rotary positions has never attended across more than 63 positions, so
+the examples past that length ask it for distances it never saw. Prints one line per task.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from mapnet_cli.evaluation.glue.pretrained import find_checkpoints, load_archite
 from mapnet_cli.evaluation.glue.tasks import load_task, task_names, task_spec
 
 
-def longer_than(ref, settings, data: Path, tasks: str, length: int) -> list[tuple[str, np.ndarray]]:
+def dev_lengths(ref, settings, data: Path, tasks: str) -> list[tuple[str, np.ndarray]]:
     """[(dev entry, every example's length in tokens, specials included)] of the tasks, encoded as fine-tuning
     encodes them for this checkpoint but never cut."""
     text = TextEncoder(ref.path / "tokenizer.json", settings.preprocess, max_len=1 << 30)
@@ -41,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     _, settings = load_architecture(ref)
     trained = args.length or settings.shard.max_seq_len
     print(f"{ref.label}: pretrained on {settings.shard.max_seq_len}-token sequences; counting examples over {trained}")
-    for entry, lengths in longer_than(ref, settings, args.data, args.task, trained):
+    for entry, lengths in dev_lengths(ref, settings, args.data, args.task):
         over = int(np.sum(lengths > trained))
         print(f"{entry} dev: {len(lengths):,} examples, {over:,} ({100 * over / len(lengths):.0f}%) longer than "
               f"{trained} tokens (specials included); median {int(np.median(lengths))}, longest {int(lengths.max())}")
