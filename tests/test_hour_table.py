@@ -216,7 +216,9 @@ def test_glue_files_at_two_training_sizes_are_two_rows_and_a_seed_in_two_files_i
     few = glue_file(tmp_path / "glue-fewshot-500" / "results.json", "SST-2", 500,
                     {("pretrained", s): 0.66 for s in range(5)} | {("random", s): 0.60 + s / 100 for s in range(5)})
     downstream_table.main([str(small), str(few)])
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| SST-2")]
+    out = capsys.readouterr().out
+    assert "Over pretraining seeds" not in out  # one encoder: no interval over encoders
+    rows = [line for line in out.splitlines() if line.startswith("| SST-2")]
     assert rows[0].startswith("| SST-2, 5,000 examples | 0.0003 | 0.7700, 0.7700, 0.7700 | 0.7500, 0.7500, 0.7500 | +0.0200")
     assert rows[1].startswith("| SST-2, 500 examples | 0.0003 | 0.6600, 0.6600, 0.6600, 0.6600, 0.6600 |")
     assert len(rows) == 2
@@ -247,9 +249,13 @@ def test_glue_files_of_two_encoders_pair_each_control_with_its_own_encoder(tmp_p
 
     one, two = encoder_file("seed-0", 0.77, 0.75), encoder_file("seed-1", 0.76, 0.70)
     downstream_table.main([str(one), str(two)])
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| SST-2")]
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| SST-2,")]
     assert [r.split(" | ")[0] for r in rows] == ["| SST-2, seed-0@4917", "| SST-2, seed-1@4917"]
     assert "| +0.0200 ±" in rows[0] and "| +0.0600 ±" in rows[1]
+    # Over the two encoders: their mean margins 0.02 and 0.06, mean 0.04, half-width t(0.975, 1 dof) 12.7062 times
+    # the standard error 0.02 (the std of the two, 0.0283, over sqrt 2).
+    assert "| SST-2 | 0.0003 | 2 | +0.0200, +0.0600 | +0.0400 ± 0.2541 | yes |" in out
     doc = json.loads(two.read_text())
     doc["controls"] = {}
     two.write_text(json.dumps(doc))

@@ -12,7 +12,9 @@ the control of (`controls`). A run in two files is refused: which score to table
 
 Each run's score is its best epoch (the protocol's `run_score`). One pretraining seed: the fine-tuning
 seeds are the only replication, so the interval is over fine-tuning seeds, and each task is one
-comparison.
+comparison. Several pretraining seeds: a second table takes each encoder's mean margin as one value and gives
+the interval over encoders, the replication that says what the recipe buys rather than what one encoder does
+(a row per task, size and rate that two or more encoders share).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ def main(paths: list[str]) -> None:
                              f"{run['init']}, seed {run['seed']}) is in both {seeds[run['seed']][2]} and {run['file']}")
         seeds[run["seed"]] = (run["score"], run["seconds"], run["file"])
     sizes: dict[str, set] = {}
+    per_encoder: dict[tuple, dict[str, float]] = {}  # (task, training examples, lr) -> {encoder name: mean margin}
     for _, task, n, _ in by:
         sizes.setdefault(task, set()).add(n)
     print("| task | lr | pretrained (per seed) | random init (per seed) | margin, mean ± 95% | seed std (pretrained / control) | margin > 2 std? | s per run |")
@@ -79,10 +82,22 @@ def main(paths: list[str]) -> None:
         half = (ci["ci95"][1] - ci["ci95"][0]) / 2 if ci.get("ci95") else float("nan")
         secs = statistics.mean(v[1] for a in (pre, ran) for v in a.values())
         name = f"{task}, {n:,} examples" if len(sizes[task]) > 1 and n is not None else task
+        if encoder is not None:
+            per_encoder.setdefault((name, lr), {})[names[encoder]] = ci["mean"]
         name += f", {names[encoder]}" if encoder is not None else ""
         print(f"| {name} | {lr:g} | {', '.join(f'{pre[s][0]:.4f}' for s in seeds)} | "
               f"{', '.join(f'{ran[s][0]:.4f}' for s in seeds)} | {ci['mean']:+.4f} ± {half:.4f} | "
               f"{sd_p:.4f} / {sd_r:.4f} | {'yes' if ci['mean'] > 2 * max(sd_p, sd_r) else 'no'} | {secs:.0f} |")
+    shared = {key: margins for key, margins in per_encoder.items() if len(margins) > 1}
+    if shared:
+        print("\nOver pretraining seeds (each encoder's mean margin is one value; the interval is over encoders):\n")
+        print("| task | lr | encoders | margin per encoder | mean ± 95% | every encoder ahead? |")
+        print("|---|---|---|---|---|---|")
+    for (name, lr), margins in shared.items():
+        ci = mean_ci([margins[e] for e in sorted(margins)])
+        half = (ci["ci95"][1] - ci["ci95"][0]) / 2
+        print(f"| {name} | {lr:g} | {len(margins)} | {', '.join(f'{margins[e]:+.4f}' for e in sorted(margins))} | "
+              f"{ci['mean']:+.4f} ± {half:.4f} | {'yes' if all(m > 0 for m in margins.values()) else 'no'} |")
 
 
 if __name__ == "__main__":
