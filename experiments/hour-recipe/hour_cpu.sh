@@ -41,6 +41,12 @@ case $WHICH in costs | pretrain | shape | blimp | glue | table | smoke) ;;
 for k in $GLUE_SEEDS; do
     [[ $k =~ ^[0-9]+$ ]] && ((k < SEEDS)) || { echo "GLUE_SEEDS must be seeds of 0..$((SEEDS - 1)) (got $k)" >&2; exit 2; }
 done
+# The costs' reference takes --common, SETS included: a SETS that reshapes the model would reshape the baseline too.
+# Refused here, before `data` builds shards (minutes on a fresh clone) for a measurement that would not run.
+if [[ ($WHICH == costs || $WHICH == smoke) && -z ${LEVERS_COSTS:-} && ${SETS:-} == *model.* ]]; then
+    echo "SETS changes the model ($SETS): the mini fast reference of the costs would take it too; measure them without it, or take them with LEVERS_COSTS" >&2
+    exit 2
+fi
 
 source experiments/common/real_text_kinds.sh
 [[ $RECIPE == hour ]] && : "${DATA:=vocab16k-seq64}"  # the shards the recipe was measured on (recipes.MEASURED_ON)
@@ -97,8 +103,6 @@ print(f"{out}: {recipe} costs {arms[arm]['step_seconds']} s a step, {arm}'s in {
 PY
         return
     fi
-    # The reference takes --common, SETS included: a SETS that reshapes the model would reshape the baseline too.
-    [[ ${SETS:-} != *model.* ]] || { echo "SETS changes the model ($SETS): the mini fast reference of the costs would take it too; measure them without it, or take them with LEVERS_COSTS" >&2; exit 2; }
     local common
     common=$(bench_settings "${RUN[@]}") || exit 2
     mapfile -t common <<<"$common"
