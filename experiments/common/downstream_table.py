@@ -64,7 +64,7 @@ def main(paths: list[str]) -> None:
                              f"{run['init']}, seed {run['seed']}) is in both {seeds[run['seed']][2]} and {run['file']}")
         seeds[run["seed"]] = (run["score"], run["seconds"], run["file"])
     sizes: dict[str, set] = {}
-    per_encoder: dict[tuple, dict[str, float]] = {}  # (task, training examples, lr) -> {encoder name: mean margin}
+    per_encoder: dict[tuple, dict[str, float]] = {}  # (row name without its encoder, lr) -> {encoder: mean margin}
     for _, task, n, _ in by:
         sizes.setdefault(task, set()).add(n)
     print("| task | lr | pretrained (per seed) | random init (per seed) | margin, mean ± 95% | seed std (pretrained / control) | margin > 2 std? | s per run |")
