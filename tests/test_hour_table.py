@@ -34,11 +34,12 @@ def write_run(folder: Path, steps: int, losses: list[float], entropy: float = 6.
 def blimp_doc(trained: dict[tuple[str, int], float], random: dict[str, float], unigram: float = 0.47) -> dict:
     """A `mapnet blimp` file: each (run, step)'s accuracy, each run's random control, the unigram model."""
     models = [{"label": f"{run}@{step}", "run": run, "step": step, "init": "pretrained", "accuracy": acc,
+               "fields": {"morphology": acc + 0.1, "syntax": acc - 0.1},
                "controls": {"random": f"random-init/{run}", "unigram": "unigram"}} for (run, step), acc in trained.items()]
     models += [{"label": f"random-init/{run}", "run": "random-init", "step": None, "init": "random", "accuracy": acc}
                for run, acc in random.items()]
     models.append({"label": "unigram", "run": "unigram", "step": None, "init": "unigram", "accuracy": unigram})
-    return {"models": models, "references": {"5-gram": {"accuracy": 0.6332}},
+    return {"models": models, "references": {"5-gram": {"accuracy": 0.6332, "fields": {"morphology": 0.65, "syntax": 0.645}}},
             "data": {"paradigms": 45, "pairs": 45000, "pairs_per_paradigm": 0}}
 
 
@@ -52,6 +53,20 @@ def test_the_final_scores_are_paired_with_each_seeds_own_random_weights():
     # Differences 8, 12, 11 points: mean 10.33, sd 2.082, t(2 dof) 4.303 x 2.082 / sqrt(3) = 5.17.
     assert cells[:2] == ["pll", "60.0, 64.0, 62.0"] and cells[4] == "+10.3 ± 5.2" and cells[5] == "3"
     assert cells[6:] == ["47.0", "63.3", "no"]  # a mean of 62.0 is under the 5-gram's 63.3
+
+
+def test_word_l2r_is_paired_with_pll_seed_by_seed_and_both_are_tabled_by_field():
+    pll = blimp_doc({("seed-0", 900): 0.60, ("seed-1", 900): 0.64, ("seed-2", 900): 0.62},
+                    {"seed-0": 0.52, "seed-1": 0.52, "seed-2": 0.51})
+    l2r = blimp_doc({("seed-0", 900): 0.61, ("seed-1", 900): 0.64, ("seed-2", 900): 0.64},
+                    {"seed-0": 0.52, "seed-1": 0.52, "seed-2": 0.51})
+    text = hour_table.blimp_table({"pll": pll, "l2r": l2r})
+    # Differences 1, 0, 2 points: mean 1.0, sd 1.0, t(2 dof) 4.303 x 1.0 / sqrt(3) = 2.48.
+    assert "word-l2r − PLL, paired by seed: +1.0, +0.0, +2.0; +1.0 ± 2.5 (3 comparisons)." in text
+    # By field, the mean over the seeds: morphology pll 0.72 (0.70, 0.74, 0.72), l2r 0.73; the 5-gram's own.
+    assert "| field | pll, trained (mean) | l2r, trained (mean) | 5-gram |" in text
+    assert "| morphology | 72.0 | 73.0 | 65.0 |" in text and "| syntax | 52.0 | 53.0 | 64.5 |" in text
+    assert "word-l2r − PLL" not in hour_table.blimp_table({"pll": pll})  # one method: nothing to pair
 
 
 def test_the_runs_say_what_the_budget_bought_and_whether_they_left_the_plateau(tmp_path):

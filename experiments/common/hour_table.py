@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -117,6 +118,29 @@ def blimp_table(finals: dict[str, dict]) -> str:
             f"{'–' if five is None else 'yes' if mean['mean'] >= five else 'no'} |")
     pairs = next(iter(finals.values()))["data"]
     lines.append(f"\n{pairs['paradigms']} paradigms, {pairs['pairs']:,} pairs per encoder; one comparison per seed.")
+    if {"pll", "l2r"} <= finals.keys():
+        pll, l2r = final_scores(finals["pll"])[0], final_scores(finals["l2r"])[0]
+        seeds = sorted(pll.keys() & l2r.keys())
+        diff = [l2r[s] - pll[s] for s in seeds]
+        lines.append(f"word-l2r − PLL, paired by seed: {', '.join(f'{100 * d:+.1f}' for d in diff)}; "
+                     f"{fmt(mean_ci(diff), f='+.1f')} ({len(diff)} comparisons).")
+    lines.append("\n" + fields_table(finals))
+    return "\n".join(lines)
+
+
+def fields_table(finals: dict[str, dict]) -> str:
+    """BLiMP by field: each method's trained encoders (mean over the seeds) beside the 5-gram's published scores
+    averaged by field over the same paradigms (the file's references)."""
+    docs = list(finals.values())
+    fields = sorted(next(m["fields"] for m in docs[0]["models"] if m["init"] == "pretrained"))
+    lines = ["| field | " + " | ".join(f"{method}, trained (mean)" for method in finals) + " | 5-gram |",
+             "|---|" + "---|" * (len(finals) + 1)]
+    five = docs[0].get("references", {}).get("5-gram", {}).get("fields", {})
+    for field in fields:
+        means = [statistics.mean(m["fields"][field] for m in doc["models"] if m["init"] == "pretrained")
+                 for doc in docs]
+        lines.append(f"| {field} | " + " | ".join(f"{100 * v:.1f}" for v in means)
+                     + f" | {f'{100 * five[field]:.1f}' if field in five else '–'} |")
     return "\n".join(lines)
 
 
