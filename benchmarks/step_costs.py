@@ -46,6 +46,7 @@ import threading
 import time
 from pathlib import Path
 
+from mapnet_cli import artefacts
 from mapnet_cli.atomic import write_json
 from mapnet_cli.compare import strategy_masking
 from mapnet_cli.cpu_features import cpu_description
@@ -202,7 +203,7 @@ def summarise(pairs: list[dict[str, dict]], names: list[str], reference: tuple[f
                      "ratio_range": {k: [min(v), max(v)] for k, v in ratios.items()},
                      "step_seconds": figures(pinned[0] * median["full"]),
                      "short_step_seconds": figures(pinned[1] * median["short"])}
-    return {"reference": ref_name, "reference_seconds": {"full": pinned[0], "short": pinned[1]},
+    return {"schema": "mapnet.step-costs/1", "reference": ref_name, "reference_seconds": {"full": pinned[0], "short": pinned[1]},
             "reference_pinned": reference is not None, "arms": out}
 
 
@@ -242,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.reference is None and alone_runs < 1:
         ap.error("--alone must be >= 1: the reference's costs come from its runs alone (or pin them with --reference)")
     try:  # every arm's settings and the output, before any timing: a typo in the last arm costs nothing
-        check_output(a.out, [], folder=False, overwrite=True)
+        check_output(a.out, [], kind=artefacts.STEP_COSTS, overwrite=True)
         settings = {name: (shards, arm_settings(a.common, rest, a.steps)) for name, shards, *rest in a.arm}
     except MapnetError as exc:
         print(f"error: {exc}", file=sys.stderr)

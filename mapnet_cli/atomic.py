@@ -233,6 +233,8 @@ def publish_dir(staging: Path, final: Path, overwrite: bool = False) -> None:
         trash = final.with_name(f".{final.name}.old-{os.getpid()}")
         os.replace(final, trash)
         os.replace(staging, final)
+        if trash.is_symlink():  # rmtree refuses a link: it would be left behind, hidden
+            trash.unlink()
         shutil.rmtree(trash, ignore_errors=True)
     else:
         os.replace(staging, final)

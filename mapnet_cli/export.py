@@ -50,6 +50,7 @@ from safetensors.torch import save_file
 
 from . import __version__, atomic
 from .errors import MapnetError
+from . import artefacts
 from .output_paths import check_output
 from .model.bert import BertForMLM
 from .model import hf_modern_layout
@@ -200,7 +201,7 @@ def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = 
     """Write the Hugging Face folder `out` from a checkpoint (or a run's newest); return `out`."""
     out = Path(out)
     # `export RUN --out RUN --overwrite` would replace every checkpoint of the run with the export.
-    check_output(out, [source], overwrite=overwrite)
+    check_output(out, [source], kind=artefacts.EXPORT, overwrite=overwrite)
     run = load_run(source, with_proposal=False)  # only the encoder and MLM head are exported
     model, meta, ckpt = run.model, run.meta, run.checkpoint
     check_cleaning_against_shards(run)

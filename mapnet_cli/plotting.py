@@ -16,6 +16,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+from .artefacts import PLOT_MARK
 from .atomic import atomic_file
 from .errors import MapnetError, warn
 
@@ -51,11 +52,20 @@ def save_figure(fig, path: Path, dpi: int = 120) -> None:
     """Write `fig` to `path` atomically and close it: `atomic.atomic_file` (a temp file renamed into place,
     removed on any failure; a full disk is one line naming `path`), so a killed run leaves no half image."""
     plt = pyplot()
+    fmt = path.suffix.lstrip(".").lower() or "png"
     try:
         with atomic_file(path, "wb") as fh:
-            fig.savefig(fh, format=path.suffix.lstrip(".").lower() or "png", dpi=dpi)
+            fig.savefig(fh, format=fmt, dpi=dpi, **_marked(fmt))
     finally:
         plt.close(fig)
+
+
+def _marked(fmt: str) -> dict:
+    """savefig's arguments that put mapnet's mark in the image's metadata: `plot --overwrite` replaces only an
+    image that carries it (`artefacts.kind_of`)."""
+    if fmt in ("jpg", "jpeg"):
+        return {"pil_kwargs": {"comment": PLOT_MARK.encode()}}
+    return {"metadata": {"Software" if fmt == "png" else "Creator": PLOT_MARK}}
 
 
 def metrics_path(run: Path) -> Path:

@@ -60,7 +60,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 # Bottom to top. A top-level module or package of mapnet_cli belongs to exactly one layer.
 LAYERS = [
-    ("utilities", {"mapnet_cli", "errors", "atomic", "output_paths", "run_lock", "comma_list", "intervals", "metrics_file",
+    ("utilities", {"mapnet_cli", "errors", "atomic", "artefacts", "output_paths", "run_lock", "comma_list", "intervals", "metrics_file",
                    "distributed", "plotting", "cpu_features"}),
     ("settings", {"settings"}),
     ("data", {"data"}),

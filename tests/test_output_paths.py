@@ -21,6 +21,7 @@ import pytest
 
 from mapnet_cli.cli import main
 from mapnet_cli.errors import MapnetError
+from mapnet_cli.artefacts import CORPUS, PLOT, PMI_VOCAB, QUICKSTART, RUN
 from mapnet_cli.output_paths import check_output, overlap
 from trained_runs import SETTINGS
 
@@ -45,21 +46,27 @@ def test_check_output_refuses_overlap_kind_and_an_existing_output_unless_asked(t
     data.mkdir()
     (tmp_path / "link").symlink_to(data)
     with pytest.raises(MapnetError, match=rf"--out {tmp_path / 'link'} is the input {data} \(after following links"):
-        check_output(tmp_path / "link", [data], overwrite=True)
+        check_output(tmp_path / "link", [data], kind=CORPUS, overwrite=True)
     a_file = tmp_path / "notes.txt"
     a_file.write_text("keep me")
     with pytest.raises(MapnetError, match="is a file, not an output folder"):
-        check_output(a_file, [data], overwrite=True)
+        check_output(a_file, [data], kind=CORPUS, overwrite=True)
     with pytest.raises(MapnetError, match="is a folder, not a file"):
-        check_output(data, [], overwrite=True, folder=False)
+        check_output(data, [], kind=PLOT, overwrite=True)
     with pytest.raises(MapnetError, match=r"already exists \(pass --overwrite to replace it\)"):
-        check_output(a_file, [], folder=False)
+        check_output(a_file, [], kind=PLOT)
     (tmp_path / "dangling").symlink_to(tmp_path / "gone")
-    with pytest.raises(MapnetError, match="already exists"):
-        check_output(tmp_path / "dangling", [])
-    check_output(a_file, [data], overwrite=True, folder=False)
-    check_output(data, [tmp_path / "elsewhere"], reuse=True)  # a run continued in place
-    check_output(data / "pmi.tsv", [data / "manifest.json"], folder=False)  # beside the files read is fine
+    with pytest.raises(MapnetError, match="is a link \\(to .*gone\\): mapnet replaces no link"):
+        check_output(tmp_path / "dangling", [], kind=CORPUS)
+    with pytest.raises(MapnetError, match="notes.txt is not a plot made by mapnet \\(it is a file mapnet did not write"):
+        check_output(a_file, [data], kind=PLOT, overwrite=True)
+    check_output(data, [tmp_path / "elsewhere"], kind=RUN, reuse=True)  # a run continued in place
+    check_output(data / "pmi.tsv", [data / "manifest.json"], kind=PMI_VOCAB)  # beside the files read is fine
+    check_output(tmp_path / "link", [], kind=RUN, reuse=True)  # a folder continued through a link: followed
+    with pytest.raises(MapnetError, match="is a link"):
+        check_output(tmp_path / "link", [], kind=QUICKSTART, reuse=True, overwrite=True)  # never replaced
+    (data / "empty").mkdir()
+    check_output(data / "empty", [], kind=CORPUS, overwrite=True)  # an empty folder: nothing to lose
     assert a_file.read_text() == "keep me"
 
 

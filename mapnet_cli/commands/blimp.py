@@ -25,6 +25,7 @@ from rich.table import Table
 
 from ..comma_list import comma_list
 from ..errors import MapnetError
+from .. import artefacts
 from ..output_paths import check_output
 from ..run_lock import output_lock
 from .options import DeviceOpt, OverwriteOpt, evaluation_device
@@ -57,7 +58,7 @@ def blimp(
 
     if resume and overwrite:
         raise MapnetError("--resume keeps what --out holds and --overwrite replaces it: give one")
-    check_output(out, [*models, data, shards], overwrite=overwrite, reuse=resume, folder=False)
+    check_output(out, [*models, data, shards], kind=artefacts.BLIMP, overwrite=overwrite, reuse=resume)
     kept = read_kept(out) if resume and out.exists() else None
     dev = evaluation_device(device)
     cfg = BlimpConfig(method=method, max_tokens=max_tokens, random_control=random_control, unigram_control=unigram_control)

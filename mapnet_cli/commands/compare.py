@@ -27,6 +27,7 @@ from rich.table import Column, Table
 from .. import compare as cmp
 from ..atomic import make_dirs, sha256_file, write_json, write_text
 from ..errors import MapnetError
+from .. import artefacts
 from ..output_paths import check_output
 from ..run_lock import output_lock
 from ..settings import PROTOCOLS, protocol
@@ -98,7 +99,8 @@ def compare(
     if base.distributed.gpus or base.distributed.nproc:
         raise MapnetError("mapnet compare trains in this process; leave distributed.gpus and distributed.nproc at 0")
     # Rerunning reuses what is in --out; it never replaces it.
-    check_output(out, [shards, base.model.init_from or None, glue_data, blimp, config, step_costs], reuse=True)
+    check_output(out, [shards, base.model.init_from or None, glue_data, blimp, config, step_costs],
+                 kind=artefacts.COMPARISON, reuse=True)
 
     suite = blimp_cfg = None
     if blimp is not None:  # the folder and settings are checked before any training

@@ -28,6 +28,7 @@ from .. import settings as settings_mod
 from ..settings import PROTOCOLS
 from ..comma_list import comma_list
 from ..errors import MapnetError
+from .. import artefacts
 from ..output_paths import check_output
 from ..run_lock import output_lock
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
@@ -106,7 +107,7 @@ def finetune_glue(
     if not checkpoint and not sweep_paths:
         raise MapnetError("name what to fine-tune: --checkpoint RUN_OR_CKPT, or --checkpoints RUN ... for a sweep")
     # Re-using --out resumes the sweep from its results.json; it never replaces the folder.
-    check_output(out, [data, *(checkpoint or ()), *sweep_paths, config], reuse=True)
+    check_output(out, [data, *(checkpoint or ()), *sweep_paths, config], kind=artefacts.GLUE, reuse=True)
     refs, controls = with_controls(find_checkpoints(checkpoint or (), sweep_paths), init)
 
     err = Console(stderr=True)

@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 
 from ..errors import MapnetError
+from .. import artefacts
 from ..output_paths import check_output
 from .options import OverwriteOpt
 
@@ -32,7 +33,7 @@ def plot(
     """Plot loss, held-out loss, learning rate (and MAP-Net's entropy and mass) of one or more runs."""
     from ..plotting import run_curves, save_figure
 
-    check_output(out, runs, overwrite=overwrite, folder=False)
+    check_output(out, runs, kind=artefacts.PLOT, overwrite=overwrite)
     if out.suffix.lower() not in FORMATS:
         raise MapnetError(f"--out {out}: use one of {', '.join(FORMATS)}")
     if not out.parent.is_dir():

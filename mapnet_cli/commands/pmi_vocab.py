@@ -20,6 +20,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from ..data.preprocessed import open_preprocessed
 from ..errors import warn
 from ..masking import pmi_vocab as vocabulary  # the command below is named pmi_vocab
+from .. import artefacts
 from ..output_paths import check_output
 from .options import OverwriteOpt
 
@@ -39,7 +40,7 @@ def pmi_vocab(
     source = open_preprocessed(corpus)
     # The inputs are the files it reads, not the folder: CORPUS/pmi.tsv, beside them, is where pretrain looks.
     read = [source.path / "manifest.json", source.tokenizer_path, *map(source.part_path, source.manifest["parts"])]
-    check_output(out, read, overwrite=overwrite, folder=False)
+    check_output(out, read, kind=artefacts.PMI_VOCAB, overwrite=overwrite)
     console = Console(stderr=True)
     columns = (TextColumn("pmi-vocab"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, disable=not progress) as bar:

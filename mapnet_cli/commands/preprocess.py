@@ -24,6 +24,7 @@ from ..data import preprocess as pp
 from ..data.inputs import SYNTHETIC
 from ..data.recipes import load_recipe, recipe_inputs
 from ..errors import MapnetError, warn
+from .. import artefacts
 from ..output_paths import check_output
 from ..run_lock import output_lock
 from .options import ConfigOpt, EngineAddressOpt, EngineOpt, PrintSettingsOpt, SetOpt, TasksOpt, check_engine_address
@@ -54,7 +55,7 @@ def preprocess(
     engine_address: EngineAddressOpt = None,
     config: ConfigOpt = None,
     set_: SetOpt = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing output folder.")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Delete and replace --out if it exists: only an output of this command's kind that mapnet wrote and that holds nothing else (else refused, naming what is there).")] = False,
     print_settings: PrintSettingsOpt = False,
 ) -> None:
     """Split sentences (spaCy), normalise and tokenise (Moses), lower-case, and train a BPE tokenizer."""
@@ -73,7 +74,8 @@ def preprocess(
         raise MapnetError("missing --out DIR (the output folder)")
     check_engine_address(engine_address, resolved.engine.name)
     # Before a recipe's download; run_preprocess checks the inputs a recipe names again once they are known.
-    check_output(out, [*(i for i in inputs or () if i != SYNTHETIC), tokenizer, *files], overwrite=overwrite)
+    check_output(out, [*(i for i in inputs or () if i != SYNTHETIC), tokenizer, *files], kind=artefacts.CORPUS,
+                 overwrite=overwrite)
     console = Console(stderr=True)
     pre = resolved.preprocess
     if pre.tokenizer and pre.moses_tokenize:

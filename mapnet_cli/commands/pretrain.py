@@ -43,6 +43,7 @@ import typer
 from .. import settings as settings_mod
 from ..atomic import make_dirs
 from ..errors import MapnetError
+from .. import artefacts
 from ..output_paths import check_output
 from .options import ConfigOpt, PrintSettingsOpt, RecipeOpt, SetOpt, TimeBudgetOpt
 from .progress import ARGV_ENV, train_with_progress
@@ -157,7 +158,7 @@ def pretrain(
         raise MapnetError(f"--stop-at must be >= 1 (got {stop_at})")
     # A run continues in its own folder (--resume) and never replaces it; --config is left out of the inputs
     # because the launcher hands its workers a settings file inside the run.
-    check_output(out, [shards, settings.model.init_from or None], reuse=True)
+    check_output(out, [shards, settings.model.init_from or None], kind=artefacts.RUN, reuse=True)
 
     from .. import distributed
     from ..train.tracking import require

@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import MapnetError
+from .. import artefacts
 from ..output_paths import check_output
 from ..run_lock import output_lock
 from .options import DeviceOpt, OverwriteOpt, evaluation_device
@@ -53,8 +54,8 @@ def probe(
     from ..evaluation.probe import ProbeConfig, probe_run, rank_correlation
     from ..evaluation.glue.pretrained import find_checkpoints
 
-    check_output(out, [*runs, data, against], overwrite=overwrite, folder=False)
-    check_output(out.parent / "cache", [*runs, data, against], reuse=True, name="the token cache beside --out")
+    check_output(out, [*runs, data, against], kind=artefacts.PROBE, overwrite=overwrite)
+    check_output(out.parent / "cache", [*runs, data, against], kind=artefacts.CACHE, reuse=True, name="the token cache beside --out")
     dev = evaluation_device(device)
     glue_doc = None
     if against is not None:

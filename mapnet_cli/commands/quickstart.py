@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .. import quickstart as qs
+from .. import artefacts
 from ..output_paths import check_output
 from ..run_lock import output_lock
 from .options import ConfigOpt, PrintSettingsOpt, RecipeOpt, SetOpt
@@ -36,7 +37,7 @@ def quickstart(
     recipe: RecipeOpt = None,
     masking: Annotated[Optional[Masking], typer.Option("--masking", help="uniform (baseline) or mapnet.", show_default=False)] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Sets train.seed.", show_default=False)] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Start from scratch instead of reusing finished stages.")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Start from scratch: delete --out (a quickstart folder mapnet made, holding nothing else; else refused) instead of reusing its finished stages.")] = False,
     config: ConfigOpt = None,
     set_: SetOpt = None,
     print_settings: PrintSettingsOpt = False,
@@ -47,8 +48,9 @@ def quickstart(
     if print_settings:
         typer.echo(settings.to_toml(), nl=False)
         return
-    # Finished stages in --out are reused; --overwrite deletes the folder, so a --config inside it is refused.
-    check_output(out, [config], reuse=True)
+    # Finished stages in --out are reused; --overwrite deletes the folder: only one quickstart made, and never
+    # with a --config inside it.
+    check_output(out, [config], kind=artefacts.QUICKSTART, reuse=True, overwrite=overwrite)
     console = Console(stderr=True)
     stages = qs.Stages.under(out, settings.masking.strategy)
     # Held from before --overwrite deletes anything until the summary: the lock file is beside out/, not in it.

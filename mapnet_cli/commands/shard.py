@@ -23,6 +23,7 @@ from rich.table import Table
 from .. import settings as settings_mod
 from ..data.preprocessed import open_preprocessed
 from ..data.shard_writer import run_shard
+from .. import artefacts
 from ..output_paths import check_output
 from ..run_lock import output_lock
 from .options import ConfigOpt, EngineAddressOpt, EngineOpt, PrintSettingsOpt, SetOpt, TasksOpt, check_engine_address
@@ -38,7 +39,7 @@ def shard(
     config: ConfigOpt = None,
     set_: SetOpt = None,
     init_from: Annotated[Optional[Path], typer.Option("--init-from", help="The encoder these shards are for (as pretrain --init-from): refuse, before packing, a corpus not encoded with its tokenizer.", show_default=False)] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace --out if it exists.")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Delete and replace --out if it exists: only an output of this command's kind that mapnet wrote and that holds nothing else (else refused, naming what is there).")] = False,
     engine: EngineOpt = None,
     tasks: TasksOpt = None,
     engine_address: EngineAddressOpt = None,
@@ -57,7 +58,7 @@ def shard(
     if print_settings:
         typer.echo(settings.to_toml(), nl=False)
         return
-    check_output(out, [preprocessed, init_from, config], overwrite=overwrite)
+    check_output(out, [preprocessed, init_from, config], kind=artefacts.SHARDS, overwrite=overwrite)
     check_engine_address(engine_address, settings.engine.name)
     with output_lock(out):
         corpus = open_preprocessed(preprocessed)

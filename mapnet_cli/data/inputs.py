@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+from .. import artefacts
 from ..errors import MapnetError
 from ..settings import PreprocessSettings
 
@@ -114,6 +115,10 @@ def _walk(root: Path, exclude: tuple[str, ...]) -> list[Path]:
 
     found = []
     for dirpath, dirnames, filenames in os.walk(root, onerror=fail):
+        made = artefacts.kind_of(Path(dirpath))
+        if made is not None:  # its tokenizer.json, manifest and sentence parts are not documents
+            raise MapnetError(f"input {dirpath} is a {made.noun} written by mapnet, not raw text: preprocess would "
+                              "read its files as documents; give only the folders of raw text")
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
             if name.startswith(".") or any(fnmatch.fnmatch(name, pat) for pat in exclude):

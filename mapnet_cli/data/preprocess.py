@@ -31,6 +31,7 @@ from typing import Callable, Iterable, Iterator
 from .. import __version__
 from ..atomic import sha256_file, staged_output, write_json, write_text
 from ..errors import MapnetError
+from .. import artefacts
 from ..output_paths import check_output
 from ..settings import PreprocessSettings, Settings
 from . import bpe
@@ -284,7 +285,8 @@ def run_preprocess(
     out = Path(out)
     inputs = list(inputs)
     # `preprocess DIR --out DIR --overwrite` would delete the raw text it reads; `--out DIR/p` would read its own output.
-    check_output(out, [*(i for i in inputs if str(i) != SYNTHETIC), pre.tokenizer or None], overwrite=overwrite)
+    check_output(out, [*(i for i in inputs if str(i) != SYNTHETIC), pre.tokenizer or None], kind=artefacts.CORPUS,
+                 overwrite=overwrite)
     files = discover(inputs, pre)
     if not files:
         raise MapnetError("no input files found in " + ", ".join(map(str, inputs)))

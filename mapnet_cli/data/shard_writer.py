@@ -30,6 +30,7 @@ import pyarrow.ipc as ipc
 from .. import __version__
 from ..atomic import sha256_file, staged_output, write_json, write_text
 from ..errors import MapnetError
+from .. import artefacts
 from ..output_paths import check_output
 from ..settings import Settings
 from .bpe import role_ids
@@ -183,7 +184,7 @@ def run_shard(preprocessed: str | Path | Preprocessed, out: str | Path, settings
     cfg = settings.shard
     out = Path(out)
     corpus = preprocessed if isinstance(preprocessed, Preprocessed) else open_preprocessed(preprocessed)
-    check_output(out, [corpus.path], overwrite=overwrite)
+    check_output(out, [corpus.path], kind=artefacts.SHARDS, overwrite=overwrite)
     tokenizer = load_tokenizer(corpus.tokenizer_path)
     special = role_ids(tokenizer, corpus.tokenizer_path)
     vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)

@@ -207,17 +207,26 @@ def test_missing_input_and_missing_out(tmp_path):
 
 
 @pytest.mark.slow
-def test_output_exists_needs_overwrite(tmp_path):
+def test_output_exists_needs_overwrite_which_replaces_only_a_corpus_and_nothing_added_to_it(tmp_path):
     (tmp_path / "in.txt").write_text("Hello there. How are you?\n")
     out = tmp_path / "o"
     out.mkdir()
     (out / "keep").write_text("x")
     assert_one_line_error(cli(tmp_path / "in.txt", "--out", out, "--workers", "1"), "already exists.*--overwrite")
-    assert (out / "keep").exists()
+    assert_one_line_error(cli(tmp_path / "in.txt", "--out", out, "--workers", "1", "--overwrite"),
+                          "is not a preprocessed corpus made by mapnet .it holds keep.")
+    assert (out / "keep").read_text() == "x"
+    (out / "keep").unlink()  # an empty folder: nothing to lose
+    assert cli(tmp_path / "in.txt", "--out", out, "--workers", "1", "--overwrite", "--vocab-size", "256").exit_code == 0
+    (tmp_path / "in.txt").write_text("Good bye. See you!\n")
+    (out / "keep").write_text("x")  # the user's file inside the corpus: named, not deleted
+    assert_one_line_error(cli(tmp_path / "in.txt", "--out", out, "--workers", "1", "--overwrite"),
+                          "holds what mapnet did not write there .keep.")
+    (out / "keep").unlink()
     result = cli(tmp_path / "in.txt", "--out", out, "--workers", "1", "--overwrite", "--vocab-size", "256")
     assert result.exit_code == 0, result.output
-    assert not (out / "keep").exists() and (out / "manifest.json").exists()
-    assert sentence_lines(out) == ["hello there .", "how are you ?"]
+    assert (out / "manifest.json").exists()
+    assert sentence_lines(out) == ["good bye .", "see you !"]
 
 
 def test_binary_named_is_an_error(tmp_path):
