@@ -76,6 +76,11 @@ EngineAddressOpt = Annotated[
 
 
 def check_engine_address(address: str | None, engine: str) -> None:
-    """An address given to the local pool would be ignored: one line instead."""
+    """An address given to the local pool would be ignored: one line instead. With dask, the address (or
+    DASK_SCHEDULER_ADDRESS) is of Dask's form, checked before any folder is made."""
     if address and engine != "dask":
         raise MapnetError("--engine-address needs --engine dask (or engine.name = \"dask\")")
+    if engine == "dask":
+        from ..data.engine import scheduler_address
+
+        scheduler_address(address)

@@ -81,6 +81,9 @@ def resolve_settings(out: Path, resume: bool, config: Optional[Path], flags: dic
     base = checkpoint.load_settings(ckpt)
     settings = settings_mod.resolve(config, flags, assignments, base=base, base_is_run=True)
     refuse_fixed_changes(base, settings)
+    from ..train.inputs import check_resume_steps
+
+    check_resume_steps(settings, out)  # --steps below the run's newest step: before anything is launched or written
     return settings
 
 
@@ -166,6 +169,9 @@ def pretrain(
 
     require(settings.logging)  # a missing tensorboard/wandb package: one line, before torchrun starts anything
     if distributed.should_launch(d.gpus, d.nproc):
+        from ..train.inputs import check_launch
+
+        check_launch(settings, shards, (d.gpus or d.nproc) * d.nnodes)  # once here, not once per worker
         # The launcher holds the lock for the job (its workers accept it); other nodes' launchers do not lock.
         with output_lock(out, active=d.node_rank == 0):
             _launch(shards, out, settings, resume, stop_at)

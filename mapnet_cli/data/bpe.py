@@ -83,6 +83,18 @@ def role_ids(tok, path: str | Path) -> dict[str, int]:
     return ids
 
 
+def check_fits(tok, path: str | Path, rows: int, table: str) -> None:
+    """Refuse `tok` (read from `path`) where an id it can give is no row of the embedding table it will index
+    (`rows`, the model's vocabulary; `table` names the model): torch would raise IndexError on the first sentence
+    that meets such an id, after every model before it was scored. Called before any model runs."""
+    ids = tok.get_vocab(with_added_tokens=True).values()
+    top = max(ids, default=-1)
+    if top >= rows:
+        raise MapnetError(f"{path} gives token ids up to {top} ({tok.get_vocab_size(with_added_tokens=True)} tokens), "
+                          f"but {table} has {rows} embedding rows (ids 0-{rows - 1}): the tokenizer is not the one the "
+                          "model was trained with; put back the model's own tokenizer.json")
+
+
 def is_wordpiece(tok) -> bool:
     from tokenizers import models
 

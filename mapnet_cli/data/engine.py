@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import re
 import uuid
 from typing import Callable, Iterator, Sequence
 
@@ -22,6 +24,50 @@ from ..errors import MapnetError
 from ..settings import EngineSettings
 
 INSTALL = "pip install 'mapnet[distributed]' (in a checkout: uv sync --extra distributed)"
+# Dask's schemes for a scheduler another process can reach; a bare HOST:PORT is tcp, as Dask reads it.
+SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+EXPECTED = "tcp://HOST:PORT (e.g. tcp://head:8786; tls://, ws://, wss:// and ucx:// too)"
+CONNECT_TIMEOUT = "30s"  # how long a Client waits for the scheduler before the run is refused
+_ADDRESS = re.compile(r"(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(?P<port>\d+)")
+
+
+def address_problem(address: str) -> str | None:
+    """Why `address` is not a scheduler address Dask can connect to (None: it is one). Checked before any work:
+    Dask itself would say it with an 80-line traceback from inside Client(), after the output folder was made."""
+    if re.fullmatch(r"inproc://\S+", address.strip()):  # a cluster in this very process (a library caller's)
+        return None
+    m = _ADDRESS.fullmatch(address.strip())
+    if m is None:
+        return "not of the form " + EXPECTED
+    if m["scheme"] is not None and m["scheme"].lower() not in SCHEMES:
+        return f"Dask has no {m['scheme']}:// scheme; expected {EXPECTED}"
+    if not 1 <= int(m["port"]) <= 65535:
+        return f"port {m['port']} is not in 1-65535; expected {EXPECTED}"
+    return None
+
+
+def scheduler_address(address: str | None) -> str | None:
+    """The scheduler `--engine dask` connects to: `address`, else Dask's own setting (DASK_SCHEDULER_ADDRESS, or
+    scheduler-address in a Dask config file), else None (a local cluster); a malformed one is one line naming
+    where it came from."""
+    where = f"--engine-address {address!r}"
+    if not address:
+        env = os.environ.get("DASK_SCHEDULER_ADDRESS")
+        if env is not None:
+            address, where = env, f"DASK_SCHEDULER_ADDRESS={env!r}"
+        else:
+            try:
+                import dask
+            except ImportError:
+                return None  # `import_distributed` says what to install
+            address = dask.config.get("scheduler-address", None)
+            where = f"Dask's scheduler-address setting {address!r}"
+    if not address:
+        return None
+    problem = address_problem(str(address))
+    if problem:
+        raise MapnetError(f"{where} is not a Dask scheduler address: {problem}")
+    return str(address)
 
 
 def import_distributed():
@@ -85,15 +131,15 @@ class DaskEngine:
 def dask_engine(settings: EngineSettings, address: str | None, workers: int) -> Iterator[DaskEngine]:
     """A client of the cluster at `address` (else DASK_SCHEDULER_ADDRESS), or of a local cluster started here."""
     distributed = import_distributed()
-    import dask
-
-    address = address or dask.config.get("scheduler-address", None)
+    address = scheduler_address(address)
     with contextlib.ExitStack() as stack:
         if address:
             try:
-                client = stack.enter_context(distributed.Client(address, timeout="30s"))
-            except (OSError, TimeoutError) as exc:
-                raise MapnetError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+                client = stack.enter_context(distributed.Client(address, timeout=CONNECT_TIMEOUT))
+            except Exception as exc:  # refused, timed out, a TLS scheme without certificates: one line, not Dask's
+                first = (str(exc).strip().splitlines() or [""])[0][:300]
+                raise MapnetError(f"cannot reach the Dask scheduler at {address} ({type(exc).__name__}: {first}); is "
+                                  "it running, and is the address right?") from None
         else:
             stack.enter_context(_workers_skip_main())
             # One thread per worker: spaCy and Moses hold the GIL, so threads would only share one core.

@@ -301,6 +301,13 @@ def engine_sentences(files: list[InputFile], settings: Settings, marker: str | N
     `on_progress(input bytes done, text bytes done, sentences)` after each merged task.
     """
     import_distributed()  # a missing extra is one line before anything is written
+    workers = settings.preprocess.workers or os.cpu_count() or 1
+    with dask_engine(settings.engine, address, workers) as engine:  # a scheduler out of reach: before any folder
+        return _engine_sentences(engine, files, settings, marker, writer, out, on_progress)
+
+
+def _engine_sentences(engine, files: list[InputFile], settings: Settings, marker: str | None, writer, out: Path,
+                      on_progress: Callable[[int, int, int], None] | None) -> EngineStage:
     folder = make_dirs(tasks_folder(out))
     specs = []
     for i, (group, part) in enumerate(plan(files, settings.engine.tasks)):
@@ -312,24 +319,22 @@ def engine_sentences(files: list[InputFile], settings: Settings, marker: str | N
     records: list[dict] = []
     stats = ReadStats()
     input_bytes = 0
-    workers = settings.preprocess.workers or os.cpu_count() or 1
-    with dask_engine(settings.engine, address, workers) as engine:
-        workers = engine.workers
-        results = engine.run(run_task, todo, "preprocess")
-        try:
-            for spec in specs:
-                record = done[spec.index] if spec.index in done else next(results)
-                _merge(spec.text_path, record, writer)
-                records.append(record)
-                stats.chunks_cut += record["chunks_cut"]
-                stats.text_bytes += record["text_bytes"]
-                stats.skipped_binary.extend(record["skipped_binary"])
-                k, parts = spec.part
-                input_bytes += sum(f.size * (k + 1) // parts - f.size * k // parts for f in spec.files)
-                if on_progress is not None:
-                    on_progress(input_bytes, stats.text_bytes, writer.sentences)
-        finally:
-            results.close()  # while the client is still open
+    workers = engine.workers
+    results = engine.run(run_task, todo, "preprocess")
+    try:
+        for spec in specs:
+            record = done[spec.index] if spec.index in done else next(results)
+            _merge(spec.text_path, record, writer)
+            records.append(record)
+            stats.chunks_cut += record["chunks_cut"]
+            stats.text_bytes += record["text_bytes"]
+            stats.skipped_binary.extend(record["skipped_binary"])
+            k, parts = spec.part
+            input_bytes += sum(f.size * (k + 1) // parts - f.size * k // parts for f in spec.files)
+            if on_progress is not None:
+                on_progress(input_bytes, stats.text_bytes, writer.sentences)
+    finally:
+        results.close()  # while the client is still open
     feed = TaskFeed(records, len(files))
     return EngineStage(
         feed=feed, stats=stats, sentences_cut=sum(r["sentences_cut"] for r in records),

@@ -160,10 +160,10 @@ def fingerprint(corpus: Preprocessed) -> str:
 def engine_encoded(corpus: Preprocessed, settings: Settings, out: Path, address: str | None, workers: int) -> Iterator[EngineEncoder]:
     import_distributed()  # a missing extra is one line before anything is written
     parts = corpus.manifest["parts"]
-    folder = make_dirs(tasks_folder(out))
-    first_docs = np.concatenate([[0], np.cumsum([p["documents"] for p in parts])]).astype(int).tolist()
-    specs = [TaskSpec(i, str(corpus.path.resolve()), tuple((j, parts[j]) for j in group), str(folder.resolve()),
-                      fingerprint(corpus))
-             for i, group in enumerate(balanced_groups([p["bytes"] for p in parts], settings.engine.tasks))]
-    with dask_engine(settings.engine, address, workers or os.cpu_count() or 1) as engine:
+    with dask_engine(settings.engine, address, workers or os.cpu_count() or 1) as engine:  # reached before any folder
+        folder = make_dirs(tasks_folder(out))
+        first_docs = np.concatenate([[0], np.cumsum([p["documents"] for p in parts])]).astype(int).tolist()
+        specs = [TaskSpec(i, str(corpus.path.resolve()), tuple((j, parts[j]) for j in group), str(folder.resolve()),
+                          fingerprint(corpus))
+                 for i, group in enumerate(balanced_groups([p["bytes"] for p in parts], settings.engine.tasks))]
         yield EngineEncoder(engine, specs, first_docs)

@@ -77,6 +77,8 @@ class ProbeConfig:
         out = []
         if self.train_examples < 0 or self.dev_examples < 0:
             out.append("probe example counts must be >= 0")
+        if self.seed < 0:  # numpy's generator refuses it only when the training rows are drawn
+            out.append(f"probe seed must be >= 0 (got {self.seed})")
         if not 8 <= self.max_seq_len <= 8192:
             out.append(f"probe max_seq_len must be in [8, 8192] (got {self.max_seq_len})")
         if self.l2 < 0 or not math.isfinite(self.l2):
@@ -219,6 +221,24 @@ def probe_checkpoint(ref: CheckpointRef, data: TaskData, cfg: ProbeConfig, cache
 
 
 # ---------------------------------------------------------------- a run
+def check_text_paths(refs: list[CheckpointRef]) -> None:
+    """Every checkpoint's architecture, settings and tokenizer read before the first is probed (a problem of the
+    last one came after the others were probed): its special tokens found, and every id it gives a row of its
+    model's embedding table."""
+    from ..data.bpe import check_fits
+    from .glue.encode import TextEncoder
+    from .glue.pretrained import load_architecture
+
+    seen = set()
+    for ref in refs:
+        if ref.path in seen:  # a run's random-init control reads its checkpoint's
+            continue
+        seen.add(ref.path)
+        arch, settings = load_architecture(ref)
+        text = TextEncoder(ref.path / "tokenizer.json", settings.preprocess, arch.max_position)
+        check_fits(text.tokenizer, ref.path / "tokenizer.json", arch.vocab_size, f"checkpoint {ref.path}")
+
+
 def probe_run(refs: list[CheckpointRef], glue_dir: Path, cfg: ProbeConfig, out_path: Path | None = None,
               control: bool = True, note: Callable[[str], None] = lambda _: None, device=None) -> dict:
     """Probe every checkpoint in `refs` (and, with `control`, each architecture's random-init control);
@@ -234,6 +254,7 @@ def probe_run(refs: list[CheckpointRef], glue_dir: Path, cfg: ProbeConfig, out_p
     cfg = ProbeConfig(**{**asdict(cfg), "task": task_spec(cfg.task).name})
     data, keep = load_probe_data(Path(glue_dir), cfg)  # input problems surface before any encoder runs
     todo, controls = with_controls(refs, "both" if control else "pretrained")
+    check_text_paths(todo)
     doc = {"schema": SCHEMA, "complete": False, "planned": len(todo), "task": cfg.task, "config": asdict(cfg),
            "data": {"train_rows": len(data.train), "train_subset_sha256": hashlib.sha256(keep.astype(np.int64).tobytes()).hexdigest(),
                     "dev_rows": {d.entry: len(d) for d in data.dev}},

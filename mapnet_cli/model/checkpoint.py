@@ -332,7 +332,7 @@ def load_settings(ckpt: Path):
     path = Path(ckpt) / SETTINGS
     try:
         values = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:  # bytes that are not UTF-8 too
         raise MapnetError(f"{path} is unreadable: {exc}") from None
     return settings_mod.from_dict(values, str(path))
 

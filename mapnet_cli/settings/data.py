@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .field import setting
+from .field import seed_setting, setting
 
 
 # ---------------------------------------------------------------- data: preprocess
@@ -60,7 +60,7 @@ class PreprocessSettings:
 class SyntheticSettings:
     documents: int = setting(6000, "documents in the embedded synthetic corpus")
     sentences_per_document: tuple[int, int] = setting((6, 14), "inclusive range of sentences per document")
-    seed: int = setting(0, "generator seed; the same seed gives byte-identical text")
+    seed: int = seed_setting(0, "generator seed; the same seed gives byte-identical text")
 
     def problems(self) -> list[str]:
         out = []
@@ -80,7 +80,7 @@ class ShardSettings:
         "fill", "fill: consecutive sentences fill every block to the brim, a sentence that does not fit continues in the next block (mapnet choice: <1% padding); whole_sentences: RoBERTa FULL-SENTENCES, a block ends before a sentence that does not fit and is padded")
     valid_fraction: float = setting(0.01, "fraction of documents held out for validation (1: an evaluation-only shard set, for train.extra_eval)")
     split_unit: Literal["document", "sequence"] = setting("document", "hold out whole documents (no leakage) or packed sequences")
-    split_seed: int = setting(0, "seed of the train/validation assignment")
+    split_seed: int = seed_setting(0, "seed of the train/validation assignment")
     sequences_per_file: int = setting(65536, "sequences per Arrow file")
     verify: Literal["full", "size"] = setting("full", "on open, check every shard's sha256 (full) or only its size")
     workers: int = setting(0, "tokenizer processes for shard encoding (0: all cores; 1: encode in the main process)")

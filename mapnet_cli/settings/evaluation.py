@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from .field import setting
+from .field import seed_setting, setting
 
 
 # ---------------------------------------------------------------- fine-tuning (GLUE)
@@ -20,7 +20,7 @@ class FinetuneSettings:
     eps: float = setting(1e-6, "Adam epsilon (as pretraining)")
     seeds: int = setting(10, "seeds per configuration (paper: 10)")
     max_seq_len: int = setting(512, "longest input in tokens, specials included; longer pairs lose tokens from the longer side first (also capped by the model's max_position)")
-    seed: int = setting(0, "first fine-tuning seed; the runs of a configuration use seed, seed+1, ...")
+    seed: int = seed_setting(0, "first fine-tuning seed; the runs of a configuration use seed, seed+1, ...")
     run_score: Literal["best_epoch", "last_epoch"] = setting(
         "best_epoch", "a run's dev score: its best epoch (early stopping within 'maximum epoch 10', as RoBERTa, whose protocol the paper follows) or its last epoch (mapnet choice; every epoch is recorded either way)")
     max_train: int = setting(0, "train on at most N examples, a fixed random subset shared by all runs (0: all)")
@@ -40,7 +40,7 @@ class FinetuneSettings:
         out = []
         if not 8 <= self.max_seq_len <= 8192:
             out.append(f"finetune.max_seq_len must be in [8, 8192] (got {self.max_seq_len})")
-        for name in ("max_train", "max_dev", "seed"):
+        for name in ("max_train", "max_dev"):  # finetune.seed: its declared minimum
             if getattr(self, name) < 0:
                 out.append(f"finetune.{name} must be >= 0 (got {getattr(self, name)})")
         for name in ("eval_batch_size", "length_group"):
@@ -78,7 +78,7 @@ class VarianceSettings:
     bootstrap: int = setting(1000, "bootstrap replicates behind the 95% intervals (0: no intervals)")
     bootstrap_masks: bool = setting(False, "also resample masks within each resampled sentence (two-stage; counts the mask noise twice, so intervals are wider; mapnet choice: off)")
     batch_draws: int = setting(2000, "random pairs of disjoint mini-batches for the direct mini-batch measurement")
-    seed: int = setting(0, "seed of the sentence choice, the masks and the bootstrap")
+    seed: int = seed_setting(0, "seed of the sentence choice, the masks and the bootstrap")
     memory_gb: float = setting(4.0, "exact gradients: GiB of per-example gradients held at once; beyond it they are recomputed in panels")
     method: Literal["loop", "vmap"] = setting("loop", "per-example gradients by a loop of backward passes, or torch.func vmap(grad) (slower on CPU, where attention has no batching rule)")
     every: int = setting(0, "pretrain: record a cheap decomposition in the metrics file every N steps (0: off)")

@@ -20,6 +20,7 @@ from typing import Any, Literal, get_args, get_origin
 from ..errors import MapnetError
 from .presets import PRESETS, preset, protocol as named_protocol
 from .recipes import RECIPES, SHAPES, default_recipe, recipe_layer
+from .field import INT64
 from .tree import SECTIONS, Settings
 
 
@@ -53,6 +54,8 @@ def _coerce(key: str, value: Any, annotation) -> Any:
     if annotation is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise MapnetError(f"{key} must be an integer (got {value!r})")
+        if not INT64[0] <= value <= INT64[1]:  # `--set train.seed=2**64`-sized: tomllib reads it, TOML does not
+            raise MapnetError(f"{key} must be an integer of at most 64 bits, as TOML's (got {value})")
         return value
     if annotation is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -123,14 +126,28 @@ def parse_assignment(text: str) -> tuple[str, str, Any]:
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:
+    """A TOML file the user names (--config, a recipe, an --init-from folder's settings.toml), every way it can fail
+    as one line: tomllib raises UnicodeDecodeError on bytes that are not UTF-8, and reads a BOM as "Invalid statement
+    (at line 1, column 1)", which points at nothing the user can see."""
     path = Path(path)
     try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise MapnetError(f"config file not found: {path}") from None
     except IsADirectoryError:
         raise MapnetError(f"config path is a folder, not a TOML file: {path}") from None
+    except OSError as exc:
+        raise MapnetError(f"config file {path} is unreadable ({exc.strerror or exc})") from None
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raise MapnetError(f"{path} starts with a UTF-8 byte-order mark, which the TOML reader refuses; save it without "
+                          "one (as UTF-8 without BOM)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MapnetError(f"{path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); a config "
+                          "file is TOML, which is UTF-8 text: is it the file you meant?") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise MapnetError(f"{path} is not valid TOML: {exc}") from None
 

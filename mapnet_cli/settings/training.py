@@ -8,7 +8,7 @@ from typing import Literal
 
 from ..errors import MapnetError
 from .duration import parse_duration
-from .field import setting
+from .field import seed_setting, setting
 
 
 # ---------------------------------------------------------------- model
@@ -115,7 +115,7 @@ class TrainSettings:
     short_seq_steps: int = setting(0, "steps of the sequence-length warm-up (train.short_seq_len); with train.time_budget the warm-up is train.short_seq_fraction and this must be 0 (the recipes set it so)")
     short_seq_fraction: float = setting(
         0.0, "with train.time_budget: the sequence-length warm-up's length as a fraction of the budget's training time, in [0, 1); it replaces train.short_seq_steps (the fast recipe gives a budget run 0.23); without a budget it must stay 0")
-    seed: int = setting(0, "seed of initial weights, data order and masks")
+    seed: int = seed_setting(0, "seed of initial weights, data order and masks")
     precision: Literal["auto", "fp32", "bf16", "bf16-native"] = setting(
         "auto", "auto: bf16 autocast on CUDA, fp32 on CPU; bf16-native: bf16 autocast where the device computes bf16 natively (a CUDA GPU from Ampere on; a CPU with AVX512-BF16, AMX or Arm BF16), fp32 elsewhere (the `hour` recipe's: an emulated bf16 step cost 18x its fp32 step on an AMD EPYC without them); run.json records which ran")
     compile: Literal["auto", True, False] = setting(
@@ -131,7 +131,7 @@ class TrainSettings:
     eval_sequences: int = setting(512, "validation sequences per evaluation set (fixed set, fixed masks), the main one and each train.extra_eval")
     eval_mask_prob: float = setting(
         0.15, "masking rate of the fixed evaluation masks, apart from masking.mask_prob so runs trained at 15% and 40% answer the same questions")
-    eval_seed: int = setting(1234, "seed of the evaluation masks: the same for every run so strategies answer identical questions")
+    eval_seed: int = seed_setting(1234, "seed of the evaluation masks: the same for every run so strategies answer identical questions")
     eval_replace: Literal["mask", "bert"] = setting(
         "mask", "what the evaluation puts at its masked positions: mask = [MASK] everywhere, so held-out loss measures prediction from context and a context-blind model scores exactly the unigram level; bert = 80/10/10 as in training (mapnet <= 0.1 and RESULTS sections 1-6: the unchanged 10% let a model that ignores context score below the unigram level)")
     eval_pick: Literal["first", "spread"] = setting(

@@ -10,6 +10,7 @@ import tomli_w
 from ..errors import MapnetError
 from .data import EngineSettings, PreprocessSettings, ShardSettings, SyntheticSettings
 from .evaluation import FinetuneSettings, VarianceSettings
+from .field import declared_range_problems
 from .masking import UNIT_STRATEGIES, MaskingSettings
 from .training import DistributedSettings, LoggingSettings, ModelSettings, OptimSettings, TrainSettings
 
@@ -32,6 +33,7 @@ class Settings:
         """Every bad setting; `ignored=False`: not the masking settings the strategy would ignore (`compare`'s base)."""
         sections = [getattr(self, f.name) for f in fields(self)]
         out = [p for sec in sections for p in (sec.problems(ignored) if sec is self.masking else sec.problems())]
+        out += [p for f in fields(self) for p in declared_range_problems(f.name, getattr(self, f.name))]
         if self.shard.max_seq_len > self.model.max_position:
             out.append(f"shard.max_seq_len ({self.shard.max_seq_len}) exceeds model.max_position ({self.model.max_position})")
         m = self.masking

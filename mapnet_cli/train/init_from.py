@@ -241,10 +241,16 @@ def _encoding_identity(path: Path) -> str:
     return json.dumps({"model": model, "added_tokens": added}, sort_keys=True)
 
 
+def same_encoding(a: Path, b: Path) -> bool:
+    """Whether tokenizer files `a` and `b` give every text the same ids (the same bytes, or the same vocabulary,
+    merges and special tokens: `_encoding_identity`)."""
+    return sha256_file(a) == sha256_file(b) or _encoding_identity(a) == _encoding_identity(b)
+
+
 def check_tokenizer(source: Source, tokenizer: Path, what: str) -> None:
     """Refuse `tokenizer` (the shards' or a preprocessed corpus's) unless it encodes as SOURCE's does."""
     theirs, ours = sha256_file(source.tokenizer), sha256_file(tokenizer)
-    if theirs == ours or _encoding_identity(source.tokenizer) == _encoding_identity(tokenizer):
+    if same_encoding(source.tokenizer, tokenizer):
         return
     raise MapnetError(f"{what} was encoded with tokenizer {ours}, but --init-from {source.path} uses tokenizer {theirs}: "
                       f"token ids would mean other words; preprocess the text with --tokenizer {source.tokenizer} "
@@ -264,10 +270,14 @@ def load_into(source: Source, model) -> list[str]:
         checkpoint.load_weights(source.weights, {"": model})  # MAP-Net's weights, if any, stay behind
         return []
     tensors = _read_safetensors(source.weights)
-    if source.arch["block"] == "modern":
-        state, notes = hf_modern_layout.hf_to_mapnet(tensors, model.cfg.layers)
-    else:
-        state, notes = hf_to_mapnet(tensors, model.cfg.layers, model.cfg.hidden, model.cfg.norm, source.arch["pad_id"])
+    try:
+        if source.arch["block"] == "modern":
+            state, notes = hf_modern_layout.hf_to_mapnet(tensors, model.cfg.layers)
+        else:
+            state, notes = hf_to_mapnet(tensors, model.cfg.layers, model.cfg.hidden, model.cfg.norm,
+                                        source.arch["pad_id"])
+    except MapnetError as exc:  # "model.safetensors lacks ...": which folder's, as the user gave it
+        raise MapnetError(f"{source.where}: {exc}") from None
     if not any(k.startswith("head.") for k in state):
         for name, t in model.state_dict().items():
             if name.startswith("head."):

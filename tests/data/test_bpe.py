@@ -39,7 +39,7 @@ def test_every_reader_names_the_file_and_each_missing_token_before_using_the_ids
     readers = {
         "export": lambda: write_tokenizer(path, tmp_path / "out" / "tokenizer.json", Settings().preprocess),
         "finetune-glue, probe": lambda: TextEncoder(path, Settings().preprocess, max_len=128),
-        "blimp on an exported folder": lambda: hf_text(folder),
+        "blimp on an exported folder": lambda: hf_text(folder, 64),
         "preprocess --tokenizer": lambda: bpe.load_tokenizer(path),
     }
     for name, read in readers.items():
@@ -47,6 +47,21 @@ def test_every_reader_names_the_file_and_each_missing_token_before_using_the_ids
             read()
         assert str(exc.value) == expected, name
     assert not (tmp_path / "out" / "tokenizer.json").exists()
+
+
+def test_a_tokenizer_past_the_embedding_table_is_refused_naming_both_sizes(tmp_path):
+    """`check_fits`, which blimp and probe call before any model runs: an id without an embedding row was torch's
+    IndexError, after the models before it had been scored."""
+    from tokenizers import Tokenizer
+
+    path = write_without(tmp_path / "tokenizer.json", set())  # ids 0-8
+    tok = Tokenizer.from_file(str(path))
+    bpe.check_fits(tok, path, 9, "the model in hf")
+    with pytest.raises(MapnetError) as exc:
+        bpe.check_fits(tok, path, 6, "the model in hf")
+    assert str(exc.value) == (f"{path} gives token ids up to 8 (9 tokens), but the model in hf has 6 embedding rows "
+                              "(ids 0-5): the tokenizer is not the one the model was trained with; put back the "
+                              "model's own tokenizer.json")
 
 
 def test_special_ids_returns_each_tokens_id_and_lists_all_that_are_missing(tmp_path):

@@ -291,6 +291,48 @@ def test_help_lists_the_engines_and_a_missing_extra_is_one_line(tmp_path, shared
     assert isinstance(result.exception, MapnetError) and "--engine-address needs --engine dask" in str(result.exception)
 
 
+@pytest.mark.parametrize("command", ["preprocess", "shard"])
+@pytest.mark.parametrize("address, env", [("notaurl", None), ("tcp://", None), ("tcp://head", None),
+                                          ("ftp://head:8786", None), ("tcp://head:99999", None), (None, "garbage")])
+def test_a_malformed_scheduler_address_is_one_line_before_any_work(command, address, env, pool_prep, shared_data,
+                                                                   tmp_path, monkeypatch):
+    """`--engine-address notaurl`, `shard --engine-address tcp://` and DASK_SCHEDULER_ADDRESS=garbage were 78-85-line
+    tracebacks from inside Dask's Client(); now one line saying where the address came from and the form expected."""
+    if env is None:
+        monkeypatch.delenv("DASK_SCHEDULER_ADDRESS", raising=False)
+    else:
+        monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", env)
+    given = str(shared_data / BOOKS[0]) if command == "preprocess" else str(pool_prep)
+    argv = [command, given, "--out", str(tmp_path / "o"), "--engine", "dask"]
+    result = CliRunner().invoke(app, argv + (["--engine-address", address] if address else []))
+    assert isinstance(result.exception, MapnetError), result.output
+    text = str(result.exception)
+    where = f"--engine-address {address!r}" if address else f"DASK_SCHEDULER_ADDRESS={env!r}"
+    assert text.startswith(f"{where} is not a Dask scheduler address: ") and "tcp://HOST:PORT" in text, text
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["preprocess", "shard"])
+def test_a_scheduler_out_of_reach_is_one_line_and_leaves_no_folder(command, pool_prep, shared_data, tmp_path,
+                                                                   monkeypatch):
+    """A well-formed address nobody listens at: one line (was Dask's traceback for anything but OSError), and the
+    tasks folder is made only once the scheduler answered (it was left behind, empty)."""
+    import socket
+
+    from mapnet_cli.data import engine
+
+    with socket.socket() as free:  # a port nothing listens on once this closes
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    monkeypatch.setattr(engine, "CONNECT_TIMEOUT", "1s")
+    given = str(shared_data / BOOKS[0]) if command == "preprocess" else str(pool_prep)
+    result = CliRunner().invoke(app, [command, given, "--out", str(tmp_path / "o"), "--engine", "dask",
+                                      "--engine-address", f"tcp://127.0.0.1:{port}"])
+    assert isinstance(result.exception, MapnetError), result.output
+    assert str(result.exception).startswith(f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port} (")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 def test_balanced_groups_are_contiguous_and_at_most_the_tasks_asked():
     assert balanced_groups([5, 5, 5], 0) == [range(0, 1), range(1, 2), range(2, 3)]
     assert balanced_groups([5, 5, 5], 7) == [range(0, 1), range(1, 2), range(2, 3)]

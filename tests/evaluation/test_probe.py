@@ -162,6 +162,33 @@ def test_a_damaged_checkpoint_of_a_curve_is_refused_before_the_first_is_probed(f
     assert "probing" not in res.output and not out.exists()
 
 
+def test_a_tokenizer_past_its_models_embedding_table_is_refused_before_the_first_is_probed(fake_run, real_sst2,
+                                                                                          tmp_path):
+    """A checkpoint (listed second) whose tokenizer gives ids its embedding table has no row for reached torch as
+    IndexError when its turn came, after the checkpoints before it were probed."""
+    import torch
+
+    from mapnet_cli import settings as settings_mod
+    from mapnet_cli.atomic import sha256_file
+    from mapnet_cli.model.bert import BertConfig, BertForMLM
+    from mapnet_cli.model.checkpoint import save_checkpoint
+
+    tokenizer = fake_run / "tokenizer.json"  # 143 tokens
+    cfg = BertConfig(vocab_size=100, layers=1, hidden=32, heads=2, intermediate=64, max_position=64)
+    settings = settings_mod.resolve(assignments=["model.hidden=32", "model.layers=1", "model.heads=2",
+                                                 "model.max_position=64", "shard.max_seq_len=64"])
+    torch.manual_seed(0)
+    save_checkpoint(tmp_path / "small", 100, {"": BertForMLM(cfg)}, {}, cfg, settings.to_toml(), tokenizer,
+                    sha256_file(tokenizer))
+    out = tmp_path / "probe.json"
+    res = CliRunner().invoke(app, ["probe", str(fake_run), str(tmp_path / "small"), "--data", str(real_sst2), "--out",
+                                   str(out), "--examples", "60"])
+    assert isinstance(res.exception, MapnetError), res.output
+    assert "tokenizer.json gives token ids up to 142 (143 tokens), but checkpoint " in str(res.exception)
+    assert "has 100 embedding rows (ids 0-99)" in str(res.exception)
+    assert "probing" not in res.output and not out.exists()
+
+
 @pytest.mark.parametrize("l2", ["nan", "inf", "-inf", "-1"])
 def test_a_non_finite_or_negative_l2_is_refused_before_any_checkpoint_is_probed(l2, fake_run, real_sst2, tmp_path):
     """--l2 is a float flag outside the settings tree: its own check refuses NaN and infinities too."""
@@ -169,4 +196,13 @@ def test_a_non_finite_or_negative_l2_is_refused_before_any_checkpoint_is_probed(
                                    "--l2", l2])
     assert isinstance(res.exception, MapnetError), res.output
     assert f"probe l2 must be a finite number >= 0 (got {float(l2)})" in str(res.exception)
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_a_negative_seed_is_refused_before_any_checkpoint_is_probed(fake_run, real_sst2, tmp_path):
+    """`probe --seed -1` was numpy's "expected non-negative integer" traceback when the training rows were drawn."""
+    res = CliRunner().invoke(app, ["probe", str(fake_run), "--data", str(real_sst2), "--out", str(tmp_path / "p.json"),
+                                   "--seed", "-1", "--examples", "60"])
+    assert isinstance(res.exception, MapnetError), res.output
+    assert str(res.exception) == "invalid probe settings: probe seed must be >= 0 (got -1)"
     assert not (tmp_path / "p.json").exists()

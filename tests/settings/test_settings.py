@@ -446,3 +446,56 @@ def test_fine_tuning_pools_the_mean_by_default_and_the_paper_protocol_keeps_cls(
     assert S.resolve(protocol="small").finetune.pooling == "mean"
     assert S.resolve(protocol="paper").finetune.pooling == "cls"
     assert S.resolve(protocol="paper", assignments=["finetune.pooling=mean"]).finetune.pooling == "mean"
+
+
+INT_KEYS = [(sec, key) for sec, key, annotation in KEYS if annotation is int]
+
+
+@pytest.mark.parametrize("value", [-1, 1 << 63])
+def test_every_integer_setting_refuses_a_negative_value_and_one_beyond_64_bits(value):
+    """`--seed -1` trained until numpy refused the seed (a traceback, a run folder left); `--set train.seed=2**64`
+    until torch did. Every integer setting now has a range: seeds and counts are >= 0 (most >= 1), and every
+    integer fits TOML's 64 bits, which a run's settings.toml must hold."""
+    accepted = []
+    for sec, key in INT_KEYS:
+        try:
+            S.resolve(None, assignments=[f"{sec}.{key}={value}"])
+            accepted.append(f"{sec}.{key}")
+        except MapnetError as exc:
+            assert key in str(exc), str(exc)  # named (a few checks name a group: "batch_ramp_start, ... must be")
+    assert accepted == []
+
+
+def test_every_seed_declares_its_minimum():
+    """Seeds are declared with `seed_setting` (minimum 0, checked for every section): a seed added later is covered."""
+    for sec, key in INT_KEYS:
+        if key.endswith("seed"):
+            field = next(f for f in dataclasses.fields(SECTION_CLASSES[sec]) if f.name == key)
+            assert field.metadata.get("minimum") == 0, f"{sec}.{key}"
+
+
+def test_pretrain_refuses_a_negative_seed_before_anything_is_written(tmp_path, monkeypatch, capsys):
+    code, lines = run_main(["pretrain", tmp_path / "shards", "--out", tmp_path / "run", "--seed", "-1"],
+                           monkeypatch, capsys)
+    assert code == 2 and lines == ["error: invalid settings: train.seed must be >= 0 (got -1)"], lines
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("content, expected", [
+    (bytes(range(128, 256)), "is not UTF-8 text (byte 0x80 at offset 0)"),
+    (b"\xef\xbb\xbf[optim]\nlr = 1e-3\n", "starts with a UTF-8 byte-order mark, which the TOML reader refuses; save "
+                                          "it without one"),
+], ids=["binary", "bom"])
+@pytest.mark.parametrize("command", [["config", "show"], ["pretrain", "SHARDS", "--out", "OUT"],
+                                     ["preprocess", "TEXT", "--out", "OUT"]])
+def test_a_config_file_not_utf8_or_with_a_bom_is_one_line_in_every_command(command, content, expected, tmp_path,
+                                                                           monkeypatch, capsys):
+    """A binary --config was a UnicodeDecodeError traceback in pretrain, preprocess and config show; a BOM said
+    "Invalid statement (at line 1, column 1)", pointing at nothing the user can see."""
+    cfg = tmp_path / "run.toml"
+    cfg.write_bytes(content)
+    (tmp_path / "t.txt").write_text("Some text. More text.\n")
+    names = {"SHARDS": tmp_path / "shards", "OUT": tmp_path / "out", "TEXT": tmp_path / "t.txt"}
+    code, lines = run_main([names.get(a, a) for a in command] + ["--config", cfg], monkeypatch, capsys)
+    assert code == 2 and len(lines) == 1 and lines[0].startswith(f"error: {cfg} {expected}"), lines
+    assert not (tmp_path / "out").exists()

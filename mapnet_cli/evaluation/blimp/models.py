@@ -49,22 +49,29 @@ def _specials(tok, where: Path) -> tuple[int, int, int]:
     return ids["[CLS]"], ids["[SEP]"], ids["[MASK]"]
 
 
-def mapnet_text(ckpt: Path, settings) -> TextPath:
+def mapnet_text(ckpt: Path, settings, rows: int | None = None) -> TextPath:
+    """`ckpt`'s cleaning and tokenizer; `rows`: its model's embedding rows, which every id must index (None: a
+    tokenizer with no model yet, `compare`'s shards before training)."""
+    from ...data.bpe import check_fits
     from ..glue.encode import TextEncoder
     from .scoring import word_starts
 
     from ...data.cleaning import cleaning_settings
 
     encoder = TextEncoder(ckpt / "tokenizer.json", settings.preprocess, max_len=1 << 30)
+    if rows is not None:
+        check_fits(encoder.tokenizer, ckpt / "tokenizer.json", rows, f"checkpoint {ckpt}")
     clean = cleaning_settings(settings.preprocess)
     key = hashlib.sha256(json.dumps({"tok": sha256_file(ckpt / "tokenizer.json"), "clean": clean}, sort_keys=True).encode()).hexdigest()
     cls_id, sep_id, mask_id = _specials(encoder.tokenizer, ckpt / "tokenizer.json")
     return TextPath(key, encoder.tokenise, cls_id, sep_id, mask_id, word_starts(encoder.tokenizer))
 
 
-def hf_text(folder: Path) -> TextPath:
+def hf_text(folder: Path, rows: int) -> TextPath:
+    """`folder`'s own tokenizer; `rows`: the model's embedding rows, which every id it gives must index."""
     from tokenizers import Tokenizer
 
+    from ...data.bpe import check_fits
     from .scoring import word_starts
 
     path = folder / "tokenizer.json"
@@ -73,6 +80,7 @@ def hf_text(folder: Path) -> TextPath:
     except Exception as exc:  # tokenizers raises a bare Exception on a bad file
         raise MapnetError(f"cannot read tokenizer {path}: {exc}") from None
     cls_id, sep_id, mask_id = _specials(tok, path)
+    check_fits(tok, path, rows, f"the model in {folder}")  # a swapped tokenizer.json: not IndexError mid-scoring
 
     def tokenise(texts: list[str]) -> list[np.ndarray]:
         return [np.asarray(e.ids, dtype=np.int64) for e in tok.encode_batch(texts, add_special_tokens=False)]
@@ -140,7 +148,11 @@ def _hf_target(folder: Path) -> Target:
         load_into(source, model)
         return model
 
-    return Target(folder.name, None, sha256_file(source.weights), folder.resolve(), "pretrained", hf_text(folder), build,
+    # Loaded once here and dropped: weights that do not fit config.json (a tensor of another shape, a layer
+    # missing) were found when this model's turn came, after every model before it had been scored.
+    build()
+    return Target(folder.name, None, sha256_file(source.weights), folder.resolve(), "pretrained",
+                  hf_text(folder, cfg.vocab_size), build,
                   cfg.to_dict(), seed, None, tokenizer_sha=tokenizer_sha)
 
 
@@ -155,9 +167,10 @@ def _mapnet_targets(path: Path) -> list[Target]:
     texts: dict[tuple, TextPath] = {}
     for ref in find_checkpoints(every=[path]):
         settings = load_settings(ref.path)
-        cleaning = (sha256_file(ref.path / "tokenizer.json"), *cleaning_settings(settings.preprocess).values())
-        text = texts.get(cleaning) or texts.setdefault(cleaning, mapnet_text(ref.path, settings))
         arch = BertConfig.from_dict({"norm": "post", **read_config(ref.path)["model"]}).to_dict()
+        cleaning = (sha256_file(ref.path / "tokenizer.json"), arch["vocab_size"],
+                    *cleaning_settings(settings.preprocess).values())
+        text = texts.get(cleaning) or texts.setdefault(cleaning, mapnet_text(ref.path, settings, arch["vocab_size"]))
 
         def build(p=ref.path):
             return load_run(p, with_proposal=False).model
