@@ -85,10 +85,23 @@ def metrics_path(run: Path) -> Path:
     return path
 
 
-def _curves(run: Path, dropped: dict[str, int] | None = None) -> dict[str, tuple[list[int], list[float]]]:
+NON_FINITE = "NaN or infinite"
+
+
+def _not_a_number(value) -> str | None:
+    """Why a metrics value cannot be a point, as JSON names it ("a list", ...), or None for a number."""
+    if isinstance(value, bool):  # an int to Python, but no loss: it would draw as 0 or 1
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return None
+    return {list: "a list", dict: "an object", str: "a string"}.get(type(value), type(value).__name__)
+
+
+def _curves(run: Path, dropped: dict[str, dict[str, int]] | None = None) -> dict[str, tuple[list[int], list[float]]]:
     """{panel key: (steps, values)} of one run; a metric's None points (nothing to average) are left out, and so
-    are NaN and infinities (a diverged run logs them; matplotlib would draw nothing for them, silently), which are
-    counted per key in `dropped`."""
+    are NaN and infinities (a diverged run logs them; matplotlib would draw nothing for them, silently) and values
+    that are no number (a list, a list holding NaN, a string: mapnet never logs them under a panel's key), which
+    are counted in `dropped` ({key: {why: points}})."""
     import math
 
     from .metrics_file import read_metrics
@@ -101,13 +114,20 @@ def _curves(run: Path, dropped: dict[str, int] | None = None) -> dict[str, tuple
     for records, keep in ((trains, lambda k: k in ("loss", "lr") or k == "mapnet/entropy" or k.startswith("mapnet/mass/")),
                           (evals, lambda k: k == "eval_loss" or k.startswith("eval_loss@"))):
         for key in dict.fromkeys(k for r in records for k in r if keep(k)):
-            points = [(r["step"], r[key]) for r in records if isinstance(r.get(key), (int, float))]
-            finite = [(step, v) for step, v in points if math.isfinite(v)]
-            if dropped is not None and len(finite) < len(points):
-                dropped[key] = len(points) - len(finite)
-            points = finite
+            points, why = [], {}
+            for r in records:
+                value = r.get(key)
+                if value is None:
+                    continue
+                reason = _not_a_number(value) or (None if math.isfinite(value) else NON_FINITE)
+                if reason is None:
+                    points.append((r["step"], float(value)))
+                else:
+                    why[reason] = why.get(reason, 0) + 1
+            if dropped is not None and why:
+                dropped[key] = why
             if points:
-                out[key] = ([s for s, _ in points], [float(v) for _, v in points])
+                out[key] = ([s for s, _ in points], [v for _, v in points])
     return out
 
 
@@ -133,17 +153,42 @@ def run_curves(runs: list[Path], labels: list[str] | None = None):
         raise MapnetError(f"mapnet plot needs matplotlib: {MISSING}")
     if not runs:
         raise MapnetError("no run folder given: mapnet plot RUN... --out FILE.png")
-    dropped: dict[Path, dict[str, int]] = {run: {} for run in runs}
+    dropped: dict[Path, dict[str, dict[str, int]]] = {run: {} for run in runs}
     curves = {run: _curves(run, dropped[run]) for run in runs}
     labels = labels or _labels(runs)
     panels = _panel_keys({k for c in curves.values() for k in c})
-    lost = "; ".join(f"{run}: {', '.join(f'{key} at {n} steps' for key, n in keys.items())}"
-                     for run, keys in dropped.items() if keys)
+    shown = {key for key, _ in panels}
+
+    def lost(only) -> str:  # "RUN: loss at 2 steps (a list, a string), ...; RUN2: ..." for the reasons `only` keeps
+        per_run = []
+        for run, keys in dropped.items():
+            items = []
+            for key, why in keys.items():
+                mine = {r: n for r, n in why.items() if only(r)}
+                if mine:
+                    named = [r for r in mine if r != NON_FINITE]
+                    items.append(f"{key} at {sum(mine.values())} steps" + (f" ({', '.join(named)})" if named else ""))
+            per_run.append((run, items))
+        return "; ".join(f"{run}: {', '.join(items)}" for run, items in per_run if items)
+
+    nan, other = lost(lambda r: r == NON_FINITE), lost(lambda r: r != NON_FINITE)
     if not panels:
-        raise MapnetError(f"nothing to plot in {', '.join(map(str, runs))}: "
-                          + (f"every value is NaN or infinite ({lost})" if lost else "no metrics lines yet"))
-    if lost:  # one line: a figure missing a diverged run's points must say so
-        warn(f"not drawn, NaN or infinite: {lost} (the run diverged there; its line stops or is absent)")
+        raise MapnetError(f"nothing to plot in {', '.join(map(str, runs))}: " + (
+            f"every value is NaN, infinite or not a number ({'; '.join(filter(None, (nan, other)))})" if other
+            else f"every value is NaN or infinite ({nan})" if nan else "no metrics lines yet"))
+    # One line per kind of loss, each naming the panels left out whole: a figure without them must say so.
+    def gone(only) -> list[str]:
+        return sorted({key for keys in dropped.values() for key, why in keys.items()
+                       if key not in shown and any(only(r) for r in why)})
+
+    if nan:
+        no_panel = gone(lambda r: r == NON_FINITE)
+        warn(f"not drawn, NaN or infinite: {nan} (the run diverged there; its line stops or is absent)"
+             + (f"; no panel for {', '.join(no_panel)}" if no_panel else ""))
+    if other:
+        no_panel = gone(lambda r: r != NON_FINITE)
+        warn(f"not drawn, not a number: {other} (mapnet logs numbers there: is the metrics file edited?)"
+             + (f"; no panel for {', '.join(no_panel)}" if no_panel else ""))
     cols = min(2, len(panels))
     rows = -(-len(panels) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 3.6 * rows), squeeze=False)

@@ -13,13 +13,13 @@ error), and each masking strategy trains in its own folder (run/, run-mapnet/), 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from . import settings as settings_mod
 from .errors import MapnetError
+from .metrics_file import read_lines, read_metrics
 
 RECIPE_NAME = "tiny.toml"
 
@@ -116,12 +116,7 @@ def eval_history(run: Path, metrics_file: str = "metrics.jsonl") -> list[dict]:
     path = run / metrics_file
     if not path.is_file():
         return []
-    by_step = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        if record.get("kind") == "eval":
-            by_step[record["step"]] = record
-    return [by_step[k] for k in sorted(by_step)]
+    return read_metrics(path)[0]
 
 
 def mapnet_history(run: Path, metrics_file: str = "metrics.jsonl") -> list[dict]:
@@ -129,8 +124,7 @@ def mapnet_history(run: Path, metrics_file: str = "metrics.jsonl") -> list[dict]
     path = run / metrics_file
     if not path.is_file():
         return []
-    lines = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines())
-    return [r for r in lines if r.get("kind") == "train" and any(k.startswith("mapnet/") for k in r)]
+    return [r for _, r in read_lines(path) if r.get("kind") == "train" and any(k.startswith("mapnet/") for k in r)]
 
 
 __all__ = ["recipe_path", "resolve_settings", "Stages", "check_reuse", "prepare_data", "run_stage", "eval_history",

@@ -74,3 +74,43 @@ def test_config_docs_never_cut_a_setting_name_at_80_columns():
     assert max(map(len, lines)) <= 80 and "…" not in result.output
     names = [ln.split()[0] for ln in lines if ln.strip() and not ln.startswith(" " * 10) and "." in ln.split()[0]]
     assert names == [key for key, _, _ in field_docs()]  # every name whole, in order, one row each
+
+
+@pytest.mark.slow  # the whole chain, twice (once through quickstart): ~8 s
+def test_paths_with_brackets_are_printed_as_given_by_every_command(tmp_path):
+    """rich read `[exp1]` and `[x]` in printed paths as markup and dropped them (`.../u//pre`): preprocess, shard,
+    pretrain, export, pmi-vocab and quickstart's summary print each output path verbatim."""
+    runner = CliRunner()
+    wide = {**NO_FORCE, "COLUMNS": "1000"}
+
+    def run(*argv: str) -> str:
+        """The output without whitespace: a table title still wraps at the table's width, which is not the point."""
+        res = runner.invoke(app, list(argv), env=wide)
+        assert res.exit_code == 0, res.output
+        return squeeze(res.output)
+
+    def squeeze(text: object) -> str:
+        return "".join(str(text).split())
+
+    base = tmp_path / "[exp1]"
+    pre, shards, run_dir, hf = base / "pre", base / "sh [x]", base / "run [bold]", base / "hf [y]"
+    out = run("preprocess", "synthetic:", "--out", str(pre), "--vocab-size", "512", "--set", "synthetic.documents=60",
+              "--set", "preprocess.workers=1")
+    assert squeeze(f"preprocessed -> {pre}") in out, out
+    out = run("shard", str(pre), "--out", str(shards), "--max-seq-len", "32", "--valid-fraction", "0.1", "--set",
+              "shard.workers=1")
+    assert squeeze(f"{shards}: 32 tokens/sequence") in out, out
+    out = run("pretrain", str(shards), "--out", str(run_dir), "--preset", "tiny", "--steps", "2", "--set",
+              "model.max_position=32", "--set", "shard.max_seq_len=32", "--set", "train.batch_size=4", "--set",
+              "train.eval_sequences=4")
+    assert squeeze(f"checkpoint {run_dir / 'checkpoints' / 'step-00000002'}") in out, out
+    assert squeeze(f"exported {hf}") in run("export", str(run_dir), "--out", str(hf))
+    pmi = base / "[p]" / "pmi.tsv"
+    pmi.parent.mkdir()
+    assert squeeze(f"{pmi}: ") in run("pmi-vocab", str(pre), "--out", str(pmi), "--no-progress")
+
+    quick = tmp_path / "sh [x]" / "q"
+    out = run("quickstart", "--out", str(quick), "--steps", "2", "--set", "synthetic.documents=60", "--set",
+              "preprocess.workers=1", "--set", "shard.workers=1", "--set", "train.eval_sequences=4",
+              "--set", "train.batch_size=4")
+    assert squeeze(f"mapnet inspect-masks {quick / 'run'} | mapnet export {quick / 'run'} --out {quick / 'hf'}") in out

@@ -24,6 +24,7 @@ import hashlib
 import json
 import math
 import shutil
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -37,6 +38,8 @@ from tiny_shards import write_tiny_shards
 from trained_runs import train_tiny_run
 
 SMALL = ["--set", "logging.progress=false"]
+TINY_STEPS = ["--preset", "tiny", "--set", "train.recipe=paper", "--steps", "2"]
+SHARDABLE = ["--valid-fraction", "0.2"]  # the world's 60 documents: a 1% split would hold none
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,30 @@ def run_with_garbage_metrics(w: World, t: Path) -> Path:
     return run
 
 
+def appended(run: Path, name: str, data: bytes) -> Path:
+    with open(run / name, "ab") as fh:
+        fh.write(data)
+    return run
+
+
+def blimp_with_summary(w: World, t: Path, value: str) -> Path:
+    """The BLiMP folder with a models_summary.jsonl whose first ngram figure is `value` (JSON text)."""
+    folder = copy(w.blimp, t / "blimp")
+    rows = [{"UID": p.stem, "ngram": 0.5, "lstm": 0.6, "txl": 0.7, "gpt2": 0.8} for p in sorted(w.blimp.glob("*.jsonl"))]
+    text = "".join(json.dumps(r) + "\n" for r in rows).replace('"ngram": 0.5', f'"ngram": {value}', 1)
+    (folder / "models_summary.jsonl").write_text(text)
+    return folder
+
+
+def run_with_list_metrics(w: World, t: Path) -> Path:
+    """A run whose logged numbers are all lists: nothing a plot can draw."""
+    run = copy(w.run, t / "run")
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    (run / "metrics.jsonl").write_text("".join(json.dumps({k: [v] if isinstance(v, float) else v for k, v in r.items()})
+                                               + "\n" for r in lines))
+    return run
+
+
 def step_costs(t: Path, *arms: str) -> Path:
     """A `benchmarks/step_costs.py` file with costs for `arms` only."""
     path = t / "costs.json"
@@ -159,6 +186,32 @@ def symlink_to(target: Path, link: Path) -> Path:
     return link
 
 
+def users_folder(path: Path) -> Path:
+    """An ordinary folder of the user's: nothing mapnet wrote."""
+    path.mkdir(parents=True)
+    (path / "thesis.tex").write_text("\\documentclass{article}\n")
+    (path / "notes.txt").write_text("the user's notes\n")
+    return path
+
+
+def with_users_file(folder: Path, name: str = "README.md") -> Path:
+    """A mapnet output to which the user added a file of their own."""
+    (folder / name).write_text("the user's words\n")
+    return folder
+
+
+def quickstart_folder(w: World, t: Path, users_file: str = "notes.txt") -> Path:
+    """A quickstart folder as quickstart leaves it (corpus/, shards/, run/), plus a file of the user's at
+    `users_file` (beside the stages, or inside one)."""
+    q = t / "q"
+    q.mkdir()
+    copy(w.prep, q / "corpus")
+    copy(w.shards, q / "shards")
+    copy(w.run, q / "run")
+    (q / users_file).write_text("the user's notes\n")
+    return q
+
+
 def blimp_identical_pairs(w: World, t: Path) -> Path:
     folder = t / "blimp"
     folder.mkdir()
@@ -166,6 +219,12 @@ def blimp_identical_pairs(w: World, t: Path) -> Path:
     rec["sentence_bad"] = rec["sentence_good"]
     (folder / "adjunct_island.jsonl").write_text(json.dumps(rec) + "\n")
     return folder
+
+
+def bom_toml(t: Path) -> Path:
+    path = t / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf[optim]\nlr = 1e-3\n")
+    return path
 
 
 def broken_toml(t: Path) -> Path:
@@ -203,6 +262,12 @@ CASES: list[Case] = [
     ("preprocess-unknown-setting", lambda w, t: ["preprocess", str(w.text), "--out", str(t / "o"), "--set", "nope.key=1"]),
     ("preprocess-not-gzip", lambda w, t: ["preprocess", str(existing(t / "x.txt.gz")), "--out", str(t / "o")]),
     ("preprocess-out-is-a-file", lambda w, t: ["preprocess", str(w.text), "--out", str(existing(t / "o")), "--overwrite"]),
+    ("preprocess-binary-config", lambda w, t: ["preprocess", str(w.text), "--out", str(t / "o"), "--config",
+                                               str(w.export / "model.safetensors")]),
+    ("preprocess-config-with-bom", lambda w, t: ["preprocess", str(w.text), "--out", str(t / "o"), "--config",
+                                                 str(bom_toml(t))]),
+    ("preprocess-engine-address-not-a-url", lambda w, t: ["preprocess", str(w.text), "--out", str(t / "o"), "--engine",
+                                                          "dask", "--engine-address", "notaurl"]),
     # ---- shard
     ("shard-out-is-input", lambda w, t: ["shard", str(copy(w.prep, t / "c")), "--out", str(t / "c"), "--overwrite"]),
     ("shard-out-inside-input", lambda w, t: ["shard", str(copy(w.prep, t / "c")), "--out", str(t / "c" / "s"), "--overwrite"]),
@@ -213,6 +278,8 @@ CASES: list[Case] = [
     ("shard-valid-fraction-out-of-range", lambda w, t: ["shard", str(w.prep), "--out", str(t / "s"), "--valid-fraction", "1.5"]),
     ("shard-valid-fraction-nan", lambda w, t: ["shard", str(w.prep), "--out", str(t / "s"), "--valid-fraction", "nan"]),
     ("shard-missing-init-from", lambda w, t: ["shard", str(w.prep), "--out", str(t / "s"), "--init-from", str(t / "hf")]),
+    ("shard-engine-address-scheme-only", lambda w, t: ["shard", str(w.prep), "--out", str(t / "s"), "--engine", "dask",
+                                                       "--engine-address", "tcp://"]),
     # ---- pmi-vocab
     ("pmi-vocab-out-is-a-corpus-file", lambda w, t: ["pmi-vocab", str(copy(w.prep, t / "c")), "--out",
                                                      str(sorted((t / "c").rglob("*.txt*"))[0]), "--no-progress"]),
@@ -251,6 +318,25 @@ CASES: list[Case] = [
     ("pretrain-unknown-masking", lambda w, t: ["pretrain", str(w.shards), "--out", str(t / "r"), "--masking", "nope", *SMALL]),
     ("pretrain-pmi-without-vocabulary", lambda w, t: ["pretrain", str(w.shards), "--out", str(t / "r"), "--masking", "pmi",
                                                       "--preset", "tiny", "--steps", "2", *SMALL]),
+    ("pretrain-resume-metrics-not-utf8", lambda w, t: ["pretrain", str(w.shards), "--out",
+                                                       str(appended(copy(w.run, t / "r"), "metrics.jsonl", b"\xff\xfe\n")),
+                                                       "--resume", "--steps", "4", *SMALL]),
+    ("pretrain-resume-garbage-metrics", lambda w, t: ["pretrain", str(w.shards), "--out", str(run_with_garbage_metrics(w, t)),
+                                                      "--resume", "--steps", "4", *SMALL]),
+    ("pretrain-seed-negative", lambda w, t: ["pretrain", str(w.shards), "--out", str(t / "r"), "--seed", "-1", *SMALL]),
+    ("pretrain-binary-config", lambda w, t: ["pretrain", str(w.shards), "--out", str(t / "r"), "--config",
+                                             str(w.export / "model.safetensors"), *SMALL]),
+    ("pretrain-config-with-bom", lambda w, t: ["pretrain", str(w.shards), "--out", str(t / "r"), "--config",
+                                               str(bom_toml(t)), *SMALL]),
+    ("pretrain-batch-larger-than-the-corpus", lambda w, t: ["pretrain", str(w.shards), "--out", str(t / "r"), *TINY_STEPS,
+                                                            "--batch-size", "1000000000000", *SMALL]),
+    ("pretrain-nproc-does-not-divide-the-batch", lambda w, t: ["pretrain", str(w.shards), "--out", str(t / "r"),
+                                                               *TINY_STEPS, "--nproc", "2", "--batch-size", "7", *SMALL]),
+    ("pretrain-resume-fewer-steps", lambda w, t: ["pretrain", str(w.shards), "--out", str(copy(w.run, t / "r")), "--resume",
+                                                  "--steps", "2", *SMALL]),
+    ("pretrain-eval-every-without-validation", lambda w, t: ["pretrain", str(write_tiny_shards(t / "s", valid=0)), "--out",
+                                                             str(t / "r"), *TINY_STEPS, "--batch-size", "8", "--set",
+                                                             "train.eval_every=2", *SMALL]),
     # ---- export
     ("export-out-is-run", lambda w, t: ["export", str(copy(w.run, t / "r")), "--out", str(t / "r"), "--overwrite"]),
     ("export-out-inside-run", lambda w, t: ["export", str(copy(w.run, t / "r")), "--out", str(t / "r" / "hf"), "--overwrite"]),
@@ -263,6 +349,10 @@ CASES: list[Case] = [
     ("inspect-masks-uniform-run", lambda w, t: ["inspect-masks", str(w.run), "--text", "w5 w6 w7"]),
     ("inspect-masks-missing-file", lambda w, t: ["inspect-masks", str(w.run), "--file", str(t / "nope.txt")]),
     ("inspect-masks-flipped-weights", lambda w, t: ["inspect-masks", str(damaged_run(w, t, flip_last_byte)), "--text", "w5"]),
+    ("inspect-masks-binary-file", lambda w, t: ["inspect-masks", str(w.run), "--file",
+                                                str(newest_checkpoint(w.run) / "model.safetensors")]),
+    ("inspect-masks-not-gzip", lambda w, t: ["inspect-masks", str(w.run), "--file", str(existing(t / "x.txt.gz"))]),
+    ("inspect-masks-file-is-a-folder", lambda w, t: ["inspect-masks", str(w.run), "--file", str(w.prep)]),
     # ---- finetune-glue
     ("finetune-glue-lrs-nan", lambda w, t: ["finetune-glue", "--task", "SST-2", "--checkpoint", str(w.run), "--data",
                                             str(w.glue), "--out", str(t / "g"), "--lrs", "nan", "--quick"]),
@@ -290,6 +380,8 @@ CASES: list[Case] = [
                                              "--task", "mrpc"]),
     ("probe-flipped-weights", lambda w, t: ["probe", str(damaged_run(w, t, flip_last_byte)), "--data", str(w.glue),
                                             "--out", str(t / "p.json")]),
+    ("probe-seed-negative", lambda w, t: ["probe", str(w.run), "--data", str(w.glue), "--out", str(t / "p.json"), "--seed",
+                                           "-1"]),
     # ---- blimp
     ("blimp-truncated-export", lambda w, t: ["blimp", str(damaged_export(w, t, truncate, "model.safetensors")), "--data",
                                              str(w.blimp), "--out", str(t / "b.json"), "--no-progress"]),
@@ -309,6 +401,16 @@ CASES: list[Case] = [
                                            "--method", "nope", "--no-progress"]),
     ("blimp-identical-pair", lambda w, t: ["blimp", str(w.run), "--data", str(blimp_identical_pairs(w, t)), "--out",
                                            str(t / "b.json"), "--no-progress"]),
+    ("blimp-reference-score-nan", lambda w, t: ["blimp", str(w.run), "--data", str(blimp_with_summary(w, t, "NaN")),
+                                                "--out", str(t / "b.json"), "--no-progress"]),
+    ("blimp-reference-score-a-percentage", lambda w, t: ["blimp", str(w.run), "--data", str(blimp_with_summary(w, t, "50.6")),
+                                                         "--out", str(t / "b.json"), "--no-progress"]),
+    ("blimp-export-with-another-tokenizer", lambda w, t: ["blimp", str(w.run), str(damaged_export(
+        w, t, lambda p: shutil.copy2(w.prep / "tokenizer.json", p), "tokenizer.json")), "--data", str(w.blimp), "--out",
+        str(t / "b.json"), "--no-progress"]),
+    ("blimp-export-weights-not-as-config-says", lambda w, t: ["blimp", str(w.run), str(damaged_export(
+        w, t, lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "intermediate_size": 8})), "config.json")),
+        "--data", str(w.blimp), "--out", str(t / "b.json"), "--no-progress"]),
     # ---- variance
     ("variance-one-mask", lambda w, t: ["variance", str(w.run), "--masks", "1"]),
     ("variance-no-sentences", lambda w, t: ["variance", str(w.run), "--sentences", "0"]),
@@ -346,16 +448,94 @@ CASES: list[Case] = [
     ("plot-out-inside-run", lambda w, t: ["plot", str(copy(w.run, t / "r")), "--out", str(t / "r" / "metrics.jsonl")]),
     ("plot-nothing-finite", lambda w, t: ["plot", str(run_with_nan_metrics(w, t)), "--out", str(t / "p.png")]),
     ("plot-garbage-metrics", lambda w, t: ["plot", str(run_with_garbage_metrics(w, t)), "--out", str(t / "p.png")]),
+    ("plot-nothing-a-number", lambda w, t: ["plot", str(run_with_list_metrics(w, t)), "--out", str(t / "p.png")]),
     # ---- quickstart
     ("quickstart-negative-steps", lambda w, t: ["quickstart", "--out", str(t / "q"), "--steps", "-1"]),
     ("quickstart-lr-nan", lambda w, t: ["quickstart", "--out", str(t / "q"), "--set", "optim.lr=nan"]),
     ("quickstart-unknown-masking", lambda w, t: ["quickstart", "--out", str(t / "q"), "--masking", "nope"]),
+    # ---- the overwrite rule (docs/reliability.md): broad paths, what mapnet did not write, links, checkpoints
+    ("preprocess-out-dot-overwrite", lambda w, t: ["preprocess", str(w.text), "--out", ".", "--overwrite"]),
+    ("preprocess-out-empty-overwrite", lambda w, t: ["preprocess", str(w.text), "--out", "", "--overwrite"]),
+    ("preprocess-out-users-folder-overwrite", lambda w, t: ["preprocess", str(w.text), "--out",
+                                                            str(users_folder(t / "o")), "--overwrite"]),
+    ("preprocess-out-corpus-with-users-file", lambda w, t: ["preprocess", str(w.text), "--out",
+                                                            str(with_users_file(copy(w.prep, t / "o"))), "--overwrite"]),
+    ("preprocess-out-shards-overwrite", lambda w, t: ["preprocess", str(w.text), "--out", str(copy(w.shards, t / "o")),
+                                                      "--overwrite"]),
+    ("preprocess-input-is-a-corpus", lambda w, t: ["preprocess", str(copy(w.prep, t / "in")), "--out", str(t / "o")]),
+    ("preprocess-input-holds-a-corpus", lambda w, t: ["preprocess", str(_text_and_corpus(w, t)), "--out", str(t / "o")]),
+    ("shard-out-dot-overwrite", lambda w, t: ["shard", str(w.prep), "--out", ".", "--overwrite", *SHARDABLE]),
+    ("shard-out-parent-overwrite", lambda w, t: ["shard", str(w.prep), "--out", "..", "--overwrite", *SHARDABLE]),
+    ("shard-out-users-folder-overwrite", lambda w, t: ["shard", str(w.prep), "--out", str(users_folder(t / "s")),
+                                                       "--overwrite", *SHARDABLE]),
+    ("shard-out-shards-with-users-file", lambda w, t: ["shard", str(w.prep), "--out",
+                                                       str(with_users_file(copy(w.shards, t / "s"), "pmi-notes.tsv")),
+                                                       "--overwrite", *SHARDABLE]),
+    ("shard-out-link-overwrite", lambda w, t: ["shard", str(w.prep), "--out",
+                                               str(symlink_to(copy(w.shards, t / "s"), t / "link")), "--overwrite", *SHARDABLE]),
+    ("pmi-vocab-out-corpus-settings-overwrite", lambda w, t: ["pmi-vocab", str(w.prep), "--out",
+                                                              str(copy(w.prep, t / "c") / "settings.toml"),
+                                                              "--overwrite", "--no-progress"]),
+    ("pmi-vocab-out-users-file-overwrite", lambda w, t: ["pmi-vocab", str(w.prep), "--out",
+                                                         str(existing(t / "pmi.tsv")), "--overwrite", "--no-progress"]),
+    ("pretrain-out-dot", lambda w, t: ["pretrain", str(w.shards), "--out", ".", "--preset", "tiny", *SMALL]),
+    ("pretrain-out-empty", lambda w, t: ["pretrain", str(w.shards), "--out", "", "--preset", "tiny", *SMALL]),
+    ("pretrain-out-inside-checkpoints", lambda w, t: ["pretrain", str(w.shards), "--out",
+                                                      str(newest_checkpoint(copy(w.run, t / "r")) / "r2"), *SMALL]),
+    ("export-out-dot-overwrite", lambda w, t: ["export", str(w.run), "--out", ".", "--overwrite"]),
+    ("export-out-a-sibling-checkpoint", lambda w, t: ["export", str(w.run), "--out",
+                                                      str(newest_checkpoint(copy(w.run, t / "r"))), "--overwrite"]),
+    ("export-out-export-with-users-readme", lambda w, t: ["export", str(w.run), "--out",
+                                                          str(with_users_file(copy(w.export, t / "hf"))), "--overwrite"]),
+    ("export-out-users-folder-overwrite", lambda w, t: ["export", str(w.run), "--out", str(users_folder(t / "hf")),
+                                                        "--overwrite"]),
+    ("export-out-link-overwrite", lambda w, t: ["export", str(w.run), "--out",
+                                                str(symlink_to(copy(w.export, t / "hf"), t / "link")), "--overwrite"]),
+    ("finetune-glue-out-inside-checkpoints", lambda w, t: ["finetune-glue", "--task", "SST-2", "--checkpoint", str(w.run),
+                                                           "--data", str(w.glue), "--out",
+                                                           str(newest_checkpoint(copy(w.run, t / "r")) / "ft"), "--quick"]),
+    ("finetune-glue-out-home", lambda w, t: ["finetune-glue", "--task", "SST-2", "--checkpoint", str(w.run), "--data",
+                                             str(w.glue), "--out", str(Path.home()), "--quick"]),
+    ("probe-out-users-file-overwrite", lambda w, t: ["probe", str(w.run), "--data", str(w.glue), "--out",
+                                                     str(existing(t / "p.json")), "--overwrite"]),
+    ("blimp-out-users-file-overwrite", lambda w, t: ["blimp", str(w.run), "--data", str(w.blimp), "--out",
+                                                     str(existing(t / "b.json")), "--overwrite", "--no-progress"]),
+    ("blimp-out-link-overwrite", lambda w, t: ["blimp", str(w.run), "--data", str(w.blimp), "--out",
+                                               str(symlink_to(existing(t / "b.json"), t / "link.json")), "--overwrite",
+                                               "--no-progress"]),
+    ("compare-out-root", lambda w, t: ["compare", str(w.shards), "--out", "/", "--preset", "tiny", "--steps", "2", *SMALL]),
+    ("plot-out-users-image-overwrite", lambda w, t: ["plot", str(w.run), "--out", str(existing(t / "p.png")),
+                                                     "--overwrite"]),
+    ("plot-out-dot", lambda w, t: ["plot", str(w.run), "--out", ".", "--overwrite"]),
+    ("quickstart-out-dot-overwrite", lambda w, t: ["quickstart", "--out", ".", "--overwrite"]),
+    ("quickstart-out-parent-overwrite", lambda w, t: ["quickstart", "--out", "..", "--overwrite"]),
+    ("quickstart-out-empty-overwrite", lambda w, t: ["quickstart", "--out", "", "--overwrite"]),
+    ("quickstart-out-users-folder-overwrite", lambda w, t: ["quickstart", "--out", str(users_folder(t / "q")),
+                                                            "--overwrite"]),
+    ("quickstart-out-with-users-notes-overwrite", lambda w, t: ["quickstart", "--out", str(quickstart_folder(w, t)),
+                                                                "--overwrite"]),
+    ("quickstart-out-run-with-users-file-overwrite", lambda w, t: ["quickstart", "--out",
+                                                                   str(quickstart_folder(w, t, "run/notes.txt")),
+                                                                   "--overwrite"]),
     # ---- config
     ("config-lr-nan", lambda w, t: ["config", "show", "--set", "optim.lr=nan"]),
     ("config-lr-minus-inf", lambda w, t: ["config", "show", "--set", "optim.lr=-inf", "--set", "train.steps=-1"]),
     ("config-unknown-preset", lambda w, t: ["config", "show", "--preset", "huge"]),
     ("config-missing-file", lambda w, t: ["config", "show", "--config", str(t / "nope.toml")]),
+    ("config-binary-config", lambda w, t: ["config", "show", "--config", str(w.export / "model.safetensors")]),
+    ("config-config-with-bom", lambda w, t: ["config", "show", "--config", str(bom_toml(t))]),
+    ("config-seed-negative", lambda w, t: ["config", "show", "--set", "train.seed=-1"]),
+    ("config-integer-beyond-64-bits", lambda w, t: ["config", "show", "--set", "train.steps=9223372036854775808"]),
 ]
+
+
+def _text_and_corpus(w: World, t: Path) -> Path:
+    """A folder of raw text that also holds an earlier preprocess output (it used to be read as text)."""
+    folder = t / "in"
+    folder.mkdir()
+    copy(w.text, folder / "book.txt")
+    copy(w.prep, folder / "corpus")
+    return folder
 
 
 def _flipped_shard(w: World, t: Path) -> Path:
@@ -394,9 +574,10 @@ def one_line_failure(res) -> str:
 
 
 @pytest.mark.parametrize("name,make", CASES, ids=[c[0] for c in CASES])
-def test_a_fault_is_one_line_nonzero_and_touches_nothing(name, make, world, tmp_path):
+def test_a_fault_is_one_line_nonzero_and_touches_nothing(name, make, world, tmp_path, monkeypatch):
     case = tmp_path / "case"
     case.mkdir()
+    monkeypatch.chdir(case)  # `--out .`, `''` and `..` aim at the case folder and its parent
     argv = make(world, case)
     world_before, case_before = tree_digest(world.root), tree_digest(case)
     res = CliRunner().invoke(app, argv)
@@ -413,6 +594,9 @@ def test_the_sweep_is_as_large_as_reliability_md_says():
     commands = {argv_command(make) for _, make in CASES}
     assert f"{len(CASES)} bad inputs and faults" in text, len(CASES)
     assert f"across all {len(commands)} subcommands" in text, sorted(commands)
+    per_command = Counter(argv_command(make) for _, make in CASES).most_common()
+    listed = ", ".join(f"{command} {count}" for command, count in per_command)
+    assert f"({listed})" in " ".join(text.split()), listed
 
 
 def argv_command(make) -> str:

@@ -145,3 +145,35 @@ def test_nan_losses_are_not_drawn_silently(tmp_path):
     res = CliRunner().invoke(app, ["plot", str(all_nan), "--out", str(tmp_path / "n.png")])
     assert isinstance(res.exception, MapnetError) and "every value is NaN or infinite" in str(res.exception)
     assert "\n" not in str(res.exception) and not (tmp_path / "n.png").exists()
+
+
+def test_values_that_are_no_number_are_named_with_every_panel_dropped(tmp_path):
+    """A panel whose values are lists (or lists holding NaN), strings or true/false was left out without a word (the
+    NaN warning only counted numbers): one line names each such point by run and key, and every panel left out."""
+    odd = write_run(tmp_path / "odd", [
+        {"kind": "eval", "step": 0, "eval_loss": [7.0]},
+        {"kind": "train", "step": 10, "loss": 6.0, "lr": [float("nan")], "mapnet/entropy": "0.9"},
+        {"kind": "train", "step": 20, "loss": True, "lr": [1e-4, 2e-4], "mapnet/entropy": None},
+        {"kind": "eval", "step": 20, "eval_loss": {"x": 1}},
+    ])
+    out = tmp_path / "o.png"
+    res = CliRunner().invoke(app, ["plot", str(odd), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    warning = [line for line in res.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1, res.stderr
+    assert (f"not drawn, not a number: {odd}: loss at 1 steps (true/false), lr at 2 steps (a list), "
+            "mapnet/entropy at 1 steps (a string), eval_loss at 2 steps (a list, an object)") in warning[0], warning[0]
+    assert warning[0].endswith("no panel for eval_loss, lr, mapnet/entropy"), warning[0]
+    assert lines_by_panel(plotting.run_curves([odd])) == {"loss": {"odd": ([10], [6.0])}}
+
+    # NaN as well: a line each; nothing drawable at all is one error naming both
+    both = write_run(tmp_path / "both", [{"kind": "train", "step": 10, "loss": float("nan"), "lr": [1e-4]}])
+    res = CliRunner().invoke(app, ["plot", str(both), "--out", str(tmp_path / "b.png")])
+    assert isinstance(res.exception, MapnetError) and "\n" not in str(res.exception)
+    assert (f"every value is NaN, infinite or not a number ({both}: loss at 1 steps; {both}: lr at 1 steps (a list))"
+            in str(res.exception)), str(res.exception)
+    mixed = write_run(tmp_path / "mixed", [{"kind": "train", "step": 10, "loss": 6.0, "lr": [1e-4]},
+                                           {"kind": "train", "step": 20, "loss": float("nan"), "lr": 1e-4}])
+    res = CliRunner().invoke(app, ["plot", str(mixed), "--out", str(tmp_path / "m.png")])
+    warning = [line for line in res.stderr.splitlines() if line.startswith("warning:")]
+    assert res.exit_code == 0 and len(warning) == 2 and "NaN or infinite" in warning[0] and "(a list)" in warning[1]

@@ -29,6 +29,7 @@ from .. import artefacts
 from ..output_paths import check_output
 from ..run_lock import output_lock
 from .options import DeviceOpt, OverwriteOpt, evaluation_device
+from .shown import cells
 
 HELP = "Zero-shot grammar: BLiMP minimal pairs scored by pseudo-log-likelihood at every checkpoint, with random-weight and unigram controls."
 
@@ -98,7 +99,8 @@ def print_tables(doc: dict, per_paradigm: bool = False) -> None:
     fields += sorted({f for m in doc["models"] for f in m["fields"]} - set(fields))
     d = doc["data"]
     subset = f"first {d['pairs_per_paradigm']} pairs each" if d["pairs_per_paradigm"] else "all pairs"
-    table = Table("model", "init", "mean", *fields, "Δ random", "Δ unigram",
+    # cells: labels are paths, fields and paradigms the data files' own names (text, not rich markup)
+    table = Table("model", "init", "mean", *cells(*fields), "Δ random", "Δ unigram",
                   title=f"BLiMP, {doc['method']}: {d['paradigms']} paradigms, {d['pairs']:,} pairs ({subset}); accuracy %, mean over paradigms")
     by_label = {m["label"]: m for m in doc["models"]}
 
@@ -107,17 +109,18 @@ def print_tables(doc: dict, per_paradigm: bool = False) -> None:
         return "" if ctl is None else f"{100 * (m['accuracy'] - ctl['accuracy']):+.1f}"
 
     for m in doc["models"]:
-        table.add_row(m["label"], m["init"], f"{100 * m['accuracy']:.1f}",
-                      *(f"{100 * m['fields'][f]:.1f}" if f in m["fields"] else "" for f in fields),
-                      delta(m, "random"), delta(m, "unigram"))
+        table.add_row(*cells(m["label"], m["init"], f"{100 * m['accuracy']:.1f}",
+                            *(f"{100 * m['fields'][f]:.1f}" if f in m["fields"] else "" for f in fields),
+                            delta(m, "random"), delta(m, "unigram")))
     for name, ref in doc["references"].items():
-        table.add_row(name, "published", f"{100 * ref['accuracy']:.1f}",
-                      *(f"{100 * ref['fields'][f]:.1f}" if f in ref["fields"] else "" for f in fields), "", "")
+        table.add_row(*cells(name, "published", f"{100 * ref['accuracy']:.1f}",
+                            *(f"{100 * ref['fields'][f]:.1f}" if f in ref["fields"] else "" for f in fields), "", ""))
     console.print(table)
     if per_paradigm:
         cols = [m["label"] for m in doc["models"]] + list(doc["references"])
-        pt = Table("paradigm", "field", *cols, title="BLiMP accuracy % per paradigm")
+        pt = Table("paradigm", "field", *cells(*cols), title="BLiMP accuracy % per paradigm")
         for uid, first in doc["models"][0]["paradigms"].items():
-            pt.add_row(uid, first["field"], *(f"{100 * m['paradigms'][uid]['accuracy']:.1f}" for m in doc["models"]),
-                       *(f"{100 * r['paradigms'][uid]:.1f}" for r in doc["references"].values()))
+            pt.add_row(*cells(uid, first["field"],
+                              *(f"{100 * m['paradigms'][uid]['accuracy']:.1f}" for m in doc["models"]),
+                              *(f"{100 * r['paradigms'][uid]:.1f}" for r in doc["references"].values())))
         console.print(pt)

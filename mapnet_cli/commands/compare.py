@@ -34,6 +34,7 @@ from ..settings import PROTOCOLS, protocol
 from ..train import init_from as init_mod
 from .options import ConfigOpt, PrintSettingsOpt, RecipeOpt, SetOpt, TimeBudgetOpt, evaluation_device
 from .progress import SweepProgress, train_with_progress
+from .shown import cells, shown
 
 HELP = ("Compare masking strategies over seeds from identical starts: held-out loss, s/step, steps to uniform's final "
         "loss; GLUE and zero-shot BLiMP with their controls on request.")
@@ -165,9 +166,9 @@ def print_table(console: Console, doc: dict) -> None:
     target = doc["aggregate"]["target"]
     title = "masking strategies (mean ± 95% CI over seeds)"
     # fold, never "…": a table of numbers with elided digits looks complete and is not.
-    table = Table(*(Column(h, overflow="fold") for h in header), title=title)
+    table = Table(*(Column(shown(h), overflow="fold") for h in header), title=title)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*cells(*row))  # arm names and numbers: text, not markup
     console.print(table)
     control = doc["aggregate"].get("glue_control")
     if control:

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from .. import settings as settings_mod
 from .options import ConfigOpt, RecipeOpt, SetOpt
+from .shown import cells
 
 app = typer.Typer(help="Inspect settings.", no_args_is_help=True, rich_markup_mode=None)  # plain help, as `mapnet`
 
@@ -43,7 +44,7 @@ def show(
         table.add_column("default", overflow="fold", max_width=16)
         table.add_column("meaning", ratio=1, overflow="fold")
         for key, default, doc in rows:
-            table.add_row(key, default, doc)
+            table.add_row(*cells(key, default, doc))  # a default such as ["*.tsv"] is text, not markup
         console.print(table)
         return
     flags = {"model": {"preset": preset}, "train": {"recipe": recipe, "time_budget": time_budget}}

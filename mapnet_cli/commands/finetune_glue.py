@@ -33,6 +33,7 @@ from ..output_paths import check_output
 from ..run_lock import output_lock
 from .options import ConfigOpt, PrintSettingsOpt, SetOpt
 from .progress import SweepProgress
+from .shown import cells
 
 HELP = "Fine-tune checkpoints on GLUE (grid x seeds, best mean config) and report dev scores."
 
@@ -122,25 +123,25 @@ def finetune_glue(
         console = Console()
         table = Table(*report.RESULT_HEADER, title=f"GLUE dev ({summary['run_score'].replace('_', ' ')} per run)")
         for row in report.result_rows(summary):
-            table.add_row(*row, end_section=row[1] == "GLUE")
+            table.add_row(*cells(*row), end_section=row[1] == "GLUE")  # run labels: paths, as given
         console.print(table)
         if len(refs) > 1 or sweep_paths or init != "pretrained":
             t = Table(*report.STATS_HEADER, title="Per entry over fine-tuning seeds (points; 95% t-interval; "
                                                    "margin = checkpoint − its random-init control, paired by seed)")
             rows = report.stats_rows(summary)
             for i, row in enumerate(rows):
-                t.add_row(*row, end_section=i + 1 < len(rows) and rows[i + 1][0] != row[0])
+                t.add_row(*cells(*row), end_section=i + 1 < len(rows) and rows[i + 1][0] != row[0])
             console.print(t)
         if len(refs) > 1 or sweep_paths:
             header, rows = report.table2_rows(summary)
-            t2 = Table(*header, title="GLUE score by pretraining step (the paper's Table 2)")
+            t2 = Table(*cells(*header), title="GLUE score by pretraining step (the paper's Table 2)")
             for row in rows:
-                t2.add_row(*row)
+                t2.add_row(*cells(*row))
             console.print(t2)
             header, rows = report.entry_curve_rows(summary)
-            t3 = Table(*header, title="Dev score by pretraining step, per entry (best configuration's mean)")
+            t3 = Table(*cells(*header), title="Dev score by pretraining step, per entry (best configuration's mean)")
             for i, row in enumerate(rows):
-                t3.add_row(*row, end_section=i + 1 < len(rows) and rows[i + 1][0] != row[0])
+                t3.add_row(*cells(*row), end_section=i + 1 < len(rows) and rows[i + 1][0] != row[0])
             console.print(t3)
             for note in report.write_curves(summary, out):
                 err.print(note, highlight=False, markup=False)

@@ -28,6 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import MapnetError
+from .shown import cells, shown
 
 if TYPE_CHECKING:  # the library loads torch: imported in the command, so `mapnet --help` stays light
     from ..evaluation.inspect_masks import Inspection, SequenceView
@@ -82,7 +83,8 @@ def legend() -> Text:
 def show(result: Inspection, console: Console) -> None:
     adaptive = result.strategy == "adaptive"
     who = "the adaptive table" if adaptive else "MAP-Net"
-    console.print(f"[bold]{result.checkpoint}[/] (step {result.step}), input: {result.source}, seed {result.seed}"
+    console.print(f"[bold]{shown(result.checkpoint)}[/] (step {result.step}), input: {result.source}, "
+                  f"seed {result.seed}"
                   + (f"; adaptive table after {result.updates} updates" if adaptive else ""))
     console.print(legend())
     for i, view in enumerate(result.sequences):
@@ -103,7 +105,7 @@ def show(result: Inspection, console: Console) -> None:
         table.add_column("mask rate", justify="right")
         table.add_column("vs uniform", justify="right")
         for w in rows:
-            table.add_row(w.word, str(w.occurrences), f"{w.mask_rate:.3f}", f"{w.relative:.2f}x")
+            table.add_row(*cells(w.word, w.occurrences, f"{w.mask_rate:.3f}", f"{w.relative:.2f}x"))  # the text's words
         console.print()
         console.print(table)
     for title, tokens in (("most", result.tokens_most), ("least", result.tokens_least)):
@@ -116,7 +118,7 @@ def show(result: Inspection, console: Console) -> None:
         table.add_column("masked in training", justify="right")
         table.add_column("vs base rate", justify="right")
         for t in tokens:
-            table.add_row(t.token, str(t.id), str(t.observed), f"{t.relative:.2f}x")
+            table.add_row(*cells(t.token, t.id, t.observed, f"{t.relative:.2f}x"))
         console.print()
         console.print(table)
     if adaptive and not (result.tokens_most or result.tokens_least):
@@ -141,17 +143,12 @@ def inspect_masks(
     if text is not None and file is not None:
         raise MapnetError("give --text or --file, not both")
     source = "text"
-    if file is not None:
-        try:
-            text, source = file.read_text(encoding="utf-8", errors="replace"), "file"
-        except OSError as exc:
-            raise MapnetError(f"cannot read {file}: {exc.strerror or exc}") from None
-    elif text is None and not sys.stdin.isatty():
+    if file is None and text is None and not sys.stdin.isatty():
         piped = sys.stdin.read()
         if piped.strip():  # an empty pipe (e.g. cron, CI) falls back to the validation shards
             text, source = piped, "stdin"
-    result = run_inspect(run, text=text, source=source, sentences=sentences, seed=seed, samples=samples, shards=shards,
-                         min_count=min_count)
+    result = run_inspect(run, text=text, file=file, source=source, sentences=sentences, seed=seed, samples=samples,
+                         shards=shards, min_count=min_count)
     if as_json:
         typer.echo(json.dumps(result.to_json(), ensure_ascii=False))
     else:

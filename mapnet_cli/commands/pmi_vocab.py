@@ -54,4 +54,5 @@ def pmi_vocab(
              f"{min_count + h['prune_floor']} times may be missing or under-counted; raise --max-entries for exact counts")
     by_len = ", ".join(f"{n}-grams {c:,}" for n, c in h["entries_by_length"].items())
     Console().print(f"{out}: {h['entries']:,} entries ({by_len}) from {h['words']:,} words in {h['sentences']:,} "
-                    f"sentences, {h['seconds']:.1f} s; prune floor {h['prune_floor']}; sha256 {sha[:12]}", highlight=False)
+                    f"sentences, {h['seconds']:.1f} s; prune floor {h['prune_floor']}; sha256 {sha[:12]}",
+                    highlight=False, markup=False)  # the path as given, brackets included

@@ -28,6 +28,7 @@ from .. import artefacts
 from ..output_paths import check_output
 from ..run_lock import output_lock
 from .options import ConfigOpt, EngineAddressOpt, EngineOpt, PrintSettingsOpt, SetOpt, TasksOpt, check_engine_address
+from .shown import cells, shown
 
 
 class _TextRate(ProgressColumn):
@@ -90,7 +91,7 @@ def preprocess(
         rec = load_recipe(recipe)
         recipe_info = {"name": rec.name, "path": rec.path}
         if not inputs:
-            inputs, recipe_info = recipe_inputs(rec, log=lambda msg: console.print(msg, highlight=False))
+            inputs, recipe_info = recipe_inputs(rec, log=lambda msg: console.print(msg, highlight=False, markup=False))
     if not inputs:
         raise MapnetError("no inputs: give INPUT files or folders, or a --recipe that lists inputs")
 
@@ -111,12 +112,13 @@ def preprocess(
                                        recipe=recipe_info, engine_address=engine_address)
     Console().print(_summary(result))
     if result.skipped_binary:
-        console.print(f"[yellow]skipped {len(result.skipped_binary)} binary file(s):[/] " + ", ".join(result.skipped_binary), highlight=False)
+        console.print(f"[yellow]skipped {len(result.skipped_binary)} binary file(s):[/] "
+                      + ", ".join(map(shown, result.skipped_binary)), highlight=False)
 
 
 def _summary(r: pp.PreprocessResult) -> Table:
     rate = r.text_bytes / r.sentence_seconds / 1e6 if r.sentence_seconds > 0 else 0.0
-    table = Table(title=f"preprocessed -> {r.out}", show_header=False)
+    table = Table(title=f"preprocessed -> {shown(r.out)}", show_header=False)
     rows = [
         ("inputs", f"{r.inputs:,} file(s)"),
         ("documents", f"{r.documents:,}"),
@@ -132,5 +134,5 @@ def _summary(r: pp.PreprocessResult) -> Table:
         ("time", f"{r.seconds:.1f} s"),
     ]
     for key, value in rows:
-        table.add_row(key, value)
+        table.add_row(*cells(key, value))
     return table

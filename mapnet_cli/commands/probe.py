@@ -28,6 +28,7 @@ from .. import artefacts
 from ..output_paths import check_output
 from ..run_lock import output_lock
 from .options import DeviceOpt, OverwriteOpt, evaluation_device
+from .shown import cells, shown
 
 HELP = "Linear probe (logistic regression on frozen features) at every checkpoint of a run; JSON, and its rank correlation with fine-tuning."
 
@@ -77,19 +78,21 @@ def probe(
 
     console = Console()
     entries = list(doc["checkpoints"][0]["mean"]["entries"]) if doc["checkpoints"] else []
-    table = Table("checkpoint", "init", *(f"{e} probe (mean)" for e in entries), *(f"{e} probe (cls)" for e in entries),
-                  title=f"Linear probe on frozen features, {doc['task']} dev ({doc['data']['train_rows']} training rows, seed {seed})")
+    table = Table("checkpoint", "init",
+                  *cells(*(f"{e} probe (mean)" for e in entries), *(f"{e} probe (cls)" for e in entries)),
+                  title=f"Linear probe on frozen features, {shown(doc['task'])} dev "
+                        f"({doc['data']['train_rows']} training rows, seed {seed})")
     for ck in doc["checkpoints"]:
-        table.add_row(f"{ck['run']}@{ck['step']}", ck["init"],
-                      *(f"{100 * ck['mean']['entries'][e]['score']:.2f}" for e in entries),
-                      *(f"{100 * ck['cls']['entries'][e]['score']:.2f}" for e in entries))
+        table.add_row(*cells(f"{ck['run']}@{ck['step']}", ck["init"],  # a run's name: its folder's, brackets and all
+                            *(f"{100 * ck['mean']['entries'][e]['score']:.2f}" for e in entries),
+                            *(f"{100 * ck['cls']['entries'][e]['score']:.2f}" for e in entries)))
     console.print(table)
     if "correlation" in doc:
         c = doc["correlation"]
         rho = "not computed (fewer than 3 matched checkpoints)" if c["spearman"] is None else f"{c['spearman']:+.3f}"
         console.print(f"Spearman (probe {c['pooling']} vs fine-tuning, {doc['task']}) over {c['n']} checkpoints: {rho}",
-                      highlight=False)
+                      highlight=False, markup=False)
         for run, r in c["per_run"].items():
             rr = "-" if r["spearman"] is None else f"{r['spearman']:+.3f}"
-            console.print(f"  {run}: {rr} (n={r['n']})", highlight=False)
+            console.print(f"  {run}: {rr} (n={r['n']})", highlight=False, markup=False)
     err.print(f"probe: {out}", highlight=False, markup=False)

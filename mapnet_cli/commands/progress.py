@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ..errors import warn
+from .shown import shown
 
 # The command line a torchrun worker records: the one the user typed, not its own re-invocation.
 ARGV_ENV = "MAPNET_LAUNCH_ARGV"
@@ -136,7 +137,7 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
     with Progress(*columns, console=console, disable=not show_bar) as bar:
         task = bar.add_task("pretrain", total=settings.train.steps, stats="")
 
-        def report(kind: str, data: dict) -> None:
+        def report(kind: str, data: dict) -> None:  # markup=False: paths, set names and notes are the user's text
             if kind == "step":
                 # total: a time-budget run's projected steps (the loop's estimate from the fraction spent)
                 if data["tokens_per_s"] is None:  # a step the loop did not read back (between logging steps)
@@ -151,32 +152,33 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
                 sets = ", ".join(f"{k.partition('@')[2] or 'main'} {v:.3f}" for k, v in data.items() if k.startswith("eval_unigram"))
                 console.print(f"unigram plateau: training tokens' entropy {data['train_entropy']:.3f} nats; held-out "
                               f"sets' unigram level {sets or '-'} (a model that ignores context scores about this)",
-                              highlight=False)
+                              highlight=False, markup=False)
             elif kind == "eval":
                 console.print(f"eval @ {data['step']}: loss {data['eval_loss']:.4f}{below(levels.get('eval_unigram'), data['eval_loss'])}"
                               f"  accuracy {data['eval_accuracy']:.4f}"
-                              f"  ({data['eval_masked_tokens']} masked tokens, set {data['eval_sha256'][:12]})", highlight=False)
+                              f"  ({data['eval_masked_tokens']} masked tokens, set {data['eval_sha256'][:12]})",
+                              highlight=False, markup=False)
                 for key in (k for k in data if k.startswith("eval_loss@")):
                     name = key.partition("@")[2]
                     console.print(f"  {name}: loss {data[key]:.4f}{below(levels.get('eval_unigram@' + name), data[key])}"
-                                  f"  accuracy {data['eval_accuracy@' + name]:.4f}", highlight=False)
+                                  f"  accuracy {data['eval_accuracy@' + name]:.4f}", highlight=False, markup=False)
             elif kind == "checkpoint":
-                console.print(f"checkpoint {data['path']}", highlight=False)
+                console.print(f"checkpoint {data['path']}", highlight=False, markup=False)
             elif kind == "init_from":
                 console.print(f"starting from {data['kind']} weights {data['path']} (sha256 {data['weights_sha256'][:12]})",
-                              highlight=False)
+                              highlight=False, markup=False)
                 for note in data["notes"]:
-                    console.print(f"  note: {note}", highlight=False)
+                    console.print(f"  note: {note}", highlight=False, markup=False)
             elif kind == "budget":
                 state = "spent" if data["finished"] else "not yet spent"
                 steps = f"{data['steps']:,} step{'s' if data['steps'] != 1 else ''}"
                 console.print(f"time budget {data['time_budget']} {state}: {steps} in "
                               f"{data['spent_seconds']:,.1f} s of training (evaluation and checkpoints not counted)",
-                              highlight=False)
+                              highlight=False, markup=False)
             elif kind == "resume":
                 bar.update(task, completed=data["step"])
                 plain.resumed(data["step"])
-                console.print(f"resumed from {data['path']} (step {data['step']})", highlight=False)
+                console.print(f"resumed from {data['path']} (step {data['step']})", highlight=False, markup=False)
 
         last = run_pretrain(settings, shards, out, resume=resume, stop_at=stop_at, command_line=command_line,
                             on_report=report, variance_snapshot=snapshot)
@@ -195,12 +197,13 @@ class SweepProgress:
 
     def start(self, total_steps: int, runs: int, done: int) -> None:
         if done:
-            self.console.print(f"resuming: {done} runs already in results.json, {runs} to go", highlight=False)
+            self.console.print(f"resuming: {done} runs already in results.json, {runs} to go", highlight=False,
+                               markup=False)
         self.task = self.progress.add_task("fine-tuning", total=max(total_steps, 1) if runs else 1,
                                            completed=0 if runs else 1)
 
     def run_started(self, description: str) -> None:
-        self.progress.update(self.task, description=description)
+        self.progress.update(self.task, description=shown(description))  # a run's label: a path, a task name
 
     def advance(self, steps: int) -> None:
         self.progress.advance(self.task, steps)

@@ -59,13 +59,13 @@ def quickstart(
             shutil.rmtree(out)
         started = time.perf_counter()
         with console.status("preparing the synthetic corpus and shards", spinner="dots"):
-            qs.prepare_data(stages, settings, lambda msg: console.print(msg, highlight=False))
+            qs.prepare_data(stages, settings, lambda msg: console.print(msg, highlight=False, markup=False))
 
         from .progress import train_with_progress
 
         state = qs.run_stage(stages, settings)
         if state == "done":
-            console.print(f"reusing the finished run {stages.run}", highlight=False)
+            console.print(f"reusing the finished run {stages.run}", highlight=False, markup=False)
         else:
             train_with_progress(stages.shards, stages.run, settings, resume=state == "resume", stop_at=None)
         _summary(Console(), stages, settings, time.perf_counter() - started)
@@ -107,7 +107,7 @@ def _summary(console: Console, stages: qs.Stages, settings, seconds: float) -> N
         console.print(mass)
     console.print(f"done in {seconds:.0f} s. Next: mapnet inspect-masks {stages.run} | mapnet export {stages.run} --out "
                   f"{stages.run.parent / 'hf'} | mapnet finetune-glue --task sst2 --quick --checkpoint {stages.run} ...",
-                  highlight=False)
+                  highlight=False, markup=False)  # the paths as they are, brackets included
 
 
 def _nats(value) -> str:

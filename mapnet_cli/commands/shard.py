@@ -27,6 +27,7 @@ from .. import artefacts
 from ..output_paths import check_output
 from ..run_lock import output_lock
 from .options import ConfigOpt, EngineAddressOpt, EngineOpt, PrintSettingsOpt, SetOpt, TasksOpt, check_engine_address
+from .shown import shown
 
 HELP = "Pack a preprocessed corpus into fixed-length, train/valid-split Arrow shards."
 
@@ -78,7 +79,8 @@ def shard(
 def _print_summary(console: Console, summary: dict) -> None:
     m = summary["manifest"]
     table = Table("split", "sequences", "tokens", "documents", "padding", "files",
-                  title=f"{summary['out']}: {m['max_seq_len']} tokens/sequence, {m['dtype']}, packing={m['packing']}")
+                  title=f"{shown(summary['out'])}: {m['max_seq_len']} tokens/sequence, {m['dtype']}, "
+                        f"packing={m['packing']}")
     for split, s in m["splits"].items():
         files = sum(f["split"] == split for f in m["files"])
         table.add_row(split, f"{s['sequences']:,}", f"{s['tokens']:,}", f"{s['documents']:,}",
@@ -94,4 +96,4 @@ def _print_summary(console: Console, summary: dict) -> None:
         note = f"token_kinds.json: {kinds['words'] - kinds['multi_token_words']:,} of {kinds['words']:,} words are single tokens"
         if kinds["multi_token_words"]:
             note += f"; not single tokens (their ids carry no kind): {', '.join(kinds['examples'])}"
-        console.print(note, highlight=False)
+        console.print(note, highlight=False, markup=False)  # the corpus's own words

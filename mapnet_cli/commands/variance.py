@@ -34,6 +34,7 @@ from rich.table import Table
 from .. import settings as settings_mod
 from ..comma_list import comma_list
 from .options import ConfigOpt, SetOpt
+from .shown import cells, shown
 
 HELP = "Measure the gradient-variance decomposition (mask / sentence / total) of a checkpoint, per masking scheme."
 
@@ -115,7 +116,7 @@ def _scale_cell(entry: dict) -> str:
 def render(report: dict, console: Console) -> None:
     """Rich tables of a `mapnet.variance/1` document."""
     g, d = report["gradient"], report["data"]
-    console.print(f"[bold]{report['checkpoint']['path']}[/] — {len(d['sentences'])} validation sentences x "
+    console.print(f"[bold]{shown(report['checkpoint']['path'])}[/] — {len(d['sentences'])} validation sentences x "
                   f"{d['masks_per_sentence']} masks, K ~ {d['mask_size_mean']:.1f} of n ~ {d['eligible_mean']:.1f} "
                   f"positions; {g['mode']} gradients of {g['parameters']:,} parameters"
                   + (f" sketched to {g['dimension']}" if g["mode"] == "sketch" else "")
@@ -123,30 +124,32 @@ def render(report: dict, console: Console) -> None:
     table = Table(title="Gradient variance (traces; 95% bootstrap intervals)", show_lines=False)
     for col in ("scheme", "mask variance", "sentence variance", "total (direct)", "mask + sentence", "mask share",
                 "noise scale", "weights mean [min, max]", "bias vs uniform (rel.)"):
-        table.add_column(col, justify="left" if col == "scheme" else "right")
+        # shown: "[min, max]" and an interval "[inf, 3.1]" are text (rich took them for tags and dropped them)
+        table.add_column(shown(col), justify="left" if col == "scheme" else "right")
     for name, entry in report["schemes"].items():
         if not entry["available"]:
-            table.add_row(name, f"[dim]unavailable: {entry['reason']}[/]", "", "", "", "", "", "", "")
+            table.add_row(shown(name), f"[dim]unavailable: {shown(entry['reason'])}[/]", "", "", "", "", "", "", "")
             continue
         w = entry["weights"]
         bias = entry.get("bias_vs_uniform")
-        table.add_row(name + (" (per position)" if w.get("per_position") else ""),
-                      _cell(entry["mask_variance"]), _cell(entry["sentence_variance"]),
-                      _cell(entry["total_variance"]), _fmt(entry["sum_of_terms"]["estimate"]),
-                      f"{entry['mask_share']:.1%}" if entry["mask_share"] is not None else "-",
-                      _scale_cell(entry["noise_scale"]),
-                      f"{w['mean']:.3f} [{w['min']:.3f}, {w['max']:.3f}]",
-                      _cell(bias["relative_unbiased"]) if bias else "-")
+        table.add_row(*cells(name + (" (per position)" if w.get("per_position") else ""),
+                             _cell(entry["mask_variance"]), _cell(entry["sentence_variance"]),
+                             _cell(entry["total_variance"]), _fmt(entry["sum_of_terms"]["estimate"]),
+                             f"{entry['mask_share']:.1%}" if entry["mask_share"] is not None else "-",
+                             _scale_cell(entry["noise_scale"]),
+                             f"{w['mean']:.3f} [{w['min']:.3f}, {w['max']:.3f}]",
+                             _cell(bias["relative_unbiased"]) if bias else "-"))
     console.print(table)
     console.print("[dim]noise scale = total / ||E g||^2 of the scheme's own mean gradient (B_simple; a constant weight "
                   "cancels); inf: the mean gradient is not distinguishable from 0.[/]", highlight=False)
     mb = Table(title="Mini-batch mean: B sequences x 1 mask (total / B, and measured by drawing disjoint batches)")
     for col in ("scheme", "B", "predicted total / B", "mask part", "sentence part", "direct ± MC s.e."):
-        mb.add_column(col, justify="left" if col == "scheme" else "right")
+        mb.add_column(shown(col), justify="left" if col == "scheme" else "right")
     for name, rows in report["minibatch"].items():
         for row in rows:
             direct = row["direct"]
-            mb.add_row(name, str(row["batch_size"]), _cell(row["predicted"]), _fmt(row["mask_part"]),
-                       _fmt(row["sentence_part"]),
-                       f"{_fmt(direct['estimate'])} ± {_fmt(direct['mc_stderr'])}" if direct else f"[dim]{row['direct_unavailable']}[/]")
+            mb.add_row(*cells(name, str(row["batch_size"]), _cell(row["predicted"]), _fmt(row["mask_part"]),
+                              _fmt(row["sentence_part"])),
+                       shown(f"{_fmt(direct['estimate'])} ± {_fmt(direct['mc_stderr'])}") if direct
+                       else f"[dim]{shown(row['direct_unavailable'])}[/]")
     console.print(mb)

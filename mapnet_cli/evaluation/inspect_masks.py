@@ -37,9 +37,12 @@ word types with at least `min_count` tokens in the shown rows are ranked
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Iterable, Iterator
 
 import numpy as np
 import torch
@@ -118,14 +121,75 @@ def load_table(run) -> AdaptiveTable | None:
 
 
 # ---------------------------------------------------------------- inputs
-def text_rows(text: str, tokenizer, preprocess_settings, max_len: int, limit: int) -> list[list[int]]:
-    """[CLS] + the BPE ids of one processed sentence + [SEP], per sentence, at most `limit` rows."""
+def text_pieces(text: str, settings) -> Iterator[str]:
+    """--text or stdin cut as `mapnet preprocess` cuts a plain-text file (`data/documents.py`): blank lines end
+    paragraphs, single line breaks are soft wraps, and no piece is longer than preprocess.max_chunk_chars, which
+    spaCy's max_length is set above (one whole 1.2 MB line was spaCy's E088)."""
+    from ..data.documents import Assembler, line_fragments, text_documents
+    from ..data.inputs import ReadStats
+
+    limit = settings.preprocess.max_chunk_chars
+    pieces = text_documents(line_fragments(io.StringIO(text), limit), "blank_line", Assembler(limit, ReadStats()))
+    return (p for p in pieces if p is not None)
+
+
+def check_file(file: str | Path) -> Path:
+    """--file must name one readable text file: a folder, a missing file, damaged compressed data or a binary file
+    is refused before the checkpoint is loaded (its first bytes, decompressed, by preprocess's own `Source`)."""
+    from ..data.inputs import Source, discover, is_binary
+    from ..settings import PreprocessSettings
+
+    path = Path(file)
+    if path.is_dir():
+        raise MapnetError(f"--file {path} is a folder: give one text file")
+    if not path.is_file():
+        raise MapnetError(f"cannot read {path}: no such file")
+    (inp,) = discover([path], PreprocessSettings())
+    if inp.format in ("parquet", "arrow"):  # columns of text, read as preprocess reads them (`file_pieces`)
+        return path
+    source = Source(inp)
+    try:
+        binary = is_binary(source.head)
+    finally:
+        source.close()
+    if binary:
+        raise _binary(path)
+    return path
+
+
+def _binary(path: Path) -> MapnetError:
+    from ..data.inputs import SNIFF_BYTES
+
+    return MapnetError(f"--file {path} looks binary (NUL bytes in its first {SNIFF_BYTES} bytes, after "
+                       "decompressing): inspect-masks reads text, as preprocess does")
+
+
+def file_pieces(path: Path, settings) -> Iterator[str]:
+    """--file read by preprocess's own reader (`data/readers.py` InputReader): .gz, .bz2 and .xz decompressed,
+    the format by extension and first bytes (text, jsonl, parquet, ...), invalid UTF-8 replaced, pieces under
+    preprocess.max_chunk_chars. A binary file is refused (it read as text, bytes and all)."""
+    from ..data.inputs import ReadStats, discover
+    from ..data.readers import InputReader
+
+    (inp,) = discover([path], settings.preprocess)
+    # explicit=False: the reader skips a binary file and says so, rather than suggest preprocess.on_binary.
+    reader = InputReader(dataclasses.replace(inp, explicit=False), settings, ReadStats())
+    for piece in reader:
+        if piece is not None:
+            yield piece
+    if reader.skipped:  # `check_file` looked already; the run's settings may read the file otherwise
+        raise _binary(path)
+
+
+def text_rows(pieces: Iterable[str], tokenizer, preprocess_settings, max_len: int, limit: int) -> list[list[int]]:
+    """[CLS] + the BPE ids of one processed sentence + [SEP], per sentence, at most `limit` rows; `pieces` are read
+    only until there are enough."""
     from ..data.cleaning import word_marker
     from ..data.textproc import TextProcessor  # spaCy + sacremoses: only when free text is given
 
     processor = TextProcessor(preprocess_settings, word_marker(tokenizer))  # split as preprocess did, then cleaned
     rows = []
-    for piece in (p for p in text.split("\n\n") if p.strip()):
+    for piece in (p for p in pieces if p.strip()):
         for sentence in processor.process([piece])[0].sentences:
             # No post-processor: a BERT tokenizer's own [CLS]/[SEP] would be doubled.
             ids = tokenizer.encode(sentence, add_special_tokens=False).ids[: max_len - 2]
@@ -147,6 +211,7 @@ def validation_rows(ckpt: Path, limit: int, shards: str | Path | None = None) ->
         if shards is None:
             raise MapnetError(f"no input: give --text, --file or stdin, or --shards (no {run_json} names the run's shards)")
     valid = ShardReader(shards, "valid", verify="size")
+    check_shards_tokenizer(ckpt, valid, shards)
     if len(valid) == 0:
         raise MapnetError(f"{shards} has no validation sequences; give --text, --file or stdin")
     block = valid.take(np.arange(min(limit, len(valid))))
@@ -154,18 +219,40 @@ def validation_rows(ckpt: Path, limit: int, shards: str | Path | None = None) ->
     return [[int(t) for t in row if t != pad] for row in block]
 
 
+def check_shards_tokenizer(ckpt: Path, valid, shards: str | Path) -> None:
+    """Refuse shards of another tokenizer than the checkpoint's before any id reaches the model: ids past its
+    embedding table were torch's IndexError, and ids within it would silently mean other words."""
+    from ..train.init_from import same_encoding
+
+    rows = int(checkpoint.read_config(ckpt)["model"]["vocab_size"])
+    if valid.vocab_size <= rows and same_encoding(valid.tokenizer_path, ckpt / checkpoint.TOKENIZER):
+        return
+    raise MapnetError(f"shards {shards} were encoded with another tokenizer ({valid.vocab_size} tokens, "
+                      f"{valid.tokenizer_path}) than {ckpt} was trained with ({rows} embedding rows, its "
+                      f"{checkpoint.TOKENIZER}): their ids would mean other words; give the run's own shards "
+                      "(--shards), or --text / --file")
+
+
 # ---------------------------------------------------------------- the inspection
 @torch.no_grad()
 def inspect_masks(path: str | Path, *, text: str | None = None, source: str = "text", sentences: int = 4,
                   seed: int = 0, samples: int = 200, top: int = 10, min_count: int = 5,
-                  shards: str | Path | None = None, device: str | torch.device = "cpu") -> Inspection:
-    """Proposal probabilities, one sampled mask per row, and the word-type table (see the module doc)."""
+                  shards: str | Path | None = None, device: str | torch.device = "cpu",
+                  file: str | Path | None = None) -> Inspection:
+    """Proposal probabilities, one sampled mask per row, and the word-type table (see the module doc).
+    `file`: a text file read as preprocess reads an input (`file_pieces`), in place of `text`."""
     from ..data.bpe import load_tokenizer, role_ids
 
+    if text is not None and file is not None:
+        raise MapnetError("give --text or --file, not both")
+    if file is not None:
+        file, source = check_file(file), "file"
     if sentences < 1 or samples < 1:
         raise MapnetError("--sentences and the number of samples must be >= 1")
     if min_count < 1:
         raise MapnetError(f"--min-count must be >= 1 (got {min_count})")
+    if seed < 0:  # as every seed of mapnet's (settings/field.seed_setting)
+        raise MapnetError(f"--seed must be >= 0 (got {seed})")
     run = load_run(path, device=device)
     table = load_table(run) if run.proposal is None else None
     if run.proposal is None and table is None:
@@ -175,8 +262,9 @@ def inspect_masks(path: str | Path, *, text: str | None = None, source: str = "t
     ckpt, meta, settings = run.checkpoint, run.meta, run.settings
     tokenizer = load_tokenizer(ckpt / checkpoint.TOKENIZER)
     max_len = run.model.cfg.max_position
-    if text is not None:
-        rows = text_rows(text, tokenizer, settings.preprocess, max_len, sentences)
+    if text is not None or file is not None:
+        pieces = file_pieces(file, settings) if file is not None else text_pieces(text, settings)
+        rows = text_rows(pieces, tokenizer, settings.preprocess, max_len, sentences)
     else:
         rows, source = validation_rows(ckpt, sentences, shards), "valid"
         rows = [r[:max_len] for r in rows]
@@ -307,5 +395,5 @@ def _word_table(views: list[SequenceView], freq: torch.Tensor, k: torch.Tensor, 
     return most, least, left_out
 
 
-__all__ = ["SCHEMA", "SequenceView", "WordStat", "TokenStat", "Inspection", "load_table", "text_rows",
-           "validation_rows", "inspect_masks", "words_of"]
+__all__ = ["SCHEMA", "SequenceView", "WordStat", "TokenStat", "Inspection", "load_table", "text_pieces", "file_pieces",
+           "text_rows", "validation_rows", "inspect_masks", "words_of"]

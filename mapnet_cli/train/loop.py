@@ -44,7 +44,7 @@ from torch.profiler import record_function
 
 from .. import distributed
 from ..data.unigram import entropy, unigram_log_probs
-from ..errors import MapnetError
+from ..errors import MapnetError, warn
 from ..masking.strategy import MicroBatch, to_device
 from ..masking.uniform import DROPOUT, TRAIN_MASKS, mix_seed, sequence_keys
 from ..model import checkpoint
@@ -55,7 +55,7 @@ from .batch_ramp import BatchRamp
 from .batches import DataOrder, pieces, rank_micro_slots
 from .budget import Budget, Clock, TimeSchedule, rank0_seconds
 from .held_out import build_eval_set, evaluate, extra_eval_sets
-from .inputs import check_run_inputs
+from .inputs import check_resume_steps, check_run_inputs, check_world
 from .optim import build_optimizer, build_scheduler
 from .prefetch import StepPrefetcher
 from .record import MetricsLog, memory_bytes, record_budget, write_run_files
@@ -82,7 +82,8 @@ def pretrain(settings, shards: str | os.PathLike, out: str | os.PathLike, *, res
         quiet = not info.is_main or on_report is None  # one progress display per job
         failed = True
         try:
-            with StopSignals() as stop:  # SIGTERM / SIGUSR1: checkpoint after this step, then stop (stop_signals.py)
+            # SIGTERM / SIGUSR1: checkpoint after this step, then stop; a step that does not end is abandoned
+            with StopSignals(run.out) as stop:  # (stop_signals.py)
                 last = run.train(stop_at, (lambda kind, data: None) if quiet else on_report, stop)
                 late = stop.agreed(info, read=True)  # one that came as the run ended: complete, but not forgotten
             failed = False
@@ -163,13 +164,14 @@ class Run:
                               "variance_snapshot=...), as `mapnet pretrain` passes evaluation's)")
         self.variance_snapshot = variance_snapshot
         tracking.require(s.logging)  # every rank, before any work: a missing extra is one line, not a hang
-        if t.batch_size % info.world_size:
-            raise MapnetError(f"train.batch_size ({t.batch_size}) must be divisible by the world size ({info.world_size})")
+        check_world(s, info.world_size)  # the launcher checked it before torchrun; a job started otherwise, here
+        if resume:
+            check_resume_steps(s, out)  # before settings.toml is written: it would say steps = 2 beside step 4
         self.micro = t.micro_batch_size or t.batch_size // info.world_size
         self.data = ShardReader(shards, "train", verify=s.shard.verify)
         if len(self.data) == 0:
             raise MapnetError(f"{shards} has no training sequences")
-        check_run_inputs(s, self.data, shards)  # what compare also checks for every arm before its first run
+        check_run_inputs(s, self.data, shards, info.world_size)  # what compare also checks for every arm first
         # model.init_from: SOURCE's weights on a fresh start; --resume restores the run's own checkpoint instead.
         # Opened and checked against the shards' tokenizer here, before the held-out sets and the unigram pass.
         self.source = init_from.open_source(s.model.init_from) if s.model.init_from and not resume else None
@@ -183,6 +185,9 @@ class Run:
         self.valid = ShardReader(shards, "valid", verify=s.shard.verify)
         self.eval_set = build_eval_set(self.valid, t.eval_sequences, t.eval_seed, s.masking, t.eval_pick, t.eval_mask_prob,
                                        t.eval_replace)
+        if self.eval_set is None:  # an explicit train.eval_every was refused by check_run_inputs; the default is not
+            warn(f"shards {shards} have no validation split: this run is never evaluated (no eval_loss in "
+                 f"{s.logging.metrics_file}); shard with --valid-fraction 0.01 (or more) to have one")
         self.cfg = BertConfig.from_settings(s.model, self.data.vocab_size, self.data.special_ids["pad"])
         self.tokenizer_sha = self.data.tokenizer_sha256
         self.extra_eval = extra_eval_sets(s, self.tokenizer_sha, self.cfg.max_position, self.eval_set is not None)
@@ -195,8 +200,6 @@ class Run:
         # After the encoder: a MAP-Net run starts from the same encoder weights as a uniform run with this seed.
         self.strategy = training_strategy(s, self.model, self.data, info)
         self.ramp = BatchRamp.from_settings(t, self.budget.seconds if self.budget is not None else None)
-        if self.ramp is not None:
-            self._check_ramp(info)
         self.optimizer = build_optimizer(self.strategy.optim_modules, s.optim, lrs=self.strategy.optim_lrs(s.optim.lr))
         self.scheduler = (TimeSchedule(self.optimizer, self.budget) if self.budget is not None
                           else build_scheduler(self.optimizer, s.optim, t.steps))
@@ -210,13 +213,7 @@ class Run:
             raise MapnetError(f"{out} already holds checkpoints; pass --resume to continue it or choose another --out")
         if t.compiles(info.device):
             compile_model(self.model, self.strategy, t)  # train.compile_scope / compile_mode (compile.py)
-        d = s.distributed
-        if d.static_graph and self.micro * info.world_size < t.batch_size:
-            # torch's DDP with static_graph crashes on a first backward under no_sync, and past that stops
-            # all-reducing (pytorch/pytorch#143580, #187732): refused, not risked, on one process too.
-            raise MapnetError("distributed.static_graph cannot be combined with gradient accumulation (train.micro_batch_size "
-                              f"{self.micro} x {info.world_size} processes < train.batch_size {t.batch_size}): torch's "
-                              "DistributedDataParallel mishandles it; set one of them back")
+        d = s.distributed  # distributed.static_graph with accumulation: refused by check_world
         self.ddp = distributed.wrap_model(self.strategy.net, info, d.bucket_cap_mb, d.static_graph)
         self.autocast = precision_context(t.autocasts_bf16(info.device), info.device)
         resume_step = self.step if resume else None
@@ -295,14 +292,6 @@ class Run:
                 and self.budget.short_seq_over(self.elapsed)):
             self.short_seq_end = self.step
             self._share_short_seq_end()
-
-    def _check_ramp(self, info: distributed.DistInfo) -> None:
-        """Every ramped batch splits among the processes as the full one does (the sizes are multiples of the start;
-        the strategies and options a ramp cannot serve are refused with the settings, `Settings._ramp_problems`)."""
-        start = self.settings.train.batch_ramp_start
-        if start % info.world_size:
-            raise MapnetError(f"train.batch_ramp_start ({start}) must be divisible by the world size ({info.world_size}): "
-                              "every ramped batch is split among the processes like the full one")
 
     def batch_at(self, step: int, elapsed: float) -> int:
         """The global batch (sequences, copies included) of `step`, starting after `elapsed` counted seconds."""
@@ -414,6 +403,8 @@ class Run:
         stopped_by = None  # a stop signal's number, once every rank has agreed to stop for it
         while self.step < end and not (budget is not None and budget.spent(self.elapsed)):
             t0 = self.clock()
+            if stop is not None:  # from here to after_step: the step a stop request's watchdog bounds
+                stop.step_started(self.step + 1)
             if budget is not None:
                 self._at_budget_position()
             torch.manual_seed(mix_seed(DROPOUT, t.seed, self.step, self.info.rank))
@@ -445,6 +436,8 @@ class Run:
             if not read:
                 first_bad = torch.where(st.finite | (first_bad > 0), first_bad, self.step + 1)
             self.strategy.after_step()
+            if stop is not None:
+                stop.step_ended()
             dt = self.clock() - t0
             self.wall += dt
             # A budget counts the step's measured time, or with train.step_seconds its modelled cost (budget.py).

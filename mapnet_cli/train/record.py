@@ -22,6 +22,7 @@ import torch
 
 from .. import __version__ as mapnet_version
 from .. import atomic
+from ..metrics_file import read_lines
 from ..model import checkpoint
 from . import tracking
 
@@ -41,10 +42,11 @@ class MetricsLog:
     def __init__(self, path: Path, enabled: bool, resume_step: int | None, sinks: Sequence = ()):
         self.path, self.enabled, self.sinks = path, enabled, list(sinks)
         if enabled and path.exists():
-            # Resumed: lines past the checkpoint were written by the interrupted run, which this one rewrites.
+            # Resumed: lines past the checkpoint were written by the interrupted run, which this one rewrites;
+            # the one reader drops a torn last line and refuses a damaged one (it would be dropped unseen).
             # Fresh: every line is from an earlier run that never checkpointed, none of them this run's.
-            lines = path.read_text(encoding="utf-8").splitlines() if resume_step is not None else []
-            keep = [ln for ln in lines if _line_step(ln) <= resume_step]
+            lines = read_lines(path) if resume_step is not None else []
+            keep = [ln for ln, record in lines if record["step"] <= resume_step]
             atomic.write_text(path, "".join(ln + "\n" for ln in keep))
 
     def write(self, record: dict) -> None:
@@ -53,7 +55,7 @@ class MetricsLog:
         if self.enabled:
             histograms = {k: v for k, v in record.items() if isinstance(v, np.ndarray)}
             record = {k: v for k, v in record.items() if k not in histograms}
-            # A full disk may leave a torn last line: _line_step drops it on resume.
+            # A full disk may leave a torn last line: read_lines drops it on resume.
             with atomic.full_disk_is_an_error(self.path), open(self.path, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(record) + "\n")
             if self.sinks:  # flattening the record is only for TensorBoard / W&B
@@ -71,13 +73,6 @@ class MetricsLog:
                     sink.close(True)
             else:
                 sink.close(False)
-
-
-def _line_step(line: str) -> float:
-    try:
-        return json.loads(line).get("step", float("inf"))
-    except ValueError:
-        return float("inf")  # a torn last line from a killed run
 
 
 def versions() -> dict[str, str]:

@@ -156,6 +156,25 @@ def test_bad_input_is_one_line_and_no_output(fake_run, blimp_dir, tmp_path, line
     assert not out.exists()
 
 
+@pytest.mark.parametrize("value, shown", [("50.6", "50.6"), ("-0.1", "-0.1"), ("NaN", "nan"), ("Infinity", "inf"),
+                                          ("true", None)])
+def test_a_published_score_outside_0_1_or_not_finite_is_refused_by_file_and_value(fake_run, blimp_dir, tmp_path, value,
+                                                                                 shown):
+    """A percentage, NaN or infinity in models_summary.jsonl was shown as a published figure ("5-gram 5060%")."""
+    folder = _bad_folder(tmp_path, blimp_dir, None)
+    row = {"UID": "adjunct_island", "linguistics_term": "island_effects", "ngram": 0.5, "lstm": 0.6, "txl": 0.7,
+           "gpt2": 0.8}
+    (folder / "models_summary.jsonl").write_text(json.dumps(row).replace('"ngram": 0.5', f'"ngram": {value}') + "\n")
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(app, ["blimp", str(fake_run), "--data", str(folder), "--out", str(out),
+                                      "--no-progress"])
+    assert isinstance(result.exception, MapnetError), result.output
+    text = str(result.exception)
+    assert text.startswith(f"{folder / 'models_summary.jsonl'}:1: ngram of adjunct_island is ") and "\n" not in text
+    assert (f"is {shown}, not an accuracy" if shown else "is not a number") in text, text
+    assert not out.exists() and "scoring" not in result.output
+
+
 def test_unknown_paradigm_and_method_are_refused(fake_run, blimp_dir, tmp_path):
     with pytest.raises(MapnetError, match="has no paradigm nope"):
         load_suite(blimp_dir, 0, ["nope"])
@@ -226,6 +245,10 @@ def _damaged_export(fake_run: Path, tmp_path: Path, how: str) -> Path:
         (folder / "config.json").write_text('{"model_type": "bert", ')
     elif how == "no-tokenizer":
         (folder / "tokenizer.json").unlink()
+    elif how in ("config-of-other-widths", "config-of-more-layers"):  # weights that do not fit config.json
+        config = json.loads((folder / "config.json").read_text())
+        key = "intermediate_size" if how == "config-of-other-widths" else "num_hidden_layers"
+        (folder / "config.json").write_text(json.dumps({**config, key: config[key] * 2}))
     return folder
 
 
@@ -233,6 +256,9 @@ def _damaged_export(fake_run: Path, tmp_path: Path, how: str) -> Path:
     ("truncated-weights", "model.safetensors is not a readable safetensors file"),
     ("broken-config", "config.json is not readable JSON"),
     ("no-tokenizer", "has no tokenizer.json"),
+    # found when its weights were loaded for scoring: after the good checkpoint listed before it had been scored
+    ("config-of-other-widths", "encoder.blocks.0.ffn_in.weight has shape (64, 32), config.json implies (128, 32)"),
+    ("config-of-more-layers", "model.safetensors lacks bert.encoder.layer.1.attention.self.query.weight"),
 ])
 def test_a_damaged_exported_folder_is_named_in_one_line_before_any_scoring(fake_run, blimp_dir, tmp_path, how, message):
     """The exported folder goes through --init-from's reader (`init_from.open_source`): a truncated model.safetensors
@@ -246,6 +272,27 @@ def test_a_damaged_exported_folder_is_named_in_one_line_before_any_scoring(fake_
     text = str(result.exception)
     assert message in text and str(folder) in text and "\n" not in text
     assert "--init-from" not in text and "COMPLETE" not in text
+    assert "scoring" not in result.output and not out.exists()
+
+
+def test_an_export_with_another_tokenizer_is_refused_by_both_sizes_before_any_scoring(fake_run, blimp_dir, tmp_path):
+    """An export whose tokenizer.json was swapped for a larger one reached torch as IndexError on the first sentence
+    with an id past the embedding table, after the models listed before it had been scored."""
+    from mapnet_cli.data.bpe import save_tokenizer, train_tokenizer
+    from mapnet_cli.export import export
+
+    folder = export(fake_run, tmp_path / "hf")
+    rows = json.loads((folder / "config.json").read_text())["vocab_size"]
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("\n".join(load_suite(blimp_dir, 50, PARADIGMS).sentences()), encoding="utf-8")
+    save_tokenizer(train_tokenizer([sentences], vocab_size=1000, min_frequency=1), folder / "tokenizer.json")
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(app, ["blimp", str(fake_run), str(folder), "--data", str(blimp_dir), "--out", str(out),
+                                      "--pairs", "5", "--paradigms", PARADIGMS[0], "--no-progress"])
+    assert isinstance(result.exception, MapnetError), result.output
+    assert str(result.exception).startswith(f"{folder / 'tokenizer.json'} gives token ids up to 999 (1000 tokens), but "
+                                            f"the model in {folder} has {rows} embedding rows (ids 0-{rows - 1}): "
+                                            ), result.exception
     assert "scoring" not in result.output and not out.exists()
 
 
@@ -376,6 +423,21 @@ def test_resume_keeps_models_it_has_not_reached_yet_and_knows_models_by_their_we
     other = {**whole, "models": [{**whole["models"][0], "sha256": "0" * 64}, *whole["models"][1:]]}
     full.write_text(json.dumps(other))
     assert _blimp(fake_run, blimp_dir, full, "--resume").exit_code == 0 and scored == ["fake-bert@100"]
+
+
+def test_resume_with_fewer_models_keeps_the_results_of_those_not_named_again(fake_run, blimp_dir, tmp_path):
+    """`blimp RUN` then `blimp RUN/checkpoints/step-100 --resume`: fake-bert@200's result was dropped from the file."""
+    out = tmp_path / "b.json"
+    assert _blimp(fake_run, blimp_dir, out).exit_code == 0
+    whole = json.loads(out.read_text())
+    step_100 = sorted((fake_run / "checkpoints").glob("step-*"))[0]
+    result = _blimp(step_100, blimp_dir, out, "--resume")
+    assert result.exit_code == 0, result.output
+    resumed = json.loads(out.read_text())
+    by_label = lambda doc: {m["label"]: (m["sha256"], m["accuracy"]) for m in doc["models"]}  # noqa: E731
+    assert by_label(resumed) == by_label(whole) and resumed["complete"]
+    assert "kept 1 result(s) of models not named again: fake-bert@200" in result.output
+    assert result.output.count("fake-bert@200") >= 2  # in the printed table too, beside the note
 
 
 @pytest.mark.parametrize("flags, content, message", [

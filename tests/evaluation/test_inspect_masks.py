@@ -95,6 +95,48 @@ def test_stdin_and_file(mapnet_run, tmp_path):
     assert from_file.exit_code == 0 and len(json.loads(from_file.stdout)["sequences"]) == 1
 
 
+def test_a_file_is_read_as_preprocess_reads_it_gz_binary_and_a_megabyte_line(mapnet_run, tmp_path):
+    """--file went through read_text: a .gz file was read as its compressed bytes, a binary file as text, and a
+    1.2 MB one-line file was one spaCy doc over its max_length (E088). Now preprocess's reader reads it."""
+    import gzip
+
+    def masks(*args: str):
+        return CliRunner().invoke(app, ["inspect-masks", str(mapnet_run), *args, "--json", "-n", "2", "--samples", "5"])
+
+    plain, packed = tmp_path / "in.txt", tmp_path / "in.txt.gz"
+    plain.write_text(TEXT + "\n", encoding="utf-8")
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    want, got = masks("--file", str(plain)), masks("--file", str(packed))
+    assert want.exit_code == 0 and got.exit_code == 0, (want.output, got.output)
+    assert json.loads(got.stdout)["sequences"] == json.loads(want.stdout)["sequences"]
+
+    long = tmp_path / "long.txt"
+    long.write_text((TEXT + " ") * 21_000, encoding="utf-8")  # one line, 1.2 MB
+    assert long.stat().st_size > 1_200_000
+    done = masks("--file", str(long))
+    assert done.exit_code == 0, done.output
+    assert [s["tokens"] for s in json.loads(done.stdout)["sequences"]] == \
+        [s["tokens"] for s in json.loads(want.stdout)["sequences"]]
+    piped = CliRunner().invoke(app, ["inspect-masks", str(mapnet_run), "--json", "-n", "2", "--samples", "5"],
+                               input=long.read_text())
+    assert piped.exit_code == 0, piped.output  # stdin is cut the same way
+
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(b"\x00\x01\x02 weights " * 100)
+    not_gzip = tmp_path / "x.txt.gz"
+    not_gzip.write_text("not compressed\n")
+    for path, message in ((binary, f"--file {binary} looks binary (NUL bytes"),
+                          (packed.with_name("b.txt.gz"), "looks binary"),
+                          (not_gzip, f"{not_gzip}: corrupt or truncated gzip data"),
+                          (tmp_path, f"--file {tmp_path} is a folder"),
+                          (tmp_path / "nope.txt", "no such file")):
+        if path.name == "b.txt.gz":
+            path.write_bytes(gzip.compress(binary.read_bytes()))
+        res = masks("--file", str(path))
+        assert isinstance(res.exception, MapnetError), (path, res.output)
+        assert message in str(res.exception) and "\n" not in str(res.exception), str(res.exception)
+
+
 def test_uniform_checkpoint_is_refused_in_one_line(trained_runs, monkeypatch, capsys):
     run = trained_runs["uniform"]  # a real run trained with uniform masking: no MAP-Net to inspect
     # Through the console-script entry point: it is main() that formats errors as one line.
@@ -192,3 +234,26 @@ def test_an_adaptive_run_shows_the_tokens_its_table_masks_more_and_less(adaptive
     assert "adaptive table after 8 updates" in shown.output and "tokens the adaptive table masks least" in shown.output
     data = json.loads(CliRunner().invoke(app, ["inspect-masks", str(adaptive_run), "--samples", "20", "--json"]).stdout)
     assert data["strategy"] == "adaptive" and data["tokens_least"][0]["relative"] < 0.5
+
+
+@pytest.mark.parametrize("vocab_size, bpe", [(200, True), (64, False)])
+def test_shards_of_another_tokenizer_are_refused_before_any_id_reaches_the_model(adaptive_run, tmp_path, vocab_size,
+                                                                                 bpe):
+    """`--shards` of another tokenizer: ids past the embedding table were torch's IndexError; ids within it (a
+    tokenizer of the same size) would have been read as other words, without a word."""
+    from tiny_shards import write_tiny_shards
+
+    other = write_tiny_shards(tmp_path / "other", train=8, valid=8, seq_len=64, vocab_size=vocab_size, bpe=bpe, seed=1)
+    result = CliRunner().invoke(app, ["inspect-masks", str(adaptive_run), "--shards", str(other)])
+    assert isinstance(result.exception, MapnetError), result.output
+    assert str(result.exception).startswith(
+        f"shards {other} were encoded with another tokenizer ({vocab_size} tokens, {other / 'tokenizer.json'}) than "
+        f"{adaptive_run} was trained with (64 embedding rows, its tokenizer.json): their ids would mean other words")
+    # The run's own shards are read as before.
+    own = adaptive_run.parents[2] / "shards"  # the checkpoint is RUN/checkpoints/step-N, beside RUN: shards
+    assert inspect_masks(adaptive_run, shards=own, samples=5).source == "valid"
+
+
+def test_a_negative_seed_is_refused_as_every_seed_is(mapnet_run):
+    with pytest.raises(MapnetError, match=r"--seed must be >= 0 \(got -1\)"):
+        inspect_masks(mapnet_run, text=TEXT, seed=-1)

@@ -439,6 +439,40 @@ def test_a_fresh_run_does_not_append_to_an_interrupted_runs_metrics(shards, tmp_
     assert all(r["eval_loss"] != 99.0 for r in metrics(run, "eval"))
 
 
+def test_a_damaged_metrics_line_is_one_line_on_resume_and_a_torn_last_line_is_read_past(trained_runs, tmp_path):
+    """Invalid UTF-8 appended (was a UnicodeDecodeError traceback) or a bad line before the last (was dropped
+    unseen) is one line naming the file and line, before anything is written; a torn last line resumes."""
+    import shutil
+
+    runner = CliRunner()
+    good = trained_runs["uniform"] / "metrics.jsonl"
+    lines = good.read_bytes().splitlines(keepends=True)
+    damages = {"utf8-appended": b"".join(lines) + b"\xff\xfe oops\n",
+               "garbage-middle": b"".join([*lines[:1], b"{not json\n", *lines[1:]]),
+               "list-middle": b"".join([*lines[:1], b"[1, 2]\n", *lines[1:]]),
+               "step-not-int": b"".join([*lines[:1], b'{"kind": "train", "step": "2"}\n', *lines[1:]])}
+    for name, data in damages.items():
+        run = shutil.copytree(trained_runs["uniform"], tmp_path / name)
+        (run / "metrics.jsonl").write_bytes(data)
+        before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+        res = runner.invoke(app, ["pretrain", str(trained_runs["shards"]), "--out", str(run), "--resume",
+                                  "--steps", "4", "--set", "logging.progress=false"])
+        assert isinstance(res.exception, MapnetError), (name, res.exception, res.output)
+        text = str(res.exception)
+        assert "\n" not in text and f"{run / 'metrics.jsonl'}, line " in text, (name, text)
+        assert "line 2" in text if name != "utf8-appended" else f"line {len(lines) + 1}" in text, (name, text)
+        assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before, name
+
+    run = shutil.copytree(trained_runs["uniform"], tmp_path / "torn")
+    with open(run / "metrics.jsonl", "ab") as fh:
+        fh.write(b'{"kind": "train", "step": 4, "lo')  # what a kill mid-write leaves
+    res = runner.invoke(app, ["pretrain", str(trained_runs["shards"]), "--out", str(run), "--resume", "--steps", "4",
+                              "--set", "logging.progress=false"])
+    assert res.exit_code == 0, res.output
+    assert all(json.loads(ln)["step"] <= 4 for ln in (run / "metrics.jsonl").read_text().splitlines())
+    assert (run / "metrics.jsonl").read_bytes().startswith(good.read_bytes())  # the kept lines as they were
+
+
 def test_resume_refuses_flags_it_cannot_honour_and_settings_toml_tells_the_truth(shards, tmp_path):
     runner = CliRunner()
     out = tmp_path / "run"
@@ -497,3 +531,104 @@ def test_resume_on_shards_of_another_tokenizer_is_refused_before_reading_them(sh
     assert isinstance(res.exception, MapnetError), res.output
     assert f"used another tokenizer than the shards in {other}" in str(res.exception)
     assert checkpoint.latest_checkpoint(out).name == "step-00000002"
+
+
+# ---------------------------------------------------------------- values checked before any work (issue 63)
+def cli_lines(argv: list, monkeypatch, capsys) -> tuple[int, list[str]]:
+    """`mapnet ARGV` as the console script runs it (cli.main): exit code and stderr lines."""
+    from mapnet_cli.cli import main
+
+    monkeypatch.setattr("sys.argv", ["mapnet", *map(str, argv)])
+    monkeypatch.setenv("COLUMNS", "400")
+    with pytest.raises(SystemExit) as done:
+        main()
+    return done.value.code, capsys.readouterr().err.strip().splitlines()
+
+
+@pytest.mark.parametrize("batch", ["128", "1000000000000"])
+def test_a_batch_the_training_split_cannot_fill_is_refused_before_any_work(batch, shards, tmp_path, monkeypatch,
+                                                                             capsys):
+    """`train.batch_size = 1e12` on a 573-sequence corpus was accepted: evaluation ran, then the first step grew past
+    12 GB building a batch that wraps through the data order's epochs again and again."""
+    code, lines = cli_lines(["pretrain", shards, "--out", tmp_path / "run", *tiny_args("--steps", "4"),
+                             "--set", f"train.batch_size={batch}"], monkeypatch, capsys)
+    assert code == 2 and len(lines) == 1, lines
+    assert (f"train.batch_size ({batch}) asks for {batch} distinct sequences per step, but shards {shards} hold 96 "
+            "training sequences: use --batch-size 96 or less") in lines[0], lines
+    assert not (tmp_path / "run").exists()
+    # A stratified batch holds each sequence twice: 128 slots are 64 sequences, which 96 can fill.
+    from mapnet_cli.train.inputs import batch_problems
+
+    s = tiny_settings("train.batch_size=128", "masking.strategy=stratified")
+    assert batch_problems(s, ShardReader(shards), shards) == []
+
+
+def test_a_micro_batch_beyond_the_machines_memory_is_refused_with_the_estimate(shards, tmp_path, monkeypatch):
+    from mapnet_cli.train import inputs
+
+    s = tiny_settings("train.batch_size=64")
+    need = inputs.activation_bytes(s, ShardReader(shards), 64)
+    assert need > 64 * 32 * 2 * (10 * 128 + 2 * 512) * 2  # two layers of H 128 and I 512, 2 bytes a value
+    monkeypatch.setattr(inputs, "machine_memory_bytes", lambda: need // 2)
+    with pytest.raises(MapnetError, match=rf"a micro-batch of 64 sequences of 32 tokens keeps at least "
+                                          rf"{inputs.human_bytes(need)} of activations .* more than this machine's "
+                                          r".* set --micro-batch-size 4 \(the batch is then accumulated\)"):
+        pretrain(s, shards, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+    assert inputs.batch_problems(tiny_settings("train.batch_size=64", "train.micro_batch_size=8"), ShardReader(shards),
+                                 shards) == []
+
+
+def test_nproc_that_does_not_divide_the_batch_is_one_line_from_the_launcher(shards, tmp_path, monkeypatch, capsys):
+    """`--nproc 2 --batch-size 7` said its error twice (once per worker) and torchrun added a 30-line report: the
+    launcher now checks what the loop will split before it starts torchrun."""
+    def unreached(*args, **kwargs):
+        raise AssertionError("torchrun was started")
+
+    monkeypatch.setattr(distributed, "launch", unreached)
+    code, lines = cli_lines(["pretrain", shards, "--out", tmp_path / "run", *tiny_args("--steps", "4"), "--nproc", "2",
+                             "--set", "train.batch_size=7"], monkeypatch, capsys)
+    assert code == 2 and lines == ["error: train.batch_size (7) must be divisible by the world size (2): each process "
+                                   "trains an equal part of the batch (e.g. --batch-size 6)"], lines
+    code, lines = cli_lines(["pretrain", shards, "--out", tmp_path / "run", *tiny_args("--steps", "4"), "--nproc", "2",
+                             "--set", "train.batch_size=200"], monkeypatch, capsys)  # the shards' checks too, once
+    assert code == 2 and len(lines) == 1 and "hold 96 training sequences" in lines[0], lines
+    assert not (tmp_path / "run").exists()
+
+
+def test_resume_with_fewer_steps_than_the_run_took_is_refused_and_settings_toml_kept(shards, tmp_path, monkeypatch,
+                                                                                    capsys):
+    """`--resume --steps 2` on a run at step 4 said "done" and rewrote settings.toml to steps = 2 beside the step-4
+    checkpoint."""
+    out = tmp_path / "run"
+    assert CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(out), *tiny_args("--steps", "4")]).exit_code == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    code, lines = cli_lines(["pretrain", shards, "--out", out, "--resume", "--steps", "2"], monkeypatch, capsys)
+    assert code == 2 and lines == [f"error: --resume: the run in {out} is at step 4 already (step-00000004), past "
+                                   "train.steps = 2 (--steps): a run cannot train back; resume with --steps 4 or "
+                                   "more, or read that checkpoint as it is (export, blimp, finetune-glue)"], lines
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    with pytest.raises(MapnetError, match="is at step 4 already"):  # the library's callers too
+        pretrain(tiny_settings("train.steps=3"), shards, out, resume=True)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+
+def test_evaluation_asked_of_shards_without_a_validation_split_is_refused_and_the_default_warned(tmp_path, monkeypatch,
+                                                                                               capsys):
+    """Shards without a validation split and train.eval_every=2: no evaluation ever ran, and nothing said so. A
+    train.eval_every the user set asks for the curve: refused before any work. The default asks nothing: the run
+    goes on, with one warning at its start."""
+    novalid = write_tiny_shards(tmp_path / "novalid", valid=0)
+    args = ["--preset", "tiny", "--steps", "4",
+            *[a for kv in TINY if not kv.startswith(("train.steps", "train.eval_every")) for a in ("--set", kv)]]
+    code, lines = cli_lines(["pretrain", novalid, "--out", tmp_path / "a", *args, "--set", "train.eval_every=2"],
+                            monkeypatch, capsys)
+    assert code == 2 and len(lines) == 1, lines
+    assert (f"train.eval_every = 2 asks for held-out evaluation, but shards {novalid} have no validation split"
+            in lines[0]) and "--valid-fraction 0.01" in lines[0], lines
+    assert not (tmp_path / "a").exists()
+    res = CliRunner().invoke(app, ["pretrain", str(novalid), "--out", str(tmp_path / "b"), *args])
+    assert res.exit_code == 0, res.output
+    warning = [line for line in res.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1 and f"shards {novalid} have no validation split: this run is never evaluated" in warning[0]
+    assert metrics(tmp_path / "b", "eval") == []

@@ -121,8 +121,13 @@ def _references(path: Path, uids: set[str]) -> dict[str, dict[str, float]]:
             continue  # aggregate rows and paradigms not in this folder
         for key in REFERENCE_MODELS:
             value = row.get(key)
-            if not isinstance(value, (int, float)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise MapnetError(f"{path}:{number}: {key} of {uid} is not a number")
+            # Shown beside the models as published figures: a NaN, an infinity or a percentage (50.6 for 0.506)
+            # would print as one ("5-gram 5060%").
+            if not 0.0 <= value <= 1.0:  # False for NaN too
+                raise MapnetError(f"{path}:{number}: {key} of {uid} is {value!r}, not an accuracy: the published "
+                                  "figures are fractions between 0 and 1 (BLiMP writes 0.439 for 43.9%)")
             out[key][uid] = float(value)
     return {k: v for k, v in out.items() if v}
 

@@ -212,6 +212,15 @@ def blimp_run(paths: list[Path], suite: Suite, cfg: BlimpConfig = BlimpConfig(),
             entry["controls"] = {k: label_of[v] for k, v in links[t.sha].items()}
         return entry
 
+    # The file's models not named again (another run, checkpoints left out this time) stay in it, after the
+    # asked ones: a resume with fewer paths must not drop results. One of a label named again, with other
+    # weights, is that path's old result and is replaced.
+    asked, labels = {(t.sha, t.init) for t in todo}, {t.label for t in todo}
+    others = [m for key, m in reuse.items() if key not in asked and m.get("label") not in labels]
+    if others:
+        named = ", ".join(str(m.get("label")) for m in others)
+        note(f"kept {len(others)} result(s) of models not named again: {named}")
+
     progress(0, total)
     for i, t in enumerate(todo):
         if (t.sha, t.init) in reuse:  # its rows count as done: the bar and ETA are about what is left
@@ -228,7 +237,8 @@ def blimp_run(paths: list[Path], suite: Suite, cfg: BlimpConfig = BlimpConfig(),
             doc["accuracy"] = entry["accuracy"]
         if out_path is not None:  # with the kept models still ahead: a stop now must not lose them
             ahead = [kept_entry(u) for u in todo[i + 1:] if (u.sha, u.init) in reuse]
-            write_json(Path(out_path), json_safe({**doc, "models": doc["models"] + ahead}))
+            write_json(Path(out_path), json_safe({**doc, "models": doc["models"] + ahead + others}))
+    doc["models"] += others
     doc["complete"] = True
     if out_path is not None:
         write_json(Path(out_path), json_safe(doc))
