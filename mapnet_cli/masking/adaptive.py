@@ -194,7 +194,7 @@ class AdaptiveTraining(UniformTraining):
                                lambda on: self.table.scores_for(step).to(on),  # the host: a no-op where masks are drawn
                                ht_weights=self.settings.masking.adaptive_weights == "ht")
 
-    def loss_fn(self, step: int, with_stats: bool):
+    def loss_fn(self, step: int, with_stats: bool, pieces: int = 1):
         self._step = step
 
         def adaptive_loss(model, batch: MicroBatch, scale: float):

@@ -130,7 +130,7 @@ class Strategy(Protocol):
     def micro_batch(self, ids: np.ndarray, step: int, slots: range, keys: Sequence[int],
                     device: torch.device) -> MicroBatch: ...
 
-    def loss_fn(self, step: int, with_stats: bool): ...
+    def loss_fn(self, step: int, with_stats: bool, pieces: int = 1): ...  # pieces: per sequence, this step
 
     def after_step(self) -> None: ...  # every rank, after each optimizer step
 
@@ -174,7 +174,7 @@ class UniformTraining:
         inputs = apply_replacement(targets, mask, self.vocab_size, self.special_ids, m.replace_mask, m.replace_random, rng)
         return MicroBatch(inputs, targets, mask, attn, tokens, slots=slots, keys=list(keys))
 
-    def loss_fn(self, step: int, with_stats: bool):
+    def loss_fn(self, step: int, with_stats: bool, pieces: int = 1):
         return mlm_loss
 
     def after_step(self) -> None:

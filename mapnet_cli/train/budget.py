@@ -5,7 +5,7 @@
 
 What counts. The budget B is *training time*: the seconds the loop spends on optimizer steps (making the
 step's batches, forward, backward, the update), measured by the loop's clock around each step and summed
-into `Run.elapsed`. Held-out evaluation, variance snapshots, checkpoints, metrics lines and progress output
+into the schedule's `elapsed` (train/schedule.py). Held-out evaluation, variance snapshots, checkpoints, metrics lines and progress output
 happen between steps and are not counted, so how often a run evaluates does not change what it trains.
 A compiled model's first steps (compilation) are steps, and count. The budget is spent when the summed
 step time reaches B; that step is the last, and it is evaluated and checkpointed like any final step.
@@ -158,7 +158,7 @@ class Budget:
                 "counted": "optimizer steps only: evaluation, checkpoints and logging excluded"}
 
 
-class TimeSchedule:
+class TimeLR:
     """The learning rate by time: what a budget run holds where a step run holds its LambdaLR.
 
     `train_step` calls `step()` after each update, as it does a step run's scheduler; here that does
@@ -201,4 +201,4 @@ def rank0_seconds(seconds: float, info: distributed.DistInfo) -> float:
     return float(distributed.all_reduce_sum(box, info).item())
 
 
-__all__ = ["Budget", "Clock", "TimeSchedule", "lr_factor_at", "rank0_seconds"]
+__all__ = ["Budget", "Clock", "TimeLR", "lr_factor_at", "rank0_seconds"]

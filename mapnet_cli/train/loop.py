@@ -11,7 +11,8 @@ With `variance.every`, the caller also passes the measurement
 training sits below evaluation and never imports it.
 
 The data order and micro-batch split are in `batches.py`, one optimizer step
-and the loss normalisation in `step.py`, the masking strategy in
+and the loss normalisation in `step.py`, time (when to stop, the learning rate's position,
+each step's pieces and batch, the budget's clock) in `schedule.py`, the masking strategy in
 `strategies.py`, held-out evaluation in `held_out.py`, run.json and metrics.jsonl in
 `record.py`; what stays here is the order they happen in.
 
@@ -35,7 +36,6 @@ import gc
 import os
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -51,14 +51,14 @@ from ..model import checkpoint
 from ..model.bert import BertConfig
 from . import init_from, tracking
 from .compile import compile_model
-from .batch_ramp import BatchRamp
 from .batches import DataOrder, pieces, rank_micro_slots
-from .budget import Budget, Clock, TimeSchedule, rank0_seconds
+from .budget import Clock
 from .held_out import build_eval_set, evaluate, extra_eval_sets
 from .inputs import check_resume_steps, check_run_inputs, check_world
-from .optim import build_optimizer, build_scheduler
+from .optim import build_optimizer
 from .prefetch import StepPrefetcher
 from .record import MetricsLog, memory_bytes, record_budget, write_run_files
+from .schedule import make_schedule
 from .run_loader import load_run
 from .step import NonFiniteLoss, precision_context, train_step
 from .stop_signals import StopSignals, Stopped, signal_name
@@ -158,7 +158,6 @@ class Run:
 
         s, t = settings, settings.train
         self.settings, self.out, self.info, self.clock = settings, out, info, clock
-        self.budget = Budget.from_settings(s)  # None: train.steps decides
         if s.variance.every and variance_snapshot is None:  # a library caller's mistake: never silently skipped
             raise MapnetError("variance.every is set but no variance measurement was passed (pretrain(..., "
                               "variance_snapshot=...), as `mapnet pretrain` passes evaluation's)")
@@ -199,15 +198,11 @@ class Run:
         self.model = model.to(info.device)
         # After the encoder: a MAP-Net run starts from the same encoder weights as a uniform run with this seed.
         self.strategy = training_strategy(s, self.model, self.data, info)
-        self.ramp = BatchRamp.from_settings(t, self.budget.seconds if self.budget is not None else None)
         self.optimizer = build_optimizer(self.strategy.optim_modules, s.optim, lrs=self.strategy.optim_lrs(s.optim.lr))
-        self.scheduler = (TimeSchedule(self.optimizer, self.budget) if self.budget is not None
-                          else build_scheduler(self.optimizer, s.optim, t.steps))
-        self.step, self.position, self.elapsed = 0, 0, 0.0
-        self.wall = 0.0  # the steps' wall time; `elapsed` is what they counted (the same but for a modelled clock)
-        self.short_seq_end: int | None = None  # a budget run's first step on whole sequences, once the clock decides it
+        # Time, the learning rate's position, each step's pieces and batch: train.steps or train.time_budget's.
+        self.schedule = make_schedule(s, self.optimizer, self.data.max_seq_len)
+        self.step, self.position = 0, 0
         self.resumed_from = self._restore() if resume else None
-        self._share_short_seq_end()
         # Rank 0 decides and tells the others, so no rank is left waiting in a collective.
         if not resume and distributed.broadcast_object(info.is_main and bool(checkpoint.list_checkpoints(out)), info):
             raise MapnetError(f"{out} already holds checkpoints; pass --resume to continue it or choose another --out")
@@ -257,60 +252,30 @@ class Run:
         # Optimizer.load_state_dict moves each optimizer tensor to its parameter's device itself.
         state = saved.state("cpu")
         self.optimizer.load_state_dict(state["optimizer"])
-        if self.budget is None and "time_budget_seconds" in state["scheduler"]:
-            raise MapnetError(f"--resume: {ckpt} was trained to a train.time_budget; it continues with one "
-                              "(a budget run cannot switch to train.steps)")
-        self.scheduler.load_state_dict(state["scheduler"])  # a budget run's refuses a step run's (budget.py)
-        self.short_seq_end = state.get("short_seq_end")
+        self.schedule.load_state_dict(state, ckpt)  # a step run and a budget run refuse each other's
         checkpoint.set_rng_state(state["rng"])
-        self.step, self.position, self.elapsed = state["step"], state["data_position"], state["elapsed"]
-        self.wall = state.get("wall_elapsed", self.elapsed)  # older checkpoints: the wall clock was the one counted
+        self.step, self.position = state["step"], state["data_position"]
         return ckpt
 
-    def pieces_per_sequence(self, step: int) -> int:
-        """How many pieces each training sequence is cut into at `step` (train.short_seq_len; 1: whole); in a
-        budget run, short until the clock ends the warm-up (`short_seq_end`, `budget.py`)."""
-        t = self.settings.train
-        if self.budget is None or not t.short_seq_len:
-            return t.pieces_per_sequence(step, self.data.max_seq_len)
-        whole = self.short_seq_end is not None and step >= self.short_seq_end
-        return 1 if whole else self.data.max_seq_len // t.short_seq_len
-
-    def _share_short_seq_end(self) -> None:
-        """A strategy that counts pieces itself (MAP-Net's M) reads them from its settings' train.short_seq_steps:
-        in a budget run those say the clock's switch step (none yet: every step so far is short)."""
-        t = self.settings.train
-        if self.budget is not None and t.short_seq_len and hasattr(self.strategy, "settings"):
-            end = sys.maxsize if self.short_seq_end is None else self.short_seq_end
-            self.strategy.settings = replace(self.strategy.settings, train=replace(t, short_seq_steps=end))
-
-    def _at_budget_position(self) -> None:
-        """A budget run, before each step: the learning rate, and (once) the end of the sequence-length
-        warm-up, from the training time spent so far."""
-        self.scheduler.at(self.elapsed)
-        if (self.settings.train.short_seq_len and self.short_seq_end is None
-                and self.budget.short_seq_over(self.elapsed)):
-            self.short_seq_end = self.step
-            self._share_short_seq_end()
-
-    def batch_at(self, step: int, elapsed: float) -> int:
-        """The global batch (sequences, copies included) of `step`, starting after `elapsed` counted seconds."""
-        return self.ramp.size(step, elapsed) if self.ramp is not None else self.settings.train.batch_size
+    @property
+    def scheduler(self):
+        """The learning rate's schedule, which `train_step` steps (the schedule's own)."""
+        return self.schedule.lr
 
     def batches(self, step: int, position: int | None = None, n_pieces: int | None = None,
                 size: int | None = None) -> list[MicroBatch]:
         """This rank's micro-batches of `step` from data `position` (default: the run's), each sequence cut into
-        `n_pieces` (default: `pieces_per_sequence(step)`), `size` sequences in all (default: the step's batch,
-        `batch_at`), masked on the host and sent to the device (`to_device`). Reads no state that training changes
+        `n_pieces` (default: the schedule's), `size` sequences in all (default: the step's batch, the schedule's),
+        masked on the host and sent to the device (`to_device`). Reads no state that training changes
         (`prefetch`) when all three are given."""
         t = self.settings.train
-        size = size or self.batch_at(step, self.elapsed)
+        size = size or self.schedule.batch(step)
         indices = self.order.take(self.position if position is None else position, size // self.strategy.copies)
         out = []
         for slots in rank_micro_slots(size, self.info.world_size, self.info.rank, self.micro):
             with record_function("mapnet.data"):
                 ids = self.data.take(indices[[s // self.strategy.copies for s in slots]])
-                ids, slots = pieces(ids, slots, n_pieces or self.pieces_per_sequence(step), t.batch_size)
+                ids, slots = pieces(ids, slots, n_pieces or self.schedule.pieces(step), t.batch_size)
             keys = sequence_keys(t.seed, step, slots, TRAIN_MASKS)
             with record_function("mapnet.masks"):
                 batch = self.strategy.micro_batch(ids, step, slots, keys, HOST)
@@ -321,11 +286,8 @@ class Run:
     def save(self) -> Path | None:
         path = None
         if self.info.is_main:
-            state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                     "rng": checkpoint.rng_state(), "data_position": self.position, "elapsed": self.elapsed,
-                     "wall_elapsed": self.wall,
-                     "world_size": self.info.world_size,
-                     **({"short_seq_end": self.short_seq_end} if self.budget is not None else {})}
+            state = {"optimizer": self.optimizer.state_dict(), "rng": checkpoint.rng_state(),
+                     "data_position": self.position, "world_size": self.info.world_size, **self.schedule.state_dict()}
             extra = {"data_position": self.position, "masking": self.settings.masking.strategy,
                      **self.strategy.checkpoint_extra()}
             path = checkpoint.save_checkpoint(self.out, self.step, self.strategy.modules, state, self.cfg,
@@ -373,144 +335,123 @@ class Run:
 
     def train(self, stop_at: int | None, report: Report, stop: StopSignals | None = None) -> Path:
         t = self.settings.train
-        end = min(t.steps, stop_at or t.steps)
-        self.modelled_end = self._modelled_end(end) if self.budget is not None and self.budget.step_seconds else None
+        self.schedule.start(self.step, min(t.steps, stop_at or t.steps))
         if self.resumed_from is not None:
             report("resume", {"path": str(self.resumed_from), "step": self.step})
         if self.init_record is not None:
             report("init_from", self.init_record)
-        last = checkpoint.latest_checkpoint(self.out)
-        every_variance = self.settings.variance.every
         if self.step == 0 and self.resumed_from is None:
             if self.info.is_main:  # once per run: every later loss is read against it
                 self.metrics.write({"kind": "unigram", "step": 0, **self.unigram})
                 report("unigram", dict(self.unigram))
             self._log_eval(report)  # the starting point: steps-to-target and loss curves need step 0
-            if every_variance:
+            if self.settings.variance.every:
                 self._log_variance()
+        with StepPrefetcher(self.batches, enabled=t.prefetch) as ahead:
+            return self._steps(report, ahead, stop)
+
+    def _steps(self, report: Report, ahead: StepPrefetcher, stop: StopSignals | None) -> Path:
+        """The loop: each step asks the schedule what it is, trains, counts its time, records, evaluates, saves."""
+        sched, seed, log_every = self.schedule, self.settings.train.seed, self.settings.logging.log_every
+        last = checkpoint.latest_checkpoint(self.out)
         # The first step since the last read whose gradient norm was not finite (0: none), kept on the
         # device: reading it every step would stall the device's queue every step (`train_step`).
         first_bad = torch.zeros((), dtype=torch.long, device=self.info.device)
-        with StepPrefetcher(self.batches, enabled=t.prefetch) as ahead:
-            return self._steps(end, report, ahead, first_bad, last, stop)
-
-    def _steps(self, end: int, report: Report, ahead: StepPrefetcher, first_bad: torch.Tensor,
-               last: Path | None, stop: StopSignals | None = None) -> Path:
-        t, lg = self.settings.train, self.settings.logging
-        every_variance = self.settings.variance.every
-        window_tokens, window_time = 0, 0.0  # this rank's tokens and the time since the last logged step
-        budget, last_dt = self.budget, 0.0
+        window = [0, 0.0]  # this rank's tokens, and the time, since the last logged step
         stopped_by = None  # a stop signal's number, once every rank has agreed to stop for it
-        while self.step < end and not (budget is not None and budget.spent(self.elapsed)):
+        while not sched.done(self.step):
             t0 = self.clock()
             if stop is not None:  # from here to after_step: the step a stop request's watchdog bounds
                 stop.step_started(self.step + 1)
-            if budget is not None:
-                self._at_budget_position()
-            torch.manual_seed(mix_seed(DROPOUT, t.seed, self.step, self.info.rank))
-            # A budget's last step is known only once it has run: a step that will likely end it logs its line
-            # (decided on rank 0's seconds, as every rank must: a logging step calls collectives).
-            log_step = ((self.step + 1) % lg.log_every == 0 or self.step + 1 == end
-                        or (budget is not None and budget.spent(self.elapsed + 1.5 * last_dt)))
-            # Every budget step is read: the clock then times the step's work, not its launch (budget.py).
-            read = log_step or budget is not None or self._reads_before(self.step + 1, end)
-            n_pieces = self.pieces_per_sequence(self.step)
-            size = self.batch_at(self.step, self.elapsed)  # train.batch_size, or less on a batch-size ramp
-            rows = size * n_pieces  # the sequences the loss averages over
-            taken = size // self.strategy.copies  # distinct sequences (a stratified strategy repeats each)
-            # The next step's batches, made ahead with prefetch; under a budget its ramp size is decided by this
-            # step's time, so this one's is a guess (a wrong guess is made again, never used).
-            following = ((self.step + 1, self.position + taken, self.pieces_per_sequence(self.step + 1),
-                          self.batch_at(self.step + 1, self.elapsed)) if self.step + 1 < end else None)
-            batches = ahead.get(self.step, self.position, n_pieces, size, after=following)
-            try:
-                st = train_step(self.ddp, self.optimizer, self.scheduler, batches,
-                                scale=self.info.world_size / rows, grad_clip=self.settings.optim.grad_clip,
-                                autocast=self.autocast, info=self.info, batch_size=rows,
-                                loss_fn=self.strategy.loss_fn(self.step, with_stats=log_step),
-                                read=read, window_tokens=window_tokens, first_bad=first_bad if read else None,
-                                frozen=self.strategy.frozen(self.step))
-            except NonFiniteLoss as exc:
-                keep = f"last good checkpoint: {last}" if last else "no checkpoint was written yet"
-                raise MapnetError(f"non-finite loss at step {exc.step or self.step + 1} ({exc}); stopped, {keep}") from None
-            if not read:
-                first_bad = torch.where(st.finite | (first_bad > 0), first_bad, self.step + 1)
-            self.strategy.after_step()
+            sched.begin(self.step)
+            torch.manual_seed(mix_seed(DROPOUT, seed, self.step, self.info.rank))
+            # Decided on rank 0's seconds, as every rank must: a logging step calls collectives.
+            log_step = (self.step + 1) % log_every == 0 or sched.may_end_after(self.step)
+            read = log_step or sched.reads_every_step or self._reads_before(self.step + 1, sched.end)
+            n_pieces, size = sched.pieces(self.step), sched.batch(self.step)
+            st, first_bad = self._train_one(ahead, n_pieces, size, log_step, read, window[0], first_bad, last)
             if stop is not None:
                 stop.step_ended()
             dt = self.clock() - t0
-            self.wall += dt
-            # A budget counts the step's measured time, or with train.step_seconds its modelled cost (budget.py).
-            elapsed = (self.elapsed + dt if budget is None
-                       else rank0_seconds(self.elapsed + budget.counted(dt, n_pieces > 1, size / t.batch_size), self.info))
-            last_dt = elapsed - self.elapsed  # rank 0's step time, the same on every rank
-            final = budget is not None and budget.spent(elapsed)  # the budget's last step: logged, evaluated, saved
-            if budget is not None and self.step == 0:
-                budget.check_first_step(elapsed)
-            self.step, self.position, self.elapsed = self.step + 1, self.position + taken, elapsed
-            window_time += dt
-            record = {"step": self.step, "loss": st.loss, "lr": st.lr, "grad_norm": st.grad_norm,
-                      "tokens_per_s": None, "masked_tokens": st.masked, "tokens": st.tokens,
-                      "memory_bytes": memory_bytes(self.info.device), "elapsed": self.elapsed}
-            if log_step or final:
-                record["tokens_per_s"] = st.window_tokens / window_time
-                record.update(self.strategy.metrics())  # a collective: every rank calls it
-                self.metrics.write({"kind": "train", **record})
-                window_tokens, window_time = 0, 0.0
-            else:
-                window_tokens += st.local_tokens
-            report("step", {**record, "total": t.steps if budget is None else self._budget_total(end, final)})
-            if (t.eval_every and self.step % t.eval_every == 0) or self.step == t.steps or final:
+            sched.finish(self.step, dt, n_pieces, size, self.info)
+            self.step, self.position = self.step + 1, self.position + size // self.strategy.copies
+            final = sched.complete(self.step)  # the run's own last step: logged, evaluated, saved
+            window[1] += dt
+            self._record(st, log_step or final, window, report)
+            if (self.settings.train.eval_every and self.step % self.settings.train.eval_every == 0) or final:
                 self._log_eval(report)
-            if every_variance and self.step % every_variance == 0:
+            if self.settings.variance.every and self.step % self.settings.variance.every == 0:
                 self._log_variance()
             # A stop signal ends the run here, after this step's checkpoint; one that arrives at the run's last
             # step stops nothing (the run is complete).
             signalled = stop.agreed(self.info, read) if stop is not None else None
-            stopped_by = signalled if signalled and not final and self.step < end else None
-            if stopped_by and not read and int(first_bad):  # one process stops on any step: never save after NaN
-                keep = f"last good checkpoint: {last}" if last else "no checkpoint was written yet"
-                raise MapnetError(f"non-finite loss at step {int(first_bad)} (found when {signal_name(stopped_by)} "
-                                  f"stopped the run); stopped, {keep}")
-            if ((t.checkpoint_every and self.step % t.checkpoint_every == 0) or self.step in t.keep_steps
-                    or self.step == end or final or stopped_by):
-                last = self.save() or last
-                report("checkpoint", {"step": self.step, "path": str(last)})
+            stopped_by = signalled if signalled and not final and self.step < sched.end else None
+            last = self._maybe_save(final or stopped_by, read, first_bad, stopped_by, last, report)
             if stopped_by:
                 break
-        if budget is not None and self.info.is_main:
-            record_budget(self.out, budget.record(self.elapsed, self.step, self.wall))
-            report("budget", budget.record(self.elapsed, self.step, self.wall))
+        record = sched.record(self.step)
+        if record is not None and self.info.is_main:
+            record_budget(self.out, record)
+            report("budget", record)
         if stopped_by:  # every rank: the checkpoint's path from its step (only rank 0's save returns it)
             raise Stopped(stopped_by, self.step, self.out / "checkpoints" / checkpoint.step_name(self.step))
         return last or checkpoint.latest_checkpoint(self.out)
 
-    def _modelled_end(self, end: int) -> int:
-        """The step a budget on the modelled clock (train.step_seconds) ends at, known before it starts: the loop's
-        own count replayed without training — the warm-up ends at the first step that starts past its fraction, a
-        ramp's size follows the seconds counted, each step adds its modelled cost (`budget.counted`), in the
-        loop's order of additions, so the sum and the step it ends at are the loop's, bit for bit."""
-        t, budget = self.settings.train, self.budget
-        step, elapsed, short_end = self.step, self.elapsed, self.short_seq_end
-        while step < end and not budget.spent(elapsed):
-            if t.short_seq_len and short_end is None and budget.short_seq_over(elapsed):
-                short_end = step
-            whole = not t.short_seq_len or (short_end is not None and step >= short_end)
-            n_pieces = 1 if whole else self.data.max_seq_len // t.short_seq_len
-            elapsed = elapsed + budget.counted(0.0, n_pieces > 1, self.batch_at(step, elapsed) / t.batch_size)
-            step += 1
-        return step
+    def _train_one(self, ahead: StepPrefetcher, n_pieces: int, size: int, log_step: bool, read: bool,
+                   window_tokens: int, first_bad: torch.Tensor, last: Path | None):
+        """One optimizer step of `size` sequences cut into `n_pieces` each; (its StepStats, the first bad step)."""
+        rows = size * n_pieces  # the sequences the loss averages over
+        taken = size // self.strategy.copies  # distinct sequences (a stratified strategy repeats each)
+        # The next step's batches, made ahead with prefetch; under a budget its ramp size is decided by this
+        # step's time, so this one's is a guess (a wrong guess is made again, never used).
+        step, sched = self.step, self.schedule
+        following = ((step + 1, self.position + taken, sched.pieces(step + 1), sched.batch(step + 1))
+                     if step + 1 < sched.end else None)
+        batches = ahead.get(step, self.position, n_pieces, size, after=following)
+        try:
+            st = train_step(self.ddp, self.optimizer, self.scheduler, batches,
+                            scale=self.info.world_size / rows, grad_clip=self.settings.optim.grad_clip,
+                            autocast=self.autocast, info=self.info, batch_size=rows,
+                            loss_fn=self.strategy.loss_fn(step, with_stats=log_step, pieces=n_pieces),
+                            read=read, window_tokens=window_tokens, first_bad=first_bad if read else None,
+                            frozen=self.strategy.frozen(step))
+        except NonFiniteLoss as exc:
+            keep = f"last good checkpoint: {last}" if last else "no checkpoint was written yet"
+            raise MapnetError(f"non-finite loss at step {exc.step or step + 1} ({exc}); stopped, {keep}") from None
+        if not read:
+            first_bad = torch.where(st.finite | (first_bad > 0), first_bad, step + 1)
+        self.strategy.after_step()
+        return st, first_bad
 
-    def _budget_total(self, end: int, final: bool) -> int:
-        """The steps a budget run will have taken, as the progress display's total: on the modelled clock known
-        in advance (`_modelled_end`); on the wall clock projected from the fraction spent so far, the step itself
-        at the last one (or at --stop-at's)."""
-        if self.modelled_end is not None:
-            return self.modelled_end
-        position = self.budget.position(self.elapsed)
-        if final or self.step >= end or position <= 0:
-            return self.step
-        return min(end, max(self.step, round(self.step / position)))
+    def _record(self, st, logged: bool, window: list, report: Report) -> None:
+        """The step's numbers: to metrics.jsonl on a logged step (with the strategy's, a collective), to the
+        progress display on every step."""
+        record = {"step": self.step, "loss": st.loss, "lr": st.lr, "grad_norm": st.grad_norm,
+                  "tokens_per_s": None, "masked_tokens": st.masked, "tokens": st.tokens,
+                  "memory_bytes": memory_bytes(self.info.device), "elapsed": self.schedule.elapsed}
+        if logged:
+            record["tokens_per_s"] = st.window_tokens / window[1]
+            record.update(self.strategy.metrics())  # a collective: every rank calls it
+            self.metrics.write({"kind": "train", **record})
+            window[0], window[1] = 0, 0.0
+        else:
+            window[0] += st.local_tokens
+        report("step", {**record, "total": self.schedule.total(self.step)})
+
+    def _maybe_save(self, must: bool, read: bool, first_bad: torch.Tensor, stopped_by: int | None,
+                    last: Path | None, report: Report) -> Path | None:
+        """A checkpoint where the settings ask for one, at the end, and when a stop signal ends the run (never
+        after a non-finite step nobody read); the newest checkpoint's path."""
+        t = self.settings.train
+        if stopped_by and not read and int(first_bad):  # one process stops on any step: never save after NaN
+            keep = f"last good checkpoint: {last}" if last else "no checkpoint was written yet"
+            raise MapnetError(f"non-finite loss at step {int(first_bad)} (found when {signal_name(stopped_by)} "
+                              f"stopped the run); stopped, {keep}")
+        if ((t.checkpoint_every and self.step % t.checkpoint_every == 0) or self.step in t.keep_steps
+                or self.step == self.schedule.end or must):
+            last = self.save() or last
+            report("checkpoint", {"step": self.step, "path": str(last)})
+        return last
 
 
 __all__ = ["pretrain", "Run", "Report", "VarianceSnapshot"]

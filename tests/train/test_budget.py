@@ -21,7 +21,7 @@ from mapnet_cli.model import checkpoint
 from mapnet_cli.settings import resolve
 from mapnet_cli.settings.duration import parse_duration
 from mapnet_cli.train import pretrain
-from mapnet_cli.train.budget import Budget, TimeSchedule, lr_factor_at
+from mapnet_cli.train.budget import Budget, TimeLR, lr_factor_at
 from mapnet_cli.train.optim import lr_factor
 from mapnet_cli.train.run_loader import load_run
 from tiny_shards import write_tiny_shards
@@ -90,7 +90,7 @@ def test_the_schedule_sets_every_groups_rate_from_the_time_spent():
     groups = [{"params": [torch.nn.Parameter(torch.zeros(2))], "lr": 1e-3},
               {"params": [torch.nn.Parameter(torch.zeros(2))], "lr": 4e-3}]  # MAP-Net's own rate is a second group
     opt = torch.optim.AdamW(groups, lr=1e-3)
-    sched = TimeSchedule(opt, Budget(seconds=10.0, text="10s", warmup_fraction=0.2, schedule="linear",
+    sched = TimeLR(opt, Budget(seconds=10.0, text="10s", warmup_fraction=0.2, schedule="linear",
                                      short_seq_fraction=0.0))
     for spent, factor in ((0.0, 0.0), (1.0, 0.5), (2.0, 1.0), (6.0, 0.5), (9.0, 0.125), (10.0, 0.0), (12.0, 0.0)):
         sched.at(spent)

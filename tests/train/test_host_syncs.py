@@ -133,8 +133,8 @@ def test_a_non_finite_step_between_reads_is_named_and_never_checkpointed(shards,
     not its own, and the last checkpoint (step 10) holds finite weights."""
     plain = UniformTraining.loss_fn
 
-    def poisoned(self, step, with_stats):
-        fn = plain(self, step, with_stats)
+    def poisoned(self, step, with_stats, pieces=1):
+        fn = plain(self, step, with_stats, pieces)
         if step + 1 != bad:
             return fn
         return lambda model, batch, scale: tuple(x * float("nan") if i < 2 else x

@@ -40,7 +40,7 @@ def losses(shards: Path, out: Path, *extra: str, steps: int = 3, info=None) -> t
         st = train_step(run.ddp, run.optimizer, run.scheduler, run.batches(step), scale=1 / 8, grad_clip=0.0,
                         autocast=run.autocast, info=info, batch_size=8)
         seen += [st.loss, st.grad_norm]
-        run.position += run.batch_at(step, run.elapsed) // run.strategy.copies
+        run.position += run.schedule.batch(step) // run.strategy.copies
     return seen, run
 
 

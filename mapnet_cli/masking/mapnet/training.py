@@ -114,11 +114,12 @@ class MapnetTraining:
         for block in self.proposal.blocks:
             block.compile()  # per block, in place, as the encoder's: state_dict keys stay unchanged
 
-    def loss_fn(self, step: int, with_stats: bool):
-        """The `train_step` loss of optimizer step `step`: (loss to backpropagate, sum of l_s, masked count)."""
+    def loss_fn(self, step: int, with_stats: bool, pieces: int = 1):
+        """The `train_step` loss of optimizer step `step`, whose sequences are cut into `pieces` each (the
+        schedule's sequence-length warm-up): (loss to backpropagate, sum of l_s, masked count)."""
         s, t = self.settings, self.settings.train
-        # Counted over the whole global batch from the seeded coins: every rank gets the same M with no collective.
-        pieces = t.pieces_per_sequence(step, self.seq_len)  # the sequence-length warm-up's pieces are the sequences
+        # Counted over the whole global batch from the seeded coins: every rank gets the same M with no collective;
+        # the warm-up's pieces are the sequences.
         m = map_training_sequences(step, t.steps, t.seed, piece_slots(range(t.batch_size), pieces, t.batch_size), s.masking)
         map_scale = self.info.world_size / max(m, 1)
         learn = self.learns(step)
