@@ -26,7 +26,7 @@ from mapnet_cli.masking.mapnet.host_draws import draw_on_host
 from mapnet_cli.masking.uniform import SequenceRNG, apply_replacement, eligible_positions, sequence_keys, uniform_mask
 from mapnet_cli.model.bert import BertConfig, BertForMLM
 from mapnet_cli.train.optim import build_optimizer
-from mapnet_cli.settings import MaskingSettings, preset
+from mapnet_cli.settings import MapnetSettings, MaskingSettings, preset
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 
@@ -38,7 +38,7 @@ def sync(device):
 
 def bench(preset_name: str, batch: int, seq_len: int, vocab: int, steps: int, warmup: int, device) -> dict:
     s = preset(preset_name)
-    masking = MaskingSettings(strategy="mapnet", explore_start=0.0, explore_end=0.0)  # every row from MAP-Net
+    masking = MaskingSettings(strategy="mapnet", mapnet=MapnetSettings(explore_start=0.0, explore_end=0.0))  # every row from MAP-Net
     torch.manual_seed(0)
     cfg = BertConfig.from_settings(s.model, vocab, 0)
     model = BertForMLM(cfg).to(device)

@@ -14,11 +14,11 @@ steps only).
 The arms run round-robin, step by step, on the same batches, so drift in a shared machine's load
 hits all of them alike; run it on an otherwise idle machine (the load average is printed).
 Prints the median step time of each arm and its ratio to uniform. `mapnet-ht-1layer` is the HT
-arm with a one-block proposal (`masking.map_layers = 1`): whether a smaller proposal suffices is
+arm with a one-block proposal (`masking.mapnet.layers = 1`): whether a smaller proposal suffices is
 a question of its cost, and this is that cost. The `adaptive*` arms time the table's draws and its
-score gathering; their table updates (every `masking.adaptive_every` = 200 steps) fall outside so
+score gathering; their table updates (every `masking.adaptive.every` = 200 steps) fall outside so
 few steps, so `adaptive-T1` updates after every step: the bound on what the update can add.
-`mapnet-ht-lite` (a `compare` arm) also learns on every 4th step only (`masking.map_train_every`); an arm that learns every k-th step is timed per
+`mapnet-ht-lite` (a `compare` arm) also learns on every 4th step only (`masking.mapnet.train_every`); an arm that learns every k-th step is timed per
 cycle: the median over windows of k consecutive steps of their mean (one learning step in each),
 so its figure is its average step, not its cheaper frozen one. `--data SHARDS` takes the batches from real shards
 (their sequence length and vocabulary) instead of a random Zipf corpus; the unit arms (whole-word,
@@ -80,8 +80,8 @@ def sync(device: torch.device) -> None:
 # Arms that are a `compare` arm with settings changed, for their cost alone: {arm: (compare arm, {section: {key: value}})}.
 # `uniform-bf16` runs the step under bf16 autocast on the CPU too (`train.precision = bf16`; `auto` is fp32 there):
 # oneDNN's bf16 matmuls are native on CPUs with AVX512-BF16 or AMX and emulated, slower, elsewhere.
-VARIANTS = {"mapnet-ht-1layer": ("mapnet-ht", {"masking": {"map_layers": 1}}),
-            "adaptive-T1": ("adaptive", {"masking": {"adaptive_every": 1}}),
+VARIANTS = {"mapnet-ht-1layer": ("mapnet-ht", {"masking": {"mapnet": {"layers": 1}}}),
+            "adaptive-T1": ("adaptive", {"masking": {"adaptive": {"every": 1}}}),
             "uniform-bf16": ("uniform", {"train": {"precision": "bf16"}}),
             "uniform-modern": ("uniform", {"model": {"block": "modern"}})}
 
@@ -167,7 +167,7 @@ def main() -> None:
                 one_step(run, i, data, info)
                 sync(info.device)  # GPU work is asynchronous: time it to its end
                 samples[arm].append(time.perf_counter() - t0)
-        typical = {arm: per_cycle(v, runs[arm].settings.masking.map_train_every) for arm, v in samples.items()}
+        typical = {arm: per_cycle(v, runs[arm].settings.masking.mapnet.train_every) for arm, v in samples.items()}
         base = typical.get("uniform")
         print(f"\n{size}: {'arm':24} {'ms/step':>9} {'vs uniform':>11}")
         for arm, v in typical.items():

@@ -47,7 +47,7 @@ def one(mode: int, sentences: int, masks: int, seq_len: int, mapnet: bool, memor
     t0 = time.perf_counter()
     meas = measure(model, proposal, seqs, special, 32768, s.masking, masks=masks, project_dim=mode, memory_gb=memory_gb)
     t1 = time.perf_counter()
-    res = analyse(meas, (1, 8, 32), bootstrap, clip_epsilon=s.masking.clip_epsilon)
+    res = analyse(meas, (1, 8, 32), bootstrap, clip_epsilon=s.masking.mapnet.clip_epsilon)
     t2 = time.perf_counter()
     u = res["schemes"]["uniform"]
     return {"mode": f"sketch D={mode}" if mode else "exact", "parameters": meas.gradient["parameters"],

@@ -37,6 +37,7 @@ the median): in lock-step each run's step reads slower than alone (the two model
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -52,7 +53,7 @@ from mapnet_cli.compare import strategy_masking
 from mapnet_cli.cpu_features import cpu_description
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.output_paths import check_output
-from mapnet_cli.settings import resolve
+from mapnet_cli.settings import flat, resolve
 from mapnet_cli.train import pretrain
 
 SHORT_LEN = 16  # the fast recipe's pieces; an arm may set train.short_seq_len itself
@@ -116,8 +117,8 @@ def arm_settings(common: list[str], assignments: list[str], steps: int):
             named["train"]["recipe"] = value
         elif key == "strategy":  # a `compare` arm (uniform@0.3, mapnet-ht-lite): its masking settings, as compare gives
             # them, over the common ones
-            rest += [f"masking.{k}={str(v).lower() if isinstance(v, bool) else v}"
-                     for k, v in strategy_masking(value, 2 * steps, budget=True).items()]
+            masking = strategy_masking(value, 2 * steps, budget=True)
+            rest += [f"masking.{k}={json.dumps(v)}" for k, v in flat(masking).items()]
         else:
             rest.append(text)
     # No learning-rate warm-up: the rate does not change what a step costs, and the 10% warm-up this used to give is

@@ -65,9 +65,9 @@ def check_reuse(folder: Path, recorded: Path, settings, sections: tuple[str, ...
         made = settings_mod.from_dict(tomllib.loads(recorded.read_text(encoding="utf-8")), str(recorded))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise MapnetError(f"cannot tell how {folder} was made ({recorded}: {exc}); pass --overwrite to start over") from None
-    old, new = made.to_dict(), settings.to_dict()
-    diffs = [f"{sec}.{key} = {old[sec][key]!r}, asked {value!r}" for sec in sections for key, value in new[sec].items()
-             if f"{sec}.{key}" not in NO_EFFECT and old[sec].get(key) != value]
+    old, new = settings_mod.flat(made.to_dict()), settings_mod.flat(settings.to_dict())
+    diffs = [f"{key} = {old.get(key)!r}, asked {value!r}" for key, value in new.items()
+             if key.split(".")[0] in sections and key not in NO_EFFECT and old.get(key) != value]
     if diffs:
         raise MapnetError(f"{folder} was made with other settings ({'; '.join(diffs)}); pass --overwrite to start "
                           "over, or choose another --out")

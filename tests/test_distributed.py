@@ -130,24 +130,24 @@ MASKINGS = {
     # same uneven micro-batches.
     # All 8 slots hold copies of one sequence: its partition is shared across the two ranks and
     # across uneven micro-batches (3 + 1 per rank).
-    "stratified": ["masking.strategy=stratified", "masking.strata_copies=8", "train.micro_batch_size=3"],
-    "frequency": ["masking.strategy=frequency", "masking.mix_uniform=0.5"],
+    "stratified": ["masking.strategy=stratified", "masking.stratified.copies=8", "train.micro_batch_size=3"],
+    "frequency": ["masking.strategy=frequency", "masking.frequency.mix_uniform=0.5"],
     # The sequence-length warm-up: 4 pieces per sequence for 4 of the 6 steps, then 2 plain uniform steps at full
     # length; uneven micro-batches throughout.
     "uniform-pieces": ["train.short_seq_len=8", "train.short_seq_steps=4", "train.micro_batch_size=3"],
     # A batch-size ramp: 2, 2, 4, 6 sequences, then the whole 8 (one sequence per rank at first), uneven micro-batches.
     "uniform-ramp": ["train.batch_ramp_start=2", "train.batch_ramp_steps=4", "train.micro_batch_size=3"],
-    "stratified-pieces": ["masking.strategy=stratified", "masking.strata_copies=2", "train.short_seq_len=16",
+    "stratified-pieces": ["masking.strategy=stratified", "masking.stratified.copies=2", "train.short_seq_len=16",
                           "train.short_seq_steps=3"],
     # HT weights + the learnability reference, whose per-type averages are all-reduced every step.
-    "mapnet-ht-learnability": ["masking.strategy=mapnet", "masking.importance=ht", "masking.mix_uniform=0.5",
-                               "masking.explore_start=0", "masking.explore_end=0",
-                               "masking.proposal_target=learnability"],
+    "mapnet-ht-learnability": ["masking.strategy=mapnet", "masking.mapnet.importance=ht", "masking.mapnet.mix_uniform=0.5",
+                               "masking.mapnet.explore_start=0", "masking.mapnet.explore_end=0",
+                               "masking.mapnet.target=learnability"],
     # The adaptive table, updated from the scores of both ranks after steps 0, 2, 4 (every step for soft):
     # rank 1 masks its half of the batch from it, so a table built from its own half would change its masks.
-    "adaptive-ht": ["masking.strategy=adaptive", "masking.adaptive_weights=ht", "masking.mix_uniform=0.5",
-                    "masking.adaptive_every=2", "train.micro_batch_size=3"],
-    "adaptive-soft": ["masking.strategy=adaptive", "masking.adaptive_score=soft", "masking.adaptive_every=1"],
+    "adaptive-ht": ["masking.strategy=adaptive", "masking.adaptive.weights=ht", "masking.adaptive.mix_uniform=0.5",
+                    "masking.adaptive.every=2", "train.micro_batch_size=3"],
+    "adaptive-soft": ["masking.strategy=adaptive", "masking.adaptive.score=soft", "masking.adaptive.every=1"],
 }
 
 

@@ -128,7 +128,7 @@ def test_the_checker_finds_a_wrong_command_or_option(line, problem):
 
 def test_the_checker_accepts_options_per_subcommand_and_ignores_arguments_named_mapnet():
     page = ("```bash\nmapnet pretrain shards/ --out runs/m --masking mapnet --set optim.lr=1e-3  # --masking's value\n"
-            "mapnet compare shards/ --out c --strategies uniform,mapnet --seeds 3 \\\n    --set masking.adaptive_every=50\n```\n"
+            "mapnet compare shards/ --out c --strategies uniform,mapnet --seeds 3 \\\n    --set masking.adaptive.every=50\n```\n"
             "Prose: `mapnet shard corpus --out shards --max-seq-len 512`.\n")
     found = [check(args) for code in code_lines(page) for args in mapnet_invocations(code)]
     assert found == [None, None, None]

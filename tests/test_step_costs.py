@@ -235,7 +235,7 @@ def test_an_arm_may_be_a_compare_strategy_with_its_masking_settings():
     s = step_costs.arm_settings(COMMON, ["strategy=uniform@0.3"], steps=5)
     assert s.masking.strategy == "uniform" and s.masking.mask_prob == 0.3
     ht = step_costs.arm_settings(COMMON, ["strategy=mapnet-ht-lite"], steps=5)
-    assert ht.masking.strategy == "mapnet" and ht.masking.map_train_every == 4
+    assert ht.masking.strategy == "mapnet" and ht.masking.mapnet.train_every == 4
     # Timed as a budget run of 5 short and 5 whole steps, each counted 1 s.
     assert (ht.train.time_budget, ht.train.step_seconds, ht.train.short_seq_fraction) == ("10s", 1.0, 0.5)
 

@@ -33,7 +33,7 @@ RUN=(--preset "$PRESET" --recipe fast --steps "$STEPS" --set train.batch_size=32
      --set train.compile=false  # 45 short runs: compiling each would cost more than it saves
      --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]")
 period() {  # the adaptive arms' T for a short run (docs/masking.md), given only where an adaptive arm is compared
-    [[ " $* " == *" adaptive"* ]] && echo "--set masking.adaptive_every=50"
+    [[ " $* " == *" adaptive"* ]] && echo "--set masking.adaptive.every=50"
 }
 SCORE=(--blimp "$BLIMP_DIR" --blimp-pairs "$PAIRS" --blimp-every-checkpoint)
 mkdir -p "$OUT/q"

@@ -18,14 +18,14 @@ SECTION_A=uniform,uniform@0.3,mapnet-ht-lite,uniform@0.4,mapnet-ht,whole-word,sp
 ADAPTIVE=adaptive,adaptive-soft,adaptive-ht,adaptive-soft-ht
 ARMS=$SECTION_A,$ADAPTIVE
 # The adaptive arms' table period for a 1,200-step run (docs/masking.md, "T for short runs"); compare gives it to them only.
-PERIOD=(--set masking.adaptive_every=50)
+PERIOD=(--set masking.adaptive.every=50)
 BLIMP=(--blimp ../shared/data/blimp --blimp-pairs "${BLIMP_PAIRS:-100}")
 if [[ $WHICH == smoke ]]; then
     smoke_shards "$OUT"
     SHARDS=$OUT/shards; STEPS=4; SEEDS=2
     RUN=("${SMOKE_RUN[@]}")
     BLIMP=(--blimp ../shared/data/blimp --blimp-pairs 2)
-    PERIOD=(--set masking.adaptive_every=2)
+    PERIOD=(--set masking.adaptive.every=2)
 else
     RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
     bash experiments/common/real_text_shards.sh "$RT"

@@ -30,7 +30,8 @@ from pathlib import Path
 import levers_series
 
 from mapnet_cli.intervals import mean_ci
-from mapnet_cli.settings import Settings
+from mapnet_cli.settings import Settings, flat
+from mapnet_cli.settings.moved import migrate
 
 REPO = Path(__file__).resolve().parents[2]
 KEPT = REPO / "experiments" / "hour-levers" / "results"
@@ -63,10 +64,6 @@ def by_seed(doc: dict) -> dict[int, dict]:
     return {r["seed_index"]: r for r in doc["runs"]}
 
 
-def flat(settings: dict) -> dict[str, object]:
-    return {f"{sec}.{k}": v for sec, values in settings.items() for k, v in values.items()}
-
-
 def same_questions(doc: dict, other: dict) -> bool:
     """Whether two arms' held-out losses answer the same questions: every run's eval_sha256 (the evaluated
     sequences, their masks and inputs) is one and the same. Not the shard manifest's hash: a manifest rebuilt from
@@ -76,7 +73,8 @@ def same_questions(doc: dict, other: dict) -> bool:
 
 
 def changes(doc: dict, base: dict) -> str:
-    mine, theirs = flat(doc["runs"][0]["settings"]), flat(base["runs"][0]["settings"])
+    # Records of earlier mapnets carry the flat masking keys: read where they are now, as a run's settings.toml is.
+    mine, theirs = (flat(migrate(d["runs"][0]["settings"])) for d in (doc, base))
     # A setting added after `base` ran is absent from its record; at its default it is what `base` did.
     default = flat(Settings().to_dict())
     out = [f"{k}={mine[k]}" for k in mine if k not in NOT_A_LEVER and mine[k] != theirs.get(k, default.get(k))]

@@ -113,7 +113,7 @@ def arm_costs_all() -> str:
     return arm_costs([EXPERIMENTS / "learned-masking-tiny" / "bench_strategies.txt"], ["tiny", "mini"], {
         "uniform": "uniform", "uniform@0.3": "uniform@0.3", "stratified": "stratified", "frequency-ht": "frequency-ht",
         "mapnet": "mapnet (paper)", "mapnet-ht": "mapnet-ht (gradnorm)", "mapnet-ht-learnability": "mapnet-ht-learnability",
-        "mapnet-ht-1layer": "mapnet-ht, 1-block proposal (`masking.map_layers=1`)"})
+        "mapnet-ht-1layer": "mapnet-ht, 1-block proposal (`masking.mapnet.layers=1`)"})
 
 
 def arm_costs_lite() -> str:

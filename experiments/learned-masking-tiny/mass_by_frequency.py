@@ -47,7 +47,7 @@ def inclusion(target, ids: torch.Tensor, counts: np.ndarray | None) -> torch.Ten
     k = mask_counts(eligible.sum(1), m.mask_prob)
     n = eligible.sum(1, keepdim=True).clamp(min=1)
     if m.strategy == "frequency":
-        scores = (torch.from_numpy(counts).double() + 1.0).pow(-m.frequency_power)
+        scores = (torch.from_numpy(counts).double() + 1.0).pow(-m.frequency.power)
         g = torch.Generator().manual_seed(0)
         _, _, pi = frequency_masks(ids, eligible, scores, m.mask_prob, m.mix_uniform,
                                    torch.rand(ids.shape, generator=g), torch.rand(len(ids), generator=g))
@@ -55,7 +55,7 @@ def inclusion(target, ids: torch.Tensor, counts: np.ndarray | None) -> torch.Ten
     if m.strategy == "mapnet":
         with torch.no_grad():
             log_p = target.proposal.eval()(ids, ids != target.reader.special_ids["pad"], eligible).double()
-        if m.importance == "ht":
+        if m.mapnet.importance == "ht":
             return ht_inclusion(log_p, eligible, k, m)
         return log_p.exp() * k[:, None]
     return torch.where(eligible, k[:, None] / n, torch.zeros((), dtype=torch.float64))

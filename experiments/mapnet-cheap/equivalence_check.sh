@@ -5,7 +5,7 @@ SH=/tmp/eq/shards
 mkdir -p /tmp/eq
 cd /work/main
 [[ -f $SH/manifest.json ]] || { uv run mapnet preprocess --recipe data_recipes/tiny.toml --out /tmp/eq/prep --set synthetic.documents=300 --overwrite >/dev/null; uv run mapnet shard /tmp/eq/prep --out $SH --overwrite >/dev/null; }
-for arm in "paper:--masking mapnet --set masking.explore_steps=6" "ht:--masking mapnet --set masking.importance=ht --set masking.mix_uniform=0.5 --set masking.explore_start=0 --set masking.explore_end=0 --set masking.proposal_target=gradnorm"; do
+for arm in "paper:--masking mapnet --set masking.mapnet.explore_steps=6" "ht:--masking mapnet --set masking.mapnet.importance=ht --set masking.mapnet.mix_uniform=0.5 --set masking.mapnet.explore_start=0 --set masking.mapnet.explore_end=0 --set masking.mapnet.target=gradnorm"; do
   name=${arm%%:*}; flags=${arm#*:}
   for code in old new; do
     dir=/work/main; [[ $code == old ]] && dir=/tmp/old

@@ -80,7 +80,7 @@ def compare(
     tasks = (task_names(glue_tasks) if glue_tasks else list(proto.tasks)) if glue_data is not None else []
     model_flags = {"preset": preset, "init_from": str(init_from) if init_from is not None else None}
     # With --init-from the model size is SOURCE's, as in pretrain.
-    # Not refused here for a strategy-specific key (masking.span_p): plan_runs gives it to the arms that use it.
+    # Not refused here for a strategy-specific key (masking.span.p): plan_runs gives it to the arms that use it.
     # The GLUE protocol (quick unless --glue-protocol) sits under the config file and the flags, as in finetune-glue.
     base = init_mod.resolve(config, {"model": model_flags, "train": {"steps": steps, "time_budget": time_budget, "recipe": recipe}}, set_ or (),
                             check_ignored=False, protocol=proto.name)

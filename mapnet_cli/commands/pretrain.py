@@ -12,7 +12,7 @@
     mapnet pretrain shards/ --out runs/dbg --preset tiny --nproc 2          # 2 CPU processes (gloo)
     mapnet pretrain shards/ --out runs/mapnet --preset base --masking mapnet   # MAP-Net proposals (paper, 3.2-3.3)
     mapnet pretrain shards/ --out runs/mapnet-raw --masking mapnet --importance unclipped
-    mapnet pretrain shards/ --out runs/ht --masking mapnet --importance ht --set masking.mix_uniform=0.5 --set masking.proposal_target=gradnorm
+    mapnet pretrain shards/ --out runs/ht --masking mapnet --importance ht --set masking.mapnet.mix_uniform=0.5 --set masking.mapnet.target=gradnorm
     mapnet pretrain shards/ --out runs/strat --masking stratified
     mapnet pretrain shards/ --out runs/amlm --masking adaptive             # loss-adaptive (AMLM); see docs/masking.md
     mapnet pretrain shards/ --out runs/r40 --mask-prob 0.4
@@ -79,8 +79,11 @@ def resolve_settings(out: Path, resume: bool, config: Optional[Path], flags: dic
     if ckpt is None:
         raise MapnetError(f"--resume: {out} has no complete checkpoint to continue from")
     base = checkpoint.load_settings(ckpt)
-    settings = settings_mod.resolve(config, flags, assignments, base=base, base_is_run=True)
+    # A changed strategy leaves the run's own table ignored: named as the change it is, before the rest is checked.
+    settings = settings_mod.resolve(config, flags, assignments, base=base, base_is_run=True, check_ignored=False)
     refuse_fixed_changes(base, settings)
+    if settings.problems():
+        raise MapnetError("invalid settings: " + "; ".join(settings.problems()))
     from ..train.inputs import check_resume_steps
 
     check_resume_steps(settings, out)  # --steps below the run's newest step: before anything is launched or written
@@ -91,12 +94,10 @@ def refuse_fixed_changes(base, settings) -> None:
     """One line naming every setting outside MAY_CHANGE_ON_RESUME that the flags or --config changed: silently
     keeping the run's value, or applying the new one from here on, would write a settings.toml that lies
     (preset = "mini" beside tiny sizes; batch_size = 16 for a run that trained on 8 until now)."""
-    old, new = base.to_dict(), settings.to_dict()
-    changed = [f"{sec}.{key} (the run has {old[sec].get(key)!r}, asked {value!r})"
-               for sec, values in new.items()
-               for key, value in values.items()
-               if (f"{sec}.{key}" in NEVER_ON_RESUME or sec not in MAY_CHANGE_ON_RESUME)
-               and f"{sec}.{key}" not in MAY_CHANGE_ON_RESUME and old.get(sec, {}).get(key) != value]
+    old, new = settings_mod.flat(base.to_dict()), settings_mod.flat(settings.to_dict())
+    changed = [f"{key} (the run has {old.get(key)!r}, asked {value!r})" for key, value in new.items()
+               if (key in NEVER_ON_RESUME or key.split(".")[0] not in MAY_CHANGE_ON_RESUME)
+               and key not in MAY_CHANGE_ON_RESUME and old.get(key) != value]
     if changed:
         raise MapnetError(f"--resume cannot change {', '.join(changed)}: a resumed run continues what it trained; "
                           "drop the flag, or start a new run with another --out")
@@ -124,10 +125,10 @@ def pretrain(
     seed: Annotated[Optional[int], typer.Option("--seed", help="Sets train.seed.", show_default=False)] = None,
     device: Annotated[Optional[str], typer.Option("--device", help="auto, cpu or cuda; sets train.device.", show_default=False)] = None,
     masking: Annotated[Optional[Literal["uniform", "mapnet", "stratified", "frequency", "adaptive", "whole-word", "span", "pmi"]], typer.Option("--masking", help="uniform (RandMask), mapnet (learned proposals), stratified (disjoint masks per sequence), frequency (static proposal, HT weights), adaptive (AMLM: a per-token table moved by the model's scores), whole-word, span (SpanBERT) or pmi (PMI-Masking; needs mapnet pmi-vocab); sets masking.strategy.", show_default=False)] = None,
-    importance: Annotated[Optional[Literal["clipped", "unclipped", "none", "ht"]], typer.Option("--importance", help="MAP-Net's importance weights: the paper's per-sequence clipped (default) / unclipped / none, or ht (per-position Horvitz-Thompson); sets masking.importance.", show_default=False)] = None,
+    importance: Annotated[Optional[Literal["clipped", "unclipped", "none", "ht"]], typer.Option("--importance", help="MAP-Net's importance weights: the paper's per-sequence clipped (default) / unclipped / none, or ht (per-position Horvitz-Thompson); sets masking.mapnet.importance.", show_default=False)] = None,
     mask_prob: Annotated[Optional[float], typer.Option("--mask-prob", help="Masking rate (paper 0.15; MosaicBERT 0.3, Wettig et al. 0.4); sets masking.mask_prob. Evaluation masks keep train.eval_mask_prob.", show_default=False)] = None,
     init_from: Annotated[Optional[Path], typer.Option("--init-from", help="Continued pretraining: start from this encoder, a mapnet run/checkpoint folder or a local Hugging Face BERT folder (config.json + model.safetensors + tokenizer.json). The model size is SOURCE's; optimizer, schedule, step and masking start fresh; the shards must use SOURCE's tokenizer. Sets model.init_from.", show_default=False)] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue from the newest complete checkpoint in --out. With MAP-Net and masking.explore_steps = 0 the exploration schedule spans train.steps, so raising --steps on resume stretches it from the current step on.")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue from the newest complete checkpoint in --out. With MAP-Net and masking.mapnet.explore_steps = 0 the exploration schedule spans train.steps, so raising --steps on resume stretches it from the current step on.")] = False,
     stop_at: Annotated[Optional[int], typer.Option("--stop-at", help="Checkpoint and exit after this step (e.g. a job's time slice); --resume continues.", show_default=False)] = None,
     variance_every: Annotated[Optional[int], typer.Option("--variance-every", help="Record the gradient-variance decomposition (cheap settings) in the metrics file every N steps; sets variance.every.", show_default=False)] = None,
     gpus: Annotated[Optional[int], typer.Option("--gpus", help="Start one process per GPU on this node (torchrun, NCCL).", show_default=False)] = None,
@@ -145,7 +146,7 @@ def pretrain(
         "model": {"preset": preset, "init_from": str(init_from) if init_from is not None else None},
         "train": {"recipe": recipe, "steps": steps, "time_budget": time_budget, "batch_size": batch_size, "micro_batch_size": micro_batch_size,
                   "seed": seed, "device": device},
-        "masking": {"strategy": masking, "importance": importance, "mask_prob": mask_prob},
+        "masking": {"strategy": masking, "mask_prob": mask_prob, "mapnet": {"importance": importance}},
         "variance": {"every": variance_every},
         "distributed": {"gpus": gpus, "nproc": nproc, "nnodes": nnodes, "node_rank": node_rank,
                         "rdzv_endpoint": rdzv_endpoint},

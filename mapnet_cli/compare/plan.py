@@ -10,35 +10,45 @@ from ..comma_list import comma_list
 from ..errors import MapnetError
 from .costs import clock_updates
 
-_PAPER = {"strategy": "mapnet", "importance": "clipped", "explore_start": 1.0, "explore_end": 0.33,
-          "proposal_target": "loss", "mix_uniform": 0.0}
+_PAPER = {"importance": "clipped", "explore_start": 1.0, "explore_end": 0.33, "target": "loss", "mix_uniform": 0.0}
 # The principled arms: per-position Horvitz-Thompson weights over systematic PPS masks, a per-token
 # mixture with uniform (alpha = 0.5: every weight <= 2) instead of the per-sequence exploration coin.
-_HT = {"strategy": "mapnet", "importance": "ht", "mix_uniform": 0.5, "explore_start": 0.0, "explore_end": 0.0}
+_HT = {"importance": "ht", "mix_uniform": 0.5, "explore_start": 0.0, "explore_end": 0.0}
+
+
+def _mapnet(**table) -> dict:
+    return {"strategy": "mapnet", "mapnet": table}
+
+
+def _adaptive(score: str, weights: str) -> dict:
+    return {"strategy": "adaptive", "adaptive": {"score": score, "weights": weights,
+                                                 **({"mix_uniform": 0.5} if weights == "ht" else {})}}
+
+
 # Each ablation is the paper's MAP-Net with one thing changed.
 STRATEGIES = {
     "uniform": {"strategy": "uniform"},
-    "mapnet": _PAPER,
-    "mapnet-noweight": {**_PAPER, "importance": "none"},
-    "mapnet-unclipped": {**_PAPER, "importance": "unclipped"},
-    "mapnet-noexplore": {**_PAPER, "explore_start": 0.0, "explore_end": 0.0},
+    "mapnet": _mapnet(**_PAPER),
+    "mapnet-noweight": _mapnet(**{**_PAPER, "importance": "none"}),
+    "mapnet-unclipped": _mapnet(**{**_PAPER, "importance": "unclipped"}),
+    "mapnet-noexplore": _mapnet(**{**_PAPER, "explore_start": 0.0, "explore_end": 0.0}),
     # The paper's exploration schedule is 1M steps long; a short run compresses it ~1000x. Here it
     # is set to 10x the run (train.steps), so the run ends at ~93% uniform masking (a fairness check).
-    "mapnet-uncompressed": {**_PAPER, "explore_steps": "10x"},
-    "mapnet-ht": {**_HT, "proposal_target": "gradnorm"},
-    "mapnet-ht-loss": {**_HT, "proposal_target": "loss"},
-    "mapnet-ht-learnability": {**_HT, "proposal_target": "learnability"},
+    "mapnet-uncompressed": _mapnet(**{**_PAPER, "explore_steps": "10x"}),
+    "mapnet-ht": _mapnet(**_HT, target="gradnorm"),
+    "mapnet-ht-loss": _mapnet(**_HT, target="loss"),
+    "mapnet-ht-learnability": _mapnet(**_HT, target="learnability"),
     # The HT arm made cheap (the "step efficiency" issue's <= 1.15x target): a one-block proposal that
-    # learns on every 4th step only and just draws masks in between (masking.map_train_every).
-    "mapnet-ht-lite": {**_HT, "proposal_target": "gradnorm", "map_layers": 1, "map_train_every": 4},
+    # learns on every 4th step only and just draws masks in between (masking.mapnet.train_every).
+    "mapnet-ht-lite": _mapnet(**_HT, target="gradnorm", layers=1, train_every=4),
     "stratified": {"strategy": "stratified"},
-    "frequency-ht": {"strategy": "frequency", "mix_uniform": 0.5},
+    "frequency-ht": {"strategy": "frequency", "frequency": {"mix_uniform": 0.5}},
     # Loss-adaptive masking (AMLM, masking/adaptive.py): the published objective (unweighted; hard or soft
     # scores) and mapnet's unbiased HT version (alpha = 0.5 as the other HT arms: every weight <= 2).
-    "adaptive": {"strategy": "adaptive", "adaptive_score": "hard", "adaptive_weights": "none"},
-    "adaptive-soft": {"strategy": "adaptive", "adaptive_score": "soft", "adaptive_weights": "none"},
-    "adaptive-ht": {"strategy": "adaptive", "adaptive_score": "hard", "adaptive_weights": "ht", "mix_uniform": 0.5},
-    "adaptive-soft-ht": {"strategy": "adaptive", "adaptive_score": "soft", "adaptive_weights": "ht", "mix_uniform": 0.5},
+    "adaptive": _adaptive("hard", "none"),
+    "adaptive-soft": _adaptive("soft", "none"),
+    "adaptive-ht": _adaptive("hard", "ht"),
+    "adaptive-soft-ht": _adaptive("soft", "ht"),
     # The no-network unit schemes people use (masking/units.py, masking/pmi_units.py): unweighted, the uniform token budget.
     "whole-word": {"strategy": "whole-word"},
     "span": {"strategy": "span"},
@@ -73,12 +83,12 @@ def strategy_masking(name: str, steps: int, budget: bool = False) -> dict:
     """The masking settings strategy `name` (optionally NAME@RATE) trains with, for a run of `steps` steps
     (`budget`: a train.time_budget run, whose steps are not known in advance)."""
     base, rate = split_name(name)
-    values = dict(STRATEGIES[base])
-    if values.get("explore_steps") == "10x":
+    values = {key: dict(v) if isinstance(v, dict) else v for key, v in STRATEGIES[base].items()}
+    if values.get("mapnet", {}).get("explore_steps") == "10x":
         if budget:
             raise MapnetError(f"strategy {name} stretches MAP-Net's exploration to 10x train.steps, which a "
                               "train.time_budget does not fix; compare it by steps")
-        values["explore_steps"] = 10 * steps
+        values["mapnet"]["explore_steps"] = 10 * steps
     if rate is not None:
         values["mask_prob"] = rate
     return values
@@ -132,26 +142,25 @@ def plan_runs(base: settings_mod.Settings, strategies: list[str], seeds: int, ou
     # advance, so it keeps every checkpoint, one per evaluation.
     kept = {"keep_steps": [s for s in eval_steps(t) if s > 0]} if not t.time_budget else {
         "keep_steps": [], "keep_last": t.steps}
-    defaults = settings_mod.MaskingSettings()
     out_runs: list[PlannedRun] = []
-    unused: dict[str, str] | None = None  # strategy-specific keys given that no arm uses
+    unused: dict[str, tuple] | None = None  # strategy-specific keys given that no arm uses
     for k in range(seeds):
         for name in strategies:
             clock = clock_updates(step_costs[name], t) if step_costs is not None else {}
             updates = {"masking": strategy_masking(name, t.steps, bool(t.time_budget)),
                        "train": {"seed": t.seed + k, "checkpoint_every": t.eval_every, **kept, **clock}}
             s = settings_mod.apply(base, updates, f"compare strategy {name}")
-            # A strategy-specific key (--set masking.span_p=0.3) goes to the arms that use it; the others
+            # A strategy-specific key (--set masking.span.p=0.3) goes to the arms that use it; the others
             # keep its default, as their own `pretrain` would need.
-            ignored = s.masking.ignored_keys()
+            ignored = s.masking.ignored()
             unused = dict(ignored) if unused is None else {key: w for key, w in unused.items() if key in ignored}
-            s = replace(s, masking=replace(s.masking, **{key: getattr(defaults, key) for key in ignored}))
+            s = replace(s, masking=s.masking.without_ignored())
             if s.problems():
                 raise MapnetError(f"invalid settings for strategy {name}: " + "; ".join(s.problems()))
             out_runs.append(PlannedRun(name, k, s, Path(out) / "runs" / name / f"seed-{k}"))
     if unused:
-        raise MapnetError("; ".join(f"masking.{key} = {getattr(base.masking, key)!r} only applies with {where}, "
-                                    "and no compared strategy uses it" for key, where in unused.items()))
+        raise MapnetError("; ".join(f"masking.{key} = {value!r} only applies with {where}, and no compared strategy "
+                                    "uses it" for key, (value, where) in unused.items()))
     return out_runs
 
 

@@ -26,10 +26,9 @@ def pretraining_part(values: dict) -> dict:
 
 
 def changed_keys(before: dict, now: dict) -> list[str]:
-    """`section.key` of every setting whose value differs between two `to_dict()` trees."""
-    return [f"{sec}.{k}" for sec in sorted(set(before) | set(now))
-            for k in sorted(set(before.get(sec, {})) | set(now.get(sec, {})))
-            if before.get(sec, {}).get(k) != now.get(sec, {}).get(k)]
+    """The dotted key of every setting whose value differs between two `to_dict()` trees."""
+    before, now = settings_mod.flat(before), settings_mod.flat(now)
+    return [key for key in sorted(set(before) | set(now)) if before.get(key) != now.get(key)]
 
 
 def recorded_settings(path: Path) -> dict:

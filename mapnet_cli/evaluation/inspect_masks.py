@@ -24,7 +24,7 @@ positions from the proposal without replacement (Gumbel-top-k), K and
 mask_prob as in training; every row is masked by MAP-Net (no exploration).
 An adaptive table draws as training does (`masking.adaptive`): systematic PPS
 from the table that masks the checkpoint's next step, mixed with uniform by the
-run's `masking.mix_uniform`; a token's probability is then pi_i / K, so p x n is
+run's `masking.adaptive.mix_uniform`; a token's probability is then pi_i / K, so p x n is
 its inclusion probability over uniform's K/n. `tokens_most` / `tokens_least` rank
 the vocabulary entries masked at least `min_count` times in training by their
 table weight over the base rate (1 = uniform; below 1: the model predicts it).
@@ -114,8 +114,8 @@ def load_table(run) -> AdaptiveTable | None:
     if not any(name.startswith("adaptive.") for name in weight_names(run.checkpoint / checkpoint.WEIGHTS)):
         return None
     m = run.settings.masking
-    table = AdaptiveTable(run.model.cfg.vocab_size, m.mask_prob, decay=m.adaptive_decay, every=m.adaptive_every,
-                          score=m.adaptive_score)
+    table = AdaptiveTable(run.model.cfg.vocab_size, m.mask_prob, decay=m.adaptive.decay, every=m.adaptive.every,
+                          score=m.adaptive.score)
     run.load_into({"adaptive": table})
     return table
 

@@ -2,16 +2,16 @@
 BabyLM 2025, arXiv 2510.20475), with the number of masks held at the base rate and optional HT weights.
 
     mapnet pretrain shards/ --out runs/amlm --masking adaptive                          # the published method
-    mapnet pretrain shards/ --out runs/amlm-soft --masking adaptive --set masking.adaptive_score=soft
-    mapnet pretrain shards/ --out runs/amlm-ht --masking adaptive --set masking.adaptive_weights=ht \\
-        --set masking.mix_uniform=0.5
+    mapnet pretrain shards/ --out runs/amlm-soft --masking adaptive --set masking.adaptive.score=soft
+    mapnet pretrain shards/ --out runs/amlm-ht --masking adaptive --set masking.adaptive.weights=ht \\
+        --set masking.adaptive.mix_uniform=0.5
     mapnet compare shards/ --out cmp --strategies uniform,adaptive,adaptive-soft,adaptive-ht,adaptive-soft-ht
 
 The table. One weight w_v per vocabulary entry, w_v = p (`masking.mask_prob`) at the start. Every T
-optimizer steps (`masking.adaptive_every`; the paper's T is 200 batches) each type seen since the
+optimizer steps (`masking.adaptive.every`; the paper's T is 200 batches) each type seen since the
 last update moves toward p (1 - score_v) by an exponential moving average:
 
-    w_v <- lam w_v + (1 - lam) p (1 - score_v)          lam = `masking.adaptive_decay` (paper: 0.2)
+    w_v <- lam w_v + (1 - lam) p (1 - score_v)          lam = `masking.adaptive.decay` (paper: 0.2)
 
 score_v pools every position of type v the encoder was asked to predict in those steps, over the
 global batch (each rank's counts are all-reduced): `hard` = the fraction it predicted right (argmax
@@ -28,13 +28,13 @@ in place of the static count^-beta scores (`strategy.frequency_masks`): capped P
 (`designs.inclusion_probabilities`) gives pi_i = min(1, c w_{x_i}) with c fixed by sum_i pi_i = K,
 i.e. without capping pi_i = w_{x_i} K / sum_j w_{x_j}: the paper's probabilities rescaled per row by
 the factor p n / sum_j w_{x_j} that restores the base-rate budget. Optionally mixed with uniform
-(`masking.mix_uniform` = alpha: pi <- alpha K/n + (1 - alpha) pi, still summing to K); randomised
+(`masking.adaptive.mix_uniform` = alpha: pi <- alpha K/n + (1 - alpha) pi, still summing to K); randomised
 systematic PPS (`designs.systematic_sample`) then takes exactly round(sum_i pi_i) = K distinct
 positions, position i with probability exactly pi_i. So E[masks] = K and its variance is 0.
 Entries are floored at FLOOR x p before this (a type always predicted right decays as lam^j p),
 so every eligible position keeps pi_i > 0 and a row always has K positions to give.
 
-Weights (`masking.adaptive_weights`). `none` is the published objective: a sequence's loss is
+Weights (`masking.adaptive.weights`). `none` is the published objective: a sequence's loss is
 (1/K) sum_{i in S} l_i, whose expectation (1/K) sum_i pi_i l_i leans toward the types the model gets
 wrong — biased against uniform masking's (1/n) sum_i l_i, as the paper's MAP-Net is. `ht` weights
 masked position i by w_i = (K/n) / pi_i (`designs.ht_weights`), so
@@ -85,8 +85,9 @@ from .strategy import MicroBatch, UniformTraining, loss_terms, mlm_output, pps_m
 SCORE_SCALE = 1 << 24
 # No entry falls below FLOOR x p when masks are drawn: every eligible position keeps pi > 0.
 FLOOR = 1e-6
-# The settings that give the table's state its meaning: a resumed run keeps them (`check_resume`).
-FIXED = ("adaptive_score", "adaptive_every")
+# The settings that give the table's state its meaning: a resumed run keeps them (`check_resume`). Recorded in
+# config.json under their mapnet 0.1 names (masking.adaptive_score, ...), which every checkpoint since carries.
+FIXED = {"adaptive_score": "score", "adaptive_every": "every"}
 
 
 class AdaptiveTable(nn.Module):
@@ -179,8 +180,8 @@ class AdaptiveTraining(UniformTraining):
         super().__init__(settings, model, data)
         self.info = info or distributed.DistInfo()
         m = settings.masking
-        self.table = AdaptiveTable(self.vocab_size, m.mask_prob, decay=m.adaptive_decay, every=m.adaptive_every,
-                                   score=m.adaptive_score, device=self.info.device)
+        self.table = AdaptiveTable(self.vocab_size, m.mask_prob, decay=m.adaptive.decay, every=m.adaptive.every,
+                                   score=m.adaptive.score, device=self.info.device)
         self.kinds = {k: np.asarray(v, dtype=np.int64) for k, v in (data.token_kinds or {}).items()}
         self._step: int | None = None  # the step the last loss_fn was made for: after_step follows it
 
@@ -192,7 +193,7 @@ class AdaptiveTraining(UniformTraining):
         """Exactly K positions per row by systematic PPS from the table of `step` (draws as `frequency`)."""
         return pps_micro_batch(self, ids, step, slots, keys, device,
                                lambda on: self.table.scores_for(step).to(on),  # the host: a no-op where masks are drawn
-                               ht_weights=self.settings.masking.adaptive_weights == "ht")
+                               ht_weights=self.settings.masking.adaptive.weights == "ht")
 
     def loss_fn(self, step: int, with_stats: bool, pieces: int = 1):
         self._step = step
@@ -223,20 +224,20 @@ class AdaptiveTraining(UniformTraining):
         return out
 
     def checkpoint_extra(self) -> dict[str, Any]:
-        m = self.settings.masking
-        return {"adaptive": {name: getattr(m, name) for name in FIXED}}
+        table = self.settings.masking.adaptive
+        return {"adaptive": {record: getattr(table, key) for record, key in FIXED.items()}}
 
     def check_resume(self, meta: dict, ckpt: Path) -> None:
         saved = meta.get("adaptive")
         if not isinstance(saved, dict):
             raise MapnetError(f"--resume: {ckpt}/config.json lacks \"adaptive\", which every adaptive-masking checkpoint "
                               "records; it cannot be continued")
-        m = self.settings.masking
-        for name in FIXED:
-            if saved.get(name) != getattr(m, name):
-                raise MapnetError(f"--resume: {ckpt} was trained with masking.{name} = {saved.get(name)!r}, not "
-                                  f"{getattr(m, name)!r}; it cannot change on resume (the table's running sums and "
-                                  "update steps depend on it)")
+        table = self.settings.masking.adaptive
+        for record, key in FIXED.items():
+            if saved.get(record) != getattr(table, key):
+                raise MapnetError(f"--resume: {ckpt} was trained with masking.adaptive.{key} = {saved.get(record)!r}, "
+                                  f"not {getattr(table, key)!r}; it cannot change on resume (the table's running sums "
+                                  "and update steps depend on it)")
 
 
 __all__ = ["SCORE_SCALE", "FLOOR", "AdaptiveTable", "AdaptiveTraining"]

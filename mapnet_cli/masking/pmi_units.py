@@ -146,9 +146,9 @@ def pmi_units(matcher: PmiMatcher, ids, word, is_start, run_start) -> torch.Tens
 
 
 def find_pmi_vocab(masking, shard_dir: Path, manifest: dict) -> Path:
-    """masking.pmi_vocab if set; else pmi.tsv in the shard folder; else in the corpus the shards were made from."""
-    if masking.pmi_vocab:
-        return Path(masking.pmi_vocab)
+    """masking.pmi.vocab if set; else pmi.tsv in the shard folder; else in the corpus the shards were made from."""
+    if masking.pmi.vocab:
+        return Path(masking.pmi.vocab)
     candidates = [Path(shard_dir) / pmi_vocab.FILENAME]
     source = (manifest.get("source") or {}).get("path")
     if source:
@@ -157,7 +157,7 @@ def find_pmi_vocab(masking, shard_dir: Path, manifest: dict) -> Path:
         if c.is_file():
             return c
     raise MapnetError(f"PMI masking needs a PMI vocabulary: none at {' or '.join(map(str, candidates))}; "
-                      "make one with `mapnet pmi-vocab CORPUS --out FILE` and put it there or set masking.pmi_vocab=FILE")
+                      "make one with `mapnet pmi-vocab CORPUS --out FILE` and put it there or set masking.pmi.vocab=FILE")
 
 
 class PmiTraining(WholeWordTraining):

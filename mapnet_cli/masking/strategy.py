@@ -232,13 +232,13 @@ def stratified_masks(targets: torch.Tensor, eligible: torch.Tensor, mask_prob: f
 
 
 class StratifiedTraining(UniformTraining):
-    """Fully-explored masking: each sequence fills `masking.strata_copies` slots of the batch, masked
+    """Fully-explored masking: each sequence fills `masking.stratified.copies` slots of the batch, masked
     with different strata of one random partition; a step therefore sees batch_size / copies distinct
     sequences (the same masked-token count and compute as uniform)."""
 
     def __init__(self, settings, model, data, info=None):
         super().__init__(settings, model, data)
-        self.copies = settings.masking.strata_copies
+        self.copies = settings.masking.stratified.copies
 
     def micro_batch(self, ids, step, slots, keys, device) -> MicroBatch:
         m, t = self.settings.masking, self.settings.train
@@ -288,13 +288,13 @@ def pps_micro_batch(strategy, ids, step: int, slots, keys, device, scores_on, ht
 
 class FrequencyTraining(UniformTraining):
     """A static, no-network proposal: p proportional to count(token type)^-power (rare types masked more, as
-    word2vec's subsampling keeps them), per-token mixture with uniform (masking.mix_uniform), HT weights.
+    word2vec's subsampling keeps them), per-token mixture with uniform (masking.frequency.mix_uniform), HT weights.
     The baseline a learned proposal must beat: it needs no network and no training signal."""
 
     def __init__(self, settings, model, data, info=None):
         super().__init__(settings, model, data)
         counts = torch.from_numpy(token_counts(data)).double()
-        self.type_scores = (counts + 1.0).pow(-settings.masking.frequency_power)
+        self.type_scores = (counts + 1.0).pow(-settings.masking.frequency.power)
 
     def micro_batch(self, ids, step, slots, keys, device) -> MicroBatch:
         return pps_micro_batch(self, ids, step, slots, keys, device, self._scores_on)

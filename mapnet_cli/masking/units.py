@@ -1,7 +1,7 @@
 """Masking whole units: whole words and random spans (SpanBERT); PMI n-grams (PMI-Masking) in pmi_units.py.
 
     mapnet pretrain shards/ --out runs/ww --masking whole-word
-    mapnet pretrain shards/ --out runs/span --masking span --set masking.span_p=0.2 --set masking.span_max_words=10
+    mapnet pretrain shards/ --out runs/span --masking span --set masking.span.p=0.2 --set masking.span.max_words=10
     mapnet pmi-vocab corpus/ --out corpus/pmi.tsv && mapnet pretrain shards/ --out runs/pmi --masking pmi
 
 Word boundaries come from the tokenizer's vocabulary (`word_start_table`): with Metaspace (mapnet's
@@ -224,7 +224,7 @@ class SpanTraining(WholeWordTraining):
 
     def units(self, targets, word, is_start, run_start, rng, device) -> torch.Tensor:
         m = self.settings.masking
-        lengths = span_lengths(rng.uniform(targets.shape[1], device), m.span_p, m.span_max_words)
+        lengths = span_lengths(rng.uniform(targets.shape[1], device), m.span.p, m.span.max_words)
         return span_units(word, is_start, run_start, lengths)
 
 

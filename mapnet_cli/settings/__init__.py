@@ -26,16 +26,18 @@ from __future__ import annotations
 from .data import ENGINES, EngineSettings, PreprocessSettings, ShardSettings, SyntheticSettings
 from .docs import field_docs
 from .evaluation import FinetuneSettings, VarianceSettings
-from .masking import UNIT_STRATEGIES, MaskingSettings
+from .masking import (UNIT_STRATEGIES, AdaptiveSettings, FrequencySettings, MapnetSettings, MaskingSettings, PmiSettings,
+                      SpanSettings, StratifiedSettings)
 from .presets import PRESETS, PROTOCOLS, Protocol, preset, protocol
 from .resolution import apply, from_dict, load_toml, parse_assignment, resolve
 from .training import DistributedSettings, LoggingSettings, ModelSettings, OptimSettings, TrainSettings
-from .tree import SECTIONS, Settings, section_dict
+from .tree import SECTIONS, Settings, flat, section_dict
 
 __all__ = [
     "Settings", "PreprocessSettings", "SyntheticSettings", "ShardSettings", "EngineSettings", "ENGINES", "ModelSettings",
-    "MaskingSettings", "OptimSettings", "TrainSettings", "DistributedSettings", "LoggingSettings",
-    "FinetuneSettings", "VarianceSettings", "UNIT_STRATEGIES", "SECTIONS", "section_dict",
+    "MaskingSettings", "MapnetSettings", "StratifiedSettings", "FrequencySettings", "AdaptiveSettings", "SpanSettings",
+    "PmiSettings", "OptimSettings", "TrainSettings", "DistributedSettings", "LoggingSettings",
+    "FinetuneSettings", "VarianceSettings", "UNIT_STRATEGIES", "SECTIONS", "section_dict", "flat",
     "PRESETS", "preset", "PROTOCOLS", "Protocol", "protocol",
     "resolve", "apply", "from_dict", "load_toml", "parse_assignment", "field_docs",
 ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import tomllib
 import typing
-from dataclasses import replace
+from dataclasses import is_dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
@@ -21,7 +21,8 @@ from ..errors import MapnetError
 from .presets import PRESETS, preset, protocol as named_protocol
 from .recipes import RECIPES, SHAPES, default_recipe, recipe_layer
 from .field import INT64
-from .tree import SECTIONS, Settings
+from .moved import migrate, moved_to
+from .tree import SECTIONS, Settings, flat
 
 
 def _section_class(name: str):
@@ -95,34 +96,59 @@ def _apply(settings: Settings, updates: dict[str, dict[str, Any]], source: str) 
         if not isinstance(values, dict):
             errors.append(f"{section_name} in {source} must be a table of keys")
             continue
-        cls = _section_class(section_name)
-        hints = typing.get_type_hints(cls, include_extras=False)
         section = changed.get(section_name, getattr(settings, section_name))
-        new = {}
-        for key, value in values.items():
-            full = f"{section_name}.{key}"
-            if key not in hints:
-                errors.append(f"unknown setting {full!r} in {source}")
-                continue
+        changed[section_name] = _update(section, values, section_name, source, errors)
+    return replace(settings, **changed), errors
+
+
+def _update(table, values: dict[str, Any], path: str, source: str, errors: list[str]):
+    """`table` (a section, or a table inside one: masking.mapnet) with `values` applied key by key; each problem
+    appended to `errors`, its key left as it was."""
+    hints = typing.get_type_hints(type(table), include_extras=False)
+    new = {}
+    for key, value in values.items():
+        full = f"{path}.{key}"
+        if key not in hints:
+            where = moved_to(full)
+            errors.append(f"unknown setting {full!r} in {source}" if where is None
+                          else f"{full!r} in {source} is now {where}: each masking strategy has its own table "
+                               "(CHANGELOG, mapnet 0.2)")
+        elif is_dataclass(current := getattr(table, key)):
+            if isinstance(value, dict):
+                new[key] = _update(current, value, full, source, errors)
+            else:
+                errors.append(f"{full} in {source} must be a table of keys (got {value!r})")
+        else:
             try:
                 new[key] = _coerce(full, value, hints[key])
             except MapnetError as exc:
                 errors.append(str(exc))
-        changed[section_name] = replace(section, **new)
-    return replace(settings, **changed), errors
+    return replace(table, **new)
 
 
 def parse_assignment(text: str) -> tuple[str, str, Any]:
-    """Parse a `--set section.key=value` string; the value is read as TOML, else as a bare string."""
+    """Parse a `--set section.key=value` string (`key` may go deeper: `masking.mapnet.lr=1e-3`); the value is read
+    as TOML, else as a bare string."""
     if "=" not in text or "." not in text.split("=", 1)[0]:
         raise MapnetError(f"--set expects section.key=value (got {text!r})")
     dotted, raw = text.split("=", 1)
     section, key = dotted.strip().split(".", 1)
+    if not all(key.split(".")):
+        raise MapnetError(f"--set expects section.key=value (got {text!r})")
     try:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw.strip()
     return section, key, value
+
+
+def _set(tree: dict, section: str, key: str, value: Any) -> None:
+    """tree[section][k1][k2]... = value for a dotted `key` (a flag's or a --set's)."""
+    *path, last = key.split(".")
+    table = tree.setdefault(section, {})
+    for part in path:
+        table = table.setdefault(part, {}) if isinstance(table.get(part, {}), dict) else {}
+    table[last] = value
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:
@@ -185,16 +211,16 @@ def resolve(
     cli_values: dict[str, dict[str, Any]] = {}
     errors: list[str] = []
     for section, values in (overrides or {}).items():
-        for key, value in values.items():
+        for key, value in flat(values).items():  # a flag not given is None: it sets nothing
             if value is not None:
-                cli_values.setdefault(section, {})[key] = value
+                _set(cli_values, section, key, value)
     for text in assignments:
         try:
             section, key, value = parse_assignment(text)
         except MapnetError as exc:
             errors.append(str(exc))
             continue
-        cli_values.setdefault(section, {})[key] = value
+        _set(cli_values, section, key, value)
 
     preset_name, recipe_name = _named(cli_values, file_layers, "model", "preset"), _named(cli_values, file_layers, "train", "recipe")
     # `base` replaces defaults < preset when a command continues from an earlier
@@ -245,8 +271,9 @@ def _named(cli_values: dict, file_layers: list, section: str, key: str):
 
 
 def from_dict(values: dict[str, Any], source: str) -> Settings:
-    """Rebuild settings written by `Settings.to_toml` (a run's settings.toml)."""
-    settings, errors = _apply(Settings(), values, source)
+    """Rebuild settings written by `Settings.to_toml` (a run's settings.toml, by this mapnet or an earlier one:
+    its keys are moved where they are now, `moved.migrate`)."""
+    settings, errors = _apply(Settings(), migrate(values), source)
     problems = errors + settings.problems()
     if problems:
         raise MapnetError(f"invalid settings in {source}: " + "; ".join(problems))

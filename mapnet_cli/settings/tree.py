@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 import tomli_w
@@ -11,7 +11,7 @@ from ..errors import MapnetError
 from .data import EngineSettings, PreprocessSettings, ShardSettings, SyntheticSettings
 from .evaluation import FinetuneSettings, VarianceSettings
 from .field import declared_range_problems
-from .masking import UNIT_STRATEGIES, MaskingSettings
+from .masking import MaskingSettings
 from .training import DistributedSettings, LoggingSettings, ModelSettings, OptimSettings, TrainSettings
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,11 +37,9 @@ class Settings:
         if self.shard.max_seq_len > self.model.max_position:
             out.append(f"shard.max_seq_len ({self.shard.max_seq_len}) exceeds model.max_position ({self.model.max_position})")
         m = self.masking
-        if m.importance == "ht" and m.strategy not in ("mapnet", "adaptive", *UNIT_STRATEGIES):
-            out.append(f"masking.importance 'ht' weights a MAP-Net proposal; with masking.strategy '{m.strategy}' it does nothing "
-                       "(the frequency strategy always uses HT weights)")
-        if m.strategy == "stratified" and self.train.batch_size % m.strata_copies:
-            out.append(f"train.batch_size ({self.train.batch_size}) must be divisible by masking.strata_copies ({m.strata_copies})")
+        if m.strategy == "stratified" and self.train.batch_size % m.stratified.copies:
+            out.append(f"train.batch_size ({self.train.batch_size}) must be divisible by masking.stratified.copies "
+                       f"({m.stratified.copies})")
         out += self._ramp_problems()
         if not 0.0 < self.train.eval_mask_prob < 1.0:
             out.append(f"train.eval_mask_prob must be in (0, 1) (got {self.train.eval_mask_prob})")
@@ -57,9 +55,9 @@ class Settings:
         if m.strategy == "mapnet":
             out.append("the batch-size ramp (train.batch_ramp_start) is not available with masking.strategy 'mapnet': its "
                        "proposal trains on slots of the full train.batch_size")
-        if m.strategy == "stratified" and t.batch_ramp_start % m.strata_copies:
-            out.append(f"train.batch_ramp_start ({t.batch_ramp_start}) must be divisible by masking.strata_copies "
-                       f"({m.strata_copies}): a ramped batch repeats each sequence as the full one does")
+        if m.strategy == "stratified" and t.batch_ramp_start % m.stratified.copies:
+            out.append(f"train.batch_ramp_start ({t.batch_ramp_start}) must be divisible by masking.stratified.copies "
+                       f"({m.stratified.copies}): a ramped batch repeats each sequence as the full one does")
         return out
 
     def _budget_problems(self) -> list[str]:
@@ -80,9 +78,10 @@ class Settings:
             out.append(f"train.time_budget lays the learning-rate schedule out in time: give the warm-up as a fraction of "
                        f"the budget (--set optim.warmup_fraction=0.05), or none (optim.warmup_steps=0); "
                        f"optim.warmup_steps ({o.warmup_steps}) counts steps, which a budget does not fix")
-        if m.strategy == "mapnet" and m.explore_steps == 0 and m.explore_start != m.explore_end:
-            out.append("masking.explore_steps = 0 spreads MAP-Net's exploration schedule over train.steps, which a "
-                       "train.time_budget does not fix: give masking.explore_steps, or explore_start = explore_end")
+        x = m.mapnet
+        if m.strategy == "mapnet" and x.explore_steps == 0 and x.explore_start != x.explore_end:
+            out.append("masking.mapnet.explore_steps = 0 spreads MAP-Net's exploration schedule over train.steps, which "
+                       "a train.time_budget does not fix: give masking.mapnet.explore_steps, or explore_start = explore_end")
         return out
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
@@ -92,7 +91,16 @@ class Settings:
         return tomli_w.dumps(self.to_dict())
 
 def section_dict(section) -> dict[str, Any]:
-    """One section as TOML-ready values (tuples as lists)."""
-    return {f.name: (list(v) if isinstance(v := getattr(section, f.name), tuple) else v) for f in fields(section)}
+    """One section as TOML-ready values (tuples as lists, a table of its own as a nested dict)."""
+    return {f.name: (section_dict(v) if is_dataclass(v := getattr(section, f.name)) else list(v) if isinstance(v, tuple)
+                     else v) for f in fields(section)}
+
+
+def flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"masking.mapnet.lr": value, ...}: every setting of a `to_dict` tree by its dotted key."""
+    out = {}
+    for key, value in tree.items():
+        out |= flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value}
+    return out
 
 SECTIONS = tuple(f.name for f in fields(Settings))

@@ -69,7 +69,7 @@ def run_input_problems(settings, data, shards: Path, world_size: int = 1) -> lis
 def batch_problems(settings, data, shards: Path, world_size: int = 1) -> list[str]:
     """A batch the training split cannot fill, or whose activations cannot fit in this machine's memory."""
     t, out = settings.train, []
-    copies = settings.masking.strata_copies if settings.masking.strategy == "stratified" else 1
+    copies = settings.masking.stratified.copies if settings.masking.strategy == "stratified" else 1
     distinct = t.batch_size // copies  # the sequences one step takes from the data order
     if distinct > len(data):
         # The data order would wrap into later epochs inside one step (one sequence several times in a batch),

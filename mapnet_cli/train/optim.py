@@ -19,7 +19,7 @@ from ..errors import MapnetError
 
 def param_groups(modules: Iterable[nn.Module], weight_decay: float, lrs: list[float] | None = None) -> list[dict]:
     """Two groups: decayed matrices/embeddings, and undecayed biases + norms — two per distinct
-    learning rate when `lrs` (one per module) differ (MAP-Net's own rate, `masking.map_lr`).
+    learning rate when `lrs` (one per module) differ (MAP-Net's own rate, `masking.mapnet.lr`).
 
     Shared parameters (the tied embedding, or an embedding MAP-Net borrows)
     appear once, whichever module names them first (so with MAP-Net the shared

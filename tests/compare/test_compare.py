@@ -377,8 +377,9 @@ def test_plan_gives_every_strategy_the_same_seeds(tmp_path):
         ("uniform", 8), ("mapnet-noweight", 8), ("mapnet-noexplore", 8)]
     assert cmp.eval_steps(base.train) == [0, 4, 8, 10]
     noexp = plan[2].settings.masking
-    assert (noexp.strategy, noexp.explore_start, noexp.explore_end, noexp.importance) == ("mapnet", 0.0, 0.0, "clipped")
-    assert plan[1].settings.masking.importance == "none"
+    assert (noexp.strategy, noexp.mapnet.explore_start, noexp.mapnet.explore_end, noexp.mapnet.importance) == (
+        "mapnet", 0.0, 0.0, "clipped")
+    assert plan[1].settings.masking.mapnet.importance == "none"
     assert all(p.settings.train.checkpoint_every == 4 and p.settings.train.keep_steps == (4, 8, 10) for p in plan)
     assert plan[4].path == tmp_path / "runs" / "mapnet-noweight" / "seed-1"
     with pytest.raises(MapnetError, match="unknown strategy .bogus. .choose from uniform, .*NAME@RATE"):
@@ -389,11 +390,11 @@ def test_new_arms_and_rates_resolve_to_their_settings(tmp_path):
     base = resolve(None, {"model": {"preset": "tiny"}}, ["train.steps=50", "train.eval_every=25"])
     names = cmp.parse_strategies("mapnet-uncompressed,mapnet-ht,mapnet-ht-learnability,stratified,frequency-ht,uniform@0.3")
     plan = {p.strategy: p.settings.masking for p in cmp.plan_runs(base, names, 1, tmp_path)}
-    assert plan["mapnet-uncompressed"].explore_steps == 500 and plan["mapnet-uncompressed"].importance == "clipped"
-    ht = plan["mapnet-ht"]
-    assert (ht.importance, ht.mix_uniform, ht.explore_start, ht.explore_end, ht.proposal_target) == ("ht", 0.5, 0.0, 0.0, "gradnorm")
-    assert plan["mapnet-ht-learnability"].proposal_target == "learnability"
-    assert plan["stratified"].strategy == "stratified" and plan["frequency-ht"].mix_uniform == 0.5
+    assert plan["mapnet-uncompressed"].mapnet.explore_steps == 500 and plan["mapnet-uncompressed"].mapnet.importance == "clipped"
+    ht = plan["mapnet-ht"].mapnet
+    assert (ht.importance, ht.mix_uniform, ht.explore_start, ht.explore_end, ht.target) == ("ht", 0.5, 0.0, 0.0, "gradnorm")
+    assert plan["mapnet-ht-learnability"].mapnet.target == "learnability"
+    assert plan["stratified"].strategy == "stratified" and plan["frequency-ht"].frequency.mix_uniform == 0.5
     assert (plan["uniform@0.3"].strategy, plan["uniform@0.3"].mask_prob) == ("uniform", 0.3)
     for bad in ("uniform@x", "uniform@1.5"):
         with pytest.raises(MapnetError, match="masking rate"):
@@ -402,14 +403,14 @@ def test_new_arms_and_rates_resolve_to_their_settings(tmp_path):
 
 def test_the_adaptive_arms_resolve_and_take_a_scaled_period_the_other_arms_ignore(tmp_path):
     base = resolve(None, {"model": {"preset": "tiny"}}, ["train.steps=50", "train.eval_every=25",
-                                                          "masking.adaptive_every=5"], check_ignored=False)
+                                                          "masking.adaptive.every=5"], check_ignored=False)
     names = cmp.parse_strategies("uniform,uniform@0.3,mapnet-ht-lite,adaptive,adaptive-soft,adaptive-ht,adaptive-soft-ht")
     plan = {p.strategy: p.settings.masking for p in cmp.plan_runs(base, names, 1, tmp_path)}
-    got = {name: (m.strategy, m.adaptive_score, m.adaptive_weights, m.mix_uniform, m.adaptive_every)
+    got = {name: (m.strategy, m.adaptive.score, m.adaptive.weights, m.adaptive.mix_uniform, m.adaptive.every)
            for name, m in plan.items() if name.startswith("adaptive")}
     assert got == {"adaptive": ("adaptive", "hard", "none", 0.0, 5), "adaptive-soft": ("adaptive", "soft", "none", 0.0, 5),
                    "adaptive-ht": ("adaptive", "hard", "ht", 0.5, 5), "adaptive-soft-ht": ("adaptive", "soft", "ht", 0.5, 5)}
-    assert plan["uniform"].adaptive_every == plan["mapnet-ht-lite"].adaptive_every == MaskingSettings().adaptive_every
+    assert plan["uniform"].adaptive.every == plan["mapnet-ht-lite"].adaptive.every == MaskingSettings().adaptive.every
     assert all(cmp.SCHEME[name] is None for name in got)  # no variance scheme of their own yet
 
 
@@ -516,11 +517,11 @@ def test_variance_is_measured_only_for_arms_with_a_variance_scheme(tmp_path, mon
 
 def test_a_strategy_specific_setting_goes_to_the_arms_that_use_it(tmp_path):
     shards = write_tiny_shards(tmp_path / "shards", train=16, valid=8, seq_len=32)
-    sets = ["train.steps=4", "train.eval_every=2", "masking.span_p=0.3"]
+    sets = ["train.steps=4", "train.eval_every=2", "masking.span.p=0.3"]
     base = resolve(None, {"model": {"preset": "tiny"}}, sets, check_ignored=False)
     plan = {p.strategy: p.settings.masking for p in cmp.plan_runs(base, cmp.parse_strategies("uniform,span"), 1, tmp_path)}
-    assert plan["span"].span_p == 0.3 and plan["uniform"].span_p == MaskingSettings().span_p
-    with pytest.raises(MapnetError, match="masking.span_p = 0.3 only applies with masking.strategy 'span'.*no compared"):
+    assert plan["span"].span.p == 0.3 and plan["uniform"].span.p == MaskingSettings().span.p
+    with pytest.raises(MapnetError, match="masking.span.p = 0.3 only applies with masking.strategy 'span'.*no compared"):
         cmp.plan_runs(base, cmp.parse_strategies("uniform,mapnet"), 1, tmp_path)
     args = ["compare", str(shards), "--out", str(tmp_path / "cmp"), "--strategies", "uniform,span", "--preset", "tiny",
             *[a for kv in sets for a in ("--set", kv)], "--print-settings"]
@@ -528,7 +529,7 @@ def test_a_strategy_specific_setting_goes_to_the_arms_that_use_it(tmp_path):
     assert res.exit_code == 0, res.output
     # a single run still refuses a setting its strategy would ignore
     res = CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(tmp_path / "run"), "--preset", "tiny",
-                                   "--set", "masking.span_p=0.3", "--print-settings"])
+                                   "--set", "masking.span.p=0.3", "--print-settings"])
     assert isinstance(res.exception, MapnetError) and "here it would be ignored" in str(res.exception)
 
 
@@ -713,13 +714,13 @@ def test_a_run_in_out_trained_otherwise_is_refused_before_any_run_trains(tmp_pat
     out = tmp_path / "cmp"
     base = ["compare", str(shards), "--out", str(out), "--seeds", "1", "--steps", "2", "--preset", "tiny",
             *[a for s in SETS for a in ("--set", s)]]
-    assert invoke([*base, "--strategies", "mapnet", "--set", "masking.map_lr=1e-2"]).exit_code == 0
+    assert invoke([*base, "--strategies", "mapnet", "--set", "masking.mapnet.lr=1e-2"]).exit_code == 0
     (out / "runs" / "stratified" / "seed-0").mkdir(parents=True)
     # A run that never reached a checkpoint is not refused, whatever it holds: it is started again.
     (out / "runs" / "stratified" / "seed-0" / "settings.toml").write_text("[model\n")
     with pytest.raises(MapnetError) as info:
         invoke([*base, "--strategies", "uniform,mapnet,stratified"])
     text = str(info.value)
-    assert f"{out / 'runs' / 'mapnet' / 'seed-0'} was trained with other settings" in text and "masking.map_lr" in text
+    assert f"{out / 'runs' / 'mapnet' / 'seed-0'} was trained with other settings" in text and "masking.mapnet.lr" in text
     assert "\n" not in text and "stratified" not in text
     assert not (out / "runs" / "uniform").exists()  # nothing trained before the refusal

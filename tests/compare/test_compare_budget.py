@@ -18,7 +18,7 @@ BUDGET = ["train.time_budget=20m", "optim.warmup_fraction=0.05", "train.short_se
 
 
 def test_every_arm_and_seed_gets_the_same_budget_and_keeps_every_checkpoint(tmp_path):
-    base = resolve(None, {"model": {"preset": "tiny"}}, [*BUDGET, "train.eval_every=4", "masking.explore_steps=100"],
+    base = resolve(None, {"model": {"preset": "tiny"}}, [*BUDGET, "train.eval_every=4", "masking.mapnet.explore_steps=100"],
                    check_ignored=False)
     plan = cmp.plan_runs(base, cmp.parse_strategies("uniform,uniform@0.3,mapnet,mapnet-ht-lite"), 2, tmp_path)
     assert {(p.settings.train.time_budget, p.settings.optim.warmup_fraction) for p in plan} == {("20m", 0.05)}
@@ -30,7 +30,7 @@ def test_every_arm_and_seed_gets_the_same_budget_and_keeps_every_checkpoint(tmp_
     with pytest.raises(MapnetError, match="mapnet-uncompressed stretches MAP-Net's exploration to 10x train.steps"):
         cmp.plan_runs(base, ["mapnet-uncompressed"], 1, tmp_path)
     steps_explore = resolve(None, {"model": {"preset": "tiny"}}, BUDGET, check_ignored=False)
-    with pytest.raises(MapnetError, match="invalid settings for strategy mapnet: masking.explore_steps = 0"):
+    with pytest.raises(MapnetError, match="invalid settings for strategy mapnet: masking.mapnet.explore_steps = 0"):
         cmp.plan_runs(steps_explore, ["uniform", "mapnet"], 1, tmp_path)
 
 

@@ -177,8 +177,8 @@ def shards(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("weights", ["none", "ht"])
 def test_micro_batches_hold_k_follow_the_table_and_do_not_depend_on_the_split(shards, weights):
-    extra = ["masking.adaptive_weights=ht", "masking.mix_uniform=0.5"] if weights == "ht" else []
-    strat, reader = strategy(shards, "masking.adaptive_decay=0", *extra)
+    extra = ["masking.adaptive.weights=ht", "masking.adaptive.mix_uniform=0.5"] if weights == "ht" else []
+    strat, reader = strategy(shards, "masking.adaptive.decay=0", *extra)
     # Teach the table that every type but 5..14 is always predicted: those are then masked far more often.
     right = {v: (50, 50) for v in range(15, reader.vocab_size)}
     right.update({v: (0, 50) for v in range(5, 15)})
@@ -214,20 +214,20 @@ def test_settings_refuse_ht_without_a_mixture_and_mapnets_importance():
 
     assert problems("masking.strategy=adaptive") == ""
     adaptive = "masking.strategy=adaptive"
-    assert "needs masking.mix_uniform > 0" in problems(adaptive, "masking.adaptive_weights=ht")
-    assert problems(adaptive, "masking.adaptive_weights=ht", "masking.mix_uniform=0.5") == ""
+    assert "needs masking.adaptive.mix_uniform > 0" in problems(adaptive, "masking.adaptive.weights=ht")
+    assert problems(adaptive, "masking.adaptive.weights=ht", "masking.adaptive.mix_uniform=0.5") == ""
     for importance in ("none", "ht"):
-        assert "adaptive masking's weights are masking.adaptive_weights" in problems(adaptive, f"masking.importance={importance}")
-    assert "adaptive_every must be >= 1" in problems(adaptive, "masking.adaptive_every=0")
-    assert "adaptive_decay must be in [0, 1)" in problems(adaptive, "masking.adaptive_decay=1")
-    assert "masking.adaptive_every = 50 only applies with masking.strategy 'adaptive'" in problems("masking.adaptive_every=50")
+        assert "masking.mapnet.importance" in problems(adaptive, f"masking.mapnet.importance={importance}")  # MAP-Net's
+    assert "adaptive.every must be >= 1" in problems(adaptive, "masking.adaptive.every=0")
+    assert "adaptive.decay must be in [0, 1)" in problems(adaptive, "masking.adaptive.decay=1")
+    assert "masking.adaptive.every = 50 only applies with masking.strategy 'adaptive'" in problems("masking.adaptive.every=50")
 
 
 # ---------------------------------------------------------------- end to end
 RUN = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=64", "train.batch_size=8", "train.steps=12",
        "train.eval_sequences=8", "train.eval_every=0", "train.checkpoint_every=0", "optim.warmup_steps=2",
        "optim.lr=3e-3", "logging.log_every=3", "logging.progress=false", "masking.strategy=adaptive",
-       "masking.adaptive_every=3"]
+       "masking.adaptive.every=3"]
 
 
 def rows(run: Path, kind: str = "train") -> list[dict]:
@@ -239,7 +239,7 @@ def test_resume_and_prefetch_are_bitwise_exact_across_table_updates(shards, tmp_
     """T = 3: the table is updated after steps 1, 4, 7, 10 and masks from 3, 6, 9, 12. Stopped after step 5
     (a new table waits for step 6: the lag is in the checkpoint) and after step 9 (pending sums of step 8),
     resumed each time; and once with the next step's batches made in a background thread."""
-    s = resolve(None, {"model": {"preset": "tiny"}}, [*RUN, "masking.adaptive_weights=ht", "masking.mix_uniform=0.5"])
+    s = resolve(None, {"model": {"preset": "tiny"}}, [*RUN, "masking.adaptive.weights=ht", "masking.adaptive.mix_uniform=0.5"])
     straight = pretrain(s, shards, tmp_path / "a")
     pretrain(s, shards, tmp_path / "b", stop_at=5)
     wb5 = load_file(str(tmp_path / "b" / "checkpoints" / "step-00000005" / "model.safetensors"))
@@ -248,8 +248,8 @@ def test_resume_and_prefetch_are_bitwise_exact_across_table_updates(shards, tmp_
     wb9 = load_file(str(tmp_path / "b" / "checkpoints" / "step-00000009" / "model.safetensors"))
     assert int(wb9["adaptive.pending"][0].sum()) > 0  # step 8's counts, not yet folded in
     resumed = pretrain(s, shards, tmp_path / "b", resume=True)
-    prefetched = pretrain(resolve(None, {"model": {"preset": "tiny"}}, [*RUN, "masking.adaptive_weights=ht",
-                                                                         "masking.mix_uniform=0.5", "train.prefetch=true"]),
+    prefetched = pretrain(resolve(None, {"model": {"preset": "tiny"}}, [*RUN, "masking.adaptive.weights=ht",
+                                                                         "masking.adaptive.mix_uniform=0.5", "train.prefetch=true"]),
                           shards, tmp_path / "c")
     wa = load_file(str(straight / "model.safetensors"))
     assert int(wa["adaptive.updates"]) == 4 and int(wa["adaptive.takes_effect"]) == 12
@@ -267,7 +267,7 @@ def test_resume_and_prefetch_are_bitwise_exact_across_table_updates(shards, tmp_
 def test_resume_refuses_a_changed_score_or_period(shards, tmp_path):
     s = resolve(None, {"model": {"preset": "tiny"}}, [*RUN, "train.steps=2"])
     pretrain(s, shards, tmp_path / "run")
-    for change in ("masking.adaptive_score=soft", "masking.adaptive_every=7"):
+    for change in ("masking.adaptive.score=soft", "masking.adaptive.every=7"):
         more = resolve(None, {"model": {"preset": "tiny"}}, [*RUN, "train.steps=3", change])
         with pytest.raises(MapnetError, match="cannot change on resume"):
             pretrain(more, shards, tmp_path / "run", resume=True)
@@ -279,7 +279,7 @@ def test_the_table_stops_masking_what_the_model_predicts_and_keeps_masking_what_
     half (predictable by nothing). The hard score pulls the themes' entries down and leaves noise at ~p."""
     shards = write_tiny_shards(tmp_path / "shards", train=128, valid=8, seq_len=64, split_vocab=True)
     s = resolve(None, {"model": {"preset": "tiny"}}, [*RUN, "train.batch_size=16", "train.steps=40",
-                                                       "masking.adaptive_every=5", "logging.log_every=10"])
+                                                       "masking.adaptive.every=5", "logging.log_every=10"])
     last = pretrain(s, shards, tmp_path / "run")
     rel = load_file(str(last / "model.safetensors"))["adaptive.table"] / 0.15
     themes, noise = float(rel[5:34].mean()), float(rel[34:].mean())

@@ -20,7 +20,7 @@ from mapnet_cli.masking import pmi_vocab
 from mapnet_cli.model import checkpoint
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
-from mapnet_cli.settings import resolve
+from mapnet_cli.settings import FrequencySettings, MapnetSettings, MaskingSettings, PmiSettings, SpanSettings, resolve
 from mapnet_cli.train import pretrain
 
 
@@ -187,7 +187,7 @@ def test_cli_builds_a_vocabulary_of_the_corpus(vocab_file, synthetic_shards):
 
 
 def test_pmi_pretraining_records_the_vocabulary_and_resumes_exactly(vocab_file, synthetic_shards, tmp_path):
-    s = resolve(None, {"model": {"preset": "tiny"}}, [*PMI_TRAIN, f"masking.pmi_vocab={vocab_file}"])
+    s = resolve(None, {"model": {"preset": "tiny"}}, [*PMI_TRAIN, f"masking.pmi.vocab={vocab_file}"])
     straight = pretrain(s, synthetic_shards, tmp_path / "a")
     pretrain(s, synthetic_shards, tmp_path / "b", stop_at=3)
     resumed = pretrain(s, synthetic_shards, tmp_path / "b", resume=True)
@@ -201,7 +201,7 @@ def test_pmi_pretraining_records_the_vocabulary_and_resumes_exactly(vocab_file, 
     # Another vocabulary under the same name: resume refuses, naming it.
     other = tmp_path / "other.tsv"
     pmi_vocab.write_vocabulary(pmi_vocab.Vocabulary([("a b", 2, 3, 1.0)], {}), other)
-    s2 = resolve(None, {"model": {"preset": "tiny"}}, [*PMI_TRAIN, f"masking.pmi_vocab={other}", "train.steps=9"])
+    s2 = resolve(None, {"model": {"preset": "tiny"}}, [*PMI_TRAIN, f"masking.pmi.vocab={other}", "train.steps=9"])
     with pytest.raises(MapnetError, match="another PMI vocabulary"):
         pretrain(s2, synthetic_shards, tmp_path / "b", resume=True)
 
@@ -214,7 +214,7 @@ def test_pmi_without_or_with_a_damaged_vocabulary_is_one_line(vocab_file, synthe
     assert isinstance(missing.exception, MapnetError) and "mapnet pmi-vocab" in str(missing.exception)
     damaged = tmp_path / "pmi.tsv"
     damaged.write_bytes(vocab_file.read_bytes()[:-10])
-    res = runner.invoke(app, [*args, "--set", f"masking.pmi_vocab={damaged}"])
+    res = runner.invoke(app, [*args, "--set", f"masking.pmi.vocab={damaged}"])
     assert isinstance(res.exception, MapnetError) and "body_sha256" in str(res.exception)
 
 
@@ -222,12 +222,12 @@ def test_settings_refuse_weights_and_foreign_knobs_for_unit_strategies():
     from mapnet_cli.settings import MaskingSettings
 
     assert not MaskingSettings(strategy="span", mask_prob=0.3).problems()
-    for bad, needle in [({"strategy": "whole-word", "importance": "ht"}, "unweighted"),
-                        ({"strategy": "span", "importance": "none"}, "unweighted"),
-                        ({"strategy": "pmi", "mix_uniform": 0.5}, "mix_uniform"),
-                        ({"strategy": "whole-word", "span_p": 0.3}, "span_p"),
-                        ({"strategy": "uniform", "pmi_vocab": "x.tsv"}, "pmi_vocab"),
-                        ({"strategy": "span", "span_max_words": 0}, "span_max_words"),
+    for bad, needle in [({"strategy": "whole-word", "mapnet": MapnetSettings(importance="ht")}, "mapnet.importance"),
+                        ({"strategy": "span", "mapnet": MapnetSettings(importance="none")}, "mapnet.importance"),
+                        ({"strategy": "pmi", "frequency": FrequencySettings(mix_uniform=0.5)}, "mix_uniform"),
+                        ({"strategy": "whole-word", "span": SpanSettings(p=0.3)}, "span.p"),
+                        ({"strategy": "uniform", "pmi": PmiSettings(vocab="x.tsv")}, "pmi.vocab"),
+                        ({"strategy": "span", "span": SpanSettings(max_words=0)}, "span.max_words"),
                         ({"strategy": "pmi", "mask_count": "bernoulli"}, "mask_count")]:
         problems = MaskingSettings(**bad).problems()
         assert any(needle in p for p in problems), (bad, problems)

@@ -63,8 +63,8 @@ def _strategy(cls, shards, *extra):
     return cls(s, None, ShardReader(shards, "train")), ShardReader(shards, "train")
 
 
-@pytest.mark.parametrize("cls,extra", [(StratifiedTraining, ["masking.strategy=stratified", "masking.strata_copies=2"]),
-                                       (FrequencyTraining, ["masking.strategy=frequency", "masking.mix_uniform=0.5"]),
+@pytest.mark.parametrize("cls,extra", [(StratifiedTraining, ["masking.strategy=stratified", "masking.stratified.copies=2"]),
+                                       (FrequencyTraining, ["masking.strategy=frequency", "masking.frequency.mix_uniform=0.5"]),
                                        (UniformTraining, [])])
 def test_micro_batches_do_not_depend_on_the_batch_split(tmp_path, cls, extra):
     from mapnet_cli.masking.uniform import TRAIN_MASKS, sequence_keys
@@ -88,7 +88,7 @@ def test_micro_batches_do_not_depend_on_the_batch_split(tmp_path, cls, extra):
 
 def test_frequency_proposal_masks_rare_types_more_and_weights_them_down(tmp_path):
     shards = write_tiny_shards(tmp_path / "shards", train=64, valid=4, seq_len=64)
-    strategy, reader = _strategy(FrequencyTraining, shards, "masking.strategy=frequency", "masking.mix_uniform=0.2")
+    strategy, reader = _strategy(FrequencyTraining, shards, "masking.strategy=frequency", "masking.frequency.mix_uniform=0.2")
     counts = token_counts(reader)
     assert counts.sum() == reader.take(np.arange(len(reader))).size
     ids = reader.take(np.arange(32))
@@ -109,15 +109,15 @@ def test_settings_a_strategy_would_ignore_are_refused_by_name():
     from mapnet_cli.errors import MapnetError
 
     with pytest.raises(MapnetError) as err:
-        resolve(None, None, ["masking.mix_uniform=0.3", "masking.strata_copies=4", "masking.proposal_temperature=2"])
+        resolve(None, None, ["masking.mapnet.mix_uniform=0.3", "masking.stratified.copies=4", "masking.mapnet.temperature=2"])
     text = str(err.value)
-    for name in ("masking.mix_uniform", "masking.strata_copies", "masking.proposal_temperature"):
+    for name in ("masking.mapnet.mix_uniform", "masking.stratified.copies", "masking.mapnet.temperature"):
         assert name in text  # all at once, each named
-    with pytest.raises(MapnetError, match="masking.learnability_decay"):
-        resolve(None, None, ["masking.strategy=mapnet", "masking.learnability_decay=0.9"])  # target is 'loss'
+    with pytest.raises(MapnetError, match="masking.mapnet.learnability_decay"):
+        resolve(None, None, ["masking.strategy=mapnet", "masking.mapnet.learnability_decay=0.9"])  # target is 'loss'
     # Where they apply they are accepted.
-    resolve(None, None, ["masking.strategy=mapnet", "masking.importance=ht", "masking.mix_uniform=0.3",
-                         "masking.proposal_temperature=2", "masking.proposal_target=learnability",
-                         "masking.learnability_decay=0.9", "masking.map_lr=1e-3"])
-    resolve(None, None, ["masking.strategy=stratified", "masking.strata_copies=4"])
-    resolve(None, None, ["masking.strategy=frequency", "masking.mix_uniform=0.5", "masking.frequency_power=1"])
+    resolve(None, None, ["masking.strategy=mapnet", "masking.mapnet.importance=ht", "masking.mapnet.mix_uniform=0.3",
+                         "masking.mapnet.temperature=2", "masking.mapnet.target=learnability",
+                         "masking.mapnet.learnability_decay=0.9", "masking.mapnet.lr=1e-3"])
+    resolve(None, None, ["masking.strategy=stratified", "masking.stratified.copies=4"])
+    resolve(None, None, ["masking.strategy=frequency", "masking.frequency.mix_uniform=0.5", "masking.frequency.power=1"])

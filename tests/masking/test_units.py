@@ -16,7 +16,7 @@ from mapnet_cli.masking.pmi_units import PmiTraining, greedy_chain, pmi_units
 from mapnet_cli.masking.uniform import TRAIN_MASKS, SequenceRNG, eligible_positions, mask_counts, sequence_keys
 from mapnet_cli.masking.units import (SpanTraining, WholeWordTraining, budget_mask, span_length_probs, span_lengths,
                                       span_units, word_start_table, words_of)
-from mapnet_cli.settings import MaskingSettings
+from mapnet_cli.settings import MaskingSettings, PmiSettings, SpanSettings
 
 SPECIAL_IDS = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -186,7 +186,7 @@ def chi_square(observed: np.ndarray, probs: np.ndarray) -> float:
 def test_masked_span_lengths_follow_the_configured_distribution(tokenizer, p, max_words):
     """The first span taken in each sequence (the unit with the smallest key) has the configured
     length distribution; chi-square on 1,500 long sequences, and the other p is rejected."""
-    s = strategy(SpanTraining, tokenizer, strategy="span", span_p=p, span_max_words=max_words, mask_prob=0.3)
+    s = strategy(SpanTraining, tokenizer, strategy="span", span=SpanSettings(p=p, max_words=max_words), mask_prob=0.3)
     ids = random_batch(1500, 512, 3, cont=0.3)
     ids[:, 256] = 40  # no document boundary inside: spans are cut only by the segmentation
     eligible = eligible_positions(ids, SPECIAL_IDS)
@@ -248,7 +248,7 @@ def test_pmi_units_are_vocabulary_ngrams_longest_first_never_across_a_boundary(t
     entries = [("w1 w2c3", 2, 20, 3.0), ("w1 w2c3 w4", 3, 12, 4.0), ("w5 w6", 2, 15, 2.0), ("w6 w7", 2, 15, 2.0)]
     path = tmp_path / "pmi.tsv"
     pmi_vocab.write_vocabulary(pmi_vocab.Vocabulary(entries, {"test": True}), path)
-    s = strategy(PmiTraining, tokenizer, strategy="pmi", pmi_vocab=str(path))
+    s = strategy(PmiTraining, tokenizer, strategy="pmi", pmi=PmiSettings(vocab=str(path)))
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(tokenizer))
@@ -287,7 +287,7 @@ def test_pmi_masks_keep_the_budget_and_draw_units_whole(tokenizer, tmp_path):
     entries += [(f"w{a} w{b} w{c}", 3, 10, 1.0) for a, b, c in [(1, 2, 3), (4, 5, 6), (7, 8, 9)]]
     path = tmp_path / "pmi.tsv"
     pmi_vocab.write_vocabulary(pmi_vocab.Vocabulary(entries, {}), path)
-    s = strategy(PmiTraining, tokenizer, strategy="pmi", pmi_vocab=str(path))
+    s = strategy(PmiTraining, tokenizer, strategy="pmi", pmi=PmiSettings(vocab=str(path)))
     ids = random_batch(300, 64, 5, cont=0.2)
     rng = SequenceRNG(range(300))
     mask, units = s.masks(ids, rng)
@@ -306,7 +306,7 @@ def test_masks_do_not_depend_on_the_batch_split(tokenizer, tmp_path, name):
     """Slots 0..7 in one micro-batch (1 x 8) or two of four (2 x 4): the same masks and inputs."""
     path = tmp_path / "pmi.tsv"
     pmi_vocab.write_vocabulary(pmi_vocab.Vocabulary([("w1 w2", 2, 10, 1.0), ("w3 w4 w5", 3, 10, 1.0)], {}), path)
-    extra = {"pmi_vocab": str(path)} if name == "pmi" else {}
+    extra = {"pmi": PmiSettings(vocab=str(path))} if name == "pmi" else {}
     s = strategy({"whole-word": WholeWordTraining, "span": SpanTraining, "pmi": PmiTraining}[name], tokenizer,
                  strategy=name, **extra)
     ids = random_batch(8, 48, 6).numpy()

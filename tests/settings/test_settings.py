@@ -24,8 +24,8 @@ def test_defaults_follow_the_paper_tables():
     assert (s.optim.warmup_steps, s.optim.schedule) == (10_000, "linear")
     assert (s.train.batch_size, s.shard.max_seq_len, s.train.steps) == (256, 512, 1_000_000)
     assert (s.model.layers, s.model.hidden, s.model.heads, s.model.dropout) == (12, 768, 12, 0.1)
-    assert s.masking.mask_prob == 0.15 and (s.masking.explore_start, s.masking.explore_end) == (1.0, 0.33)
-    assert s.masking.map_loss_weight == 1e-2
+    assert s.masking.mask_prob == 0.15 and (s.masking.mapnet.explore_start, s.masking.mapnet.explore_end) == (1.0, 0.33)
+    assert s.masking.mapnet.loss_weight == 1e-2
     assert s.preprocess.vocab_size == 32768 and s.preprocess.lowercase
     ft = s.finetune
     assert ft.batch_sizes == (16, 32) and ft.learning_rates == pytest.approx([i * 1e-5 for i in range(1, 9)])
@@ -269,8 +269,17 @@ def test_config_file_and_flags_errors_are_reported_together(tmp_path):
 
 # ---------------------------------------------------------------- properties of the parser (hypothesis)
 SECTION_CLASSES = typing.get_type_hints(S.Settings)
-KEYS = [(sec.name, f.name, typing.get_type_hints(SECTION_CLASSES[sec.name])[f.name])
-        for sec in dc_fields(S.Settings) for f in dc_fields(SECTION_CLASSES[sec.name])]
+
+
+def leaf_keys(cls, prefix: str = "") -> list[tuple[str, object]]:
+    """(dotted key under its section, annotation) of every setting of `cls`, tables inside it walked (masking.mapnet)."""
+    hints = typing.get_type_hints(cls)
+    return [item for f in dc_fields(cls) for item in (leaf_keys(hints[f.name], f"{prefix}{f.name}.")
+                                                      if dataclasses.is_dataclass(hints[f.name])
+                                                      else [(f"{prefix}{f.name}", hints[f.name])])]
+
+
+KEYS = [(sec.name, key, ann) for sec in dc_fields(S.Settings) for key, ann in leaf_keys(SECTION_CLASSES[sec.name])]
 
 
 def values_of(annotation) -> st.SearchStrategy:
@@ -297,7 +306,11 @@ def wrong_value(annotation):
 def as_updates(items) -> dict:
     out: dict = {}
     for sec, key, value in items:
-        out.setdefault(sec, {})[key] = value
+        *tables, last = key.split(".")
+        table = out.setdefault(sec, {})
+        for name in tables:
+            table = table.setdefault(name, {})
+        table[last] = value
     return out
 
 

@@ -148,11 +148,11 @@ def test_a_ramp_mapnet_or_a_stratified_batch_cannot_follow_is_refused_with_the_s
     ramp = ["train.steps=4", "train.batch_ramp_start=2", "train.batch_ramp_steps=2"]
     with pytest.raises(MapnetError, match="not available with masking.strategy 'mapnet'"):
         settings(*ramp, "masking.strategy=mapnet")
-    with pytest.raises(MapnetError, match=r"divisible by masking.strata_copies \(4\)"):  # 2 cannot hold 4 copies
-        settings(*ramp, "masking.strategy=stratified", "masking.strata_copies=4")
+    with pytest.raises(MapnetError, match=r"divisible by masking.stratified.copies \(4\)"):  # 2 cannot hold 4 copies
+        settings(*ramp, "masking.strategy=stratified", "masking.stratified.copies=4")
     # One micro-batch a step, as static_graph requires, whatever the ramp's size: allowed.
     assert settings(*ramp, "distributed.static_graph=true").distributed.static_graph
-    assert settings(*ramp, "masking.strategy=stratified", "masking.strata_copies=2").train.batch_ramp_start == 2
+    assert settings(*ramp, "masking.strategy=stratified", "masking.stratified.copies=2").train.batch_ramp_start == 2
 
 
 def test_a_ramp_the_processes_cannot_split_is_refused_before_training(shards, tmp_path):

@@ -269,7 +269,7 @@ def test_bad_budgets_and_step_counted_schedules_are_refused_in_one_line(shards, 
                         (["--set", "optim.warmup_fraction=1.5"], "optim.warmup_fraction must be in [0, 1)"),
                         (["--set", "train.short_seq_fraction=1.0"], "train.short_seq_fraction must be in [0, 1)"),
                         (["--steps", "500"], "two stopping rules"),
-                        (["--masking", "mapnet"], "masking.explore_steps")):
+                        (["--masking", "mapnet"], "masking.mapnet.explore_steps")):
         fractions = {"optim.warmup_fraction": "0.1", "train.short_seq_fraction": "0.1"}
         given = [a for a in extra if "=" in a]
         sets = [x for k, v in fractions.items() if not any(g.startswith(k) for g in given) for x in ("--set", f"{k}={v}")]

@@ -47,18 +47,18 @@ def step_syncs(run: Run, step: int, read: bool, stats: bool | None = None) -> di
 
 
 ARMS = {"uniform": ["masking.strategy=uniform"], "stratified": ["masking.strategy=stratified"],
-        "frequency": ["masking.strategy=frequency", "masking.mix_uniform=0.5"], "whole-word": ["masking.strategy=whole-word"],
+        "frequency": ["masking.strategy=frequency", "masking.frequency.mix_uniform=0.5"], "whole-word": ["masking.strategy=whole-word"],
         # MAP-Net draws its masks on the device, from the proposal: its randomness, K and the mask's size
         # come from the host (`mapnet.host_draws`), so its step waits for nothing either.
-        "mapnet": ["masking.strategy=mapnet", "masking.explore_steps=2"],
-        "mapnet-ht": ["masking.strategy=mapnet", "masking.importance=ht", "masking.mix_uniform=0.5",
-                      "masking.explore_start=0", "masking.explore_end=0", "masking.proposal_target=gradnorm"],
-        "mapnet-ht-frozen": ["masking.strategy=mapnet", "masking.importance=ht", "masking.mix_uniform=0.5",
-                             "masking.explore_start=0", "masking.explore_end=0", "masking.map_train_every=2"],
+        "mapnet": ["masking.strategy=mapnet", "masking.mapnet.explore_steps=2"],
+        "mapnet-ht": ["masking.strategy=mapnet", "masking.mapnet.importance=ht", "masking.mapnet.mix_uniform=0.5",
+                      "masking.mapnet.explore_start=0", "masking.mapnet.explore_end=0", "masking.mapnet.target=gradnorm"],
+        "mapnet-ht-frozen": ["masking.strategy=mapnet", "masking.mapnet.importance=ht", "masking.mapnet.mix_uniform=0.5",
+                             "masking.mapnet.explore_start=0", "masking.mapnet.explore_end=0", "masking.mapnet.train_every=2"],
         # The adaptive table is drawn from on the host; its scores are gathered on the device, read once per update.
         "adaptive": ["masking.strategy=adaptive"],
-        "adaptive-soft-ht": ["masking.strategy=adaptive", "masking.adaptive_score=soft", "masking.adaptive_weights=ht",
-                             "masking.mix_uniform=0.5"]}
+        "adaptive-soft-ht": ["masking.strategy=adaptive", "masking.adaptive.score=soft", "masking.adaptive.weights=ht",
+                             "masking.adaptive.mix_uniform=0.5"]}
 
 
 @pytest.mark.parametrize("strategy", list(ARMS))
@@ -71,9 +71,9 @@ def test_a_step_that_is_not_read_waits_for_nothing_and_a_read_step_once(shards, 
 
 
 def test_the_adaptive_table_is_read_once_per_update_and_never_in_between(shards, tmp_path):
-    """masking.adaptive_every = 4: the table is updated after steps 2 and 6 (one read of the pooled scores
+    """masking.adaptive.every = 4: the table is updated after steps 2 and 6 (one read of the pooled scores
     each, `AdaptiveTable.update`); the steps in between, unread, wait for nothing, the update included."""
-    run = Run(settings("masking.strategy=adaptive", "masking.adaptive_every=4"), shards, tmp_path / "run",
+    run = Run(settings("masking.strategy=adaptive", "masking.adaptive.every=4"), shards, tmp_path / "run",
               distributed.DistInfo(), False, [])
     counts = {}
     for step in range(8):
@@ -107,7 +107,7 @@ def test_the_counter_sees_the_reads_of_a_mask_passed_as_bools(shards, tmp_path):
 @pytest.mark.parametrize("strategy", ["uniform", "stratified", "frequency"])
 def test_host_positions_give_exactly_the_loss_of_the_bool_mask(shards, tmp_path, strategy):
     run = Run(settings(f"masking.strategy={strategy}", "model.dropout=0.0", "model.attention_dropout=0.0",
-                       *(["masking.mix_uniform=0.5"] if strategy == "frequency" else [])),
+                       *(["masking.frequency.mix_uniform=0.5"] if strategy == "frequency" else [])),
               shards, tmp_path / "run", distributed.DistInfo(), False, [])
     batch = run.batches(3)[0]
     assert batch.positions is not None and batch.width is not None  # the loop's batches carry them

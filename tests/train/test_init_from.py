@@ -307,7 +307,7 @@ def test_roberta_style_source_is_refused(shards, tmp_path):
 
 
 @pytest.mark.parametrize("masking", [["--masking", "uniform"], ["--masking", "mapnet"], ["--masking", "stratified"],
-                                     ["--masking", "frequency", "--set", "masking.mix_uniform=0.5"]])
+                                     ["--masking", "frequency", "--set", "masking.frequency.mix_uniform=0.5"]])
 def test_every_masking_strategy_starts_from_source(shards, hf_folder, tmp_path, masking):
     res = CliRunner().invoke(app, run_args(shards, tmp_path / "run", "--init-from", str(hf_folder), "--steps", "2", *masking))
     assert res.exit_code == 0, res.output

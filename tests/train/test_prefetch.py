@@ -23,8 +23,8 @@ BASE = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=32", "
 ARMS = {"uniform": ["masking.strategy=uniform"],
         "stratified": ["masking.strategy=stratified"],
         "whole-word": ["masking.strategy=whole-word"],
-        "mapnet-ht": ["masking.strategy=mapnet", "masking.importance=ht", "masking.mix_uniform=0.5",
-                      "masking.explore_steps=6", "masking.map_train_every=2"],
+        "mapnet-ht": ["masking.strategy=mapnet", "masking.mapnet.importance=ht", "masking.mapnet.mix_uniform=0.5",
+                      "masking.mapnet.explore_steps=6", "masking.mapnet.train_every=2"],
         "short pieces": ["train.short_seq_len=8", "train.short_seq_steps=5"]}
 
 

@@ -115,7 +115,7 @@ def test_mapnet_histograms_reach_tensorboard_and_stay_out_of_metrics_jsonl(synth
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     run = tmp_path / "run"
-    s = mapnet_settings(4, "masking.importance=ht", "masking.mix_uniform=0.25", "logging.tensorboard=true")
+    s = mapnet_settings(4, "masking.mapnet.importance=ht", "masking.mapnet.mix_uniform=0.25", "logging.tensorboard=true")
     pretrain(s, synthetic_shards, run)
     assert not any("histogram" in key for record in jsonl(run) for key in record)
     acc = EventAccumulator(str(run / tracking.TB_DIR), size_guidance={"histograms": 0})

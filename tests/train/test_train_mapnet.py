@@ -46,7 +46,7 @@ def cli_run(synthetic_shards, tmp_path_factory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("cli") / "run"
     args = ["pretrain", str(synthetic_shards), "--out", str(out), "--preset", "tiny", "--recipe", "paper", "--steps", "8",
             "--masking", "mapnet", "--importance", "unclipped", *[a for kv in BASE for a in ("--set", kv)],
-            "--set", "masking.explore_steps=4", "--set", "train.eval_every=4"]
+            "--set", "masking.mapnet.explore_steps=4", "--set", "train.eval_every=4"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     return out, result.output
@@ -82,14 +82,14 @@ def test_mapnet_resume_refuses_a_changed_strategy_or_proposal(cli_run, synthetic
     base = ["pretrain", str(synthetic_shards), "--out", str(out), "--resume", "--steps", "10"]
     strategy = runner.invoke(app, base + ["--masking", "uniform"])
     assert isinstance(strategy.exception, MapnetError) and "cannot change masking.strategy" in str(strategy.exception)
-    size = runner.invoke(app, base + ["--set", "masking.map_layers=1"])
-    assert isinstance(size.exception, MapnetError) and "cannot change masking.map_layers" in str(size.exception)
+    size = runner.invoke(app, base + ["--set", "masking.mapnet.layers=1"])
+    assert isinstance(size.exception, MapnetError) and "cannot change masking.mapnet.layers" in str(size.exception)
     assert "(the run has 0, asked 1)" in str(size.exception) and "map_dropout" not in str(size.exception)
-    drop = runner.invoke(app, base + ["--set", "masking.map_dropout=0.1"])
-    assert isinstance(drop.exception, MapnetError) and "cannot change masking.map_dropout" in str(drop.exception)
+    drop = runner.invoke(app, base + ["--set", "masking.mapnet.dropout=0.1"])
+    assert isinstance(drop.exception, MapnetError) and "cannot change masking.mapnet.dropout" in str(drop.exception)
     assert "(the run has 0.0, asked 0.1)" in str(drop.exception) and "\n" not in str(drop.exception)
     # Past the CLI (compare's resumes, a library caller), the run itself still refuses another MAP-Net by name.
-    changed = resolve(out / "settings.toml", None, ["masking.map_dropout=0.1"])
+    changed = resolve(out / "settings.toml", None, ["masking.mapnet.dropout=0.1"])
     with pytest.raises(MapnetError, match=r"has a different MAP-Net .*'dropout': \(0\.0, 0\.1\)"):
         pretrain(changed, synthetic_shards, out, resume=True)
     bad = runner.invoke(app, ["pretrain", str(synthetic_shards), "--out", str(out), "--masking", "random"])
@@ -121,12 +121,12 @@ def test_mapnet_resume_is_bitwise_identical_for_both_networks(tiny_shards, tmp_p
 # ---------------------------------------------------------------- (c) 1 process x 8 vs 2 processes x 4
 TWO_PROCESS_RUNS = {
     "mapnet": [*BASE, "model.dropout=0.0", "model.attention_dropout=0.0", "train.steps=6", "logging.log_every=1",
-               "masking.strategy=mapnet", "masking.explore_steps=3"],
-    # `masking.map_train_every`: the frozen steps' zero gradients keep DDP's reducer whole, and every rank drops
+               "masking.strategy=mapnet", "masking.mapnet.explore_steps=3"],
+    # `masking.mapnet.train_every`: the frozen steps' zero gradients keep DDP's reducer whole, and every rank drops
     # them alike, so 2 x 4 still equals 1 x 8.
     "every-other-step": [*BASE, "model.dropout=0.0", "model.attention_dropout=0.0", "train.steps=5",
-                         "logging.log_every=1", "masking.strategy=mapnet", "masking.explore_steps=2",
-                         "masking.map_train_every=2"],
+                         "logging.log_every=1", "masking.strategy=mapnet", "masking.mapnet.explore_steps=2",
+                         "masking.mapnet.train_every=2"],
 }
 
 
@@ -187,8 +187,8 @@ def test_proposal_learns_only_on_every_kth_step_and_draws_the_same_masks(tiny_sh
     from mapnet_cli.masking.mapnet import ProposalConfig, ProposalNetwork, draw_masks
     from mapnet_cli.model.bert import BertConfig, BertForMLM
 
-    s = mapnet_settings("train.steps=4", "train.checkpoint_every=1", "train.keep_last=10", "masking.explore_steps=2",
-                        "masking.map_train_every=3", "model.dropout=0.0", "model.attention_dropout=0.0")
+    s = mapnet_settings("train.steps=4", "train.checkpoint_every=1", "train.keep_last=10", "masking.mapnet.explore_steps=2",
+                        "masking.mapnet.train_every=3", "model.dropout=0.0", "model.attention_dropout=0.0")
     pretrain(s, tiny_shards, tmp_path / "run")
     ckpts = sorted((tmp_path / "run" / "checkpoints").glob("step-*"))
     w = [load_file(str(c / "model.safetensors")) for c in ckpts]  # after steps 1..4 = 0-based steps 0..3
@@ -227,9 +227,9 @@ def test_the_loops_host_drawn_masks_are_those_drawn_from_the_rows_streams(tiny_s
     from mapnet_cli.masking.uniform import SequenceRNG
     from mapnet_cli.train import Run
 
-    for extra in (["masking.explore_steps=2"],
-                  ["masking.importance=ht", "masking.mix_uniform=0.5", "masking.explore_start=0", "masking.explore_end=0",
-                   "masking.proposal_target=gradnorm"]):
+    for extra in (["masking.mapnet.explore_steps=2"],
+                  ["masking.mapnet.importance=ht", "masking.mapnet.mix_uniform=0.5", "masking.mapnet.explore_start=0", "masking.mapnet.explore_end=0",
+                   "masking.mapnet.target=gradnorm"]):
         s = mapnet_settings("train.steps=4", *extra)
         run = Run(s, tiny_shards, tmp_path / extra[0], distributed.DistInfo(), False, [])
         torch.nn.init.normal_(run.strategy.proposal.score.weight, std=1.0)  # a proposal that is not uniform
@@ -283,7 +283,7 @@ def test_proposal_moves_mass_off_determined_tokens(synthetic_shards, tmp_path):
     """Determined tokens (agreement particles, brackets) are the first the encoder predicts well: their
     loss falls below their sequence's mean, so eq. 10 lowers their proposal probability."""
     s = mapnet_settings("train.steps=50", "train.batch_size=16", "optim.lr=1e-3", "optim.warmup_steps=5",
-                        "logging.log_every=10", "masking.explore_steps=20")
+                        "logging.log_every=10", "masking.mapnet.explore_steps=20")
     pretrain(s, synthetic_shards, tmp_path / "run")
     train = rows(tmp_path / "run")
     first, last = train[0], train[-1]

@@ -167,7 +167,7 @@ def measure(model, proposal: Proposal | None, sequences: torch.Tensor, special_i
     weights = {}
     for name in schemes:
         lr = log_ratio if SOURCES[name] == "mapnet" else torch.zeros(S, M, dtype=torch.float64)
-        weights[name] = sch.scheme_weights(name, lr, masking.clip_epsilon).reshape(S, M)
+        weights[name] = sch.scheme_weights(name, lr, masking.mapnet.clip_epsilon).reshape(S, M)
     gram6 = _scheme_gram(base, sources, schemes, weights)
     position_weights = {n: torch.cat([e.token_weights.double().cpu() for d in draws[SOURCES[n]] for e in d.examples])
                         for n in schemes if n in sch.POSITION_SCHEMES}

@@ -2,7 +2,7 @@
 
     draw = draw_uniform(ids, special_ids, vocab_size, masking, masks=8, seed=s)
     draw = draw_proposal(ids, special_ids, vocab_size, masking, masks=8, seed=s, proposal=proposal)
-    w = scheme_weights("mapnet_clipped", draw.log_ratio, masking.clip_epsilon)
+    w = scheme_weights("mapnet_clipped", draw.log_ratio, masking.mapnet.clip_epsilon)
     draw = draw_ht(ids, special_ids, vocab_size, masking, masks=8, seed=s, proposal=proposal)
     scores, cost = oracle_scores(model, ids, special_ids, vocab_size, masking, rounds=4, seed=s)
     draw = draw_oracle(ids, special_ids, vocab_size, masking, masks=8, seed=s, scores=scores)
@@ -20,7 +20,7 @@ Schemes with a weight PER MASKED POSITION (the gradient is that of sum_{i in S} 
 the loss training uses with these designs, `designs.weighted_sequence_losses`):
 
     ht          MAP-Net's proposal under the checkpoint's own masking settings: pi from
-                `objective.ht_inclusion` (temperature, capping, masking.mix_uniform),
+                `objective.ht_inclusion` (temperature, capping, the run's mix_uniform),
                 systematic PPS, w_i = (K/n) / pi_i. The exploration coin is left out, as
                 for the mapnet_* schemes: this is the proposal's own draw.
     stratified  one uniformly random stratum of a fresh random partition (`strategy.stratified_masks`
@@ -29,10 +29,10 @@ the loss training uses with these designs, `designs.weighted_sequence_losses`):
                 partition inside one training batch is a batch-level effect this per-mask
                 decomposition does not see (it bounds what one stratified mask costs, not the batch).
     frequency   the static count^-power proposal (`strategy.frequency_masks`, training-split counts,
-                masking.frequency_power and masking.mix_uniform), systematic PPS, HT weights.
+                masking.frequency.power and the run's mix_uniform), systematic PPS, HT weights.
     oracle      pi proportional to the encoder's own per-position gradient-norm proxy (below), capped
                 PPS (`designs.inclusion_probabilities`), HT weights. Mixed with uniform only when
-                masking.mix_uniform > 0: the oracle is the ceiling of what a proposal could reach, and
+                the run's mix_uniform > 0: the oracle is the ceiling of what a proposal could reach, and
                 the mixture exists to bound weights of a *learned* proposal that can be wrong — the
                 oracle's scores are measured, so mixing by default would only blur the ceiling. Setting
                 mix_uniform shows the ceiling of the mixed design a run would use.
@@ -56,7 +56,7 @@ never sees; averaging over independent uniform masks leaves positions that no ma
 cover without a value. With `basis="gradient"` the same rows give the exact per-position gradient
 norm ||d l_i / d theta|| over the measured parameters instead (one backward pass per position and
 round: n per round, affordable for small models and short sequences). Scores are floored at
-masking.target_floor times the largest one, so every eligible position keeps pi_i > 0 (the HT
+masking.mapnet.target_floor times the largest one, so every eligible position keeps pi_i > 0 (the HT
 weights need it; training floors its gradnorm target with the same setting, absolutely — here it is
 relative, so that it means the same for the proxy, bounded by sqrt 2, and for raw gradient norms).
 """
@@ -269,9 +269,9 @@ def oracle_scores(model, ids: torch.Tensor, special_ids: Mapping[str, int], voca
 
 
 def oracle_inclusion(scores: torch.Tensor, eligible: torch.Tensor, k: torch.Tensor, masking) -> torch.Tensor:
-    """pi (B, T): capped PPS proportional to the floored scores, mixed with uniform only if masking.mix_uniform > 0."""
+    """pi (B, T): capped PPS proportional to the floored scores, mixed with uniform only if the run's mix_uniform > 0."""
     top = torch.where(eligible, scores, torch.zeros_like(scores)).amax(1, keepdim=True)
-    floor = masking.target_floor * torch.where(top > 0, top, torch.ones_like(top))
+    floor = masking.mapnet.target_floor * torch.where(top > 0, top, torch.ones_like(top))
     floored = torch.where(eligible, scores.clamp(min=0).maximum(floor), torch.zeros_like(scores))
     return designs.mix_with_uniform(designs.inclusion_probabilities(floored, k), eligible, k, masking.mix_uniform)
 
@@ -297,7 +297,7 @@ def scheme_weights(scheme: str, log_ratio: torch.Tensor, clip_epsilon: float) ->
 def own_schemes(masking) -> tuple[str, ...]:
     """The scheme(s) measuring what a run with these masking settings trains with (`compare.SCHEME`)."""
     if masking.strategy == "mapnet":
-        return ("ht",) if masking.importance == "ht" else MAPNET_SCHEMES
+        return ("ht",) if masking.mapnet.importance == "ht" else MAPNET_SCHEMES
     # Unit masks (whole-word, span, pmi) are not measured yet: nothing of their own, uniform stays the reference.
     return {"uniform": ("uniform",), "stratified": ("stratified",), "frequency": ("frequency",)}.get(masking.strategy, ())
 

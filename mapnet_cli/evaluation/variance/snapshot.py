@@ -24,7 +24,7 @@ def variance_snapshot(model, proposal_or_None, reader, settings, step: int) -> d
     sentences and masks at every step (fixed seeds), no bootstrap. Measures
     uniform (the reference) and the scheme(s) of the run's own strategy
     (`schemes.snapshot_schemes`: the three mapnet_* for a paper-weighted MAP-Net,
-    ht for masking.importance = "ht", stratified, frequency — the names
+    ht for masking.mapnet.importance = "ht", stratified, frequency — the names
     `compare.SCHEME` looks up); variance.schemes does not apply here. Returns
     {"step", "sentences", "masks", "project_dim", "seconds", "schemes":
     {scheme: {"mask_variance", "sentence_variance", "total_variance",
@@ -36,7 +36,7 @@ def variance_snapshot(model, proposal_or_None, reader, settings, step: int) -> d
     """
     v, m = settings.variance, settings.masking
     wanted = sch.snapshot_schemes(m)
-    type_scores, reason = (frequency_scores(getattr(reader, "dir", None), m.frequency_power, "size")
+    type_scores, reason = (frequency_scores(getattr(reader, "dir", None), m.frequency.power, "size")
                            if "frequency" in wanted else (None, None))
     _, sequences = pick_sentences(reader, v.snapshot_sentences, v.seed)
     meas = measure(model, proposal_or_None, sequences, reader.special_ids, reader.vocab_size, m,

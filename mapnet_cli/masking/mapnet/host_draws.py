@@ -76,11 +76,11 @@ def draw_on_host(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, *
     if attention_mask is not None:
         eligible &= attention_mask.bool()
     k = uniform.mask_counts(eligible.sum(1), masking.mask_prob)
-    p_uniform = explore_probability(step, total_steps, masking.explore_start, masking.explore_end, masking.explore_steps)
+    p_uniform = explore_probability(step, total_steps, masking.mapnet.explore_start, masking.mapnet.explore_end, masking.mapnet.explore_steps)
     coins = exploration_coins(seed, step, slots, p_uniform)
     order = rng.uniform(T)
     start = (uniform.keyed_uniforms(seed, step, slots, uniform.SYSTEMATIC_START)
-             if masking.importance == "ht" else None)
+             if masking.mapnet.importance == "ht" else None)
     choice, random_ids = uniform.replacement_draws((B, T), vocab_size, special_ids, "cpu", rng)
     counts = k.tolist()  # host tensors: no device is involved
     return HostDraws(eligible, k, coins, order, start, choice, random_ids, p_uniform,

@@ -23,7 +23,7 @@ What one micro-batch does (paper, section 3.3 and Algorithm 1):
    a per-sequence baseline that raises p where the encoder's loss is above the
    sequence's average and lowers it where it is below.
 
-Beyond the paper (`masking.importance = "ht"`, `masking.proposal_target`): step 1
+Beyond the paper (`masking.mapnet.importance = "ht"`, `masking.mapnet.target`): step 1
 draws the non-coin rows by systematic PPS from pi = ht_inclusion(p) (temperature,
 capping, the mixture with uniform; `designs`), step 3 weights each masked position
 by (K/n)/pi_i instead of the sequence by r, and step 4 is eq. 10 (`loss`) or the
@@ -31,7 +31,7 @@ centred log regression onto a gradient-norm or learning-progress target
 (`proposal_terms`, `targets`). The paper's arm (importance clipped / unclipped /
 none, target loss) goes through exactly the code above.
 
-Which term lambda scales (`masking.map_loss_on`). The paper writes the combined
+Which term lambda scales (`masking.mapnet.loss_on`). The paper writes the combined
 loss as L(theta_MAP) + lambda L(theta_enc) with lambda = 1e-2, yet says "we use
 lambda to control the learning of MAP-Net". The two networks share only the
 token embeddings. Every other parameter receives gradient from one term only,
@@ -46,7 +46,7 @@ total = L_enc + lambda L_MAP: the encoder's loss keeps its natural scale on the
 shared embeddings and MAP-Net's gradient reaches them at weight lambda.
 "encoder" gives total = L_MAP + lambda L_enc, the formula as printed.
 
-Learning on every k-th step only (`masking.map_train_every`, beyond the paper).
+Learning on every k-th step only (`masking.mapnet.train_every`, beyond the paper).
 A MAP-Net step costs the proposal's forward *and* backward on top of a uniform
 step. On the steps in between, the proposal only draws the masks: its forward
 runs without autograd (no activations kept, no backward through it) and its
@@ -57,7 +57,7 @@ refreshed every k steps. Its term in the loss is then 0 x (the sum of its
 parameters): zero gradients, so every rank's DDP still sees every parameter
 used, which `train_step` then drops.
 
-Uniformly masked sequences and MAP-Net (`masking.train_map_on_uniform`,
+Uniformly masked sequences and MAP-Net (`masking.mapnet.train_on_uniform`,
 default True). Eq. 10 only needs positions and their losses; for a uniformly
 masked sequence -log p_prop is the proposal's log-probability of the positions
 uniform chose. Early in training p_t is near 1 and almost every sequence is
@@ -136,8 +136,8 @@ class MicroBatchLoss:
         """
         enc = self.enc_sum * enc_scale if enc_scale is not None else self.enc_sum / max(self.sequences, 1)
         mp = self.map_sum * map_scale if map_scale is not None else self.map_sum / self.map_sequences.clamp(min=1)
-        lam = masking.map_loss_weight
-        return enc + lam * mp if masking.map_loss_on == "map" else mp + lam * enc
+        lam = masking.mapnet.loss_weight
+        return enc + lam * mp if masking.mapnet.loss_on == "map" else mp + lam * enc
 
 
 def map_training_sequences(step: int, total_steps: int, seed: int, slots: Sequence[int], masking: MaskingSettings,
@@ -147,14 +147,14 @@ def map_training_sequences(step: int, total_steps: int, seed: int, slots: Sequen
     The coins are pure functions of (seed, step, slot), so a loop can count
     over the whole global batch (every rank knows every slot) and pass
     map_scale = world / max(M, 1) to `MicroBatchLoss.total` without an
-    all-reduce (M = 0 happens when p_t = 1 and train_map_on_uniform is off; then
+    all-reduce (M = 0 happens when p_t = 1 and masking.mapnet.train_on_uniform is off; then
     every map_sum is 0 and the scale is irrelevant). Sequences with no eligible
     token (K = 0) are left out when `eligible_counts` are given.
     """
-    if masking.train_map_on_uniform:
+    if masking.mapnet.train_on_uniform:
         rows = torch.ones(len(slots), dtype=torch.bool)
     else:
-        p = explore_probability(step, total_steps, masking.explore_start, masking.explore_end, masking.explore_steps)
+        p = explore_probability(step, total_steps, masking.mapnet.explore_start, masking.mapnet.explore_end, masking.mapnet.explore_steps)
         rows = ~exploration_coins(seed, step, slots, p)
     if eligible_counts is not None:
         rows &= torch.as_tensor(eligible_counts).cpu() > 0
@@ -184,8 +184,8 @@ PROPOSAL_FLOOR = 1e-9  # smallest proposal probability of an eligible position u
 
 
 def ht_inclusion(log_p: torch.Tensor, eligible: torch.Tensor, k: torch.Tensor, masking: MaskingSettings) -> torch.Tensor:
-    """pi (B, T) of `masking.importance = "ht"`: the proposal at temperature T, capped PPS, mixed with uniform."""
-    tempered = torch.softmax((log_p.detach().to(torch.float64) / masking.proposal_temperature)
+    """pi (B, T) of `masking.mapnet.importance = "ht"`: the proposal at temperature T, capped PPS, mixed with uniform."""
+    tempered = torch.softmax((log_p.detach().to(torch.float64) / masking.mapnet.temperature)
                              .masked_fill(~eligible, float("-inf")), dim=-1).nan_to_num(0.0)
     # Every eligible position keeps pi > 0 even when the softmax underflows (alpha = 0, low T): HT is
     # unbiased only over positions that can be drawn. The mixture is what bounds the weights.
@@ -230,7 +230,7 @@ def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mas
     uniform_keys = (-u.to(torch.float64)).masked_fill(~eligible, float("-inf"))
     uniform_chosen = top_k_mask(uniform_keys, k)
     token_weights = inclusion = None
-    if masking.importance == "ht":
+    if masking.mapnet.importance == "ht":
         inclusion = ht_inclusion(log_p, eligible, k, masking)
         proposed = designs.systematic_sample(inclusion, u, draws.start)
         chosen = torch.where(uniform_rows[:, None], uniform_chosen, proposed)
@@ -247,8 +247,8 @@ def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mas
         chosen = torch.where(uniform_rows[:, None], uniform_chosen, top_k_mask(keys, k))
 
     log_r = log_importance_ratio(log_p, chosen, eligible)
-    mode = "none" if masking.importance == "ht" else masking.importance  # HT weighs positions, not sequences
-    weights = importance_weights(log_r, mode, masking.clip_epsilon)
+    mode = "none" if masking.mapnet.importance == "ht" else masking.mapnet.importance  # HT weighs positions, not sequences
+    weights = importance_weights(log_r, mode, masking.mapnet.clip_epsilon)
     weights = torch.where(uniform_rows, torch.ones_like(weights), weights)
     corrupted = uniform.apply_replacement(input_ids, chosen, vocab_size, special_ids, masking.replace_mask,
                                           masking.replace_random, drawn=(draws.choice, draws.random_ids))
@@ -262,18 +262,18 @@ def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mas
 
 def proposal_terms(draw: MaskDraw, out, dense_losses: torch.Tensor, masking: MaskingSettings,
                    reference: TokenLossReference | None) -> torch.Tensor:
-    """(B,) MAP-Net's objective per sequence for `masking.proposal_target` (see `targets`)."""
-    if masking.proposal_target == "loss":
+    """(B,) MAP-Net's objective per sequence for `masking.mapnet.target` (see `targets`)."""
+    if masking.mapnet.target == "loss":
         return mapnet_objective(draw.log_probs, draw.chosen, dense_losses)
-    if masking.proposal_target == "gradnorm":
+    if masking.mapnet.target == "gradnorm":
         target = gradnorm_proxy(out.logits, out.labels)
     else:
         if reference is None:
-            raise ValueError("proposal_target 'learnability' needs the token-loss reference")
+            raise ValueError("masking.mapnet.target 'learnability' needs the token-loss reference")
         target = reference.progress(out.labels)
     B, T = draw.chosen.shape
     log_t = torch.zeros(B, T, dtype=torch.float32, device=draw.chosen.device)
-    log_t = log_t.masked_scatter(draw.chosen, target.float().clamp(min=masking.target_floor).log())
+    log_t = log_t.masked_scatter(draw.chosen, target.float().clamp(min=masking.mapnet.target_floor).log())
     return regression_objective(draw.log_probs, draw.chosen, log_t)
 
 
@@ -292,7 +292,7 @@ def mapnet_micro_batch_loss(
     micro-batch's loss sums (see `MicroBatchLoss.total`) and its statistics
     (None with `with_stats=False`: steps that are not logged skip ~40 small kernels).
     `reference`: the learnability target's per-type loss average (observed here, updated per step).
-    `learn=False`: MAP-Net draws the masks but does not learn (`masking.map_train_every`, module doc).
+    `learn=False`: MAP-Net draws the masks but does not learn (`masking.mapnet.train_every`, module doc).
     """
     draw = draw_masks(proposal, input_ids, attention_mask, special_ids=special_ids, vocab_size=vocab_size,
                       step=step, total_steps=total_steps, seed=seed, slots=slots, masking=masking, rng=rng,
@@ -306,7 +306,7 @@ def mapnet_micro_batch_loss(
     dense = (torch.zeros(B * T, dtype=out.token_losses.dtype, device=device)
              .index_copy(0, draw.positions, out.token_losses.detach()).view(B, T))
 
-    train_rows = (~draw.uniform_rows | masking.train_map_on_uniform) & (draw.counts > 0)
+    train_rows = (~draw.uniform_rows | masking.mapnet.train_on_uniform) & (draw.counts > 0)
     # A frozen step needs the proposal's objective only for its logged statistics.
     terms = proposal_terms(draw, out, dense, masking, reference) if learn or with_stats else None
     if learn:
@@ -332,7 +332,7 @@ def mapnet_micro_batch_loss(
     st = stats_mod.collect(log_probs=draw.log_probs, eligible=draw.eligible, input_ids=input_ids, chosen=chosen,
                            uniform_rows=draw.uniform_rows, log_ratio=draw.log_ratio, weights=draw.weights,
                            token_losses=dense, train_rows=train_rows, map_terms=terms, p_uniform=draw.p_uniform,
-                           clip_epsilon=masking.clip_epsilon, token_kinds=token_kinds,
+                           clip_epsilon=masking.mapnet.clip_epsilon, token_kinds=token_kinds,
                            token_weights=draw.token_weights)
     return part, st
 

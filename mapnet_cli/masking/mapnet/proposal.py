@@ -45,23 +45,23 @@ class ProposalConfig:
 
     @classmethod
     def from_settings(cls, model: ModelSettings, masking: MaskingSettings) -> "ProposalConfig":
-        """0 in map_layers/map_hidden/map_heads means the paper's scaling: same depth, half width, half heads.
+        """0 in masking.mapnet.layers/hidden/heads means the paper's scaling: same depth, half width, half heads.
 
-        Dropout is MAP-Net's own (`masking.map_dropout`, default 0), not the encoder's: the
+        Dropout is MAP-Net's own (`masking.mapnet.dropout`, default 0), not the encoder's: the
         paper does not say, and with dropout the masks would be drawn from a noised
         distribution that neither eq. 10's log p nor `inspect-masks` (eval mode) sees the same
         way; attention dropout also forces SDPA's unfused path on CPU (a MAP-Net step cost
         ≈1.45× a uniform one at `mini`, T = 512, with dropout, ≈1.2× without).
         """
-        layers = masking.map_layers or model.layers
-        hidden = masking.map_hidden or max(1, model.hidden // 2)
-        heads = masking.map_heads or max(1, model.heads // 2)
+        layers = masking.mapnet.layers or model.layers
+        hidden = masking.mapnet.hidden or max(1, model.hidden // 2)
+        heads = masking.mapnet.heads or max(1, model.heads // 2)
         if hidden % heads:
             raise MapnetError(f"MAP-Net width {hidden} is not divisible by its {heads} heads "
-                              "(set masking.map_hidden / masking.map_heads)")
+                              "(set masking.mapnet.hidden / masking.mapnet.heads)")
         return cls(layers=layers, hidden=hidden, heads=heads, intermediate=4 * hidden,
-                   max_position=model.max_position, embed_dim=model.hidden, dropout=masking.map_dropout,
-                   attention_dropout=masking.map_dropout, layer_norm_eps=model.layer_norm_eps,
+                   max_position=model.max_position, embed_dim=model.hidden, dropout=masking.mapnet.dropout,
+                   attention_dropout=masking.mapnet.dropout, layer_norm_eps=model.layer_norm_eps,
                    init_std=model.init_std)
 
     def to_dict(self) -> dict:

@@ -1,4 +1,4 @@
-"""What the proposal network learns besides the paper's eq. 10 (`masking.proposal_target`).
+"""What the proposal network learns besides the paper's eq. 10 (`masking.mapnet.target`).
 
     t = gradnorm_proxy(out.logits, out.labels)                        # (N,) at masked positions
     t = reference.progress(out.labels)                                # learnability: how fast its type's loss falls
@@ -30,7 +30,7 @@ half-learned ones.
 learning progress (Graves et al. 2017; Oudeyer et al. 2007), a cheap stand-in
 for reducible loss. `TokenLossReference` keeps two exponential averages of
 each type's loss over the global batch, a slow one (decay
-`masking.learnability_decay`, 0.99 per step) and a fast one (decay 0.99^20 ~
+`masking.mapnet.learnability_decay`, 0.99 per step) and a fast one (decay 0.99^20 ~
 0.82), and the target is max(slow - fast, 0): the lagged average minus the
 current level. A type whose loss does not move — noise that no context
 predicts, or a particle fixed by grammar once it is learned — gets ~0 and the
@@ -53,7 +53,7 @@ targets after centring both over those positions:
     objective_b = (1/K) sum_{i in S_b} ((log p_i - mean_S log p) - (log t_i - mean_S log t))^2
 
 Its minimum is p_i proportional to t_i on the positions seen. Targets are
-floored at `masking.target_floor` before the log so no position's mass goes to 0.
+floored at `masking.mapnet.target_floor` before the log so no position's mass goes to 0.
 """
 
 from __future__ import annotations

@@ -27,12 +27,12 @@ which strategy it runs:
   and no RNG state is needed (masks, coins and dropout are reseeded from
   (seed, step, slot/rank) every step). The learnability target's per-type
   loss average is saved under `mapnet_reference.`.
-- cheaper steps: with `masking.map_train_every = k` the proposal learns at steps
+- cheaper steps: with `masking.mapnet.train_every = k` the proposal learns at steps
   0, k, 2k, ... only; on the others `frozen` names its parameters, whose (zero)
   gradients `train_step` drops, so they take no update (objective module doc).
-- learning rate: `masking.map_lr` gives MAP-Net's own parameters their own
+- learning rate: `masking.mapnet.lr` gives MAP-Net's own parameters their own
   peak rate (the shared embedding follows the encoder's). lambda
-  (`masking.map_loss_weight`) cannot do that: under Adam a constant factor on a
+  (`masking.mapnet.loss_weight`) cannot do that: under Adam a constant factor on a
   parameter's whole gradient cancels, so it only sets the mix in the shared embedding.
 """
 
@@ -71,8 +71,8 @@ class MapnetTraining:
         self.stats = MapnetStats()
         m = settings.masking
         # Held apart from the DDP-wrapped module: a buffer-only average every rank updates identically.
-        self.reference = (TokenLossReference(self.vocab_size, m.learnability_decay).to(info.device)
-                          if m.proposal_target == "learnability" else None)
+        self.reference = (TokenLossReference(self.vocab_size, m.mapnet.learnability_decay).to(info.device)
+                          if m.mapnet.target == "learnability" else None)
 
     @property
     def modules(self) -> dict[str, torch.nn.Module]:
@@ -88,7 +88,7 @@ class MapnetTraining:
         return [self.model, self.proposal]
 
     def optim_lrs(self, lr: float) -> list[float]:
-        return [lr, self.settings.masking.map_lr or lr]
+        return [lr, self.settings.masking.mapnet.lr or lr]
 
     def micro_batch(self, ids, step, slots, keys, device) -> MicroBatch:
         """Unmasked: MAP-Net draws the masks in the forward pass; their randomness (the rows' keyed
@@ -101,7 +101,7 @@ class MapnetTraining:
         return MicroBatch(None, targets, None, attn, tokens, slots=slots, keys=list(keys), draws=draws)
 
     def learns(self, step: int) -> bool:
-        return step % self.settings.masking.map_train_every == 0
+        return step % self.settings.masking.mapnet.train_every == 0
 
     def frozen(self, step: int) -> list[torch.nn.Parameter]:
         return [] if self.learns(step) else list(self.proposal.parameters())
@@ -155,24 +155,23 @@ class MapnetTraining:
 
     def checkpoint_extra(self) -> dict[str, Any]:
         m = self.settings.masking
-        return {"mapnet": self.proposal_cfg.to_dict(), "map_lr": m.map_lr, "proposal_target": m.proposal_target}
+        return {"mapnet": self.proposal_cfg.to_dict(), "map_lr": m.mapnet.lr, "proposal_target": m.mapnet.target}
 
     def check_resume(self, meta: dict, ckpt: Path) -> None:
-        m = self.settings.masking
+        m = self.settings.masking.mapnet
         missing = [key for key in ("map_lr", "proposal_target", "mapnet") if key not in meta]
-        if missing:  # every MAP-Net checkpoint records them
+        if missing:  # every MAP-Net checkpoint records them (under their mapnet 0.1 names)
             raise MapnetError(f"--resume: {ckpt}/config.json lacks {', '.join(missing)}, which every MAP-Net checkpoint "
                               "records; it cannot be continued")
-        for name, before in (("map_lr", meta["map_lr"]), ("proposal_target", meta["proposal_target"])):
-            if before != getattr(m, name):
-                raise MapnetError(f"--resume: {ckpt} was trained with masking.{name} = {before!r}, not {getattr(m, name)!r}; "
-                                  f"masking.{name} cannot change on resume (the optimizer's groups and the proposal's "
-                                  "training state depend on it)")
+        for record, key in (("map_lr", "lr"), ("proposal_target", "target")):
+            if meta[record] != getattr(m, key):
+                raise MapnetError(f"--resume: {ckpt} was trained with masking.mapnet.{key} = {meta[record]!r}, not "
+                                  f"{getattr(m, key)!r}; masking.mapnet.{key} cannot change on resume (the optimizer's "
+                                  "groups and the proposal's training state depend on it)")
         saved, now = meta["mapnet"], self.proposal_cfg.to_dict()
         if saved != now:
             changed = {k: (saved.get(k), now.get(k)) for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)}
             raise MapnetError(f"--resume: {ckpt} has a different MAP-Net (checkpoint vs now: {changed}); "
-                              "masking.map_* settings cannot change")
-
+                              "the proposal's size (masking.mapnet.layers, hidden, heads, dropout) cannot change")
 
 __all__ = ["MapnetTraining"]

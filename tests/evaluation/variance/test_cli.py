@@ -57,7 +57,7 @@ def test_mapnet_checkpoint_reports_all_four_schemes(tiny_runs):
     assert all(s[n]["available"] for n in ("uniform", "mapnet_clipped", "mapnet_unclipped", "mapnet_unweighted"))
     for name in s:
         check_terms(s[name])
-    eps = doc["settings"]["masking"]["clip_epsilon"]
+    eps = doc["settings"]["masking"]["mapnet"]["clip_epsilon"]
     w = s["mapnet_clipped"]["weights"]
     assert 1 - eps - 1e-6 <= w["min"] <= w["max"] <= 1 + eps + 1e-6
     assert s["mapnet_unweighted"]["weights"] == {"mean": 1.0, "min": 1.0, "max": 1.0,

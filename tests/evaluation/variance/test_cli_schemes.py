@@ -93,9 +93,9 @@ def test_frequency_without_a_training_split_is_unavailable(tiny_runs, tmp_path):
 
 @pytest.mark.parametrize("strategy, masking, expected", [
     ("uniform", {}, {"uniform"}),
-    ("mapnet", {"importance": "ht", "mix_uniform": 0.2}, {"uniform", "ht"}),
+    ("mapnet", {"mapnet": {"importance": "ht", "mix_uniform": 0.2}}, {"uniform", "ht"}),
     ("stratified", {}, {"uniform", "stratified"}),
-    ("frequency", {"mix_uniform": 0.5}, {"uniform", "frequency"}),
+    ("frequency", {"frequency": {"mix_uniform": 0.5}}, {"uniform", "frequency"}),
 ])
 def test_snapshot_measures_the_runs_own_scheme(tiny_runs, strategy, masking, expected):
     """compare.SCHEME looks up the run's own scheme in every snapshot; its scale-free figures come along."""

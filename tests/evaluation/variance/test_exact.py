@@ -19,7 +19,7 @@ import torch
 
 from mapnet_cli.masking.uniform import mix_seed
 from mapnet_cli.model.bert import BertConfig, BertForMLM
-from mapnet_cli.settings import MaskingSettings
+from mapnet_cli.settings import MapnetSettings, MaskingSettings
 from mapnet_cli.evaluation.variance import estimator as est
 from mapnet_cli.evaluation.variance.gradients import ExampleGradients, MaskedExample
 from mapnet_cli.evaluation.variance.measure import _SOURCE_DOMAIN, analyse, measure
@@ -120,7 +120,7 @@ def sampled_vectors(proposal, masking, cache, sentence_ids: list[int], M: int, s
     log_r = torch.stack(log_r)
     out = []
     for scheme in SCHEMES:
-        w = scheme_weights(scheme, log_r if SOURCES[scheme] == "mapnet" else torch.zeros_like(log_r), masking.clip_epsilon)
+        w = scheme_weights(scheme, log_r if SOURCES[scheme] == "mapnet" else torch.zeros_like(log_r), masking.mapnet.clip_epsilon)
         out.append(w[:, :, None] * torch.stack(vec[SOURCES[scheme]]))
     return torch.stack(out)
 
@@ -130,7 +130,7 @@ def setup():
     model = tiny_model()
     g = torch.Generator().manual_seed(1)
     proposal = TableProposal({tuple(s.tolist()): 1.2 * torch.randn(4, generator=g, dtype=torch.float64) for s in SENTENCES})
-    masking = MaskingSettings(mask_prob=0.5, replace_mask=1.0, replace_random=0.0, clip_epsilon=0.2)
+    masking = MaskingSettings(mask_prob=0.5, replace_mask=1.0, replace_random=0.0, mapnet=MapnetSettings(clip_epsilon=0.2))
     exact, cache = exact_terms(model, proposal, K=2, eps=0.2)
     return model, proposal, masking, exact, cache
 
@@ -184,7 +184,7 @@ def test_gradient_norm_proposal_lowers_mask_variance_and_stays_unbiased():
     with torch.no_grad():  # the head predicts token 5 almost surely: masking a 5 gives a tiny gradient
         model.head.bias[5] = 8.0
     grads = ExampleGradients(model)
-    masking = MaskingSettings(mask_prob=0.25, replace_mask=1.0, replace_random=0.0, clip_epsilon=0.2)
+    masking = MaskingSettings(mask_prob=0.25, replace_mask=1.0, replace_random=0.0, mapnet=MapnetSettings(clip_epsilon=0.2))
     logits, exact_uniform, exact_is = {}, [], []
     for ids in THEOREM2_SENTENCES:
         g = torch.stack([flat_gradient(grads, ids, (i,)) for i in range(1, 5)])

@@ -9,7 +9,7 @@ import torch
 
 from mapnet_cli.masking import designs
 from mapnet_cli.masking.uniform import eligible_positions, mask_counts
-from mapnet_cli.settings import MaskingSettings
+from mapnet_cli.settings import MapnetSettings, MaskingSettings
 from mapnet_cli.evaluation.variance import estimator as est
 from mapnet_cli.evaluation.variance.gradients import ExampleGradients, MaskedExample
 from mapnet_cli.evaluation.variance.measure import analyse, measure
@@ -55,7 +55,7 @@ def test_vmap_takes_per_position_weights():
 
 
 def test_position_scheme_draws_carry_their_designs_weights():
-    masking = MaskingSettings(mask_prob=0.5, mix_uniform=0.25)
+    masking = MaskingSettings(strategy="mapnet", mask_prob=0.5, mapnet=MapnetSettings(importance="ht", mix_uniform=0.25))
     ids = torch.tensor([2, 5, 9, 13, 17, 6, 8, 11, 3, 0])  # n = 7 eligible (pad at the end), K = 4
     n, K = 7, 4
 
@@ -125,7 +125,7 @@ def test_ht_and_oracle_are_unbiased_relative_to_uniform_and_lower_mask_variance(
     with torch.no_grad():
         model.head.bias[5] = 8.0
     grads = ExampleGradients(model)
-    masking = MaskingSettings(mask_prob=0.25, replace_mask=1.0, replace_random=0.0, clip_epsilon=0.2)
+    masking = MaskingSettings(mask_prob=0.25, replace_mask=1.0, replace_random=0.0, mapnet=MapnetSettings(clip_epsilon=0.2))
     # MAP-Net's table: the Theorem-2 proposal, p_i proportional to the gradient norm of masking i
     proposal = TableProposal({tuple(ids.tolist()): torch.stack([flat_gradient(grads, ids, (i,)).norm() for i in range(1, 5)]).log()
                               for ids in THEOREM2_SENTENCES})
@@ -151,7 +151,7 @@ def test_a_constant_weight_cancels_in_the_noise_scales():
     model = tiny_model()
     peaked = TableProposal({tuple(s.tolist()): torch.tensor([8.0, 8.0, -8.0, -8.0], dtype=torch.float64) for s in SENTENCES})
     # positions are (almost surely) always {1, 2}, r = (1/16) / (1/4) = 0.25; the replacement is random
-    masking = MaskingSettings(mask_prob=0.5, replace_mask=0.5, replace_random=0.5, clip_epsilon=0.2)
+    masking = MaskingSettings(mask_prob=0.5, replace_mask=0.5, replace_random=0.5, mapnet=MapnetSettings(clip_epsilon=0.2))
     sentences = SENTENCES[torch.randint(0, 4, (12,), generator=torch.Generator().manual_seed(0))]
     meas = measure(model, peaked, sentences, SPECIAL, V, masking, masks=4, seed=1,
                    schemes=("uniform", "mapnet_clipped", "mapnet_unweighted"))

@@ -22,7 +22,7 @@ def tiny_settings(strategy: str):
     return settings_mod.apply(settings_mod.Settings(), {
         "model": {"layers": 1, "hidden": 16, "heads": 2, "intermediate": 32, "max_position": 32},
         "shard": {"max_seq_len": 32},
-        "masking": {"strategy": strategy, "map_layers": 1, "map_hidden": 8, "map_heads": 2},
+        "masking": {"strategy": strategy, **({"mapnet": {"layers": 1, "hidden": 8, "heads": 2}} if strategy == "mapnet" else {})},
     }, "test")
 
 

@@ -12,7 +12,7 @@ from mapnet_cli.masking.mapnet import (MapnetJoint, MapnetStats, ProposalConfig,
 from mapnet_cli.masking.uniform import SequenceRNG, apply_replacement, eligible_positions, sequence_keys, uniform_mask
 from mapnet_cli.model.bert import BertConfig, BertForMLM
 from mapnet_cli.train.optim import build_optimizer
-from mapnet_cli.settings import MaskingSettings, OptimSettings
+from mapnet_cli.settings import MapnetSettings, MaskingSettings, OptimSettings
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 V = 60
@@ -94,7 +94,7 @@ def test_uniform_rows_get_exactly_the_uniform_strategys_masks():
 def test_map_rows_mask_k_eligible_positions_with_clipped_weights():
     _, proposal = tiny()
     ids, attn = batch()
-    masking = MaskingSettings(explore_start=0.0, explore_end=0.0, clip_epsilon=0.1)
+    masking = MaskingSettings(mapnet=MapnetSettings(explore_start=0.0, explore_end=0.0, clip_epsilon=0.1))
     draw = draw_masks(proposal, ids, attn, special_ids=SPECIAL, vocab_size=V, step=0, total_steps=STEPS, seed=5,
                       slots=range(8), masking=masking)
     assert not draw.uniform_rows.any()
@@ -116,7 +116,7 @@ def test_a_diverged_proposal_still_masks_exactly_k_per_row(bad, importance):
     log_p = torch.randn(ids.shape, generator=torch.Generator().manual_seed(1)).log_softmax(1)
     log_p[:, 2:] = bad  # all but one position of every row: the mask needs some of them
     log_p = log_p.masked_fill(~eligible, float("-inf"))
-    masking = MaskingSettings(explore_start=0.0, explore_end=0.0, importance=importance)
+    masking = MaskingSettings(mapnet=MapnetSettings(explore_start=0.0, explore_end=0.0, importance=importance))
     draw = draw_masks(lambda *_: log_p, ids, attn, special_ids=SPECIAL, vocab_size=V, step=0, total_steps=STEPS,
                       seed=5, slots=range(8), masking=masking)
     assert not draw.uniform_rows.any()
@@ -127,7 +127,7 @@ def test_a_batch_equals_the_concatenation_of_its_halves():
     model, proposal = tiny()
     model.eval(), proposal.eval()
     ids, attn = batch()
-    masking = MaskingSettings(explore_start=0.5, explore_end=0.5, importance="unclipped")
+    masking = MaskingSettings(mapnet=MapnetSettings(explore_start=0.5, explore_end=0.5, importance="unclipped"))
     kinds = {"low": torch.arange(5, 30), "high": torch.arange(30, V)}
     whole, st_whole = run(model, proposal, ids, attn, list(range(8)), 7, masking, kinds)
     parts = [run(model, proposal, ids[i:i + 4], attn[i:i + 4], list(range(i, i + 4)), 7, masking, kinds) for i in (0, 4)]
@@ -144,7 +144,7 @@ def test_a_batch_equals_the_concatenation_of_its_halves():
     assert math.isclose(full["mapnet/share/low"] + full["mapnet/share/high"], 1.0, rel_tol=1e-9)
     # The denominators a loop needs are known before any forward pass.
     assert map_training_sequences(7, STEPS, 5, range(8), masking) == int(whole.map_sequences)
-    no_uniform = MaskingSettings(explore_start=0.5, explore_end=0.5, train_map_on_uniform=False)
+    no_uniform = MaskingSettings(mapnet=MapnetSettings(explore_start=0.5, explore_end=0.5, train_on_uniform=False))
     w2, _ = run(model, proposal, ids, attn, list(range(8)), 7, no_uniform)
     assert map_training_sequences(7, STEPS, 5, range(8), no_uniform) == int(w2.map_sequences) < 8
 
@@ -152,7 +152,7 @@ def test_a_batch_equals_the_concatenation_of_its_halves():
 def test_gradients_go_where_the_paper_says():
     model, proposal = tiny()
     ids, attn = batch()
-    masking = MaskingSettings(explore_start=0.0, explore_end=0.0)
+    masking = MaskingSettings(mapnet=MapnetSettings(explore_start=0.0, explore_end=0.0))
     part, _ = run(model, proposal, ids, attn, list(range(8)), 3, masking)
     part.enc_sum.backward(retain_graph=True)
     # The weights are constants: the encoder's loss sends nothing into MAP-Net's own weights.
@@ -171,8 +171,8 @@ def test_total_follows_map_loss_on_and_lambda():
     with torch.no_grad():
         part, _ = run(model, proposal, ids, attn, list(range(8)), 50, MaskingSettings())
     enc, mp = float(part.enc_sum) / 8, float(part.map_sum) / float(part.map_sequences)
-    on_map = MaskingSettings(map_loss_weight=0.01, map_loss_on="map")
-    on_enc = MaskingSettings(map_loss_weight=0.01, map_loss_on="encoder")
+    on_map = MaskingSettings(mapnet=MapnetSettings(loss_weight=0.01, loss_on="map"))
+    on_enc = MaskingSettings(mapnet=MapnetSettings(loss_weight=0.01, loss_on="encoder"))
     assert math.isclose(float(part.total(on_map)), enc + 0.01 * mp, rel_tol=1e-5)
     assert math.isclose(float(part.total(on_enc)), mp + 0.01 * enc, rel_tol=1e-5)
     assert math.isclose(float(part.total(on_map, enc_scale=0.5, map_scale=0.25)),
@@ -183,15 +183,15 @@ def test_importance_none_is_the_plain_loss_and_no_map_rows_still_reach_every_par
     model, proposal = tiny()
     ids, attn = batch()
     part, _ = run(model, proposal, ids, attn, list(range(8)), 10,
-                  MaskingSettings(importance="none", explore_start=0.0, explore_end=0.0))
+                  MaskingSettings(mapnet=MapnetSettings(importance="none", explore_start=0.0, explore_end=0.0)))
     assert torch.allclose(part.enc_sum, part.loss_sum)
     # p_t = 1 and uniform rows not training MAP-Net: no row trains it, yet every MAP-Net
     # parameter gets a (zero) gradient, so DistributedDataParallel never waits for one.
     joint = MapnetJoint(model, proposal)
     part, _ = joint(ids, attn, special_ids=SPECIAL, vocab_size=V, step=0, total_steps=STEPS, seed=5,
-                    slots=list(range(8)), masking=MaskingSettings(train_map_on_uniform=False))
+                    slots=list(range(8)), masking=MaskingSettings(mapnet=MapnetSettings(train_on_uniform=False)))
     assert int(part.map_sequences) == 0
-    part.total(MaskingSettings(train_map_on_uniform=False)).backward()
+    part.total(MaskingSettings(mapnet=MapnetSettings(train_on_uniform=False))).backward()
     assert all(p.grad is not None and not p.grad.any() for p in proposal.parameters())
     assert len(list(joint.parameters())) == len({id(p) for p in joint.parameters()})
 
@@ -209,7 +209,7 @@ def test_joint_training_moves_proposal_mass_off_determined_tokens():
                                model.encoder.tok_embeddings)
     joint = MapnetJoint(model, proposal)
     optimizer = build_optimizer([joint], OptimSettings(lr=3e-3, warmup_steps=0))
-    masking = MaskingSettings(strategy="mapnet", explore_start=1.0, explore_end=0.0, explore_steps=20)
+    masking = MaskingSettings(strategy="mapnet", mapnet=MapnetSettings(explore_start=1.0, explore_end=0.0, explore_steps=20))
     kinds = {"determined": torch.tensor([30]), "noise": torch.arange(5, 20)}
     g = torch.Generator().manual_seed(1)
     B, steps = 16, 40

@@ -11,7 +11,7 @@ from mapnet_cli.masking.mapnet import ProposalConfig, ProposalNetwork, load_prop
 from mapnet_cli.masking.uniform import eligible_positions
 from mapnet_cli.model.bert import BertConfig, BertForMLM, Block
 from mapnet_cli.train.optim import build_optimizer
-from mapnet_cli.settings import MaskingSettings, ModelSettings, OptimSettings, preset
+from mapnet_cli.settings import MapnetSettings, MaskingSettings, ModelSettings, OptimSettings, preset
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 V = 60
@@ -42,17 +42,17 @@ def test_sizes_follow_the_paper_and_the_presets():
     t = preset("tiny")
     cfg = ProposalConfig.from_settings(t.model, t.masking)
     assert (cfg.layers, cfg.hidden, cfg.heads) == (2, 64, 1)  # heads // 2 floored at 1
-    own = ProposalConfig.from_settings(t.model, MaskingSettings(map_layers=1, map_hidden=48, map_heads=3))
+    own = ProposalConfig.from_settings(t.model, MaskingSettings(mapnet=MapnetSettings(layers=1, hidden=48, heads=3)))
     assert (own.layers, own.hidden, own.heads, own.intermediate) == (1, 48, 3, 192)
     # MAP-Net's dropout is its own setting (default 0), not the encoder's 0.1.
     assert (cfg.dropout, cfg.attention_dropout) == (0.0, 0.0) and t.model.dropout == 0.1
-    noisy = ProposalConfig.from_settings(t.model, MaskingSettings(map_dropout=0.1))
+    noisy = ProposalConfig.from_settings(t.model, MaskingSettings(mapnet=MapnetSettings(dropout=0.1)))
     assert (noisy.dropout, noisy.attention_dropout) == (0.1, 0.1)
-    assert any("map_dropout" in p for p in MaskingSettings(map_dropout=1.0).problems())
+    assert any("mapnet.dropout" in p for p in MaskingSettings(mapnet=MapnetSettings(dropout=1.0)).problems())
     with pytest.raises(MapnetError, match="divisible"):
-        ProposalConfig.from_settings(ModelSettings(hidden=100, heads=4), MaskingSettings(map_heads=3))
-    problems = MaskingSettings(map_hidden=50, map_heads=4, strategy="mapnet", mask_count="bernoulli").problems()
-    assert any("map_hidden" in p for p in problems) and any("mask_count" in p for p in problems)
+        ProposalConfig.from_settings(ModelSettings(hidden=100, heads=4), MaskingSettings(mapnet=MapnetSettings(heads=3)))
+    problems = MaskingSettings(strategy="mapnet", mask_count="bernoulli", mapnet=MapnetSettings(hidden=50, heads=4)).problems()
+    assert any("mapnet.hidden" in p for p in problems) and any("mask_count" in p for p in problems)
 
 
 def test_uses_the_encoders_block_class():

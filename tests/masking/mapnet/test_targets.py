@@ -19,8 +19,8 @@ from tiny_shards import write_tiny_shards
 BASE = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=64", "train.batch_size=8", "train.eval_sequences=8",
         "train.eval_every=0", "train.checkpoint_every=0", "optim.warmup_steps=3", "optim.lr=3e-3",
         "logging.log_every=2", "logging.progress=false", "train.device=cpu"]
-HT = ["masking.strategy=mapnet", "masking.importance=ht", "masking.mix_uniform=0.5", "masking.explore_start=0",
-      "masking.explore_end=0"]
+HT = ["masking.strategy=mapnet", "masking.mapnet.importance=ht", "masking.mapnet.mix_uniform=0.5", "masking.mapnet.explore_start=0",
+      "masking.mapnet.explore_end=0"]
 
 
 def rows(run: Path, kind: str = "train") -> list[dict]:
@@ -73,8 +73,8 @@ def test_reference_tracks_a_slow_and_a_fast_average_and_progress_is_their_gap():
 @pytest.mark.slow
 def test_ht_learnability_resume_is_bitwise_identical_including_the_reference(tmp_path):
     shards = write_tiny_shards(tmp_path / "shards", train=64, valid=8, seq_len=64)
-    s = resolve(None, {"model": {"preset": "tiny"}}, [*BASE, *HT, "masking.proposal_target=learnability",
-                                                      "masking.map_lr=1e-2", "train.steps=10", "logging.log_every=5"])
+    s = resolve(None, {"model": {"preset": "tiny"}}, [*BASE, *HT, "masking.mapnet.target=learnability",
+                                                      "masking.mapnet.lr=1e-2", "train.steps=10", "logging.log_every=5"])
     straight = pretrain(s, shards, tmp_path / "a")
     pretrain(s, shards, tmp_path / "b", stop_at=5)
     resumed = pretrain(s, shards, tmp_path / "b", resume=True)
@@ -88,8 +88,8 @@ def test_ht_learnability_resume_is_bitwise_identical_including_the_reference(tmp
 
 
 def _mass_run(shards: Path, out: Path, target: str) -> list[dict]:
-    s = resolve(None, {"model": {"preset": "tiny"}}, [*BASE, *HT, f"masking.proposal_target={target}",
-                                                      "masking.map_lr=1e-2", "train.steps=60", "train.batch_size=16",
+    s = resolve(None, {"model": {"preset": "tiny"}}, [*BASE, *HT, f"masking.mapnet.target={target}",
+                                                      "masking.mapnet.lr=1e-2", "train.steps=60", "train.batch_size=16",
                                                       "optim.lr=1e-3", "optim.warmup_steps=5", "logging.log_every=10"])
     pretrain(s, shards, out)
     return rows(out)
@@ -116,7 +116,7 @@ def test_gradnorm_moves_mass_off_predictable_tokens_onto_large_gradients(tmp_pat
     from mapnet_cli.evaluation.variance.target import load_target
 
     shards = write_tiny_shards(tmp_path / "shards", train=256, valid=32, seq_len=64)
-    s = resolve(None, {"model": {"preset": "tiny"}}, [*BASE, *HT, "masking.proposal_target=gradnorm", "masking.map_lr=1e-2",
+    s = resolve(None, {"model": {"preset": "tiny"}}, [*BASE, *HT, "masking.mapnet.target=gradnorm", "masking.mapnet.lr=1e-2",
                                                       "train.steps=200", "train.batch_size=16", "logging.log_every=50"])
     target = load_target(pretrain(s, shards, tmp_path / "run"), shards)
     ids = torch.from_numpy(target.reader.take(list(range(len(target.reader)))).astype("int64"))
@@ -137,10 +137,10 @@ def test_resume_refuses_a_changed_map_lr_or_proposal_target(tmp_path):
 
     shards = write_tiny_shards(tmp_path / "shards", train=32, valid=8, seq_len=64)
     base = ["pretrain", str(shards), "--out", str(tmp_path / "run"), "--preset", "tiny", "--recipe", "paper", "--steps", "2",
-            *[a for kv in [*BASE, *HT, "masking.proposal_target=gradnorm"] for a in ("--set", kv)]]
+            *[a for kv in [*BASE, *HT, "masking.mapnet.target=gradnorm"] for a in ("--set", kv)]]
     runner = CliRunner()
     assert runner.invoke(app, base).exit_code == 0
-    for change, name in (("masking.map_lr=1e-2", "masking.map_lr"), ("masking.proposal_target=loss", "masking.proposal_target")):
+    for change, name in (("masking.mapnet.lr=1e-2", "masking.mapnet.lr"), ("masking.mapnet.target=loss", "masking.mapnet.target")):
         result = runner.invoke(app, [*base, "--resume", "--steps", "4", "--set", change])
         assert isinstance(result.exception, MapnetError) and name in str(result.exception), result.output
     # A config.json without what every MAP-Net checkpoint records is refused in one line, not given defaults.
