@@ -122,7 +122,7 @@ def score_all(sets: list[EvalSet], fn, model: torch.nn.Module, device: torch.dev
 # ---------------------------------------------------------------- the mapnet arm: its own loop
 def mapnet_settings(args, seed: int):
     flags = [f"model.preset={args.preset}", f"train.recipe={args.recipe}", f"train.steps={args.steps}", f"train.batch_size={args.batch}",
-             f"train.seed={seed}", f"optim.lr={args.lr}", f"optim.warmup_steps={args.warmup}",
+             f"train.seed={seed}", f"optim.lr={args.lr}", f"optim.warmup.steps={args.warmup}",
              f"optim.grad_clip={args.grad_clip}", f"masking.mask_prob={args.mask_prob}",
              f"train.checkpoint_every={args.eval_every}", "train.keep_last=1", "train.keep_steps=[]",
              "train.eval_every=0", "train.eval_sequences=64", "logging.progress=false",
@@ -133,7 +133,7 @@ def mapnet_settings(args, seed: int):
     flags += [f"optim.eps={args.eps}"] if args.eps is not None else []
     flags += [f"model.init_std={args.init_std}"] if args.init_std is not None else []
     if args.short_seq_len:
-        flags += [f"train.short_seq_len={args.short_seq_len}", f"train.short_seq_steps={args.short_seq_steps}"]
+        flags += [f"train.short_seq.len={args.short_seq_len}", f"train.short_seq.steps={args.short_seq_steps}"]
     return resolve(None, None, [*flags, *args.set])
 
 

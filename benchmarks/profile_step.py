@@ -140,9 +140,9 @@ def main() -> None:
     if t.prefetch:
         print("(train.prefetch: data, masks and to_device run in a background thread, one step ahead; prefetch_wait "
               "is what this thread still waits for them)")
-    if t.short_seq_len and t.short_seq_steps > args.warmup:
-        print(f"(these steps are in the recipe's sequence-length warm-up: {t.short_seq_len}-token pieces until step "
-              f"{t.short_seq_steps}; --set train.short_seq_len=0 --set train.short_seq_steps=0 profiles whole sequences)")
+    if t.short_seq.len and t.short_seq.steps > args.warmup:
+        print(f"(these steps are in the recipe's sequence-length warm-up: {t.short_seq.len}-token pieces until step "
+              f"{t.short_seq.steps}; --set train.short_seq.len=0 --set train.short_seq.steps=0 profiles whole sequences)")
     step_ms = statistics.median(parts["step"]["host"])
     print(f"\n{'part':20} {'host ms/step':>13} {'share':>7}" + (f" {'device ms/step':>15}" if cuda else ""))
     # The read runs inside the optimizer's range: shown on its own line, taken out step by step.

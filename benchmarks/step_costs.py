@@ -11,7 +11,7 @@
 Each arm is a real budget run of the training loop (`train.pretrain`), timed by the clock the loop reads: a
 recording clock gives every step's duration exactly as a wall-clock budget would count it (the step's batches,
 forward, backward, the update and the read-back a budget run makes every step; evaluation and checkpoints
-fall outside). A run takes `--steps` steps of the sequence-length warm-up (`train.short_seq_len`, 16-token
+fall outside). A run takes `--steps` steps of the sequence-length warm-up (`train.short_seq.len`, 16-token
 pieces as the fast recipe) and then `--steps` on whole sequences, so both costs a modelled clock needs come
 from one run; the first `--skip` of each kind are left out (first-call allocations), and the last two (they log).
 An arm's cost is the mean of its kept steps: a budget counts the sum, so the mean is what it buys. Left out with
@@ -56,7 +56,7 @@ from mapnet_cli.output_paths import check_output
 from mapnet_cli.settings import flat, resolve
 from mapnet_cli.train import pretrain
 
-SHORT_LEN = 16  # the fast recipe's pieces; an arm may set train.short_seq_len itself
+SHORT_LEN = 16  # the fast recipe's pieces; an arm may set train.short_seq.len itself
 
 
 class Turns:
@@ -123,15 +123,15 @@ def arm_settings(common: list[str], assignments: list[str], steps: int):
             rest.append(text)
     # No learning-rate warm-up: the rate does not change what a step costs, and the 10% warm-up this used to give is
     # at most one modelled second when --steps is 5 or fewer, a warm-up the first step spends (refused).
-    timing = [f"train.time_budget={2 * steps}s", "optim.warmup_steps=0", "optim.warmup_fraction=0",
-              "train.short_seq_steps=0", "train.short_seq_fraction=0.5", "train.step_seconds=1",
+    timing = [f"train.time_budget={2 * steps}s", "optim.warmup.steps=0", "optim.warmup.fraction=0",
+              "train.short_seq.steps=0", "train.short_seq.fraction=0.5", "train.step_seconds=1",
               "train.short_step_seconds=1", "train.eval_every=0", "train.eval_sequences=8", "train.checkpoint_every=0",
               "logging.progress=false",
               # A full step's cost is what is measured; a ramp (train/batch_ramp.py) counts its share of it in the run.
-              "train.batch_ramp_start=0", "train.batch_ramp_steps=0", "train.batch_ramp_fraction=0"]
+              "train.batch_ramp.start=0", "train.batch_ramp.steps=0", "train.batch_ramp.fraction=0"]
     probe = resolve(None, named, [*rest, f"train.time_budget={2 * steps}s"])  # as a budget run: fractions allowed
-    if not probe.train.short_seq_len:  # a recipe without pieces (paper): time the fast one's
-        timing.append(f"train.short_seq_len={SHORT_LEN}")
+    if not probe.train.short_seq.len:  # a recipe without pieces (paper): time the fast one's
+        timing.append(f"train.short_seq.len={SHORT_LEN}")
     return resolve(None, named, [*rest, *timing])
 
 

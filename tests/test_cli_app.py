@@ -43,7 +43,7 @@ def test_unknown_command_is_a_usage_error():
 
 # ---------------------------------------------------------------- bad inputs: one line, never a traceback
 SMALL_RUN = ["--preset", "tiny", "--steps", "2", "--set", "model.max_position=32", "--set", "shard.max_seq_len=32",
-             "--set", "train.batch_size=8", "--set", "train.eval_sequences=8", "--set", "optim.warmup_steps=1",
+             "--set", "train.batch_size=8", "--set", "train.eval_sequences=8", "--set", "optim.warmup.steps=1",
              "--set", "logging.progress=false"]
 
 

@@ -134,11 +134,11 @@ MASKINGS = {
     "frequency": ["masking.strategy=frequency", "masking.frequency.mix_uniform=0.5"],
     # The sequence-length warm-up: 4 pieces per sequence for 4 of the 6 steps, then 2 plain uniform steps at full
     # length; uneven micro-batches throughout.
-    "uniform-pieces": ["train.short_seq_len=8", "train.short_seq_steps=4", "train.micro_batch_size=3"],
+    "uniform-pieces": ["train.short_seq.len=8", "train.short_seq.steps=4", "train.micro_batch_size=3"],
     # A batch-size ramp: 2, 2, 4, 6 sequences, then the whole 8 (one sequence per rank at first), uneven micro-batches.
-    "uniform-ramp": ["train.batch_ramp_start=2", "train.batch_ramp_steps=4", "train.micro_batch_size=3"],
-    "stratified-pieces": ["masking.strategy=stratified", "masking.stratified.copies=2", "train.short_seq_len=16",
-                          "train.short_seq_steps=3"],
+    "uniform-ramp": ["train.batch_ramp.start=2", "train.batch_ramp.steps=4", "train.micro_batch_size=3"],
+    "stratified-pieces": ["masking.strategy=stratified", "masking.stratified.copies=2", "train.short_seq.len=16",
+                          "train.short_seq.steps=3"],
     # HT weights + the learnability reference, whose per-type averages are all-reduced every step.
     "mapnet-ht-learnability": ["masking.strategy=mapnet", "masking.mapnet.importance=ht", "masking.mapnet.mix_uniform=0.5",
                                "masking.mapnet.explore_start=0", "masking.mapnet.explore_end=0",
@@ -158,7 +158,7 @@ THROUGH_THE_CLI = "uniform-pieces"
 def _settings(masking: str) -> list[str]:
     return ["train.recipe=paper", *MASKINGS[masking], "model.max_position=32", "shard.max_seq_len=32", "model.dropout=0.0",
             "model.attention_dropout=0.0", "train.batch_size=8", "train.steps=6", "train.eval_every=3",
-            "train.eval_sequences=8", "train.checkpoint_every=0", "optim.warmup_steps=2", "optim.lr=3e-3",
+            "train.eval_sequences=8", "train.checkpoint_every=0", "optim.warmup.steps=2", "optim.lr=3e-3",
             "logging.log_every=1", "logging.progress=false", "train.device=cpu"]  # the one process too, on a GPU machine
 
 
@@ -166,9 +166,9 @@ def _settings(masking: str) -> list[str]:
 # are in tests/train/test_budget.py. No learning-rate warm-up: a first step under torchrun on a loaded machine can
 # spend a 5-second budget's warm-up share, which is refused.
 BUDGET_RUN = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8",
-              "train.eval_every=5", "train.eval_sequences=8", "train.checkpoint_every=5", "optim.warmup_steps=0",
+              "train.eval_every=5", "train.eval_sequences=8", "train.checkpoint_every=5", "optim.warmup.steps=0",
               "optim.lr=3e-3", "logging.log_every=1", "logging.progress=false", "train.time_budget=5s",
-              "optim.warmup_fraction=0", "train.short_seq_len=8", "train.short_seq_fraction=0.3"]
+              "optim.warmup.fraction=0", "train.short_seq.len=8", "train.short_seq.fraction=0.3"]
 
 
 def _build_gloo_runs(root: Path) -> dict[str, Path]:

@@ -151,7 +151,7 @@ def test_one_arm_is_timed_alone_and_its_costs_are_the_median_of_those_runs(tmp_p
     shards = write_tiny_shards(tmp_path / "shards")
     out = tmp_path / "costs.json"
     # A batch-size ramp is the run's business (each step counts its share): the benchmark times full steps.
-    arm = ["--arm", "hour", str(shards), "train.batch_ramp_start=2", "train.batch_ramp_fraction=0.5"]
+    arm = ["--arm", "hour", str(shards), "train.batch_ramp.start=2", "train.batch_ramp.fraction=0.5"]
     for pairing, says in ((["--reference", "0.5", "0.4"], "nothing for --reference to pin"),
                           (["--rounds", "2"], "--rounds needs a second arm")):
         with pytest.raises(SystemExit):
@@ -237,7 +237,7 @@ def test_an_arm_may_be_a_compare_strategy_with_its_masking_settings():
     ht = step_costs.arm_settings(COMMON, ["strategy=mapnet-ht-lite"], steps=5)
     assert ht.masking.strategy == "mapnet" and ht.masking.mapnet.train_every == 4
     # Timed as a budget run of 5 short and 5 whole steps, each counted 1 s.
-    assert (ht.train.time_budget, ht.train.step_seconds, ht.train.short_seq_fraction) == ("10s", 1.0, 0.5)
+    assert (ht.train.time_budget, ht.train.step_seconds, ht.train.short_seq.fraction) == ("10s", 1.0, 0.5)
 
 
 def test_the_kept_file_refuses_a_cost_that_would_mean_the_wall_clock_and_says_when_nothing_is_kept(tmp_path):

@@ -17,7 +17,7 @@ from tiny_shards import write_tiny_shards
 # One block of width 32 over the 64-token tiny vocabulary; MAP-Net at its default half size.
 SETTINGS = ["train.recipe=paper", "model.layers=1", "model.hidden=32", "model.heads=2", "model.intermediate=64", "model.max_position=32",
             "shard.max_seq_len=32", "train.batch_size=8", "train.steps=3", "train.eval_sequences=8",
-            "train.checkpoint_every=3", "optim.warmup_steps=1", "optim.lr=3e-3", "logging.progress=false"]
+            "train.checkpoint_every=3", "optim.warmup.steps=1", "optim.lr=3e-3", "logging.progress=false"]
 
 
 def train_tiny_run(out: Path, shards: Path, masking: str = "uniform", *extra: str) -> Path:
@@ -59,7 +59,7 @@ def pretrain_tiny(root: Path, shared_data: Path, lines_per_book: int = 4000, ste
         "preprocess.vocab_size=2048", "preprocess.workers=1", "shard.max_seq_len=128", "shard.valid_fraction=0.02",
         "model.max_position=128", f"train.steps={steps}", "train.batch_size=16", "train.device=cpu",
         "train.eval_every=0", "train.eval_sequences=16", f"train.checkpoint_every={steps}", "train.keep_steps=[]",
-        "optim.warmup_steps=20", "optim.lr=1e-3", "train.seed=0", "logging.progress=false"])
+        "optim.warmup.steps=20", "optim.lr=1e-3", "train.seed=0", "logging.progress=false"])
     run_preprocess([root / "books.txt"], root / "prep", settings)
     run_shard(root / "prep", root / "shards", settings)
     pretrain(settings, root / "shards", root / "tiny")

@@ -53,7 +53,7 @@ timeout 120 "${mapnet[@]}" pretrain "$X5/shards" --out "$SMOKE" --steps 150 --gp
 stage "pretraining: mini, uniform, 6,000 steps x 128 sequences"
 RUN=$OUT/mini-uniform-6000
 timed timeout 330 "${mapnet[@]}" pretrain "$X5/shards" --out "$RUN" --preset mini --config experiments/common/real-text-cpu.toml \
-    --steps 6000 --seed 0 --set train.batch_size=128 --set optim.lr=5e-4 --set optim.warmup_steps=360 \
+    --steps 6000 --seed 0 --set train.batch_size=128 --set optim.lr=5e-4 --set optim.warmup.steps=360 \
     --set train.eval_every=1000 --set train.checkpoint_every=1000 --set train.keep_last=1 --set logging.log_every=500 \
     --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]"
 

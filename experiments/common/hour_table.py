@@ -36,6 +36,7 @@ from pathlib import Path
 import downstream_table
 
 from mapnet_cli.intervals import mean_ci
+from mapnet_cli.settings.moved import migrate
 
 REPO = Path(__file__).resolve().parents[2]
 MINI_FAST = REPO / "experiments" / "blimp-arms-mini" / "uniform-6k" / "results.json"
@@ -164,7 +165,7 @@ def mini_fast_curve(results: Path = MINI_FAST, costs: Path = KEPT_COSTS) -> list
     doc, kept = read(results), read(costs)["reference_seconds"]
     full, short = kept["full"], kept["short"]
     curves = [{c["step"]: c["accuracy"] for c in run["blimp"]["curve"]} for run in doc["runs"]]
-    short_steps = doc["runs"][0]["settings"]["train"]["short_seq_steps"]
+    short_steps = migrate(doc["runs"][0]["settings"])["train"]["short_seq"]["steps"]  # kept records: 0.1 keys
     common = sorted(set.intersection(*(set(c) for c in curves)))
     return [((min(s, short_steps) * short + max(0, s - short_steps) * full) / 60.0,
              sum(c[s] for c in curves) / len(curves)) for s in common]

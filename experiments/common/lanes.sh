@@ -111,7 +111,7 @@ queue_lanes() {  # OUT SHARDS SEEDS ARMS COMPARE-ARGS...: LANES lanes over one q
 # The smoke modes' data: the embedded synthetic corpus, small, with a PMI vocabulary; SMOKE_RUN is a few
 # steps of a small batch (the caller adds --steps and --seeds).
 SMOKE_RUN=(--config data_recipes/tiny.toml --set train.eval_every=2 --set train.eval_sequences=16 --set train.batch_size=8
-           --set optim.warmup_steps=1 --set train.short_seq_steps=2)
+           --set optim.warmup.steps=1 --set train.short_seq.steps=2)
 
 smoke_shards() {  # OUT: OUT/prep and OUT/shards (with OUT/shards/pmi.tsv)
     "${mapnet[@]}" preprocess --recipe data_recipes/tiny.toml --out "$1/prep" --set synthetic.documents=300 --overwrite

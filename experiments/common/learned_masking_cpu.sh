@@ -23,7 +23,7 @@ if [[ $WHICH == tiny || $WHICH == all ]]; then
 fi
 if [[ $WHICH == mini || $WHICH == all ]]; then
     "${mapnet[@]}" compare "$OUT/shards" --out "$OUT/arms-mini" --preset mini "${CFG[@]}" "${HELD[@]}" \
-        --strategies "$ARMS" --seeds 3 --steps 400 --set optim.warmup_steps=40 --set optim.lr=5e-4
+        --strategies "$ARMS" --seeds 3 --steps 400 --set optim.warmup.steps=40 --set optim.lr=5e-4
 fi
 
 # The ceiling and the schemes, scale-free (RESULTS section 3): the gradient noise scale of every

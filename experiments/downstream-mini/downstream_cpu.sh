@@ -22,7 +22,7 @@ RUN=$OUT/mini-uniform-2000
 if [[ $WHICH == pretrain || $WHICH == all ]]; then
     # A checkpoint every 250 steps, all kept: the probe's rank correlation needs them.
     "${mapnet[@]}" pretrain "$OUT/shards" --out "$RUN" --preset mini --config experiments/common/real-text-cpu.toml \
-        --steps 2000 --seed 0 --set optim.lr=5e-4 --set optim.warmup_steps=200 --set train.eval_every=250 \
+        --steps 2000 --seed 0 --set optim.lr=5e-4 --set optim.warmup.steps=200 --set train.eval_every=250 \
         --set train.checkpoint_every=250 --set train.keep_last=8 \
         --set "train.extra_eval=[\"books=$OUT/heldout-books\", \"wiki=$OUT/heldout-wiki\"]"
 fi

@@ -15,7 +15,7 @@ X5=$(realpath -m runs/real-text-x5)
 ARMS=(uniform uniform@0.3 mapnet mapnet-ht)
 SEEDS=(0 1)
 RECIPE=(--preset mini --config experiments/common/real-text-cpu.toml --steps 2000 --set train.batch_size=128
-        --set optim.lr=5e-4 --set optim.warmup_steps=150 --set train.eval_every=500 --set logging.log_every=500
+        --set optim.lr=5e-4 --set optim.warmup.steps=150 --set train.eval_every=500 --set logging.log_every=500
         --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]")
 mkdir -p "$OUT/q"
 for seed in "${SEEDS[@]}"; do

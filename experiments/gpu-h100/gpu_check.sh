@@ -59,7 +59,7 @@ stage "real-text pretraining speed, mini, batch 128, one process"
 RUN=$OUT/mini-speed
 timed timeout 300 "${mapnet[@]}" pretrain "$RT/shards" --out "$RUN" --preset mini \
     --config experiments/common/real-text-cpu.toml --steps 1000 --set train.batch_size=128 --set train.eval_every=500 \
-    --set optim.warmup_steps=100 --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]"
+    --set optim.warmup.steps=100 --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]"
 tail -n 1 "$RUN/metrics.jsonl"
 
 stage "fine-tuning speed, SST-2 (20,000 examples, 3 epochs, one seed, one rate), both inits"

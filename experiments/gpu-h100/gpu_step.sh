@@ -72,7 +72,7 @@ timeout -k 20 "$L_VAR" "${py[@]}" benchmarks/bench_step_variants.py "${DEV[@]}" 
     model-autotune 2>&1 | tee "$OUT/variants.txt"
 
 # train.prefetch in the real loop (compiled as on CUDA by default), off then on; predicted: +2% to +5% on.
-WHOLE=(--set train.short_seq_len=0 --set train.short_seq_steps=0)
+WHOLE=(--set train.short_seq.len=0 --set train.short_seq.steps=0)
 for prefetch in false true; do
     stage "train.prefetch = $prefetch: profile of the real loop, uniform, $PRE, $BATCH x 128"
     timeout "$L_PRE" "${py[@]}" benchmarks/profile_step.py --data "$SHARDS" --preset "$PRE" "${DEV[@]}" --batch "$BATCH" \

@@ -67,10 +67,10 @@ ARMS=(
     "split-100-0-0|base|--set masking.replace_mask=1.0 --set masking.replace_random=0.0"
     "lr-1e-3|base|--set optim.lr=1e-3"
     "lr-4e-3|base|--set optim.lr=4e-3"
-    "one-cycle|base|--set optim.warmup_fraction=0.5"
+    "one-cycle|base|--set optim.warmup.fraction=0.5"
     "batch-16|base|--set train.batch_size=$((BATCH / 2))"
     "batch-64|base|--set train.batch_size=$((BATCH * 2))"
-    "batch-ramp|base|--set train.batch_ramp_start=$((BATCH / 4)) --set train.batch_ramp_fraction=0.5"
+    "batch-ramp|base|--set train.batch_ramp.start=$((BATCH / 4)) --set train.batch_ramp.fraction=0.5"
     "seq-64|seq64|--set train.batch_size=$((BATCH * 2)) --set shard.max_seq_len=64"
     "vocab-16k|vocab16k|"
     "modern|base|--set model.block=modern"
@@ -112,8 +112,8 @@ if [[ $WHICH == smoke ]]; then
     S=$OUT/data
     declare -A SHARDS=([base]=$S/shards [seq64]=$S/shards-64 [vocab16k]=$S/shards-2048 [vocab16k-seq64]=$S/shards-2048-64)
 fi
-BUDGET_RUN=(--set "train.time_budget=$BUDGET" --set optim.warmup_steps=0 --set "optim.warmup_fraction=$WARMUP_FRACTION"
-            --set train.short_seq_steps=0 --set "train.short_seq_fraction=$SHORT_FRACTION")
+BUDGET_RUN=(--set "train.time_budget=$BUDGET" --set optim.warmup.steps=0 --set "optim.warmup.fraction=$WARMUP_FRACTION"
+            --set train.short_seq.steps=0 --set "train.short_seq.fraction=$SHORT_FRACTION")
 
 field() { local IFS='|'; read -r -a parts <<<"$1|"; echo "${parts[$2]}"; }  # field LINE INDEX of an ARMS line
 

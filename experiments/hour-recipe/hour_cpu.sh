@@ -146,7 +146,7 @@ sys.exit(not (b.get("finished") and b.get("time_budget") == sys.argv[2]))' "$run
         # the benchmark times pieces either way).
         local fraction
         fraction=$("${mapnet[@]}" pretrain "$SHARDS" --out "$run" --time-budget "$BUDGET" --seed "$seed" "${RUN[@]}" \
-            --print-settings | awk -F' = ' '$1 == "short_seq_fraction" { print $2 }') || return 1
+            --print-settings | python3 -c "import sys, tomllib; print(tomllib.load(sys.stdin.buffer).get('train', {}).get('short_seq', {}).get('fraction', 0))") || return 1
         awk -v f="$fraction" 'BEGIN { exit !(f > 0) }' && clock+=(--set "train.short_step_seconds=$(cost_of short_step_seconds)")
         threads=$(( $(nproc) / JOBS > 0 ? $(nproc) / JOBS : 1 ))
     fi

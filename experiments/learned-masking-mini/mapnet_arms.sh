@@ -15,7 +15,7 @@ bash experiments/common/real_text_shards.sh "$R"
 recipe() {  # the section-2b mini recipe, as compare options
     RECIPE=(--preset mini --config experiments/common/real-text-cpu.toml
             --set "train.extra_eval=[\"books=$R/heldout-books\", \"wiki=$R/heldout-wiki\"]"
-            --steps 400 --set optim.warmup_steps=40 --set optim.lr=5e-4)
+            --steps 400 --set optim.warmup.steps=40 --set optim.lr=5e-4)
 }
 one_seed() {  # ARM SEED: a one-seed compare into q/ARM-sSEED, unless that run was already collected
     local arm=$1 seed=$2

@@ -17,4 +17,4 @@ for arm in "${ARMS[@]}"; do
 done
 uv run mapnet compare "$R/shards" --out "$R/arms-mini" --preset mini --config experiments/common/real-text-cpu.toml \
   --set "train.extra_eval=[\"books=$R/heldout-books\", \"wiki=$R/heldout-wiki\"]" \
-  --strategies "$(IFS=,; echo "${ARMS[*]}")" --seeds 3 --steps 400 --set optim.warmup_steps=40 --set optim.lr=5e-4
+  --strategies "$(IFS=,; echo "${ARMS[*]}")" --seeds 3 --steps 400 --set optim.warmup.steps=40 --set optim.lr=5e-4

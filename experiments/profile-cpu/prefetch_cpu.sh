@@ -17,7 +17,7 @@ for preset in tiny mini; do
     for round in 1 2; do
         for prefetch in false true; do
             "${py[@]}" benchmarks/profile_step.py --data "$SHARDS" --preset "$preset" --batch 32 --steps "$steps" --warmup 3 \
-                --set train.short_seq_len=0 --set train.short_seq_steps=0 --set "train.prefetch=$prefetch" \
+                --set train.short_seq.len=0 --set train.short_seq.steps=0 --set "train.prefetch=$prefetch" \
                 > "$OUT/profile-$preset-prefetch-$prefetch-$round.txt" 2>/dev/null
             grep -E '^(step \(median\)|data|masks|to_device|prefetch_wait) ' "$OUT/profile-$preset-prefetch-$prefetch-$round.txt" \
                 | tr -s ' ' | paste -sd ';' | sed "s/^/$preset prefetch=$prefetch round $round: /"

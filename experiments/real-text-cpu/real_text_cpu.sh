@@ -42,4 +42,4 @@ cp "$OUT/tiny/results.json" "$OUT/tiny/results-ablations.json"
     --glue-every-checkpoint
 # mini, 400 steps (a step costs ~5x tiny's): uniform and MAP-Net, GLUE quick; a wider model, a lower peak rate.
 "${mapnet[@]}" compare "$OUT/shards" --out "$OUT/mini" --preset mini "${CFG[@]}" "${HELD[@]}" "${GLUE[@]}" \
-    --steps 400 --set optim.warmup_steps=40 --set optim.lr=5e-4
+    --steps 400 --set optim.warmup.steps=40 --set optim.lr=5e-4

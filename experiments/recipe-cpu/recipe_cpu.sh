@@ -29,10 +29,10 @@ COMMON=(--preset "$SIZE" --set train.batch_size=32 --set model.max_position=128 
         --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]")
 # The Hugging Face reference's settings (hf_mlm_reference.py, the table of the "learns" issue): post-LN
 # BERT, dropout 0.1, AdamW eps 1e-6, clipping at 1.0, Bernoulli 15% masking; its higher rate 1.5e-3.
-HF=(--recipe paper --set optim.lr=1.5e-3 --set optim.warmup_steps=300 --set optim.grad_clip=1.0
+HF=(--recipe paper --set optim.lr=1.5e-3 --set optim.warmup.steps=300 --set optim.grad_clip=1.0
     --set masking.mask_count=bernoulli)
 # The paper's settings; its warm-up is 1% of its 1M steps, here 1% of the run (schedule shortened).
-PAPER=(--recipe paper --set optim.warmup_steps=30)
+PAPER=(--recipe paper --set optim.warmup.steps=30)
 
 declare -A ARMS
 if [[ $SIZE == tiny ]]; then
@@ -42,14 +42,14 @@ if [[ $SIZE == tiny ]]; then
         [fast-s1]="1500 1 --recipe fast"
         [fast-1000]="1000 0 --recipe fast"  # the ablations' baseline: the same 1,000-step schedule
         [fast-postln]="1000 0 --recipe fast --set model.norm=post"
-        [fast-no-warmup-pieces]="1000 0 --recipe fast --set train.short_seq_len=0 --set train.short_seq_steps=0"
+        [fast-no-warmup-pieces]="1000 0 --recipe fast --set train.short_seq.len=0 --set train.short_seq.steps=0"
         [fast-dropout]="1000 0 --recipe fast --set model.dropout=0.1 --set model.attention_dropout=0.1"
         [fast-noclip]="1000 0 --recipe fast --set optim.grad_clip=0"
         [fast-lr1e-3]="1000 0 --recipe fast --set optim.lr=1e-3"
         [fast-lr4e-3]="1000 0 --recipe fast --set optim.lr=4e-3"
         [fast-mask0.3]="1000 0 --recipe fast --mask-prob 0.3"
-        [fast-batch64]="500 0 --recipe fast --set train.batch_size=64 --set train.short_seq_steps=250 --set optim.warmup_steps=150"
-        [fast-batch16]="2000 0 --recipe fast --set train.batch_size=16 --set train.short_seq_steps=1000 --set optim.warmup_steps=600"
+        [fast-batch64]="500 0 --recipe fast --set train.batch_size=64 --set train.short_seq.steps=250 --set optim.warmup.steps=150"
+        [fast-batch16]="2000 0 --recipe fast --set train.batch_size=16 --set train.short_seq.steps=1000 --set optim.warmup.steps=600"
         [hf-s0]="$LONG 0 ${HF[*]}"
         [hf-s1]="$LONG 1 ${HF[*]}"
         [paper-s0]="$LONG 0 ${PAPER[*]}"
@@ -61,8 +61,8 @@ else
         [fast-s1]="1000 1 --recipe fast"
         [hf-s0]="3000 0 ${HF[*]}"
         [hf-s1]="3000 1 ${HF[*]}"
-        [paper-s0]="3000 0 ${PAPER[*]} --set optim.warmup_steps=30"
-        [paper-s1]="3000 1 ${PAPER[*]} --set optim.warmup_steps=30"
+        [paper-s0]="3000 0 ${PAPER[*]} --set optim.warmup.steps=30"
+        [paper-s1]="3000 1 ${PAPER[*]} --set optim.warmup.steps=30"
     )
 fi
 

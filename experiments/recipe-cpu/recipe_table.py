@@ -72,7 +72,7 @@ def minutes(arm: str, step: float | None, timing: dict) -> str:
     t = timing.get(arm)
     if step is None or t is None:
         return "-"
-    pieces = min(step, t.get("short_seq_steps", 0))
+    pieces = min(step, t.get("short_seq_steps", t.get("short_seq", {}).get("steps", 0)))  # 0.1 records, or today's
     return f"{(pieces * t.get('s_per_step_pieces', t['s_per_step']) + (step - pieces) * t['s_per_step']) / 60:.1f}"
 
 

@@ -12,11 +12,11 @@ X5=$(realpath -m runs/real-text-x5)
 T=$(mktemp -d)
 COMMON=(--preset "$SIZE" --steps "$STEPS" --set train.batch_size=32 --set model.max_position=128 --set shard.max_seq_len=128
         --set train.eval_every=0 --set train.eval_sequences=8 --set logging.log_every=10 --set logging.progress=false
-        --set optim.warmup_steps=10)
+        --set optim.warmup.steps=10)
 # name, then flags; a step's cost does not depend on the learning rate or seed, only on the shapes and dropout.
 configs=(
-    "fast-pieces --recipe fast --set train.short_seq_steps=$STEPS"
-    "fast-whole --recipe fast --set train.short_seq_len=0 --set train.short_seq_steps=0"
+    "fast-pieces --recipe fast --set train.short_seq.steps=$STEPS"
+    "fast-whole --recipe fast --set train.short_seq.len=0 --set train.short_seq.steps=0"
     "paper --recipe paper"
     "hf --recipe paper --set optim.grad_clip=1.0 --set masking.mask_count=bernoulli"
 )
@@ -34,7 +34,7 @@ def s_per_step(name):  # training time only (metrics' elapsed), from step 10 on:
     rows = [json.loads(l) for l in (T / name / "metrics.jsonl").read_text().splitlines()]
     tr = [r for r in rows if r["kind"] == "train"]
     return (tr[-1]["elapsed"] - tr[0]["elapsed"]) / (tr[-1]["step"] - tr[0]["step"])
-pieces = {"tiny": 500, "mini": 500}[size]  # the recipe's train.short_seq_steps at this size
+pieces = {"tiny": 500, "mini": 500}[size]  # the recipe's train.short_seq.steps at this size
 timing = {"fast": {"s_per_step": s_per_step("fast-whole"), "s_per_step_pieces": s_per_step("fast-pieces"), "short_seq_steps": pieces},
           "hf": {"s_per_step": s_per_step("hf")}, "paper": {"s_per_step": s_per_step("paper")}}
 out.parent.mkdir(parents=True, exist_ok=True)

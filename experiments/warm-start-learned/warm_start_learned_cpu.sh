@@ -18,7 +18,7 @@ RT=$(realpath -m runs/real-text); X5=$(realpath -m runs/real-text-x5)
 bash experiments/common/real_text_shards.sh "$RT"
 [[ -f $X5/shards/manifest.json ]] || bash experiments/common/gpu_downstream.sh prepare
 RUN=(--preset tiny --recipe fast --init-from "$WARM" --set train.batch_size=32 --set model.max_position=128
-     --set shard.max_seq_len=128 --set optim.warmup_steps=60 --set train.eval_every=100 --set train.eval_sequences=512
+     --set shard.max_seq_len=128 --set optim.warmup.steps=60 --set train.eval_every=100 --set train.eval_sequences=512
      --set train.eval_pick=spread --set logging.log_every=50 --set logging.progress=false
      --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]" --seeds 3 --steps 600)
 source experiments/common/lanes.sh

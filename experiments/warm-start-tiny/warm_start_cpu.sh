@@ -46,11 +46,11 @@ WARM=$OUT/warm-uniform
 RESUME=()
 [[ -d "$WARM/checkpoints" ]] && RESUME=(--resume)
 "${mapnet[@]}" pretrain "$SHARDS" --out "$WARM" --preset tiny "${CFG[@]}" "${RESUME[@]}" --masking uniform \
-    --steps "$WARM_STEPS" --set optim.warmup_steps=$((WARM_STEPS / 10)) \
+    --steps "$WARM_STEPS" --set optim.warmup.steps=$((WARM_STEPS / 10)) \
     --set train.eval_every=$((WARM_STEPS / 8 > 0 ? WARM_STEPS / 8 : 1)) --set train.checkpoint_every=0 --set "train.keep_steps=[]"
 
 # 2. Every arm from that checkpoint (model size and weights from it; a fresh optimizer with its own
 #    10% warm-up), 3 seeds; compare reuses finished runs when rerun.
 "${mapnet[@]}" compare "$SHARDS" --out "$OUT/arms-warm" --init-from "$WARM" "${CFG[@]}" \
-    --strategies "$ARMS" --seeds "$SEEDS" --steps "$ARM_STEPS" --set optim.warmup_steps=$((ARM_STEPS / 10)) \
+    --strategies "$ARMS" --seeds "$SEEDS" --steps "$ARM_STEPS" --set optim.warmup.steps=$((ARM_STEPS / 10)) \
     --set train.eval_every=$((ARM_STEPS / 6 > 0 ? ARM_STEPS / 6 : 1))

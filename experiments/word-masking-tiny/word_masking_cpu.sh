@@ -39,7 +39,7 @@ if [[ $WHICH == smoke ]]; then
     pmi_vocab "$OUT/prep" "$OUT/shards/pmi.tsv" --min-count 3
     "${mapnet[@]}" compare "$OUT/shards" --out "$OUT/arms-smoke" --preset tiny --config data_recipes/tiny.toml \
         --strategies "$ARMS,span@0.3" --seeds 2 --steps 4 --set train.eval_every=2 --set train.eval_sequences=16 \
-        --set optim.warmup_steps=1 --set train.batch_size=8
+        --set optim.warmup.steps=1 --set train.batch_size=8
     exit 0
 fi
 

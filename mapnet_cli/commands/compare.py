@@ -5,8 +5,8 @@
     mapnet compare shards/ --out runs/cmp --preset mini --glue-protocol small --glue-data glue_data
     mapnet compare shards/ --out runs/warm --init-from runs/uniform-long --strategies uniform,mapnet --seeds 3
     mapnet compare shards/ --out runs/cmp --strategies uniform,uniform@0.3 --blimp blimp/ --blimp-every-checkpoint
-    mapnet compare shards/ --out runs/20m --preset mini --time-budget 20m --set optim.warmup_fraction=0.05 \
-        --set train.short_seq_fraction=0.1 --strategies uniform,uniform@0.3    # every arm the same training time
+    mapnet compare shards/ --out runs/20m --preset mini --time-budget 20m --set optim.warmup.fraction=0.05 \
+        --set train.short_seq.fraction=0.1 --strategies uniform,uniform@0.3    # every arm the same training time
     mapnet compare shards/ --out runs/20m --preset mini --time-budget 20m --strategies uniform,mapnet-ht-lite \
         --step-costs costs.json            # the same time on the modelled clock, each arm at its measured step cost
 

@@ -32,7 +32,7 @@ PrintSettingsOpt = Annotated[
 DeviceOpt = Annotated[str, typer.Option("--device", help="cpu, cuda or auto.")]
 TimeBudgetOpt = Annotated[Optional[str], typer.Option(
     "--time-budget", help="Train until this much training time is spent, e.g. 90s, 20m, 2h, 1h30m (evaluation and "
-    "checkpoints not counted); the schedule is laid out in time (optim.warmup_fraction, train.short_seq_fraction); "
+    "checkpoints not counted); the schedule is laid out in time (optim.warmup.fraction, train.short_seq.fraction); "
     "sets train.time_budget.", show_default=False)]
 OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help="Delete and replace --out if it exists: only an output of this command's kind that mapnet wrote and that holds nothing else (else refused, naming what is there).")]
 

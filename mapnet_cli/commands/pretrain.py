@@ -5,7 +5,7 @@
     mapnet pretrain --data shards/ --out runs/tiny --preset tiny            # the same: --data or the argument
     mapnet pretrain shards/ --out runs/base --preset base --gpus 8          # starts torchrun itself
     mapnet pretrain shards/ --out runs/base --resume                        # continue, exactly
-    mapnet pretrain shards/ --out runs/hour --preset mini --time-budget 60m --set optim.warmup_fraction=0.05 --set train.short_seq_fraction=0.1
+    mapnet pretrain shards/ --out runs/hour --preset mini --time-budget 60m --set optim.warmup.fraction=0.05 --set train.short_seq.fraction=0.1
     mapnet pretrain shards/ --out runs/base --gpus 8 --nnodes 2 --node-rank 0 --rdzv-endpoint node0:29500
     torchrun --nproc-per-node 8 -m mapnet_cli.cli pretrain shards/ --out runs/base
     srun --ntasks-per-node 8 mapnet pretrain shards/ --out runs/base       # with MASTER_ADDR/PORT exported

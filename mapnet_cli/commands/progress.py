@@ -87,15 +87,15 @@ def warn_long_warmup(settings) -> None:
     """A warm-up as long as the run keeps the learning rate below optim.lr throughout (the paper's 10k
     steps on a 50-step run: lr <= 5e-7, nothing learned): worth one line, naming the fix."""
     o, steps = settings.optim, settings.train.steps
-    if o.warmup_steps and o.warmup_steps >= steps:
-        warn(f"optim.warmup_steps ({o.warmup_steps}) >= train.steps ({steps}): the learning rate never leaves its "
-             f"warm-up (at most {o.lr * steps / o.warmup_steps:.2g}, optim.lr is {o.lr:g}); pass --set "
-             f"optim.warmup_steps=N with N < {steps}, e.g. {max(1, steps // 10)}")
+    if o.warmup.steps and o.warmup.steps >= steps:
+        warn(f"optim.warmup.steps ({o.warmup.steps}) >= train.steps ({steps}): the learning rate never leaves its "
+             f"warm-up (at most {o.lr * steps / o.warmup.steps:.2g}, optim.lr is {o.lr:g}); pass --set "
+             f"optim.warmup.steps=N with N < {steps}, e.g. {max(1, steps // 10)}")
     t = settings.train
-    if t.short_seq_len and t.short_seq_steps >= steps:
-        warn(f"train.short_seq_steps ({t.short_seq_steps}) >= train.steps ({steps}): the whole run trains on "
-             f"{t.short_seq_len}-token pieces and never on whole sequences, which its held-out sets are; pass --set "
-             f"train.short_seq_steps=N with N < {steps}, e.g. {max(1, steps // 4)}")
+    if t.short_seq.len and t.short_seq.steps >= steps:
+        warn(f"train.short_seq.steps ({t.short_seq.steps}) >= train.steps ({steps}): the whole run trains on "
+             f"{t.short_seq.len}-token pieces and never on whole sequences, which its held-out sets are; pass --set "
+             f"train.short_seq.steps=N with N < {steps}, e.g. {max(1, steps // 4)}")
 
 
 def warn_emulated_bf16(settings) -> None:

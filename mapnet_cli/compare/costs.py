@@ -59,4 +59,4 @@ def clock_updates(costs: tuple[float, float], train) -> dict:
     """The `train` settings that put a run on the modelled clock at `costs` (a short cost only where the run
     has a sequence-length warm-up: elsewhere it would be ignored, which the settings refuse)."""
     step, short = costs
-    return {"step_seconds": step, **({"short_step_seconds": short} if train.short_seq_fraction else {})}
+    return {"step_seconds": step, **({"short_step_seconds": short} if train.short_seq.fraction else {})}

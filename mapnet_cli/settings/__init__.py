@@ -28,6 +28,7 @@ from .docs import field_docs
 from .evaluation import FinetuneSettings, VarianceSettings
 from .masking import (UNIT_STRATEGIES, AdaptiveSettings, FrequencySettings, MapnetSettings, MaskingSettings, PmiSettings,
                       SpanSettings, StratifiedSettings)
+from .phases import BatchRampSettings, ShortSeqSettings, WarmupSettings
 from .presets import PRESETS, PROTOCOLS, Protocol, preset, protocol
 from .resolution import apply, from_dict, load_toml, parse_assignment, resolve
 from .training import DistributedSettings, LoggingSettings, ModelSettings, OptimSettings, TrainSettings
@@ -36,7 +37,7 @@ from .tree import SECTIONS, Settings, flat, section_dict
 __all__ = [
     "Settings", "PreprocessSettings", "SyntheticSettings", "ShardSettings", "EngineSettings", "ENGINES", "ModelSettings",
     "MaskingSettings", "MapnetSettings", "StratifiedSettings", "FrequencySettings", "AdaptiveSettings", "SpanSettings",
-    "PmiSettings", "OptimSettings", "TrainSettings", "DistributedSettings", "LoggingSettings",
+    "PmiSettings", "WarmupSettings", "ShortSeqSettings", "BatchRampSettings", "OptimSettings", "TrainSettings", "DistributedSettings", "LoggingSettings",
     "FinetuneSettings", "VarianceSettings", "UNIT_STRATEGIES", "SECTIONS", "section_dict", "flat",
     "PRESETS", "preset", "PROTOCOLS", "Protocol", "protocol",
     "resolve", "apply", "from_dict", "load_toml", "parse_assignment", "field_docs",

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-# mapnet 0.2: each masking strategy owns a table ([masking.mapnet], [masking.span], ...).
+# mapnet 0.2: each masking strategy owns a table ([masking.mapnet], [masking.span], ...); a key moved there belongs to
+# its strategy's table (`migrate` keeps it only for a run of that strategy).
 MOVED = {
     **{f"masking.{old}": f"masking.mapnet.{new}" for old, new in (
         ("importance", "importance"), ("proposal_target", "target"), ("proposal_temperature", "temperature"),
@@ -27,6 +28,15 @@ MOVED = {
     "masking.span_p": "masking.span.p",
     "masking.span_max_words": "masking.span.max_words",
     "masking.pmi_vocab": "masking.pmi.vocab",
+    # mapnet 0.2: each warm-up is a table of one shape ([optim.warmup], [train.short_seq], [train.batch_ramp]).
+    "optim.warmup_steps": "optim.warmup.steps",
+    "optim.warmup_fraction": "optim.warmup.fraction",
+    "train.short_seq_len": "train.short_seq.len",
+    "train.short_seq_steps": "train.short_seq.steps",
+    "train.short_seq_fraction": "train.short_seq.fraction",
+    "train.batch_ramp_start": "train.batch_ramp.start",
+    "train.batch_ramp_steps": "train.batch_ramp.steps",
+    "train.batch_ramp_fraction": "train.batch_ramp.fraction",
 }
 # One old key that became several: the defensive mixture was shared by MAP-Net's HT, frequency and adaptive masking.
 SPLIT = {"masking.mix_uniform": ("masking.mapnet.mix_uniform", "masking.frequency.mix_uniform",
@@ -59,7 +69,7 @@ def migrate(values: dict[str, Any]) -> dict[str, Any]:
             continue
         value = table.pop(key)
         # masking.<strategy>.<key>: the run's own strategy's table only
-        new = next((n for n in news if n.count(".") < 2 or n.split(".")[1] == strategy), None)
+        new = next((n for n in news if not n.startswith("masking.") or n.split(".")[1] == strategy), None)
         if new is not None:
             *path, key = new.split(".")
             target = tree

@@ -57,22 +57,22 @@ SHORT_SEQ_LEN = 16
 # `mini` warm-ups (300 and 500 steps) over the ~2,140 steps a 20-minute `mini` run buys on 2 CPU cores
 # (experiments/hour-levers, whose baseline this is); not measured as the best fractions — the lever search
 # measures the schedule. `paper`: BERT's 10k warm-up steps of 1M.
-FAST_BUDGET_FRACTIONS = (0.14, 0.23)  # (optim.warmup_fraction, train.short_seq_fraction)
+FAST_BUDGET_FRACTIONS = (0.14, 0.23)  # (optim.warmup.fraction, train.short_seq.fraction)
 PAPER_BUDGET_WARMUP_FRACTION = 0.01
 
 
 def _paper(preset: str, budgeted: bool) -> dict[str, dict[str, Any]]:
     # the settings defaults are the paper's; a budget replaces its warm-up steps by their share of the run
-    return {"optim": {"warmup_steps": 0, "warmup_fraction": PAPER_BUDGET_WARMUP_FRACTION}} if budgeted else {}
+    return {"optim": {"warmup": {"steps": 0, "fraction": PAPER_BUDGET_WARMUP_FRACTION}}} if budgeted else {}
 
 
 def _fast(preset: str, budgeted: bool) -> dict[str, dict[str, Any]]:
     lr, warmup, init_std, short_steps = FAST_BY_PRESET.get(preset, FAST_BY_PRESET["custom"])
-    optim = {"lr": lr, "warmup_steps": warmup, "eps": 1e-12, "grad_clip": 1.0}
-    train = {"short_seq_len": SHORT_SEQ_LEN, "short_seq_steps": short_steps}
-    if budgeted:
-        optim.update(warmup_steps=0, warmup_fraction=FAST_BUDGET_FRACTIONS[0])
-        train.update(short_seq_steps=0, short_seq_fraction=FAST_BUDGET_FRACTIONS[1])
+    # The warm-ups in the unit the run counts: steps, or under a budget its shares of the time.
+    warm, short = ({"steps": 0, "fraction": FAST_BUDGET_FRACTIONS[0]}, {"steps": 0, "fraction": FAST_BUDGET_FRACTIONS[1]}
+                   ) if budgeted else ({"steps": warmup}, {"steps": short_steps})
+    optim = {"lr": lr, "warmup": warm, "eps": 1e-12, "grad_clip": 1.0}
+    train = {"short_seq": {"len": SHORT_SEQ_LEN, **short}}
     return {"model": {"norm": "pre", "dropout": 0.0, "attention_dropout": 0.0, "init_std": init_std},
             "optim": optim, "train": train}
 

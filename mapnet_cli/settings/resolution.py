@@ -111,8 +111,8 @@ def _update(table, values: dict[str, Any], path: str, source: str, errors: list[
         if key not in hints:
             where = moved_to(full)
             errors.append(f"unknown setting {full!r} in {source}" if where is None
-                          else f"{full!r} in {source} is now {where}: each masking strategy has its own table "
-                               "(CHANGELOG, mapnet 0.2)")
+                          else f"{full!r} in {source} is now {where} (mapnet 0.2 gave each masking strategy and each "
+                               "warm-up a table of its own: CHANGELOG)")
         elif is_dataclass(current := getattr(table, key)):
             if isinstance(value, dict):
                 new[key] = _update(current, value, full, source, errors)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import MapnetError
 from .duration import parse_duration
 from .field import seed_setting, setting
+from .phases import BatchRampSettings, ShortSeqSettings, WarmupSettings, span_problems
 
 
 # ---------------------------------------------------------------- model
@@ -64,9 +65,7 @@ class OptimSettings:
     betas: tuple[float, float] = setting((0.9, 0.98), "Adam betas (paper: 0.9, 0.98)")
     eps: float = setting(1e-6, "Adam epsilon (paper: 1e-6)")
     weight_decay: float = setting(0.01, "decoupled weight decay, not on biases and LayerNorm (paper: 0.01)")
-    warmup_steps: int = setting(10_000, "linear warm-up steps (paper: 10k); with train.time_budget the warm-up is optim.warmup_fraction and this must be 0 (the recipes set it so)")
-    warmup_fraction: float = setting(
-        0.0, "with train.time_budget: the linear warm-up's length as a fraction of the budget's training time, in [0, 1) (e.g. 0.05: the first 5% of the time); it replaces optim.warmup_steps, which a budget cannot turn into time before the run (the recipes give a budget run its fraction: fast 0.14, paper 0.01); without a budget it must stay 0 (train/budget.py)")
+    warmup: WarmupSettings = field(default_factory=WarmupSettings)  # [optim.warmup] steps, fraction (phases.py)
     schedule: Literal["linear", "constant"] = setting("linear", "after warm-up: linear decay to zero (paper) or constant")
     grad_clip: float = setting(0.0, "clip the global gradient norm to this (0: off)")
     impl: Literal["fused", "foreach"] = setting(
@@ -82,10 +81,6 @@ class OptimSettings:
             out.append(f"optim.eps must be > 0 (got {self.eps})")
         if self.weight_decay < 0:
             out.append(f"optim.weight_decay must be >= 0 (got {self.weight_decay})")
-        if self.warmup_steps < 0:
-            out.append(f"optim.warmup_steps must be >= 0 (got {self.warmup_steps})")
-        if not 0.0 <= self.warmup_fraction < 1.0:  # 1: the warm-up would never end inside the budget
-            out.append(f"optim.warmup_fraction must be in [0, 1) (got {self.warmup_fraction})")
         if self.grad_clip < 0:
             out.append(f"optim.grad_clip must be >= 0 (got {self.grad_clip})")
         return out
@@ -98,23 +93,15 @@ class TrainSettings:
         "paper", "training recipe, a layer under the config file and flags (settings/recipes.py): paper = the defaults here; fast = pre-LN, no dropout, eps 1e-12, clipping, a higher LR (the default of the tiny, mini and small presets); hour = fast with bf16 where the hardware computes it (train.precision=bf16-native), the modern block, 30% masking and batch 64, its own shape (L4/H192), for 64-token shards of a 16,384-token BPE (experiments/hour-levers)")
     steps: int = setting(1_000_000, "optimizer steps (paper: 1M); with train.time_budget the budget decides the steps and this must stay at its default")
     time_budget: str = setting(
-        "", "train until this much training time is spent, e.g. \"90s\", \"20m\", \"2h\", \"1h30m\" (empty: train.steps decides); evaluation, checkpoints and logging are not counted; the learning-rate schedule and the sequence-length warm-up are laid out in time (optim.warmup_fraction, train.short_seq_fraction), the last checkpoint lands when the budget is spent, run.json records the steps it bought, --resume counts the time already spent (train/budget.py)")
+        "", "train until this much training time is spent, e.g. \"90s\", \"20m\", \"2h\", \"1h30m\" (empty: train.steps decides); evaluation, checkpoints and logging are not counted; the learning-rate schedule and the sequence-length warm-up are laid out in time (optim.warmup.fraction, train.short_seq.fraction), the last checkpoint lands when the budget is spent, run.json records the steps it bought, --resume counts the time already spent (train/budget.py)")
     step_seconds: float = setting(
         0.0, "with train.time_budget: count every step as this many seconds of training instead of timing it (0: the wall clock times each step); a modelled clock makes the budget buy the same steps on any machine under any load, and a budget run reproducible on one machine (train/budget.py, \"The modelled clock\"); measure it with benchmarks/step_costs.py")
     short_step_seconds: float = setting(
-        0.0, "with train.step_seconds: the seconds a step of the sequence-length warm-up (train.short_seq_fraction) counts; required when that warm-up is on, refused when it is off")
+        0.0, "with train.step_seconds: the seconds a step of the sequence-length warm-up (train.short_seq.fraction) counts; required when that warm-up is on, refused when it is off")
     batch_size: int = setting(256, "global batch in sequences per optimizer step (paper: 256)")
     micro_batch_size: int = setting(0, "sequences per device per forward pass; accumulation fills the global batch (0: global batch / world size)")
-    batch_ramp_start: int = setting(
-        0, "batch-size ramp: the first steps train on this many sequences, the batch growing in whole multiples of it to train.batch_size (a multiple of it) over train.batch_ramp_steps steps or, under train.time_budget, train.batch_ramp_fraction of the budget; 0: off (train/batch_ramp.py)")
-    batch_ramp_steps: int = setting(0, "steps of the batch-size ramp (train.batch_ramp_start); with train.time_budget the ramp is train.batch_ramp_fraction and this must be 0")
-    batch_ramp_fraction: float = setting(
-        0.0, "with train.time_budget: the batch-size ramp's length as a fraction of the budget's training time, in (0, 1]; without a budget it must stay 0")
-    short_seq_len: int = setting(
-        0, "sequence-length warm-up: for the first train.short_seq_steps steps every training sequence is cut into pieces of this many tokens (it must divide the shards' length), the same tokens per step in shorter sequences; 0: off (train/batches.py says why)")
-    short_seq_steps: int = setting(0, "steps of the sequence-length warm-up (train.short_seq_len); with train.time_budget the warm-up is train.short_seq_fraction and this must be 0 (the recipes set it so)")
-    short_seq_fraction: float = setting(
-        0.0, "with train.time_budget: the sequence-length warm-up's length as a fraction of the budget's training time, in [0, 1); it replaces train.short_seq_steps (the fast recipe gives a budget run 0.23); without a budget it must stay 0")
+    batch_ramp: BatchRampSettings = field(default_factory=BatchRampSettings)  # [train.batch_ramp] (phases.py)
+    short_seq: ShortSeqSettings = field(default_factory=ShortSeqSettings)    # [train.short_seq] (phases.py)
     seed: int = seed_setting(0, "seed of initial weights, data order and masks")
     precision: Literal["auto", "fp32", "bf16", "bf16-native"] = setting(
         "auto", "auto: bf16 autocast on CUDA, fp32 on CPU; bf16-native: bf16 autocast where the device computes bf16 natively (a CUDA GPU from Ampere on; a CPU with AVX512-BF16, AMX or Arm BF16), fp32 elsewhere (the `hour` recipe's: an emulated bf16 step cost 18x its fp32 step on an AMD EPYC without them); run.json records which ran")
@@ -149,11 +136,9 @@ class TrainSettings:
 
     def _budget_problems(self) -> list[str]:
         if not self.time_budget:
-            out = ["train.short_seq_fraction applies to a train.time_budget; without one the sequence-length warm-up "
-                   "is train.short_seq_steps"] if self.short_seq_fraction else []
-            return out + [f"train.{name} applies to a train.time_budget (it is what each step counts toward one); "
-                          "without one train.steps decides" for name in ("step_seconds", "short_step_seconds")
-                          if getattr(self, name)]
+            return [f"train.{name} applies to a train.time_budget (it is what each step counts toward one); "
+                    "without one train.steps decides" for name in ("step_seconds", "short_step_seconds")
+                    if getattr(self, name)]
         try:
             self.budget_seconds
         except MapnetError as exc:
@@ -163,20 +148,7 @@ class TrainSettings:
             out.append(f"train.steps ({self.steps}) and train.time_budget ({self.time_budget}) are two stopping rules: a "
                        "budget run trains until its time is spent; leave train.steps unset (--stop-at N stops early, "
                        "--resume continues)")
-        out += self._clock_problems()
-        if not 0.0 <= self.short_seq_fraction < 1.0:
-            out.append(f"train.short_seq_fraction must be in [0, 1) (got {self.short_seq_fraction})")
-        elif self.short_seq_fraction > 0 and self.short_seq_steps > 0:  # one of them would be silently ignored
-            out.append(f"train.short_seq_steps ({self.short_seq_steps}) and train.short_seq_fraction "
-                       f"({self.short_seq_fraction}) are two sequence-length warm-ups: a train.time_budget run reads the "
-                       "fraction; set train.short_seq_steps=0 or leave it unset")
-        elif self.short_seq_len > 0 and self.short_seq_fraction == 0:
-            out.append(f"train.time_budget lays the sequence-length warm-up out in time: give its length as a fraction "
-                       f"of the budget (--set train.short_seq_fraction=0.1), or turn it off (train.short_seq_len=0); "
-                       f"train.short_seq_steps ({self.short_seq_steps}) counts steps, which a budget does not fix")
-        elif self.short_seq_fraction > 0 and self.short_seq_len < 1:
-            out.append(f"train.short_seq_fraction = {self.short_seq_fraction} needs train.short_seq_len (the pieces' length)")
-        return out
+        return out + self._clock_problems()
 
     def _clock_problems(self) -> list[str]:
         """A budget run's modelled clock: both costs positive where a step of their kind is taken, none ignored."""
@@ -187,44 +159,32 @@ class TrainSettings:
         if not self.step_seconds:
             return ["train.short_step_seconds needs train.step_seconds (a modelled clock counts every step; 0 times "
                     "them all)"] if self.short_step_seconds else []
-        if self.short_seq_fraction > 0 and not self.short_step_seconds:
-            return ["train.step_seconds models the clock, but the sequence-length warm-up's steps (train.short_seq_fraction) "
+        if self.short_seq.fraction > 0 and not self.short_step_seconds:
+            return ["train.step_seconds models the clock, but the sequence-length warm-up's steps (train.short_seq.fraction) "
                     "have no cost: give train.short_step_seconds (benchmarks/step_costs.py measures both)"]
-        if self.short_step_seconds and not self.short_seq_fraction:
+        if self.short_step_seconds and not self.short_seq.fraction:
             return [f"train.short_step_seconds ({self.short_step_seconds}) would be ignored: this run has no "
-                    "sequence-length warm-up (train.short_seq_fraction is 0)"]
+                    "sequence-length warm-up (train.short_seq.fraction is 0)"]
         return []
 
-    def _ramp_problems(self) -> list[str]:
-        """The batch-size ramp: a start that divides the batch, and its length in the unit the run counts."""
-        start, steps, fraction = self.batch_ramp_start, self.batch_ramp_steps, self.batch_ramp_fraction
-        if start < 0 or steps < 0 or fraction < 0:
-            return [f"train.batch_ramp_start, batch_ramp_steps and batch_ramp_fraction must be >= 0 (got {start}, {steps}, "
-                    f"{fraction})"]
-        if not start:
-            return [f"train.batch_ramp_{name} would be ignored: train.batch_ramp_start is 0 (no ramp)"
-                    for name, value in (("steps", steps), ("fraction", fraction)) if value]
-        out = []
-        if start >= self.batch_size or self.batch_size % start:
-            out.append(f"train.batch_ramp_start ({start}) must be smaller than train.batch_size ({self.batch_size}) and "
-                       "divide it: the ramp grows in whole multiples of it")
-        if self.time_budget:
-            if steps:
-                out.append("under train.time_budget the batch-size ramp is train.batch_ramp_fraction, in time; "
-                           f"train.batch_ramp_steps must be 0 (got {steps})")
-            if not 0 < fraction <= 1:
-                out.append(f"train.batch_ramp_fraction must be in (0, 1] under train.time_budget (got {fraction})")
-        else:
-            if fraction:
-                out.append(f"train.batch_ramp_fraction ({fraction}) needs train.time_budget: without one the ramp is "
-                           "train.batch_ramp_steps")
-            if steps < 1:
-                out.append(f"train.batch_ramp_start = {start} turns the batch-size ramp on: set its length "
-                           "(--set train.batch_ramp_steps=N)")
-            elif steps > self.steps:
-                out.append(f"train.batch_ramp_steps ({steps}) is longer than the run (train.steps {self.steps}): the batch "
-                           "would never reach train.batch_size")
-        return out
+    def _phase_problems(self) -> list[str]:
+        """The sequence-length warm-up and the batch-size ramp (the one rule of `phases.span_problems`), then what only
+        a ramp asks: a start that divides the batch, a length inside the run."""
+        budgeted = bool(self.time_budget)
+        # Where the 0 came from: a user who lowers the fast recipe's steps under --recipe paper believes it is on.
+        off = "; the paper recipe has none, the fast recipe's pieces are 16 tokens" if self.recipe == "paper" else ""
+        out = span_problems("train.short_seq", self.short_seq, budgeted, "sequence-length warm-up", on="len",
+                            off_because=off)
+        ramp = span_problems("train.batch_ramp", self.batch_ramp, budgeted, "batch-size ramp", on="start",
+                             whole_run=True)
+        start = self.batch_ramp.start
+        if not ramp and start and (start >= self.batch_size or self.batch_size % start):
+            ramp.append(f"train.batch_ramp.start ({start}) must be smaller than train.batch_size ({self.batch_size}) and "
+                        "divide it: the ramp grows in whole multiples of it")
+        if not ramp and not budgeted and self.batch_ramp.steps > self.steps:
+            ramp.append(f"train.batch_ramp.steps ({self.batch_ramp.steps}) is longer than the run (train.steps "
+                        f"{self.steps}): the batch would never reach train.batch_size")
+        return out + ramp
 
     def compiles(self, device) -> bool:
         """Whether the blocks are compiled on `device` (a torch.device)."""
@@ -253,30 +213,19 @@ class TrainSettings:
         return False
 
     def pieces_per_sequence(self, step: int, seq_len: int) -> int:
-        """Pieces each training sequence of `seq_len` tokens is cut into at `step` (1: whole; short_seq_len)."""
-        return seq_len // self.short_seq_len if self.short_seq_len and step < self.short_seq_steps else 1
+        """Pieces each training sequence of `seq_len` tokens is cut into at `step` of a step run (1: whole)."""
+        return seq_len // self.short_seq.len if self.short_seq.len and step < self.short_seq.steps else 1
 
     def problems(self) -> list[str]:
         out = []
         for name in ("steps", "batch_size", "eval_sequences", "keep_last"):
             if getattr(self, name) < 1:
                 out.append(f"train.{name} must be >= 1 (got {getattr(self, name)})")
-        for name in ("micro_batch_size", "eval_every", "checkpoint_every", "short_seq_len", "short_seq_steps"):
+        for name in ("micro_batch_size", "eval_every", "checkpoint_every"):
             if getattr(self, name) < 0:
                 out.append(f"train.{name} must be >= 0 (got {getattr(self, name)})")
         out += self._budget_problems()
-        out += self._ramp_problems()
-        if not self.time_budget and self.short_seq_len > 0 and self.short_seq_steps < 1:
-            out.append(f"train.short_seq_len = {self.short_seq_len} turns the sequence-length warm-up on, but "
-                       f"train.short_seq_steps is {self.short_seq_steps}: set how many steps it lasts "
-                       "(--set train.short_seq_steps=N), or turn it off with train.short_seq_len = 0")
-        if not self.time_budget and self.short_seq_steps > 0 and self.short_seq_len < 1:
-            # Name where the 0 came from: a user who lowered the fast recipe's steps under --recipe paper
-            # believes the warm-up is on.
-            why = "; the paper recipe has no warm-up" if self.recipe == "paper" else ""
-            out.append(f"train.short_seq_steps = {self.short_seq_steps} asks for a sequence-length warm-up, but "
-                       f"train.short_seq_len is {self.short_seq_len} (off{why}): set the pieces' length too "
-                       "(--set train.short_seq_len=16, the fast recipe's), or leave train.short_seq_steps at 0")
+        out += self._phase_problems()
         names = [entry.partition("=")[0] for entry in self.extra_eval]
         for entry, name in zip(self.extra_eval, names):
             # The name becomes part of metric keys and plot file names: plain ASCII only.

@@ -12,6 +12,7 @@ from .data import EngineSettings, PreprocessSettings, ShardSettings, SyntheticSe
 from .evaluation import FinetuneSettings, VarianceSettings
 from .field import declared_range_problems
 from .masking import MaskingSettings
+from .phases import span_problems
 from .training import DistributedSettings, LoggingSettings, ModelSettings, OptimSettings, TrainSettings
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,37 +50,29 @@ class Settings:
         """A batch-size ramp (train/batch_ramp.py) beside what cannot follow it; the world size is checked at the
         run's start, where it is known."""
         t, m = self.train, self.masking
-        if t.batch_ramp_start <= 0:
+        if t.batch_ramp.start <= 0:
             return []
         out = []
         if m.strategy == "mapnet":
-            out.append("the batch-size ramp (train.batch_ramp_start) is not available with masking.strategy 'mapnet': its "
+            out.append("the batch-size ramp (train.batch_ramp.start) is not available with masking.strategy 'mapnet': its "
                        "proposal trains on slots of the full train.batch_size")
-        if m.strategy == "stratified" and t.batch_ramp_start % m.stratified.copies:
-            out.append(f"train.batch_ramp_start ({t.batch_ramp_start}) must be divisible by masking.stratified.copies "
+        if m.strategy == "stratified" and t.batch_ramp.start % m.stratified.copies:
+            out.append(f"train.batch_ramp.start ({t.batch_ramp.start}) must be divisible by masking.stratified.copies "
                        f"({m.stratified.copies}): a ramped batch repeats each sequence as the full one does")
         return out
 
     def _budget_problems(self) -> list[str]:
-        """A train.time_budget lays the schedules out in time: the ones counted in steps must say so in time."""
-        o, m = self.optim, self.masking
-        if not self.train.time_budget:
-            return ["optim.warmup_fraction applies to a train.time_budget; without one the warm-up is optim.warmup_steps"
-                    ] if o.warmup_fraction else []
-        try:
-            self.train.budget_seconds
-        except MapnetError:
-            return []  # named by the train section's own check; what would follow from it is noise
-        out = []
-        if o.warmup_fraction > 0 and o.warmup_steps > 0:  # one of them would be silently ignored
-            out.append(f"optim.warmup_steps ({o.warmup_steps}) and optim.warmup_fraction ({o.warmup_fraction}) are two "
-                       "warm-ups: a train.time_budget run reads the fraction; set optim.warmup_steps=0 or leave it unset")
-        elif o.warmup_fraction == 0 and o.warmup_steps > 0:
-            out.append(f"train.time_budget lays the learning-rate schedule out in time: give the warm-up as a fraction of "
-                       f"the budget (--set optim.warmup_fraction=0.05), or none (optim.warmup_steps=0); "
-                       f"optim.warmup_steps ({o.warmup_steps}) counts steps, which a budget does not fix")
-        x = m.mapnet
-        if m.strategy == "mapnet" and x.explore_steps == 0 and x.explore_start != x.explore_end:
+        """A train.time_budget lays the schedules out in time: the learning rate's warm-up, and MAP-Net's exploration
+        (counted in steps, which a budget does not fix)."""
+        budgeted = bool(self.train.time_budget)
+        if budgeted:
+            try:
+                self.train.budget_seconds
+            except MapnetError:
+                return []  # named by the train section's own check; what would follow from it is noise
+        out = span_problems("optim.warmup", self.optim.warmup, budgeted, "learning-rate warm-up")
+        x = self.masking.mapnet
+        if budgeted and self.masking.strategy == "mapnet" and x.explore_steps == 0 and x.explore_start != x.explore_end:
             out.append("masking.mapnet.explore_steps = 0 spreads MAP-Net's exploration schedule over train.steps, which "
                        "a train.time_budget does not fix: give masking.mapnet.explore_steps, or explore_start = explore_end")
         return out

@@ -1,10 +1,10 @@
-"""A batch-size ramp (`train.batch_ramp_start`): the first steps train on fewer sequences, the batch growing to
+"""A batch-size ramp (`train.batch_ramp.start`): the first steps train on fewer sequences, the batch growing to
 `train.batch_size` over the ramp, as Cramming (Geiping & Goldstein 2022) grows its batch during a budget.
 
-    mapnet pretrain shards/ --out runs/r --preset mini --steps 2000 --set train.batch_ramp_start=8 \\
-        --set train.batch_ramp_steps=600                     # 8, 16, 24, 32 sequences, 200 steps each
-    mapnet pretrain shards/ --out runs/r --preset mini --time-budget 20m --set train.batch_ramp_start=8 \\
-        --set train.batch_ramp_fraction=0.3                  # the same over the budget's first 30%
+    mapnet pretrain shards/ --out runs/r --preset mini --steps 2000 --set train.batch_ramp.start=8 \\
+        --set train.batch_ramp.steps=600                     # 8, 16, 24, 32 sequences, 200 steps each
+    mapnet pretrain shards/ --out runs/r --preset mini --time-budget 20m --set train.batch_ramp.start=8 \\
+        --set train.batch_ramp.fraction=0.3                  # the same over the budget's first 30%
 
 The sizes, derived. With B the batch, b_0 the ramp's start (B a multiple of it, k = B / b_0 >= 2) and p the
 position along the ramp (p = step / R for a ramp of R steps; under a budget, the training time spent before the
@@ -47,11 +47,11 @@ class BatchRamp:
 
     @classmethod
     def from_settings(cls, train, budget_seconds: float | None) -> "BatchRamp | None":
-        if not train.batch_ramp_start:
+        if not train.batch_ramp.start:
             return None
         if budget_seconds is not None:
-            return cls(train.batch_ramp_start, train.batch_size, seconds=train.batch_ramp_fraction * budget_seconds)
-        return cls(train.batch_ramp_start, train.batch_size, steps=train.batch_ramp_steps)
+            return cls(train.batch_ramp.start, train.batch_size, seconds=train.batch_ramp.fraction * budget_seconds)
+        return cls(train.batch_ramp.start, train.batch_size, steps=train.batch_ramp.steps)
 
     def size(self, step: int, elapsed: float) -> int:
         """The global batch of `step`, which starts after `elapsed` counted seconds of training."""

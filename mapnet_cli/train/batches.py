@@ -10,7 +10,7 @@ per rank, and each part into micro-batches. Masks come from per-sequence
 streams keyed by (seed, step, slot) (`masking.uniform.SequenceRNG`), so neither the
 data nor the masks depend on how the batch is split.
 
-Sequence-length warm-up (`train.short_seq_len`, `train.short_seq_steps`). For the
+Sequence-length warm-up (`train.short_seq.len`, `train.short_seq.steps`). For the
 first steps each sequence of T tokens is cut into f = T / L pieces of L tokens,
 each a sequence of its own at positions 0 ... L - 1: the same tokens per step, in
 shorter sequences. Why: an encoder leaves the MLM unigram plateau only once some

@@ -1,7 +1,7 @@
 """Training to a wall-clock budget (`train.time_budget`): the schedule laid out in training time, as Cramming does.
 
     mapnet pretrain shards/ --out runs/hour --preset mini --time-budget 60m     # the recipe's warm-ups, in time
-    mapnet pretrain shards/ --out runs/hour --preset mini --time-budget 60m --set optim.warmup_fraction=0.05
+    mapnet pretrain shards/ --out runs/hour --preset mini --time-budget 60m --set optim.warmup.fraction=0.05
 
 What counts. The budget B is *training time*: the seconds the loop spends on optimizer steps (making the
 step's batches, forward, backward, the update), measured by the loop's clock around each step and summed
@@ -27,7 +27,7 @@ The schedule, derived. A step run's learning rate multiplier for the update afte
 It depends on k only through the position k / S along the run. Cramming (Geiping & Goldstein 2022) keeps
 the shape and measures the position in time instead: with T_k the training time spent before update k + 1
 and B the budget, the position is p_k = min(T_k / B, 1), the fraction of the budget spent so far. Writing
-w = W / S for the warm-up's share (`optim.warmup_fraction`) and substituting p for k / S:
+w = W / S for the warm-up's share (`optim.warmup.fraction`) and substituting p for k / S:
 
     f(p) = p / w                  for p < w       (linear warm-up, reaching 1 at p = w)
     f(p) = (1 - p) / (1 - w)      for p >= w      (linear decay, reaching 0 at p = 1)
@@ -38,8 +38,8 @@ integral of f over the run is B / 2 whatever w is, as it is S / 2 steps for a st
 the first update: at p_0 = 0 the warm-up gives f = 0 (a step run gives 1 / W, as small), so with a warm-up
 the first update moves Adam's moment estimates but not the weights.
 
-The sequence-length warm-up (`train.short_seq_len`) is laid out the same way: update k trains on short
-pieces while p_k < s (`train.short_seq_fraction`). Its end is decided once, at the first step that starts
+The sequence-length warm-up (`train.short_seq.len`) is laid out the same way: update k trains on short
+pieces while p_k < s (`train.short_seq.fraction`). Its end is decided once, at the first step that starts
 at or past s * B, and kept (`short_seq_end`, in the checkpoint), so every later step and a resumed run see
 the same switch step.
 
@@ -111,7 +111,7 @@ class Budget:
         t, o = settings.train, settings.optim
         if not t.time_budget:
             return None
-        return cls(t.budget_seconds, t.time_budget, o.warmup_fraction, o.schedule, t.short_seq_fraction,
+        return cls(t.budget_seconds, t.time_budget, o.warmup.fraction, o.schedule, t.short_seq.fraction,
                    t.step_seconds, t.short_step_seconds)
 
     def counted(self, measured: float, short: bool, share: float = 1.0) -> float:
@@ -138,9 +138,9 @@ class Budget:
         warmup = self.warmup_fraction * self.seconds
         if self.warmup_fraction and seconds >= warmup:
             raise MapnetError(f"train.time_budget {self.text} is too short for its warm-up: the first step alone "
-                              f"({seconds:.3g} s of training) spent the warm-up's share (optim.warmup_fraction "
+                              f"({seconds:.3g} s of training) spent the warm-up's share (optim.warmup.fraction "
                               f"{self.warmup_fraction:g}: {warmup:.3g} s), so the learning rate would jump from 0 to "
-                              "its peak; give a longer budget or a larger optim.warmup_fraction (0: no warm-up); a "
+                              "its peak; give a longer budget or a larger optim.warmup.fraction (0: no warm-up); a "
                               "compiled model's first step includes its compilation (train.compile=false, or a "
                               "modelled clock: train.step_seconds)")
 

@@ -39,8 +39,8 @@ def run_input_problems(settings, data, shards: Path, world_size: int = 1) -> lis
     if data.max_seq_len > model.max_position:
         problems.append(f"shards {shards} hold {data.max_seq_len}-token sequences but model.max_position is "
                         f"{model.max_position}")
-    if t.short_seq_len and (t.short_seq_len >= data.max_seq_len or data.max_seq_len % t.short_seq_len):
-        problems.append(f"train.short_seq_len ({t.short_seq_len}) must divide the shards' {data.max_seq_len}-token "
+    if t.short_seq.len and (t.short_seq.len >= data.max_seq_len or data.max_seq_len % t.short_seq.len):
+        problems.append(f"train.short_seq.len ({t.short_seq.len}) must divide the shards' {data.max_seq_len}-token "
                         "sequences into at least two pieces (e.g. 32 or 64 for 128)")
     measured_on = MEASURED_ON.get(t.recipe, {}).get("max_seq_len")
     if measured_on and data.max_seq_len != measured_on:
@@ -133,8 +133,8 @@ def world_problems(settings, world_size: int) -> list[str]:
         fits = t.batch_size - t.batch_size % world_size or world_size
         out.append(f"train.batch_size ({t.batch_size}) must be divisible by the world size ({world_size}): each "
                    f"process trains an equal part of the batch (e.g. --batch-size {fits})")
-    if t.batch_ramp_start and t.batch_ramp_start % world_size:
-        out.append(f"train.batch_ramp_start ({t.batch_ramp_start}) must be divisible by the world size ({world_size}): "
+    if t.batch_ramp.start and t.batch_ramp.start % world_size:
+        out.append(f"train.batch_ramp.start ({t.batch_ramp.start}) must be divisible by the world size ({world_size}): "
                    "every ramped batch is split among the processes like the full one")
     micro = t.micro_batch_size or t.batch_size // world_size
     if d.static_graph and micro * world_size < t.batch_size:

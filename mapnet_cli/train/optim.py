@@ -82,7 +82,7 @@ def lr_factor(step: int, warmup_steps: int, total_steps: int, schedule: str = "l
 def build_scheduler(optimizer: torch.optim.Optimizer, optim, total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
     """A LambdaLR whose state_dict holds only numbers, so checkpoints load with weights_only=True."""
     return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_factor(step, optim.warmup_steps, total_steps, optim.schedule))
+        optimizer, lambda step: lr_factor(step, optim.warmup.steps, total_steps, optim.schedule))
 
 
 __all__ = ["param_groups", "build_optimizer", "lr_factor", "build_scheduler"]

@@ -8,10 +8,10 @@
         ...
         schedule.finish(step, seconds, pieces, size, info)     # the clock: measured, or modelled (budget.py)
 
-Whether the run is done or complete, each step's sequence pieces (`train.short_seq_len`) and batch (the batch
+Whether the run is done or complete, each step's sequence pieces (`train.short_seq.len`) and batch (the batch
 ramp), the learning rate's schedule (`lr`, stepped by `train_step`), the modelled clock's known end, the progress
-total, and what a checkpoint keeps (`state_dict`). A step run counts steps (`train.steps`, `train.short_seq_steps`,
-`train.batch_ramp_steps`); a budget run counts training time (`train.time_budget` and its fractions), derived in
+total, and what a checkpoint keeps (`state_dict`). A step run counts steps (`train.steps`, `train.short_seq.steps`,
+`train.batch_ramp.steps`); a budget run counts training time (`train.time_budget` and its fractions), derived in
 budget.py. The strategy is told the step's pieces; nothing rewrites another object's settings.
 """
 
@@ -127,14 +127,14 @@ class TimeSchedule(StepSchedule):
         self._decide_short_seq(step)
 
     def _decide_short_seq(self, step: int) -> None:
-        if self.train.short_seq_len and self.short_seq_end is None and self.budget.short_seq_over(self.elapsed):
+        if self.train.short_seq.len and self.short_seq_end is None and self.budget.short_seq_over(self.elapsed):
             self.short_seq_end = step
 
     def pieces(self, step: int) -> int:
-        if not self.train.short_seq_len:
+        if not self.train.short_seq.len:
             return 1
         whole = self.short_seq_end is not None and step >= self.short_seq_end
-        return 1 if whole else self.seq_len // self.train.short_seq_len
+        return 1 if whole else self.seq_len // self.train.short_seq.len
 
     def finish(self, step: int, seconds: float, pieces: int, size: int, info: distributed.DistInfo) -> None:
         self.wall += seconds

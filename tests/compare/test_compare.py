@@ -23,7 +23,7 @@ from mapnet_cli.settings import MaskingSettings, resolve
 from tiny_shards import write_tiny_shards
 
 SETS = ["model.max_position=32", "shard.max_seq_len=32", "train.batch_size=8", "train.eval_sequences=8",
-        "train.eval_every=3", "optim.warmup_steps=2", "optim.lr=3e-3", "logging.log_every=2",
+        "train.eval_every=3", "optim.warmup.steps=2", "optim.lr=3e-3", "logging.log_every=2",
         "logging.progress=false", "train.device=cpu", "variance.snapshot_sentences=4", "variance.snapshot_masks=2",
         "variance.snapshot_project_dim=256"]
 

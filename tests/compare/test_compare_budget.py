@@ -14,14 +14,14 @@ from mapnet_cli.model import checkpoint
 from mapnet_cli.settings import resolve
 from tiny_shards import write_tiny_shards
 
-BUDGET = ["train.time_budget=20m", "optim.warmup_fraction=0.05", "train.short_seq_fraction=0.1"]
+BUDGET = ["train.time_budget=20m", "optim.warmup.fraction=0.05", "train.short_seq.fraction=0.1"]
 
 
 def test_every_arm_and_seed_gets_the_same_budget_and_keeps_every_checkpoint(tmp_path):
     base = resolve(None, {"model": {"preset": "tiny"}}, [*BUDGET, "train.eval_every=4", "masking.mapnet.explore_steps=100"],
                    check_ignored=False)
     plan = cmp.plan_runs(base, cmp.parse_strategies("uniform,uniform@0.3,mapnet,mapnet-ht-lite"), 2, tmp_path)
-    assert {(p.settings.train.time_budget, p.settings.optim.warmup_fraction) for p in plan} == {("20m", 0.05)}
+    assert {(p.settings.train.time_budget, p.settings.optim.warmup.fraction) for p in plan} == {("20m", 0.05)}
     assert {p.settings.train.seed for p in plan} == {0, 1}
     # Its evaluation steps are found by each run: every checkpoint (one per evaluation) is kept.
     assert cmp.eval_steps(base.train) is None
@@ -57,7 +57,7 @@ def two_second_compare(shards, out, *sets: str) -> list[str]:
     args = ["compare", str(shards), "--out", str(out), "--strategies", "uniform,uniform@0.3", "--seeds", "2",
             "--preset", "tiny", "--time-budget", "2s"]
     # No learning-rate warm-up: on a loaded machine a first step can spend a 2-second budget's warm-up share (refused).
-    for s in ("optim.warmup_fraction=0", "model.max_position=32", "shard.max_seq_len=32", "train.batch_size=8",
+    for s in ("optim.warmup.fraction=0", "model.max_position=32", "shard.max_seq_len=32", "train.batch_size=8",
               "train.eval_sequences=8", "train.eval_every=0", "optim.lr=3e-3", "logging.progress=false",
               "train.device=cpu", *sets):
         args += ["--set", s]
@@ -68,7 +68,7 @@ def two_second_compare(shards, out, *sets: str) -> list[str]:
 def test_compare_trains_every_arm_for_the_same_time_and_reuses_finished_runs(tmp_path):
     shards = write_tiny_shards(tmp_path / "shards", train=96, valid=24, seq_len=32)
     out = tmp_path / "cmp"
-    args = two_second_compare(shards, out, "train.short_seq_fraction=0.2")
+    args = two_second_compare(shards, out, "train.short_seq.fraction=0.2")
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     doc = json.loads((out / cmp.RESULTS).read_text())
@@ -93,7 +93,7 @@ def test_step_costs_put_every_arm_on_the_modelled_clock_at_its_own_cost(tmp_path
     assert {(p.strategy, p.settings.train.step_seconds, p.settings.train.short_step_seconds) for p in plan} == {
         ("uniform", 0.6, 0.5), ("uniform@0.3", 0.75, 0.62)}  # both seeds of an arm at its costs
     # Without a sequence-length warm-up the short cost is left out (it would be ignored, which is refused).
-    whole = resolve(None, {"model": {"preset": "tiny"}}, [*BUDGET[:2], "train.short_seq_len=0", "train.short_seq_fraction=0"], check_ignored=False)
+    whole = resolve(None, {"model": {"preset": "tiny"}}, [*BUDGET[:2], "train.short_seq.len=0", "train.short_seq.fraction=0"], check_ignored=False)
     assert {p.settings.train.short_step_seconds for p in cmp.plan_runs(whole, ["uniform"], 1, tmp_path, table)} == {0.0}
     # One line each: no budget, two modelled clocks, an arm the file lacks, a cost that is not a positive number.
     steps = resolve(None, {"model": {"preset": "tiny"}}, ["train.steps=10"], check_ignored=False)
@@ -120,7 +120,7 @@ def test_compare_with_step_costs_buys_each_arm_the_steps_its_cost_allows(tmp_pat
     costs.write_text(json.dumps({"arms": {"uniform": {"step_seconds": 0.125, "short_step_seconds": 0.125},
                                           "uniform@0.3": {"step_seconds": 0.25, "short_step_seconds": 0.25}}}))
     out = tmp_path / "cmp"
-    res = CliRunner().invoke(app, [*two_second_compare(shards, out, "train.short_seq_fraction=0.25"),
+    res = CliRunner().invoke(app, [*two_second_compare(shards, out, "train.short_seq.fraction=0.25"),
                                    "--step-costs", str(costs)])
     assert res.exit_code == 0, res.output
     doc = json.loads((out / cmp.RESULTS).read_text())

@@ -198,7 +198,7 @@ def adaptive_run(tmp_path_factory):
     shards = write_tiny_shards(root / "shards", train=128, valid=8, seq_len=64, split_vocab=True, bpe=True)
     s = resolve(None, {"model": {"preset": "tiny"}}, [
         "train.recipe=paper", "model.max_position=64", "shard.max_seq_len=64", "train.batch_size=16", "train.steps=40",
-        "train.eval_every=0", "train.eval_sequences=8", "train.checkpoint_every=0", "optim.warmup_steps=3",
+        "train.eval_every=0", "train.eval_sequences=8", "train.checkpoint_every=0", "optim.warmup.steps=3",
         "optim.lr=3e-3", "logging.progress=false", "masking.strategy=adaptive", "masking.adaptive.every=5",
         "masking.adaptive.weights=ht", "masking.adaptive.mix_uniform=0.5"])
     return pretrain(s, shards, root / "run")

@@ -225,7 +225,7 @@ def test_settings_refuse_ht_without_a_mixture_and_mapnets_importance():
 
 # ---------------------------------------------------------------- end to end
 RUN = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=64", "train.batch_size=8", "train.steps=12",
-       "train.eval_sequences=8", "train.eval_every=0", "train.checkpoint_every=0", "optim.warmup_steps=2",
+       "train.eval_sequences=8", "train.eval_every=0", "train.checkpoint_every=0", "optim.warmup.steps=2",
        "optim.lr=3e-3", "logging.log_every=3", "logging.progress=false", "masking.strategy=adaptive",
        "masking.adaptive.every=3"]
 

@@ -164,7 +164,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
 
 # ---------------------------------------------------------------- the command and training
 PMI_TRAIN = ["model.max_position=64", "shard.max_seq_len=64", "train.batch_size=8", "train.steps=6", "train.eval_every=0",
-             "train.eval_sequences=8", "train.checkpoint_every=3", "optim.warmup_steps=2", "logging.progress=false",
+             "train.eval_sequences=8", "train.checkpoint_every=3", "optim.warmup.steps=2", "logging.progress=false",
              "masking.strategy=pmi"]
 
 

@@ -22,7 +22,7 @@ from mapnet_cli.model import checkpoint
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.model.bert import BertConfig, BertForMLM
 from mapnet_cli.train.optim import build_optimizer, build_scheduler
-from mapnet_cli.settings import OptimSettings, Settings
+from mapnet_cli.settings import OptimSettings, Settings, WarmupSettings
 from tiny_shards import write_tiny_shards
 
 CFG = BertConfig(vocab_size=40, layers=1, hidden=16, heads=2, intermediate=32, max_position=16)
@@ -71,8 +71,8 @@ def test_weights_of_several_modules_with_a_shared_embedding(tmp_path):
 
 def test_state_loads_with_weights_only_and_restores_rng(tmp_path, tokenizer):
     model = BertForMLM(CFG)
-    opt = build_optimizer([model], OptimSettings(warmup_steps=2))
-    sched = build_scheduler(opt, OptimSettings(warmup_steps=2), 10)
+    opt = build_optimizer([model], OptimSettings(warmup=WarmupSettings(steps=2)))
+    sched = build_scheduler(opt, OptimSettings(warmup=WarmupSettings(steps=2)), 10)
     model(torch.randint(5, 40, (2, 8)), None, torch.ones(2, 8, dtype=torch.bool)).sum().backward()
     opt.step()
     sched.step()

@@ -211,8 +211,8 @@ def shards(tmp_path_factory):
 
 
 MODERN = ["train.recipe=fast", "model.block=modern", "model.max_position=64", "shard.max_seq_len=32",
-          "train.batch_size=8", "train.steps=40", "train.short_seq_len=0", "train.short_seq_steps=0",
-          "train.eval_every=20", "train.eval_sequences=16", "train.checkpoint_every=20", "optim.warmup_steps=3", "optim.lr=3e-3",
+          "train.batch_size=8", "train.steps=40", "train.short_seq.len=0", "train.short_seq.steps=0",
+          "train.eval_every=20", "train.eval_sequences=16", "train.checkpoint_every=20", "optim.warmup.steps=3", "optim.lr=3e-3",
           "logging.log_every=5", "logging.progress=false"]
 
 

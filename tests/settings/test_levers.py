@@ -32,7 +32,7 @@ def test_a_shape_set_over_a_preset_keeps_the_presets_recipe_and_trains_that_shap
     s = resolve(None, {"model": {"preset": "mini"}},
                 ["model.layers=3", "model.hidden=32", "model.heads=2", "model.max_position=64", "shard.max_seq_len=32",
                  "train.batch_size=4", "train.steps=2", "train.eval_every=0", "train.eval_sequences=8",
-                 "train.short_seq_len=0", "train.short_seq_steps=0", "optim.warmup_steps=1", "logging.progress=false"])
+                 "train.short_seq.len=0", "train.short_seq.steps=0", "optim.warmup.steps=1", "logging.progress=false"])
     lr, _, init_std, _ = FAST_BY_PRESET["mini"]
     assert (s.model.preset, s.train.recipe, s.optim.lr, s.model.init_std) == ("mini", "fast", lr, init_std)
     last = pretrain(s, shards, tmp_path / "run", command_line=["mapnet", "pretrain"])
@@ -79,11 +79,11 @@ def test_a_shape_split_or_rate_out_of_range_is_refused(sets, words):
 # ---------------------------------------------------------------- the schedule's shape
 def test_one_cycle_is_linear_to_zero_with_half_the_run_warming_up():
     # Cramming's one-cycle: up to the peak at half the budget, down to zero at its end. With a budget it is
-    # optim.warmup_fraction = 0.5 (the default shape, linear decay to zero); by steps, warm-up = half the steps.
+    # optim.warmup.fraction = 0.5 (the default shape, linear decay to zero); by steps, warm-up = half the steps.
     for p, want in [(0.0, 0.0), (0.25, 0.5), (0.5, 1.0), (0.75, 0.5), (1.0, 0.0)]:
         assert lr_factor_at(p, 0.5) == pytest.approx(want)
     assert [lr_factor(k, 50, 100) for k in (24, 49, 50, 75, 100)] == pytest.approx([0.5, 1.0, 1.0, 0.5, 0.0])
     # Linear-to-zero after a short warm-up (the baseline) spends more of the run near the peak.
     assert lr_factor_at(0.25, 0.05) == pytest.approx(0.75 / 0.95)
-    assert resolve(None, None, ["train.time_budget=20m", "optim.warmup_steps=0", "optim.warmup_fraction=0.5"]
-                   ).optim.warmup_fraction == 0.5
+    assert resolve(None, None, ["train.time_budget=20m", "optim.warmup.steps=0", "optim.warmup.fraction=0.5"]
+                   ).optim.warmup.fraction == 0.5

@@ -30,6 +30,7 @@ def old(tmp_path) -> Path:
 
 def test_an_old_runs_settings_read_into_the_new_tables():
     mapnet = checkpoint.load_settings(FIXTURES / "mapnet")
+    assert mapnet.optim.warmup.steps == 1 and mapnet.train.short_seq.len == 0  # 0.1's optim.warmup_steps = 1
     m = mapnet.masking.mapnet
     assert (m.importance, m.mix_uniform, m.target, m.lr, m.hidden, m.heads, m.explore_steps) == (
         "ht", 0.5, "gradnorm", 1e-3, 8, 2, 2)
@@ -63,12 +64,16 @@ def test_an_old_run_resumes_exports_and_evaluates(old, name, tmp_path):
 
 def test_an_old_key_in_a_users_config_is_told_the_new_one(tmp_path):
     config = tmp_path / "old.toml"
-    config.write_text("[masking]\nstrategy = \"mapnet\"\nmap_hidden = 8\nspan_p = 0.3\nmix_uniform = 0.1\n")
+    config.write_text("[masking]\nstrategy = \"mapnet\"\nmap_hidden = 8\nspan_p = 0.3\nmix_uniform = 0.1\n"
+                      "[optim]\nwarmup_steps = 3\n[train]\nshort_seq_len = 16\nbatch_ramp_fraction = 0.2\n")
     with pytest.raises(MapnetError) as err:
         resolve(config)
     text = str(err.value)
     assert "'masking.map_hidden' in " in text and "is now 'masking.mapnet.hidden'" in text
     assert "is now 'masking.span.p'" in text
+    for old, new in (("optim.warmup_steps", "optim.warmup.steps"), ("train.short_seq_len", "train.short_seq.len"),
+                     ("train.batch_ramp_fraction", "train.batch_ramp.fraction")):
+        assert f"'{old}' in {config} is now '{new}'" in text
     assert "'masking.mapnet.mix_uniform' or 'masking.frequency.mix_uniform' or 'masking.adaptive.mix_uniform'" in text
     with pytest.raises(MapnetError, match="'masking.map_lr' in command-line flags is now 'masking.mapnet.lr'"):
         resolve(None, None, ["masking.map_lr=1e-3"])

@@ -21,7 +21,7 @@ from mapnet_cli.errors import MapnetError
 def test_defaults_follow_the_paper_tables():
     s = S.Settings()
     assert (s.optim.lr, s.optim.betas, s.optim.eps, s.optim.weight_decay) == (1e-4, (0.9, 0.98), 1e-6, 0.01)
-    assert (s.optim.warmup_steps, s.optim.schedule) == (10_000, "linear")
+    assert (s.optim.warmup.steps, s.optim.schedule) == (10_000, "linear")
     assert (s.train.batch_size, s.shard.max_seq_len, s.train.steps) == (256, 512, 1_000_000)
     assert (s.model.layers, s.model.hidden, s.model.heads, s.model.dropout) == (12, 768, 12, 0.1)
     assert s.masking.mask_prob == 0.15 and (s.masking.mapnet.explore_start, s.masking.mapnet.explore_end) == (1.0, 0.33)
@@ -44,12 +44,12 @@ def test_presets(name, dims):
 
 def test_precedence_defaults_preset_file_flags(tmp_path):
     cfg = tmp_path / "run.toml"
-    cfg.write_text('[model]\npreset = "mini"\nlayers = 3\n[optim]\nlr = 5e-4\nwarmup_steps = 7\n')
+    cfg.write_text('[model]\npreset = "mini"\nlayers = 3\n[optim]\nlr = 5e-4\nwarmup.steps = 7\n')
     s = S.resolve(cfg)
-    assert (s.model.layers, s.model.hidden, s.optim.lr, s.optim.warmup_steps) == (3, 256, 5e-4, 7)
+    assert (s.model.layers, s.model.hidden, s.optim.lr, s.optim.warmup.steps) == (3, 256, 5e-4, 7)
     # CLI flags beat the file; --set beats typed flags; a CLI preset beats the file's preset.
-    s = S.resolve(cfg, {"optim": {"lr": 1e-3}, "model": {"preset": "tiny"}}, ["optim.warmup_steps=9"])
-    assert (s.optim.lr, s.optim.warmup_steps, s.model.preset, s.model.hidden, s.model.layers) == (1e-3, 9, "tiny", 128, 3)
+    s = S.resolve(cfg, {"optim": {"lr": 1e-3}, "model": {"preset": "tiny"}}, ["optim.warmup.steps=9"])
+    assert (s.optim.lr, s.optim.warmup.steps, s.model.preset, s.model.hidden, s.model.layers) == (1e-3, 9, "tiny", 128, 3)
     # None means "flag not given": it must not override.
     assert S.resolve(cfg, {"optim": {"lr": None}}).optim.lr == 5e-4
 
@@ -111,7 +111,7 @@ def test_a_recipe_with_a_shape_trains_it_when_no_preset_is_named_and_a_named_pre
     m = s.model
     assert (m.preset, m.layers, m.hidden, m.heads) == ("custom", 6, 128, 2)
     # The recipe's per-preset values are the shape's preset's (mini: LR 2e-3, 500 steps of pieces), not custom's.
-    assert (s.optim.lr, s.train.short_seq_steps, m.norm) == (2e-3, 500, "pre") and recipes.FAST_BY_PRESET["custom"][0] != 2e-3
+    assert (s.optim.lr, s.train.short_seq.steps, m.norm) == (2e-3, 500, "pre") and recipes.FAST_BY_PRESET["custom"][0] != 2e-3
     assert S.resolve(None, {"train": {"recipe": "fast"}}, ["model.layers=3"]).model.layers == 3  # a flag still wins
     named = S.resolve(None, {"model": {"preset": "tiny"}, "train": {"recipe": "fast"}})
     assert (named.model.preset, named.model.layers, named.model.hidden) == ("tiny", 2, 128)
@@ -143,8 +143,8 @@ def test_the_hour_recipe_is_fast_with_the_joined_levers_and_brings_its_shape():
     assert (s.model.block, s.train.precision, s.train.batch_size, s.masking.mask_prob) == ("modern", "bf16-native", 64,
                                                                                           0.3)
     # Everything else is `fast`'s at that size, the budget's warm-up fractions included.
-    assert (s.optim, s.model.norm, s.model.init_std, s.train.short_seq_fraction) == (
-        fast.optim, fast.model.norm, fast.model.init_std, fast.train.short_seq_fraction)
+    assert (s.optim, s.model.norm, s.model.init_std, s.train.short_seq.fraction) == (
+        fast.optim, fast.model.norm, fast.model.init_std, fast.train.short_seq.fraction)
     assert recipes.MEASURED_ON["hour"] == {"max_seq_len": 64, "vocab_size": 16384}
     # A named preset wins over the shape, and a flag over a lever.
     named = S.resolve(None, {"model": {"preset": "tiny"}, "train": {"recipe": "hour"}}, ["masking.mask_prob=0.15"])
@@ -239,8 +239,8 @@ def test_config_show_cli(tmp_path):
     res = runner.invoke(app, ["config", "show", "--recipe", "hour", "--time-budget", "1h30m"])
     assert res.exit_code == 0, res.output
     shown = tomllib.loads(res.stdout)
-    assert shown["train"]["time_budget"] == "1h30m" and shown["optim"]["warmup_steps"] == 0
-    assert shown["optim"]["warmup_fraction"] > 0 and shown["model"]["hidden"] == 192
+    assert shown["train"]["time_budget"] == "1h30m" and shown["optim"]["warmup"]["steps"] == 0
+    assert shown["optim"]["warmup"]["fraction"] > 0 and shown["model"]["hidden"] == 192
     res = runner.invoke(app, ["config", "show", "--time-budget", "soon"])
     assert isinstance(res.exception, MapnetError) and "with units" in str(res.exception)
 
@@ -439,18 +439,19 @@ def test_shard_refuses_a_nan_valid_fraction_with_the_other_bad_settings(tmp_path
 
 
 def test_a_warm_up_half_given_names_the_other_half_and_where_its_value_came_from():
-    """`--recipe paper --set train.short_seq_steps=1` said "needs train.short_seq_len" as if nothing had set it: the
+    """`--recipe paper --set train.short_seq.steps=1` said "needs train.short_seq.len" as if nothing had set it: the
     message now gives the value the user set, the one it lacks, that the paper recipe has no warm-up, and the fix."""
     with pytest.raises(MapnetError) as info:
-        S.resolve(None, {"model": {"preset": "tiny"}, "train": {"recipe": "paper"}}, ["train.short_seq_steps=1"])
+        S.resolve(None, {"model": {"preset": "tiny"}, "train": {"recipe": "paper"}}, ["train.short_seq.steps=1"])
     text = str(info.value)
-    assert "train.short_seq_steps = 1 asks for a sequence-length warm-up, but train.short_seq_len is 0" in text
-    assert "the paper recipe has no warm-up" in text and "--set train.short_seq_len=16" in text
-    with pytest.raises(MapnetError, match="train.short_seq_len = 8 turns the sequence-length warm-up on, but "
-                                          "train.short_seq_steps is 0"):
-        S.resolve(None, {"model": {"preset": "tiny"}, "train": {"recipe": "paper"}}, ["train.short_seq_len=8"])
+    assert "train.short_seq.steps = 1 would be ignored: train.short_seq.len is 0 (no sequence-length warm-up" in text
+    assert "the paper recipe has none, the fast recipe's pieces are 16 tokens" in text
+    assert "set train.short_seq.len too, or leave train.short_seq.steps at 0" in text
+    with pytest.raises(MapnetError, match="train.short_seq.len = 8 turns the sequence-length warm-up on: give its "
+                                          "length, train.short_seq.steps"):
+        S.resolve(None, {"model": {"preset": "tiny"}, "train": {"recipe": "paper"}}, ["train.short_seq.len=8"])
     # The fast recipe sets both: lowering its steps alone is fine.
-    assert S.resolve(None, {"model": {"preset": "tiny"}}, ["train.short_seq_steps=1"]).train.short_seq_len == 16
+    assert S.resolve(None, {"model": {"preset": "tiny"}}, ["train.short_seq.steps=1"]).train.short_seq.len == 16
 
 
 def test_fine_tuning_pools_the_mean_by_default_and_the_paper_protocol_keeps_cls():

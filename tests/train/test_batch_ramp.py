@@ -18,7 +18,7 @@ from mapnet_cli.train.run_loader import load_run
 from tiny_shards import write_tiny_shards
 
 TINY = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8",
-        "train.eval_every=0", "train.eval_sequences=16", "train.checkpoint_every=0", "optim.warmup_steps=0",
+        "train.eval_every=0", "train.eval_sequences=16", "train.checkpoint_every=0", "optim.warmup.steps=0",
         "optim.lr=3e-3", "logging.log_every=1", "logging.progress=false"]
 MASKED = 5  # masked positions in each 32-token sequence of the tiny shards at 15%
 
@@ -66,7 +66,7 @@ def test_the_sizes_follow_the_formula_in_steps_and_in_time():
 
 def test_a_ramped_run_trains_and_consumes_each_steps_batch_and_resumes_and_prefetches_exactly(shards, tmp_path,
                                                                                                 monkeypatch):
-    ramp = ["train.steps=8", "train.batch_ramp_start=2", "train.batch_ramp_steps=6"]
+    ramp = ["train.steps=8", "train.batch_ramp.start=2", "train.batch_ramp.steps=6"]
     straight = pretrain(settings(*ramp), shards, tmp_path / "a")
     sizes = [formula(2, 8, s / 6) for s in range(8)]
     assert sizes == [2, 2, 4, 4, 6, 6, 8, 8]
@@ -94,8 +94,8 @@ def test_a_ramped_run_trains_and_consumes_each_steps_batch_and_resumes_and_prefe
 def test_under_a_modelled_budget_a_ramped_step_counts_its_share_and_resumes_and_prefetches_exactly(shards, tmp_path):
     full, budget, fraction = 0.125, 1.0, 0.5  # powers of two: every sum below is exact
     # No learning-rate warm-up: the paper recipe's (1% of the budget) is shorter than the first step, and refused.
-    s_extra = ["train.time_budget=1s", "optim.warmup_fraction=0", f"train.step_seconds={full}", "train.batch_ramp_start=2",
-               f"train.batch_ramp_fraction={fraction}"]
+    s_extra = ["train.time_budget=1s", "optim.warmup.fraction=0", f"train.step_seconds={full}", "train.batch_ramp.start=2",
+               f"train.batch_ramp.fraction={fraction}"]
     s = settings(*s_extra)
     slow = pretrain(s, shards, tmp_path / "slow", clock=FakeClock(0.3))
     fast = pretrain(s, shards, tmp_path / "fast", clock=FakeClock(0.01))
@@ -127,16 +127,17 @@ def test_under_a_modelled_budget_a_ramped_step_counts_its_share_and_resumes_and_
 
 
 @pytest.mark.parametrize("extra, says", [
-    (["train.batch_ramp_start=2"], "set its length (--set train.batch_ramp_steps=N)"),
-    (["train.batch_ramp_start=3", "train.batch_ramp_steps=5"], "must be smaller than train.batch_size (8) and divide it"),
-    (["train.batch_ramp_start=8", "train.batch_ramp_steps=5"], "must be smaller than train.batch_size (8) and divide it"),
-    (["train.batch_ramp_start=2", "train.batch_ramp_fraction=0.5"], "needs train.time_budget"),
-    (["train.batch_ramp_steps=5"], "train.batch_ramp_steps would be ignored"),
-    (["train.time_budget=1m", "train.batch_ramp_start=2", "train.batch_ramp_steps=5", "train.batch_ramp_fraction=0.5"],
-     "train.batch_ramp_steps must be 0"),
-    (["train.time_budget=1m", "train.batch_ramp_start=2", "train.batch_ramp_fraction=1.5"], "must be in (0, 1]"),
-    (["train.batch_ramp_start=-2"], "must be >= 0"),
-    (["train.steps=4", "train.batch_ramp_start=2", "train.batch_ramp_steps=5"], "would never reach train.batch_size"),
+    (["train.batch_ramp.start=2"], "turns the batch-size ramp on: give its length, train.batch_ramp.steps"),
+    (["train.batch_ramp.start=3", "train.batch_ramp.steps=5"], "must be smaller than train.batch_size (8) and divide it"),
+    (["train.batch_ramp.start=8", "train.batch_ramp.steps=5"], "must be smaller than train.batch_size (8) and divide it"),
+    (["train.batch_ramp.start=2", "train.batch_ramp.fraction=0.5"], "applies to a train.time_budget"),
+    (["train.batch_ramp.steps=5"], "train.batch_ramp.steps = 5 would be ignored: train.batch_ramp.start is 0"),
+    (["train.time_budget=1m", "train.batch_ramp.start=2", "train.batch_ramp.steps=5", "train.batch_ramp.fraction=0.5"],
+     "train.batch_ramp.steps (5) counts steps, which a train.time_budget does not fix"),
+    (["train.time_budget=1m", "train.batch_ramp.start=2", "train.batch_ramp.fraction=1.5"], "must be in [0, 1]"),
+    (["train.time_budget=1m", "train.batch_ramp.start=2"], "under a train.time_budget give its share of the budget"),
+    (["train.batch_ramp.start=-2"], "must be >= 0"),
+    (["train.steps=4", "train.batch_ramp.start=2", "train.batch_ramp.steps=5"], "would never reach train.batch_size"),
 ])
 def test_a_ramp_that_cannot_be_what_was_asked_is_refused_in_one_line(extra, says):
     with pytest.raises(MapnetError) as exc:
@@ -145,20 +146,20 @@ def test_a_ramp_that_cannot_be_what_was_asked_is_refused_in_one_line(extra, says
 
 
 def test_a_ramp_mapnet_or_a_stratified_batch_cannot_follow_is_refused_with_the_settings():
-    ramp = ["train.steps=4", "train.batch_ramp_start=2", "train.batch_ramp_steps=2"]
+    ramp = ["train.steps=4", "train.batch_ramp.start=2", "train.batch_ramp.steps=2"]
     with pytest.raises(MapnetError, match="not available with masking.strategy 'mapnet'"):
         settings(*ramp, "masking.strategy=mapnet")
     with pytest.raises(MapnetError, match=r"divisible by masking.stratified.copies \(4\)"):  # 2 cannot hold 4 copies
         settings(*ramp, "masking.strategy=stratified", "masking.stratified.copies=4")
     # One micro-batch a step, as static_graph requires, whatever the ramp's size: allowed.
     assert settings(*ramp, "distributed.static_graph=true").distributed.static_graph
-    assert settings(*ramp, "masking.strategy=stratified", "masking.stratified.copies=2").train.batch_ramp_start == 2
+    assert settings(*ramp, "masking.strategy=stratified", "masking.stratified.copies=2").train.batch_ramp.start == 2
 
 
 def test_a_ramp_the_processes_cannot_split_is_refused_before_training(shards, tmp_path):
     from mapnet_cli import distributed
     from mapnet_cli.train.loop import Run
 
-    s = settings("train.steps=4", "train.batch_size=12", "train.batch_ramp_start=3", "train.batch_ramp_steps=2")
+    s = settings("train.steps=4", "train.batch_size=12", "train.batch_ramp.start=3", "train.batch_ramp.steps=2")
     with pytest.raises(MapnetError, match=r"divisible by the world size \(2\)"):
         Run(s, shards, tmp_path / "r", distributed.DistInfo(world_size=2), False, [])

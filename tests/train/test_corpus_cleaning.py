@@ -14,7 +14,7 @@ from mapnet_cli.model.checkpoint import latest_checkpoint, load_settings
 TINY = ["preprocess.vocab_size=300", "preprocess.workers=1", "shard.max_seq_len=32", "shard.valid_fraction=0.1",
         "model.layers=1", "model.hidden=32", "model.heads=2", "model.intermediate=64", "model.max_position=32",
         "train.batch_size=4", "train.steps=2", "train.eval_sequences=4", "train.checkpoint_every=2",
-        "optim.warmup_steps=1", "logging.progress=false", "train.device=cpu"]
+        "optim.warmup.steps=1", "logging.progress=false", "train.device=cpu"]
 
 
 @pytest.mark.slow

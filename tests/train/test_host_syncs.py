@@ -22,7 +22,7 @@ from mapnet_cli.train import host_syncs
 from tiny_shards import write_tiny_shards
 
 BASE = ["model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8", "train.steps=20",
-        "train.eval_every=10", "train.eval_sequences=16", "train.checkpoint_every=10", "optim.warmup_steps=3",
+        "train.eval_every=10", "train.eval_sequences=16", "train.checkpoint_every=10", "optim.warmup.steps=3",
         "logging.log_every=5", "logging.progress=false"]
 
 

@@ -26,7 +26,7 @@ transformers = pytest.importorskip("transformers")
 # Not a preset size: the model size must come from SOURCE.
 CFG = BertConfig(vocab_size=64, layers=2, hidden=32, heads=4, intermediate=64, max_position=64)
 RUN = ["shard.max_seq_len=32", "train.batch_size=8", "train.eval_every=2", "train.eval_sequences=16",
-       "train.checkpoint_every=2", "optim.warmup_steps=1", "optim.lr=3e-3", "logging.log_every=1",
+       "train.checkpoint_every=2", "optim.warmup.steps=1", "optim.lr=3e-3", "logging.log_every=1",
        "logging.progress=false"]
 
 

@@ -19,7 +19,7 @@ from tiny_shards import write_tiny_shards
 
 # Dropout off: compiled code draws its dropout masks from another generator than eager code does.
 BASE = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8", "train.steps=20",
-        "train.eval_every=0", "train.eval_sequences=8", "train.checkpoint_every=0", "optim.warmup_steps=2",
+        "train.eval_every=0", "train.eval_sequences=8", "train.checkpoint_every=0", "optim.warmup.steps=2",
         "optim.lr=3e-3", "logging.progress=false", "model.dropout=0.0", "model.attention_dropout=0.0",
         "train.micro_batch_size=4"]
 

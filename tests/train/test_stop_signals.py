@@ -71,7 +71,7 @@ def test_a_signal_the_caller_ignores_stays_ignored(shards, tmp_path):
 def test_a_stop_after_an_unseen_non_finite_step_saves_nothing(shards, tmp_path):
     # One process stops on any step, also one whose gradient norm was not read: a non-finite one since the last
     # read is found then, and no checkpoint is written from those weights.
-    s = tiny_settings("optim.lr=1e30", "optim.warmup_steps=0", "train.eval_every=0", "train.checkpoint_every=0",
+    s = tiny_settings("optim.lr=1e30", "optim.warmup.steps=0", "train.eval_every=0", "train.checkpoint_every=0",
                       "logging.log_every=100")
     with pytest.raises(MapnetError, match=r"non-finite loss at step \d+ \(found when SIGTERM stopped the run\); "
                                           r"stopped, no checkpoint was written yet"):
@@ -82,7 +82,7 @@ def test_a_stop_after_an_unseen_non_finite_step_saves_nothing(shards, tmp_path):
 def test_a_stopped_budget_run_records_its_budget_as_not_spent_and_resume_finishes_it(shards, tmp_path):
     from test_budget import FakeClock, budget_settings
 
-    s = budget_settings("train.time_budget=1s", "optim.warmup_fraction=0.25")
+    s = budget_settings("train.time_budget=1s", "optim.warmup.fraction=0.25")
     straight = pretrain(s, shards, tmp_path / "a", clock=FakeClock())
     with pytest.raises(Stopped):
         pretrain(s, shards, tmp_path / "b", clock=FakeClock(), on_report=signal_at(3, signal.SIGTERM))

@@ -17,7 +17,7 @@ from mapnet_cli.train import pretrain
 from tiny_shards import write_tiny_shards
 
 TINY = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8", "train.steps=20",
-        "train.eval_every=10", "train.eval_sequences=16", "train.checkpoint_every=10", "optim.warmup_steps=3",
+        "train.eval_every=10", "train.eval_sequences=16", "train.checkpoint_every=10", "optim.warmup.steps=3",
         "optim.lr=3e-3", "logging.log_every=5", "logging.progress=false"]
 
 
@@ -34,7 +34,7 @@ def mapnet_settings(steps: int, *extra: str):
     """A short MAP-Net run on the synthetic corpus (its token kinds give the per-kind metrics), logging every 2 steps."""
     return resolve(None, {"model": {"preset": "tiny"}},
                    ["train.recipe=paper", "train.batch_size=8", f"train.steps={steps}", f"train.eval_every={steps}", "train.eval_sequences=8",
-                    f"train.checkpoint_every={steps}", "optim.warmup_steps=1", "logging.log_every=2",
+                    f"train.checkpoint_every={steps}", "optim.warmup.steps=1", "logging.log_every=2",
                     "logging.progress=false", "masking.strategy=mapnet", *extra])
 
 

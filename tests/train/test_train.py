@@ -24,7 +24,7 @@ from tiny_shards import SPECIAL_IDS, write_tiny_shards
 
 # The paper's recipe: these tests are about the loop's mechanics, calibrated on it (the recipes have their own).
 TINY = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8", "train.steps=20",
-        "train.eval_every=10", "train.eval_sequences=16", "train.checkpoint_every=10", "optim.warmup_steps=3",
+        "train.eval_every=10", "train.eval_sequences=16", "train.checkpoint_every=10", "optim.warmup.steps=3",
         "optim.lr=3e-3", "logging.log_every=5", "logging.progress=false"]
 
 
@@ -134,7 +134,7 @@ def test_pieces_cut_each_sequence_in_order_and_number_their_slots():
 
 
 def test_short_seq_warm_up_trains_on_pieces_then_on_whole_sequences(shards, tmp_path):
-    s = tiny_settings("train.short_seq_len=8", "train.short_seq_steps=3", "train.micro_batch_size=3")
+    s = tiny_settings("train.short_seq.len=8", "train.short_seq.steps=3", "train.micro_batch_size=3")
     run = Run(s, shards, tmp_path / "run", distributed.DistInfo(), False, [])
     during, after = run.batches(2), run.batches(3)
     assert [tuple(b.targets.shape) for b in during] == [(12, 8), (12, 8), (8, 8)]  # 3 + 3 + 2 sequences, 4 pieces each
@@ -143,17 +143,17 @@ def test_short_seq_warm_up_trains_on_pieces_then_on_whole_sequences(shards, tmp_
     whole = Run(tiny_settings(), shards, tmp_path / "whole", distributed.DistInfo(), False, []).batches(2)
     assert torch.equal(torch.cat([b.targets for b in during]).reshape(8, 32), torch.cat([b.targets for b in whole]))
     assert all(b.mask.sum(1).min() >= 1 for b in during)  # every piece has a question
-    for bad, message in ((["train.short_seq_len=12", "train.short_seq_steps=3"], "must divide"),
-                         (["train.short_seq_len=32", "train.short_seq_steps=3"], "at least two pieces")):
+    for bad, message in ((["train.short_seq.len=12", "train.short_seq.steps=3"], "must divide"),
+                         (["train.short_seq.len=32", "train.short_seq.steps=3"], "at least two pieces")):
         with pytest.raises(MapnetError, match=message):
             Run(tiny_settings(*bad), shards, tmp_path / "bad", distributed.DistInfo(), False, [])
-    with pytest.raises(MapnetError, match="train.short_seq_steps is 0: set how many steps it lasts"):
-        tiny_settings("train.short_seq_len=8")
+    with pytest.raises(MapnetError, match="turns the sequence-length warm-up on: give its length, train.short_seq.steps"):
+        tiny_settings("train.short_seq.len=8")
 
 
 def test_a_recipe_trains_only_on_sequences_as_long_as_it_was_measured_on(shards, tmp_path):
     # `hour` is sized for 64-token sequences (batch 64 x 64: the tokens a step the lever search measured).
-    hour = ["train.recipe=hour", "train.short_seq_len=8", "train.batch_size=4", "model.max_position=64"]
+    hour = ["train.recipe=hour", "train.short_seq.len=8", "train.batch_size=4", "model.max_position=64"]
     with pytest.raises(MapnetError) as exc:
         Run(tiny_settings(*hour), shards, tmp_path / "bad", distributed.DistInfo(), False, [])
     assert str(exc.value).count("\n") == 0 and "recipe hour trains on 64-token sequences" in str(exc.value)
@@ -166,7 +166,7 @@ def test_a_recipe_trains_only_on_sequences_as_long_as_it_was_measured_on(shards,
 
 @pytest.mark.slow
 def test_resume_in_the_middle_of_the_short_seq_warm_up_continues_exactly(shards, tmp_path):
-    s = tiny_settings("train.short_seq_len=8", "train.short_seq_steps=14")
+    s = tiny_settings("train.short_seq.len=8", "train.short_seq.steps=14")
     straight = pretrain(s, shards, tmp_path / "a")
     pretrain(s, shards, tmp_path / "b", stop_at=10)
     resumed = pretrain(s, shards, tmp_path / "b", resume=True)
@@ -357,7 +357,7 @@ def test_extra_eval_refuses_another_tokenizer_and_bad_entries(shards, tmp_path):
 
 # ---------------------------------------------------------------- failures
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(shards, tmp_path):
-    s = tiny_settings("optim.lr=1e30", "optim.warmup_steps=0", "train.checkpoint_every=1", "train.keep_last=5")
+    s = tiny_settings("optim.lr=1e30", "optim.warmup.steps=0", "train.checkpoint_every=1", "train.keep_last=5")
     with pytest.raises(MapnetError, match=r"non-finite loss at step \d+ .*last good checkpoint: .*step-0000000\d"):
         pretrain(s, shards, tmp_path / "run")
     last = checkpoint.latest_checkpoint(tmp_path / "run")
@@ -507,11 +507,11 @@ def test_resume_refuses_flags_it_cannot_honour_and_settings_toml_tells_the_truth
 def test_a_warmup_as_long_as_the_run_is_warned_about_naming_the_fix(shards, tmp_path):
     runner = CliRunner()
     base = ["pretrain", str(shards), "--out", str(tmp_path / "a"), *tiny_args("--steps", "2")]
-    res = runner.invoke(app, base + ["--set", "optim.warmup_steps=10000"])  # the paper's default on a 2-step run
+    res = runner.invoke(app, base + ["--set", "optim.warmup.steps=10000"])  # the paper's default on a 2-step run
     assert res.exit_code == 0, res.output
     warning = [line for line in res.stderr.splitlines() if line.startswith("warning:")]
-    assert len(warning) == 1 and "optim.warmup_steps (10000) >= train.steps (2)" in warning[0]
-    assert "at most 6e-07" in warning[0] and "--set optim.warmup_steps=N" in warning[0]
+    assert len(warning) == 1 and "optim.warmup.steps (10000) >= train.steps (2)" in warning[0]
+    assert "at most 6e-07" in warning[0] and "--set optim.warmup.steps=N" in warning[0]
     quiet = runner.invoke(app, ["pretrain", str(shards), "--out", str(tmp_path / "b"), *tiny_args("--steps", "4")])
     assert quiet.exit_code == 0 and "warning" not in quiet.stderr  # warm-up 3 < 4 steps
 

@@ -23,7 +23,7 @@ from tiny_shards import write_tiny_shards
 
 # Tiny encoder (2 layers, H=128) and MAP-Net (2 layers, H=64), 64-token sequences.
 BASE = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=64", "train.batch_size=8", "train.eval_sequences=8",
-        "train.eval_every=0", "train.checkpoint_every=0", "optim.warmup_steps=3", "optim.lr=3e-3",
+        "train.eval_every=0", "train.checkpoint_every=0", "optim.warmup.steps=3", "optim.lr=3e-3",
         "logging.log_every=2", "logging.progress=false", "train.device=cpu"]
 ALWAYS = ["p_uniform", "uniform_fraction", "entropy", "ess", "weight", "map_objective"]  # defined at every step
 
@@ -282,7 +282,7 @@ def test_export_keeps_only_the_encoder_and_inspect_masks_reads_the_checkpoint(cl
 def test_proposal_moves_mass_off_determined_tokens(synthetic_shards, tmp_path):
     """Determined tokens (agreement particles, brackets) are the first the encoder predicts well: their
     loss falls below their sequence's mean, so eq. 10 lowers their proposal probability."""
-    s = mapnet_settings("train.steps=50", "train.batch_size=16", "optim.lr=1e-3", "optim.warmup_steps=5",
+    s = mapnet_settings("train.steps=50", "train.batch_size=16", "optim.lr=1e-3", "optim.warmup.steps=5",
                         "logging.log_every=10", "masking.mapnet.explore_steps=20")
     pretrain(s, synthetic_shards, tmp_path / "run")
     train = rows(tmp_path / "run")

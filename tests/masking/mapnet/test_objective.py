@@ -12,7 +12,7 @@ from mapnet_cli.masking.mapnet import (MapnetJoint, MapnetStats, ProposalConfig,
 from mapnet_cli.masking.uniform import SequenceRNG, apply_replacement, eligible_positions, sequence_keys, uniform_mask
 from mapnet_cli.model.bert import BertConfig, BertForMLM
 from mapnet_cli.train.optim import build_optimizer
-from mapnet_cli.settings import MapnetSettings, MaskingSettings, OptimSettings
+from mapnet_cli.settings import MapnetSettings, MaskingSettings, OptimSettings, WarmupSettings
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 V = 60
@@ -208,7 +208,7 @@ def test_joint_training_moves_proposal_mass_off_determined_tokens():
                                               embed_dim=32, dropout=0.0, attention_dropout=0.0),
                                model.encoder.tok_embeddings)
     joint = MapnetJoint(model, proposal)
-    optimizer = build_optimizer([joint], OptimSettings(lr=3e-3, warmup_steps=0))
+    optimizer = build_optimizer([joint], OptimSettings(lr=3e-3, warmup=WarmupSettings(steps=0)))
     masking = MaskingSettings(strategy="mapnet", mapnet=MapnetSettings(explore_start=1.0, explore_end=0.0, explore_steps=20))
     kinds = {"determined": torch.tensor([30]), "noise": torch.arange(5, 20)}
     g = torch.Generator().manual_seed(1)

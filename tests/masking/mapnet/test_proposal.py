@@ -11,7 +11,7 @@ from mapnet_cli.masking.mapnet import ProposalConfig, ProposalNetwork, load_prop
 from mapnet_cli.masking.uniform import eligible_positions
 from mapnet_cli.model.bert import BertConfig, BertForMLM, Block
 from mapnet_cli.train.optim import build_optimizer
-from mapnet_cli.settings import MapnetSettings, MaskingSettings, ModelSettings, OptimSettings, preset
+from mapnet_cli.settings import MapnetSettings, MaskingSettings, ModelSettings, OptimSettings, WarmupSettings, preset
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 V = 60
@@ -135,7 +135,7 @@ def test_gradient_from_both_networks_accumulates_in_the_shared_embedding():
     assert torch.allclose(g_both, g_enc + g_map, atol=1e-6)
     # An optimizer step through the encoder's parameter is seen by MAP-Net: same storage.
     before = proposal.tok_embeddings.weight.detach().clone()
-    opt = build_optimizer([model, proposal], OptimSettings(lr=1e-2, warmup_steps=0))
+    opt = build_optimizer([model, proposal], OptimSettings(lr=1e-2, warmup=WarmupSettings(steps=0)))
     opt.step()
     assert not torch.equal(proposal.tok_embeddings.weight, before)
     assert proposal.tok_embeddings.weight.data_ptr() == model.encoder.tok_embeddings.weight.data_ptr()

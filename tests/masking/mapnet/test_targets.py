@@ -17,7 +17,7 @@ from mapnet_cli.train import pretrain
 from tiny_shards import write_tiny_shards
 
 BASE = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=64", "train.batch_size=8", "train.eval_sequences=8",
-        "train.eval_every=0", "train.checkpoint_every=0", "optim.warmup_steps=3", "optim.lr=3e-3",
+        "train.eval_every=0", "train.checkpoint_every=0", "optim.warmup.steps=3", "optim.lr=3e-3",
         "logging.log_every=2", "logging.progress=false", "train.device=cpu"]
 HT = ["masking.strategy=mapnet", "masking.mapnet.importance=ht", "masking.mapnet.mix_uniform=0.5", "masking.mapnet.explore_start=0",
       "masking.mapnet.explore_end=0"]
@@ -90,7 +90,7 @@ def test_ht_learnability_resume_is_bitwise_identical_including_the_reference(tmp
 def _mass_run(shards: Path, out: Path, target: str) -> list[dict]:
     s = resolve(None, {"model": {"preset": "tiny"}}, [*BASE, *HT, f"masking.mapnet.target={target}",
                                                       "masking.mapnet.lr=1e-2", "train.steps=60", "train.batch_size=16",
-                                                      "optim.lr=1e-3", "optim.warmup_steps=5", "logging.log_every=10"])
+                                                      "optim.lr=1e-3", "optim.warmup.steps=5", "logging.log_every=10"])
     pretrain(s, shards, out)
     return rows(out)
 
