@@ -20,7 +20,7 @@ NO_FORCE = {"FORCE_COLOR": None, "TTY_COMPATIBLE": None, "TTY_INTERACTIVE": None
 def test_piped_pretrain_prints_plain_progress_lines_without_escape_codes(tmp_path):
     shards = write_tiny_shards(tmp_path / "shards")
     sets = ["model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8", "train.eval_every=5",
-            "train.eval_sequences=8", "optim.warmup_steps=2", "logging.log_every=5"]
+            "train.eval_sequences=8", "optim.warmup.steps=2", "logging.log_every=5"]
     args = ["pretrain", str(shards), "--out", str(tmp_path / "run"), "--preset", "tiny", "--steps", "12",
             *[a for kv in sets for a in ("--set", kv)]]
     result = CliRunner().invoke(app, args, env=NO_FORCE)

@@ -15,7 +15,7 @@ from mapnet_cli.errors import warn
 from tiny_shards import write_tiny_shards
 
 SMALL = ["--preset", "tiny", "--steps", "2", "--set", "model.max_position=32", "--set", "shard.max_seq_len=32",
-         "--set", "train.batch_size=8", "--set", "train.eval_sequences=8", "--set", "optim.warmup_steps=1",
+         "--set", "train.batch_size=8", "--set", "train.eval_sequences=8", "--set", "optim.warmup.steps=1",
          "--set", "logging.progress=false"]
 
 

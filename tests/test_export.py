@@ -185,7 +185,7 @@ def test_fill_mask_pipeline_works_on_typed_text_from_a_trained_export(synthetic_
 
     s = resolve(None, {"model": {"preset": "tiny"}},
                 ["train.batch_size=8", "train.steps=6", "train.eval_every=0", "train.checkpoint_every=6",
-                 "optim.warmup_steps=1", "optim.lr=3e-3", "logging.progress=false"])
+                 "optim.warmup.steps=1", "optim.lr=3e-3", "logging.progress=false"])
     last = pretrain(s, synthetic_shards, tmp_path / "run")
     out = export(tmp_path / "run", tmp_path / "hf")
     tok = transformers.AutoTokenizer.from_pretrained(str(out))

@@ -152,7 +152,7 @@ def test_a_checkpoint_that_does_not_fit_is_not_published(tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------- through the CLI
 SMALL = ["--preset", "tiny", "--steps", "2", "--set", "model.max_position=32", "--set", "shard.max_seq_len=32",
-         "--set", "train.batch_size=8", "--set", "train.eval_sequences=8", "--set", "optim.warmup_steps=1",
+         "--set", "train.batch_size=8", "--set", "train.eval_sequences=8", "--set", "optim.warmup.steps=1",
          "--set", "logging.progress=false", "--set", "train.eval_every=1"]
 
 

@@ -12,7 +12,7 @@ from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
 
 SMALL = ["--set", "synthetic.documents=400", "--set", "train.eval_every=20", "--set", "train.eval_sequences=32",
-         "--set", "shard.valid_fraction=0.1", "--set", "optim.warmup_steps=5"]
+         "--set", "shard.valid_fraction=0.1", "--set", "optim.warmup.steps=5"]
 
 
 @pytest.mark.slow

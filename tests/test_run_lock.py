@@ -29,7 +29,7 @@ ENV = {**{k: v for k, v in os.environ.items() if k not in _JOB_ENV}, "OMP_NUM_TH
 HOLD = ("import sys, time; from mapnet_cli.run_lock import output_lock\n"
         "with output_lock(sys.argv[1]):\n    print('locked', flush=True); time.sleep(120)\n")
 TINY = ["--preset", "tiny", "--recipe", "paper", "--set", "model.max_position=32", "--set", "shard.max_seq_len=32", "--set",
-        "train.batch_size=8", "--set", "train.eval_sequences=8", "--set", "optim.warmup_steps=1", "--set",
+        "train.batch_size=8", "--set", "train.eval_sequences=8", "--set", "optim.warmup.steps=1", "--set",
         "logging.progress=false"]
 
 
