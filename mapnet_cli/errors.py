@@ -24,6 +24,7 @@ class MapnetError(Exception):
 
 
 LAUNCHED_ENV = "MAPNET_LAUNCHED"  # set by `distributed.launch` for its workers
+ARGV_ENV = "MAPNET_LAUNCH_ARGV"  # the command line a torchrun worker records: the one the user typed (train/launch.py)
 
 
 def warn(message: str) -> None:

@@ -62,7 +62,7 @@ def test_help_fits_80_columns_and_flags_take_no_value(command):
     assert "<bool>" not in result.output and "\x1b[" not in result.output
     if command == ["pretrain"]:
         # Every option is spelled whole on its own line start, and a flag stands alone.
-        for option in ("--micro-batch-size", "--variance-every", "--rdzv-endpoint", "--print-settings"):
+        for option in ("--micro-batch-size", "--rdzv-endpoint", "--print-settings"):
             assert re.search(rf"^\s+{option}\b", result.output, re.M), option
         assert re.search(r"^\s+--resume\s{2,}Continue", result.output, re.M)
 

@@ -84,7 +84,7 @@ def compare(
     # The GLUE protocol (quick unless --glue-protocol) sits under the config file and the flags, as in finetune-glue.
     base = init_mod.resolve(config, {"model": model_flags, "train": {"steps": steps, "time_budget": time_budget, "recipe": recipe}}, set_ or (),
                             check_ignored=False, protocol=proto.name)
-    from ..train.loop import with_corpus_cleaning
+    from ..train.run_settings import with_corpus_cleaning
 
     base = with_corpus_cleaning(base, shards)  # as pretrain records it: a reused run's settings then match
     costs = None

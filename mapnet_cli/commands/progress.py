@@ -28,11 +28,9 @@ from typing import Callable, Optional
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from ..errors import warn
+from ..errors import ARGV_ENV, warn
 from .shown import shown
 
-# The command line a torchrun worker records: the one the user typed, not its own re-invocation.
-ARGV_ENV = "MAPNET_LAUNCH_ARGV"
 
 
 def clock(seconds: float) -> str:

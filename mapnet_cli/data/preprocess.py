@@ -317,16 +317,7 @@ def run_preprocess(
             invalid_before -= stage.invalid_utf8_replaced  # counted by the tasks, not in this process
             workers = stage.workers
         else:
-            for batch, (sentences, cut) in _ordered_results(_batches(iter(feed)), pre, marker, workers):
-                sentences_cut += cut
-                results = iter(sentences)
-                for idx, text in batch.items:
-                    if text is not None:
-                        writer.write_sentences(next(results))
-                    elif writer.end_document():
-                        docs_per_input[idx] += 1
-                if on_progress:
-                    on_progress(Progress("sentences", feed.position(), total_bytes, stats.text_bytes, writer.documents, writer.sentences))
+            sentences_cut = _local_sentences(feed, pre, marker, workers, writer, docs_per_input, on_progress, total_bytes)
         writer.close()
         sentence_seconds = time.perf_counter() - started
         if writer.sentences == 0:
@@ -334,15 +325,7 @@ def run_preprocess(
 
         if on_progress:
             on_progress(Progress("tokenizer", total_bytes, total_bytes, stats.text_bytes, writer.documents, writer.sentences))
-        if reused is not None:
-            shutil.copyfile(pre.tokenizer, staging / "tokenizer.json")
-            tok = reused
-        else:
-            sample = _tokenizer_sample(staging, writer.parts, pre.tokenizer_sample_bytes)
-            tok = bpe.train_tokenizer(sample, pre.vocab_size, pre.min_frequency)
-            bpe.save_tokenizer(tok, staging / "tokenizer.json")
-            if sample[0].parent == staging:
-                sample[0].unlink()
+        tok = _tokenizer(staging, writer.parts, pre, reused)
 
         extra = {}
         if any(f.format == "synthetic" for f in files):
@@ -388,6 +371,38 @@ def run_preprocess(
         sentences_cut=sentences_cut, tokenizer_trained=reused is None, vocab_size=tok.get_vocab_size(),
         workers=workers, seconds=time.perf_counter() - started, sentence_seconds=sentence_seconds,
         engine=settings.engine.name, tasks=stage.tasks if stage else 0, tasks_resumed=stage.tasks_resumed if stage else 0)
+
+
+def _local_sentences(feed: "_Feed", pre, marker: str, workers: int, writer: "PartWriter", docs_per_input: list[int],
+                     on_progress, total_bytes: int) -> int:
+    """The sentence stage in this process's worker pool, in input order, into `writer`; the sentences cut."""
+    sentences_cut = 0
+    for batch, (sentences, cut) in _ordered_results(_batches(iter(feed)), pre, marker, workers):
+        sentences_cut += cut
+        results = iter(sentences)
+        for idx, text in batch.items:
+            if text is not None:
+                writer.write_sentences(next(results))
+            elif writer.end_document():
+                docs_per_input[idx] += 1
+        if on_progress:
+            on_progress(Progress("sentences", feed.position(), total_bytes, feed.stats.text_bytes, writer.documents,
+                                 writer.sentences))
+    return sentences_cut
+
+
+def _tokenizer(staging: Path, parts: list[dict], pre, reused):
+    """The corpus's tokenizer, in staging/tokenizer.json: the one given (`preprocess.tokenizer`), or BPE trained on
+    the parts (or a sample of them)."""
+    if reused is not None:
+        shutil.copyfile(pre.tokenizer, staging / "tokenizer.json")
+        return reused
+    sample = _tokenizer_sample(staging, parts, pre.tokenizer_sample_bytes)
+    tok = bpe.train_tokenizer(sample, pre.vocab_size, pre.min_frequency)
+    bpe.save_tokenizer(tok, staging / "tokenizer.json")
+    if sample[0].parent == staging:
+        sample[0].unlink()
+    return tok
 
 
 def _tokenizer_sample(staging: Path, parts: list[dict], sample_bytes: int) -> list[Path]:

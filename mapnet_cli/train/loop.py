@@ -58,6 +58,7 @@ from .inputs import check_resume_steps, check_run_inputs, check_world
 from .optim import build_optimizer
 from .prefetch import StepPrefetcher
 from .record import MetricsLog, memory_bytes, record_budget, write_run_files
+from .run_settings import check_corpus_cleaning
 from .schedule import make_schedule
 from .run_loader import load_run
 from .step import NonFiniteLoss, precision_context, train_step
@@ -76,7 +77,7 @@ def pretrain(settings, shards: str | os.PathLike, out: str | os.PathLike, *, res
              variance_snapshot: VarianceSnapshot | None = None, clock: Clock = time.perf_counter) -> Path:
     """Train (or continue) the run in `out` on `shards`; return the last checkpoint's path. `clock`: what
     each step's duration is read from (the training time a `train.time_budget` counts; `budget.py`)."""
-    settings = with_corpus_cleaning(settings, Path(shards))
+    check_corpus_cleaning(settings, Path(shards))  # settings are resolved before (run_settings), never changed here
     with distributed.process_group(settings.train.device, settings.distributed.backend) as info:
         run = Run(settings, Path(shards), Path(out), info, resume, list(command_line), variance_snapshot, clock)
         quiet = not info.is_main or on_report is None  # one progress display per job
@@ -114,31 +115,6 @@ def pretrain(settings, shards: str | os.PathLike, out: str | os.PathLike, *, res
         # success: a failed rank must not wait for peers here.
         distributed.barrier(info)
         return last
-
-
-def with_corpus_cleaning(settings, shards: Path):
-    """`settings` with the preprocess cleaning settings (`data.cleaning.CLEANING`) of the corpus the shards were
-    made from, as `shard` recorded them in the shards' settings.toml.
-
-    How text was cleaned is a fact about the corpus, not a choice of the run: the run's settings.toml is
-    what export, finetune-glue, probe and blimp read to clean raw text, so a run must record the corpus's
-    values (`--no-lowercase` or `--bert-text` at preprocess time), not the defaults it was resolved with.
-    Shards without a settings.toml (written by hand, or by an older mapnet) leave `settings` as they are."""
-    from .. import settings as settings_mod
-    from ..data.cleaning import cleaning_settings
-    from ..data.shards import find_shard_dir
-    from ..model.checkpoint import load_settings
-
-    try:
-        folder = find_shard_dir(shards)
-    except MapnetError:
-        return settings  # no shards (yet): reading them says so, in its own words, where it happens
-    if not (folder / "settings.toml").is_file():
-        return settings
-    corpus = cleaning_settings(load_settings(folder).preprocess)
-    if corpus == cleaning_settings(settings.preprocess):
-        return settings
-    return settings_mod.apply(settings, {"preprocess": corpus}, f"{folder / 'settings.toml'} (the corpus's cleaning)")
 
 
 def compile_failure(exc: BaseException) -> str | None:

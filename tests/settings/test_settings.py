@@ -155,7 +155,7 @@ def test_resuming_a_run_with_its_own_recipe_named_again_changes_nothing():
     # `pretrain --resume` with the command line that started the run (hour_cpu.sh reruns it): the hour recipe's run
     # records preset `custom` (its shape's sizes); re-applying the recipe over it gave `custom`'s LR and init
     # (5e-4, 0.02) instead of the shape's `mini` values the run trained with (2e-3, 0.05), and the resume was refused.
-    from mapnet_cli.commands.pretrain import refuse_fixed_changes
+    from mapnet_cli.train.run_settings import refuse_fixed_changes
     from mapnet_cli.settings import recipes
     flags = {"train": {"recipe": "hour", "time_budget": "60m"}}
     run = S.resolve(None, flags, ["optim.lr=1e-3"])

@@ -9,6 +9,8 @@ import pytest
 
 from mapnet_cli import settings as settings_mod
 from mapnet_cli.data.cleaning import cleaning_settings
+from mapnet_cli.errors import MapnetError
+from mapnet_cli.train.run_settings import run_settings
 from mapnet_cli.model.checkpoint import latest_checkpoint, load_settings
 
 TINY = ["preprocess.vocab_size=300", "preprocess.workers=1", "shard.max_seq_len=32", "shard.valid_fraction=0.1",
@@ -29,11 +31,17 @@ def test_a_cased_corpus_makes_a_cased_run(shared_data, tmp_path):
                                   assignments=[*TINY, "preprocess.lowercase=false", "preprocess.normalize_punctuation=false"])
     run_preprocess([tmp_path / "alice.txt"], tmp_path / "prep", corpus)
     run_shard(tmp_path / "prep", tmp_path / "shards", corpus)
-    # The run is resolved with the defaults (lower-cased, punctuation normalised), as `mapnet pretrain` would be
-    # when the user does not repeat the preprocess flags.
-    run_settings = settings_mod.resolve(overrides={"model": {"preset": "tiny"}}, assignments=TINY)
-    assert run_settings.preprocess.lowercase and run_settings.preprocess.normalize_punctuation
-    pretrain(run_settings, tmp_path / "shards", tmp_path / "run")
+    # Resolved alone, the settings have the defaults (lower-cased, punctuation normalised), as when the user does
+    # not repeat the preprocess flags; a run's settings, resolved at the one place `mapnet pretrain` resolves them,
+    # take the corpus's; and the loop refuses settings resolved for other shards rather than change them.
+    defaults = settings_mod.resolve(overrides={"model": {"preset": "tiny"}}, assignments=TINY)
+    assert defaults.preprocess.lowercase and defaults.preprocess.normalize_punctuation
+    with pytest.raises(MapnetError, match="were made with .*'lowercase': False.*resolve a run's settings"):
+        pretrain(defaults, tmp_path / "shards", tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+    resolved = run_settings(tmp_path / "shards", tmp_path / "run", resume=False, flags={"model": {"preset": "tiny"}},
+                            assignments=TINY)
+    pretrain(resolved, tmp_path / "shards", tmp_path / "run")
     recorded = load_settings(latest_checkpoint(tmp_path / "run")).preprocess
     assert cleaning_settings(recorded) == {"normalize_punctuation": False, "moses_tokenize": True, "moses_lang": "en",
                                            "lowercase": False}

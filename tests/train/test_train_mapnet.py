@@ -45,7 +45,7 @@ def tiny_shards(tmp_path_factory) -> Path:
 def cli_run(synthetic_shards, tmp_path_factory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("cli") / "run"
     args = ["pretrain", str(synthetic_shards), "--out", str(out), "--preset", "tiny", "--recipe", "paper", "--steps", "8",
-            "--masking", "mapnet", "--importance", "unclipped", *[a for kv in BASE for a in ("--set", kv)],
+            "--masking", "mapnet", "--set", "masking.mapnet.importance=unclipped", *[a for kv in BASE for a in ("--set", kv)],
             "--set", "masking.mapnet.explore_steps=4", "--set", "train.eval_every=4"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
@@ -314,7 +314,7 @@ def test_proposal_moves_mass_off_determined_tokens(synthetic_shards, tmp_path):
 def test_variance_every_records_the_decomposition_during_training(synthetic_shards, tmp_path):
     out = tmp_path / "run"
     args = ["pretrain", str(synthetic_shards), "--out", str(out), "--preset", "tiny", "--recipe", "paper", "--steps", "4",
-            "--masking", "mapnet", "--variance-every", "2", *[a for kv in BASE for a in ("--set", kv)],
+            "--masking", "mapnet", "--set", "variance.every=2", *[a for kv in BASE for a in ("--set", kv)],
             "--set", "variance.snapshot_sentences=3", "--set", "variance.snapshot_masks=2",
             "--set", "variance.snapshot_project_dim=256"]
     result = CliRunner().invoke(app, args)

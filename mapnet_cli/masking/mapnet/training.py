@@ -1,7 +1,7 @@
 """MAP-Net in the pretraining loop: what `train.Run` does differently with `masking.strategy = "mapnet"`.
 
     mapnet pretrain shards/ --out runs/mapnet --preset base --masking mapnet
-    mapnet pretrain shards/ --out runs/mapnet-unclipped --masking mapnet --importance unclipped
+    mapnet pretrain shards/ --out runs/mapnet-unclipped --masking mapnet --set masking.mapnet.importance=unclipped
 
 `MapnetTraining` implements `strategy.Strategy`, so the loop itself never asks
 which strategy it runs:
