@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -25,6 +26,7 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from .. import compare as cmp
+from .. import settings as settings_mod
 from ..atomic import make_dirs, sha256_file, write_json, write_text
 from ..errors import MapnetError
 from .. import artefacts
@@ -32,8 +34,9 @@ from ..output_paths import check_output
 from ..run_lock import output_lock
 from ..settings import PROTOCOLS, protocol
 from ..train import init_from as init_mod
-from .options import ConfigOpt, PrintSettingsOpt, RecipeOpt, SetOpt, TimeBudgetOpt, evaluation_device
-from .progress import SweepProgress, train_with_progress
+from .options import (ConfigOpt, Engine, EngineAddressOpt, PrintSettingsOpt, RecipeOpt, SetOpt, TimeBudgetOpt,
+                      check_engine_address, evaluation_device)
+from .progress import RunsProgress, SweepProgress, train_with_progress
 from .shown import cells, shown
 
 HELP = ("Compare masking strategies over seeds from identical starts: held-out loss, s/step, steps to uniform's final "
@@ -60,6 +63,10 @@ def compare(
     blimp_pairs: Annotated[int, typer.Option("--blimp-pairs", help="With --blimp: the first N pairs of each paradigm (0: all).")] = 0,
     blimp_method: Annotated[str, typer.Option("--blimp-method", help="With --blimp: pll or word-l2r.")] = "pll",
     blimp_every_checkpoint: Annotated[bool, typer.Option("--blimp-every-checkpoint", help="With --blimp: score every kept checkpoint, not only the final one (a BLiMP-vs-step curve, and BLiMP at uniform's training time).")] = False,
+    engine: Annotated[Optional[Engine], typer.Option("--engine", help="Where the runs train: local (one after another in this process, the default) or dask (side by side as tasks of a Dask cluster: --engine-address or DASK_SCHEDULER_ADDRESS, else a local one of engine.workers processes); every run the same as alone; sets engine.name.", show_default=False)] = None,
+    engine_address: EngineAddressOpt = None,
+    gpus: Annotated[int, typer.Option("--gpus", help="Train up to N runs at once on this node's GPUs, one GPU each (or --gpus-per-run each, through torchrun), as Dask tasks of a local cluster.")] = 0,
+    gpus_per_run: Annotated[int, typer.Option("--gpus-per-run", help="With --gpus: GPUs of each run (torchrun, as pretrain --gpus).")] = 1,
     config: ConfigOpt = None,
     set_: SetOpt = None,
     print_settings: PrintSettingsOpt = False,
@@ -82,8 +89,16 @@ def compare(
     # With --init-from the model size is SOURCE's, as in pretrain.
     # Not refused here for a strategy-specific key (masking.span.p): plan_runs gives it to the arms that use it.
     # The GLUE protocol (quick unless --glue-protocol) sits under the config file and the flags, as in finetune-glue.
-    base = init_mod.resolve(config, {"model": model_flags, "train": {"steps": steps, "time_budget": time_budget, "recipe": recipe}}, set_ or (),
+    base = init_mod.resolve(config, {"model": model_flags, "train": {"steps": steps, "time_budget": time_budget, "recipe": recipe},
+                                     "engine": {"name": engine.value if engine else None}}, set_ or (),
                             check_ignored=False, protocol=proto.name)
+    check_engine_address(engine_address, base.engine.name)
+    parallel = bool(gpus) or base.engine.name == "dask"
+    if gpus and base.engine.name == "dask":
+        raise MapnetError("--gpus trains on this node's GPUs (a local cluster of its own); with --engine dask the "
+                          "cluster's workers bring theirs: give one of them")
+    if gpus_per_run != 1 and not gpus:
+        raise MapnetError("--gpus-per-run needs --gpus")
     from ..train.run_settings import with_corpus_cleaning
 
     base = with_corpus_cleaning(base, shards)  # as pretrain records it: a reused run's settings then match
@@ -98,7 +113,13 @@ def compare(
         typer.echo(base.to_toml(), nl=False)
         return
     if base.distributed.gpus or base.distributed.nproc:
-        raise MapnetError("mapnet compare trains in this process; leave distributed.gpus and distributed.nproc at 0")
+        raise MapnetError("mapnet compare starts its runs itself; leave distributed.gpus and distributed.nproc at 0 "
+                          "(--gpus N --gpus-per-run K trains runs on K GPUs each)")
+    if gpus:
+        cmp.check_gpus(gpus, gpus_per_run)  # before any work: more GPUs than this machine has, or none
+        if gpus_per_run > 1:  # each run on K GPUs through torchrun, as `pretrain --gpus K`
+            plan = [replace(pr, settings=settings_mod.apply(pr.settings, {"distributed": {"gpus": gpus_per_run}},
+                                                             "--gpus-per-run")) for pr in plan]
     # Rerunning reuses what is in --out; it never replaces it.
     check_output(out, [shards, base.model.init_from or None, glue_data, blimp, config, step_costs],
                  kind=artefacts.COMPARISON, reuse=True)
@@ -123,8 +144,16 @@ def compare(
     with output_lock(out):
         make_dirs(out)
         write_text(out / "command.txt", shlex.join(sys.argv) + "\n")
-        reused = cmp.run_all(plan, shards,
-                             lambda pr, resume: train_with_progress(shards, pr.path, pr.settings, resume, None), note)
+        if parallel:
+            todo = cmp.runs_to_train(plan, note)
+            note(f"training {len(todo)} runs side by side ({f'{gpus} GPUs' if gpus else 'Dask'}); each run's log and "
+                 "metrics are in its folder")
+            with RunsProgress(err, base.logging.progress) as shown_runs:
+                cmp.train_in_parallel(todo, shards, base.engine, engine_address, shown_runs.tick, gpus, gpus_per_run)
+            reused = cmp.reused_of(plan, todo)
+        else:
+            reused = cmp.run_all(plan, shards,
+                                 lambda pr, resume: train_with_progress(shards, pr.path, pr.settings, resume, None), note)
         glue = None
         if tasks:
             events = SweepProgress(err, base.logging.progress)

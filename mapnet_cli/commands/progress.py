@@ -183,6 +183,58 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
     distributed.print0(f"done: {last}")
 
 
+class RunsProgress:
+    """One display for a comparison whose runs train side by side (`compare --engine dask`, `--gpus`): how many are
+    done, running and left, each running run's step and ETA, the comparison's ETA. Redrawn in a terminal; elsewhere a
+    plain line when a run finishes, and one a minute."""
+
+    def __init__(self, console: Console, enabled: bool):
+        from rich.live import Live
+
+        self.console, self.started, self.last_line = console, None, 0.0
+        self.live = Live(console=console, transient=False, auto_refresh=False) if enabled and console.is_terminal else None
+        self.finished: set[str] = set()
+
+    def __enter__(self):
+        if self.live is not None:
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+    def tick(self, states) -> None:
+        import time
+
+        from rich.table import Table
+
+        now = time.monotonic()
+        self.started = self.started or now
+        done = [s for s in states if s.status == "done"]
+        running = [s for s in states if s.status == "running"]
+        steps = sum(s.step for s in states)
+        left = sum((s.total or s.step) - s.step for s in states if s.total)
+        eta = left / steps * (now - self.started) if steps and left else None
+        head = (f"runs: {len(done)} done, {len(running)} running, {len(states) - len(done) - len(running)} waiting; "
+                f"comparison ETA {clock(eta) if eta is not None else '?'}")
+        if self.live is not None:
+            table = Table(title=head, title_justify="left")
+            for column in ("run", "step", "ETA"):
+                table.add_column(column, justify="left" if column == "run" else "right")
+            for s in running:
+                table.add_row(shown(s.label), f"{s.step:,}/{s.total:,}" if s.total else f"{s.step:,}",
+                              clock(s.eta()) if s.eta() is not None else "?")
+            self.live.update(table, refresh=True)
+        new = [s for s in done if s.label not in self.finished]
+        self.finished |= {s.label for s in new}
+        if self.live is None and (new or now - self.last_line >= 60):
+            self.last_line = now
+            for s in new:
+                self.console.print(f"finished {s.label}", highlight=False, markup=False)
+            self.console.print(head, highlight=False, markup=False)
+
+
 class SweepProgress:
     """One progress bar over every training step of the whole sweep; notes printed above it."""
 
@@ -213,5 +265,5 @@ class SweepProgress:
         self.console.print(f"note: {text}", highlight=False, markup=False)
 
 
-__all__ = ["ARGV_ENV", "PlainProgress", "SweepProgress", "clock", "train_with_progress", "warn_emulated_bf16",
+__all__ = ["ARGV_ENV", "PlainProgress", "RunsProgress", "SweepProgress", "clock", "train_with_progress", "warn_emulated_bf16",
            "warn_long_warmup"]

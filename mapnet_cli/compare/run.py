@@ -14,8 +14,9 @@ from .records import budget_record
 
 
 def pretraining_part(values: dict) -> dict:
-    """The settings a finished run's outcome depends on: fine-tuning and variance are post hoc, progress is display."""
-    out = {k: v for k, v in values.items() if k not in ("finetune", "variance")}
+    """The settings a finished run's outcome depends on: fine-tuning and variance are post hoc, progress is display,
+    and the engine only says where it trained (a run is the same run on either)."""
+    out = {k: v for k, v in values.items() if k not in ("finetune", "variance", "engine")}
     # Only these logging keys change what a run records; the rest (progress, TensorBoard, W&B) is display.
     out["logging"] = {k: v for k, v in out.get("logging", {}).items() if k in ("log_every", "metrics_file")}
     # How the step executes, not what it computes (compile's "auto" was `false` before it existed; prefetching
@@ -50,14 +51,14 @@ def finished(pr: PlannedRun, done: dict) -> bool:
     return bool(budget and budget["finished"] and budget["steps"] in done)
 
 
-def run_all(plan: list[PlannedRun], shards: Path, train_fn: Callable[[PlannedRun, bool], None],
-            note: Callable[[str], None] = lambda _: None) -> dict[str, bool]:
-    """Train every run that lacks its final checkpoint; returns {label: reused}."""
+def runs_to_train(plan: list[PlannedRun], note: Callable[[str], None] = lambda _: None) -> list[tuple[PlannedRun, bool]]:
+    """(run, resume) of every planned run that lacks its final checkpoint, in the plan's order; a finished run is
+    reused (noted), a folder that never reached a checkpoint removed. Every earlier run in --out is checked first."""
     from ..model import checkpoint  # torch-heavy: only when the command runs, not for `mapnet --help`
 
     # Every earlier run in --out is checked before the first one trains: found as each turn came, a run trained
     # otherwise was refused after every run before it had trained. All of them named, in one line.
-    reused, found, problems = {}, {}, []
+    found, problems = {}, []
     for pr in plan:
         found[pr.label] = done = dict(checkpoint.list_checkpoints(pr.path)) if pr.path.is_dir() else {}
         if done:
@@ -71,14 +72,29 @@ def run_all(plan: list[PlannedRun], shards: Path, train_fn: Callable[[PlannedRun
                                 f"({', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''})")
     if problems:
         raise MapnetError("; ".join(problems) + "; choose another --out or remove those runs")
+    todo = []
     for pr in plan:
         done = found[pr.label]
         if not done and pr.path.exists():
             shutil.rmtree(pr.path)  # never reached a checkpoint: nothing worth keeping, and stale metrics lines
-        reused[pr.label] = finished(pr, done)
-        if reused[pr.label]:
+        if finished(pr, done):
             note(f"reusing {pr.label} ({pr.path})")
-            continue
-        note(f"{'resuming' if done else 'training'} {pr.label} -> {pr.path}")
-        train_fn(pr, bool(done))
-    return reused
+        else:
+            todo.append((pr, bool(done)))
+    return todo
+
+
+def run_all(plan: list[PlannedRun], shards: Path, train_fn: Callable[[PlannedRun, bool], None],
+            note: Callable[[str], None] = lambda _: None) -> dict[str, bool]:
+    """Train every run that lacks its final checkpoint, one after another; returns {label: reused}."""
+    todo = runs_to_train(plan, note)
+    for pr, resume in todo:
+        note(f"{'resuming' if resume else 'training'} {pr.label} -> {pr.path}")
+        train_fn(pr, resume)
+    return reused_of(plan, todo)
+
+
+def reused_of(plan: list[PlannedRun], todo: list[tuple[PlannedRun, bool]]) -> dict[str, bool]:
+    """{label: reused} of the plan: a run not trained now was reused."""
+    trained = {pr.label for pr, _ in todo}
+    return {pr.label: pr.label not in trained for pr in plan}

@@ -99,41 +99,80 @@ class DaskEngine:
     def run(self, fn: Callable, specs: Sequence, what: str) -> Iterator:
         """fn(spec) for every spec as a Dask task; results in the order of `specs` (each as soon as it and
         those before it are done, so the caller merges while later tasks run)."""
+        futures = self._submit(fn, specs, what)
+        try:
+            for i, future in enumerate(futures):
+                yield self._answer(future, i, what)
+        finally:
+            self._cancel(futures)
+
+    def as_completed(self, fn: Callable, specs: Sequence, what: str, every: float = 1.0) -> Iterator:
+        """fn(spec) for every spec as a Dask task; (index, result) as each finishes, and (None, None) every `every`
+        seconds while none does (the caller's moment to show progress). The first failure stops the rest."""
         distributed = import_distributed()
+        futures = self._submit(fn, specs, what)
+        index = {f.key: i for i, f in enumerate(futures)}
+        try:
+            pending = set(futures)
+            while pending:
+                try:
+                    done, pending = distributed.wait(list(pending), timeout=every, return_when="FIRST_COMPLETED")
+                except TimeoutError:  # none finished in `every` seconds
+                    done = set()
+                if not done:
+                    yield None, None
+                for future in sorted(done, key=lambda f: index[f.key]):
+                    yield index[future.key], self._answer(future, index[future.key], what)
+        finally:
+            self._cancel(futures)
+
+    def _submit(self, fn: Callable, specs: Sequence, what: str) -> list:
         # pure=False: a rerun must run the function again (it checks its own done-marker), never reuse
         # a result the scheduler still holds from an earlier client.
         # A key of its own per run: on a long-lived cluster, a task an earlier run left running must not be
         # taken for this run's.
         run = uuid.uuid4().hex[:12]
-        futures = [self.client.submit(_answered, fn, spec, retries=self.retries, pure=False,
-                                      key=f"mapnet-{what}-{run}-{i:05d}")
-                   for i, spec in enumerate(specs)]
+        return [self.client.submit(_answered, fn, spec, retries=self.retries, pure=False,
+                                   key=f"mapnet-{what}-{run}-{i:05d}")
+                for i, spec in enumerate(specs)]
+
+    def _answer(self, future, i: int, what: str):
+        distributed = import_distributed()
         try:
-            for i, future in enumerate(futures):
-                try:
-                    ok, answer = future.result()
-                except distributed.KilledWorker:
-                    raise MapnetError(f"{what} task {i}: the workers running it kept dying (killed, or out of memory?); "
-                                      "finished tasks are kept: run the same command again") from None
-                except Exception as exc:
-                    raise MapnetError(f"{what} task {i} failed after {self.retries} retries: {type(exc).__name__}: {exc}; "
-                                      "finished tasks are kept: run the same command again") from None
-                if not ok:
-                    raise MapnetError(answer)
-                yield answer
-        finally:
-            pending = [f for f in futures if not f.done()]
-            if pending:  # a failed task stops the run: the others need not go on
-                self.client.cancel(pending)
+            ok, answer = future.result()
+        except distributed.KilledWorker:
+            raise MapnetError(f"{what} task {i}: the workers running it kept dying (killed, or out of memory?); "
+                              "finished tasks are kept: run the same command again") from None
+        except Exception as exc:
+            raise MapnetError(f"{what} task {i} failed after {self.retries} retries: {type(exc).__name__}: {exc}; "
+                              "finished tasks are kept: run the same command again") from None
+        if not ok:
+            raise MapnetError(answer)
+        return answer
+
+    def _cancel(self, futures: list) -> None:
+        pending = [f for f in futures if not f.done()]
+        if pending:  # a failed task stops the run: the others need not go on
+            self.client.cancel(pending)
 
 
 @contextlib.contextmanager
-def dask_engine(settings: EngineSettings, address: str | None, workers: int) -> Iterator[DaskEngine]:
-    """A client of the cluster at `address` (else DASK_SCHEDULER_ADDRESS), or of a local cluster started here."""
+def dask_engine(settings: EngineSettings, address: str | None, workers: int,
+                worker_envs: list[dict[str, str]] | None = None) -> Iterator[DaskEngine]:
+    """A client of the cluster at `address` (else DASK_SCHEDULER_ADDRESS), or of a local cluster started here:
+    `workers` single-threaded processes, or one per entry of `worker_envs`, each with those environment variables
+    (`compare --gpus`: each worker sees its own GPUs through CUDA_VISIBLE_DEVICES)."""
     distributed = import_distributed()
-    address = scheduler_address(address)
+    address = None if worker_envs else scheduler_address(address)
     with contextlib.ExitStack() as stack:
-        if address:
+        if worker_envs:
+            stack.enter_context(_workers_skip_main())
+            cluster = stack.enter_context(distributed.SpecCluster(
+                scheduler={"cls": distributed.Scheduler, "options": {"dashboard_address": ":0"}},
+                workers={f"worker-{i}": {"cls": distributed.Nanny, "options": {"nthreads": 1, "env": env}}
+                         for i, env in enumerate(worker_envs)}, silence_logs=logging.ERROR))
+            client = stack.enter_context(distributed.Client(cluster))
+        elif address:
             try:
                 client = stack.enter_context(distributed.Client(address, timeout=CONNECT_TIMEOUT))
             except Exception as exc:  # refused, timed out, a TLS scheme without certificates: one line, not Dask's

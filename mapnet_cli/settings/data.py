@@ -106,13 +106,20 @@ ENGINES = ("local", "dask")
 @dataclass(frozen=True, kw_only=True)
 class EngineSettings:
     name: Literal["local", "dask"] = setting(
-        "local", "where preprocess and shard run their per-file work: local (this machine's process pool of "
-        "preprocess.workers / shard.workers) or dask (tasks on the Dask cluster at --engine-address or "
-        "DASK_SCHEDULER_ADDRESS, else on a local one of that many worker processes); the output bytes are the same")
+        "local", "where preprocess and shard run their per-file work and compare its runs: local (this machine's "
+        "process pool of preprocess.workers / shard.workers; compare: one run after another) or dask (tasks on the "
+        "Dask cluster at --engine-address or DASK_SCHEDULER_ADDRESS, else on a local one of that many worker "
+        "processes, engine.workers for compare); the output bytes are the same")
     tasks: int = setting(0, "engine tasks: the input files (preprocess) or part files (shard) are cut into at most this "
                             "many contiguous groups of about equal size, one task each (0: one task per file)")
     retries: int = setting(2, "times the engine reruns a failed task (a lost worker included) before the run stops; "
                               "finished tasks are kept, so the same command started again goes on from them")
+    workers: int = setting(0, "compare with --engine dask and no scheduler address: the local cluster's worker "
+                              "processes, each training one run at a time (0: as many as runs, at most the machine's "
+                              "cores / engine.threads)")
+    threads: int = setting(0, "compare with --engine dask: torch threads of each run on its worker (0: the machine's "
+                              "cores shared among the local workers, 1 on a cluster's); a run is bit-identical to the "
+                              "serial one trained with as many threads")
 
     def problems(self) -> list[str]:
         out = []
@@ -120,4 +127,7 @@ class EngineSettings:
             out.append(f"engine.tasks must be >= 0 (got {self.tasks})")
         if self.retries < 0:
             out.append(f"engine.retries must be >= 0 (got {self.retries})")
+        for name in ("workers", "threads"):
+            if getattr(self, name) < 0:
+                out.append(f"engine.{name} must be >= 0 (got {getattr(self, name)})")
         return out
