@@ -6,35 +6,12 @@
     from transformers import AutoModelForMaskedLM, AutoTokenizer
     model = AutoModelForMaskedLM.from_pretrained("hf/base")   # same logits as mapnet's model
 
-The folder holds `config.json` (BertForMaskedLM), `model.safetensors` with
-HF's key names, `tokenizer.json` + `tokenizer_config.json` +
-`special_tokens_map.json` (PreTrainedTokenizerFast) and `mapnet_export.json`
-(where it came from). Only the encoder and the MLM head are written: MAP-Net's
-weights, if the checkpoint has them, stay behind.
-
-Layout differences bridged here: mapnet fuses Q, K, V into one matrix (split
-into query/key/value); mapnet has no token-type embeddings (HF gets a zero
-table with type_vocab_size=2, so segment ids 0 and 1 both add nothing —
-exactly mapnet's computation, and sentence-pair inputs still work); the
-decoder weight is tied to the word embeddings in both, so only the embedding
-is stored. The tokenizer reads text as the run's pretraining did: the run's
-cleaning (Moses normalisation and tokenisation, lower-casing, as its
-`preprocess` settings say) is written into `tokenizer.json` as tokenizers
-normalizers and pre-tokenizers (`data/hf_cleaning.py`), once checked against
-the settings.toml of the shards the run trained on, when they can be reached.
-
-A pre-LN model (`model.norm = "pre"`) is written as
-`RobertaPreLayerNormForMaskedLM`, the transformers class with exactly its
-layout (LayerNorm before attention and feed-forward, a final LayerNorm,
-embedding LayerNorm kept). RoBERTa numbers positions from pad_id + 1 and
-gives padding the row pad_id, so mapnet's position rows go to
-pad_id + 1 ... and the rows before them are zero: identical logits at every
-non-padding position of right-padded inputs (how mapnet pads).
-
-A modern-block model (`model.block = "modern"`) is written as
-`ModernBertForMaskedLM` (every layer global, no biases but the decoder's,
-mapnet's rotary base; `model/hf_modern_layout.py`), its tokenizer without
-token_type_ids, which ModernBERT does not take.
+The folder holds `config.json` (BertForMaskedLM; RobertaPreLayerNormForMaskedLM for `model.norm = "pre"`,
+ModernBertForMaskedLM for `model.block = "modern"`), `model.safetensors` with HF's key names, the tokenizer files
+(PreTrainedTokenizerFast; `tokenizer.json` cleans text as the run's pretraining did, `data/hf_cleaning.py`) and
+`mapnet_export.json` (where it came from). Only the encoder and the MLM head are written: MAP-Net's weights stay
+behind. How the layouts differ and are bridged so the logits stay identical (fused QKV, token types, RoBERTa's
+position numbering, the modern block): docs/internals.md#exportpy; the guide: docs/pretraining.md#export.
 """
 
 from __future__ import annotations

@@ -3,29 +3,15 @@
     with output_lock(out):       # in a command module, around everything that writes `out`
         ...
 
-Two runs writing one folder at once interleave checkpoints, metrics lines and
-results.json into something no single run produced. The second one is refused
-at once, in one line naming the folder and the holder (pid, host, command).
+Two runs writing one folder at once interleave checkpoints, metrics lines and results.json into something no single
+run produced. The second one is refused at once, in one line naming the folder and the holder (pid, host, command).
 
-Why `fcntl.flock` on a file of our own, not the `filelock` package: the
-refusal must say who holds the lock, which filelock does not record; we never
-wait, so its timeouts and polling buy nothing; and it would be one more
-dependency for ~60 lines. The kernel drops a flock when its process dies (exit,
-Ctrl-C, SIGKILL, the OOM killer), so a lock left by a killed run never blocks
-the next one: the file stays, the lock does not. On Linux, flock on NFS is
-mapped to NFS byte-range locks (kernel >= 2.6.12), so it also holds across nodes.
-
-The lock file lives beside the output, `PARENT/.NAME.lock`, not inside it:
-staged outputs (preprocess, shard, export) do not exist until they are
-published, and --overwrite replaces or deletes the folder, which would orphan a
-lock file inside it. A clean exit removes the lock file.
-
-Distributed runs lock once per job, in the process that outlives the others:
-the launcher of `--gpus/--nproc` (node rank 0) takes the lock, passes its
-descriptor to torchrun (so the lock outlives a launcher killed while its job
-runs on) and names itself in MAPNET_HELD_LOCKS for its workers; a worker of
-rank 0 accepts a lock held by the process named there, and takes the lock itself
-when started by someone else's torchrun or srun. Ranks other than 0 never lock.
+Why `fcntl.flock` on a file of our own (`PARENT/.NAME.lock`, beside the output), not the `filelock` package: the
+refusal must say who holds the lock, which filelock does not record; we never wait, so its timeouts and polling buy
+nothing; and it would be one more dependency for ~60 lines. The kernel drops a flock when its process dies (exit,
+Ctrl-C, SIGKILL, the OOM killer), so a killed run never blocks the next one; on Linux, flock on NFS is mapped to NFS
+byte-range locks (kernel >= 2.6.12), so it holds across nodes. Why beside the output, and how a distributed job
+locks once (its launcher, node rank 0): docs/reliability.md#concurrent-runs-into-one-output.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """`mapnet pretrain`: train the BERT encoder with masked language modelling.
 
     mapnet pretrain shards/ --out runs/tiny --preset tiny --steps 2000
-    mapnet pretrain shards/ --out runs/tiny-paper --preset tiny --recipe paper      # the paper's settings, not `fast`
-    mapnet pretrain --data shards/ --out runs/tiny --preset tiny            # the same: --data or the argument
     mapnet pretrain shards/ --out runs/base --preset base --gpus 8          # starts torchrun itself
     mapnet pretrain shards/ --out runs/base --resume                        # continue, exactly
-    mapnet pretrain shards/ --out runs/hour --preset mini --time-budget 60m --set optim.warmup.fraction=0.05 --set train.short_seq.fraction=0.1
-    mapnet pretrain shards/ --out runs/base --gpus 8 --nnodes 2 --node-rank 0 --rdzv-endpoint node0:29500
-    torchrun --nproc-per-node 8 -m mapnet_cli.cli pretrain shards/ --out runs/base
-    srun --ntasks-per-node 8 mapnet pretrain shards/ --out runs/base       # with MASTER_ADDR/PORT exported
-    mapnet pretrain shards/ --out runs/dbg --preset tiny --nproc 2          # 2 CPU processes (gloo)
     mapnet pretrain shards/ --out runs/mapnet --preset base --masking mapnet   # MAP-Net proposals (paper, 3.2-3.3)
-    mapnet pretrain shards/ --out runs/mapnet-raw --masking mapnet --set masking.mapnet.importance=unclipped
-    mapnet pretrain shards/ --out runs/ht --masking mapnet --set masking.mapnet.importance=ht --set masking.mapnet.mix_uniform=0.5 --set masking.mapnet.target=gradnorm
-    mapnet pretrain shards/ --out runs/strat --masking stratified
-    mapnet pretrain shards/ --out runs/amlm --masking adaptive             # loss-adaptive (AMLM); see docs/masking.md
-    mapnet pretrain shards/ --out runs/r40 --mask-prob 0.4
-    mapnet pretrain shards/ --out runs/dapt --init-from hf/bert-base-uncased --masking mapnet   # continued pretraining
-    mapnet pretrain shards/ --out runs/ww --masking whole-word              # or span, or pmi (after mapnet pmi-vocab)
+
+The shards are the argument or `--data shards/` (the same). Recipes, time budgets, several nodes, torchrun and
+SLURM, continued pretraining: docs/pretraining.md; every `--masking` and its settings: docs/masking.md.
 
 Settings: defaults < preset < recipe < --config < flags, resolved once by `train.run_settings` (with --resume the
 run's own settings are the base, and only what `MAY_CHANGE_ON_RESUME` allows may change: train/run_settings.py).

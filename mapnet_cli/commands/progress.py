@@ -7,13 +7,11 @@ Plain lines are for output that is not a terminal (SLURM logs, `nohup`, CI, `2> 
 
     step 120/2000 (6%)  loss 4.1234  lr 1.00e-04  12,345 tok/s  elapsed 0:01:23  eta 0:21:40
 
-A line at every `logging.log_every` step (the steps metrics.jsonl gets), or
-with `logging.plain_every_s = N` at most one per N seconds; the first logged
-step and the last step always get one. No escape codes, no carriage returns:
-each line is complete when written, so `tail -f` and `grep` work. Elapsed and
-ETA are wall-clock time in this process (evaluation and checkpoints included),
-counted from the end of its first step (or the resume), so a resumed run's
-ETA covers only what is left.
+A line at every `logging.log_every` step (the steps metrics.jsonl gets), or with `logging.plain_every_s = N` at
+most one per N seconds; the first logged step and the last step always get one. No escape codes, no carriage
+returns: each line is complete when written, so `tail -f` and `grep` work. Elapsed and ETA are wall-clock time in
+this process (evaluation and checkpoints included), counted from the end of its first step (or the resume), so a
+resumed run's ETA covers only what is left.
 """
 
 from __future__ import annotations

@@ -2,22 +2,17 @@
 
     mapnet variance runs/tiny --sentences 64 --masks 8
     mapnet variance runs/mapnet/checkpoints/step-00020000 --project-dim 4096 --json > variance.json
-    mapnet variance runs/mapnet --params 'encoder.blocks.*' --batch-sizes 1,8,32 --bootstrap 2000
+    mapnet variance runs/tiny --schemes uniform,stratified,frequency,oracle
     mapnet variance runs/tiny --data shards/ --set variance.memory_gb=8
 
-For S validation sequences x M masks per scheme it prints the mask variance
-tr E_x[Var(g|x)], the sentence variance tr Var_x(E[g|x]) and the directly
-measured total tr Var(g) (unbiased; their sum equals the total), with
-bootstrap 95% intervals, and the scale-free noise scale tr Var(g) / ||E g||^2,
-for uniform masking and — when the checkpoint has a MAP-Net — MAP-Net's
-proposal with clipped, unclipped and no importance weights and under its HT
-design; stratified / frequency masking for checkpoints trained with them (or
-by name: --schemes); the gradient-norm oracle with --oracle.
-
-    mapnet variance runs/tiny --oracle --json
-    mapnet variance runs/tiny --schemes uniform,stratified,frequency,oracle
-
-Settings: the checkpoint's own settings (its masking as trained) < --config < flags.
+For S validation sequences x M masks per scheme it prints the mask variance tr E_x[Var(g|x)], the sentence
+variance tr Var_x(E[g|x]) and the directly measured total tr Var(g) (unbiased; their sum equals the total), with
+bootstrap 95% intervals, and the scale-free noise scale tr Var(g) / ||E g||^2, for uniform masking and — when the
+checkpoint has a MAP-Net — MAP-Net's proposal with clipped, unclipped and no importance weights and under its HT
+design; stratified / frequency masking for checkpoints trained with them (or by name: --schemes); the
+gradient-norm oracle with --oracle. Settings: the checkpoint's own (its masking as trained) < --config < flags.
+More command lines and the estimators: docs/evaluation.md#measuring-gradient-variance-mapnet-variance;
+the JSON: docs/formats.md#gradient-variance-mapnet-variance-checkpoint-json.
 """
 
 from __future__ import annotations

@@ -2,33 +2,17 @@
 
     mapnet compare shards/ --out runs/compare --preset tiny --steps 300 --seeds 3
     mapnet compare shards/ --out runs/warm --init-from runs/uniform-long --strategies uniform,mapnet   # warm start
-    mapnet compare shards/ --out runs/cmp --strategies uniform,mapnet,mapnet-noweight --variance \
+    mapnet compare shards/ --out runs/cmp --strategies uniform,mapnet,mapnet-noweight --variance \\
         --glue-tasks cola,sst2,mrpc --glue-data glue_data
 
-Library entry points: `plan_runs` (settings of every strategy x seed), `run_all`
-(train what is missing), `collect` (every raw number + `aggregate`), `table_rows`.
-One job per module:
+Library entry points: `plan_runs` (settings of every strategy x seed), `run_all` (train what is missing),
+`collect` (every raw number + `aggregate`), `table_rows`. One job per module: plan.py, costs.py, run.py,
+records.py, glue_scores.py, blimp_scores.py, statistics.py, report.py, plots.py.
 
-    plan.py         the strategies table, `parse_strategies`, `plan_runs`
-    costs.py        `read_step_costs`: `--step-costs`, each arm on the modelled clock at its own step costs
-    run.py          `run_all`: training the planned runs, reusing finished ones
-    records.py      `collect`: each run's curve, fairness hashes, variance
-    glue_scores.py  `glue_results`: GLUE fine-tuning and the random-init controls
-    blimp_scores.py `blimp_results`: BLiMP at the kept checkpoints, the random-init and unigram controls
-    statistics.py   `aggregate`: means, paired differences, steps to target; `fairness_checks`
-    report.py       `results_document` (results.json) and `table_rows`
-    plots.py        `write_plots`
-
-Fairness. For seed index k every strategy trains with train.seed = base + k: the
-same initial encoder (MAP-Net is built after it, see `train.Run`), the same data
-order and the same dropout streams; only the masks differ. The results record the
-hashes that show it (initial weights, first batch, evaluation set) and the step-0
-held-out loss, which must be identical across strategies of a seed.
-
-Checkpoints. Every run checkpoints at its evaluation steps (train.checkpoint_every
-= train.eval_every, all of them kept) so the gradient variance can be measured post
-hoc at each of them. A run whose final checkpoint exists is reused; one that stopped
-after a checkpoint is resumed; one with none is started again.
+Fair by construction: for seed index k every strategy trains with train.seed = base + k, so only the masks
+differ, and the results record the hashes that show it. How it is reported and read:
+docs/evaluation.md#does-map-net-make-pretraining-cheaper-mapnet-compare; what each module holds, and which
+checkpoints a run keeps and why (a finished run is reused, a stopped one resumed): docs/internals.md#compare__init__py.
 """
 
 from ..intervals import mean_ci, t_quantile_975

@@ -3,18 +3,15 @@
     from mapnet_cli.data.cleaning import Cleaner
     Cleaner(settings.preprocess)(['He said "no." Then left.'])   # ['he said " no . " then left .']
 
-In order, each as the run's `preprocess` settings say: Moses punctuation
-normalisation (sacremoses `MosesPunctNormalizer`, `normalize_punctuation`),
-Moses tokenisation (`MosesTokenizer(moses_lang)`, `escape=False`,
-`moses_tokenize`), lower-casing (`lowercase`), the tokenizer's word marker
-made "_" (below) and whitespace collapsed to single spaces.
+In order, each as the run's `preprocess` settings say: Moses punctuation normalisation (sacremoses
+`MosesPunctNormalizer`, `normalize_punctuation`), Moses tokenisation (`MosesTokenizer(moses_lang)`, `escape=False`,
+`moses_tokenize`), lower-casing (`lowercase`), the tokenizer's word marker made "_" (below) and whitespace
+collapsed to single spaces.
 
-Everything that turns text into ids comes through here: `preprocess`
-(`TextProcessor`: normalise a piece, split it into sentences, `line` each),
-and `finetune-glue`, `probe` and every evaluator that reads text
-(`evaluation/glue/encode.TextEncoder`). `mapnet export` writes the same steps
-as `tokenizers` normalizers (`hf_cleaning.py`), tested against this module on
-real text.
+Everything that turns text into ids comes through here: `preprocess` (`TextProcessor`: normalise a piece, split
+it into sentences, `line` each), and `finetune-glue`, `probe` and every evaluator that reads text
+(`evaluation/glue/encode.TextEncoder`). `mapnet export` writes the same steps as `tokenizers` normalizers
+(`hf_cleaning.py`), tested against this module on real text.
 """
 
 from __future__ import annotations

@@ -4,39 +4,15 @@
     tok.normalizer = normalizers.Sequence([hf_cleaning.normalizer(settings.preprocess, "▁"), tok.normalizer])
     tok.pre_tokenizer = pre_tokenizers.Sequence([hf_cleaning.pre_tokenizer(settings.preprocess), tok.pre_tokenizer])
 
-so that `AutoTokenizer.from_pretrained(export)("He said it.")` reads text as
-the run's pretraining did ("he said it ."), with no sacremoses at hand. What
-is built is decided by the run's recorded `preprocess` settings
-(normalize_punctuation, moses_tokenize, moses_lang, lowercase) and by
-sacremoses itself (its rule lists, character classes and non-breaking
-prefixes for `moses_lang`), never by the vocabulary.
+so that `AutoTokenizer.from_pretrained(export)("He said it.")` reads text as the run's pretraining did ("he said
+it ."), with no sacremoses at hand. What is built is decided by the run's recorded `preprocess` settings
+(normalize_punctuation, moses_tokenize, moses_lang, lowercase) and by sacremoses itself (its rule lists,
+character classes and non-breaking prefixes for `moses_lang`), never by the vocabulary.
 
-How a Moses rule becomes a `Replace`: tokenizers writes a Replace's content
-literally (no back-references), so a rule `(x)y(z) -> \\1 y' \\2` becomes a
-match of y alone with x and z as look-arounds, `(?<=x)y(?=z) -> " y' "`.
-Where re.sub's consumption of its context matters (a chain "a'b'c", ",,,"),
-the look-behind counts the chain's parity, so the result is re.sub's. The
-character classes are sacremoses' own sets and Python's (`\\s`, `\\d`, the
-final-sigma rule of `str.lower`), spelled out code point by code point,
-because Oniguruma's `\\s` and `\\d` are not Python's. One Moses step cannot be
-a Replace: padding every character outside IsAlnum (and each run of dots)
-with spaces needs an empty match, which breaks tokenizers' alignments (it
-panics). `pre_tokenizer` splits those off instead, and the rules before it
-read them as the token boundaries Moses' spaces would be.
-
-Not exact (each shown in tests/data/test_hf_cleaning.py; on 2,000 real
-sentences none occurs, experiments/export-text-parity/export_text_parity.py):
-- a literal "DOTMULTI" in the text, which sacremoses turns into "." (its
-  placeholder for "...");
-- German and French quotes moved before a run of dots when another run
-  follows the quote at once, where re.sub's consumption is not followed;
-- with lower-casing, 137 upper-case letters (Cherokee, Georgian Mtavruli,
-  four Latin Extended-D) and "İ" whose lower-case form Moses' IsAlnum
-  classifies differently: Moses decides padding before lower-casing, the
-  pre-tokenizer after;
-- Python's `str.lower()` and Rust's (tokenizers' `Lowercase`) follow
-  different Unicode versions: 55 code points added in Unicode 16 are
-  lower-cased by the export only.
+How a Moses rule becomes a `Replace` (look-arounds for its context, re.sub's consumption by parity, character
+classes spelled out, the one step left to the pre-tokenizer): docs/internals.md#datahf_cleaningpy. Not exact in
+four cases that no real sentence of 2,000 holds: docs/pretraining.md#export (each shown in
+tests/data/test_hf_cleaning.py; experiments/export-text-parity/export_text_parity.py).
 """
 
 from __future__ import annotations

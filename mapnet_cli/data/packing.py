@@ -1,8 +1,7 @@
 """Pack a stream of token units (sentences) into fixed-length [CLS]-led blocks.
 
-Every block is `[CLS]` + a contiguous run of the token stream (at most L-1
-tokens) + `[PAD]`s, and the runs tile the stream in order. So packing reduces
-to choosing *boundaries* in the stream; the copy into blocks is then one
+Every block is `[CLS]` + a contiguous run of the token stream (at most L-1 tokens) + `[PAD]`s, and the runs tile
+the stream in order. So packing reduces to choosing *boundaries* in the stream; the copy into blocks is then one
 vectorised gather. The two policies differ only in the boundaries:
 
 - "fill": every L-1 tokens. A sentence that does not fit continues in the

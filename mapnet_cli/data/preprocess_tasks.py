@@ -3,17 +3,16 @@ tasks than files, per byte range of a text file).
 
     stage = engine_sentences(files, settings, marker, writer, out, address=None)   # from run_preprocess
 
-Each task reads its own input files (on a cluster: from a shared filesystem), splits and
-cleans them exactly as the local pool does, and writes its sentences, in the part files'
-own format (a sentence a line, a blank line after each document), to
-`.<out>.tasks/task-NNNNN.txt` beside the output; its record `task-NNNNN.json`, written
-last, is the task's done-marker. The main process then streams the task files, in input
-order, through the same `PartWriter` the local pool feeds: the part files, hence the
-tokenizer and the manifest, are the same bytes for any number of tasks.
+Each task reads its own input files (on a cluster: from a shared filesystem), splits and cleans them exactly as
+the local pool does, and writes its sentences, in the part files' own format (a sentence a line, a blank line
+after each document), to `.<out>.tasks/task-NNNNN.txt` beside the output; its record `task-NNNNN.json`, written
+last, is the task's done-marker. The main process then streams the task files, in input order, through the same
+`PartWriter` the local pool feeds: the part files, hence the tokenizer and the manifest, are the same bytes for
+any number of tasks.
 
-A task whose record is there (same inputs, same settings, same output bytes) is not run
-again: a run that was interrupted goes on from its finished tasks when the same command is
-started again. The tasks folder is removed once the output is published.
+A task whose record is there (same inputs, same settings, same output bytes) is not run again: a run that was
+interrupted goes on from its finished tasks when the same command is started again. The tasks folder is removed
+once the output is published.
 """
 
 from __future__ import annotations

@@ -3,23 +3,14 @@
     for item in InputReader(inp, settings, stats):  # str: a piece of text, None: the document ended
         ...
 
-Every reader streams: files are read in bounded `readline` fragments (a 50 MB
-line never sits in memory whole), Parquet/Arrow in record batches. A piece is
-one paragraph, or a part of one cut at whitespace so that it stays under
-`preprocess.max_chunk_chars`; a piece boundary is also a sentence boundary.
-Finding and opening the files is `inputs.py`, cutting text formats into
-pieces `documents.py`; this module reads one input of any format.
+Every reader streams: files are read in bounded `readline` fragments (a 50 MB line never sits in memory whole),
+Parquet/Arrow in record batches. A piece is one paragraph, or a part of one cut at whitespace so that it stays
+under `preprocess.max_chunk_chars`; a piece boundary is also a sentence boundary. Finding and opening the files
+is `inputs.py`, cutting text formats into pieces `documents.py`; this module reads one input of any format.
 
-Formats (`preprocess.input_format`, auto-detected by default):
-- text: documents separated as `preprocess.doc_separator` says; inside a
-  document, blank lines separate paragraphs and single line breaks are soft
-  wraps (joined with a space).
-- wikiextractor: `<doc id=.. url=.. title=..>` ... `</doc>`; the first line
-  inside repeats the title and is dropped; every line is a paragraph.
-- wikitext: raw WikiText; ` = Title = ` starts an article, deeper ` = = X = = `
-  headings are dropped; every line is a paragraph.
-- jsonl / parquet / arrow: one document per record, text in `preprocess.text_field`.
-- `synthetic:`: the embedded synthetic corpus (`mapnet_cli.data.synthetic`).
+Formats (`preprocess.input_format`, auto-detected by default): text, wikiextractor, wikitext, jsonl / parquet /
+arrow (one document per record, text in `preprocess.text_field`) and `synthetic:` (`mapnet_cli.data.synthetic`).
+What a document and a paragraph are in each: docs/internals.md#datareaderspy.
 """
 
 from __future__ import annotations

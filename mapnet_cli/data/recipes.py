@@ -2,7 +2,9 @@
 
     mapnet preprocess --recipe data_recipes/wikitext103.toml --out corpus
 
-A recipe has a `[recipe]` table plus ordinary settings tables (`[preprocess]`, ...):
+A recipe has a `[recipe]` table plus ordinary settings tables (`[preprocess]`, ...). Downloads go to
+`$MAPNET_CACHE_DIR` (default `~/.cache/mapnet`), written atomically; members already in the cache are used
+without any network.
 
     [recipe]
     name = "wikitext103"
@@ -11,9 +13,6 @@ A recipe has a `[recipe]` table plus ordinary settings tables (`[preprocess]`, .
     url = "https://.../x.zip"        # optional: a zip to download into ~/.cache/mapnet/<name>/
     sha256 = "..."                   # optional: the archive's published sha256, checked when given
     members = ["x/wiki.train.raw"]   # files inside the zip that become the inputs
-
-Downloads go to `$MAPNET_CACHE_DIR` (default `~/.cache/mapnet`), written
-atomically; members already in the cache are used without any network.
 """
 
 from __future__ import annotations

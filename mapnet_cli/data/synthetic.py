@@ -4,17 +4,9 @@ in difficulty by construction.
     mapnet preprocess synthetic: --out prep/        # or: --config data_recipes/tiny.toml
     mapnet shard prep/ --out shards/                 # writes token_kinds.json
 
-Every word type belongs to exactly one kind, so a token's kind can be looked
-up from its id (`word_kinds()`, turned into `token_kinds.json` by shard):
-
-- determined: fixed by local context (an agreement particle after a subject
-  noun of its class; the brackets around a noise word).
-- long_range: a document's first sentence names a key word from set A; a
-  sentence at least two sentences later names its partner from set B (a fixed
-  bijection). Each predicts the other, but only across sentences.
-- noise: uniform from a dedicated noise vocabulary, independent of
-  everything; no model can do better than log(|noise|) nats on them.
-- other: ordinary words, partly predictable from the grammar.
+Every word type belongs to exactly one kind (determined, long_range, noise, other), so a token's kind can be
+looked up from its id (`word_kinds()`, turned into `token_kinds.json` by shard). What each kind is, the grammar
+and an example of each: docs/data.md#the-embedded-synthetic-corpus-synthetic-data_recipestinytoml.
 
 The lexicon is fixed (built from its own constant seed), so kinds never depend
 on `synthetic.seed`; the seed only drives which sentences are generated.

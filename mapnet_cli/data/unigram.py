@@ -5,17 +5,12 @@
     unigram_entropy(reader)                       # H(p) in nats: the plateau's height on the training text
     unigram_level(log_p, targets)                 # -mean log p(target): the plateau's height on a held-out set
 
-Why it matters. A freshly initialised MLM first learns the frequency of each token and predicts it
-everywhere, ignoring the context: its loss then sits at the cross-entropy of the masked tokens under
-the unigram distribution, about the entropy of the training tokens (≈ 6.9 nats on RESULTS' 8,192-token
-real text). Learning to use context is a later phase transition; an encoder that has not passed it
-cannot show a masking strategy paying off or beat a random-init control downstream. So every loss
-mapnet reports comes with this level beside it.
-
-The distribution: counts of the non-special types over up to `max_sequences` training sequences spread
-evenly over the split (deterministic), plus one half (Jeffreys) per type so that a held-out token
-never seen in training has a finite cost. The plug-in entropy of N sampled tokens is low by about
-(types - 1) / 2N nats: 1e-3 for 8,192 types and 100,000 sequences of 128.
+A freshly initialised MLM first predicts each token's frequency everywhere, ignoring the context; until it
+leaves that plateau no masking comparison or downstream check can mean anything, so every loss mapnet reports
+comes with this level beside it (docs/pretraining.md#outputs-held-out-evaluation-and-the-unigram-level).
+The distribution: counts of the non-special types over up to `max_sequences` training sequences, plus one half
+(Jeffreys) per type. Its plug-in entropy of N sampled tokens is low by about (types - 1) / 2N nats.
+Why it matters, the figures and the choices: docs/internals.md#dataunigrampy.
 """
 
 from __future__ import annotations

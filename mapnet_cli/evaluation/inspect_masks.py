@@ -7,32 +7,12 @@ word-type preferences (and, for the table, the vocabulary entries it masks most 
     result = inspect_masks("runs/amlm")                     # --masking adaptive: result.strategy == "adaptive"
     result.tokens_most, result.tokens_least                 # table entries over the base rate, highest / lowest
 
-The library half of `mapnet inspect-masks` (the rich rendering lives in
-`commands/inspect_masks.py`). A run folder means its newest complete
-checkpoint. The encoder and MAP-Net weights come from the checkpoint's
-model.safetensors (MAP-Net's under the `mapnet.` prefix, sharing the encoder's
-token embedding; an adaptive run's table under `adaptive.`); a checkpoint with
-neither was trained without a proposal and is refused with one line.
-
-Inputs: free text (processed the way `mapnet preprocess` processes a corpus:
-sentence split, Moses normalise + tokenise, lower-case, as the checkpoint's
-settings say — one row per sentence), or, by default, the first sequences of
-the run's validation shards.
-
-Sampling: the shown mask of each row is one draw of K = round(mask_prob x n)
-positions from the proposal without replacement (Gumbel-top-k), K and
-mask_prob as in training; every row is masked by MAP-Net (no exploration).
-An adaptive table draws as training does (`masking.adaptive`): systematic PPS
-from the table that masks the checkpoint's next step, mixed with uniform by the
-run's `masking.adaptive.mix_uniform`; a token's probability is then pi_i / K, so p x n is
-its inclusion probability over uniform's K/n. `tokens_most` / `tokens_least` rank
-the vocabulary entries masked at least `min_count` times in training by their
-table weight over the base rate (1 = uniform; below 1: the model predicts it).
-The word table repeats the draw `samples` times and compares, per word type,
-how often its tokens were masked with how often uniform masking would mask
-them (K/n per position): `relative` > 1 means MAP-Net prefers the word. Only
-word types with at least `min_count` tokens in the shown rows are ranked
-(`--min-count`, default 5); `left_out` says how many were not.
+The library half of `mapnet inspect-masks` (the rich rendering lives in `commands/inspect_masks.py`; the guide:
+docs/masking.md#mapnet-inspect-masks). A run folder means its newest complete checkpoint; a checkpoint with
+neither a MAP-Net nor an adaptive table is refused with one line. Inputs: free text, processed the way
+`mapnet preprocess` processes a corpus (one row per sentence), or by default the run's first validation
+sequences. Masks are drawn as in training (K = round(mask_prob x n)); where the weights come from, how each draw
+is made and what `relative` and the table ranks mean: docs/internals.md#evaluationinspect_maskspy.
 """
 
 from __future__ import annotations

@@ -4,40 +4,15 @@
     doc["checkpoints"][0]["mean"]["score"]            # dev accuracy of the probe on mean-pooled features
     rank_correlation(doc, json.load(open("out/glue/results.json")))   # Spearman, probe vs fine-tuning
 
-Fine-tuning a checkpoint takes minutes to hours on a CPU; this takes seconds,
-so it can follow a run at every evaluation. For one task (SST-2 by default):
-
-1. `train_examples` training rows (4,000), a subset drawn with `seed`, and the
-   whole dev set (or `dev_examples` of it, the same fixed subset as
-   `finetune.max_dev`), encoded exactly as fine-tuning encodes them
-   (`encode.TextEncoder`: the checkpoint's cleaning and tokenizer, `[CLS] a
-   [SEP] (b [SEP])`, at most `max_seq_len` tokens).
-2. The encoder runs frozen (eval mode: no dropout, fp32, CPU or the given
-   device); two features per example: the last layer's `[CLS]` state
-   (`cls`) and the mean of its states over the real tokens, specials
-   included (`mean`). The pretrained model has no pooler and never trained
-   `[CLS]` for anything, so `mean` is the headline (`score`) and `cls` is
-   reported beside it.
-3. Each feature set is standardised with the training rows' mean and std;
-   a multinomial logistic regression (weights and bias from zero, L2 penalty
-   `l2`/2 ||W||^2 on the weights, mean cross-entropy) is fitted in float64
-   by L-BFGS with a strong-Wolfe line search, at most `max_iter`
-   iterations. No random initialisation: the fit is a deterministic
-   function of the features.
-4. Dev predictions are scored with the task's own GLUE metric(s) (`metrics`).
-
-The only randomness is the training subset, drawn from `seed`; a fixed seed
-gives the same numbers (tested). The random-init control of each
-architecture (`pretrained.random_init_ref`, with fine-tuning seed = `seed`)
-is probed too unless `control=False`: what a probe scores on random features
-is the floor that pretraining has to beat.
-
-`rank_correlation` pairs a probe document with a `finetune-glue` results
-document by checkpoint weights hash and gives Spearman's rank correlation
-(ties share ranks; `metrics.spearman`) between the probe score and the
-fine-tuning score of the same task, over all matched checkpoints and per run.
-It says whether the cheap probe ranks checkpoints the way fine-tuning does;
-with fewer than 3 checkpoints it is not computed (null).
+Fine-tuning a checkpoint takes minutes to hours on a CPU; this takes seconds, so it can follow a run at every
+evaluation. For one task (SST-2 by default): a seeded subset of training rows and the dev set, encoded exactly as
+fine-tuning encodes them; the frozen encoder's `[CLS]` and mean-pooled last-layer states (`mean` is the headline:
+the model never trained `[CLS]`); a standardised L2 logistic regression fitted in float64 by L-BFGS from zero
+weights; the task's GLUE metric on dev. The only randomness is the training subset; the random-init control is
+probed too, as the floor pretraining has to beat. `rank_correlation` gives Spearman's correlation between probe
+and fine-tuning scores of the same checkpoints (matched by weights hash): does the cheap probe rank checkpoints
+the way fine-tuning does? The steps in full: docs/evaluation.md#a-cheap-probe-at-every-checkpoint-mapnet-probe,
+and what that page leaves out: docs/internals.md#evaluationprobepy.
 """
 
 from __future__ import annotations

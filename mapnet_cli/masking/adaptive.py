@@ -2,69 +2,17 @@
 BabyLM 2025, arXiv 2510.20475), with the number of masks held at the base rate and optional HT weights.
 
     mapnet pretrain shards/ --out runs/amlm --masking adaptive                          # the published method
-    mapnet pretrain shards/ --out runs/amlm-soft --masking adaptive --set masking.adaptive.score=soft
     mapnet pretrain shards/ --out runs/amlm-ht --masking adaptive --set masking.adaptive.weights=ht \\
         --set masking.adaptive.mix_uniform=0.5
     mapnet compare shards/ --out cmp --strategies uniform,adaptive,adaptive-soft,adaptive-ht,adaptive-soft-ht
 
-The table. One weight w_v per vocabulary entry, w_v = p (`masking.mask_prob`) at the start. Every T
-optimizer steps (`masking.adaptive.every`; the paper's T is 200 batches) each type seen since the
-last update moves toward p (1 - score_v) by an exponential moving average:
-
-    w_v <- lam w_v + (1 - lam) p (1 - score_v)          lam = `masking.adaptive.decay` (paper: 0.2)
-
-score_v pools every position of type v the encoder was asked to predict in those steps, over the
-global batch (each rank's counts are all-reduced): `hard` = the fraction it predicted right (argmax
-of its logits = the true token), `soft` = the mean probability it gave the true token, exp(-l_i).
-A type not masked in the period keeps its w (the paper does not say; no evidence, no move). Both
-come from the logits and losses the step computes anyway (`observe`): no extra forward.
-
-How K is held (mapnet's change to the sampling). The paper masks each token independently with
-probability w_{x_i}, so a sequence gets sum_i w_{x_i} masks on average: p n at the start, fewer as
-the model learns (every w <= p). Here every sequence gets exactly K = round(p n) masks, as in the
-uniform arm (`uniform.mask_counts`), so the arms compare at equal masked-token counts and equal
-compute; the table sets only *which* positions. The design is `FrequencyTraining`'s, with the table
-in place of the static count^-beta scores (`strategy.frequency_masks`): capped PPS
-(`designs.inclusion_probabilities`) gives pi_i = min(1, c w_{x_i}) with c fixed by sum_i pi_i = K,
-i.e. without capping pi_i = w_{x_i} K / sum_j w_{x_j}: the paper's probabilities rescaled per row by
-the factor p n / sum_j w_{x_j} that restores the base-rate budget. Optionally mixed with uniform
-(`masking.adaptive.mix_uniform` = alpha: pi <- alpha K/n + (1 - alpha) pi, still summing to K); randomised
-systematic PPS (`designs.systematic_sample`) then takes exactly round(sum_i pi_i) = K distinct
-positions, position i with probability exactly pi_i. So E[masks] = K and its variance is 0.
-Entries are floored at FLOOR x p before this (a type always predicted right decays as lam^j p),
-so every eligible position keeps pi_i > 0 and a row always has K positions to give.
-
-Weights (`masking.adaptive.weights`). `none` is the published objective: a sequence's loss is
-(1/K) sum_{i in S} l_i, whose expectation (1/K) sum_i pi_i l_i leans toward the types the model gets
-wrong — biased against uniform masking's (1/n) sum_i l_i, as the paper's MAP-Net is. `ht` weights
-masked position i by w_i = (K/n) / pi_i (`designs.ht_weights`), so
-
-    E_S[(1/K) sum_{i in S} w_i l_i] = (1/K) sum_i pi_i (K/n) l_i / pi_i = (1/n) sum_i l_i,
-
-uniform masking's expected loss, for any table: the table then only moves the variance (which
-positions carry the estimate), not what is estimated. With alpha > 0, pi_i >= alpha K/n bounds every
-weight by 1/alpha; `ht` needs alpha > 0 (a learned type's entry heads for 0, its weight for infinity).
-l_i is treated as a function of the position: the designs module doc states that caveat.
-
-When a new table masks (a one-step lag). The table that masks steps [jT, (j+1)T) is computed after
-step jT - 2 from the counts of the steps before it (T of them; T - 1 for the first), because step
-jT's masks may already be drawn while step jT - 1 runs (`train.prefetch` makes the next step's
-batches in a background thread). A step's masks therefore never depend on when its batch was made,
-and `train.prefetch` on or off gives bitwise the same run. `AdaptiveTable` keeps the table and the
-one before it with the step the new one takes over (`takes_effect`); the masking thread reads only an
-immutable snapshot of the two (`scores_for`), replaced whole after each update.
-
-Exactness. The per-type sums are int64 fixed point (scores times SCORE_SCALE, rounded): integer sums
-do not depend on the order of addition, so the table is the same however the batch is split over
-micro-batches and ranks, and on an accelerator, whose index_add uses atomics. Every rank all-reduces
-the same sums and computes the same table with the same float64 arithmetic, so every rank masks
-from the same table. The table, the one before it, `takes_effect` and the running sums are buffers
-of `AdaptiveTable`, saved under `adaptive.` in the checkpoint's weights: a resumed run continues
-bitwise.
-
-Cost. A step adds an argmax over the (N, V) logits it already has (hard; soft: an exp over N
-losses) and two index_adds into a (2, V) tensor. The update adds one all-reduce of 2V integers and
-the strategy's one device-to-host read (`update`), once every T steps, never on the steps between.
+One weight w_v per vocabulary entry (p = `masking.mask_prob` at the start); every `masking.adaptive.every` steps
+each type seen moves as w_v <- lam w_v + (1 - lam) p (1 - score_v), the score from the step's own logits. Every
+sequence gets exactly K = round(p n) masks, pi_i = min(1, c w_{x_i}) with sum_i pi_i = K, by systematic PPS;
+`weights = "ht"` weights position i by (K/n) / pi_i, so E_S[(1/K) sum_{i in S} w_i l_i] = (1/n) sum_i l_i for any
+table. A new table masks one step late (`train.prefetch` changes nothing); integer sums make it the same on any
+split. Derivations, costs, measurements: docs/masking.md#loss-adaptive-masking-without-a-network-masking-adaptive;
+the implementation notes: docs/internals.md#maskingadaptivepy.
 """
 
 from __future__ import annotations

@@ -5,46 +5,14 @@
     chosen = systematic_sample(pi, rng.uniform(T), rng.uniform(1)[:, 0])   # exactly K positions
     w = ht_weights(pi, chosen, k, eligible)                      # (K/n) / pi_i at chosen positions
 
-Why a design with known pi_i. The paper weights a whole mask by
-r = (1/n)^K / prod_k p(pos_k); with K ~ 19 positions, E log r ~ -K KL(p || U), so
-once the proposal learns anything every r falls far outside [1-eps, 1+eps] and
-clipping turns it into a constant. The exact set-level ratio of Gumbel-top-k is
-just as extreme. Horvitz-Thompson (1952) needs only the first-order inclusion
-probability pi_i = P(i in S) of each position: the per-sequence loss
+Why: the paper's set-level ratio degenerates once the proposal learns anything (E log r ~ -K KL(p || U)), while
+Horvitz-Thompson (1952) needs only each position's pi_i = P(i in S):
 
-    L_HT(S) = (1/K) sum_{i in S} w_i l_i,   w_i = (K/n) / pi_i
+    L_HT(S) = (1/K) sum_{i in S} w_i l_i,   w_i = (K/n) / pi_i   =>   E_S[L_HT] = (1/n) sum_i l_i,
 
-has E_S[L_HT] = (1/K) sum_i pi_i (K/n) l_i / pi_i = (1/n) sum_i l_i, which is the
-expected per-sequence loss of uniform K-masking (E_U[(1/K) sum_{i in S} l_i] =
-(1/n) sum_i l_i). So it is unbiased for *any* proposal, with per-position weights
-whose size is set by how far pi_i is from K/n, not by a product over K positions.
-Caveat, stated in docs/masking.md: l_i is treated as a function of the position only.
-The encoder's loss at i also depends on which *other* positions are masked (their
-context is hidden), so L_HT is exactly unbiased for the per-position losses at a
-fixed context and only approximately for the set-dependent ones; no per-position
-weight can remove that (the set-level ratio can, and it is degenerate).
-
-The design: randomised systematic PPS (Goodman & Kish 1950; Hartley & Rao 1962).
-Put the eligible positions in a uniformly random order, lay the pi_i end to end on
-[0, K), draw one U ~ U[0, 1) and take the K positions whose intervals contain
-U, U + 1, ..., U + K - 1. For any fixed order, position i is taken iff some U + j
-falls in its interval of length pi_i <= 1, which happens with probability exactly
-pi_i; so P(i in S) = pi_i exactly, the sample has exactly K distinct positions,
-and the random order makes every pair jointly selectable (pi_ij > 0), as the
-variance of HT estimates needs. Why this one: it is exact (Pareto's pi are
-approximate), costs one sort + one searchsorted per batch (conditional Poisson
-and Sampford need iterative solves or rejection loops whose run time depends on
-the draw, which breaks a vectorised, deterministic step), and with equal pi it is
-exactly uniform K-masking: a fixed index set under a uniformly random order is a
-uniformly random K-subset.
-
-Mixture. pi = alpha K/n + (1 - alpha) pi_prop is a valid inclusion vector (a convex
-combination of two with sum K and entries <= 1), and pi_i >= alpha K/n bounds every
-weight by 1/alpha. It mixes *per token*, where the paper's exploration coin mixes
-per sequence (a sequence masked by the proposal gets no uniform mass at all).
-
-Determinism: the order and U come from the sequence's own keyed stream
-(`masking.uniform.SequenceRNG`), so masks do not depend on the batch split.
+uniform K-masking's expected loss, for any proposal (caveat: l_i is treated as a function of the position only),
+drawn by randomised systematic PPS: exact pi_i and exactly K positions, from the sequence's keyed stream.
+The derivation, the caveat, why this design and the mixture: docs/internals.md#maskingdesignspy.
 """
 
 from __future__ import annotations

@@ -4,48 +4,15 @@
     mapnet pmi-vocab corpus/ --out shards/pmi.tsv --size 200000 --min-count 5
     mapnet pretrain shards/ --out runs/pmi --masking pmi
 
-Library entry points: `build_vocabulary(corpus, ...)` (streams the corpus), `write_vocabulary` /
-`read_vocabulary` (the verified file), `pmi_n` (the measure).
+Library: `build_vocabulary(corpus, ...)` (streams it), `write_vocabulary` / `read_vocabulary` (the verified file),
+`pmi_n`, Levine et al.'s eq. 3 over n-grams of words within a sentence, p(g) = c(g) / (number of |g|-grams):
 
-The measure. Words are the preprocessed corpus's whitespace-separated words (Moses-tokenised and
-lower-cased there); n-grams are contiguous within a sentence. With c(g) the count of n-gram g and
-N_k = sum over sentences of max(0, len - k + 1) the number of k-gram occurrences, p(g) = c(g) / N_|g|.
-Levine et al.'s eq. 3 generalises PMI to n words by the *least* surprising way to build the n-gram
-from independent parts:
+    PMI_n(w1..wn) = log p(w1..wn) - max over segmentations into >= 2 contiguous parts of sum log p(part)
 
-    PMI_n(w1..wn) = log p(w1..wn) - max over segmentations s of (w1..wn) into >= 2 contiguous
-                                    segments of  sum_{seg in s} log p(seg)
-
-(for n = 2 the one segmentation is (w1)(w2): the ordinary PMI log p(w1 w2) / (p(w1) p(w2))). An
-n-gram scores high only if it is more than the sum of its parts under *every* split, so "new york
-city" does not inherit the score of "new york". The max is a dynamic programme over prefixes:
-best[0] = 0, best[j] = max_{i<j} best[i] + log p(w_{i+1}..w_j), with the whole n-gram as one
-segment excluded; PMI_n = log p(w1..wn) - best[n]. (The authors' released lists use a variant
-that multiplies in p(w1..wn); mapnet uses eq. 3 as printed.)
-
-The vocabulary. As in the paper: n = 2..5, n-grams seen at least `min_count` times (paper: over 10),
-ranked per length (PMI_n grows with n, so one ranking would hold only long n-grams) and composed
-50% bigrams, 25% trigrams, 12.5% 4-grams, 12.5% 5-grams of `size` entries (paper: 800K); a length
-with fewer candidates than its share keeps all it has.
-
-Bounded memory (the approximation). Unigram counts are exact (their table grows with the word
-types, not with the corpus). Counts of 2..5-grams are kept in a table of at most `max_entries`
-entries by Lossy Counting (Manku & Motwani 2002) with an adaptive floor: each entry holds a
-count c and the floor d it was (re)inserted at; when the table is full, the floor is raised to the
-smallest value that removes at least half of it, and every entry with c + d <= floor is dropped.
-By induction the true count f of a kept n-gram satisfies c <= f <= c + d, and any n-gram whose
-true count exceeds the final floor F is in the table (tested against exact counts). Candidates are
-ranked on the lower bound c, so every n-gram seen at least min_count + F times is a candidate, with
-a count (and so a PMI_n) off by at most d <= F; n-grams within F of min_count can be missed. Nothing
-is pruned on a corpus whose n-grams fit in max_entries (F = 0: exact counts, `exact_counts` in the
-header); the file records F, and the builder warns when it is not 0. Measured on 4 MB of Wikipedia
-(benchmarks/bench_pmi_vocab.py, min count 11): max_entries 200,000 gives F = 4 and 5,585 entries
-against 5,746 exact, at 193 MB peak instead of 323 MB.
-An n-gram whose sub-n-gram was pruned cannot be scored and is skipped (counted in the file).
-
-The file (`pmi.tsv`, docs/formats.md): a schema line, a JSON header line (provenance, settings,
-counts and `body_sha256`), then `ngram <TAB> n <TAB> count <TAB> pmi` per entry. It is written
-atomically and refused when read if the body does not match its hash.
+The vocabulary: n = 2..5, at least `min_count` occurrences, ranked per length, composed 50/25/12.5/12.5%. Counts
+of 2..5-grams are held in bounded memory by Lossy Counting: a kept count is a lower bound off by at most the final
+floor F (0 when nothing was pruned; in the file, docs/formats.md). The dynamic programme, the counting's guarantee,
+its measured cost: docs/internals.md#maskingpmi_vocabpy.
 """
 
 from __future__ import annotations

@@ -5,17 +5,12 @@
     loss, seq_sum, masked = strategy.loss_fn(step, with_stats)(ddp, batch, scale)
     strategy.after_step()                                        # every rank, after the optimizer step
 
-Every strategy has the same interface (`Strategy` below), so `train.Run` never
-asks which one it runs. Where each one samples, weights and learns:
-
-| strategy | masks drawn | loss weight per masked position | learns |
-|---|---|---|---|
-| `uniform` (`UniformTraining`) | `micro_batch`: K uniform positions | 1 | nothing |
-| `stratified` (`StratifiedTraining`) | `micro_batch`: one of m disjoint strata, copies of a sequence take different strata | m |S_j| / n (unbiased for unequal strata) | nothing |
-| `frequency` (`FrequencyTraining`) | `micro_batch`: systematic PPS from a static count^-beta proposal | (K/n) / pi_i (Horvitz-Thompson) | nothing |
-| `adaptive` (`adaptive.AdaptiveTraining`) | `micro_batch`: systematic PPS from a per-type table | 1 (the paper's), or (K/n) / pi_i | the table, from the step's own scores (AMLM) |
-| `mapnet` (`mapnet.training.MapnetTraining`) | in the forward pass, from the proposal network | the paper's per-sequence ratio, or HT per position | the proposal (eq. 10, gradnorm or learnability) |
-
+Every strategy has the same interface (`Strategy` below), so `train.Run` never asks which one it runs:
+`UniformTraining`, `StratifiedTraining` and `FrequencyTraining` here, `adaptive.AdaptiveTraining` and
+`mapnet.training.MapnetTraining`. Where each one samples (in `micro_batch`, or in the forward pass from the
+proposal network), how it weights a masked position's loss (1, m |S_j| / n, (K/n) / pi_i, the paper's
+per-sequence ratio) and what it learns (nothing, AMLM's table, the proposal), in one table:
+docs/masking.md#beyond-the-paper-unbiased-per-position-weights-variance-targeted-proposals-no-network-baselines.
 Randomness: masks come from per-sequence streams keyed by (seed, step, global slot)
 (`masking.uniform.SequenceRNG`), so they do not depend on the batch split.
 """

@@ -1,28 +1,18 @@
-"""Uniform masking (the paper's RandMask) and BERT's 80/10/10 replacement.
+"""Uniform masking (the paper's RandMask) and BERT's 80/10/10 replacement, vectorised on the tensors' device.
 
     rng = SequenceRNG(sequence_keys(seed, step, slots))   # one stream per sequence
     eligible = eligible_positions(ids, special_ids)
     mask = uniform_mask(ids, eligible, 0.15, "exact", rng)
     inputs = apply_replacement(ids, mask, vocab_size, special_ids, generator=rng)
 
-Everything is vectorised over the batch and runs on the tensors' device.
-
-Mask size. `count="exact"` masks K = round(mask_prob x eligible) positions per
-sequence (half rounds up), at least 1 — the K that MAP-Net samples without
-replacement. With both strategies masking the same K positions of a sequence,
-the importance ratio (1/n)^K / prod p_prop(pos_k) compares like with like and
-uniform and MAP-Net losses are averages over the same number of terms.
-`count="bernoulli"` masks each eligible position independently with
-probability mask_prob (RoBERTa's way); it too forces one position when the draw
-masks none, so every sequence has a defined loss. Eligible = not a special
-token ([PAD] [UNK] [CLS] [SEP] [MASK]).
-
-Randomness. A `torch.Generator` gives one stream for the whole batch; a
-`SequenceRNG` gives each sequence its own stream keyed by (seed, step, global
-slot), so a sequence's mask is the same however the global batch is split
-across ranks and micro-batches — the property that makes 1 x 8 and 2 x 4 runs
-produce the same losses. Its draws are made on the CPU (Mersenne Twister,
-identical on every machine) and moved to the device in one copy.
+`count="exact"` masks K = round(mask_prob x n) of a sequence's n eligible (not special: [PAD] [UNK] [CLS] [SEP]
+[MASK]) positions, half rounding up, at least 1 — the K MAP-Net samples without replacement, so the importance ratio
+(1/n)^K / prod p_prop(pos_k) compares like with like and both losses average the same number of terms.
+`count="bernoulli"` masks each eligible position with probability mask_prob (RoBERTa's way), also forcing one
+position when the draw masks none, so every sequence has a defined loss. A `torch.Generator` gives one stream for
+the batch; a `SequenceRNG` one per sequence, keyed by (seed, step, global slot), so a mask is the same however the
+batch is split across ranks and micro-batches (1 x 8 and 2 x 4 runs give the same losses); its draws are made on the
+CPU (Mersenne Twister, identical on every machine) and moved to the device in one copy.
 """
 
 from __future__ import annotations

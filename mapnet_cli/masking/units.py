@@ -4,48 +4,15 @@
     mapnet pretrain shards/ --out runs/span --masking span --set masking.span.p=0.2 --set masking.span.max_words=10
     mapnet pmi-vocab corpus/ --out corpus/pmi.tsv && mapnet pretrain shards/ --out runs/pmi --masking pmi
 
-Word boundaries come from the tokenizer's vocabulary (`word_start_table`): with Metaspace (mapnet's
-BPE) a token starting with "▁" starts a word, with WordPiece a token *not* starting with "##"
-does, with a word-level tokenizer every token is a word. A token right after a special token
-([CLS], [SEP], [PAD]) always starts a word, so no unit crosses a document boundary.
-
-One budget rule for all three schemes (`budget_mask`). Each scheme cuts a sequence into *units*
-of whole words — a word; a span of words; a PMI n-gram or a word — and gives each unit a random
-key. Taking units in key order, tokens are counted until the budget K = round(mask_prob x eligible)
-of uniform masking (`masking.uniform.mask_counts`, the same K) is reached; the word that crosses K is
-kept iff that brings the count closer to K (ties: kept), and the first word is always kept. So
-the masked count differs from K by at most half the crossing word (never a whole word), and only
-the last unit may be cut — at a word boundary, keeping its left part, which is still a span of
-whole words. (SpanBERT cuts its last span at the exact token; Google's whole-word masking skips
-words that would overflow and so always masks <= K.)
-
-Spans (`span_units`). SpanBERT draws a length l ~ Geo(p) clipped to l <= l_max words (p = 0.2,
-l_max = 10: the renormalised truncation P(l) = p(1-p)^(l-1) / (1 - (1-p)^l_max), mean 3.8 words
-as the paper says), picks a random start word, masks l whole words, and repeats until the budget.
-mapnet draws the same lengths but lays them end to end from the first word of the sequence (a
-random segmentation into spans) and takes the spans in random order — the same lengths and
-uniformly placed spans, without a sequential rejection loop, so it vectorises over the batch. As in
-SpanBERT, two chosen spans can be adjacent (they then read as one longer masked run); unlike
-SpanBERT's, they never overlap. A span is also cut at a special token (a document boundary).
-
-PMI units (`pmi_units.py`): vocabulary n-grams where present, whole words otherwise; they use
-the word boundaries, the budget and the replacement of this module.
-
-Replacement (80/10/10). Whole-word: per token, as Google's whole-word BERT does. Span and PMI: per
-unit, as SpanBERT does — one draw decides whether all of a unit's tokens become [MASK], random
-tokens (each its own) or stay unchanged. `unit_replacement` draws exactly what
-`uniform.apply_replacement` draws (two uniforms per position), so the streams stay aligned.
-
-Randomness: every draw comes from the row's keyed stream (`uniform.SequenceRNG`), in the order
-unit keys, then span lengths (span only), then the replacement; every operation is row-wise, so
-1 x 8 and 2 x 4 processes and `--resume` give the same masks (tested).
-
-Importance weighting does not combine with these schemes (refused by the settings): HT weights
-need each position's inclusion probability, which under a token budget with units of random
-length has no closed form, and the paper's per-sequence ratio compares K-token draws from a
-proposal with uniform K-token draws, not unit masks. Each unit scheme is unweighted (weight 1):
-it defines its own objective (predict a whole unit from the rest), so there is nothing to
-correct back to uniform token masking, which would undo the point.
+Word boundaries come from the tokenizer's vocabulary (`word_start_table`; a token right after a special token always
+starts a word, so no unit crosses a document boundary). One budget rule for all three schemes (`budget_mask`): units
+of whole words, taken in random key order until uniform masking's K = round(mask_prob x eligible) tokens; the word
+that crosses K is kept iff that brings the count closer to K, so the count is within half a word of K and only the
+last unit may be cut, at a word boundary. Spans (`span_units`) have SpanBERT's lengths, l ~ Geo(p) truncated at
+l_max words, P(l) = p(1-p)^(l-1) / (1 - (1-p)^l_max), laid end to end as a random segmentation and taken in random
+order. The 80/10/10 replacement is per token for whole words and per unit for spans and PMI units; every draw comes
+from the row's keyed stream, so any split and `--resume` give the same masks. Importance weights are refused: no
+closed-form inclusion probability, and each scheme is its own objective. In full: docs/internals.md#maskingunitspy.
 """
 
 from __future__ import annotations

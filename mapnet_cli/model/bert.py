@@ -2,37 +2,17 @@
 
     from mapnet_cli.model.bert import BertConfig, BertForMLM
     cfg = BertConfig(vocab_size=32768, layers=4, hidden=256, heads=4, intermediate=1024)
-    model = BertForMLM(cfg)
-    out = model.mlm_losses(inputs, attention_mask, mask, targets)   # masked positions only
+    out = BertForMLM(cfg).mlm_losses(inputs, attention_mask, mask, targets)   # masked positions only
 
-Post-LN BERT (Devlin et al.): learned positions, embedding LayerNorm and
-dropout, GELU feed-forward of width 4H, an MLM head (dense + GELU + LayerNorm)
-whose vocabulary projection is tied to the token embedding. Two deliberate
-differences from BERT: no token-type (segment) embeddings — pretraining here
-has no sentence pairs — and no pooler. Export to Hugging Face writes zero
-token-type rows so the logits stay identical (see `mapnet_cli.export`).
-
-`norm="pre"` (`model.norm`) moves each block's LayerNorms in front of its
-attention and feed-forward, x = x + Attn(LN(x)); x = x + FFN(LN(x)), and adds
-a final LayerNorm after the last block (Xiong et al. 2020; what Cramming and
-most modern encoders train with): the residual stream is never normalised, so
-gradients reach the lower layers undiminished and a higher learning rate stays
-stable. It is exactly Hugging Face's `RobertaPreLayerNormForMaskedLM`
-(embedding LayerNorm kept), which export writes for it.
-
-`block="modern"` (`model.block`) swaps the encoder for ModernBERT's (`modern.py`: rotary positions, GeGLU,
-no biases, pre-LN); this file keeps the config, the MLM head and the losses both share (`build_encoder`).
-
-Why it is fast: attention goes through `F.scaled_dot_product_attention`
-(flash / memory-efficient kernels, no T x T mask when nothing is padded), Q, K
-and V come from one fused matmul, and the head runs ONLY at the masked
-positions: with a 32k vocabulary the V x H projection at every position costs
-more than the whole encoder of a small model, and 85% of that work is thrown
-away by the loss. The same holds one layer down: the last block computes K and
-V everywhere but its queries, output projection and feed-forward only at the
-masked positions (`Block.forward_at`) — exact, since nothing reads the rest.
-
-This file knows nothing of ranks or process groups (see `distributed.py`).
+Post-LN BERT (Devlin et al.): learned positions, embedding LayerNorm and dropout, GELU feed-forward of width 4H, an
+MLM head (dense + GELU + LayerNorm) tied to the token embedding; no token-type embeddings (pretraining has no
+sentence pairs; export writes zero rows, so the logits stay identical) and no pooler. `norm="pre"` (`model.norm`) is
+pre-LN with a final LayerNorm (Xiong et al. 2020; Hugging Face's `RobertaPreLayerNormForMaskedLM`), `block="modern"`
+(`model.block`) ModernBERT's block (`modern.py`); this file keeps the config, the MLM head and the losses both share
+(`build_encoder`). Fast because attention goes through `F.scaled_dot_product_attention`, Q, K and V come from one
+fused matmul, and the head and most of the last block (`Block.forward_at`) run ONLY at the masked positions — exact,
+since nothing reads the rest. Why each, in full: docs/internals.md#modelbertpy. This file knows nothing of ranks or
+process groups (see `distributed.py`).
 """
 
 from __future__ import annotations

@@ -9,17 +9,10 @@
         manifest.json       bytes and sha256 of each file above, checked on load
         COMPLETE            written last: a folder without it never counts
 
-A checkpoint is assembled in a hidden staging folder beside its final name
-(`.step-00001000.XXXX.tmp-<pid>`, see `atomic.py`) and renamed into place
-in one `os.replace`, so a killed run leaves either a finished checkpoint or a
-hidden leftover that the next run removes. `state.pt` holds only tensors and
-primitives and is read with `torch.load(weights_only=True)`: loading a
-checkpoint never runs pickled code.
-
-Loading verifies each file against `manifest.json` as `ShardReader` verifies
-shards: sizes always, sha256 too unless `shard.verify = "size"`, so a flipped
-byte is refused by name instead of silently training or exporting from it.
-A checkpoint without a manifest is refused: every checkpoint mapnet writes has one.
+Assembled in a hidden staging folder beside its final name (`.step-00001000.XXXX.tmp-<pid>`, `atomic.py`), renamed
+into place in one `os.replace`: a killed run leaves a finished checkpoint or a hidden leftover the next run removes.
+`state.pt` is read with `torch.load(weights_only=True)` (tensors and primitives): loading never runs pickled code.
+Each file is verified against `manifest.json` as shards are: docs/reliability.md#checkpoints-verified-like-shards.
 """
 
 from __future__ import annotations

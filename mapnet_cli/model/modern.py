@@ -2,24 +2,17 @@
 
     mapnet pretrain shards/ --out runs/modern --preset mini --set model.block=modern   # fast recipe: pre-LN
 
-Three changes to the pre-LN BERT block, each as ModernBERT makes it:
-- rotary position embeddings (RoPE, Su et al.): no position table; each head's queries and keys are rotated
-  by their position before the dot product (the rotate-half pairing: dimension i with i + d/2), so attention
-  scores depend on the positions' difference;
-- a GeGLU feed-forward (Shazeer 2020): `ffn_in` makes 2 x intermediate features, [input; gate], and the block
-  keeps GELU(input) * gate;
-- no bias terms in any linear layer or LayerNorm (the vocabulary bias of the MLM head stays, as ModernBERT's
-  decoder keeps it).
-Layout as in ModernBERT: the embeddings' LayerNorm, then per block x = x + Attn(LN(x)), x = x + FFN(LN(x)),
-where the first block skips its attention LayerNorm (its input has just been normalised), then a final
-LayerNorm. Dropout sits where ModernBERT's does: `dropout` on the embeddings and inside the feed-forward,
-`attention_dropout` on the attention probabilities and the attention output. Attention is global in every
-layer (ModernBERT alternates global with 128-token local layers, which at mapnet's 128-token sequences
-would be global anyway). `mapnet export` writes it as `ModernBertForMaskedLM` (`hf_modern_layout.py`).
+Three changes to the pre-LN BERT block, each as ModernBERT makes it: rotary position embeddings (RoPE, Su et al.;
+the rotate-half pairing of dimension i with i + d/2), a GeGLU feed-forward (Shazeer 2020: `ffn_in` makes 2 x
+intermediate features, [input; gate], and the block keeps GELU(input) * gate) and no bias terms in any linear layer
+or LayerNorm (the MLM head's vocabulary bias stays, as ModernBERT's decoder keeps it). ModernBERT's layout
+(embedding LayerNorm; pre-LN blocks, the first without its attention LayerNorm; a final LayerNorm), its dropout
+places, and attention global in every layer (its 128-token local layers would be global at mapnet's 128-token
+sequences anyway). `mapnet export` writes it as `ModernBertForMaskedLM` (`hf_modern_layout.py`). The block in full:
+docs/pretraining.md#the-modern-encoder-block.
 
-The interface is `bert.Encoder`'s, so the MLM head, MAP-Net, checkpoints, BLiMP and GLUE take either: the
-last block runs only at the masked positions (`ModernBlock.forward_at`), with each query rotated by its own
-position.
+The interface is `bert.Encoder`'s, so the MLM head, MAP-Net, checkpoints, BLiMP and GLUE take either: the last block
+runs only at the masked positions (`ModernBlock.forward_at`), with each query rotated by its own position.
 """
 
 from __future__ import annotations

@@ -4,33 +4,15 @@
     mapnet pretrain shards/ --out runs/tiny --preset tiny --recipe paper   # the paper's settings, exactly
     mapnet config show --preset mini --recipe fast                         # what a recipe sets
 
-Resolution: defaults < model preset < recipe < fine-tuning protocol < config files < flags < --set,
-so a recipe is a starting point that any key can still change. Without `--recipe` (`train.recipe`) a
-model preset brings its own: `fast` for the sub-base sizes (tiny, mini, small), `paper` for medium and
-base. A run that continues an earlier one (`--resume`, `--init-from`) takes no recipe unless one is
-named, and never a recipe's architecture (`model.norm`): the weights decide that.
-
-A recipe may also bring a shape (`SHAPES`): the encoder it trains when no model preset is named, so that
-`mapnet pretrain SHARDS --recipe NAME` trains the size the recipe was measured at; a named preset (a flag or a
-config file's) still wins, and the recipe's other values then follow that preset. `paper` and `fast` have none:
-without a preset they train the defaults' `base`; `hour` has one.
-
-- `paper`: the MAP-Net paper's pretraining table, which is what the settings defaults are: post-LN
-  BERT, dropout 0.1, AdamW (0.9, 0.98), eps 1e-6, weight decay 0.01, peak LR 1e-4 after 10k warm-up
-  steps, linear decay, no gradient clipping. The paper's arm is compared under these values.
-- `fast`: mapnet's recipe for leaving the MLM unigram plateau early on a small budget, measured on
-  real text on a 2-core CPU (RESULTS section 0, experiments/recipe-cpu, "Does the trainer learn?"; 0c ablates the
-  warm-up, pre-LN, dropout, clipping and the LR; eps and the init std are exploratory choices):
-  a sequence-length warm-up (the first steps on 16-token pieces, `train/batches.py` says why) — the
-  part without which nothing else here leaves the plateau in a CPU budget; pre-LN with a final
-  LayerNorm; no dropout (as Cramming); Adam eps 1e-12, because eps 1e-6 swamps the tiny gradients
-  of attention weights while attention is still uniform; a wider initialisation (std 0.05 instead of
-  0.02 at these widths, so the query-key products that must break attention's symmetry do not start
-  near zero); gradient clipping at 1.0 (no measured effect at tiny, kept as a guard for the higher
-  rate); a higher peak learning rate after a short warm-up. The values for small, medium and base
-  follow the same rules but are not measured (no GPU run has tried them yet).
-- `hour`: the best encoder a CPU hour buys (issue 45): `fast` with the levers the equal-time search chose, its own
-  shape, and the data it was measured on (64-token sequences of a 16,384-token BPE; `MEASURED_ON`).
+Resolution: defaults < model preset < recipe < fine-tuning protocol < config files < flags < --set, so a recipe is a
+starting point that any key can still change. Without `--recipe` (`train.recipe`) a model preset brings its own:
+`fast` for tiny, mini and small, `paper` for medium and base. A run that continues an earlier one (`--resume`,
+`--init-from`) takes no recipe unless one is named, and never a recipe's architecture (`model.norm`): the weights
+decide that; a recipe's shape (`SHAPES`) is trained when no preset is named. `paper` is the MAP-Net paper's
+pretraining table (the settings defaults); `fast` leaves the MLM unigram plateau early on a small budget (measured
+on real text on a 2-core CPU, RESULTS section 0); `hour` is the best encoder a CPU hour buys (issue 45: `fast` with
+the equal-time search's levers, its shape, `MEASURED_ON`). What each sets and why: docs/internals.md#settingsrecipespy
+and docs/pretraining.md#presets-recipes-and-the-unigram-plateau.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""MLM pretraining, one job per module:
+"""MLM pretraining. The names below are this package's public surface (what the CLI, compare, benchmarks and tests
+import); the submodules import each other, never this file. One job per module:
 
     batches.py      data order through the epochs, a rank's micro-batch slots
     strategies.py   masking.strategy -> the strategy object (masking/strategy.py, units.py, mapnet/...)
@@ -11,11 +12,7 @@
     run_loader.py   the one way to open a run's checkpoint again (resume, export, evaluation)
     loop.py         `Run` and `pretrain`: the order the pieces above happen in
 
-    from mapnet_cli.train import pretrain
-    pretrain(settings, "shards/", "runs/tiny", on_report=print)
-
-The names below are this package's public surface (what the CLI, compare,
-benchmarks and tests import); the submodules import each other, never this file.
+    pretrain(settings, "shards/", "runs/tiny", on_report=print)   # from mapnet_cli.train import pretrain
 """
 
 from importlib import import_module

@@ -1,31 +1,18 @@
 """Which sequences a step trains on, and how a rank splits them into micro-batches.
 
-Data order. Epoch e visits the training sequences in the permutation seeded
-by train.seed + e; the run is one stream through the epochs, and a step takes
-the next `train.batch_size` sequences of it. The data position (sequences
-consumed) is saved in every checkpoint.
+Data order. Epoch e visits the training sequences in the permutation seeded by train.seed + e; the run is one
+stream through the epochs, and a step takes the next `train.batch_size` sequences of it. The data position
+(sequences consumed) is saved in every checkpoint.
 
-Splitting. The global batch's slots are cut into equal contiguous parts, one
-per rank, and each part into micro-batches. Masks come from per-sequence
-streams keyed by (seed, step, slot) (`masking.uniform.SequenceRNG`), so neither the
-data nor the masks depend on how the batch is split.
+Splitting. The global batch's slots are cut into equal contiguous parts, one per rank, and each part into
+micro-batches. Masks come from per-sequence streams keyed by (seed, step, slot) (`masking.uniform.SequenceRNG`),
+so neither the data nor the masks depend on how the batch is split.
 
-Sequence-length warm-up (`train.short_seq.len`, `train.short_seq.steps`). For the
-first steps each sequence of T tokens is cut into f = T / L pieces of L tokens,
-each a sequence of its own at positions 0 ... L - 1: the same tokens per step, in
-shorter sequences. Why: an encoder leaves the MLM unigram plateau only once some
-attention head has learned to look at the neighbouring tokens, which the learned
-position embeddings must first encode; with T positions at uniform attention that
-signal is diluted T-fold and spread over T embeddings. With 16 shared positions a
-`tiny` encoder finds it in a few hundred steps, and whole sequences then keep and
-extend it (RESULTS 0c, experiments/recipe-cpu, real text: without the warm-up the run is still on the
-plateau at step 1,000; in an exploratory run, not kept, pieces that kept their true
-positions, which trains all T embeddings, did not leave it either). It is
-Li et al. 2022's sequence-length warm-up in its simplest form, as BERT's own
-128-then-512 schedule. Piece j of the sequence in global slot s takes slot
-j x batch_size + s (`masking.uniform.piece_slots`): a pure function of (s, j), so
-the 1 x 8 = 2 x 4 and exact-resume guarantees keep holding, and the copies of a
-stratified sequence still share their group.
+Sequence-length warm-up (`train.short_seq.len`, `train.short_seq.steps`): for the first steps each sequence of T
+tokens is cut into f = T / L pieces of L tokens, each a sequence of its own at positions 0 ... L - 1 (the same
+tokens per step); piece j of the sequence in global slot s takes slot j x batch_size + s
+(`masking.uniform.piece_slots`), so exact resume and 1 x 8 = 2 x 4 hold. Why it lets an encoder leave the unigram
+plateau, and the evidence: docs/internals.md#trainbatchespy.
 """
 
 from __future__ import annotations

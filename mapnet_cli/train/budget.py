@@ -3,72 +3,16 @@
     mapnet pretrain shards/ --out runs/hour --preset mini --time-budget 60m     # the recipe's warm-ups, in time
     mapnet pretrain shards/ --out runs/hour --preset mini --time-budget 60m --set optim.warmup.fraction=0.05
 
-What counts. The budget B is *training time*: the seconds the loop spends on optimizer steps (making the
-step's batches, forward, backward, the update), measured by the loop's clock around each step and summed
-into the schedule's `elapsed` (train/schedule.py). Held-out evaluation, variance snapshots, checkpoints, metrics lines and progress output
-happen between steps and are not counted, so how often a run evaluates does not change what it trains.
-A compiled model's first steps (compilation) are steps, and count. The budget is spent when the summed
-step time reaches B; that step is the last, and it is evaluated and checkpointed like any final step.
-A budget its first step spends is refused in one line, with no checkpoint written: one update (at
-learning rate 0 when there is a warm-up, see below) is not a training run. So is a budget too small for its
-warm-up, one whose first step spends the warm-up's share w B: the warm-up would hold only that update at rate 0
-and the next would start at about the peak (`Budget.check_first_step`).
-Every step of a budget run is read back (`step.train_step`'s `read`): on a GPU the host would otherwise
-time only the launching of kernels, and the last step, found only once it has run, must be checked finite
-before its checkpoint is written. With several processes rank 0's clock is the one every rank uses (one
-float summed over ranks per step), so all of them apply the same learning rate and stop at the same step.
+The budget B is training time: the seconds of the optimizer steps alone (batches, forward, backward, update),
+summed into the schedule's `elapsed`; evaluation, checkpoints and output between steps are not counted. Before
+update k + 1 the position is p_k = min(T_k / B, 1), T_k the training time spent, and with w the warm-up's share
+(`optim.warmup.fraction`) the learning-rate multiplier is the step schedule with p in place of k / S:
 
-The schedule, derived. A step run's learning rate multiplier for the update after k completed updates
-(`optim.lr_factor`) is, with W warm-up steps of S,
+    f(p) = p / w   for p < w,        f(p) = (1 - p) / (1 - w)   for p >= w
 
-    f(k) = (k + 1) / W            for k < W       (linear warm-up)
-    f(k) = (S - k) / (S - W)      for k >= W      (linear decay to zero at S)
-
-It depends on k only through the position k / S along the run. Cramming (Geiping & Goldstein 2022) keeps
-the shape and measures the position in time instead: with T_k the training time spent before update k + 1
-and B the budget, the position is p_k = min(T_k / B, 1), the fraction of the budget spent so far. Writing
-w = W / S for the warm-up's share (`optim.warmup.fraction`) and substituting p for k / S:
-
-    f(p) = p / w                  for p < w       (linear warm-up, reaching 1 at p = w)
-    f(p) = (1 - p) / (1 - w)      for p >= w      (linear decay, reaching 0 at p = 1)
-
-continuous at p = w (both are 1), and (`optim.schedule = "constant"`) f(p) = 1 after the warm-up. The
-integral of f over the run is B / 2 whatever w is, as it is S / 2 steps for a step run: the budget's
-"learning-rate mass" does not depend on how fast a step is. The one difference from the step formula is
-the first update: at p_0 = 0 the warm-up gives f = 0 (a step run gives 1 / W, as small), so with a warm-up
-the first update moves Adam's moment estimates but not the weights.
-
-The sequence-length warm-up (`train.short_seq.len`) is laid out the same way: update k trains on short
-pieces while p_k < s (`train.short_seq.fraction`). Its end is decided once, at the first step that starts
-at or past s * B, and kept (`short_seq_end`, in the checkpoint), so every later step and a resumed run see
-the same switch step.
-
-Resume. The spent time is in every checkpoint (`elapsed`), so `--resume` continues the same budget: the
-position is recomputed from the stored seconds, not from the step, and the run stops when the total
-training time over all its starts reaches B. A resumed run cannot be bitwise identical to an uninterrupted
-one (its steps take other times, so its learning rates and switch step differ by the clock's noise); it is
-honest instead: the checkpoint records the seconds, the step and the switch, and run.json the steps bought.
-A longer budget on resume stretches the rest of the schedule from the time already spent, as a larger
-`--steps` does for a step run.
-
-The modelled clock (`train.step_seconds`, `train.short_step_seconds`). Equal wall time is equal work only on
-machines of the same speed under the same load, and a 2-core machine is neither between sittings: one idle VM
-timed the same step at 582-708 ms within nine hours, and the same 20-minute baseline bought 15-18% fewer steps
-one sitting later (experiments/hour-levers). With a modelled clock every step counts a fixed cost instead of
-its measured time: c_f seconds for a step on whole sequences, c_s for a step of the sequence-length warm-up.
-Everything above holds with T_k the sum of the counted costs, so the run is the one the wall clock would give
-on a machine whose steps always take c_f and c_s: a warm-up to fraction s is the first n_s = ceil(s B / c_s)
-steps (the steps that start before s B), and the budget then buys n_f = ceil((B - n_s c_s) / c_f) more (the
-last one crosses B). The steps bought, the learning rates and the switch step are then functions of the
-settings alone, so the run is reproducible (same seed, same machine and threads, same result), load changes how long it
-takes and nothing else, and a baseline trained in one sitting stays comparable with an arm trained in another.
-What it gives up is the measurement in the run itself: the costs must be measured (benchmarks/step_costs.py:
-each arm's full and short step against a reference arm's, the two trained in lock-step on an otherwise idle machine),
-and a comparison is only as good as those ratios, whose spread the benchmark prints. run.json's `budget` says
-which clock counted (`clock`) and, beside the counted seconds, the wall seconds the steps took.
-
-The clock is a parameter (`clock=`, `time.perf_counter` by default) so the schedule and the stopping rule
-can be tested exactly with a fake one, and `lr_factor_at` is a pure function of the position.
+Every step is read back, rank 0's clock is every rank's, and `--resume` continues the same budget from the stored
+seconds; a modelled clock (`train.step_seconds`) counts a fixed cost per step instead, so the steps bought are a
+function of the settings alone. What counts and why, the derivation, resume: docs/internals.md#trainbudgetpy.
 """
 
 from __future__ import annotations

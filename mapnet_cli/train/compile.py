@@ -2,19 +2,17 @@
 
     compile_model(model, strategy, settings.train)   # in place; the run's state_dict keys stay as they are
 
-`blocks` (the default) compiles each Transformer block on its own, which is what the first H100
-measurement used (RESULTS 4a: 1.05-1.10x over eager at `base`). `model` compiles the whole encoder
-and head as one graph, so the Python between the blocks (embeddings, the last block's gather, the
-head, the loss's reductions) is compiled and fused too; traced whole, the last block's query grid
-pads to the sequence length (`model.bert.query_layout`): more attention rows, the same matrix
-products. Both compile in place (`nn.Module.compile`), so checkpoints keep their keys. The masking
-strategy compiles its own networks per block as before (`Strategy.compile`).
+`blocks` (the default) compiles each Transformer block on its own, which is what the first H100 measurement used
+(RESULTS 4a: 1.05-1.10x over eager at `base`). `model` compiles the whole encoder and head as one graph, so the
+Python between the blocks (embeddings, the last block's gather, the head, the loss's reductions) is compiled and
+fused too; traced whole, the last block's query grid pads to the sequence length (`model.bert.query_layout`): more
+attention rows, the same matrix products. Both compile in place (`nn.Module.compile`), so checkpoints keep their
+keys. The masking strategy compiles its own networks per block as before (`Strategy.compile`).
 
-Modes are torch.compile's: `max-autotune` tries several GEMM kernels per shape and uses CUDA graphs
-(minutes at `base`), `reduce-overhead` CUDA graphs alone (one launch per graph: for a step whose
-host cannot launch kernels as fast as the device runs them). Which pays on a GPU is measured, not
-assumed: `benchmarks/bench_step_variants.py` (experiments/gpu-h100/gpu_step.sh); the defaults stay
-as measured there.
+Modes are torch.compile's: `max-autotune` tries several GEMM kernels per shape and uses CUDA graphs (minutes at
+`base`), `reduce-overhead` CUDA graphs alone (one launch per graph: for a step whose host cannot launch kernels as
+fast as the device runs them). Which pays on a GPU is measured, not assumed: `benchmarks/bench_step_variants.py`
+(experiments/gpu-h100/gpu_step.sh); the defaults stay as measured there.
 """
 
 from __future__ import annotations

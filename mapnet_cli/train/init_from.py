@@ -3,25 +3,16 @@
     mapnet pretrain shards/ --out runs/dapt --init-from hf/bert-base-uncased --masking mapnet
     mapnet pretrain shards/ --out runs/more --init-from runs/base          # a mapnet run's newest checkpoint
     mapnet shard prep/ --out shards/ --init-from hf/bert-base-uncased      # refuse a foreign tokenizer early
-    mapnet compare shards/ --out runs/warm --init-from runs/base --strategies uniform,mapnet
 
-SOURCE is a mapnet checkpoint or run folder, or a local Hugging Face BERT folder
-(`config.json` + `model.safetensors`, BertForMaskedLM / BertForPreTraining /
-BertModel layout, or RobertaPreLayerNormForMaskedLM — what `mapnet export`
-writes for a pre-LN model — or ModernBertForMaskedLM / ModernBertModel with
-global attention in every layer, what it writes for the modern block,
-`model/hf_modern_layout.py`; never a download, never a pickle). Only the weights come
-from SOURCE: optimizer, schedule, step and masking strategy start fresh
-(`model.init_from` is a setting, so `--resume` of the continued run restores
-its own checkpoint and never goes back to SOURCE).
-
-The mapping is the inverse of `mapnet export`: query/key/value are stacked
-into mapnet's fused matrix; HF's token-type row 0 is added to the position
-embeddings (every mapnet token is segment 0, HF's default, so the logits stay
-identical; other rows, and a pooler or NSP head, are dropped and said so); a
-BertModel has no MLM head, which then keeps the seeded BERT init. The model
-size is SOURCE's; a preset or size the user gave that disagrees is an error
-(`source_settings`), not a silent choice between the two.
+SOURCE is a mapnet checkpoint or run folder, or a local Hugging Face folder (`config.json` + `model.safetensors`:
+BertForMaskedLM / BertForPreTraining / BertModel, RobertaPreLayerNormForMaskedLM — what `mapnet export` writes for a
+pre-LN model — or ModernBertForMaskedLM / ModernBertModel with global attention in every layer,
+`model/hf_modern_layout.py`; never a download, never a pickle). Only the weights come from SOURCE: optimizer,
+schedule, step and masking strategy start fresh (`model.init_from` is a setting, so `--resume` restores the
+continued run's own checkpoint, never SOURCE). The mapping is the inverse of `mapnet export` (fused query/key/value;
+token-type row 0 added to the positions: the same logits); the size is SOURCE's, and a preset or size that disagrees
+is an error (`source_settings`). What is dropped, kept and refused:
+docs/pretraining.md#continued-pretraining-init-from.
 """
 
 from __future__ import annotations

@@ -2,32 +2,17 @@
 
     mapnet pretrain shards/ --out runs/tiny --preset tiny --set train.steps=2000
     mapnet pretrain shards/ --out runs/base --gpus 8
-    mapnet pretrain shards/ --out runs/mapnet --preset base --masking mapnet
     torchrun --nproc-per-node 8 -m mapnet_cli.cli pretrain shards/ --out runs/base
 
-Library entry point: `pretrain(settings, shards, out, resume=..., on_report=...)`.
-With `variance.every`, the caller also passes the measurement
-(`variance_snapshot=`, `evaluation/variance/snapshot.py`'s, as the CLI does):
-training sits below evaluation and never imports it.
+Library entry point: `pretrain(settings, shards, out, resume=..., on_report=...)`. With `variance.every`, the caller
+also passes the measurement (`variance_snapshot=`, `evaluation/variance/snapshot.py`'s, as the CLI does): training
+sits below evaluation and never imports it.
 
-The data order and micro-batch split are in `batches.py`, one optimizer step
-and the loss normalisation in `step.py`, time (when to stop, the learning rate's position,
-each step's pieces and batch, the budget's clock) in `schedule.py`, the masking strategy in
-`strategies.py`, held-out evaluation in `held_out.py`, run.json and metrics.jsonl in
-`record.py`; what stays here is the order they happen in.
-
-Reads. Only logging, evaluation, variance and checkpoint steps bring the loss back to the host
-(`step.train_step`'s `read`); on the others the `on_report` "step" record carries None for
-loss, grad_norm, masked_tokens, tokens and tokens_per_s (tokens_per_s is set on logging steps).
-
-Dropout. The RNG is reseeded at each step from (seed, step, rank), which makes
-a resumed run bit-identical to an uninterrupted one whatever the world size.
-
-Stop signals. SIGTERM or SIGUSR1 ends the run after its current step, with that step's checkpoint
-(`stop_signals.py`); `--resume` continues exactly.
-
-Batches ahead (`train.prefetch`). A step's micro-batches are a pure function of (step, data
-position), so `prefetch.StepPrefetcher` makes step k + 1's in a background thread while step k runs.
+The data order and micro-batch split are in `batches.py`, one optimizer step and the loss normalisation in
+`step.py`, time (when to stop, the learning rate's position, each step's pieces and batch, the budget's clock) in
+`schedule.py`, the masking strategy in `strategies.py`, held-out evaluation in `held_out.py`, run.json and
+metrics.jsonl in `record.py`, stops in `stop_signals.py`, the next step's batches in `prefetch.py`; what stays here
+is the order they happen in. Reads, dropout, stops, prefetch: docs/internals.md#trainlooppy.
 """
 
 from __future__ import annotations

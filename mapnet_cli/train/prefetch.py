@@ -5,26 +5,14 @@
         micro = batches.get(step, position, after=(step + 1, position + n) if step + 1 < end else None)
     batches.close()
 
-Why it is exact: a step's micro-batches are a pure function of (step, data position). The data
-order is a seeded permutation, and every random draw of every strategy comes from streams keyed by
-(seed, step, slot) (`masking.uniform.SequenceRNG`), MAP-Net's included (its randomness is drawn on
-the host, `masking.mapnet.host_draws`; the masks themselves are drawn in the forward pass from the
-proposal). Nothing reads the weights or the global torch RNG that the loop reseeds for dropout. So
-step k + 1's batches are the same whether they are made before, during or after step k, and
-exact resume, the 1 x 8 = 2 x 4 process equivalence and keyed randomness are untouched
-(tests/train/test_prefetch.py checks the losses bit for bit).
-
-Why a thread: reading the shards, drawing the masks (numpy and torch on the host, which release
-the GIL in their kernels) and the pinned host-to-device copies then overlap the device's work on
-the current step instead of sitting between two steps, which matters where the host, not the
-device, limits the step. Measured on a 2-core CPU it costs more than it moves (a step 2-14% slower:
-the thread's torch work competes with the step's for the same cores; docs/performance.md), so
-`train.prefetch` is off by default; on a GPU it is unmeasured (experiments/gpu-h100/gpu_step.sh). One batch ahead
-is enough: the producer only has to stay ahead of a consumer that takes one step's batches at a
-time, and a deeper queue would hold more pinned memory for nothing.
-
-A batch asked for out of order (the loop never does; a caller that jumps does) is made in the
-calling thread after the pending one is dropped, so two threads never build batches at once.
+Exact because a step's micro-batches are a pure function of (step, data position): the data order is a seeded
+permutation, every random draw of every strategy (MAP-Net's included) comes from streams keyed by (seed, step,
+slot), and nothing reads the weights or the global torch RNG. So exact resume, 1 x 8 = 2 x 4 and keyed randomness
+are untouched (tests/train/test_prefetch.py checks the losses bit for bit). A thread, so that reading the shards,
+drawing the masks and the pinned copies overlap the device's work where the host limits the step. Measured on a
+2-core CPU it costs more than it moves (a step 2-14% slower; docs/performance.md), so `train.prefetch` is off by
+default; on a GPU it is unmeasured. Why exactly, why a thread and one batch ahead, out-of-order requests:
+docs/internals.md#trainprefetchpy.
 """
 
 from __future__ import annotations

@@ -5,18 +5,14 @@
     run.settings, run.tokenizer, run.shards    # settings.toml, tokenizer.json, the shards run.json names
     run = load_run(ckpt, weights=False)        # found and verified, nothing built (pretrain --resume)
 
-Every command that reads a checkpoint (export, inspect-masks, variance,
-finetune-glue, pretrain --resume, --init-from) opens it here, so they cannot
-drift apart on the rules, which are `model/checkpoint.py`'s: the folder is found
-(`resolve_checkpoint`: a marker file, the newest complete one of a run) and
-verified against its manifest before anything is read; weights come only from
-safetensors (`load_weights`), training state only through
-`torch.load(weights_only=True)` (`load_state`); a damaged file is a one-line
-`MapnetError` naming it.
+Every command that reads a checkpoint (export, inspect-masks, variance, finetune-glue, pretrain --resume,
+--init-from) opens it here, so they cannot drift apart on the rules, which are `model/checkpoint.py`'s: the folder
+is found (`resolve_checkpoint`: a marker file, the newest complete one of a run) and verified against its manifest
+before anything is read; weights come only from safetensors (`load_weights`), training state only through
+`torch.load(weights_only=True)` (`load_state`); a damaged file is a one-line `MapnetError` naming it.
 
-MAP-Net is rebuilt at the size the checkpoint recorded (config.json's
-"mapnet"), which is what its weights were trained at; a MAP-Net checkpoint
-without that entry is refused in one line.
+MAP-Net is rebuilt at the size the checkpoint recorded (config.json's "mapnet"), which is what its weights were
+trained at; a MAP-Net checkpoint without that entry is refused in one line.
 """
 
 from __future__ import annotations

@@ -1,49 +1,18 @@
 """A polite stop: SIGTERM or SIGUSR1 ends a training run after its current step, with a checkpoint.
 
-SIGTERM is what `kill`, `timeout`, Kubernetes and a SLURM job at its time limit send before SIGKILL (SLURM
-waits `KillWait`, 30 s by default); SIGUSR1 is what `sbatch --signal=USR1@90` sends 90 s before the limit.
-Without a handler either ends the process at once and loses every step since the last checkpoint (up to
-`train.checkpoint_every` steps, or ten minutes of a budget run). With `StopSignals` the run finishes the step it
-is in, writes a checkpoint of it, records a budget run's time as not yet spent, and leaves with one line and
-exit status 128 + the signal's number (143 for SIGTERM: what a shell reports for a process SIGTERM ended);
-`--resume` then continues exactly, as after any checkpoint. Ctrl-C (SIGINT) still stops at once: a person at the
-terminal wants it now, and the last checkpoint is where it resumes.
+SIGTERM is what `kill`, `timeout`, Kubernetes and a SLURM job at its time limit send before SIGKILL; SIGUSR1 what
+`sbatch --signal=USR1@90` sends 90 s before the limit. Without a handler either loses every step since the last
+checkpoint. With `StopSignals` the run finishes the step it is in, checkpoints it, records a budget run's time as
+not yet spent, and exits with 128 + the signal's number (143 for SIGTERM); `--resume` continues exactly. Ctrl-C
+(SIGINT) still stops at once. With several processes the ranks agree on the step (the largest signal number any rank
+received, one all-reduce, on the steps the loop reads anyway).
 
-Every process of a job must stop at the same step (a checkpoint is written by rank 0 between collectives), so
-with more than one process the ranks agree (the largest signal number any rank received, by one all-reduce), and
-only on the steps whose results the loop already brings back to the host (`loop.Run._steps`' `read` steps:
-logging, evaluation, checkpoint and variance steps, every step of a budget run), so no other step waits for the
-host. One process checks its flag after every step. A signal that arrives as the run ends (at its last step, or
-while the last checkpoint is written) stops nothing that was left, but is not forgotten: `pretrain` then raises
-`Stopped` all the same (the run is complete), so a `compare` stops before its next arm.
-
-`mapnet pretrain --gpus/--nproc` forwards both signals to torchrun (`distributed.launch`), which passes them to
-its workers and waits `TORCH_ELASTIC_SHUTDOWN_TIMEOUT` seconds (30 by default) before it kills them: enough for a
-step and a checkpoint unless a step is very long; SLURM's own grace (`KillWait`) must be longer still.
-
-A step that does not end would hold a polite stop off for ever (a batch far too large for the machine: its first
-step never ended, and SIGTERM could not stop it). So a watchdog thread hears every SIGTERM, SIGUSR1 and SIGINT
-as it arrives (`signal.set_wakeup_fd`: Python's C-level handler writes the signal's number there at once, even
-while the main thread is inside one long torch call) and ends the process itself, with one line saying the step
-was abandoned and where `--resume` continues, exit status 128 + the signal's number, when
-- a second stop request comes (SIGTERM, SIGUSR1 or Ctrl-C again: "now, not after the step"; the same signal
-  within `REPEAT_WINDOW_S` of the first is the same request, arrived twice: SLURM signals every process of a job
-  step and torchrun passes the signal on to its workers as well), or
-- the step the loop is in has run `max(STEP_GRACE_S, STEP_GRACE_FACTOR x the longest step so far)` seconds past
-  the request without ending (only inside a step: evaluation and checkpoint writing are not timed), or
-- a Ctrl-C has not reached Python's main thread within `SIGINT_GRACE_S` (it sits in one long C call).
-Abandoning writes nothing: no checkpoint of the half-done step, only what a `kill -9` leaves (checkpoints are
-written atomically, a torn last metrics line is read past, staging leftovers are cleared on `--resume`), so
-`--resume` continues from the newest checkpoint exactly as after a kill, byte for byte; only the steps since that
-checkpoint are trained again. A checkpoint of the step in progress is not possible: its gradients are half
-summed and dropout's generator has advanced, and saving the state before it would give a checkpoint that no
-straight run has. A thread cannot act while a C call holds the GIL (torch releases it in its kernels; a single
-huge numpy call does not): there SIGKILL remains.
-
-Handlers are installed only from the main thread (Python delivers signals there alone; `signal.signal` refuses
-other threads), never over a signal the caller ignores (`SIG_IGN`) or handles outside Python, and the previous
-ones are put back when the run ends, whichever way. Where the wakeup fd is taken already (an asyncio loop in the
-main thread) the watchdog hears only the signals the main thread's handler has seen.
+A step that does not end would hold a polite stop off for ever, so a watchdog thread (`signal.set_wakeup_fd`) ends
+the process itself, writing nothing, when a second stop request comes, when the step in progress runs
+`max(STEP_GRACE_S, STEP_GRACE_FACTOR x the longest step so far)` past the request, or when a Ctrl-C has not reached
+the main thread within `SIGINT_GRACE_S`: `--resume` then continues from the newest checkpoint as after a kill.
+Handlers are installed only from the main thread and put back when the run ends. Each rule and why, torchrun's and
+SLURM's grace, what no thread can do: docs/internals.md#trainstop_signalspy.
 """
 
 from __future__ import annotations

@@ -3,25 +3,16 @@
     mapnet pretrain shards/ --out runs/x --set logging.tensorboard=true     # then: tensorboard --logdir runs/x/tb
     WANDB_MODE=offline mapnet pretrain shards/ --out runs/x --set logging.wandb=true --set logging.wandb_project=bert
 
-Every record `train.MetricsLog` appends to metrics.jsonl is handed to each
-open sink as well, so the three never disagree: every number in the record
-becomes a scalar under the same name (`loss`, `lr`, `grad_norm`,
-`tokens_per_s`, `eval_loss`, `eval_loss/noise`, `eval_loss@books`,
-`mapnet/entropy`, `mapnet/mass/determined`, ...) at the record's step; a
-nested number (the `variance` records) is named by its path joined with "/".
-Strings, booleans and nulls (`eval_sha256`, a `mapnet/log_ratio` with nothing
-to average) are skipped. Only the main process opens sinks. MAP-Net runs also
-log histograms (`mapnet/histogram/entropy`, `.../log10_relative_p`,
-`.../token_weight`: see `masking/mapnet/stats.py`), which metrics.jsonl does not hold.
+Every record `train.MetricsLog` appends to metrics.jsonl is handed to each open sink as well (main process only), so
+the three never disagree: every number in the record becomes a scalar under the same name (`loss`,
+`eval_loss@books`, `mapnet/entropy`, ...) at the record's step; a nested number (the `variance` records) is named by
+its path joined with "/"; strings, booleans and nulls (`eval_sha256`, a `mapnet/log_ratio` with nothing to average)
+are skipped. MAP-Net's histograms go to the sinks only (docs/pretraining.md#watching-a-run).
 
-Resuming. TensorBoard: the writer starts with `purge_step = checkpoint step + 1`,
-so what the interrupted run logged past its checkpoint is hidden and the
-resumed run's values take its place (a fresh start in a folder whose earlier
-run never checkpointed purges from step 0, as metrics.jsonl is emptied).
-W&B cannot rewrite a run's history: the run keeps its id (RUN/wandb-run.json)
-and resumes; steps the interrupted run already logged are dropped by W&B with
-a warning, and keep their first values, which an exact resume reproduces
-bit for bit anyway.
+Resuming: TensorBoard's writer starts with `purge_step = checkpoint step + 1` (0 for a fresh start in a folder whose
+earlier run never checkpointed, as metrics.jsonl is emptied), so the resumed run's values replace what the
+interrupted run logged past its checkpoint. W&B cannot rewrite history: the run keeps its id (RUN/wandb-run.json);
+steps already logged keep their first values (W&B drops the new with a warning), which an exact resume reproduces.
 """
 
 from __future__ import annotations

@@ -7,14 +7,12 @@ the text path its pretraining used.
     model = targets[0].build()                           # BertForMLM, or None for the unigram control
     seqs = targets[0].text.tokenise(["The cat sat."])   # ids, no specials
 
-Text: a mapnet checkpoint reads raw text through `TextEncoder`, the one cleaning path that
-`finetune-glue` and `probe` use (its recorded preprocess settings, then its tokenizer); an exported
-folder through its own `tokenizer.json`, which `mapnet export` writes to reproduce that cleaning.
-
-The two controls are those of `finetune-glue`: the same architecture with random weights (BERT's init
-from `random_init_seed(pretraining seed, 0)`, so two pretraining seeds get independent controls), and
-the frequencies-only model of the checkpoint's training shards (the shards its run.json records, or
-`--shards`). Both are scored through the same text path as the model they control.
+Text: a mapnet checkpoint reads raw text through `TextEncoder` (its recorded preprocess settings, then its
+tokenizer), an exported folder through its own `tokenizer.json`. The controls are `finetune-glue`'s: random
+weights (BERT's init from `random_init_seed(pretraining seed, 0)`, so two pretraining seeds get independent
+controls) and the frequencies-only model of the checkpoint's training shards (run.json's, or `--shards`), each
+scored through the same text path as the model it controls. The guide:
+docs/evaluation.md#zero-shot-grammar-at-every-checkpoint-mapnet-blimp.
 """
 
 from __future__ import annotations

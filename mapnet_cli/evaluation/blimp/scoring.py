@@ -1,28 +1,18 @@
 """Sentence scores for BLiMP: pseudo-log-likelihood of a masked LM, and the unigram control's.
 
-    scores = pll_scores(model, seqs, cls_id, sep_id, mask_id, word_start, method="pll")   # (n,) float64, one per sentence
+    scores = pll_scores(model, seqs, cls_id, sep_id, mask_id, word_start, method="pll")   # (n,) float64 per sentence
     scores = unigram_scores(log_p, seqs)
 
-**PLL** (Salazar et al., "Masked Language Model Scoring", ACL 2020): for a sentence of tokens
-t_1..t_n, fed as [CLS] t_1..t_n [SEP],
+**PLL** (Salazar et al., ACL 2020), for tokens t_1..t_n fed as [CLS] t_1..t_n [SEP], one masked copy per token:
 
-    PLL(t) = sum_i log p(t_i | t with position i replaced by [MASK]),
+    PLL(t) = sum_i log p(t_i | t with position i replaced by [MASK])
 
-one masked copy of the sentence per token. PLL over-rewards words split into several tokens: with the
-later pieces of "snow|board" visible, the first is easy to guess. **word-l2r** (Kauf & Ivanova, "A Better
-Way to Do Masked Language Model Scoring", ACL 2023) also masks the pieces of the same word to the
-*right* of i when scoring t_i, so each word is scored left to right from its own start (the last piece
-still sees the earlier ones). A word starts at a token that begins one: "▁" in mapnet's Metaspace BPE,
-any piece without the "##" of a WordPiece vocabulary (`word_starts`).
-
-The work, for speed on a CPU: the masked copies of every sentence are built at once as rows, grouped
-by length (so a batch has no padding and needs no attention mask), and each row runs the encoder with
-only its scored position queried in the last block and through the vocabulary head (`Encoder.forward(at=)`),
-which makes the head cost one row of V per masked copy instead of L. Float32, inference mode.
-
-**Unigram control**: the sum of the tokens' log unigram probabilities from the training shards
-(`data/unigram.py`, add-1/2 smoothed). It sees no context: what it gets right is what word frequency
-alone tells, and a model has to beat it to show it learned something about grammar.
+**word-l2r** (Kauf & Ivanova, ACL 2023) also masks the pieces of t_i's word to the *right* of i, so each word is
+scored left to right from its own start. **Unigram control**: the sum of the tokens' log unigram probabilities
+from the training shards (`data/unigram.py`, add-1/2 smoothed); it sees no context, so a model has to beat it to
+show it learned something about grammar. How the masked copies are batched and run for speed on a CPU, and
+where a word starts: docs/internals.md#evaluationblimpscoringpy; what the scores mean:
+docs/evaluation.md#zero-shot-grammar-at-every-checkpoint-mapnet-blimp.
 """
 
 from __future__ import annotations

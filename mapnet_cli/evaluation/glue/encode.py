@@ -1,22 +1,17 @@
 """GLUE text -> token ids, exactly as pretraining saw text.
 
-Each text goes through the checkpoint's own cleaning (Moses punctuation
-normalisation, Moses tokenisation, lower-casing, per its `preprocess`
-settings, through `data/cleaning.Cleaner`, the one cleaning path that
-preprocessing and `mapnet export` share) and its own `tokenizer.json`. No
-sentence splitting: a GLUE field is one sentence or a short passage, and
-Moses treats a multi-sentence line the same way it treats its sentences one
-by one.
+Each text goes through the checkpoint's own cleaning (Moses punctuation normalisation, Moses tokenisation,
+lower-casing, per its `preprocess` settings, through `data/cleaning.Cleaner`, the one cleaning path that
+preprocessing and `mapnet export` share) and its own `tokenizer.json`. No sentence splitting: a GLUE field is one
+sentence or a short passage, and Moses treats a multi-sentence line the same way it treats its sentences one by one.
 
-Inputs are `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`. There are no
-token-type (segment) ids: the model has no segment embeddings (pretraining
-never sees pairs), so `[SEP]` alone marks where `b` starts. Pairs longer
-than the limit lose tokens from the longer side first ("longest first").
+Inputs are `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`. There are no token-type (segment) ids: the model has no
+segment embeddings (pretraining never sees pairs), so `[SEP]` alone marks where `b` starts. Pairs longer than the
+limit lose tokens from the longer side first ("longest first").
 
-Cleaning is the slow part (sacremoses is pure Python), so cleaned, tokenised
-texts are cached per (texts, cleaning settings, tokenizer) under the output
-folder; re-running a sweep, or another checkpoint with the same tokenizer,
-skips it.
+Cleaning is the slow part (sacremoses is pure Python), so cleaned, tokenised texts are cached per (texts,
+cleaning settings, tokenizer) under the output folder; re-running a sweep, or another checkpoint with the same
+tokenizer, skips it.
 """
 
 from __future__ import annotations

@@ -1,24 +1,18 @@
 """GLUE's metrics in numpy, and how they are folded into one score.
 
-Every metric returns a fraction (accuracy 0.87, not 87); reports multiply
-by 100. Definitions follow the GLUE evaluation (sklearn / scipy semantics):
+Every metric returns a fraction (accuracy 0.87, not 87); reports multiply by 100. Definitions follow the GLUE
+evaluation (sklearn / scipy semantics):
 
-- Matthews correlation (CoLA): (TP·TN − FP·FN) / sqrt((TP+FP)(TP+FN)(TN+FP)(TN+FN)),
-  0 when any factor of the denominator is 0 (sklearn's convention: a constant
-  prediction or a one-class gold set carries no correlation).
+- Matthews correlation (CoLA): (TP·TN − FP·FN) / sqrt((TP+FP)(TP+FN)(TN+FP)(TN+FN)), 0 when any factor of the
+  denominator is 0 (sklearn's convention: a constant prediction or a one-class gold set carries no correlation).
 - F1 (MRPC, QQP): of the positive class 1; 0 when there are no true positives.
-- Pearson and Spearman (STS-B): Spearman is Pearson on ranks, ties sharing
-  their average rank (scipy's `rankdata(method="average")`). When a side is
-  constant (a collapsed model predicting one score) the correlation is
-  undefined (scipy: NaN); here it is 0, the same convention as MCC's, so one
-  collapsed seed lowers a configuration's mean instead of erasing it.
+- Pearson and Spearman (STS-B): Spearman is Pearson on ranks, ties sharing their average rank (scipy's
+  `rankdata(method="average")`). A constant side (a collapsed model predicting one score) leaves the correlation
+  undefined (scipy: NaN); here it is 0, as MCC's, so one collapsed seed lowers a configuration's mean, not erases it.
 
-The GLUE score (see `glue_score`) averages per-entry scores, one entry per
-column of the paper's "9 tasks": CoLA, SST-2, MRPC, STS-B, QQP, MNLI-m,
-MNLI-mm, QNLI, RTE. An entry with two metrics (MRPC, QQP: F1 and accuracy;
-STS-B: Pearson and Spearman) contributes their mean, as the GLUE leaderboard
-does. WNLI is evaluated and reported but not averaged: the paper's nine leave
-it out (as BERT, RoBERTa and ELECTRA do).
+The GLUE score (`glue_score`): the mean over the paper's "9 tasks" columns (CoLA, SST-2, MRPC, STS-B, QQP, MNLI-m,
+MNLI-mm, QNLI, RTE), a two-metric entry counting their mean, as the GLUE leaderboard does; WNLI is reported but
+not averaged, as in the paper (and BERT, RoBERTa, ELECTRA). docs/evaluation.md#fine-tuning-on-glue says more.
 """
 
 from __future__ import annotations

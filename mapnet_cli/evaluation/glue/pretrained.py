@@ -5,24 +5,14 @@
     state, cfg, settings = load_encoder_state(ref)
     refs, controls = with_controls(refs, "both")    # + the random-init control of each architecture
 
-Checkpoint folders and their rules (marker file, newest complete one) belong
-to `mapnet_cli.model.checkpoint`; this module only picks which ones a sweep covers
-and names them. Only the encoder's weights are read: the MLM head and MAP-Net
-are discarded, as in the paper.
+Checkpoint folders and their rules (marker file, newest complete one) are `model.checkpoint`'s; this module picks
+which ones a sweep covers and names them. Only encoder weights are read (MLM head and MAP-Net dropped, as the paper).
 
-The random-init control (`finetune-glue --init random|both`, `compare`'s
-control row, `mapnet probe`) fine-tunes a checkpoint's architecture from
-random weights: its model config (`config.json`), its tokenizer and text
-cleaning, nothing of its weights. For fine-tuning seed s of a checkpoint
-pretrained with `train.seed` p, the encoder is `BertForMLM(cfg).encoder`
-(BERT's N(0, init_std) init, exactly as pretraining initialises) built under
-`torch.manual_seed(random_init_seed(p, s))`, a 63-bit seed taken from
-sha256("mapnet.random-init/p/s"). So every fine-tuning seed gets its own
-random encoder, deterministic per (p, s), and two pretraining seeds get
-independent controls (what a t-interval over pretraining seeds needs). It is
-built in a forked RNG: the classification head, the dropout stream and the
-data order of seed s are the same as the pretrained checkpoint's seed s, so
-the two arms differ only in the encoder weights (paired by seed).
+The random-init control (`finetune-glue --init random|both`, `compare`'s control row, `mapnet probe`) fine-tunes a
+checkpoint's architecture, tokenizer and cleaning from random weights: for fine-tuning seed s of a checkpoint
+pretrained with `train.seed` p, BERT's init under `torch.manual_seed(random_init_seed(p, s))`, built in a forked
+RNG so the two arms differ only in the encoder weights (paired by seed). Why, and the seed's derivation:
+docs/evaluation.md#the-random-init-control-init-random-init-both.
 """
 
 from __future__ import annotations

@@ -4,41 +4,14 @@
     doc = run_sweep(refs, ["RTE", "SST-2"], Path("glue_data"), Path("out/glue"), settings.finetune)
     doc["summary"]["checkpoints"][0]["glue"]["score"]
 
-Selection, as the paper states it: "each configuration will be run for ten
-times with different random seeds, and the average of these ten results on
-the development set will be used as the performance of one configuration.
-We will ultimately report the best number over all configurations." So per
-(checkpoint, task): every configuration's mean run score over its seeds; the
-configuration with the best mean wins (ties: the first in grid order) and is
-reported as mean ± sample std (ddof=1; 0 for a single seed) over its seeds.
-
-A run's score is its best epoch's dev score (`finetune.run_score =
-best_epoch`, early stopping within the "maximum epoch" of 10) or its last
-epoch's; every epoch's metrics are recorded either way, so switching the
-rule re-summarises without re-running. For MNLI the epoch is chosen by the
-mean of matched and mismatched accuracy, and both are reported from it.
-
-Results live in one JSON file, rewritten atomically after every finished
-run: `runs` (every run's every epoch) and `summary` (computed from `runs`;
-the tables printed by the CLI are rendered from it). Runs are keyed by
-checkpoint weights hash and step, task, batch size, learning rate, seed and
-a hash of the settings that change a run's outcome, so an interrupted sweep
-resumes with exactly the runs it lacks, and changing, say, `epochs` never
-reuses stale runs.
-
-Statistics (`summary`). Every entry of every checkpoint also carries its
-best configuration's per-seed scores and a 95% Student-t interval over the
-fine-tuning seeds (`intervals.mean_ci`, n-1 dof; none from one seed), and so
-does the GLUE score (per seed: the mean over entries of that seed's scores,
-when every task's best configuration ran the same seeds). A checkpoint with
-a random-init control (`--init both`, see `pretrained`) gets its `margin`
-over it: per fine-tuning seed s, (checkpoint's score at s) - (control's
-score at s), each arm at its own best configuration, then a t-interval over
-the seeds both arms ran. Seed s gives both arms the same head init, dropout
-stream and data order, so the pairing is real, and the seeds are the
-independent replicates: `n` of them. These intervals are over fine-tuning
-noise only, for one pretrained checkpoint; whether a pretraining method
-helps needs pretraining seeds as the replicates (`mapnet compare`).
+Selection, as the paper states it: per (checkpoint, task) every configuration's mean run score over its seeds; the
+best mean wins (ties: the first in grid order), reported as mean ± sample std over its seeds. A run's score is
+its best epoch's dev score (`finetune.run_score = best_epoch`) or its last epoch's. Results live in one JSON file,
+rewritten atomically after every finished run, with runs keyed by what changes their outcome, so an interrupted
+sweep resumes with exactly the runs it lacks. `summary` adds 95% t-intervals over fine-tuning seeds and each
+checkpoint's paired margin over its random-init control; these cover fine-tuning noise only, for one pretrained
+checkpoint (whether a pretraining method helps needs pretraining seeds: `mapnet compare`).
+The paper's words, the keys, MNLI's epoch and how the intervals pair: docs/internals.md#evaluationgluesweeppy.
 """
 
 from __future__ import annotations

@@ -3,19 +3,15 @@
     spec = task_spec("sts-b")                 # names: any case, dash optional
     data = load_task(spec, Path("glue_data"))  # -> TaskData(train, dev=[Split, ...])
 
-Layouts are those of the official GLUE release (`download_glue_data.py`),
-read the way GLUE's own processors read them: split on TAB with no quote
-handling (the files are not CSV-quoted; MRPC and SST-2 contain bare `"`),
-UTF-8 with an optional BOM (MRPC's header carries one). Tasks with a header
-are checked against it by column name, so a file with a missing column fails
-with that column's name; CoLA has no header and is read by position.
+Layouts are those of the official GLUE release (`download_glue_data.py`), read the way GLUE's own processors read
+them: split on TAB with no quote handling (the files are not CSV-quoted; MRPC and SST-2 contain bare `"`), UTF-8
+with an optional BOM (MRPC's header carries one). Tasks with a header are checked against it by column name, so a
+file with a missing column fails with that column's name; CoLA has no header and is read by position.
 
-Malformed rows (wrong number of fields, an unknown label, a score that is
-not a number in [0, 5]) stop the read with the file and line, except for
-QQP, whose train.tsv is known to hold a few broken rows (questions with
-embedded newlines): there they are skipped and counted, as GLUE's reference
-processors do, and the count is reported. `finetune.malformed_rows` can
-force either behaviour for every task. Empty lines carry no row and are
+Malformed rows (wrong number of fields, an unknown label, a score that is not a number in [0, 5]) stop the read
+with the file and line, except for QQP, whose train.tsv is known to hold a few broken rows (questions with
+embedded newlines): there they are skipped and counted, as GLUE's reference processors do, and the count is
+reported. `finetune.malformed_rows` can force either behaviour for every task. Empty lines carry no row and are
 ignored (the official files end with one newline; CoLA's dev has none).
 """
 

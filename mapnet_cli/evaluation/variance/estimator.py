@@ -4,74 +4,15 @@
     stats = summarise(gram.view(A, S, M, A, S, M))                    # A schemes x S sentences x M masks
     terms = decompose(stats.norms[a], stats.means[a, a], M)          # mask / sentence / total, one scheme
 
-The design is two-level: S sentences x_s drawn i.i.d. from P_X, and for each
-sentence M masks drawn i.i.d. from the masking scheme, giving per-example
-gradients g_{s,m} (already multiplied by the scheme's importance weight). Write
-mu(x) = E[g | x], Sigma(x) = Var(g | x), and for the traces we estimate
+S sentences x_s i.i.d., M masks each, gradients g_{s,m} (times the scheme's weight); gbar_s their mean per
+sentence, gbar the grand mean, w_s = 1/(M-1) sum_m ||g_{s,m} - gbar_s||^2, b^ = 1/(S-1) sum_s ||gbar_s - gbar||^2:
 
-    W = E_x tr Sigma(x)          the mask variance      (Theorem 1, first term)
-    B = tr Var_x mu(x)           the sentence variance  (Theorem 1, second term)
-    T = tr Var(g) = W + B        the total variance     (law of total variance)
+    W^ = (1/S) sum_s w_s      B^ = b^ - W^ / M      T^ = W^ + B^ (exactly, also by the pair formula)
+    N^ = 1/(S(S-1)) sum_{s != t} <gbar_s, gbar_t>      noise_scale = T^ / N^      mask_noise_scale = W^ / N^
 
-With gbar_s = (1/M) sum_m g_{s,m} and gbar = (1/S) sum_s gbar_s:
-
-Mask variance. Per sentence, w_s = 1/(M-1) sum_m ||g_{s,m} - gbar_s||^2 is the
-unbiased sample-covariance trace of M i.i.d. draws given x_s, so
-E[w_s | x_s] = tr Sigma(x_s) and  W^ = (1/S) sum_s w_s  is unbiased for W.
-
-Sentence variance. The sentence means gbar_s are i.i.d. with mean mu and
-Var(gbar_s) = Var_x mu(x) + E_x Sigma(x) / M (the mask noise left in an
-average of M masks). Their sample-covariance trace
-b^ = 1/(S-1) sum_s ||gbar_s - gbar||^2 therefore has E b^ = B + W/M, and
-
-    B^ = b^ - W^ / M            is unbiased for B (it can be negative when B is small).
-
-Total variance, measured directly. Two gradients from *different* sentences
-are independent draws of g, so (1/2)||g_{s,m} - g_{t,m'}||^2 has expectation
-exactly T. Averaging over all S(S-1)M^2 ordered cross-sentence pairs,
-
-    T^ = (1/(SM)) sum_{s,m} ||g_{s,m}||^2 - 1/(S(S-1)) sum_{s != t} <gbar_s, gbar_t>
-
-is unbiased for T. Expanding it gives T^ = b^ + (1 - 1/M) W^ = W^ + B^ exactly,
-so the estimated terms add up to the directly measured total for every sample
-(the law of total variance, without an expectation) — the code computes T^ by
-the pair formula and the sum separately, and the report shows both.
-The naive pooled sample variance of all SM gradients,
-1/(SM-1) sum_{s,m} ||g_{s,m} - gbar||^2, is NOT unbiased here: its expectation
-is W + M(S-1)/(SM-1) B, short of B by a factor that reaches 1/M when S is
-large, because masks of one sentence are correlated through x. It is
-reported as `pooled_biased` only to show the gap.
-
-Scale-free figures. The squared norm of the scheme's OWN mean gradient,
-||E g||^2, is estimated without bias by the cross-sentence term of T^ above,
-
-    N^ = 1/(S(S-1)) sum_{s != t} <gbar_s, gbar_t>  (= ||gbar||^2 - b^/S),
-
-because E<gbar_s, gbar_t> = <mu, mu> for independent sentences s != t (the
-plug-in ||gbar||^2 is biased up by tr Var(gbar_s)/S, the same bias
-`mean_distance` removes). Then
-
-    noise_scale      = T^ / N^    the gradient noise scale B_simple = tr Var(g) / ||E g||^2
-                                  (McCandlish et al. 2018): the batch size at which the
-                                  mini-batch noise tr Var(g)/B equals the signal ||E g||^2
-    mask_noise_scale = W^ / N^    the same with the mask variance alone
-
-Both are ratios of unbiased estimates (consistent, not unbiased). Why scale-free:
-a scheme whose weight is a constant c (the paper's clipped weights become the
-constant 1 - eps once every ratio is far below 1) has gradients c g, so every
-quadratic form gets c^2, sample by sample: T^ -> c^2 T^, W^ -> c^2 W^,
-N^ -> c^2 N^, and the ratios are unchanged — exactly, not only in expectation.
-A raw variance is therefore not comparable between schemes whose weights have
-different scales (a smaller weight is a smaller step, not less noise); the
-noise scale is. When N^ <= 0 (the mean gradient is not distinguishable from 0)
-the ratios are unbounded (+inf, reported as null). Intervals are taken on the
-reciprocals N^/T^ and N^/W^, which are always finite, and mapped back.
-
-Everything above is a quadratic form of the gradients, so it needs only their
-Gram matrix G[i, j] = <g_i, g_j>, and in fact only two sentence-level
-summaries: n[s] = sum_m ||g_{s,m}||^2 and H[s, t] = <gbar_s, gbar_t>. Bootstrap
-replicates (resampling sentences, and optionally masks within them) re-index
-these summaries instead of recomputing any gradient. Sums run in float64.
+W^, B^, T^, N^ are unbiased for E_x tr Var(g|x), tr Var_x E(g|x), tr Var(g) and ||E g||^2 (Theorem 1's terms);
+the ratios are consistent and scale-free. All need only the Gram matrix, in fact two sentence-level summaries,
+which bootstrap replicates re-index. The derivation: docs/internals.md#evaluationvarianceestimatorpy.
 """
 
 from __future__ import annotations

@@ -1,55 +1,18 @@
 """Per-example gradients of the (importance-weighted) MLM loss, exact or sketched.
 
     grads = ExampleGradients(model, patterns=("encoder.blocks.*",), project_dim=4096, seed=0)
-    vec = grads.vector(example)             # (D,) sketch of w * d loss / d theta
-    blocks = grads.blocks(example)          # exact: one tensor per selected parameter
+    vec, blocks = grads.vector(example), grads.blocks(example)   # (D,) sketch of w * d loss / d theta; exact blocks
 
-One example is one masked sequence: its loss is the mean cross-entropy over
-its masked positions — the paper's l(theta; x^M, x) ("the loss of a masked
-sentence is the average over the loss on the masked positions"), the same
-per-sequence loss `BertForMLM.mlm_losses` trains with — times the scheme's
-importance weight (1 for uniform masking). Schemes that weight *positions*
-(Horvitz-Thompson designs, strata) give the example a weight per masked
-position instead, and its loss is sum_i w_i l_i / K — exactly the per-sequence
-loss training differentiates with per-position weights
-(`designs.weighted_sequence_losses`); the scalar weight still multiplies it.
-Examples without per-position weights take the plain mean, bit for bit as
-before, so the scalar-weighted schemes' numbers do not move. The gradient is taken w.r.t. every
-parameter of the MLM model (encoder + head; the paper's theta_enc is
-everything the MLM loss trains; the tied token embedding counts once), or
-those whose names match fnmatch `patterns`.
+One example is one masked sequence; its loss is the per-sequence loss training differentiates (mean cross-entropy
+over the masked positions, or sum_i w_i l_i / K with per-position weights) times the scheme's scalar weight,
+w.r.t. every parameter of the MLM model or those matching fnmatch `patterns`; dropout off (a noise source that is
+neither mask nor sentence); `loop` (default) or `vmap`, never touching `.grad`. With `project_dim` D > 0 a sparse
+Rademacher sketch (CountSketch, one +-1 per column, seeded per parameter name) maps each gradient to R^D, and
+every estimate (linear in the Gram entries) stays unbiased:
 
-Dropout is off (eval mode) while gradients are taken, and the model's
-train/eval flags are restored afterwards: the quantities of interest are the
-variance that *mask* sampling and *sentence* sampling put into the gradient
-(Theorem 1); dropout noise would add a third source that is neither, and would
-make the recomputed gradients of `estimator.gram_matrix` differ between passes.
+    E[<S x, S y>] = <x, y>,   a squared norm's relative std <= sqrt(2/D) (2.2% at D = 4096).
 
-Methods. `loop` (default): one forward + backward per example with
-`torch.autograd.grad` — on CPU this is the fast one, because PyTorch has no
-vmap batching rule for the CPU attention kernel (measured on `mini`, T=128, 8
-masks: vmap(grad) 5.6 s, loop 0.7 s). `vmap`: `torch.func.functional_call` +
-`vmap(grad)` over runs of examples with the same mask size and padding.
-`autograd.grad` never touches `.grad`, so a training loop's accumulated
-gradients are safe.
-
-Sketch. With `project_dim` D > 0 each gradient is mapped to S g in R^D by a
-sparse Rademacher projection (CountSketch / feature hashing; Kane & Nelson's
-sparse JL with one nonzero per column): coordinate j of parameter block p
-goes to row h_j with sign s_j, both drawn from a generator seeded by
-(seed, name of p), so a parameter keeps its hash whatever else is selected.
-E[<S x, S y>] = <x, y> exactly — no 1/sqrt(D) factor is needed because every
-column has a single +-1 (a dense Gaussian or Rademacher sketch needs entries of
-variance 1/D for the same property) — and
-Var <S x, S y> = (<x,y>^2 + ||x||^2 ||y||^2 - 2 sum_j x_j^2 y_j^2) / D, no more
-than a dense Gaussian JL map's, i.e. a squared norm has relative std at most
-sqrt(2/D) (2.2% at D = 4096). Every estimator in `estimator.py` is linear in
-the Gram entries, so sketched estimates are unbiased for the exact ones (over
-the sketch's randomness). The projection is applied block by block as each
-parameter's gradient comes out of autograd: the full gradient is never
-flattened or copied (a dense D x P matrix would not fit: 4096 x 11.6M for
-`mini`). The sign is folded into the row index (rows D..2D-1 count negatively),
-so one `index_add_` per block does the work without a signed temporary.
+The derivation, the loss in full, the timings that chose `loop`: docs/internals.md#evaluationvariancegradientspy.
 """
 
 from __future__ import annotations

@@ -4,22 +4,15 @@
                    schemes=("uniform", "ht", "oracle"))
     body = analyse(meas, settings.variance)                  # estimates + bootstrap intervals + mini-batch view
 
-Where the model and sentences come from is beside this module: `target.py`
-(a checkpoint on disk, for `mapnet variance`) and `snapshot.py` (the cheap
-measurement the training loop and `mapnet compare --variance` record).
+Where the model and sentences come from is beside this module: `target.py` (a checkpoint on disk, for
+`mapnet variance`) and `snapshot.py` (the cheap measurement the training loop and `mapnet compare --variance` record).
 
-Order of work: every scheme's masks are drawn first (a generator per
-(scheme source, sentence), seeded from variance.seed, so the same sentences
-get the same masks at every call — across training steps too, and whatever
-other schemes are measured alongside), then every example's gradient is taken
-once (the three MAP-Net schemes share masks and differ by a scalar weight, so
-their gradients are one set, scaled; every per-position scheme — ht,
-stratified, frequency, oracle — is a source of its own, its weights inside its
-examples' losses), and the Gram matrix of all gradients is formed: sketched
-vectors directly, exact gradients in memory-bounded panels
-(`estimator.gram_matrix`). The oracle's scores are computed before its masks
-are drawn (`schemes.oracle_scores`): extra forwards (or backwards, with
-variance.oracle_basis = "gradient"), counted in the report's gradient.oracle.
+Order of work: every scheme's masks first (a generator per (scheme source, sentence), seeded from variance.seed,
+so the same sentences get the same masks at every call, whatever else is measured), then every example's gradient
+once (the three MAP-Net schemes share masks and differ by a scalar weight, so their gradients are one set, scaled;
+every per-position scheme is a source of its own), then the Gram matrix of all gradients (sketched vectors
+directly, exact gradients in memory-bounded panels). The oracle's scores come before its masks, at extra passes
+the report counts. In full: docs/internals.md#evaluationvariancemeasurepy.
 """
 
 from __future__ import annotations

@@ -1,50 +1,17 @@
 """The JSON document of `mapnet variance --json` (schema `mapnet.variance/1`).
 
-    {
-      "schema": "mapnet.variance/1",
-      "checkpoint": {"path", "step", "masking"},           # what was measured
-      "data": {"shards", "split": "valid", "sentences": [indices], "eligible_mean", "mask_size_mean"},
-      "gradient": {"parameters", "tensors", "dimension", "mode": "exact"|"sketch", "method",
-                   "examples", "evaluations", "seconds"},
-      "schemes": {
-        "uniform": {"available": true,
-                    "mask_variance":      {"estimate", "ci95": [lo, hi] | null},   # tr E_x Var(g|x)
-                    "sentence_variance":  {...},                                   # tr Var_x E(g|x)
-                    "total_variance":     {...},                                   # tr Var(g), measured directly
-                    "sum_of_terms":       {...},                                   # mask + sentence (= total)
-                    "between_sentence_raw": {...},                                 # b^ = sentence + mask/M
-                    "pooled_biased":      {...},                                   # naive pooled variance (biased)
-                    "mean_gradient_sq":   {...},                                   # ||E g||^2, unbiased
-                    "noise_scale":        {"estimate", "ci95"},                    # total / ||E g||^2 (B_simple)
-                    "mask_noise_scale":   {"estimate", "ci95"},                    # mask / ||E g||^2
-                    "mask_share", "weights": {"mean", "min", "max", ...}},
-        "mapnet_clipped": {... , "bias_vs_uniform": {"distance", "relative",
-                    "distance_unbiased": {"estimate", "ci95"}, "relative_unbiased": {...}, "uniform_mean_norm"}},
-        "mapnet_unclipped": {...}, "mapnet_unweighted": {...},
-        "ht": {..., "weights": {"mean", "min", "max", "per_position": true}}, "stratified": {...},
-        "frequency": {...}, "oracle": {...}
-        # or, when asked for but not measurable: {"available": false, "reason": "..."}
-      },
-      "minibatch": {"uniform": [{"batch_size", "predicted": {"estimate", "ci95"}, "mask_part",
-                                 "sentence_part", "direct": {"estimate", "mc_stderr"} | null,
-                                 "direct_unavailable": null | "why"}], ...},
-      "settings": {"variance": {...}, "masking": {...}}
-    }
+Top-level keys: `schema`, `checkpoint` (what was measured), `data` (shards, split, sentences), `gradient`
+(parameters, dimension, exact or sketch, method, counts, seconds; `gradient.oracle`: the oracle's extra passes),
+`schemes` (per scheme: the mask, sentence and total variance and their sum, the raw and pooled terms, ||E g||^2,
+the noise scales, the weights, the bias against uniform for weighted schemes; or {"available": false, "reason"}
+when asked for but not measurable), `minibatch` (per scheme and batch size: the predicted and the directly
+measured variance of a mean) and `settings`. Schemes appear, in a fixed order, when asked for (variance.schemes,
+or the defaults of `schemes.default_schemes`, plus the oracle with --oracle); the others are absent.
 
-Schemes appear in the order above when they were asked for (variance.schemes,
-or the defaults of `schemes.default_schemes`, plus the oracle with --oracle);
-schemes not asked for are absent. Per-position schemes report the weights of
-all masked positions (`per_position`); the others one weight per mask.
-`gradient.oracle` ({"basis", "rounds", "forward_rows" | "backward_passes"})
-counts the oracle's extra passes when it was measured.
-
-Variances are traces (sums over all measured coordinates) of squared
-gradient units; `ci95` are bias-corrected percentile bootstrap intervals
-(null with --bootstrap 0). Numbers that are undefined (a relative distance
-when the uniform mean gradient is indistinguishable from 0) are null. The
-noise scales are scale-free (a constant weight cancels; `estimator`); a null
-noise-scale estimate or interval end means unbounded: ||E g||^2 is not
-distinguishable from 0 there.
+Variances are traces (sums over all measured coordinates) of squared gradient units; `ci95` are bias-corrected
+percentile bootstrap intervals (null with --bootstrap 0). Undefined numbers are null; a null noise-scale estimate
+or interval end means unbounded: ||E g||^2 is not distinguishable from 0 there. Every key, in order:
+docs/formats.md#gradient-variance-mapnet-variance-checkpoint-json.
 """
 
 from __future__ import annotations

@@ -1,64 +1,18 @@
 """The masking schemes compared by `mapnet variance`, each drawing M masks of one sentence.
 
-    draw = draw_uniform(ids, special_ids, vocab_size, masking, masks=8, seed=s)
     draw = draw_proposal(ids, special_ids, vocab_size, masking, masks=8, seed=s, proposal=proposal)
     w = scheme_weights("mapnet_clipped", draw.log_ratio, masking.mapnet.clip_epsilon)
-    draw = draw_ht(ids, special_ids, vocab_size, masking, masks=8, seed=s, proposal=proposal)
     scores, cost = oracle_scores(model, ids, special_ids, vocab_size, masking, rounds=4, seed=s)
     draw = draw_oracle(ids, special_ids, vocab_size, masking, masks=8, seed=s, scores=scores)
 
-Schemes with ONE weight per mask (the gradient is w * grad l(theta; x^M, x), l the
-mean loss over the K masked positions):
-
-    uniform            RandMask: K uniform positions (masking.mask_count), w = 1
-    mapnet_clipped     K positions from MAP-Net (Gumbel-top-k, without replacement),
-                       w = clip(r, 1-eps, 1+eps), r = (1/n)^K / prod_k p(pos_k) — the paper's eq. 5
-    mapnet_unclipped   the same masks, w = r
-    mapnet_unweighted  the same masks, w = 1
-
-Schemes with a weight PER MASKED POSITION (the gradient is that of sum_{i in S} w_i l_i / K,
-the loss training uses with these designs, `designs.weighted_sequence_losses`):
-
-    ht          MAP-Net's proposal under the checkpoint's own masking settings: pi from
-                `objective.ht_inclusion` (temperature, capping, the run's mix_uniform),
-                systematic PPS, w_i = (K/n) / pi_i. The exploration coin is left out, as
-                for the mapnet_* schemes: this is the proposal's own draw.
-    stratified  one uniformly random stratum of a fresh random partition (`strategy.stratified_masks`
-                with one copy), w_i = m |S_j| / n. Each mask has its own partition, so the M masks of a
-                sentence are i.i.d. as the estimators need; the anticorrelation of *copies* sharing a
-                partition inside one training batch is a batch-level effect this per-mask
-                decomposition does not see (it bounds what one stratified mask costs, not the batch).
-    frequency   the static count^-power proposal (`strategy.frequency_masks`, training-split counts,
-                masking.frequency.power and the run's mix_uniform), systematic PPS, HT weights.
-    oracle      pi proportional to the encoder's own per-position gradient-norm proxy (below), capped
-                PPS (`designs.inclusion_probabilities`), HT weights. Mixed with uniform only when
-                the run's mix_uniform > 0: the oracle is the ceiling of what a proposal could reach, and
-                the mixture exists to bound weights of a *learned* proposal that can be wrong — the
-                oracle's scores are measured, so mixing by default would only blur the ceiling. Setting
-                mix_uniform shows the ceiling of the mixed design a run would use.
-
-Every scheme's per-position weights make its expected loss the uniform one, (1/n) sum_i l_i,
-when l_i does not depend on which *other* positions are masked (exactly so for K = 1); see
-`designs` for why no per-position weight can remove the context effect at K > 1.
-
-The oracle's scores (`oracle_scores`). The variance-optimal inclusion probability for a
-Horvitz-Thompson mean is pi_i proportional to the root mean square of the per-position gradient
-norm (`masking.mapnet.targets`: minimise sum_i E||g_i||^2 / pi_i under sum_i pi_i = K). The proxy of
-||g_i|| is the encoder's ||softmax - onehot|| at i (`targets.gradnorm_proxy`), and it depends on
-the context — which other positions are masked, and how. So it is measured *in the training
-context*: a random partition of the eligible positions into m ~ n/K strata (`strategy.strata_of`)
-gives m rows, row j masking stratum j with the training's 80/10/10 replacement; one batched forward
-of those m rows yields a proxy at EVERY eligible position exactly once, each with ~K masked
-positions around it, as in training. `rounds` independent partitions are combined by the root
-mean square, the quantity the optimum asks for. Why not the alternatives: masking one position
-at a time costs n rows per round instead of ~n/K and measures a context (one mask) that training
-never sees; averaging over independent uniform masks leaves positions that no mask happened to
-cover without a value. With `basis="gradient"` the same rows give the exact per-position gradient
-norm ||d l_i / d theta|| over the measured parameters instead (one backward pass per position and
-round: n per round, affordable for small models and short sequences). Scores are floored at
-masking.mapnet.target_floor times the largest one, so every eligible position keeps pi_i > 0 (the HT
-weights need it; training floors its gradnorm target with the same setting, absolutely — here it is
-relative, so that it means the same for the proxy, bounded by sqrt 2, and for raw gradient norms).
+One weight per mask (the gradient is w * grad l, l the mean loss over the K masked positions): `uniform` (w = 1),
+`mapnet_clipped` (w = clip(r, 1-eps, 1+eps), r = (1/n)^K / prod_k p(pos_k), the paper's eq. 5),
+`mapnet_unclipped` (w = r), `mapnet_unweighted` (w = 1). A weight per masked position (the gradient of
+sum_{i in S} w_i l_i / K, as training uses them): `ht`, `stratified`, `frequency` and `oracle`, whose
+pi_i is proportional to the encoder's own per-position gradient-norm proxy, measured in the training context.
+Each scheme's weights make its expected loss uniform masking's, (1/n) sum_i l_i, when l_i does not depend on the
+other masked positions (exactly so for K = 1). Every scheme's draw and weights, and how the oracle's scores are
+measured and why so: docs/internals.md#evaluationvarianceschemespy.
 """
 
 from __future__ import annotations

@@ -2,25 +2,17 @@
 
     draws = draw_on_host(ids, attention_mask, special_ids=..., vocab_size=V, step=step, total_steps=S,
                          seed=seed, slots=slots, masking=settings.masking, rng=SequenceRNG(keys))
-    draws = draws.to(device)                          # pinned, non-blocking copies
-    draw = draw_masks(proposal, ids, attention_mask, ..., draws=draws)
+    draw = draw_masks(proposal, ids, attention_mask, ..., draws=draws.to(device))   # pinned, non-blocking copies
 
-Why. MAP-Net chooses its masks on the device, from the proposal's output, but
-everything else about them is known before the proposal runs: which positions
-are eligible, K per row, the exploration coins, each row's order uniforms
-(uniform rows take the K smallest, MAP-Net rows use them as Gumbel noise or the
-systematic design's order), the systematic starts, the 80/10/10 draws and the
-random token ids. Drawn on the device, each was a small host-to-device copy
-from pageable memory, and the random ids' table a boolean index: a wait for
-the device's queue every time (`train.host_syncs`). Drawn here they travel
-with the batch, and the number of masked positions (sum of K) and the widest
-row (max K) are host integers, so the encoder's masked positions come from a
-fixed-size `nonzero_static` and the last block's query width needs no read.
-
-The draws are exactly those `draw_masks` made from the same streams: the order
-uniforms first, then the replacement's two uniforms per position
-(`uniform.replacement_draws`), so a uniformly masked row still gets the very
-mask and replacement the uniform strategy gives it.
+Why. MAP-Net chooses its masks on the device, from the proposal's output, but everything else about them is known
+before the proposal runs: which positions are eligible, K per row, the exploration coins, each row's order
+uniforms (uniform rows take the K smallest, MAP-Net rows use them as Gumbel noise or the systematic design's
+order), the systematic starts, the 80/10/10 draws and the random token ids. Drawn on the device, each was a small
+copy to the device from pageable memory, and the random ids' table a boolean index: a wait for the device's queue.
+Drawn here they travel with the batch, and sum K and max K are host integers, so the masked positions come from a
+fixed-size `nonzero_static` and the last block's query width needs no read (docs/performance.md, the step profile).
+The draws are exactly those `draw_masks` made from the same streams (the order uniforms, then the replacement's
+two uniforms per position): a uniformly masked row gets the very mask and replacement the uniform strategy gives.
 """
 
 from __future__ import annotations

@@ -6,75 +6,13 @@
     M = map_training_sequences(step, S, seed, range(B), settings.masking)   # known before any forward
     part.total(settings.masking, enc_scale=world / B, map_scale=world / max(M, 1)).backward()
 
-What one micro-batch does (paper, section 3.3 and Algorithm 1):
+Paper 3.3, Algorithm 1: a sequence is masked uniformly with probability p_t, else by K Gumbel-top-k draws from
+MAP-Net's p_prop over the unmasked sentence; the encoder's loss is w * l(x^M), MAP-Net's is eq. 10, and
 
-1. MAP-Net reads the *unmasked* sentence and gives p_prop over its eligible
-   positions. Each sequence flips the exploration coin: with probability p_t
-   it is masked uniformly (RandMask), otherwise K positions are drawn from
-   p_prop without replacement (Gumbel-top-k). K = round(mask_prob x n) either way.
-2. The chosen positions get BERT's 80/10/10 replacement; the encoder predicts
-   them; l_k is the cross-entropy at chosen position k and the sequence's loss
-   l(x^M) is their mean (the paper's "the loss of a masked sentence is the
-   average over the loss on the masked positions").
-3. Encoder loss: sum over sequences of w * l(x^M), w the importance weight
-   (a detached constant; 1 for uniformly masked sequences).
-4. MAP-Net loss (eq. 10): sum_k -log p_prop(pos_k) * (l_k - baseline), the
-   baseline the sequence's mean l_k, l_k detached — a REINFORCE estimator with
-   a per-sequence baseline that raises p where the encoder's loss is above the
-   sequence's average and lowers it where it is below.
+    L_MAP = sum_k -log p_prop(pos_k) (l_k - mean_k l_k),     total = L_enc + lambda L_MAP (`masking.mapnet.loss_on`).
 
-Beyond the paper (`masking.mapnet.importance = "ht"`, `masking.mapnet.target`): step 1
-draws the non-coin rows by systematic PPS from pi = ht_inclusion(p) (temperature,
-capping, the mixture with uniform; `designs`), step 3 weights each masked position
-by (K/n)/pi_i instead of the sequence by r, and step 4 is eq. 10 (`loss`) or the
-centred log regression onto a gradient-norm or learning-progress target
-(`proposal_terms`, `targets`). The paper's arm (importance clipped / unclipped /
-none, target loss) goes through exactly the code above.
-
-Which term lambda scales (`masking.mapnet.loss_on`). The paper writes the combined
-loss as L(theta_MAP) + lambda L(theta_enc) with lambda = 1e-2, yet says "we use
-lambda to control the learning of MAP-Net". The two networks share only the
-token embeddings. Every other parameter receives gradient from one term only,
-and Adam's update is invariant to a constant scale of a parameter's gradient
-(up to eps), so for those parameters lambda changes nothing whichever term it
-multiplies. lambda matters for exactly one thing: the mix of the two gradients
-in the SHARED embedding. Read as "L_MAP + 1e-2 L_enc", the embeddings would be
-trained almost entirely by MAP-Net's REINFORCE signal and the encoder's own
-loss would reach its input embeddings at 1/100 weight — the opposite of
-"lambda controls the learning of MAP-Net". So the default, "map", is
-total = L_enc + lambda L_MAP: the encoder's loss keeps its natural scale on the
-shared embeddings and MAP-Net's gradient reaches them at weight lambda.
-"encoder" gives total = L_MAP + lambda L_enc, the formula as printed.
-
-Learning on every k-th step only (`masking.mapnet.train_every`, beyond the paper).
-A MAP-Net step costs the proposal's forward *and* backward on top of a uniform
-step. On the steps in between, the proposal only draws the masks: its forward
-runs without autograd (no activations kept, no backward through it) and its
-parameters take no update (`train_step`'s `frozen`). Everything the encoder
-sees is unchanged in kind — masks from the current proposal, the same weights
-— only the proposal's learning is subsampled, by 1/k, like a proposal
-refreshed every k steps. Its term in the loss is then 0 x (the sum of its
-parameters): zero gradients, so every rank's DDP still sees every parameter
-used, which `train_step` then drops.
-
-Uniformly masked sequences and MAP-Net (`masking.mapnet.train_on_uniform`,
-default True). Eq. 10 only needs positions and their losses; for a uniformly
-masked sequence -log p_prop is the proposal's log-probability of the positions
-uniform chose. Early in training p_t is near 1 and almost every sequence is
-uniform: without them MAP-Net would get almost no signal exactly when the
-encoder's losses change fastest, and would start exploiting from an untrained
-state. With the per-sequence baseline the update still only moves mass toward
-positions with above-average loss; it is not on-policy REINFORCE for those
-sequences, but the direction is the same and the variance is lower (uniform
-positions cover the sequence). False trains MAP-Net on its own samples only.
-
-Normalisation, composable with gradient accumulation and DDP: a micro-batch
-returns *sums* (`enc_sum`, `map_sum`); the caller scales them by the counts of
-the whole global batch (B sequences; M of them training MAP-Net, known in
-advance from the seeded coins), so the gradient of a step is the same however
-the batch is split. The encoder term is then the mean over the batch's
-sequences of w * l(x^M) — with w = 1 exactly the uniform strategy's loss
-(`train.mlm_loss`), and L_MAP is the mean of eq. 10 over the M sequences.
+Sums come back, scaled by the global batch's counts (B sequences; M train MAP-Net, known from the coins): one gradient
+however the batch is split. The steps, lambda, train_every and the rest: docs/internals.md#maskingmapnetobjectivepy.
 """
 
 from __future__ import annotations

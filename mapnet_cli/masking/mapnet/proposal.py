@@ -4,19 +4,15 @@
                                model.encoder.tok_embeddings)       # shared, not copied
     log_p = proposal(input_ids, attention_mask, eligible)          # (B, T), -inf off `eligible`
 
-Paper, section 4: "we set its size to 1/2 of the encoder ... a 12-layer
-Transformer with H = 384 and A = 6", and "Both the MAP-Net and the encoder use
-token embeddings as the input and we share these parameters between the two
-models." The blocks are the encoder's own `Block` class (post-LN, GELU), so the
-two networks differ only in width.
+Paper, section 4: "we set its size to 1/2 of the encoder ... a 12-layer Transformer with H = 384 and A = 6", and
+"Both the MAP-Net and the encoder use token embeddings as the input and we share these parameters between the two
+models." The blocks are the encoder's own `Block` class (post-LN, GELU), so the two networks differ only in width.
 
-The shared token embedding is *held*, not registered as a submodule: the
-proposal's `parameters()` and `state_dict()` hold MAP-Net's own weights only.
-The encoder owns the embedding (and moves it between devices); an optimizer
-built from `model.parameters()` + `proposal.parameters()` sees it once, and
-gradient from both networks accumulates in its one `.grad`. A checkpoint stores
-MAP-Net under a `mapnet.` prefix without a second copy of the embedding; on
-load the proposal is rebuilt around the loaded encoder's embedding.
+The shared token embedding is *held*, not registered as a submodule: the proposal's `parameters()` and
+`state_dict()` hold MAP-Net's own weights only. The encoder owns the embedding (and moves it between devices); an
+optimizer built from `model.parameters()` + `proposal.parameters()` sees it once, and gradient from both networks
+accumulates in its one `.grad`. A checkpoint stores MAP-Net under a `mapnet.` prefix without a second copy of the
+embedding; on load the proposal is rebuilt around the loaded encoder's embedding.
 """
 
 from __future__ import annotations

@@ -1,29 +1,18 @@
 """Sampling masks from a proposal: Gumbel-top-k, importance weights, exploration schedule.
 
-Vectorised over the batch. Randomness comes from per-sequence streams keyed by
-(seed, step, global batch slot) — `masking.uniform.SequenceRNG` for the positions and
-the 80/10/10 replacement, `masking.uniform.mix_seed` for the exploration coin — so a
-sequence's mask, coin and replacement depend only on *which* sequence it is,
-never on how the global batch was cut into micro-batches or spread over ranks.
-
     eligible = uniform.eligible_positions(ids, special_ids)
     log_p = proposal(ids, attention_mask, eligible)                 # -inf off `eligible`
     k = uniform.mask_counts(eligible.sum(1), 0.15)                   # round(0.15 n), >= 1
     chosen = gumbel_top_k(log_p, k, rng.uniform(T, device))
     w = importance_weights(log_importance_ratio(log_p, chosen, eligible), "clipped", 0.2)
 
-The importance ratio follows the paper's formula exactly (section 3.3):
-
-    r(x^M) = (1/n)^K / prod_k p_prop(pos_k)
-
-The paper calls it an approximation, and it is one: (1/n)^K is the probability
-of one *ordered* draw of K positions *with* replacement under the uniform
-proposal, and prod_k p(pos_k) ignores the renormalisation that sampling
-*without* replacement applies after each draw (the exact probability of the
-k-th pick is p(pos_k) / (1 - sum_{j<k} p(pos_j))). At p = uniform the ratio is
-exactly 1, as it should be. We keep the printed formula because it is what the
-paper trains with; the clipping to [1-eps, 1+eps] bounds whatever bias it
-carries.
+Vectorised over the batch; randomness from per-sequence streams keyed by (seed, step, global batch slot)
+(`masking.uniform.SequenceRNG` for the positions and the 80/10/10 replacement, `masking.uniform.mix_seed` for the
+exploration coin), so a sequence's mask, coin and replacement never depend on the micro-batch or rank split.
+The importance ratio is the paper's formula exactly (section 3.3), r(x^M) = (1/n)^K / prod_k p_prop(pos_k): an
+approximation (the exact k-th pick without replacement has probability p(pos_k) / (1 - sum_{j<k} p(pos_j))),
+exactly 1 at p = uniform, kept because the paper trains with it; the clipping to [1-eps, 1+eps] bounds its bias.
+Why it is one: docs/masking.md#map-net-masking-mapnet ("The weight formula").
 """
 
 from __future__ import annotations

@@ -7,30 +7,12 @@
     flat = stats.as_tensor()              # one all_reduce(SUM) over ranks, then
     summary = MapnetStats.from_tensor(stats.names(), flat).summary()   # {"mapnet/entropy": ...}
 
-Every number is kept as a (sum, count) pair, so averages over a step are exact
-whatever the micro-batch split. Summary keys (all under `mapnet/`):
-
-- `p_uniform`: the exploration probability p_t of this step
-- `uniform_fraction`: share of sequences actually masked uniformly
-- `entropy`: proposal entropy / log n (1 = uniform over eligible positions), mean over sequences
-- `ess`: effective sample size of the weights, (sum w)^2 / sum w^2 / sequences (1 = all equal)
-- `clipped_fraction`: share of MAP-Net-masked sequences whose ratio r fell outside [1-eps, 1+eps]
-- `log_ratio`: mean log r over MAP-Net-masked sequences (0 = proposal as likely as uniform)
-- `weight`: mean weight over all sequences
-- `loss_map_tokens` / `loss_uniform_tokens`: mean encoder loss per token on MAP-Net-chosen / uniform-chosen positions
-- `map_objective`: mean MAP-Net objective per training sequence
-- `token_weight`, `token_ess`, `max_token_weight` (importance "ht"): mean per-position HT weight over masked
-  tokens, their effective sample size / count (1 = all equal), mean over sequences of the largest weight
-- `mass/<kind>` and `share/<kind>`: with token kinds (synthetic corpus), the proposal's probability mass
-  on tokens of each kind, and the uniform proposal's (the kind's share of eligible tokens), means over sequences
-
-Histograms (`histograms()`, for TensorBoard / W&B only: a mean hides whether a few sequences or
-positions carry the skew). Samples, not sums, so they are this process's micro-batches only:
-
-- `histogram/entropy`: each sequence's proposal entropy / log n
-- `histogram/log10_relative_p`: log10(n p_i) at every eligible position (0 = the uniform proposal's
-  probability; +1 = ten times it), so mass piling onto few positions shows as a long right tail
-- `histogram/token_weight` (importance "ht"): the HT weight of every masked position (bounded by 1/alpha)
+Every number is kept as a (sum, count) pair, so averages over a step are exact whatever the micro-batch split.
+The summary keys (`mapnet/p_uniform`, `entropy`, `ess` = (sum w)^2 / sum w^2 / sequences, `clipped_fraction`, ...;
+`token_weight`, `token_ess`, `max_token_weight` with HT weights; `mass/<kind>`, `share/<kind>`, means over
+sequences, with token kinds): docs/masking.md#map-net-masking-mapnet ("Metrics") and its HT metrics. `histograms()`
+gives samples, not sums, of this process's micro-batches, for TensorBoard / W&B only, because a mean hides whether
+a few sequences or positions carry the skew: docs/pretraining.md#watching-a-run.
 """
 
 from __future__ import annotations

@@ -4,56 +4,15 @@
     t = reference.progress(out.labels)                                # learnability: how fast its type's loss falls
     terms = regression_objective(log_p, chosen, log_target_dense)     # (B,) per sequence
 
-Why not eq. 10. Eq. 10 is REINFORCE on E_p[sum_k l_k]: its optimum puts all
-mass on the K highest losses, not on the variance-optimal proposal. For the
-Horvitz-Thompson estimator of a mean, sum_i y_i / (n pi_i), the variance under
-Poisson sampling is (1/n^2) sum_i (1 - pi_i) ||y_i||^2 / pi_i; minimising
-sum_i ||y_i||^2 / pi_i under sum_i pi_i = K gives pi_i proportional to ||y_i||
-(Lagrange: ||y_i||^2 / pi_i^2 = const). With y_i the per-position gradient, the
-target is p_i proportional to ||g_i|| — the paper's own theorem — so the
-proposal is *regressed* onto a per-position gradient-norm proxy instead of
-rewarded for loss.
+Eq. 10's optimum puts all mass on the K highest losses; the variance of a Horvitz-Thompson mean is minimised under
+sum_i pi_i = K by pi_i proportional to ||g_i|| (the paper's own theorem), so the proposal is *regressed* onto a
+target t_i: `gradnorm`, the logit-gradient norm ||softmax - onehot|| (free, bounded by sqrt 2), or `learnability`,
+max(slow - fast, 0) of two exponential averages of the type's loss (learning progress). With both centred over
+the masked positions S_b (log p is defined up to a constant) and t floored at `masking.mapnet.target_floor`,
 
-The proxy (`gradnorm`). The gradient of the cross-entropy with respect to the
-logits at a masked position is softmax(z) - onehot(y), and the gradient of the
-decoder (tied embedding) weights from that position is (softmax - onehot) h^T
-with h the head's LayerNorm output, so its norm is ||softmax - onehot|| ||h||.
-||h|| is nearly the same at every position (LayerNorm fixes it to ~sqrt(H) times
-the gain), so ||softmax - onehot|| carries the ranking; Katharopoulos & Fleuret
-(2018) show the full per-example gradient norm is bounded by a constant times
-this logit-gradient norm. It comes free from the logits the loss already has.
-Unlike the loss it is bounded (<= sqrt 2), so tokens the model can never
-predict (loss grows without bound) get no more than twice the mass of
-half-learned ones.
+    objective_b = (1/K) sum_{i in S_b} ((log p_i - mean_S log p) - (log t_i - mean_S log t))^2,
 
-`learnability`: how fast the loss of the position's token type is falling —
-learning progress (Graves et al. 2017; Oudeyer et al. 2007), a cheap stand-in
-for reducible loss. `TokenLossReference` keeps two exponential averages of
-each type's loss over the global batch, a slow one (decay
-`masking.mapnet.learnability_decay`, 0.99 per step) and a fast one (decay 0.99^20 ~
-0.82), and the target is max(slow - fast, 0): the lagged average minus the
-current level. A type whose loss does not move — noise that no context
-predicts, or a particle fixed by grammar once it is learned — gets ~0 and the
-proposal stops sending mass there; a type the encoder is learning now gets
-mass in proportion to its progress. It is per type, not per context.
-
-Why not "current loss minus the type's lagged average" per position: measured
-on the synthetic corpus (tiny, 60-200 steps), max(l_i - lagged_type, 0) put 1.4-4x
-their share of mass on the noise words. The clamp keeps the upper half of each
-type's spread across contexts, and a noise word's loss spreads widely (it is
-~ln 128 after an unmasked "(", far more when the bracket is masked too), so
-"above its own average" rewarded exactly the unlearnable tokens. The learning
-progress version moved the noise mass to ~0 in the same runs
-(tests/masking/mapnet/test_targets.py).
-
-The regression. log p is defined up to a constant per sequence (softmax), so
-the proposal's log-probabilities at the masked positions are fitted to the log
-targets after centring both over those positions:
-
-    objective_b = (1/K) sum_{i in S_b} ((log p_i - mean_S log p) - (log t_i - mean_S log t))^2
-
-Its minimum is p_i proportional to t_i on the positions seen. Targets are
-floored at `masking.mapnet.target_floor` before the log so no position's mass goes to 0.
+minimal at p_i proportional to t_i. Derivations and measurements: docs/internals.md#maskingmapnettargetspy.
 """
 
 from __future__ import annotations

@@ -3,37 +3,14 @@
     mapnet pretrain shards/ --out runs/mapnet --preset base --masking mapnet
     mapnet pretrain shards/ --out runs/mapnet-unclipped --masking mapnet --set masking.mapnet.importance=unclipped
 
-`MapnetTraining` implements `strategy.Strategy`, so the loop itself never asks
-which strategy it runs:
-
-- build: the proposal network is created *after* the encoder, so the encoder's
-  initial weights equal those of a uniform run with the same seed; it holds
-  the encoder's token embedding (shared, not copied); one `MapnetJoint` module
-  carries both networks so one DDP wrapper all-reduces both, and the optimizer
-  and gradient clipping cover both.
-- batches arrive unmasked (`micro_batch`): masks
-  are drawn inside the forward pass from the proposal, each row from the
-  stream keyed by (seed, step, slot), so they do not depend on the split.
-- loss: the encoder term is the mean over the global batch's B sequences of
-  w * l_s (with w = 1 exactly `strategy.mlm_loss`; with HT weights
-  sum_i w_i l_i / K per sequence); the MAP-Net term is scaled by
-  the M sequences that train it, counted from the seeded coins before any
-  forward, so no collective is needed. The logged loss is unweighted, so it
-  compares with uniform runs.
-- metrics: per-step statistics collected on log steps only, summed over
-  micro-batches and ranks (one all-reduce), as `mapnet/...` keys.
-- checkpoint: MAP-Net's weights go under `mapnet.` in model.safetensors and its
-  config into config.json; the optimizer state already covers its parameters,
-  and no RNG state is needed (masks, coins and dropout are reseeded from
-  (seed, step, slot/rank) every step). The learnability target's per-type
-  loss average is saved under `mapnet_reference.`.
-- cheaper steps: with `masking.mapnet.train_every = k` the proposal learns at steps
-  0, k, 2k, ... only; on the others `frozen` names its parameters, whose (zero)
-  gradients `train_step` drops, so they take no update (objective module doc).
-- learning rate: `masking.mapnet.lr` gives MAP-Net's own parameters their own
-  peak rate (the shared embedding follows the encoder's). lambda
-  (`masking.mapnet.loss_weight`) cannot do that: under Adam a constant factor on a
-  parameter's whole gradient cancels, so it only sets the mix in the shared embedding.
+`MapnetTraining` implements `strategy.Strategy`, so the loop itself never asks which strategy it runs. The
+proposal is built after the encoder (whose initial weights then equal a uniform run's with the same seed) and
+holds its token embedding; one `MapnetJoint` module carries both networks (one DDP wrapper, one optimizer, one
+clip). Batches arrive unmasked; masks are drawn in the forward pass from streams keyed by (seed, step, slot). The
+encoder term is the mean of w * l_s over the B sequences; the MAP-Net term is scaled by the M sequences that train
+it (counted from the seeded coins: no collective); the logged loss is unweighted. Checkpoints hold MAP-Net under
+`mapnet.` and need no RNG state. Each hook in full (build, micro_batch, loss, metrics, checkpoint, cheaper steps,
+learning rate): docs/internals.md#maskingmapnettrainingpy.
 """
 
 from __future__ import annotations
