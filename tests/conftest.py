@@ -12,6 +12,10 @@ from built_once import built_once
 REPO = Path(__file__).resolve().parents[1]
 # The brief's layout: shared/ sits beside the checkout (../shared/data); MAPNET_SHARED_DATA overrides.
 SHARED_DATA = Path(os.environ.get("MAPNET_SHARED_DATA", REPO.parent / "shared" / "data"))
+# The experiment scripts some tests run call `uv run ...`. The environment is this session's, already synced (by the
+# README's `uv run pytest`), so theirs need not sync it again: each sync also checks every installed file's bytecode
+# (pyproject's [tool.uv] compile-bytecode), ~0.5 s a call.
+os.environ.setdefault("UV_NO_SYNC", "1")
 
 
 @pytest.fixture(scope="session")
@@ -70,8 +74,17 @@ def trained_runs(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def pretrained_tiny(tmp_path_factory, shared_data) -> Path:
-    """A `tiny` run pretrained on real text (books) through preprocess -> shard -> pretrain (200 steps; its shards
+    """A `tiny` run pretrained on real text (books) through preprocess -> shard -> pretrain (100 steps; its shards
     are the sibling folder "shards"). For finetune-glue's and export's real-text tests. Read-only."""
     from trained_runs import pretrain_tiny
 
     return built_once(tmp_path_factory, "pretrained", lambda root: pretrain_tiny(root, shared_data))
+
+
+@pytest.fixture(scope="session")
+def gloo_runs(tmp_path_factory) -> dict[str, Path]:
+    """Every two-process run that the equivalence tests compare with one process, from one torchrun job
+    (gloo_runs.py): {"shards", "shards-64", NAME...}. Read-only."""
+    from gloo_runs import build
+
+    return built_once(tmp_path_factory, "gloo", build)

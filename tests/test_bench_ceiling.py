@@ -4,7 +4,6 @@ step's FLOP count agrees with the model's, and both scripts run end to end and w
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -40,13 +39,14 @@ def test_the_fused_step_moves_at_least_the_optimizers_bytes():
 
 
 def run(script: str, out: Path, *args: str) -> dict:
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--smoke", "--json", str(out), *args],
-                          capture_output=True, text=True, timeout=1200, cwd=ROOT)
-    assert done.returncode == 0, done.stderr[-3000:]
+    """`python benchmarks/SCRIPT --smoke --json OUT ARGS`, in this process (tests/scripts.py: no second torch start)."""
+    from scripts import run_script
+
+    run_script(ROOT / "benchmarks" / script, "--smoke", "--json", str(out), *args, cwd=ROOT)
     return json.loads(out.read_text())
 
 
-@pytest.mark.slow  # two subprocesses that time kernels and a few tiny steps on the CPU
+@pytest.mark.slow  # two scripts that time kernels and a few tiny steps on the CPU
 def test_both_scripts_smoke_print_the_floor_and_each_arms_fraction_of_it(tmp_path):
     """One ceiling run serves both scripts, as in gpu_step.sh: the variants read its floor."""
     r = run("bench_ceiling.py", tmp_path / "c.json", "--arms", "eager", "--repeats", "1", "--steps", "1", "--rounds", "1")

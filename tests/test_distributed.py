@@ -13,9 +13,6 @@ from mapnet_cli.model import checkpoint
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.settings import resolve
 from mapnet_cli.train import pretrain
-from built_once import built_once
-from gloo import pretrain_in_one_job, pretrain_two_processes
-from tiny_shards import write_tiny_shards
 
 
 def test_no_job_means_a_single_process():
@@ -151,10 +148,6 @@ MASKINGS = {
 }
 
 
-# Through the launcher, as a user types it (`mapnet pretrain --nproc 2`); the others run in one torchrun job.
-THROUGH_THE_CLI = "uniform-pieces"
-
-
 def _settings(masking: str) -> list[str]:
     return ["train.recipe=paper", *MASKINGS[masking], "model.max_position=32", "shard.max_seq_len=32", "model.dropout=0.0",
             "model.attention_dropout=0.0", "train.batch_size=8", "train.steps=6", "train.eval_every=3",
@@ -162,47 +155,26 @@ def _settings(masking: str) -> list[str]:
             "logging.log_every=1", "logging.progress=false", "train.device=cpu"]  # the one process too, on a GPU machine
 
 
-# A train.time_budget run rides in the same job (one torchrun start fewer for the suite); the budget's other tests
-# are in tests/train/test_budget.py. No learning-rate warm-up: a first step under torchrun on a loaded machine can
-# spend a 5-second budget's warm-up share, which is refused.
+# A train.time_budget run rides in the session's job (tests/gloo_runs.py); the budget's other tests are in
+# tests/train/test_budget.py. No learning-rate warm-up: a first step under torchrun on a loaded machine can spend
+# a short budget's warm-up share, which is refused. 2 s: a tiny step takes milliseconds, so each rank still times
+# hundreds of steps before rank 0's clock stops both.
+BUDGET_SECONDS = 2.0
 BUDGET_RUN = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8",
               "train.eval_every=5", "train.eval_sequences=8", "train.checkpoint_every=5", "optim.warmup.steps=0",
-              "optim.lr=3e-3", "logging.log_every=1", "logging.progress=false", "train.time_budget=5s",
+              "optim.lr=3e-3", "logging.log_every=1", "logging.progress=false", "train.time_budget=2s",
               "optim.warmup.fraction=0", "train.short_seq.len=8", "train.short_seq.fraction=0.3"]
-
-
-def _build_gloo_runs(root: Path) -> dict[str, Path]:
-    shards = write_tiny_shards(root / "shards", train=64, valid=8)
-    plan = {m: (shards, _settings(m)) for m in MASKINGS if m != THROUGH_THE_CLI}
-    # "stopped": frequency's run again, logged every other step, its rank 1 alone sent SIGTERM after step 1 (a step
-    # no rank reads back), then resumed.
-    stopped = (shards, [*_settings("frequency"), "logging.log_every=2"])
-    runs = pretrain_in_one_job(root, {**plan, "budget": (shards, BUDGET_RUN), "stopped": stopped}, stops={"stopped": 1})
-    return {"shards": shards, **runs}
-
-
-@pytest.fixture(scope="module")
-def gloo_runs(tmp_path_factory) -> dict[str, Path]:
-    """{"shards", MASKING...}: every masking but THROUGH_THE_CLI trained by 2 gloo processes. Read-only."""
-    return built_once(tmp_path_factory, "gloo-maskings", _build_gloo_runs)
 
 
 @pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.parametrize("masking", list(MASKINGS))
-def test_two_gloo_processes_match_one_process(tmp_path, masking, request):
-    """Global batch 8: 1 process x 8 sequences vs 2 processes x 4 (torchrun, gloo) give the same run."""
+def test_two_gloo_processes_match_one_process(tmp_path, masking, gloo_runs):
+    """Global batch 8: 1 process x 8 sequences vs 2 processes x 4 (torchrun, gloo, the session's one job) give the
+    same run."""
     sets = _settings(masking)
-    if masking == THROUGH_THE_CLI:  # its own shards (the same), so the launcher is tested without the job
-        shards, two = write_tiny_shards(tmp_path / "shards", train=64, valid=8), tmp_path / "two"
-        pretrain_two_processes(shards, two, sets)
-        run_info = json.loads((two / "run.json").read_text())
-        assert run_info["world_size"] == 2 and "--nproc" in run_info["command"]  # the command the user typed
-        assert not list(two.glob(".launch-settings-*"))
-    else:
-        gloo_runs = request.getfixturevalue("gloo_runs")
-        shards, two = gloo_runs["shards"], gloo_runs[masking]
-        assert json.loads((two / "run.json").read_text())["world_size"] == 2
+    shards, two = gloo_runs["shards"], gloo_runs[masking]
+    assert json.loads((two / "run.json").read_text())["world_size"] == 2
     pretrain(resolve(None, {"model": {"preset": "tiny"}}, sets), shards, tmp_path / "one")
 
     def rows(run: Path, kind: str) -> list[dict]:
@@ -242,11 +214,11 @@ def test_two_processes_share_one_budget_clock_and_stop_at_the_same_step(gloo_run
 
     run = gloo_runs["budget"]
     info = json.loads((run / "run.json").read_text())["budget"]
-    assert info["finished"] and info["spent_seconds"] >= 5.0 and info["steps"] >= 2
+    assert info["finished"] and info["spent_seconds"] >= BUDGET_SECONDS and info["steps"] >= 2
     assert checkpoint.latest_checkpoint(run).name == f"step-{info['steps']:08d}"
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r for r in rows if r["kind"] == "eval"][-1]["step"] == info["steps"]
-    assert [r for r in rows if r["kind"] == "train"][-1]["elapsed"] >= 5.0
+    assert [r for r in rows if r["kind"] == "train"][-1]["elapsed"] >= BUDGET_SECONDS
 
 
 @pytest.mark.slow
@@ -268,24 +240,5 @@ def test_a_stop_signal_on_one_rank_stops_every_rank_at_one_step_and_resume_conti
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-@pytest.mark.slow
-@pytest.mark.distributed
-def test_the_launcher_passes_a_stop_signal_to_its_workers(tmp_path):
-    """`kill` on `mapnet pretrain --nproc 2` (the launcher, not torchrun): both workers checkpoint the step they are
-    in, and the launcher leaves with 143 and one line naming that checkpoint."""
-    import sys
-
-    from gloo import _clean_env
-    from signalled import signal_once_training, stopped_step
-
-    shards, out = write_tiny_shards(tmp_path / "shards", train=64, valid=8), tmp_path / "run"
-    sets = [*_settings("frequency"), "train.steps=100000", "train.eval_every=0"]
-    cmd = [sys.executable, "-m", "mapnet_cli.cli", "pretrain", str(shards), "--out", str(out), "--preset", "tiny",
-           "--nproc", "2", *[a for kv in sets for a in ("--set", kv)]]
-    code, err = signal_once_training(cmd, out, env=_clean_env(), within=300)
-    assert code == 143, err[-3000:]
-    said = [line for line in err.splitlines() if "stopped by" in line]  # once: the launcher's, the workers' silent
-    assert len(said) == 1 and said[0] == err.strip().splitlines()[-1] and "Traceback" not in err
-    assert said[0].startswith("error: stopped by SIGTERM after step ") and "--resume continues the run" in said[0]
-    step = stopped_step(said[0])
-    assert checkpoint.latest_checkpoint(out).name == f"step-{step:08d}"
+# `kill` on `mapnet pretrain --nproc 2` (the launcher): tests/train/test_init_from.py, which reads the one
+# --nproc 2 run of the suite that trains (test_the_launcher_passes_a_stop_signal_to_its_workers).

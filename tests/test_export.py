@@ -216,7 +216,7 @@ CASED_PUNCTUATED = 'He said: "It\'s Mr. Smith\'s, not Emma\'s... (I think)." She
 
 @pytest.fixture(scope="module")
 def real_exports(pretrained_tiny, tmp_path_factory) -> dict[str, tuple[Path, Path]]:
-    """{norm: (checkpoint, export folder)}: `pretrained_tiny` (pre-LN: tiny's "fast" recipe; 200 steps on books,
+    """{norm: (checkpoint, export folder)}: `pretrained_tiny` (pre-LN: tiny's "fast" recipe; 100 steps on books,
     the paper's cleaning) and a post-LN run of a few steps on the same shards, each exported."""
     from trained_runs import train_tiny_run
 
@@ -248,7 +248,7 @@ def mapnet_ids(ckpt: Path, texts: list[str]) -> list[list[int]]:
 
 @pytest.mark.slow
 def test_fill_mask_on_typed_text_returns_real_words(real_exports):
-    ckpt, folder = real_exports["pre"]  # the one trained for 200 steps
+    ckpt, folder = real_exports["pre"]  # the one trained for 100 steps
     tok = transformers.AutoTokenizer.from_pretrained(str(folder))
     text = "The capital of France is [MASK]."
     ids = tok(text)["input_ids"]

@@ -89,6 +89,33 @@ def kill_processes_naming(path: Path) -> None:
     psutil.wait_procs(procs, timeout=60)
 
 
+def processes_naming(path: Path) -> list:
+    """The processes whose command line names `path` (a run's launcher, torchrun and workers)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if str(path) in " ".join(proc.info["cmdline"] or []):
+                found.append(proc)
+    return found
+
+
+def pause(procs, signum: int = signal.SIGSTOP) -> None:
+    """SIGSTOP: a run that holds its lock stops training while the test starts the next run, so on a busy 2-core
+    machine the run to be refused does not wait for the cores the holder trains on. A stopped process keeps its
+    descriptors, so its lock is held as before (and SIGKILL still ends it); `resume` (SIGCONT) lets it go on."""
+    import psutil
+
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError, psutil.Error):
+            proc.send_signal(signum)
+
+
+def resume(procs) -> None:
+    pause(procs, signal.SIGCONT)
+
+
 def wait_for(predicate, proc: subprocess.Popen | None, what: str, timeout: float = 240, err: Path | None = None) -> None:
     end = time.monotonic() + timeout
     while not predicate():
@@ -206,21 +233,26 @@ def test_a_second_pretrain_into_a_running_folder_is_refused_and_a_killed_one_blo
                              "train.checkpoint_every=0", *TINY), err)
     try:
         wait_for(lambda: (run / "metrics.jsonl").is_file() and holder_pid(run) == first.pid, first, "training", err=err)
-        # the same folder spelled another way, once as a single process and once through the launcher
-        for extra in ([], ["--nproc", "2"]):
-            second = subprocess.run(mapnet("pretrain", str(shards), "--out", str(tmp_path / "shards" / ".." / "run"),
-                                           "--steps", "2", *extra, *TINY), env=ENV, capture_output=True, text=True,
-                                    timeout=300)
-            lines = second.stderr.strip().splitlines()
-            assert second.returncode == 2 and len(lines) == 1, second.stderr
-            assert lines[0].startswith("error: ") and "run is in use" in lines[0] and f"pid {first.pid} " in lines[0]
-            assert "Traceback" not in second.stderr and first.poll() is None
+        pause([first])  # holding the lock, stopped: the runs below get the cores
+        # The same folder spelled another way: a second `mapnet pretrain` as the shell runs it (exit 2, one line) ...
+        other_spelling = str(tmp_path / "shards" / ".." / "run")
+        second = subprocess.run(mapnet("pretrain", str(shards), "--out", other_spelling, "--steps", "2", *TINY),
+                                env=ENV, capture_output=True, text=True, timeout=300)
+        lines = second.stderr.strip().splitlines()
+        assert second.returncode == 2 and len(lines) == 1, second.stderr
+        assert lines[0].startswith("error: ") and "run is in use" in lines[0] and f"pid {first.pid} " in lines[0]
+        assert "Traceback" not in second.stderr and first.poll() is None
+        # ... and through the launcher (`--nproc 2`, which locks before it starts torchrun), in this process.
+        launched = CliRunner().invoke(app, ["pretrain", str(shards), "--out", other_spelling, "--steps", "2",
+                                            "--nproc", "2", *TINY])
+        assert isinstance(launched.exception, MapnetError), launched.output
+        text = str(launched.exception)
+        assert "\n" not in text and "run is in use" in text and f"pid {first.pid} " in text and first.poll() is None
     finally:
         stop(first)  # SIGKILL mid-run: the lock file stays behind, the lock does not
     assert run_lock.lock_path(run).exists()
-    third = subprocess.run(mapnet("pretrain", str(shards), "--out", str(run), "--steps", "2", *TINY), env=ENV,
-                           capture_output=True, text=True, timeout=300)
-    assert third.returncode == 0, third.stderr
+    third = CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(run), "--steps", "2", *TINY])
+    assert third.exit_code == 0, third.output
     assert not run_lock.lock_path(run).exists()
 
 
@@ -238,18 +270,21 @@ def test_nproc_2_holds_one_lock_for_the_job_and_refuses_a_second_run(tmp_path):
         wait_for(lambda: (run / "metrics.jsonl").is_file() and (run / "metrics.jsonl").stat().st_size > 0, first,
                  "rank 0 to train", err=err)
         assert holder_pid(run) == first.pid  # the launcher, not a worker
-        second = subprocess.run(mapnet("pretrain", str(shards), "--out", str(run), "--steps", "2", *TINY), env=ENV,
-                                capture_output=True, text=True, timeout=300)
-        assert second.returncode == 2 and "Traceback" not in second.stderr, second.stderr
-        assert f"pid {first.pid} " in second.stderr and first.poll() is None
+        job = processes_naming(run)  # the launcher, torchrun and its two workers
+        pause(job)
+        # A second run, in this process (a real process is refused from the shell in the test above).
+        second = CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(run), "--steps", "2", *TINY])
+        assert isinstance(second.exception, MapnetError), second.output
+        assert f"pid {first.pid} " in str(second.exception) and first.poll() is None
         # The launcher killed alone: torchrun and its workers train on, and still hold the folder.
         os.kill(first.pid, signal.SIGKILL)
         first.wait(timeout=60)
         size = (run / "metrics.jsonl").stat().st_size
+        resume(job)
         wait_for(lambda: (run / "metrics.jsonl").stat().st_size > size, None, "the orphaned workers to train on")
-        third = subprocess.run(mapnet("pretrain", str(shards), "--out", str(run), "--steps", "2", *TINY), env=ENV,
-                               capture_output=True, text=True, timeout=300)
-        assert third.returncode == 2 and "is in use" in third.stderr, third.stderr
+        pause(job)
+        third = CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(run), "--steps", "2", *TINY])
+        assert isinstance(third.exception, MapnetError) and "is in use" in str(third.exception), third.output
     finally:
         stop(first)
         kill_processes_naming(run)  # torchrun and its workers left their launcher's session: they would train on

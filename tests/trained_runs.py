@@ -5,7 +5,7 @@ a real checkpoint carries (manifest, settings.toml, tokenizer, config.json's
 MAP-Net size, the run's run.json naming its shards) and a loader that drifts
 from what training writes fails here first. A few seconds each on one CPU
 thread; `conftest.trained_runs` builds them once per session. `pretrain_tiny`
-is the real-text one (books, 200 steps, `conftest.pretrained_tiny`).
+is the real-text one (books, 100 steps, `conftest.pretrained_tiny`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def trained_runs(root: Path) -> dict[str, Path]:
 BOOKS = ("austen-emma", "carroll-alice", "chesterton-brown")
 
 
-def pretrain_tiny(root: Path, shared_data: Path, lines_per_book: int = 4000, steps: int = 200) -> Path:
+def pretrain_tiny(root: Path, shared_data: Path, lines_per_book: int = 4000, steps: int = 100) -> Path:
     """preprocess a slice of shared books -> shard (seq len 128) -> pretrain `tiny`; returns the run folder
     (its shards are root/"shards"). Real text, the paper's cleaning: what `conftest.pretrained_tiny` builds."""
     import gzip

@@ -174,17 +174,7 @@ def apply_replacement(input_ids: torch.Tensor, mask: torch.Tensor, vocab_size: i
     return torch.where(to_random, random_ids.to(input_ids.dtype), out)
 
 
-def mask_batch(input_ids: torch.Tensor, special_ids: Mapping[str, int], vocab_size: int, masking,
-               generator: torch.Generator | SequenceRNG | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Uniform mask + replacement with the `masking` settings section: (corrupted inputs, mask)."""
-    eligible = eligible_positions(input_ids, special_ids)
-    mask = uniform_mask(input_ids, eligible, masking.mask_prob, masking.mask_count, generator)
-    inputs = apply_replacement(input_ids, mask, vocab_size, special_ids,
-                               masking.replace_mask, masking.replace_random, generator)
-    return inputs, mask
-
-
 __all__ = [
     "SPECIAL_NAMES", "TRAIN_MASKS", "EVAL_MASKS", "DROPOUT", "STRATA", "SYSTEMATIC_START", "piece_slots", "keyed_uniforms", "mix_seed", "sequence_keys", "SequenceRNG", "eligible_positions", "mask_counts",
-    "uniform_mask", "replacement_draws", "apply_replacement", "mask_batch", "special_id_list",
+    "uniform_mask", "replacement_draws", "apply_replacement", "special_id_list",
 ]

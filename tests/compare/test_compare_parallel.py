@@ -71,6 +71,20 @@ def shards(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def cluster() -> list[str]:
+    """A local Dask cluster of 2 single-threaded worker processes (nannies restart a killed one), for the tests after
+    the first: the compare options that send the runs to it. Each worker starts torch once, on its first run; the
+    first test has compare start a cluster of its own (engine.workers), as a user's `--engine dask` does."""
+    import logging
+
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      silence_logs=logging.ERROR) as c:
+        yield ["--engine", "dask", "--engine-address", c.scheduler_address, "--set", "engine.threads=1"]
+
+
+@pytest.fixture(scope="module")
 def serial(shards, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("serial") / "cmp"
     res = compare(out, shards)
@@ -95,7 +109,7 @@ def test_runs_on_two_dask_workers_are_the_serial_runs_bit_for_bit(serial, shards
 
 
 @pytest.mark.slow
-def test_a_killed_worker_costs_its_run_only_which_resumes_to_the_same_weights(serial, shards, tmp_path):
+def test_a_killed_worker_costs_its_run_only_which_resumes_to_the_same_weights(serial, shards, cluster, tmp_path):
     out = tmp_path / "cmp"
     killed: list[int] = []
 
@@ -119,7 +133,7 @@ def test_a_killed_worker_costs_its_run_only_which_resumes_to_the_same_weights(se
 
     watcher = threading.Thread(target=kill_a_worker_mid_run, daemon=True)
     watcher.start()
-    res = compare(out, shards, *ON_DASK, "--set", "train.checkpoint_every=2")
+    res = compare(out, shards, *cluster, "--set", "train.checkpoint_every=2")
     watcher.join()
     assert killed, "no worker was caught mid-run"
     assert res.exit_code == 0, (res.output, res.exception)
@@ -128,7 +142,7 @@ def test_a_killed_worker_costs_its_run_only_which_resumes_to_the_same_weights(se
 
 
 @pytest.mark.slow
-def test_a_run_that_fails_with_a_user_error_stops_the_comparison_in_one_line(serial, shards, tmp_path):
+def test_a_run_that_fails_with_a_user_error_stops_the_comparison_in_one_line(serial, shards, cluster, tmp_path):
     out = tmp_path / "cmp"
     shutil.copytree(serial, out)
     run = out / "runs" / "mapnet" / "seed-1" / "checkpoints"
@@ -137,7 +151,7 @@ def test_a_run_that_fails_with_a_user_error_stops_the_comparison_in_one_line(ser
     data = bytearray(weights_file.read_bytes())
     data[-3] ^= 0xFF  # ... whose weights were damaged: refused by the run itself, on its worker
     weights_file.write_bytes(bytes(data))
-    res = compare(out, shards, *ON_DASK)
+    res = compare(out, shards, *cluster)
     assert isinstance(res.exception, MapnetError), res.output
     assert "does not match its sha256" in str(res.exception) and "\n" not in str(res.exception)
     assert "retries" not in str(res.exception)  # a user error is not tried again

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mapnet_cli.masking.uniform import (SequenceRNG, apply_replacement, eligible_positions, mask_batch, mask_counts,
+from mapnet_cli.masking.uniform import (SequenceRNG, apply_replacement, eligible_positions, mask_counts,
                                 mix_seed, sequence_keys, uniform_mask)
 from mapnet_cli.settings import MaskingSettings
 
@@ -82,6 +82,17 @@ def test_replacement_is_80_10_10_and_never_draws_specials():
     randoms = out[changed]
     assert randoms.min() >= 5 and randoms.max() < V
     assert len(randoms.unique()) == V - 5  # every ordinary token can be drawn
+
+
+def mask_batch(input_ids: torch.Tensor, special_ids, vocab_size: int, masking,
+               generator: torch.Generator | SequenceRNG | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Uniform mask + replacement with the `masking` settings section: (corrupted inputs, mask). (The tests' own: the
+    training strategies compose these pieces themselves.)"""
+    eligible = eligible_positions(input_ids, special_ids)
+    mask = uniform_mask(input_ids, eligible, masking.mask_prob, masking.mask_count, generator)
+    inputs = apply_replacement(input_ids, mask, vocab_size, special_ids,
+                               masking.replace_mask, masking.replace_random, generator)
+    return inputs, mask
 
 
 def test_mask_batch_uses_settings():

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -151,13 +149,13 @@ def test_a_non_finite_step_between_reads_is_named_and_never_checkpointed(shards,
 
 
 def profile(shards: Path, tmp_path: Path, *extra: str) -> str:
+    """benchmarks/profile_step.py, run as its command line runs it (in this process: tests/scripts.py)."""
+    from scripts import run_script
+
     root = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, str(root / "benchmarks" / "profile_step.py"), "--data", str(shards),
-                           "--preset", "tiny", "--steps", "4", "--warmup", "1", "--batch", "8", "--threads", "1",
-                           "--set", "logging.log_every=2", *extra],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return done.stdout
+    return run_script(root / "benchmarks" / "profile_step.py", "--data", str(shards), "--preset", "tiny", "--steps", "4",
+                      "--warmup", "1", "--batch", "8", "--threads", "1", "--set", "logging.log_every=2", *extra,
+                      cwd=tmp_path)
 
 
 def part_ms(out: str) -> dict[str, float]:
@@ -171,7 +169,7 @@ def sync_counts(out: str) -> dict[int, str]:
     return {int(w[1]): "".join(w[-7:]) for w in lines}
 
 
-@pytest.mark.slow  # runs benchmarks/profile_step.py in a subprocess
+@pytest.mark.slow  # runs benchmarks/profile_step.py
 def test_the_profiler_script_profiles_the_real_loop_and_counts_its_syncs(shards, tmp_path):
     """benchmarks/profile_step.py: the loop's parts, and per step no sync except the read of a logging step."""
     trace = tmp_path / "trace.json"
@@ -184,7 +182,7 @@ def test_the_profiler_script_profiles_the_real_loop_and_counts_its_syncs(shards,
     assert json.loads(trace.read_text())["traceEvents"]
 
 
-@pytest.mark.slow  # runs benchmarks/profile_step.py in a subprocess
+@pytest.mark.slow  # runs benchmarks/profile_step.py
 def test_with_prefetch_the_batches_leave_the_loop_thread(shards, tmp_path):
     """`train.prefetch`: data, masks and copies run in the background thread, none of it on the step's thread;
     the step's syncs are unchanged."""

@@ -423,19 +423,72 @@ def test_compare_passes_init_from_to_every_run(shards, hf_folder, tmp_path):
         assert json.loads((Path(r["path"]) / "run.json").read_text())["init_from"]["path"] == str(hf_folder.resolve())
 
 
+# ---------------------------------------------------------------- `mapnet pretrain --nproc 2 --init-from`, stopped
+@pytest.fixture(scope="module")
+def launched(shards, hf_folder, tmp_path_factory) -> tuple[Path, list[str], int, str]:
+    """`mapnet pretrain --nproc 2 --init-from HF` as a user types it (no --preset: the model is SOURCE's; the launcher
+    -> torchrun -> two gloo workers), sent SIGTERM (`kill`, to the launcher) once step 2 is logged: (its run folder,
+    its settings, exit status, stderr). The suite's one `--nproc 2` run that trains: a launch starts torch four
+    times, so both tests below read this one (the other 1-vs-2 runs share one torchrun job, tests/gloo_runs.py)."""
+    import sys
+
+    from gloo import _clean_env
+    from signalled import signal_once_training
+
+    out = tmp_path_factory.mktemp("launched") / "two"
+    sets = [*RUN, "model.dropout=0.0", "model.attention_dropout=0.0", f"model.init_from={hf_folder}",
+            "train.steps=100000", "train.checkpoint_every=0", "train.micro_batch_size=4"]
+    cmd = [sys.executable, "-m", "mapnet_cli.cli", "pretrain", str(shards), "--out", str(out), "--nproc", "2",
+           *[a for kv in sets for a in ("--set", kv)]]
+    code, err = signal_once_training(cmd, out, env=_clean_env(), within=300, after_step=2)
+    return out, sets, code, err
+
+
 @pytest.mark.slow
 @pytest.mark.distributed
-def test_two_gloo_processes_start_from_source_as_one(shards, hf_folder, tmp_path):
-    from gloo import pretrain_two_processes
+def test_the_launcher_passes_a_stop_signal_to_its_workers(launched):
+    """`kill` on `mapnet pretrain --nproc 2` (the launcher, not torchrun): both workers checkpoint the step they are
+    in, and the launcher leaves with 143 and one line naming that checkpoint."""
+    from signalled import stopped_step
+
+    out, _, code, err = launched
+    assert code == 143, err[-3000:]
+    said = [line for line in err.splitlines() if "stopped by" in line]  # once: the launcher's, the workers' silent
+    assert len(said) == 1 and said[0] == err.strip().splitlines()[-1] and "Traceback" not in err
+    assert said[0].startswith("error: stopped by SIGTERM after step ") and "--resume continues the run" in said[0]
+    step = stopped_step(said[0])
+    assert checkpoint.latest_checkpoint(out).name == f"step-{step:08d}"
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_two_gloo_processes_start_from_source_as_one(shards, launched, tmp_path):
+    """The launched run (2 processes x 4 sequences, from SOURCE) against one process x 8 stopped at the same step:
+    the same losses step by step, the same held-out losses, the same weights; run.json records what was typed."""
+    from signalled import stopped_step
     from mapnet_cli.train import pretrain
 
-    sets = [*RUN, "model.dropout=0.0", "model.attention_dropout=0.0", f"model.init_from={hf_folder}", "train.steps=2",
-            "train.micro_batch_size=4"]
-    pretrain_two_processes(shards, tmp_path / "two", sets, preset=None)  # the model is the source's
-    pretrain(init_from.resolve(None, {}, sets), shards, tmp_path / "one")
-    a, b = (metrics(tmp_path / name, "eval") for name in ("one", "two"))
+    two, sets, code, err = launched
+    assert code == 143, err[-3000:]
+    step = stopped_step(err.strip().splitlines()[-1])
+    assert step >= 2
+    pretrain(init_from.resolve(None, {}, sets), shards, tmp_path / "one", stop_at=step)
+    a, b = (metrics(run, "train") for run in (tmp_path / "one", two))
+    assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, step + 1))
+    for ra, rb in zip(a, b):
+        assert rb["loss"] == pytest.approx(ra["loss"], rel=1e-5, abs=1e-6)
+        assert rb["grad_norm"] == pytest.approx(ra["grad_norm"], rel=1e-4)
+    a, b = (metrics(run, "eval") for run in (tmp_path / "one", two))
+    assert len(b) >= 2 and [r["step"] for r in a] == [r["step"] for r in b]
     assert [r["eval_loss"] for r in b] == pytest.approx([r["eval_loss"] for r in a], rel=1e-5)
-    assert json.loads((tmp_path / "two" / "run.json").read_text())["init_from"]["kind"] == "huggingface"
+    m1, _ = checkpoint.load_model(tmp_path / "one")
+    m2, _ = checkpoint.load_model(two)
+    for (k, p1), p2 in zip(m1.state_dict().items(), m2.state_dict().values()):
+        torch.testing.assert_close(p1, p2, atol=2e-5, rtol=1e-4, msg=k)
+    run_info = json.loads((two / "run.json").read_text())
+    assert run_info["init_from"]["kind"] == "huggingface"
+    assert run_info["world_size"] == 2 and "--nproc" in run_info["command"]  # the command the user typed
+    assert not list(two.glob(".launch-settings-*"))  # the settings file the launcher gave its workers
 
 
 # ---------------------------------------------------------------- continued pretraining reads text as BERT does

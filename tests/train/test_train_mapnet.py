@@ -17,8 +17,6 @@ from mapnet_cli.errors import MapnetError
 from mapnet_cli.masking.mapnet import summary_keys
 from mapnet_cli.settings import resolve
 from mapnet_cli.train import pretrain
-from built_once import built_once
-from gloo import pretrain_in_one_job
 from tiny_shards import write_tiny_shards
 
 # Tiny encoder (2 layers, H=128) and MAP-Net (2 layers, H=64), 64-token sequences.
@@ -130,21 +128,14 @@ TWO_PROCESS_RUNS = {
 }
 
 
-@pytest.fixture(scope="module")
-def two_process_runs(tmp_path_factory) -> dict[str, Path]:
-    """{"shards", NAME...}: the TWO_PROCESS_RUNS trained by 2 gloo processes, in one torchrun job. Read-only."""
-    def build(root: Path) -> dict[str, Path]:
-        shards = write_tiny_shards(root / "shards", train=64, valid=8, seq_len=64)
-        return {"shards": shards, **pretrain_in_one_job(root, {k: (shards, v) for k, v in TWO_PROCESS_RUNS.items()})}
-
-    return built_once(tmp_path_factory, "gloo-mapnet", build)
+# Trained by 2 gloo processes in the session's one torchrun job (tests/gloo_runs.py, conftest.gloo_runs).
 
 
 @pytest.mark.slow
 @pytest.mark.distributed
-def test_two_gloo_processes_match_one_process_with_mapnet(two_process_runs, tmp_path):
-    two, sets = two_process_runs["mapnet"], TWO_PROCESS_RUNS["mapnet"]
-    pretrain(resolve(None, {"model": {"preset": "tiny"}}, sets), two_process_runs["shards"], tmp_path / "one")
+def test_two_gloo_processes_match_one_process_with_mapnet(gloo_runs, tmp_path):
+    two, sets = gloo_runs["mapnet-mapnet"], TWO_PROCESS_RUNS["mapnet"]
+    pretrain(resolve(None, {"model": {"preset": "tiny"}}, sets), gloo_runs["shards-64"], tmp_path / "one")
 
     a, b = rows(tmp_path / "one"), rows(two)
     assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, 7))
@@ -169,9 +160,9 @@ def test_two_gloo_processes_match_one_process_with_mapnet(two_process_runs, tmp_
 
 @pytest.mark.slow
 @pytest.mark.distributed
-def test_two_gloo_processes_match_one_process_when_mapnet_learns_every_other_step(two_process_runs, tmp_path):
-    two, sets = two_process_runs["every-other-step"], TWO_PROCESS_RUNS["every-other-step"]
-    pretrain(resolve(None, {"model": {"preset": "tiny"}}, sets), two_process_runs["shards"], tmp_path / "one")
+def test_two_gloo_processes_match_one_process_when_mapnet_learns_every_other_step(gloo_runs, tmp_path):
+    two, sets = gloo_runs["mapnet-every-other-step"], TWO_PROCESS_RUNS["every-other-step"]
+    pretrain(resolve(None, {"model": {"preset": "tiny"}}, sets), gloo_runs["shards-64"], tmp_path / "one")
     a, b = rows(tmp_path / "one"), rows(two)
     assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, 6))
     for ra, rb in zip(a, b):

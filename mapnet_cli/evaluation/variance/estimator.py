@@ -98,13 +98,6 @@ def summarise(gram6: torch.Tensor) -> Summaries:
     return Summaries(norms, means, M)
 
 
-def summarise_vectors(vectors: torch.Tensor) -> Summaries:
-    """Summaries straight from per-example vectors shaped (A, S, M, D) (tests, projected gradients)."""
-    A, S, M, D = vectors.shape
-    x = vectors.double().reshape(A * S * M, D)
-    return summarise((x @ x.T).view(A, S, M, A, S, M))
-
-
 # ---------------------------------------------------------------- the decomposition of one scheme
 def decompose(norms: torch.Tensor, means: torch.Tensor, masks: int) -> dict[str, torch.Tensor]:
     """The unbiased traces of one scheme from norms (..., S) and means (..., S, S); see the module doc.
@@ -278,5 +271,5 @@ def minibatch_direct(gram_a: torch.Tensor, batch_size: int, draws: int, generato
     return {"estimate": float(values.mean()), "mc_stderr": float(values.std() / math.sqrt(draws)) if draws > 1 else float("nan")}
 
 
-__all__ = ["TERMS", "SCALE_FREE", "gram_matrix", "Summaries", "summarise", "summarise_vectors", "decompose", "scale_free",
+__all__ = ["TERMS", "SCALE_FREE", "gram_matrix", "Summaries", "summarise", "decompose", "scale_free",
            "inverse_interval", "mean_distance", "bootstrap", "interval", "minibatch_direct"]

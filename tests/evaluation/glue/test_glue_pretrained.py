@@ -24,7 +24,7 @@ def test_tiny_pretrained_on_books_beats_majority_on_sst2(pretrained_tiny, shared
     assert res.exit_code == 0, res.output
     doc = json.loads((out / "results.json").read_text())
     (run,) = doc["runs"].values()
-    assert run["checkpoint"]["step"] == 200 and run["train_examples"] == 2000
+    assert run["checkpoint"]["step"] == 100 and run["train_examples"] == 2000
     dev = read_split(TASKS["SST-2"], glue / "SST-2" / "dev.tsv", "SST-2")
     majority = np.bincount(dev.labels).max() / len(dev)  # 444 / 872
     accs = [e["entries"]["SST-2"]["metrics"]["acc"] for e in run["epochs"]]

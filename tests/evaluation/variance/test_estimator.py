@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from mapnet_cli.evaluation.variance import estimator as est
+from variance_fixtures import summarise_vectors
 
 
 def two_level(reps: int, S: int, M: int, D: int, seed: int, between: float = 1.0, log_sd: float = 0.5):
@@ -39,7 +40,7 @@ def summaries(x: torch.Tensor):
 def test_terms_match_their_definitions_and_add_up():
     x, _, _ = two_level(1, S=5, M=4, D=7, seed=0)
     x = x[0]
-    s = est.summarise_vectors(x[None])
+    s = summarise_vectors(x[None])
     d = est.decompose(s.norms[0], s.means[0, 0], 4)
     # definitions, computed the plain way
     w = torch.stack([x[i].var(0, unbiased=True).sum() for i in range(5)]).mean()
@@ -60,7 +61,7 @@ def test_terms_match_their_definitions_and_add_up():
 def test_summarise_reads_the_right_entries_of_a_multi_scheme_gram():
     g = torch.Generator().manual_seed(1)
     v = torch.randn(3, 4, 2, 5, generator=g, dtype=torch.float64)
-    s = est.summarise_vectors(v)
+    s = summarise_vectors(v)
     gbar = v.mean(2)
     assert torch.allclose(s.norms, (v * v).sum(dim=(-1, -2)))
     assert torch.allclose(s.means, torch.einsum("asd,btd->abst", gbar, gbar))
@@ -118,7 +119,7 @@ def test_two_stage_bootstrap_resamples_masks_as_documented():
     mask = torch.randint(0, M, (8, S, M), generator=g)
     for k in range(8):
         xs = x[0][sent[k][:, None], mask[k]]  # (S, M, D)
-        s = est.summarise_vectors(xs[None])
+        s = summarise_vectors(xs[None])
         assert torch.allclose(rep.norms[k], s.norms) and torch.allclose(rep.means[k], s.means)
     # and the shrink of w_s by (M-1)/M under mask resampling, on average
     many = torch.cat([est.decompose(r.norms[:, 0], r.means[:, 0, 0], M)["mask_variance"]

@@ -24,6 +24,7 @@ from mapnet_cli.evaluation.variance import estimator as est
 from mapnet_cli.evaluation.variance.gradients import ExampleGradients, MaskedExample
 from mapnet_cli.evaluation.variance.measure import _SOURCE_DOMAIN, analyse, measure
 from mapnet_cli.evaluation.variance.schemes import SCHEMES, SOURCES, draw_proposal, draw_uniform, scheme_weights
+from variance_fixtures import summarise_vectors
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 V = 20
@@ -142,7 +143,7 @@ def test_samplers_and_estimators_are_unbiased_for_the_exact_terms(setup):
     results = {s: {k: [] for k in ("mask_variance", "sentence_variance", "total_variance", "bias_sq")} for s in SCHEMES}
     for r in range(reps):
         sentence_ids = torch.randint(0, 4, (S,), generator=g).tolist()  # i.i.d. from P_X
-        summ = est.summarise_vectors(sampled_vectors(proposal, masking, cache, sentence_ids, M, seed=r))
+        summ = summarise_vectors(sampled_vectors(proposal, masking, cache, sentence_ids, M, seed=r))
         for a, scheme in enumerate(SCHEMES):
             d = est.decompose(summ.norms[a], summ.means[a, a], M)
             for k in ("mask_variance", "sentence_variance", "total_variance"):

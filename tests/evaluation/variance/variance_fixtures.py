@@ -43,3 +43,12 @@ def save_run(root: Path, shards: Path, strategy: str) -> Path:
                                shards / "tokenizer.json", manifest_sha, extra)
     write_json(root / "run.json", {"shards": {"path": str(shards)}})
     return root
+
+
+def summarise_vectors(vectors: torch.Tensor):
+    """estimator.Summaries straight from per-example vectors shaped (A, S, M, D), through their Gram matrix."""
+    from mapnet_cli.evaluation.variance import estimator as est
+
+    A, S, M, D = vectors.shape
+    x = vectors.double().reshape(A * S * M, D)
+    return est.summarise((x @ x.T).view(A, S, M, A, S, M))
