@@ -230,6 +230,11 @@ def test_a_real_run_stuck_in_a_step_ends_on_sigterm_and_resumes_exactly(shards, 
     s = tiny_settings("train.steps=4", "train.checkpoint_every=2", "logging.log_every=1", "train.eval_every=0")
     straight = pretrain(s, shards, tmp_path / "straight")
     out, stuck = tmp_path / "run", tmp_path / "stuck"
+    kept = [kv for kv in TINY if not kv.startswith(("train.steps", "train.eval_every", "train.checkpoint_every",
+                                                    "logging.log_every"))]
+    argv = ["mapnet", "pretrain", str(shards), "--out", str(out), "--preset", "tiny",
+            *[a for kv in kept for a in ("--set", kv)], "--steps", "4", "--set", "train.checkpoint_every=2",
+            "--set", "logging.log_every=1", "--set", "train.eval_every=0"]
     script = f"""
 import sys, time
 from pathlib import Path
@@ -244,11 +249,7 @@ def train_step(*args, **kwargs):
             time.sleep(0.05)  # a step that never ends
     return real(*args, **kwargs)
 loop.train_step = train_step
-sys.argv = {["mapnet", "pretrain", str(shards), "--out", str(out), "--preset", "tiny",
-             *[a for kv in TINY if not kv.startswith(("train.steps", "train.eval_every", "train.checkpoint_every",
-                                                      "logging.log_every")) for a in ("--set", kv)],
-             "--steps", "4", "--set", "train.checkpoint_every=2", "--set", "logging.log_every=1",
-             "--set", "train.eval_every=0"]!r}
+sys.argv = {argv!r}
 main()
 """
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
