@@ -28,7 +28,9 @@ from mapnet_cli.evaluation.blimp.models import find_targets
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("model", type=Path, help="a checkpoint or run folder (its newest checkpoint), or an exported folder")
+    ap.add_argument(
+        "model", type=Path, help="a checkpoint or run folder (its newest checkpoint), or an exported folder"
+    )
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--pairs", type=int, default=0, help="first N pairs per paradigm (0: all)")
     ap.add_argument("--method", default="pll")
@@ -49,12 +51,24 @@ def main() -> None:
     t_score = entry["seconds"]  # building the model included
     acc = entry["accuracy"]
     sentences = scorer.sentences
-    out = {"model": target.label, "method": args.method, "paradigms": len(suite.paradigms), "pairs": suite.pairs,
-           "sentences": len(sentences), "rows": rows, "threads": args.threads, "max_tokens": args.max_tokens,
-           "tokenise_s": round(t_tok, 2), "score_s": round(t_score, 2), "total_s": round(t_tok + t_score, 2),
-           "rows_per_s": round(rows / t_score), "accuracy": acc,
-           "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in os.getloadavg()],
-           "torch": torch.__version__}
+    out = {
+        "model": target.label,
+        "method": args.method,
+        "paradigms": len(suite.paradigms),
+        "pairs": suite.pairs,
+        "sentences": len(sentences),
+        "rows": rows,
+        "threads": args.threads,
+        "max_tokens": args.max_tokens,
+        "tokenise_s": round(t_tok, 2),
+        "score_s": round(t_score, 2),
+        "total_s": round(t_tok + t_score, 2),
+        "rows_per_s": round(rows / t_score),
+        "accuracy": acc,
+        "load_before": [round(x, 2) for x in load_before],
+        "load_after": [round(x, 2) for x in os.getloadavg()],
+        "torch": torch.__version__,
+    }
     print(json.dumps(out, indent=1))
     if args.json:
         write_json(args.json, out)

@@ -24,8 +24,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-TINY = ["--preset", "tiny", "--set", "train.eval_every=100", "--set", "train.eval_sequences=64",
-        "--set", "logging.progress=false"]
+TINY = [
+    "--preset",
+    "tiny",
+    "--set",
+    "train.eval_every=100",
+    "--set",
+    "train.eval_sequences=64",
+    "--set",
+    "logging.progress=false",
+]
 
 
 def timed(argv: list[str], threads: int) -> float:
@@ -38,10 +46,12 @@ def timed(argv: list[str], threads: int) -> float:
 
 
 def cluster_start(workers: int) -> float:
-    code = ("import time; s = time.perf_counter()\n"
-            "from mapnet_cli.data.engine import dask_engine\nfrom mapnet_cli.settings import EngineSettings\n"
-            "with dask_engine(EngineSettings(name='dask'), None, %d) as e:\n"
-            "    list(e.run(abs, [-1] * %d, 'start'))\nprint(time.perf_counter() - s)" % (workers, workers))
+    code = (
+        "import time; s = time.perf_counter()\n"
+        "from mapnet_cli.data.engine import dask_engine\nfrom mapnet_cli.settings import EngineSettings\n"
+        f"with dask_engine(EngineSettings(name='dask'), None, {workers}) as e:\n"
+        f"    list(e.run(abs, [-1] * {workers}, 'start'))\nprint(time.perf_counter() - s)"
+    )
     return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
@@ -57,18 +67,41 @@ def main() -> int:
     print(f"load before: {os.getloadavg()}; {cores} cores; {a.strategies} x {a.seeds} seeds x {a.steps} steps of tiny")
     with tempfile.TemporaryDirectory() as tmp:
         shards = write_tiny_shards(Path(tmp) / "shards", train=2048, valid=128, seq_len=128, vocab_size=512)
-        base = ["compare", str(shards), "--strategies", a.strategies, "--seeds", str(a.seeds), "--steps", str(a.steps),
-                *TINY]
+        base = [
+            "compare",
+            str(shards),
+            "--strategies",
+            a.strategies,
+            "--seeds",
+            str(a.seeds),
+            "--steps",
+            str(a.steps),
+            *TINY,
+        ]
         runs = len(a.strategies.split(",")) * a.seeds
         serial_1 = timed([*base, "--out", f"{tmp}/serial-1"], 1)
         serial_n = timed([*base, "--out", f"{tmp}/serial-{cores}"], cores)
-        dask = timed([*base, "--out", f"{tmp}/dask", "--engine", "dask", "--set", "engine.workers=2",
-                       "--set", "engine.threads=1"], 1)
+        dask = timed(
+            [
+                *base,
+                "--out",
+                f"{tmp}/dask",
+                "--engine",
+                "dask",
+                "--set",
+                "engine.workers=2",
+                "--set",
+                "engine.threads=1",
+            ],
+            1,
+        )
         start = cluster_start(2)
     print(f"serial, 1 thread:          {serial_1:7.1f} s")
     print(f"serial, {cores} threads:         {serial_n:7.1f} s")
-    print(f"--engine dask, 2 x 1:      {dask:7.1f} s   ({serial_1 / dask:.2f}x serial 1-thread, "
-          f"{serial_n / dask:.2f}x serial {cores}-thread)")
+    print(
+        f"--engine dask, 2 x 1:      {dask:7.1f} s   ({serial_1 / dask:.2f}x serial 1-thread, "
+        f"{serial_n / dask:.2f}x serial {cores}-thread)"
+    )
     print(f"local cluster start-up (2 workers, a trivial task): {start:.1f} s")
     print(f"overhead per run: (dask - serial_1 / 2) / ({runs} / 2) = {(dask - serial_1 / 2) / (runs / 2):.1f} s")
     print(f"load after: {os.getloadavg()}")

@@ -52,24 +52,59 @@ def child(args) -> None:
     preprocess_tasks.dask_engine = timed_engine
     preprocess_tasks.remove_tasks_folder = lambda out: None  # keep the task records: their seconds are read below
     inputs = json.loads(Path(args.inputs).read_text())
-    settings = resolve(overrides={"preprocess": {"workers": args.workers, "strip_gutenberg": True, "doc_separator": "file"},
-                                  "shard": {"workers": args.workers, "split_unit": "sequence"}, "engine": {"name": args.engine}})
+    settings = resolve(
+        overrides={
+            "preprocess": {"workers": args.workers, "strip_gutenberg": True, "doc_separator": "file"},
+            "shard": {"workers": args.workers, "split_unit": "sequence"},
+            "engine": {"name": args.engine},
+        }
+    )
     out = Path(args.out)
     r = run_preprocess(inputs, out, settings)
-    task_seconds = [json.loads(p.read_text())["seconds"] for p in (out.parent / f".{out.name}.tasks").glob("task-*.json")]
+    task_seconds = [
+        json.loads(p.read_text())["seconds"] for p in (out.parent / f".{out.name}.tasks").glob("task-*.json")
+    ]
     began = time.perf_counter()
     s = run_shard(out, out.with_name(out.name + "-shards"), settings)
     shard_seconds = time.perf_counter() - began
-    print(json.dumps({"text_bytes": r.text_bytes, "sentences": r.sentences, "sentence_seconds": r.sentence_seconds,
-                      "tasks": r.tasks, "task_seconds": sum(task_seconds), "workers": r.workers, **timing,
-                      "shard_bytes": s["bytes"], "shard_seconds": shard_seconds}))
+    print(
+        json.dumps(
+            {
+                "text_bytes": r.text_bytes,
+                "sentences": r.sentences,
+                "sentence_seconds": r.sentence_seconds,
+                "tasks": r.tasks,
+                "task_seconds": sum(task_seconds),
+                "workers": r.workers,
+                **timing,
+                "shard_bytes": s["bytes"],
+                "shard_seconds": shard_seconds,
+            }
+        )
+    )
 
 
 def measure(inputs: list[Path], engine: str, workers: int, tmp: Path, tag: str) -> dict:
     listing = tmp / f"{tag}.json"
     listing.write_text(json.dumps([str(p) for p in inputs]))
-    proc = subprocess.Popen([sys.executable, __file__, "--child", "--inputs", str(listing), "--engine", engine,
-                             "--workers", str(workers), "--out", str(tmp / tag)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            "--inputs",
+            str(listing),
+            "--engine",
+            engine,
+            "--workers",
+            str(workers),
+            "--out",
+            str(tmp / tag),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     parent = psutil.Process(proc.pid)
     peak: dict[int, int] = {}
     while proc.poll() is None:
@@ -102,20 +137,33 @@ def main() -> None:
         return child(args)
 
     inputs = slice_of(args.mb)
-    print(f"slice: {len(inputs)} files, {sum(map(gzip_size, inputs)) / 1e6:.1f} MB uncompressed "
-          f"({os.cpu_count()} CPU cores; load average {os.getloadavg()[0]:.1f} before)")
-    print(f"{'run':<16} {'MB/s':>6} {'sent/s':>7} {'tasks':>5} {'stage s':>8} {'start s':>8} {'ovh/task ms':>11} "
-          f"{'shard MB/s':>10} {'worker RSS MB':>13} {'main RSS MB':>11}")
+    print(
+        f"slice: {len(inputs)} files, {sum(map(gzip_size, inputs)) / 1e6:.1f} MB uncompressed "
+        f"({os.cpu_count()} CPU cores; load average {os.getloadavg()[0]:.1f} before)"
+    )
+    print(
+        f"{'run':<16} {'MB/s':>6} {'sent/s':>7} {'tasks':>5} {'stage s':>8} {'start s':>8} {'ovh/task ms':>11} "
+        f"{'shard MB/s':>10} {'worker RSS MB':>13} {'main RSS MB':>11}"
+    )
     with tempfile.TemporaryDirectory(prefix="bench-engine-") as tmp:
         for engine in ("local", "dask"):
             for workers in (1, 2):
                 r = measure(inputs, engine, workers, Path(tmp), f"{engine}{workers}")
                 stage = r["sentence_seconds"]
                 mb = r["text_bytes"] / 1e6
-                overhead = ((stage - r["start_seconds"]) * r["workers"] - r["task_seconds"]) / r["tasks"] * 1e3 if r["tasks"] else 0.0
-                print(f"{f'{engine}, {workers} worker(s)':<16} {mb / stage:6.2f} {r['sentences'] / stage:7.0f} {r['tasks']:5d} "
-                      f"{stage:8.1f} {r['start_seconds']:8.1f} {overhead:11.0f} {r['shard_bytes'] / 1e6 / r['shard_seconds']:10.1f} "
-                      f"{r['worker_rss_mb']:13.0f} {r['main_rss_mb']:11.0f}", flush=True)
+                overhead = (
+                    ((stage - r["start_seconds"]) * r["workers"] - r["task_seconds"]) / r["tasks"] * 1e3
+                    if r["tasks"]
+                    else 0.0
+                )
+                print(
+                    f"{f'{engine}, {workers} worker(s)':<16} {mb / stage:6.2f} {r['sentences'] / stage:7.0f} "
+                    f"{r['tasks']:5d} "
+                    f"{stage:8.1f} {r['start_seconds']:8.1f} {overhead:11.0f} "
+                    f"{r['shard_bytes'] / 1e6 / r['shard_seconds']:10.1f} "
+                    f"{r['worker_rss_mb']:13.0f} {r['main_rss_mb']:11.0f}",
+                    flush=True,
+                )
     print(f"load average {os.getloadavg()[0]:.1f} after")
 
 

@@ -33,8 +33,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 def fake_encoded(task: str, glue: Path, max_len: int) -> Encoded:
     data = load_task(task_spec(task), glue).train
-    words = np.array([len(a.split()) + (len(b.split()) if data.text_b else 0)
-                      for a, b in zip(data.text_a, data.text_b or data.text_a)])
+    words = np.array(
+        [
+            len(a.split()) + (len(b.split()) if data.text_b else 0)
+            for a, b in zip(data.text_a, data.text_b or data.text_a)
+        ]
+    )
     lengths = np.minimum((words * 1.3).astype(np.int64) + 3, max_len)
     rng = np.random.default_rng(0)
     ids = [rng.integers(5, 1000, size=n) for n in lengths]
@@ -57,10 +61,18 @@ def main() -> None:
     spec = TASKS[task_spec(args.task).name]
     data = fake_encoded(spec.name, args.glue, args.max_len)
     m = preset(args.preset).model
-    cfg = BertConfig(vocab_size=1000, layers=m.layers, hidden=m.hidden, heads=m.heads, intermediate=4 * m.hidden,
-                     max_position=args.max_len)
-    print(f"{spec.name} train: {len(data)} examples, mean length {data.lengths.mean():.1f}, "
-          f"{args.preset} on {device}, batch {args.batch}")
+    cfg = BertConfig(
+        vocab_size=1000,
+        layers=m.layers,
+        hidden=m.hidden,
+        heads=m.heads,
+        intermediate=4 * m.hidden,
+        max_position=args.max_len,
+    )
+    print(
+        f"{spec.name} train: {len(data)} examples, mean length {data.lengths.mean():.1f}, "
+        f"{args.preset} on {device}, batch {args.batch}"
+    )
     for name, group in (("plain shuffle", 1), ("length-grouped", 50)):
         torch.manual_seed(0)
         model = SequenceClassifier(Encoder(cfg), spec.num_outputs, 0.1).to(device)
@@ -82,8 +94,10 @@ def main() -> None:
                 torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
         step = statistics.median(times[3:])  # the first steps warm up kernels and allocators
-        print(f"  {name:15s} padding {1 - real / padded:6.1%}   median step {step * 1e3:8.1f} ms   "
-              f"{args.batch / step:8.0f} examples/s")
+        print(
+            f"  {name:15s} padding {1 - real / padded:6.1%}   median step {step * 1e3:8.1f} ms   "
+            f"{args.batch / step:8.0f} examples/s"
+        )
 
 
 if __name__ == "__main__":

@@ -25,8 +25,8 @@ from mapnet_cli.masking.mapnet import MapnetJoint, ProposalConfig, ProposalNetwo
 from mapnet_cli.masking.mapnet.host_draws import draw_on_host
 from mapnet_cli.masking.uniform import SequenceRNG, apply_replacement, eligible_positions, sequence_keys, uniform_mask
 from mapnet_cli.model.bert import BertConfig, BertForMLM
-from mapnet_cli.train.optim import build_optimizer
 from mapnet_cli.settings import MapnetSettings, MaskingSettings, preset
+from mapnet_cli.train.optim import build_optimizer
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 
@@ -38,7 +38,9 @@ def sync(device):
 
 def bench(preset_name: str, batch: int, seq_len: int, vocab: int, steps: int, warmup: int, device) -> dict:
     s = preset(preset_name)
-    masking = MaskingSettings(strategy="mapnet", mapnet=MapnetSettings(explore_start=0.0, explore_end=0.0))  # every row from MAP-Net
+    masking = MaskingSettings(
+        strategy="mapnet", mapnet=MapnetSettings(explore_start=0.0, explore_end=0.0)
+    )  # every row from MAP-Net
     torch.manual_seed(0)
     cfg = BertConfig.from_settings(s.model, vocab, 0)
     model = BertForMLM(cfg).to(device)
@@ -64,12 +66,32 @@ def bench(preset_name: str, batch: int, seq_len: int, vocab: int, steps: int, wa
 
     def mapnet_step(opt, step, with_stats):
         # As the training loop: the masks' randomness drawn on the host and sent with the batch.
-        draws = draw_on_host(host_ids, None, special_ids=SPECIAL, vocab_size=vocab, step=step, total_steps=10**6,
-                             seed=0, slots=slots, masking=masking,
-                             rng=SequenceRNG(sequence_keys(0, step, slots, 1))).to(ids.device)
+        draws = draw_on_host(
+            host_ids,
+            None,
+            special_ids=SPECIAL,
+            vocab_size=vocab,
+            step=step,
+            total_steps=10**6,
+            seed=0,
+            slots=slots,
+            masking=masking,
+            rng=SequenceRNG(sequence_keys(0, step, slots, 1)),
+        ).to(ids.device)
         with autocast:
-            part, _ = joint(ids, None, special_ids=SPECIAL, vocab_size=vocab, step=step, total_steps=10**6, seed=0,
-                            slots=slots, masking=masking, draws=draws, with_stats=with_stats)
+            part, _ = joint(
+                ids,
+                None,
+                special_ids=SPECIAL,
+                vocab_size=vocab,
+                step=step,
+                total_steps=10**6,
+                seed=0,
+                slots=slots,
+                masking=masking,
+                draws=draws,
+                with_stats=with_stats,
+            )
         part.total(masking, enc_scale=1 / batch, map_scale=1 / batch).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -92,8 +114,10 @@ def bench(preset_name: str, batch: int, seq_len: int, vocab: int, steps: int, wa
             sync(device)
             samples[name].append(time.perf_counter() - t0)
     times = {name: statistics.median(v) for name, v in samples.items()}
-    params = {"encoder": sum(p.numel() for p in model.parameters()),
-              "mapnet": sum(p.numel() for p in proposal.parameters())}
+    params = {
+        "encoder": sum(p.numel() for p in model.parameters()),
+        "mapnet": sum(p.numel() for p in proposal.parameters()),
+    }
     return {"times": times, "params": params}
 
 
@@ -109,8 +133,13 @@ def main() -> None:
     args = ap.parse_args()
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
-    print(f"device: {name}; batch {args.batch} x {args.seq_len} tokens, vocab {args.vocab}, median of {args.steps} steps")
-    print(f"{'preset':8} {'params enc/map':>16} {'uniform ms':>11} {'mapnet ms':>10} {'ratio':>6} {'+stats ms':>10} {'ratio':>6}")
+    print(
+        f"device: {name}; batch {args.batch} x {args.seq_len} tokens, vocab {args.vocab}, median of {args.steps} steps"
+    )
+    print(
+        f"{'preset':8} {'params enc/map':>16} {'uniform ms':>11} {'mapnet ms':>10} {'ratio':>6} {'+stats ms':>10} "
+        f"{'ratio':>6}"
+    )
     for p in args.presets:
         r = bench(p, args.batch, args.seq_len, args.vocab, args.steps, args.warmup, device)
         t = r["times"]

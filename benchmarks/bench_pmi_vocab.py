@@ -60,10 +60,20 @@ def child(mb: float, max_entries: int) -> None:
     start = time.perf_counter()
     vocab = pmi_vocab.build_vocabulary(WikiCorpus(mb), size=800_000, min_count=11, max_entries=max_entries)
     h = vocab.header
-    print(json.dumps({"mb": mb, "max_entries": max_entries, "seconds": round(time.perf_counter() - start, 2),
-                      "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-                      "words": h["words"], "entries": h["entries"], "prune_floor": h["prune_floor"],
-                      "exact_counts": h["exact_counts"]}))
+    print(
+        json.dumps(
+            {
+                "mb": mb,
+                "max_entries": max_entries,
+                "seconds": round(time.perf_counter() - start, 2),
+                "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                "words": h["words"],
+                "entries": h["entries"],
+                "prune_floor": h["prune_floor"],
+                "exact_counts": h["exact_counts"],
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -75,14 +85,21 @@ def main() -> None:
     if args.child:
         child(float(args.child[0]), int(args.child[1]))
         return
-    print(f"{'MB':>6} {'max entries':>12} {'words':>11} {'seconds':>8} {'peak RSS MB':>12} {'floor':>6} {'entries':>8} exact")
+    print(
+        f"{'MB':>6} {'max entries':>12} {'words':>11} {'seconds':>8} {'peak RSS MB':>12} {'floor':>6} {'entries':>8} "
+        "exact"
+    )
     for cap in args.max_entries:
         for mb in args.mb:
-            out = subprocess.run([sys.executable, __file__, "--child", str(mb), str(cap)], check=True,
-                                 capture_output=True, text=True).stdout
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", str(mb), str(cap)], check=True, capture_output=True, text=True
+            ).stdout
             r = json.loads(out.strip().splitlines()[-1])
-            print(f"{r['mb']:>6} {r['max_entries']:>12,} {r['words']:>11,} {r['seconds']:>8} {r['peak_rss_mb']:>12} "
-                  f"{r['prune_floor']:>6} {r['entries']:>8,} {r['exact_counts']}", flush=True)
+            print(
+                f"{r['mb']:>6} {r['max_entries']:>12,} {r['words']:>11,} {r['seconds']:>8} {r['peak_rss_mb']:>12} "
+                f"{r['prune_floor']:>6} {r['entries']:>8,} {r['exact_counts']}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

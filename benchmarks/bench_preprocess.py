@@ -37,8 +37,10 @@ def gzip_size(path: Path) -> int:
 
 def slice_of(mb: float) -> list[Path]:
     """About `mb` MB of uncompressed text: half Wikipedia (WikiExtractor), half Gutenberg books."""
-    pools = [sorted((DATA / "wiki-articles" / "enwiki-2015-wikiextractor").glob("*.txt.gz")),
-             sorted((DATA / "gutenberg").glob("*.txt.gz"))]
+    pools = [
+        sorted((DATA / "wiki-articles" / "enwiki-2015-wikiextractor").glob("*.txt.gz")),
+        sorted((DATA / "gutenberg").glob("*.txt.gz")),
+    ]
     picked, total = [], [0, 0]
     for i, pool in enumerate(pools):
         for path in pool:
@@ -54,17 +56,43 @@ def child(args) -> None:
     from mapnet_cli.settings import resolve
 
     inputs = json.loads(Path(args.inputs).read_text())
-    settings = resolve(overrides={"preprocess": {"workers": args.workers, "strip_gutenberg": True, "doc_separator": "file"}})
+    settings = resolve(
+        overrides={"preprocess": {"workers": args.workers, "strip_gutenberg": True, "doc_separator": "file"}}
+    )
     r = run_preprocess(inputs, args.out, settings)
-    print(json.dumps({"text_bytes": r.text_bytes, "sentences": r.sentences, "sentence_seconds": r.sentence_seconds,
-                      "seconds": r.seconds, "documents": r.documents, "words": r.words}))
+    print(
+        json.dumps(
+            {
+                "text_bytes": r.text_bytes,
+                "sentences": r.sentences,
+                "sentence_seconds": r.sentence_seconds,
+                "seconds": r.seconds,
+                "documents": r.documents,
+                "words": r.words,
+            }
+        )
+    )
 
 
 def measure(inputs: list[Path], workers: int, tmp: Path, tag: str) -> dict:
     listing = tmp / f"{tag}.json"
     listing.write_text(json.dumps([str(p) for p in inputs]))
-    proc = subprocess.Popen([sys.executable, __file__, "--child", "--inputs", str(listing), "--workers", str(workers),
-                             "--out", str(tmp / tag)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            "--inputs",
+            str(listing),
+            "--workers",
+            str(workers),
+            "--out",
+            str(tmp / tag),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     parent, peak = psutil.Process(proc.pid), 0
     while proc.poll() is None:
         try:
@@ -94,18 +122,26 @@ def main() -> None:
         return child(args)
 
     inputs = slice_of(args.mb)
-    print(f"slice: {len(inputs)} files, {sum(map(gzip_size, inputs)) / 1e6:.1f} MB uncompressed "
-          f"({os.cpu_count()} CPU cores on this machine; load average {os.getloadavg()[0]:.1f})")
+    print(
+        f"slice: {len(inputs)} files, {sum(map(gzip_size, inputs)) / 1e6:.1f} MB uncompressed "
+        f"({os.cpu_count()} CPU cores on this machine; load average {os.getloadavg()[0]:.1f})"
+    )
     runs = [(f"1x, {w} worker(s)", inputs, w) for w in (1, 2)]
     if args.scale > 1:
         runs.append((f"{args.scale}x, 2 workers", inputs * args.scale, 2))
-    print(f"{'run':<20} {'text MB':>8} {'MB/s':>6} {'sent/s':>8} {'sentences':>10} {'stage s':>8} {'total s':>8} {'peak RSS MB':>12}")
+    print(
+        f"{'run':<20} {'text MB':>8} {'MB/s':>6} {'sent/s':>8} {'sentences':>10} {'stage s':>8} {'total s':>8} "
+        f"{'peak RSS MB':>12}"
+    )
     with tempfile.TemporaryDirectory(prefix="bench-preprocess-") as tmp:
         for i, (name, files, workers) in enumerate(runs):
             r = measure(files, workers, Path(tmp), f"run{i}")
             mb = r["text_bytes"] / 1e6
-            print(f"{name:<20} {mb:8.1f} {mb / r['sentence_seconds']:6.2f} {r['sentences'] / r['sentence_seconds']:8.0f} "
-                  f"{r['sentences']:10,} {r['sentence_seconds']:8.1f} {r['seconds']:8.1f} {r['peak_rss_mb']:12.0f}", flush=True)
+            print(
+                f"{name:<20} {mb:8.1f} {mb / r['sentence_seconds']:6.2f} {r['sentences'] / r['sentence_seconds']:8.0f} "
+                f"{r['sentences']:10,} {r['sentence_seconds']:8.1f} {r['seconds']:8.1f} {r['peak_rss_mb']:12.0f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

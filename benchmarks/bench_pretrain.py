@@ -39,10 +39,10 @@ from mapnet_cli import distributed
 from mapnet_cli.masking.strategy import to_device
 from mapnet_cli.masking.uniform import sequence_keys
 from mapnet_cli.model.bert import BertConfig, BertForMLM, flops_per_token
-from mapnet_cli.train.optim import build_optimizer
 from mapnet_cli.settings import MaskingSettings, OptimSettings, preset
 from mapnet_cli.train import make_batch, train_step
 from mapnet_cli.train.loop import HOST
+from mapnet_cli.train.optim import build_optimizer
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 SPECIAL_IDS = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
@@ -75,8 +75,18 @@ class MapnetArm:
         keys = sequence_keys(0, self.step_no, range(len(ids)))
         # As the loop: masks drawn on the host, sent with their positions; a step between logging steps (no read).
         batch = to_device(make_batch(ids, keys, SPECIAL_IDS, self.cfg.vocab_size, MaskingSettings(), HOST), self.device)
-        train_step(self.model, self.optimizer, self.scheduler, [batch], scale=1 / len(ids), grad_clip=0.0,
-                   autocast=self.autocast, info=self.info, batch_size=len(ids), read=False)
+        train_step(
+            self.model,
+            self.optimizer,
+            self.scheduler,
+            [batch],
+            scale=1 / len(ids),
+            grad_clip=0.0,
+            autocast=self.autocast,
+            info=self.info,
+            batch_size=len(ids),
+            read=False,
+        )
         self.step_no += 1
 
     def flops_per_token(self, seq_len: int) -> float:
@@ -95,18 +105,31 @@ class HFArm:
         vocab = {t: i for i, t in enumerate(SPECIALS)} | {f"w{i}": i for i in range(len(SPECIALS), cfg.vocab_size)}
         tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
         tokenizer = transformers.PreTrainedTokenizerFast(
-            tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
-            mask_token="[MASK]")
+            tokenizer_object=tok,
+            pad_token="[PAD]",
+            unk_token="[UNK]",
+            cls_token="[CLS]",
+            sep_token="[SEP]",
+            mask_token="[MASK]",
+        )
         self.collator = transformers.DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
         hf_cfg = transformers.BertConfig(
-            vocab_size=cfg.vocab_size, hidden_size=cfg.hidden, num_hidden_layers=cfg.layers,
-            num_attention_heads=cfg.heads, intermediate_size=cfg.intermediate, max_position_embeddings=cfg.max_position,
-            hidden_dropout_prob=cfg.dropout, attention_probs_dropout_prob=cfg.attention_dropout, type_vocab_size=2)
+            vocab_size=cfg.vocab_size,
+            hidden_size=cfg.hidden,
+            num_hidden_layers=cfg.layers,
+            num_attention_heads=cfg.heads,
+            intermediate_size=cfg.intermediate,
+            max_position_embeddings=cfg.max_position,
+            hidden_dropout_prob=cfg.dropout,
+            attention_probs_dropout_prob=cfg.attention_dropout,
+            type_vocab_size=2,
+        )
         self.model = transformers.BertForMaskedLM(hf_cfg).to(device).train()
         o = OptimSettings()
         # Fused, as mapnet's `build_optimizer` (CPU and CUDA): the arms differ in the model, not the optimizer.
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps,
-                                           weight_decay=o.weight_decay, fused=True)
+        self.optimizer = torch.optim.AdamW(
+            self.model.parameters(), lr=o.lr, betas=o.betas, eps=o.eps, weight_decay=o.weight_decay, fused=True
+        )
         self.cfg, self.device, self.autocast = cfg, device, autocast
         self.attn_impl = getattr(self.model.config, "_attn_implementation", "?")
 
@@ -149,31 +172,51 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--peak-tflops", type=float, default=0.0, help="GPU peak for MFU (0: look up by device name)")
-    ap.add_argument("--dropout", type=float, default=None,
-                    help="hidden and attention dropout of both models (default: the preset's, 0.1, the paper's; the "
-                         "fast recipe, which tiny and mini train with, has 0)")
-    ap.add_argument("--bf16", action="store_true",
-                    help="CPU: also time both arms under bf16 autocast (`train.precision = bf16`), as two more arms; "
-                         "native only on CPUs with AVX512-BF16 or AMX")
-    ap.add_argument("--compile", action="store_true",
-                    help="also time both models under torch.compile (mapnet per block, as train.compile; HF whole), as two more arms")
+    ap.add_argument(
+        "--dropout",
+        type=float,
+        default=None,
+        help="hidden and attention dropout of both models (default: the preset's, 0.1, the paper's; the "
+        "fast recipe, which tiny and mini train with, has 0)",
+    )
+    ap.add_argument(
+        "--bf16",
+        action="store_true",
+        help="CPU: also time both arms under bf16 autocast (`train.precision = bf16`), as two more arms; "
+        "native only on CPUs with AVX512-BF16 or AMX",
+    )
+    ap.add_argument(
+        "--compile",
+        action="store_true",
+        help="also time both models under torch.compile (mapnet per block, as train.compile; HF whole), as two more "
+        "arms",
+    )
     args = ap.parse_args()
 
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
+    autocast = (
+        torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else torch.autocast("cpu", enabled=False)
+    )
     peak = args.peak_tflops
     if device.type == "cuda" and not peak:
         name = torch.cuda.get_device_name()
         peak = next((v for k, v in PEAK_TFLOPS.items() if k in name), 0.0)
-    print(f"device {device}{' ' + torch.cuda.get_device_name() if device.type == 'cuda' else ''}, torch {torch.__version__}, "
-          f"threads {torch.get_num_threads()}, batch {args.batch} x seq {args.seq_len}, vocab {args.vocab}, "
-          f"{args.rounds} interleaved rounds x {args.iters} steps after {args.warmup} warm-up; "
-          f"dropout {'as the preset' if args.dropout is None else args.dropout}; "
-          f"load average {os.getloadavg()[0]:.2f} (1 min) before")
+    print(
+        f"device {device}{' ' + torch.cuda.get_device_name() if device.type == 'cuda' else ''}, torch "
+        f"{torch.__version__}, "
+        f"threads {torch.get_num_threads()}, batch {args.batch} x seq {args.seq_len}, vocab {args.vocab}, "
+        f"{args.rounds} interleaved rounds x {args.iters} steps after {args.warmup} warm-up; "
+        f"dropout {'as the preset' if args.dropout is None else args.dropout}; "
+        f"load average {os.getloadavg()[0]:.2f} (1 min) before"
+    )
     if device.type == "cuda":
-        print(f"MFU against an assumed peak of {peak:g} TFLOP/s (bf16 dense)" if peak else "MFU: unknown GPU, pass --peak-tflops")
+        print(
+            f"MFU against an assumed peak of {peak:g} TFLOP/s (bf16 dense)"
+            if peak
+            else "MFU: unknown GPU, pass --peak-tflops"
+        )
 
     for size in args.sizes:
         m = preset(size).model
@@ -204,31 +247,42 @@ def main() -> None:
         wall = {arm.name: [] for arm in arms}
         cpu = {arm.name: [] for arm in arms}
         for r in range(args.rounds):
-            for arm in (arms if r % 2 == 0 else arms[::-1]):  # alternate who goes first
+            for arm in arms if r % 2 == 0 else arms[::-1]:  # alternate who goes first
                 w, c = time_steps(arm, ids, args.iters)
                 wall[arm.name].append(w)
                 cpu[arm.name].append(c)
         med = {k: statistics.median(v) for k, v in wall.items()}
         med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
-        line = (f"{size:>6} (L{cfg.layers}/H{cfg.hidden}/A{cfg.heads}, {arms[0].model.num_parameters() / 1e6:.1f}M params): "
-                f"mapnet {med['mapnet']:,.0f} tok/s | hf {med['hf']:,.0f} tok/s (attn={arms[1].attn_impl}) | "
-                f"ratio {med['mapnet'] / med['hf']:.2f}x")
+        line = (
+            f"{size:>6} (L{cfg.layers}/H{cfg.hidden}/A{cfg.heads}, {arms[0].model.num_parameters() / 1e6:.1f}M "
+            "params): "
+            f"mapnet {med['mapnet']:,.0f} tok/s | hf {med['hf']:,.0f} tok/s (attn={arms[1].attn_impl}) | "
+            f"ratio {med['mapnet'] / med['hf']:.2f}x"
+        )
         if device.type == "cuda" and peak:
             mfu = {a.name: med[a.name] * a.flops_per_token(args.seq_len) / (peak * 1e12) for a in arms}
             line += f" | MFU mapnet {mfu['mapnet']:.1%}, hf {mfu['hf']:.1%}"
         print(line, flush=True)
         if device.type == "cpu":
-            print(f"        per CPU-second: mapnet {med_cpu['mapnet']:,.0f} | hf {med_cpu['hf']:,.0f} | "
-                  f"ratio {med_cpu['mapnet'] / med_cpu['hf']:.2f}x")
+            print(
+                f"        per CPU-second: mapnet {med_cpu['mapnet']:,.0f} | hf {med_cpu['hf']:,.0f} | "
+                f"ratio {med_cpu['mapnet'] / med_cpu['hf']:.2f}x"
+            )
         if "mapnet+bf16" in med:
-            print(f"        CPU bf16: mapnet {med['mapnet+bf16']:,.0f} tok/s ({med['mapnet+bf16'] / med['mapnet']:.2f}x its fp32) | "
-                  f"hf {med['hf+bf16']:,.0f} tok/s ({med['hf+bf16'] / med['hf']:.2f}x) | "
-                  f"mapnet+bf16 / hf {med['mapnet+bf16'] / med['hf']:.2f}x | mapnet+bf16 / hf+bf16 "
-                  f"{med['mapnet+bf16'] / med['hf+bf16']:.2f}x")
+            print(
+                f"        CPU bf16: mapnet {med['mapnet+bf16']:,.0f} tok/s ({med['mapnet+bf16'] / med['mapnet']:.2f}x "
+                "its fp32) | "
+                f"hf {med['hf+bf16']:,.0f} tok/s ({med['hf+bf16'] / med['hf']:.2f}x) | "
+                f"mapnet+bf16 / hf {med['mapnet+bf16'] / med['hf']:.2f}x | mapnet+bf16 / hf+bf16 "
+                f"{med['mapnet+bf16'] / med['hf+bf16']:.2f}x"
+            )
         if args.compile:
-            line = (f"        torch.compile: mapnet {med['mapnet+compile']:,.0f} tok/s | hf {med['hf+compile']:,.0f} tok/s | "
-                    f"mapnet+compile / hf {med['mapnet+compile'] / med['hf']:.2f}x | "
-                    f"mapnet+compile / hf+compile {med['mapnet+compile'] / med['hf+compile']:.2f}x")
+            line = (
+                f"        torch.compile: mapnet {med['mapnet+compile']:,.0f} tok/s | hf {med['hf+compile']:,.0f} "
+                "tok/s | "
+                f"mapnet+compile / hf {med['mapnet+compile'] / med['hf']:.2f}x | "
+                f"mapnet+compile / hf+compile {med['mapnet+compile'] / med['hf+compile']:.2f}x"
+            )
             if device.type == "cuda" and peak:
                 line += f" | MFU mapnet+compile {mfu['mapnet+compile']:.1%}, hf+compile {mfu['hf+compile']:.1%}"
             print(line)

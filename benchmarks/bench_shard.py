@@ -30,7 +30,9 @@ DATA = Path(os.environ.get("MAPNET_SHARED_DATA", REPO.parent / "shared" / "data"
 
 def slice_inputs(mb: float) -> list[Path]:
     """Books first, then Wikipedia files, until `mb` MB of uncompressed text."""
-    files = sorted((DATA / "books").glob("*.txt.gz")) + sorted((DATA / "wiki-articles/enwiki-2015-wikiextractor").glob("*.gz"))
+    files = sorted((DATA / "books").glob("*.txt.gz")) + sorted(
+        (DATA / "wiki-articles/enwiki-2015-wikiextractor").glob("*.gz")
+    )
     chosen, total = [], 0
     for f in files:
         if total >= mb * 1e6:
@@ -82,12 +84,19 @@ def child(prep: str, out: str, workers: int) -> None:
     t = time.perf_counter()
     summary = run_shard(prep, out, settings, overwrite=True)
     seconds = time.perf_counter() - t
-    print(json.dumps({
-        "seconds": seconds, "bytes": summary["bytes"], "sentences": summary["sentences"], "workers": summary["workers"],
-        "padding": summary["manifest"]["splits"]["train"]["padding_fraction"],
-        "rss_main_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "rss_worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
-    }))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "bytes": summary["bytes"],
+                "sentences": summary["sentences"],
+                "workers": summary["workers"],
+                "padding": summary["manifest"]["splits"]["train"]["padding_fraction"],
+                "rss_main_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                "rss_worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+            }
+        )
+    )
 
 
 def run(prep: Path, out: Path, workers: int) -> dict:
@@ -117,11 +126,19 @@ def main() -> None:
             rows.append((label, r))
             print(f"  {label} workers={workers}: {r['seconds']:.1f} s", flush=True)
     shutil.rmtree(args.work / "shards", ignore_errors=True)
-    print(f"\nmapnet shard, max_seq_len=512, fill packing; {os.cpu_count()} CPU(s); sizes are preprocessed sentence bytes")
-    print(f"{'corpus':>7} {'MB':>7} {'workers':>7} {'MB/s':>7} {'sent/s':>9} {'peak RSS main':>14} {'peak RSS worker':>16} {'padding':>8}")
+    print(
+        f"\nmapnet shard, max_seq_len=512, fill packing; {os.cpu_count()} CPU(s); sizes are preprocessed sentence bytes"
+    )
+    print(
+        f"{'corpus':>7} {'MB':>7} {'workers':>7} {'MB/s':>7} {'sent/s':>9} {'peak RSS main':>14} "
+        f"{'peak RSS worker':>16} {'padding':>8}"
+    )
     for label, r in rows:
-        print(f"{label:>7} {r['bytes'] / 1e6:7.1f} {r['workers']:7d} {r['bytes'] / 1e6 / r['seconds']:7.2f} "
-              f"{r['sentences'] / r['seconds']:9,.0f} {r['rss_main_mb']:11.0f} MB {r['rss_worker_mb']:13.0f} MB {r['padding']:8.4%}")
+        print(
+            f"{label:>7} {r['bytes'] / 1e6:7.1f} {r['workers']:7d} {r['bytes'] / 1e6 / r['seconds']:7.2f} "
+            f"{r['sentences'] / r['seconds']:9,.0f} {r['rss_main_mb']:11.0f} MB {r['rss_worker_mb']:13.0f} MB "
+            f"{r['padding']:8.4%}"
+        )
 
 
 if __name__ == "__main__":

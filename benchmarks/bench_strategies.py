@@ -3,7 +3,8 @@
     uv run python benchmarks/bench_strategies.py                               # tiny and mini, 32 x 128 tokens
     uv run python benchmarks/bench_strategies.py --presets mini --seq-len 512 --batch 8
     uv run python benchmarks/bench_strategies.py --data runs/real-text-x5/shards --arms uniform whole-word span pmi
-    uv run python benchmarks/bench_strategies.py --recipe fast --arms uniform uniform-bf16 uniform-modern   # step levers
+    uv run python benchmarks/bench_strategies.py --recipe fast --arms uniform uniform-bf16 uniform-modern   # step
+    levers
     python benchmarks/bench_strategies.py --device cuda --presets base --batch 64   # GPU: bf16 autocast
 
 Each arm is built through `train.training_strategy` with the settings `mapnet compare` gives
@@ -18,7 +19,8 @@ arm with a one-block proposal (`masking.mapnet.layers = 1`): whether a smaller p
 a question of its cost, and this is that cost. The `adaptive*` arms time the table's draws and its
 score gathering; their table updates (every `masking.adaptive.every` = 200 steps) fall outside so
 few steps, so `adaptive-T1` updates after every step: the bound on what the update can add.
-`mapnet-ht-lite` (a `compare` arm) also learns on every 4th step only (`masking.mapnet.train_every`); an arm that learns every k-th step is timed per
+`mapnet-ht-lite` (a `compare` arm) also learns on every 4th step only (`masking.mapnet.train_every`); an arm that
+learns every k-th step is timed per
 cycle: the median over windows of k consecutive steps of their mean (one learning step in each),
 so its figure is its average step, not its cheaper frozen one. `--data SHARDS` takes the batches from real shards
 (their sequence length and vocabulary) instead of a random Zipf corpus; the unit arms (whole-word,
@@ -40,16 +42,31 @@ from mapnet_cli import compare, distributed
 from mapnet_cli.masking.strategy import to_device
 from mapnet_cli.masking.uniform import TRAIN_MASKS, sequence_keys
 from mapnet_cli.model.bert import BertConfig, BertForMLM
-from mapnet_cli.train.optim import build_optimizer, build_scheduler
 from mapnet_cli.settings import apply, preset
 from mapnet_cli.settings.recipes import recipe_layer
 from mapnet_cli.train import rank_micro_slots, train_step, training_strategy
 from mapnet_cli.train.loop import HOST
+from mapnet_cli.train.optim import build_optimizer, build_scheduler
 from mapnet_cli.train.step import precision_context
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
-ARMS = ["uniform", "uniform@0.3", "uniform@0.4", "stratified", "frequency-ht", "adaptive", "adaptive-soft", "adaptive-ht",
-        "adaptive-soft-ht", "adaptive-T1", "mapnet", "mapnet-ht", "mapnet-ht-learnability", "mapnet-ht-1layer", "mapnet-ht-lite"]
+ARMS = [
+    "uniform",
+    "uniform@0.3",
+    "uniform@0.4",
+    "stratified",
+    "frequency-ht",
+    "adaptive",
+    "adaptive-soft",
+    "adaptive-ht",
+    "adaptive-soft-ht",
+    "adaptive-T1",
+    "mapnet",
+    "mapnet-ht",
+    "mapnet-ht-learnability",
+    "mapnet-ht-1layer",
+    "mapnet-ht-lite",
+]
 STEP_ARMS = ["uniform-bf16", "uniform-modern"]  # not masking arms: the same uniform step at another precision or block
 UNIT_ARMS = ["whole-word", "span", "pmi"]  # --data only
 
@@ -77,19 +94,26 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-# Arms that are a `compare` arm with settings changed, for their cost alone: {arm: (compare arm, {section: {key: value}})}.
+# Arms that are a `compare` arm with settings changed, for their cost alone: {arm: (compare arm, {section: {key:
+# value}})}.
 # `uniform-bf16` runs the step under bf16 autocast on the CPU too (`train.precision = bf16`; `auto` is fp32 there):
 # oneDNN's bf16 matmuls are native on CPUs with AVX512-BF16 or AMX and emulated, slower, elsewhere.
-VARIANTS = {"mapnet-ht-1layer": ("mapnet-ht", {"masking": {"mapnet": {"layers": 1}}}),
-            "adaptive-T1": ("adaptive", {"masking": {"adaptive": {"every": 1}}}),
-            "uniform-bf16": ("uniform", {"train": {"precision": "bf16"}}),
-            "uniform-modern": ("uniform", {"model": {"block": "modern"}})}
+VARIANTS = {
+    "mapnet-ht-1layer": ("mapnet-ht", {"masking": {"mapnet": {"layers": 1}}}),
+    "adaptive-T1": ("adaptive", {"masking": {"adaptive": {"every": 1}}}),
+    "uniform-bf16": ("uniform", {"train": {"precision": "bf16"}}),
+    "uniform-modern": ("uniform", {"model": {"block": "modern"}}),
+}
 
 
 def build(arm: str, size: str, batch: int, steps: int, data: RandomCorpus, info, recipe: str = "paper"):
     name, changed = VARIANTS.get(arm, (arm, {}))
-    layer = {"masking": compare.strategy_masking(name, steps), "train": {"batch_size": batch, "steps": steps},
-             "model": {"max_position": data.max_seq_len}, "shard": {"max_seq_len": data.max_seq_len}}
+    layer = {
+        "masking": compare.strategy_masking(name, steps),
+        "train": {"batch_size": batch, "steps": steps},
+        "model": {"max_position": data.max_seq_len},
+        "shard": {"max_seq_len": data.max_seq_len},
+    }
     for section, values in changed.items():
         layer[section] = {**layer[section], **values}
     s = apply(apply(preset(size), recipe_layer(recipe, size), f"recipe {recipe}"), layer, f"bench {arm}")
@@ -97,8 +121,9 @@ def build(arm: str, size: str, batch: int, steps: int, data: RandomCorpus, info,
     model = BertForMLM(BertConfig.from_settings(s.model, data.vocab_size, data.special_ids["pad"])).to(info.device)
     strategy = training_strategy(s, model, data, info)
     optimizer = build_optimizer(strategy.optim_modules, s.optim, lrs=strategy.optim_lrs(s.optim.lr))
-    return SimpleNamespace(settings=s, strategy=strategy, optimizer=optimizer,
-                           scheduler=build_scheduler(optimizer, s.optim, steps))
+    return SimpleNamespace(
+        settings=s, strategy=strategy, optimizer=optimizer, scheduler=build_scheduler(optimizer, s.optim, steps)
+    )
 
 
 def one_step(run, step: int, data: RandomCorpus, info) -> None:
@@ -111,9 +136,20 @@ def one_step(run, step: int, data: RandomCorpus, info) -> None:
         keys = sequence_keys(t.seed, step, slots, TRAIN_MASKS)
         batch = strategy.micro_batch(data.take(indices[[x // strategy.copies for x in slots]]), step, slots, keys, HOST)
         batches.append(to_device(batch, info.device))  # as the loop: drawn on the host, sent with its positions
-    train_step(strategy.net, run.optimizer, run.scheduler, batches, scale=1 / t.batch_size, grad_clip=0.0,
-               autocast=precision_context(t.autocasts_bf16(info.device), info.device), info=info, batch_size=t.batch_size,
-               loss_fn=strategy.loss_fn(step, with_stats=False), read=False, frozen=strategy.frozen(step))
+    train_step(
+        strategy.net,
+        run.optimizer,
+        run.scheduler,
+        batches,
+        scale=1 / t.batch_size,
+        grad_clip=0.0,
+        autocast=precision_context(t.autocasts_bf16(info.device), info.device),
+        info=info,
+        batch_size=t.batch_size,
+        loss_fn=strategy.loss_fn(step, with_stats=False),
+        read=False,
+        frozen=strategy.frozen(step),
+    )
     strategy.after_step()
 
 
@@ -122,7 +158,7 @@ def per_cycle(times: list[float], cycle: int) -> float:
     whole = len(times) - len(times) % cycle
     if not whole:
         raise SystemExit(f"--steps must be at least {cycle} (an arm learns every {cycle}th step)")
-    return statistics.median(statistics.fmean(times[i:i + cycle]) for i in range(0, whole, cycle))
+    return statistics.median(statistics.fmean(times[i : i + cycle]) for i in range(0, whole, cycle))
 
 
 def main() -> None:
@@ -135,10 +171,19 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=8192)
     ap.add_argument("--steps", type=int, default=15)
     ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--recipe", default="paper", choices=["paper", "fast"],
-                    help="the model and optimizer settings under every arm (paper: post-LN, dropout 0.1, the tables' "
-                         "figures; fast: pre-LN, no dropout, what `pretrain` gives tiny and mini)")
-    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cuda: bf16 autocast, as the loop's precision=auto (uniform-bf16 forces it on the CPU too)")
+    ap.add_argument(
+        "--recipe",
+        default="paper",
+        choices=["paper", "fast"],
+        help="the model and optimizer settings under every arm (paper: post-LN, dropout 0.1, the tables' "
+        "figures; fast: pre-LN, no dropout, what `pretrain` gives tiny and mini)",
+    )
+    ap.add_argument(
+        "--device",
+        default="cpu",
+        choices=["cpu", "cuda"],
+        help="cuda: bf16 autocast, as the loop's precision=auto (uniform-bf16 forces it on the CPU too)",
+    )
     args = ap.parse_args()
     info = distributed.DistInfo(device=torch.device(args.device))
     if args.data:
@@ -147,16 +192,23 @@ def main() -> None:
         data = ShardReader(args.data, "train", verify="size")
         args.seq_len, args.vocab = data.max_seq_len, data.vocab_size
     elif set(args.arms) & set(UNIT_ARMS):
-        ap.error(f"--data is needed by {', '.join(sorted(set(args.arms) & set(UNIT_ARMS)))} (word boundaries come from the shards)")
+        ap.error(
+            f"--data is needed by {', '.join(sorted(set(args.arms) & set(UNIT_ARMS)))} (word boundaries come from the "
+            "shards)"
+        )
     else:
         data = RandomCorpus(4096, args.seq_len, args.vocab)
     where = torch.cuda.get_device_name() if info.device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
-    print(f"{where}; load average {os.getloadavg()[0]:.2f} (1 min) before; "
-          f"batch {args.batch} x {args.seq_len} tokens, vocab {args.vocab}, recipe {args.recipe}; "
-          f"median of {args.steps} steps, round-robin")
+    print(
+        f"{where}; load average {os.getloadavg()[0]:.2f} (1 min) before; "
+        f"batch {args.batch} x {args.seq_len} tokens, vocab {args.vocab}, recipe {args.recipe}; "
+        f"median of {args.steps} steps, round-robin"
+    )
     for size in args.presets:
-        runs = {arm: build(arm, size, args.batch, args.warmup + args.steps, data, info, args.recipe) for arm in args.arms}
-        for arm, run in runs.items():
+        runs = {
+            arm: build(arm, size, args.batch, args.warmup + args.steps, data, info, args.recipe) for arm in args.arms
+        }
+        for run in runs.values():
             for i in range(args.warmup):
                 one_step(run, i, data, info)
         samples = {arm: [] for arm in runs}

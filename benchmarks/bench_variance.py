@@ -22,14 +22,15 @@ import sys
 import time
 
 
-def one(mode: int, sentences: int, masks: int, seq_len: int, mapnet: bool, memory_gb: float, bootstrap: int,
-        threads: int) -> dict:
+def one(
+    mode: int, sentences: int, masks: int, seq_len: int, mapnet: bool, memory_gb: float, bootstrap: int, threads: int
+) -> dict:
     import torch
 
+    from mapnet_cli.evaluation.variance.measure import analyse, measure
     from mapnet_cli.masking.mapnet.proposal import ProposalConfig, ProposalNetwork
     from mapnet_cli.model.bert import BertConfig, BertForMLM
     from mapnet_cli.settings import preset
-    from mapnet_cli.evaluation.variance.measure import analyse, measure
 
     torch.set_num_threads(threads)
     s = preset("mini")
@@ -50,13 +51,21 @@ def one(mode: int, sentences: int, masks: int, seq_len: int, mapnet: bool, memor
     res = analyse(meas, (1, 8, 32), bootstrap, clip_epsilon=s.masking.mapnet.clip_epsilon)
     t2 = time.perf_counter()
     u = res["schemes"]["uniform"]
-    return {"mode": f"sketch D={mode}" if mode else "exact", "parameters": meas.gradient["parameters"],
-            "examples": meas.gradient["examples"], "backward_passes": meas.gradient["evaluations"],
-            "gradients_s": round(t1 - t0, 1), "per_backward_ms": round(1000 * (t1 - t0) / meas.gradient["evaluations"], 1),
-            "analysis_s": round(t2 - t1, 2), "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
-            "rss_before_gb": round(rss0 / 2**20, 2), "mask_variance": u["mask_variance"]["estimate"],
-            "sentence_variance": u["sentence_variance"]["estimate"], "total_variance": u["total_variance"]["estimate"],
-            "threads": threads}
+    return {
+        "mode": f"sketch D={mode}" if mode else "exact",
+        "parameters": meas.gradient["parameters"],
+        "examples": meas.gradient["examples"],
+        "backward_passes": meas.gradient["evaluations"],
+        "gradients_s": round(t1 - t0, 1),
+        "per_backward_ms": round(1000 * (t1 - t0) / meas.gradient["evaluations"], 1),
+        "analysis_s": round(t2 - t1, 2),
+        "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),
+        "rss_before_gb": round(rss0 / 2**20, 2),
+        "mask_variance": u["mask_variance"]["estimate"],
+        "sentence_variance": u["sentence_variance"]["estimate"],
+        "total_variance": u["total_variance"]["estimate"],
+        "threads": threads,
+    }
 
 
 def main() -> None:
@@ -75,19 +84,37 @@ def main() -> None:
         print(json.dumps(one(a.child, a.sentences, a.masks, a.seq_len, a.mapnet, a.memory_gb, a.bootstrap, a.threads)))
         return
     for mode in (int(m) for m in a.modes.split(",")):
-        argv = [sys.executable, __file__, "--child", str(mode), "--sentences", str(a.sentences), "--masks", str(a.masks),
-                "--seq-len", str(a.seq_len), "--memory-gb", str(a.memory_gb), "--bootstrap", str(a.bootstrap),
-                "--threads", str(a.threads)] + (["--mapnet"] if a.mapnet else [])
+        argv = [
+            sys.executable,
+            __file__,
+            "--child",
+            str(mode),
+            "--sentences",
+            str(a.sentences),
+            "--masks",
+            str(a.masks),
+            "--seq-len",
+            str(a.seq_len),
+            "--memory-gb",
+            str(a.memory_gb),
+            "--bootstrap",
+            str(a.bootstrap),
+            "--threads",
+            str(a.threads),
+        ] + (["--mapnet"] if a.mapnet else [])
         out = subprocess.run(argv, capture_output=True, text=True)
         if out.returncode:
             print(out.stderr, file=sys.stderr)
             raise SystemExit(out.returncode)
         r = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"{r['mode']:>14}: S={a.sentences} M={a.masks} T={a.seq_len}, {r['parameters']:,} params, "
-              f"{r['examples']} examples, {r['backward_passes']} backward passes in {r['gradients_s']} s "
-              f"({r['per_backward_ms']} ms each), analysis {r['analysis_s']} s, peak RSS {r['peak_rss_gb']} GiB "
-              f"(model built: {r['rss_before_gb']} GiB); mask {r['mask_variance']:.4g}, sentence "
-              f"{r['sentence_variance']:.4g}, total {r['total_variance']:.4g}", flush=True)
+        print(
+            f"{r['mode']:>14}: S={a.sentences} M={a.masks} T={a.seq_len}, {r['parameters']:,} params, "
+            f"{r['examples']} examples, {r['backward_passes']} backward passes in {r['gradients_s']} s "
+            f"({r['per_backward_ms']} ms each), analysis {r['analysis_s']} s, peak RSS {r['peak_rss_gb']} GiB "
+            f"(model built: {r['rss_before_gb']} GiB); mask {r['mask_variance']:.4g}, sentence "
+            f"{r['sentence_variance']:.4g}, total {r['total_variance']:.4g}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

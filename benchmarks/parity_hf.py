@@ -6,7 +6,8 @@
     uv run python benchmarks/parity_hf.py SHARDS --out runs/parity/mini --preset mini --batch 128 \\
         --steps 6000 --lr 1.5e-3 --warmup 600 --grad-clip 1.0 --device cuda        # the GPU table of RESULTS 0
     uv run python benchmarks/parity_hf.py --table runs/parity/tiny/parity.json         # print a finished run again
-    uv run python benchmarks/parity_hf.py --table runs/parity/s0/parity.json runs/parity/s1/parity.json  # seeds run apart
+    uv run python benchmarks/parity_hf.py --table runs/parity/s0/parity.json runs/parity/s1/parity.json  # seeds run
+    apart
     uv run python benchmarks/parity_hf.py SHARDS --out runs/parity/tiny-fix --arms mapnet \
         --reference runs/parity/tiny/parity.json --set ...  # a mapnet change against the same reference curves
 
@@ -49,7 +50,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import shutil
 import sys
 import time
@@ -63,7 +63,7 @@ from mapnet_cli import atomic
 from mapnet_cli.data.shards import ShardReader
 from mapnet_cli.data.unigram import entropy, unigram_log_probs
 from mapnet_cli.settings import resolve
-from mapnet_cli.train import DataOrder, pretrain, precision_context
+from mapnet_cli.train import DataOrder, precision_context, pretrain
 from mapnet_cli.train.optim import build_optimizer, build_scheduler
 from mapnet_cli.train.record import versions
 from mapnet_cli.train.run_loader import load_run
@@ -95,8 +95,8 @@ class EvalSet:
         kinds = {k: torch.as_tensor(v, device=device) for k, v in self.kinds.items()}
         by_kind = {k: [0.0, 0] for k in kinds}
         for start in range(0, len(self.ids), EVAL_CHUNK):
-            x = torch.from_numpy(self.ids[start:start + EVAL_CHUNK]).to(device)
-            c = torch.from_numpy(self.chosen[start:start + EVAL_CHUNK]).to(device)
+            x = torch.from_numpy(self.ids[start : start + EVAL_CHUNK]).to(device)
+            c = torch.from_numpy(self.chosen[start : start + EVAL_CHUNK]).to(device)
             logits = hidden_and_head(x.masked_fill(c, self.special["mask"]), x != self.special["pad"], c).float()
             target = x[c]
             losses = torch.nn.functional.cross_entropy(logits, target, reduction="none")
@@ -107,8 +107,12 @@ class EvalSet:
                 of_kind = torch.isin(target, ids)
                 by_kind[k][0] += losses[of_kind].sum().item()
                 by_kind[k][1] += int(of_kind.sum())
-        return {"loss": total / n, "accuracy": correct / n, "tokens": n,
-                **{f"loss/{k}": s / m for k, (s, m) in by_kind.items() if m}}
+        return {
+            "loss": total / n,
+            "accuracy": correct / n,
+            "tokens": n,
+            **{f"loss/{k}": s / m for k, (s, m) in by_kind.items() if m},
+        }
 
 
 def score_all(sets: list[EvalSet], fn, model: torch.nn.Module, device: torch.device) -> dict:
@@ -121,13 +125,28 @@ def score_all(sets: list[EvalSet], fn, model: torch.nn.Module, device: torch.dev
 
 # ---------------------------------------------------------------- the mapnet arm: its own loop
 def mapnet_settings(args, seed: int):
-    flags = [f"model.preset={args.preset}", f"train.recipe={args.recipe}", f"train.steps={args.steps}", f"train.batch_size={args.batch}",
-             f"train.seed={seed}", f"optim.lr={args.lr}", f"optim.warmup.steps={args.warmup}",
-             f"optim.grad_clip={args.grad_clip}", f"masking.mask_prob={args.mask_prob}",
-             f"train.checkpoint_every={args.eval_every}", "train.keep_last=1", "train.keep_steps=[]",
-             "train.eval_every=0", "train.eval_sequences=64", "logging.progress=false",
-             f"logging.log_every={args.eval_every}", f"train.device={args.device}",
-             f"model.max_position={args.seq_len}", f"shard.max_seq_len={args.seq_len}", "shard.verify=size"]
+    flags = [
+        f"model.preset={args.preset}",
+        f"train.recipe={args.recipe}",
+        f"train.steps={args.steps}",
+        f"train.batch_size={args.batch}",
+        f"train.seed={seed}",
+        f"optim.lr={args.lr}",
+        f"optim.warmup.steps={args.warmup}",
+        f"optim.grad_clip={args.grad_clip}",
+        f"masking.mask_prob={args.mask_prob}",
+        f"train.checkpoint_every={args.eval_every}",
+        "train.keep_last=1",
+        "train.keep_steps=[]",
+        "train.eval_every=0",
+        "train.eval_sequences=64",
+        "logging.progress=false",
+        f"logging.log_every={args.eval_every}",
+        f"train.device={args.device}",
+        f"model.max_position={args.seq_len}",
+        f"shard.max_seq_len={args.seq_len}",
+        "shard.verify=size",
+    ]
     if args.dropout is not None:
         flags += [f"model.dropout={args.dropout}", f"model.attention_dropout={args.dropout}"]
     flags += [f"optim.eps={args.eps}"] if args.eps is not None else []
@@ -152,8 +171,13 @@ def run_mapnet(args, seed: int, sets: list[EvalSet], out: Path) -> list[dict]:
         def logits_at(inputs, attn, chosen):
             return model(inputs, attn, chosen)
 
-        curve.append({"step": data["step"], "elapsed": round(time.perf_counter() - started, 1),
-                      **score_all(sets, logits_at, model, device)})
+        curve.append(
+            {
+                "step": data["step"],
+                "elapsed": round(time.perf_counter() - started, 1),
+                **score_all(sets, logits_at, model, device),
+            }
+        )
         report_point("mapnet", seed, curve[-1])
 
     pretrain(settings, args.shards, out, on_report=on_report)
@@ -171,17 +195,31 @@ def hf_model(settings, vocab_size: int, pad_id: int, seq_len: int):
         from mapnet_cli.model.bert import BertConfig as MapnetConfig
         from mapnet_cli.model.hf_modern_layout import hf_config
 
-        return ModernBertForMaskedLM(ModernBertConfig.from_dict(hf_config(MapnetConfig.from_settings(m, vocab_size, pad_id))))
-    common = dict(vocab_size=vocab_size, hidden_size=m.hidden, num_hidden_layers=m.layers, num_attention_heads=m.heads,
-                  intermediate_size=m.intermediate or 4 * m.hidden, hidden_dropout_prob=m.dropout,
-                  attention_probs_dropout_prob=m.attention_dropout, type_vocab_size=1, pad_token_id=pad_id,
-                  layer_norm_eps=m.layer_norm_eps, initializer_range=m.init_std, tie_word_embeddings=True)
+        return ModernBertForMaskedLM(
+            ModernBertConfig.from_dict(hf_config(MapnetConfig.from_settings(m, vocab_size, pad_id)))
+        )
+    common = dict(
+        vocab_size=vocab_size,
+        hidden_size=m.hidden,
+        num_hidden_layers=m.layers,
+        num_attention_heads=m.heads,
+        intermediate_size=m.intermediate or 4 * m.hidden,
+        hidden_dropout_prob=m.dropout,
+        attention_probs_dropout_prob=m.attention_dropout,
+        type_vocab_size=1,
+        pad_token_id=pad_id,
+        layer_norm_eps=m.layer_norm_eps,
+        initializer_range=m.init_std,
+        tie_word_embeddings=True,
+    )
     if m.norm == "pre":
         from transformers import RobertaPreLayerNormConfig, RobertaPreLayerNormForMaskedLM
+
         # RoBERTa numbers positions from pad_id + 1: pad_id + 1 more rows than tokens.
         cfg = RobertaPreLayerNormConfig(max_position_embeddings=seq_len + pad_id + 1, **common)
         return RobertaPreLayerNormForMaskedLM(cfg)
     from transformers import BertConfig, BertForMaskedLM
+
     return BertForMaskedLM(BertConfig(max_position_embeddings=seq_len, **common))
 
 
@@ -191,8 +229,14 @@ def run_hf(args, seed: int, sets: list[EvalSet], train: ShardReader) -> list[dic
     settings = mapnet_settings(args, seed)
     device = torch.device("cuda" if args.device == "cuda" else "cpu")
     sp = train.special_ids
-    tok = PreTrainedTokenizerFast(tokenizer_file=str(train.tokenizer_path), pad_token="[PAD]", unk_token="[UNK]",
-                                  cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    tok = PreTrainedTokenizerFast(
+        tokenizer_file=str(train.tokenizer_path),
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
     if (tok.mask_token_id, tok.pad_token_id) != (sp["mask"], sp["pad"]):
         sys.exit(f"error: {train.tokenizer_path}'s special ids differ from the shards' manifest")
     collator = DataCollatorForLanguageModeling(tok, mlm=True, mlm_probability=args.mask_prob, return_tensors="pt")
@@ -213,7 +257,9 @@ def run_hf(args, seed: int, sets: list[EvalSet], train: ShardReader) -> list[dic
         with torch.no_grad():
             same = torch.allclose(model.eval()(input_ids=probe).logits, start.eval()(probe), atol=1e-4)
         if missing or result.unexpected_keys or not same:
-            sys.exit(f"error: --same-init did not reproduce mapnet's initial model ({missing or result.unexpected_keys})")
+            sys.exit(
+                f"error: --same-init did not reproduce mapnet's initial model ({missing or result.unexpected_keys})"
+            )
         model.train()
         torch.manual_seed(seed)
     model = model.to(device)
@@ -223,8 +269,13 @@ def run_hf(args, seed: int, sets: list[EvalSet], train: ShardReader) -> list[dic
     autocast = precision_context(device.type == "cuda", device)  # train.precision=auto: bf16 on CUDA only
     order = DataOrder(len(train), seed)
     backbone = model.base_model
-    head = model.cls if hasattr(model, "cls") else model.lm_head if hasattr(model, "lm_head") else \
-        torch.nn.Sequential(model.head, model.decoder)  # ModernBertForMaskedLM: transform, then the tied decoder
+    head = (
+        model.cls
+        if hasattr(model, "cls")
+        else model.lm_head
+        if hasattr(model, "lm_head")
+        else torch.nn.Sequential(model.head, model.decoder)
+    )  # ModernBertForMaskedLM: transform, then the tied decoder
 
     def logits_at(inputs, attn, chosen):  # the head is position-wise: only where the evaluator asks
         return head(backbone(input_ids=inputs, attention_mask=attn.long()).last_hidden_state[chosen])
@@ -250,8 +301,13 @@ def run_hf(args, seed: int, sets: list[EvalSet], train: ShardReader) -> list[dic
         if step % args.eval_every == 0 or step == args.steps:
             if not math.isfinite(loss.item()):
                 sys.exit(f"error: the reference's loss is {loss.item()} at step {step}")
-            curve.append({"step": step, "elapsed": round(time.perf_counter() - started, 1),
-                          **score_all(sets, logits_at, model, device)})
+            curve.append(
+                {
+                    "step": step,
+                    "elapsed": round(time.perf_counter() - started, 1),
+                    **score_all(sets, logits_at, model, device),
+                }
+            )
             report_point("hf", seed, curve[-1])
     return curve
 
@@ -259,12 +315,28 @@ def run_hf(args, seed: int, sets: list[EvalSet], train: ShardReader) -> list[dic
 def reference_key(args, sets: list[EvalSet]) -> dict:
     """Everything the hf arm's curves depend on: a reused reference must agree on all of it."""
     model = mapnet_settings(args, 0).model  # the reference's layout follows mapnet's
-    return {"shards": str(args.shards.resolve()), "sets": {s.name: s.unigram for s in sets}, "preset": args.preset,
-            "steps": args.steps, "batch": args.batch, "lr": args.lr, "warmup": args.warmup, "grad_clip": args.grad_clip,
-            "dropout": args.dropout, "mask_prob": args.mask_prob, "eval_every": args.eval_every, "eps": args.eps,
-            "init_std": args.init_std, "same_init": args.same_init, "short_seq": [args.short_seq_len, args.short_seq_steps], "recipe": args.recipe,
-            "eval_sequences": args.eval_sequences, "device": args.device, "norm": model.norm,
-            **({"block": model.block} if model.block != "bert" else {})}  # references made before model.block stay valid
+    return {
+        "shards": str(args.shards.resolve()),
+        "sets": {s.name: s.unigram for s in sets},
+        "preset": args.preset,
+        "steps": args.steps,
+        "batch": args.batch,
+        "lr": args.lr,
+        "warmup": args.warmup,
+        "grad_clip": args.grad_clip,
+        "dropout": args.dropout,
+        "mask_prob": args.mask_prob,
+        "eval_every": args.eval_every,
+        "eps": args.eps,
+        "init_std": args.init_std,
+        "same_init": args.same_init,
+        "short_seq": [args.short_seq_len, args.short_seq_steps],
+        "recipe": args.recipe,
+        "eval_sequences": args.eval_sequences,
+        "device": args.device,
+        "norm": model.norm,
+        **({"block": model.block} if model.block != "bert" else {}),
+    }  # references made before model.block stay valid
 
 
 def reference_runs(path: Path, key: dict, seeds: list[int]) -> list[dict]:
@@ -281,8 +353,11 @@ def reference_runs(path: Path, key: dict, seeds: list[int]) -> list[dict]:
 
 # ---------------------------------------------------------------- reporting
 def report_point(arm: str, seed: int, point: dict) -> None:
-    losses = "  ".join(f"{k} {v['loss']:.4f}" + "".join(f" {m[5:]} {x:.3f}" for m, x in v.items() if m.startswith("loss/"))
-                       for k, v in point.items() if isinstance(v, dict))
+    losses = "  ".join(
+        f"{k} {v['loss']:.4f}" + "".join(f" {m[5:]} {x:.3f}" for m, x in v.items() if m.startswith("loss/"))
+        for k, v in point.items()
+        if isinstance(v, dict)
+    )
     print(f"[{arm} seed {seed}] step {point['step']:>6}  {losses}  ({point['elapsed']:.0f} s)", flush=True)
 
 
@@ -307,8 +382,9 @@ def table(result: dict, after: int) -> str:
     seeds = sorted({r["seed"] for r in runs}, key=int)
     curve = {(r["arm"], r["seed"]): {p["step"]: p for p in r["curve"]} for r in runs}
     for name, level in result["unigram"].items():
-        lines.append(f"\n{name}: loss in nats (unigram level {level:.3f}; training-token entropy "
-                     f"{result['train_entropy']:.3f})")
+        lines.append(
+            f"\n{name}: loss in nats (unigram level {level:.3f}; training-token entropy {result['train_entropy']:.3f})"
+        )
         lines.append(f"{'step':>7} {'mapnet':>8} {'hf':>8}   " + "  ".join(f"diff s{s}" for s in seeds))
         steps = sorted(set.intersection(*(set(c) for c in curve.values())))
         worst = -math.inf
@@ -317,17 +393,26 @@ def table(result: dict, after: int) -> str:
             diffs = [curve[("mapnet", s)][step][name]["loss"] - curve[("hf", s)][step][name]["loss"] for s in seeds]
             if step > after:
                 worst = max(worst, *diffs)
-            lines.append(f"{step:>7} {mean['mapnet']:>8.3f} {mean['hf']:>8.3f}   " + "  ".join(f"{d:>+7.3f}" for d in diffs))
+            lines.append(
+                f"{step:>7} {mean['mapnet']:>8.3f} {mean['hf']:>8.3f}   " + "  ".join(f"{d:>+7.3f}" for d in diffs)
+            )
         lines.append(f"largest mapnet - hf after step {after}: {worst:+.3f} nats")
     return "\n".join(lines)
 
 
 def main(argv: list[str]) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("shards", type=Path, nargs="?")
     ap.add_argument("--out", type=Path)
-    ap.add_argument("--heldout", action="append", default=[], metavar="NAME=FOLDER",
-                    help="another evaluation set (its validation split); the shards' own split is 'mixed'")
+    ap.add_argument(
+        "--heldout",
+        action="append",
+        default=[],
+        metavar="NAME=FOLDER",
+        help="another evaluation set (its validation split); the shards' own split is 'mixed'",
+    )
     ap.add_argument("--preset", default="tiny")
     ap.add_argument("--recipe", default="paper", help="mapnet's training recipe the flags below start from (both arms)")
     ap.add_argument("--steps", type=int, default=3000)
@@ -338,22 +423,33 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--dropout", type=float, default=None, help="hidden and attention dropout (default: the preset's)")
     ap.add_argument("--mask-prob", type=float, default=0.15)
     ap.add_argument("--eps", type=float, default=None, help="Adam epsilon (default: the recipe's)")
-    ap.add_argument("--init-std", type=float, default=None, help="std of the weight init, both arms (default: the recipe's)")
-    ap.add_argument("--short-seq-len", type=int, default=0, help="sequence-length warm-up: pieces of this many tokens, both arms")
+    ap.add_argument(
+        "--init-std", type=float, default=None, help="std of the weight init, both arms (default: the recipe's)"
+    )
+    ap.add_argument(
+        "--short-seq-len", type=int, default=0, help="sequence-length warm-up: pieces of this many tokens, both arms"
+    )
     ap.add_argument("--short-seq-steps", type=int, default=0, help="... for this many steps")
     ap.add_argument("--eval-every", type=int, default=250)
     ap.add_argument("--eval-sequences", type=int, default=1024)
     ap.add_argument("--seeds", default="0,1")
     ap.add_argument("--arms", default="mapnet,hf")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a mapnet setting (mapnet arm only)")
+    ap.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a mapnet setting (mapnet arm only)"
+    )
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--after", type=int, default=500, help="report the largest difference after this step")
     ap.add_argument("--same-init", action="store_true", help="the hf arm starts from mapnet's initial weights")
     ap.add_argument("--reference", type=Path, help="take the hf curves from this earlier parity.json (same settings)")
     ap.add_argument("--overwrite", action="store_true")
-    ap.add_argument("--table", type=Path, nargs="+", help="print the tables of finished parity.json files (runs with "
-                    "the same settings, e.g. one seed each, are merged) and exit")
+    ap.add_argument(
+        "--table",
+        type=Path,
+        nargs="+",
+        help="print the tables of finished parity.json files (runs with "
+        "the same settings, e.g. one seed each, are merged) and exit",
+    )
     args = ap.parse_args(argv)
     if args.table:
         print(table(merged([json.loads(p.read_text()) for p in args.table]), args.after))
@@ -383,19 +479,30 @@ def main(argv: list[str]) -> None:
         if sets[-1].tokenizer_sha != train.tokenizer_sha256:
             sys.exit(f"error: {folder} was encoded with another tokenizer than {args.shards}")
     seeds = [int(s) for s in args.seeds.split(",")]
-    result = {"command": " ".join(["python", "benchmarks/parity_hf.py", *argv]), "settings": vars(args) | {
-                  "shards": str(args.shards.resolve()), "out": str(args.out), "table": None, "reference": None},
-              "reference_key": reference_key(args, sets), "versions": versions(), "train_entropy": entropy(log_p),
-              "unigram": {s.name: s.unigram for s in sets}, "runs": []}
+    result = {
+        "command": " ".join(["python", "benchmarks/parity_hf.py", *argv]),
+        "settings": vars(args)
+        | {"shards": str(args.shards.resolve()), "out": str(args.out), "table": None, "reference": None},
+        "reference_key": reference_key(args, sets),
+        "versions": versions(),
+        "train_entropy": entropy(log_p),
+        "unigram": {s.name: s.unigram for s in sets},
+        "runs": [],
+    }
     if args.reference:
         result["runs"] += reference_runs(args.reference, result["reference_key"], seeds)
         result["reference"] = str(args.reference.resolve())
     for seed in seeds:
         for arm in arms:
             t0 = time.perf_counter()
-            curve = (run_mapnet(args, seed, sets, args.out / f"mapnet-seed{seed}") if arm == "mapnet"
-                     else run_hf(args, seed, sets, train))
-            result["runs"].append({"arm": arm, "seed": seed, "wall_s": round(time.perf_counter() - t0, 1), "curve": curve})
+            curve = (
+                run_mapnet(args, seed, sets, args.out / f"mapnet-seed{seed}")
+                if arm == "mapnet"
+                else run_hf(args, seed, sets, train)
+            )
+            result["runs"].append(
+                {"arm": arm, "seed": seed, "wall_s": round(time.perf_counter() - t0, 1), "curve": curve}
+            )
             atomic.write_text(args.out / "parity.json", json.dumps(result, indent=1, default=str))
     if {r["arm"] for r in result["runs"]} == {"mapnet", "hf"}:
         print(table(result, args.after))

@@ -44,18 +44,36 @@ from mapnet_cli.settings import apply, resolve
 from mapnet_cli.train import host_syncs
 from mapnet_cli.train.loop import Run
 
-PARTS = ("mapnet.data", "mapnet.masks", "mapnet.to_device", "mapnet.prefetch_wait", "mapnet.forward", "mapnet.backward",
-         "mapnet.optimizer", "mapnet.read")
+PARTS = (
+    "mapnet.data",
+    "mapnet.masks",
+    "mapnet.to_device",
+    "mapnet.prefetch_wait",
+    "mapnet.forward",
+    "mapnet.backward",
+    "mapnet.optimizer",
+    "mapnet.read",
+)
 
 
 def build_settings(args):
     from mapnet_cli.data.shards import ShardReader
 
-    seq_len = ShardReader(args.data, "train", verify="size").max_seq_len  # the model sized to the shards, as the scripts do
-    assignments = [f"model.max_position={seq_len}", f"shard.max_seq_len={seq_len}", *args.set,
-                   f"train.steps={args.warmup + args.steps}", "train.eval_every=0",
-                   "train.eval_sequences=8", "train.checkpoint_every=0", "train.keep_steps=[]", "logging.progress=false",
-                   f"train.device={args.device}"]
+    seq_len = ShardReader(
+        args.data, "train", verify="size"
+    ).max_seq_len  # the model sized to the shards, as the scripts do
+    assignments = [
+        f"model.max_position={seq_len}",
+        f"shard.max_seq_len={seq_len}",
+        *args.set,
+        f"train.steps={args.warmup + args.steps}",
+        "train.eval_every=0",
+        "train.eval_sequences=8",
+        "train.checkpoint_every=0",
+        "train.keep_steps=[]",
+        "logging.progress=false",
+        f"train.device={args.device}",
+    ]
     if args.batch:
         assignments.append(f"train.batch_size={args.batch}")
     if args.recipe:
@@ -73,8 +91,9 @@ def on_host(ev) -> bool:
 
 def profiler_steps(events) -> list:
     """The profiler's per-step ranges, in order (one per loop step)."""
-    return sorted((ev for ev in events if ev.name.startswith("ProfilerStep") and on_host(ev)),
-                  key=lambda ev: ev.time_range.start)
+    return sorted(
+        (ev for ev in events if ev.name.startswith("ProfilerStep") and on_host(ev)), key=lambda ev: ev.time_range.start
+    )
 
 
 def shares(events, steps: list, cuda: bool) -> dict[str, dict[str, list[float]]]:
@@ -89,8 +108,10 @@ def shares(events, steps: list, cuda: bool) -> dict[str, dict[str, list[float]]]
             sums[i][0][ev.name] += ev.time_range.elapsed_us() / 1e3
             sums[i][1][ev.name] += (ev.device_time_total if cuda else 0.0) / 1e3
     out = {part: {"host": [host[part] for host, _ in sums], "device": [dev[part] for _, dev in sums]} for part in PARTS}
-    out["step"] = {"host": [ev.time_range.elapsed_us() / 1e3 for ev in steps],
-                   "device": [(ev.device_time_total if cuda else 0.0) / 1e3 for ev in steps]}
+    out["step"] = {
+        "host": [ev.time_range.elapsed_us() / 1e3 for ev in steps],
+        "device": [(ev.device_time_total if cuda else 0.0) / 1e3 for ev in steps],
+    }
     return out
 
 
@@ -128,26 +149,33 @@ def main() -> None:
                 prof.export_chrome_trace(str(args.trace))
     except MapnetError as exc:
         sys.exit(f"error: {exc}")
-    counted = profiler_steps(events)[-args.steps:]  # the active steps: the warm-up ones are not recorded
+    counted = profiler_steps(events)[-args.steps :]  # the active steps: the warm-up ones are not recorded
     if len(counted) != args.steps:
         sys.exit(f"error: the profiler recorded {len(counted)} steps, not {args.steps}")
     parts = shares(events, counted, cuda)
     t = s.train
     where = torch.cuda.get_device_name() if cuda else f"CPU, {torch.get_num_threads()} threads"
-    print(f"{where}; load average {os.getloadavg()[0]:.2f} (1 min) after; preset {args.preset}, recipe {t.recipe}, "
-          f"masking {args.masking}, batch {t.batch_size} x {run.data.max_seq_len}, logging every {s.logging.log_every} "
-          f"steps; {len(counted)} steps counted after {args.warmup} warm-up")
+    print(
+        f"{where}; load average {os.getloadavg()[0]:.2f} (1 min) after; preset {args.preset}, recipe {t.recipe}, "
+        f"masking {args.masking}, batch {t.batch_size} x {run.data.max_seq_len}, logging every {s.logging.log_every} "
+        f"steps; {len(counted)} steps counted after {args.warmup} warm-up"
+    )
     if t.prefetch:
-        print("(train.prefetch: data, masks and to_device run in a background thread, one step ahead; prefetch_wait "
-              "is what this thread still waits for them)")
+        print(
+            "(train.prefetch: data, masks and to_device run in a background thread, one step ahead; prefetch_wait "
+            "is what this thread still waits for them)"
+        )
     if t.short_seq.len and t.short_seq.steps > args.warmup:
-        print(f"(these steps are in the recipe's sequence-length warm-up: {t.short_seq.len}-token pieces until step "
-              f"{t.short_seq.steps}; --set train.short_seq.len=0 --set train.short_seq.steps=0 profiles whole sequences)")
+        print(
+            f"(these steps are in the recipe's sequence-length warm-up: {t.short_seq.len}-token pieces until step "
+            f"{t.short_seq.steps}; --set train.short_seq.len=0 --set train.short_seq.steps=0 profiles whole sequences)"
+        )
     step_ms = statistics.median(parts["step"]["host"])
     print(f"\n{'part':20} {'host ms/step':>13} {'share':>7}" + (f" {'device ms/step':>15}" if cuda else ""))
     # The read runs inside the optimizer's range: shown on its own line, taken out step by step.
-    parts["mapnet.optimizer"]["host"] = [o - r for o, r in zip(parts["mapnet.optimizer"]["host"],
-                                                               parts["mapnet.read"]["host"])]
+    parts["mapnet.optimizer"]["host"] = [
+        o - r for o, r in zip(parts["mapnet.optimizer"]["host"], parts["mapnet.read"]["host"])
+    ]
     named = 0.0
     for part in PARTS:
         host = statistics.median(parts[part]["host"])
@@ -162,13 +190,17 @@ def main() -> None:
     if cuda:
         busy = statistics.median(d / h for d, h in zip(parts["step"]["device"], parts["step"]["host"]) if h)
         print(f"device busy: kernels take {busy:.0%} of the step's wall time (median step)")
-    print("\nhost syncs per step (item / nonzero / tolist / cuda waits), host-side mask drawing and the optimizer's "
-          "own step counters excluded:")
+    print(
+        "\nhost syncs per step (item / nonzero / tolist / cuda waits), host-side mask drawing and the optimizer's "
+        "own step counters excluded:"
+    )
     for i, step in enumerate(counted):
         c = host_syncs.count(events, within=step)
         n = args.warmup + i + 1
-        print(f"  step {n:4d}{' (read)' if n % s.logging.log_every == 0 or n == t.steps else '':8} "
-              f"{c['item']} / {c['nonzero']} / {c['tolist']} / {c['cuda']}")
+        print(
+            f"  step {n:4d}{' (read)' if n % s.logging.log_every == 0 or n == t.steps else '':8} "
+            f"{c['item']} / {c['nonzero']} / {c['tolist']} / {c['cuda']}"
+        )
     if args.trace:
         print(f"\ntrace: {args.trace}")
 

@@ -30,8 +30,12 @@ SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 SPECIAL_IDS = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 # bf16 dense tensor-core peaks from the datasheets, TFLOP/s. The H200 has the H100 SXM's chip (same peak,
 # more and faster memory); the PCIe H100 is clocked lower.
-DATASHEET = (("H100 PCIe", 756.0, "H100 PCIe"), ("H100", 989.0, "H100 SXM"), ("H200", 989.0, "H200 (H100 SXM's peak)"),
-             ("A100", 312.0, "A100"))
+DATASHEET = (
+    ("H100 PCIe", 756.0, "H100 PCIe"),
+    ("H100", 989.0, "H100 SXM"),
+    ("H200", 989.0, "H200 (H100 SXM's peak)"),
+    ("A100", 312.0, "A100"),
+)
 
 
 def device_peak(device: torch.device) -> tuple[str, float, str]:
@@ -95,10 +99,20 @@ def draw_batch(ids: np.ndarray, step: int, vocab: int, device: torch.device):
 
 
 class MapnetStep:
-    """One `train_step` of BertForMLM with the given options (`optim.impl`, `train.compile`/`compile_scope`/`compile_mode`)."""
+    """One `train_step` of BertForMLM with the given options (`optim.impl`,
+    `train.compile`/`compile_scope`/`compile_mode`)."""
 
-    def __init__(self, cfg: BertConfig, device: torch.device, *, impl: str = "fused", compile: bool = False,
-                 scope: str = "blocks", mode: str = "default", precision: str = "auto"):
+    def __init__(
+        self,
+        cfg: BertConfig,
+        device: torch.device,
+        *,
+        impl: str = "fused",
+        compile: bool = False,
+        scope: str = "blocks",
+        mode: str = "default",
+        precision: str = "auto",
+    ):
         from mapnet_cli.train.step import precision_context
 
         torch.manual_seed(0)
@@ -107,8 +121,11 @@ class MapnetStep:
         self.optimizer = build_optimizer([self.model], replace(OptimSettings(), impl=impl))
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: 1.0)
         if compile:  # as the loop: compile.compile_model, with a strategy that compiles nothing of its own
-            compile_model(self.model, SimpleNamespace(compile=lambda: None),
-                          SimpleNamespace(compile_scope=scope, compile_mode=mode))
+            compile_model(
+                self.model,
+                SimpleNamespace(compile=lambda: None),
+                SimpleNamespace(compile_scope=scope, compile_mode=mode),
+            )
         # As train.precision resolves it (auto: bf16 on CUDA only; bf16 / fp32 as named; bf16-native asks the hardware).
         self.autocast = precision_context(replace(TrainSettings(), precision=precision).autocasts_bf16(device), device)
         self.info = distributed.DistInfo(device=device)
@@ -118,8 +135,18 @@ class MapnetStep:
     def __call__(self, ids: np.ndarray) -> None:
         """One step on `ids`, its masks drawn on the host inside the step, as the loop does (without prefetch)."""
         batch = draw_batch(ids, self.step_no, self.cfg.vocab_size, self.device)
-        train_step(self.model, self.optimizer, self.scheduler, [batch], scale=1 / len(ids), grad_clip=0.0,
-                   autocast=self.autocast, info=self.info, batch_size=len(ids), read=False)
+        train_step(
+            self.model,
+            self.optimizer,
+            self.scheduler,
+            [batch],
+            scale=1 / len(ids),
+            grad_clip=0.0,
+            autocast=self.autocast,
+            info=self.info,
+            batch_size=len(ids),
+            read=False,
+        )
         self.step_no += 1
 
 
@@ -137,5 +164,15 @@ def time_steps(step, inputs: list, device: torch.device, rounds: int, per_round:
     return out
 
 
-__all__ = ["SPECIALS", "SPECIAL_IDS", "device_peak", "sync", "median_ms", "corpus", "model_config", "draw_batch",
-           "MapnetStep", "time_steps"]
+__all__ = [
+    "SPECIALS",
+    "SPECIAL_IDS",
+    "device_peak",
+    "sync",
+    "median_ms",
+    "corpus",
+    "model_config",
+    "draw_batch",
+    "MapnetStep",
+    "time_steps",
+]

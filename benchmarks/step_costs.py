@@ -31,7 +31,8 @@ learning rate) measure the method's own noise: their ratio should be 1. `--refer
 reference's costs (seconds) — the ones a kept series was trained with — and every arm's modelled cost is that
 times its ratio; without it the reference's own costs are measured **alone** (`--alone` runs of it by itself,
 the median): in lock-step each run's step reads slower than alone (the two models take turns in the caches:
-~730 against ~600 ms at `mini`), which cancels in a ratio but would not in a cost. Run it on an otherwise idle machine: the load average before and after is printed and kept.
+~730 against ~600 ms at `mini`), which cancels in a ratio but would not in a cost. Run it on an otherwise idle machine:
+the load average before and after is printed and kept.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ class Turns:
                 mine.append(time.perf_counter())  # it ends: the next run's turn
                 self._pass(me)
                 return mine[-1]
+
         return read
 
     def leave(self, me: int) -> None:
@@ -123,12 +125,23 @@ def arm_settings(common: list[str], assignments: list[str], steps: int):
             rest.append(text)
     # No learning-rate warm-up: the rate does not change what a step costs, and the 10% warm-up this used to give is
     # at most one modelled second when --steps is 5 or fewer, a warm-up the first step spends (refused).
-    timing = [f"train.time_budget={2 * steps}s", "optim.warmup.steps=0", "optim.warmup.fraction=0",
-              "train.short_seq.steps=0", "train.short_seq.fraction=0.5", "train.step_seconds=1",
-              "train.short_step_seconds=1", "train.eval_every=0", "train.eval_sequences=8", "train.checkpoint_every=0",
-              "logging.progress=false",
-              # A full step's cost is what is measured; a ramp (train/batch_ramp.py) counts its share of it in the run.
-              "train.batch_ramp.start=0", "train.batch_ramp.steps=0", "train.batch_ramp.fraction=0"]
+    timing = [
+        f"train.time_budget={2 * steps}s",
+        "optim.warmup.steps=0",
+        "optim.warmup.fraction=0",
+        "train.short_seq.steps=0",
+        "train.short_seq.fraction=0.5",
+        "train.step_seconds=1",
+        "train.short_step_seconds=1",
+        "train.eval_every=0",
+        "train.eval_sequences=8",
+        "train.checkpoint_every=0",
+        "logging.progress=false",
+        # A full step's cost is what is measured; a ramp (train/batch_ramp.py) counts its share of it in the run.
+        "train.batch_ramp.start=0",
+        "train.batch_ramp.steps=0",
+        "train.batch_ramp.fraction=0",
+    ]
     probe = resolve(None, named, [*rest, f"train.time_budget={2 * steps}s"])  # as a budget run: fractions allowed
     if not probe.train.short_seq.len:  # a recipe without pieces (paper): time the fast one's
         timing.append(f"train.short_seq.len={SHORT_LEN}")
@@ -149,7 +162,7 @@ def kept_means(times: list[float], steps: int, skip: int) -> dict:
     logs the step that will likely end it) or overlap the other's final evaluation."""
     if len(times) != 2 * steps:
         raise MapnetError(f"expected {2 * steps} timed steps, a run took {len(times)}")
-    short, full = times[skip:steps], times[steps + skip:-2]
+    short, full = times[skip:steps], times[steps + skip : -2]
     return {"short": statistics.fmean(short), "full": statistics.fmean(full)}
 
 
@@ -168,8 +181,10 @@ def time_pair(reference: tuple[str, object], arm: tuple[str, object], steps: int
             turns.leave(me)
 
     with tempfile.TemporaryDirectory(prefix="step-costs-") as tmp:
-        threads = [threading.Thread(target=train, args=(me, shards, settings, tmp), daemon=True)
-                   for me, (shards, settings) in enumerate((reference, arm))]
+        threads = [
+            threading.Thread(target=train, args=(me, shards, settings, tmp), daemon=True)
+            for me, (shards, settings) in enumerate((reference, arm))
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -184,8 +199,9 @@ def figures(seconds: float) -> float:
     return float(f"{seconds:.4g}")
 
 
-def summarise(pairs: list[dict[str, dict]], names: list[str], reference: tuple[float, float] | None,
-              alone: list[dict] = ()) -> dict:
+def summarise(
+    pairs: list[dict[str, dict]], names: list[str], reference: tuple[float, float] | None, alone: list[dict] = ()
+) -> dict:
     """Per arm: each pair's costs, the ratios arm / reference within each pair, their median, the modelled costs.
     `pairs` is one dict per round, {arm name: {"arm": cost, "reference": cost}}; a cost is {"full": s, "short": s}.
     The reference's costs: `reference` (pinned), else the median of its runs `alone`."""
@@ -193,35 +209,71 @@ def summarise(pairs: list[dict[str, dict]], names: list[str], reference: tuple[f
     if reference is None and not alone:
         raise ValueError("the reference's costs: pin them or time it alone")
     pinned = reference or tuple(statistics.median(m[kind] for m in alone) for kind in ("full", "short"))
-    out = {ref_name: {"rounds": [r[name]["reference"] for r in pairs for name in others], "alone": list(alone),
-                      "ratio": {"full": 1.0, "short": 1.0},
-                      "ratio_range": {"full": [1.0, 1.0], "short": [1.0, 1.0]}, "step_seconds": figures(pinned[0]),
-                      "short_step_seconds": figures(pinned[1])}}
+    out = {
+        ref_name: {
+            "rounds": [r[name]["reference"] for r in pairs for name in others],
+            "alone": list(alone),
+            "ratio": {"full": 1.0, "short": 1.0},
+            "ratio_range": {"full": [1.0, 1.0], "short": [1.0, 1.0]},
+            "step_seconds": figures(pinned[0]),
+            "short_step_seconds": figures(pinned[1]),
+        }
+    }
     for name in others:
-        ratios = {kind: [r[name]["arm"][kind] / r[name]["reference"][kind] for r in pairs] for kind in ("full", "short")}
+        ratios = {
+            kind: [r[name]["arm"][kind] / r[name]["reference"][kind] for r in pairs] for kind in ("full", "short")
+        }
         median = {kind: statistics.median(v) for kind, v in ratios.items()}
-        out[name] = {"rounds": [r[name] for r in pairs], "ratio": median,
-                     "ratio_range": {k: [min(v), max(v)] for k, v in ratios.items()},
-                     "step_seconds": figures(pinned[0] * median["full"]),
-                     "short_step_seconds": figures(pinned[1] * median["short"])}
-    return {"schema": "mapnet.step-costs/1", "reference": ref_name, "reference_seconds": {"full": pinned[0], "short": pinned[1]},
-            "reference_pinned": reference is not None, "arms": out}
+        out[name] = {
+            "rounds": [r[name] for r in pairs],
+            "ratio": median,
+            "ratio_range": {k: [min(v), max(v)] for k, v in ratios.items()},
+            "step_seconds": figures(pinned[0] * median["full"]),
+            "short_step_seconds": figures(pinned[1] * median["short"]),
+        }
+    return {
+        "schema": "mapnet.step-costs/1",
+        "reference": ref_name,
+        "reference_seconds": {"full": pinned[0], "short": pinned[1]},
+        "reference_pinned": reference is not None,
+        "arms": out,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--arm", nargs="+", action="append", required=True, metavar="NAME SHARDS [KEY=VALUE ...]",
-                    help="an arm: its name, its shards, its settings over --common (the first arm is the reference)")
-    ap.add_argument("--common", nargs="*", default=[], metavar="KEY=VALUE",
-                    help="settings under every arm (preset=NAME and recipe=NAME as --preset and --recipe; strategy=NAME "
-                         "a `compare` strategy's masking settings, for `compare --step-costs`)")
+    ap.add_argument(
+        "--arm",
+        nargs="+",
+        action="append",
+        required=True,
+        metavar="NAME SHARDS [KEY=VALUE ...]",
+        help="an arm: its name, its shards, its settings over --common (the first arm is the reference)",
+    )
+    ap.add_argument(
+        "--common",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="settings under every arm (preset=NAME and recipe=NAME as --preset and --recipe; strategy=NAME "
+        "a `compare` strategy's masking settings, for `compare --step-costs`)",
+    )
     ap.add_argument("--steps", type=int, default=15, help="steps of each kind per run")
     ap.add_argument("--skip", type=int, default=2, help="first steps of each kind left out")
     ap.add_argument("--rounds", type=int, default=None, help="lock-step pairs per arm (default 3; not with one arm)")
-    ap.add_argument("--reference", nargs=2, type=float, metavar=("FULL", "SHORT"),
-                    help="the reference arm's pinned costs in seconds (default: as measured here)")
-    ap.add_argument("--alone", type=int, default=None, help="runs of the reference by itself, for its costs (default 3; "
-                    "not with --reference)")
+    ap.add_argument(
+        "--reference",
+        nargs=2,
+        type=float,
+        metavar=("FULL", "SHORT"),
+        help="the reference arm's pinned costs in seconds (default: as measured here)",
+    )
+    ap.add_argument(
+        "--alone",
+        type=int,
+        default=None,
+        help="runs of the reference by itself, for its costs (default 3; not with --reference)",
+    )
     ap.add_argument("--out", type=Path, required=True, help="the JSON written (atomically)")
     a = ap.parse_args(argv)
     if any(len(arm) < 2 for arm in a.arm):
@@ -239,7 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.skip < 0:
         ap.error("--skip must be >= 0")
     if a.reference is not None and (a.alone is not None or not all(math.isfinite(c) and c > 0 for c in a.reference)):
-        ap.error("--reference takes two positive costs in seconds, and replaces --alone (the reference is not timed alone)")
+        ap.error(
+            "--reference takes two positive costs in seconds, and replaces --alone (the reference is not timed alone)"
+        )
     alone_runs = 3 if a.alone is None else a.alone
     if a.reference is None and alone_runs < 1:
         ap.error("--alone must be >= 1: the reference's costs come from its runs alone (or pin them with --reference)")
@@ -250,44 +304,71 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     load_before = os.getloadavg()
-    plan = (f"{len(names) - 1} arms, each in lock-step with {names[0]}, x {a.rounds} rounds" if len(names) > 1
-            else f"{names[0]} alone, {alone_runs} runs")
-    print(f"{plan}, {a.steps} short + {a.steps} whole steps each; "
-          f"{os.cpu_count()} cores, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
-          f"load average {load_before[0]:.2f} before; {cpu_description() or 'CPU not readable'}", flush=True)
+    plan = (
+        f"{len(names) - 1} arms, each in lock-step with {names[0]}, x {a.rounds} rounds"
+        if len(names) > 1
+        else f"{names[0]} alone, {alone_runs} runs"
+    )
+    print(
+        f"{plan}, {a.steps} short + {a.steps} whole steps each; "
+        f"{os.cpu_count()} cores, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
+        f"load average {load_before[0]:.2f} before; {cpu_description() or 'CPU not readable'}",
+        flush=True,
+    )
     rounds = []
     try:
         ref_name, others = names[0], names[1:]
         alone = []
         for _ in range(0 if a.reference else alone_runs):
             alone.append(time_alone(settings[ref_name][1], settings[ref_name][0], a.steps, a.skip))
-            print(f"  alone   {ref_name:<16} full {alone[-1]['full'] * 1e3:7.1f} ms  short {alone[-1]['short'] * 1e3:7.1f} ms",
-                  flush=True)
+            print(
+                f"  alone   {ref_name:<16} full {alone[-1]['full'] * 1e3:7.1f} ms  short "
+                f"{alone[-1]['short'] * 1e3:7.1f} ms",
+                flush=True,
+            )
         for r in range(a.rounds if others else 0):  # one arm: its runs alone are the measurement
             pair = {}
             for name in others:
                 ref_cost, cost = time_pair(settings[ref_name], settings[name], a.steps, a.skip)
                 pair[name] = {"arm": cost, "reference": ref_cost}
-                print(f"  round {r + 1} {name:<16} full {cost['full'] * 1e3:7.1f} ms ({cost['full'] / ref_cost['full']:.3f}x)"
-                      f"  short {cost['short'] * 1e3:7.1f} ms ({cost['short'] / ref_cost['short']:.3f}x)   "
-                      f"{ref_name} beside it: {ref_cost['full'] * 1e3:.1f} / {ref_cost['short'] * 1e3:.1f} ms", flush=True)
+                print(
+                    f"  round {r + 1} {name:<16} full {cost['full'] * 1e3:7.1f} ms "
+                    f"({cost['full'] / ref_cost['full']:.3f}x)"
+                    f"  short {cost['short'] * 1e3:7.1f} ms ({cost['short'] / ref_cost['short']:.3f}x)   "
+                    f"{ref_name} beside it: {ref_cost['full'] * 1e3:.1f} / {ref_cost['short'] * 1e3:.1f} ms",
+                    flush=True,
+                )
             rounds.append(pair)
         result = summarise(rounds, names, tuple(a.reference) if a.reference else None, alone)
-        result.update({"steps": a.steps, "skip": a.skip, "rounds_run": a.rounds if others else 0, "common": a.common,
-                       "arms_given": [{"name": n, "shards": s, "settings": rest} for n, s, *rest in a.arm],
-                       "cores": os.cpu_count(), "cpu": cpu_description(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-                       "load_before": [round(x, 2) for x in load_before],
-                       "load_after": [round(x, 2) for x in os.getloadavg()],
-                       "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        result.update(
+            {
+                "steps": a.steps,
+                "skip": a.skip,
+                "rounds_run": a.rounds if others else 0,
+                "common": a.common,
+                "arms_given": [{"name": n, "shards": s, "settings": rest} for n, s, *rest in a.arm],
+                "cores": os.cpu_count(),
+                "cpu": cpu_description(),
+                "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+                "load_before": [round(x, 2) for x in load_before],
+                "load_after": [round(x, 2) for x in os.getloadavg()],
+                "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+        )
         write_json(a.out, result)
     except MapnetError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"{'arm':<16} {'ratio full':>10} {'(range)':>15} {'ratio short':>11} {'(range)':>15} {'full s':>7} {'short s':>7}")
+    print(
+        f"{'arm':<16} {'ratio full':>10} {'(range)':>15} {'ratio short':>11} {'(range)':>15} {'full s':>7} "
+        f"{'short s':>7}"
+    )
     for name, arm in result["arms"].items():
         rf, rs = arm["ratio_range"]["full"], arm["ratio_range"]["short"]
-        print(f"{name:<16} {arm['ratio']['full']:10.3f} {f'{rf[0]:.3f}-{rf[1]:.3f}':>15} {arm['ratio']['short']:11.3f} "
-              f"{f'{rs[0]:.3f}-{rs[1]:.3f}':>15} {arm['step_seconds']:7.4f} {arm['short_step_seconds']:7.4f}")
+        print(
+            f"{name:<16} {arm['ratio']['full']:10.3f} {f'{rf[0]:.3f}-{rf[1]:.3f}':>15} {arm['ratio']['short']:11.3f} "
+            f"{f'{rs[0]:.3f}-{rs[1]:.3f}':>15} {arm['step_seconds']:7.4f} {arm['short_step_seconds']:7.4f}"
+        )
     print(f"load average {os.getloadavg()[0]:.2f} after; {a.out}")
     return 0
 

@@ -1,2 +1,3 @@
 """mapnet: variance-reduced MLM pretraining."""
+
 __version__ = "0.1.0"

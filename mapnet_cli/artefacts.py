@@ -43,10 +43,24 @@ STEP_COSTS = Kind("step-costs file", folder=False)  # benchmarks/step_costs.py's
 
 # What a run folder holds besides its checkpoints: record, settings, metrics and the trackers' files
 # (train/record.py, train/tracking.py), and what compare and the evaluations cache there.
-RUN_ENTRIES = {"run.json", "settings.toml", "metrics.jsonl", "checkpoints", "tb", "wandb-run.json", "wandb",
-               "compare-blimp.json"}
-EXPORT_ENTRIES = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-                  "special_tokens_map.json", "mapnet_export.json"}
+RUN_ENTRIES = {
+    "run.json",
+    "settings.toml",
+    "metrics.jsonl",
+    "checkpoints",
+    "tb",
+    "wandb-run.json",
+    "wandb",
+    "compare-blimp.json",
+}
+EXPORT_ENTRIES = {
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "mapnet_export.json",
+}
 _JSON_SCHEMAS = {BLIMP: "mapnet.blimp/1", PROBE: "mapnet.probe/1", STEP_COSTS: "mapnet.step-costs/1"}
 
 
@@ -78,8 +92,9 @@ def kind_of(path: Path) -> Kind | None:
         return CHECKPOINT
     if (path / "mapnet_export.json").is_file():
         return EXPORT
-    if path.name == "checkpoints" and ((path.parent / "run.json").is_file()
-                                       or any((p / "COMPLETE").is_file() for p in path.glob("step-*"))):
+    if path.name == "checkpoints" and (
+        (path.parent / "run.json").is_file() or any((p / "COMPLETE").is_file() for p in path.glob("step-*"))
+    ):
         return CHECKPOINTS
     if (path / "run.json").is_file() or (path / "checkpoints").is_dir():
         return RUN

@@ -17,8 +17,8 @@ import math
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from .errors import MapnetError
 
@@ -68,7 +68,7 @@ _NO_SPACE = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota 
 
 
 def out_of_space(exc: BaseException | None) -> str | None:
-    """"no space left on device" / "disk quota exceeded" when `exc` comes from a full disk, else None.
+    """ "no space left on device" / "disk quota exceeded" when `exc` comes from a full disk, else None.
 
     Libraries wrap the OSError: safetensors keeps only its text ("... (os error 28)"), torch.save
     into a Python file object raises a RuntimeError whose __context__ is the OSError.
@@ -218,7 +218,9 @@ def staged_output(final: Path, overwrite: bool = False) -> Iterator[Path]:
             try:
                 publish_dir(staging, final, overwrite=overwrite)
             except FileExistsError:
-                raise MapnetError(f"{final} appeared while it was being written; pass --overwrite to replace it") from None
+                raise MapnetError(
+                    f"{final} appeared while it was being written; pass --overwrite to replace it"
+                ) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

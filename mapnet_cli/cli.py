@@ -1,7 +1,7 @@
 """The `mapnet` command: wires the subcommands and formats errors in one place.
 
-    mapnet --help
-    mapnet config show --preset tiny
+mapnet --help
+mapnet config show --preset tiny
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from .atomic import out_of_space
-from .errors import LAUNCHED_ENV, MapnetError
 from .commands import blimp as blimp_cmd
 from .commands import compare as compare_cmd
 from .commands import config as config_cmd
@@ -22,13 +21,14 @@ from .commands import export as export_cmd
 from .commands import finetune_glue as finetune_glue_cmd
 from .commands import inspect_masks as inspect_masks_cmd
 from .commands import plot as plot_cmd
+from .commands import pmi_vocab as pmi_vocab_cmd
 from .commands import preprocess as preprocess_cmd
 from .commands import pretrain as pretrain_cmd
-from .commands import pmi_vocab as pmi_vocab_cmd
 from .commands import probe as probe_cmd
 from .commands import quickstart as quickstart_cmd
 from .commands import shard as shard_cmd
 from .commands import variance as variance_cmd
+from .errors import LAUNCHED_ENV, MapnetError
 
 app = typer.Typer(
     name="mapnet",
@@ -56,6 +56,7 @@ app.command("variance", help=variance_cmd.HELP)(variance_cmd.variance)
 app.command("compare", help=compare_cmd.HELP)(compare_cmd.compare)
 app.command("plot", help=plot_cmd.HELP)(plot_cmd.plot)
 
+
 def main() -> None:
     """Console-script entry point: one red line and exit code 2 for user errors.
 
@@ -80,6 +81,7 @@ def fail(exc: MapnetError) -> None:
         # escape: a path such as runs/[exp1]/... is text, not rich markup (it would vanish from the line)
         Console(stderr=True).print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
     sys.exit(exc.exit_code)
+
 
 if __name__ == "__main__":
     main()

@@ -22,8 +22,9 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -56,14 +57,22 @@ def job_env(environ: dict[str, str] | None = None) -> dict[str, int] | None:
     """{rank, local_rank, world_size} of a job someone else started, else None."""
     env = os.environ if environ is None else environ
     if "RANK" in env and "WORLD_SIZE" in env:
-        return {"rank": int(env["RANK"]), "world_size": int(env["WORLD_SIZE"]),
-                "local_rank": int(env.get("LOCAL_RANK", 0))}
+        return {
+            "rank": int(env["RANK"]),
+            "world_size": int(env["WORLD_SIZE"]),
+            "local_rank": int(env.get("LOCAL_RANK", 0)),
+        }
     if int(env.get("SLURM_NTASKS", "1")) > 1 and "SLURM_PROCID" in env:
         if not env.get("MASTER_ADDR") or not env.get("MASTER_PORT"):
-            raise MapnetError("SLURM started several tasks but MASTER_ADDR/MASTER_PORT are not set; export them in the "
-                              "batch script (e.g. MASTER_ADDR=$(scontrol show hostnames | head -n1), MASTER_PORT=29500)")
-        return {"rank": int(env["SLURM_PROCID"]), "world_size": int(env["SLURM_NTASKS"]),
-                "local_rank": int(env.get("SLURM_LOCALID", 0))}
+            raise MapnetError(
+                "SLURM started several tasks but MASTER_ADDR/MASTER_PORT are not set; export them in the "
+                "batch script (e.g. MASTER_ADDR=$(scontrol show hostnames | head -n1), MASTER_PORT=29500)"
+            )
+        return {
+            "rank": int(env["SLURM_PROCID"]),
+            "world_size": int(env["SLURM_NTASKS"]),
+            "local_rank": int(env.get("SLURM_LOCALID", 0)),
+        }
     return None
 
 
@@ -94,8 +103,13 @@ def init(device_preference: str = "auto", backend: str = "auto") -> DistInfo:
     os.environ.setdefault("RANK", str(env["rank"]))
     os.environ.setdefault("WORLD_SIZE", str(env["world_size"]))
     os.environ.setdefault("LOCAL_RANK", str(env["local_rank"]))
-    dist.init_process_group(chosen, init_method="env://", rank=env["rank"], world_size=env["world_size"],
-                            device_id=device if device.type == "cuda" else None)
+    dist.init_process_group(
+        chosen,
+        init_method="env://",
+        rank=env["rank"],
+        world_size=env["world_size"],
+        device_id=device if device.type == "cuda" else None,
+    )
     return DistInfo(env["rank"], env["local_rank"], env["world_size"], device, chosen)
 
 
@@ -110,11 +124,15 @@ def _join_callers_group(device_preference: str, backend: str) -> DistInfo:
     by_device = dict(part.split(":", 1) for part in config.split(",") if ":" in part)
     chosen = by_device.get(device.type)
     if chosen is None:
-        raise MapnetError(f"this process already joined a process group of {config!r}, which cannot reduce "
-                          f"{device.type} tensors; set train.device to match it")
+        raise MapnetError(
+            f"this process already joined a process group of {config!r}, which cannot reduce "
+            f"{device.type} tensors; set train.device to match it"
+        )
     if backend not in ("auto", chosen):
-        raise MapnetError(f"distributed.backend is {backend!r} but this process already joined a process group "
-                          f"that reduces {device.type} tensors with {chosen!r}; leave distributed.backend at 'auto'")
+        raise MapnetError(
+            f"distributed.backend is {backend!r} but this process already joined a process group "
+            f"that reduces {device.type} tensors with {chosen!r}; leave distributed.backend at 'auto'"
+        )
     return DistInfo(dist.get_rank(), local_rank, dist.get_world_size(), device, chosen, owns_group=False)
 
 
@@ -148,8 +166,9 @@ def wrap_model(model: nn.Module, info: DistInfo, bucket_cap_mb: float = 25.0, st
     ids = [info.device.index] if info.device.type == "cuda" else None
     # None at torch's default: torch treats any bucket_cap_mb it is given as not the default and drops its small
     # first bucket (1 MiB), so passing 25 would change how every default run groups its all-reduces.
-    return nn.parallel.DistributedDataParallel(model, device_ids=ids, bucket_cap_mb=bucket_cap_mb if bucket_cap_mb != 25.0 else None,
-                                               static_graph=static_graph)
+    return nn.parallel.DistributedDataParallel(
+        model, device_ids=ids, bucket_cap_mb=bucket_cap_mb if bucket_cap_mb != 25.0 else None, static_graph=static_graph
+    )
 
 
 def no_sync(model: nn.Module, sync: bool):
@@ -193,8 +212,9 @@ def should_launch(gpus: int, nproc: int) -> bool:
     return (gpus > 0 or nproc > 0) and job_env() is None
 
 
-def torchrun_command(module_args: Sequence[str], nproc_per_node: int, nnodes: int = 1, node_rank: int = 0,
-                     rdzv_endpoint: str = "") -> list[str]:
+def torchrun_command(
+    module_args: Sequence[str], nproc_per_node: int, nnodes: int = 1, node_rank: int = 0, rdzv_endpoint: str = ""
+) -> list[str]:
     """`python -m torch.distributed.run ... -m mapnet_cli.cli <module_args>` (through `mapnet_cli.torchrun`: a stop
     signal then ends torchrun with a status, not a traceback)."""
     cmd = [sys.executable, "-m", "mapnet_cli.torchrun", f"--nproc-per-node={nproc_per_node}", f"--nnodes={nnodes}"]
@@ -211,8 +231,9 @@ FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
 
 
-def launch(module_args: Sequence[str], dist_settings, env: dict[str, str] | None = None,
-           pass_fds: Sequence[int] = ()) -> tuple[int, int | None]:
+def launch(
+    module_args: Sequence[str], dist_settings, env: dict[str, str] | None = None, pass_fds: Sequence[int] = ()
+) -> tuple[int, int | None]:
     """Run `mapnet <module_args>` in one process per GPU (`distributed.gpus`) or CPU worker (`distributed.nproc`,
     gloo); return torchrun's exit code and the stop signal passed on to it, if one came (else None).
     `pass_fds`: descriptors torchrun inherits (the output lock, held while it lives)."""
@@ -227,6 +248,7 @@ def launch(module_args: Sequence[str], dist_settings, env: dict[str, str] | None
     cmd = torchrun_command(module_args, count, d.nnodes, d.node_rank, d.rdzv_endpoint)
     received: list[int] = []
     with subprocess.Popen(cmd, env=child_env, pass_fds=tuple(pass_fds)) as proc:
+
         def forward(signum: int, frame) -> None:
             received.append(signum)
             proc.send_signal(signum)
@@ -244,5 +266,21 @@ def launch(module_args: Sequence[str], dist_settings, env: dict[str, str] | None
     return code, (received[0] if received else None)
 
 
-__all__ = ["DistInfo", "job_env", "pick_device", "init", "cleanup", "process_group", "print0", "wrap_model",
-           "no_sync", "all_reduce_sum", "all_reduce_max", "barrier", "broadcast_object", "should_launch", "torchrun_command", "launch"]
+__all__ = [
+    "DistInfo",
+    "job_env",
+    "pick_device",
+    "init",
+    "cleanup",
+    "process_group",
+    "print0",
+    "wrap_model",
+    "no_sync",
+    "all_reduce_sum",
+    "all_reduce_max",
+    "barrier",
+    "broadcast_object",
+    "should_launch",
+    "torchrun_command",
+    "launch",
+]

@@ -35,5 +35,9 @@ def warn(message: str) -> None:
     from rich.markup import escape
 
     # escape: a path such as runs/[exp1]/... is text, not rich markup (it would vanish from the line)
-    Console(file=sys.stderr).print(f"[bold yellow]warning:[/] {escape(' '.join(str(message).split()))}",
-                                   highlight=False, markup=True, soft_wrap=True)
+    Console(file=sys.stderr).print(
+        f"[bold yellow]warning:[/] {escape(' '.join(str(message).split()))}",
+        highlight=False,
+        markup=True,
+        soft_wrap=True,
+    )

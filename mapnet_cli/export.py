@@ -19,23 +19,27 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
 
-from . import __version__, atomic
+from . import __version__, artefacts, atomic
 from .errors import MapnetError
-from . import artefacts
-from .output_paths import check_output
-from .model.bert import BertForMLM
 from .model import hf_modern_layout
+from .model.bert import BertForMLM
 from .model.hf_layout import LAYOUTS
+from .output_paths import check_output
 from .train.run_loader import load_run
 
-SPECIAL_TOKENS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
-                  "mask_token": "[MASK]"}
+SPECIAL_TOKENS = {
+    "pad_token": "[PAD]",
+    "unk_token": "[UNK]",
+    "cls_token": "[CLS]",
+    "sep_token": "[SEP]",
+    "mask_token": "[MASK]",
+}
 TYPE_VOCAB_SIZE = 2
 
 
@@ -45,13 +49,23 @@ def hf_config(model: BertForMLM) -> dict:
         return hf_modern_layout.hf_config(c)  # ModernBertForMaskedLM, or one line naming what it cannot express
     layout = LAYOUTS[c.norm]
     return {
-        "architectures": [layout.architecture], "model_type": layout.model_type, "vocab_size": c.vocab_size,
-        "hidden_size": c.hidden, "num_hidden_layers": c.layers, "num_attention_heads": c.heads,
-        "intermediate_size": c.intermediate, "hidden_act": "gelu", "hidden_dropout_prob": c.dropout,
+        "architectures": [layout.architecture],
+        "model_type": layout.model_type,
+        "vocab_size": c.vocab_size,
+        "hidden_size": c.hidden,
+        "num_hidden_layers": c.layers,
+        "num_attention_heads": c.heads,
+        "intermediate_size": c.intermediate,
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": c.dropout,
         "attention_probs_dropout_prob": c.attention_dropout,
         "max_position_embeddings": c.max_position + layout.position_rows_before(c.pad_id),
-        "type_vocab_size": TYPE_VOCAB_SIZE, "initializer_range": c.init_std, "layer_norm_eps": c.layer_norm_eps,
-        "pad_token_id": c.pad_id, "position_embedding_type": "absolute", "tie_word_embeddings": True,
+        "type_vocab_size": TYPE_VOCAB_SIZE,
+        "initializer_range": c.init_std,
+        "layer_norm_eps": c.layer_norm_eps,
+        "pad_token_id": c.pad_id,
+        "position_embedding_type": "absolute",
+        "tie_word_embeddings": True,
         "torch_dtype": "float32",
     }
 
@@ -92,8 +106,12 @@ def tokenizer_files(tokenizer_path: Path, max_position: int) -> dict[str, dict]:
 
     special_ids(Tokenizer.from_file(str(tokenizer_path)), tokenizer_path)
     return {
-        "tokenizer_config.json": {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": max_position,
-                                  "clean_up_tokenization_spaces": False, **SPECIAL_TOKENS},
+        "tokenizer_config.json": {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            "model_max_length": max_position,
+            "clean_up_tokenization_spaces": False,
+            **SPECIAL_TOKENS,
+        },
         "special_tokens_map.json": dict(SPECIAL_TOKENS),
     }
 
@@ -118,7 +136,8 @@ def write_tokenizer(source: Path, path: Path, preprocess_settings) -> None:
     ids = special_ids(tok, source)  # before TemplateProcessing, which fails on a missing id in its own words
     cls, sep = SPECIAL_TOKENS["cls_token"], SPECIAL_TOKENS["sep_token"]
     tok.post_processor = processors.TemplateProcessing(
-        single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B {sep}", special_tokens=[(cls, ids[cls]), (sep, ids[sep])])
+        single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B {sep}", special_tokens=[(cls, ids[cls]), (sep, ids[sep])]
+    )
     cleaning = hf_cleaning.normalizer(preprocess_settings, word_marker(tok))
     tok.normalizer = normalizers.Sequence([n for n in (cleaning, tok.normalizer) if n is not None])
     moses_splits = hf_cleaning.pre_tokenizer(preprocess_settings)
@@ -159,10 +178,17 @@ def check_cleaning_against_shards(run) -> None:
     except MapnetError:
         folder = None
     if folder is None or not (folder / "settings.toml").is_file():
-        why = (f"{run.run_json} names no shards" if named is None else f"its shards {named} are not there"
-               if folder is None else f"its shards {folder} have no settings.toml")
-        warn(f"the export's cleaning ({', '.join(f'{k}={v}' for k, v in recorded.items())}) is {run.checkpoint}'s "
-             f"record alone, not checked against its corpus: {why}")
+        why = (
+            f"{run.run_json} names no shards"
+            if named is None
+            else f"its shards {named} are not there"
+            if folder is None
+            else f"its shards {folder} have no settings.toml"
+        )
+        warn(
+            f"the export's cleaning ({', '.join(f'{k}={v}' for k, v in recorded.items())}) is {run.checkpoint}'s "
+            f"record alone, not checked against its corpus: {why}"
+        )
         return
     corpus = cleaning_settings(load_settings(folder).preprocess)
     differ = [k for k in recorded if recorded[k] != corpus[k]]
@@ -171,7 +197,8 @@ def check_cleaning_against_shards(run) -> None:
             f"{run.checkpoint / 'settings.toml'} records the cleaning "
             f"{', '.join(f'{k}={recorded[k]}' for k in differ)}, but the shards the run trained on were made with "
             f"{', '.join(f'{k}={corpus[k]}' for k in differ)} ({folder / 'settings.toml'}): the exported tokenizer "
-            "would not read text as pretraining did (were the shards rebuilt since?)")
+            "would not read text as pretraining did (were the shards rebuilt since?)"
+        )
 
 
 def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = False) -> Path:
@@ -193,10 +220,18 @@ def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = 
                 if name == "tokenizer_config.json" and model.cfg.block != "bert":
                     content = {**content, **hf_modern_layout.TOKENIZER_CONFIG}
                 atomic.write_json(staging / name, content)
-            atomic.write_json(staging / "mapnet_export.json", {
-                "source": str(ckpt.resolve()), "step": meta["step"], "tokenizer_sha256": meta["tokenizer_sha256"],
-                "cleaning": cleaning_record(run.settings.preprocess), "pretraining_seed": run.settings.train.seed,
-                "mapnet_version": __version__, "created": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+            atomic.write_json(
+                staging / "mapnet_export.json",
+                {
+                    "source": str(ckpt.resolve()),
+                    "step": meta["step"],
+                    "tokenizer_sha256": meta["tokenizer_sha256"],
+                    "cleaning": cleaning_record(run.settings.preprocess),
+                    "pretraining_seed": run.settings.train.seed,
+                    "mapnet_version": __version__,
+                    "created": datetime.now(UTC).isoformat(timespec="seconds"),
+                },
+            )
             atomic.publish_dir(staging, out, overwrite=overwrite)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -204,4 +239,12 @@ def export(source: str | os.PathLike, out: str | os.PathLike, overwrite: bool = 
     return out
 
 
-__all__ = ["export", "check_cleaning_against_shards", "cleaning_record", "hf_config", "hf_state_dict", "tokenizer_files", "write_tokenizer"]
+__all__ = [
+    "export",
+    "check_cleaning_against_shards",
+    "cleaning_record",
+    "hf_config",
+    "hf_state_dict",
+    "tokenizer_files",
+    "write_tokenizer",
+]

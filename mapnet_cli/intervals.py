@@ -1,6 +1,6 @@
 """Intervals over seeds: the one definition every table uses (compare, finetune-glue, probes).
 
-    mean_ci([6.71, 6.76, 6.73])   # {"mean": ..., "ci95": [lo, hi], "n": 3}; no interval from one value
+mean_ci([6.71, 6.76, 6.73])   # {"mean": ..., "ci95": [lo, hi], "n": 3}; no interval from one value
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import numpy as np
 
 def t_quantile_975(dof: int) -> float:
     """Two-sided 95% Student-t quantile, exact for integer dof (Abramowitz & Stegun 26.7.3-4 + bisection)."""
+
     def central(t: float) -> float:  # P(|T| < t)
         theta = math.atan(t / math.sqrt(dof))
         c2, s = math.cos(theta) ** 2, math.sin(theta)

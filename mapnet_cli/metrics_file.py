@@ -1,6 +1,6 @@
 """Reading a run's metrics.jsonl back (what `compare` and `plot` draw from).
 
-    evals, trains = read_metrics(Path("runs/a/metrics.jsonl"))
+evals, trains = read_metrics(Path("runs/a/metrics.jsonl"))
 """
 
 from __future__ import annotations
@@ -25,9 +25,11 @@ def read_lines(path: Path) -> list[tuple[str, dict]]:
         lines = data.decode("utf-8").splitlines()
     except UnicodeDecodeError as exc:
         number = data.count(b"\n", 0, exc.start) + 1
-        raise MapnetError(f"{path}, line {number}: not UTF-8 text (byte {data[exc.start]:#04x}); mapnet writes "
-                          f"only ASCII JSON lines there, so the file was damaged or edited: remove that line "
-                          f"(and any after it), or start the run afresh") from None
+        raise MapnetError(
+            f"{path}, line {number}: not UTF-8 text (byte {data[exc.start]:#04x}); mapnet writes "
+            f"only ASCII JSON lines there, so the file was damaged or edited: remove that line "
+            f"(and any after it), or start the run afresh"
+        ) from None
     out = []
     for number, line in enumerate(lines, 1):
         try:

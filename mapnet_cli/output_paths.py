@@ -16,8 +16,8 @@ Refused in one line (exit 2), before any work; the rule as docs/reliability.md s
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from . import artefacts
 from .artefacts import Kind
@@ -48,8 +48,15 @@ def overlap(out: str | Path, inputs: Iterable[str | Path | None]) -> tuple[Path,
     return None
 
 
-def check_output(out: str | Path, inputs: Iterable[str | Path | None], *, kind: Kind, overwrite: bool = False,
-                 reuse: bool = False, name: str = "--out") -> None:
+def check_output(
+    out: str | Path,
+    inputs: Iterable[str | Path | None],
+    *,
+    kind: Kind,
+    overwrite: bool = False,
+    reuse: bool = False,
+    name: str = "--out",
+) -> None:
     """Refuse writing `out`, an output of `kind`, in one `MapnetError` line (module docstring); `name` is how
     the user gave the path (a flag), for the message."""
     out = Path(out)
@@ -57,13 +64,20 @@ def check_output(out: str | Path, inputs: Iterable[str | Path | None], *, kind: 
     hit = overlap(out, inputs)
     if hit is not None:
         given, relation = hit
-        linked = "" if _real(out) == Path(os.path.abspath(out)) and _real(given) == Path(os.path.abspath(given)) \
+        linked = (
+            ""
+            if _real(out) == Path(os.path.abspath(out)) and _real(given) == Path(os.path.abspath(given))
             else f" (after following links: {_real(out)} and {_real(given)})"
-        raise MapnetError(f"{name} {out} {relation} the input {given}{linked}: writing there would destroy what this "
-                          "command reads; choose an output outside its inputs")
+        )
+        raise MapnetError(
+            f"{name} {out} {relation} the input {given}{linked}: writing there would destroy what this "
+            "command reads; choose an output outside its inputs"
+        )
     if out.is_symlink() and (overwrite or not reuse or not kind.folder or not out.exists()):
-        raise MapnetError(f"{name} {out} is a link (to {os.readlink(out)}): mapnet replaces no link and writes no file "
-                          "through one; give the path it points to, or remove the link")
+        raise MapnetError(
+            f"{name} {out} is a link (to {os.readlink(out)}): mapnet replaces no link and writes no file "
+            "through one; give the path it points to, or remove the link"
+        )
     _refuse_inside_another(out, kind, reuse, name)
     if out.exists():
         if kind.folder and not out.is_dir():
@@ -81,13 +95,24 @@ def check_output(out: str | Path, inputs: Iterable[str | Path | None], *, kind: 
 def _refuse_broad(out: Path, name: str) -> None:
     """The current folder, one above it, home or the root: a slip of the keyboard, and everything would go."""
     real, cwd, home = _real(out), _real(Path.cwd()), _real(Path.home())
-    what = ("the root folder" if real == Path(real.anchor) else "the current folder" if real == cwd
-            else "a folder above the current one" if cwd.is_relative_to(real)
-            else "your home folder" if real == home else "a folder above your home" if home.is_relative_to(real)
-            else None)
+    what = (
+        "the root folder"
+        if real == Path(real.anchor)
+        else "the current folder"
+        if real == cwd
+        else "a folder above the current one"
+        if cwd.is_relative_to(real)
+        else "your home folder"
+        if real == home
+        else "a folder above your home"
+        if home.is_relative_to(real)
+        else None
+    )
     if what is not None:
-        raise MapnetError(f"{name} {str(out)!r} is {what} ({real}): name a folder of its own for the output, "
-                          f"e.g. {name} {Path(out) / 'out'}")
+        raise MapnetError(
+            f"{name} {str(out)!r} is {what} ({real}): name a folder of its own for the output, "
+            f"e.g. {name} {Path(out) / 'out'}"
+        )
 
 
 def _refuse_inside_another(out: Path, kind: Kind, reuse: bool, name: str) -> None:
@@ -97,12 +122,16 @@ def _refuse_inside_another(out: Path, kind: Kind, reuse: bool, name: str) -> Non
         return
     folder, outer, entry = around
     if outer in (artefacts.CHECKPOINT, artefacts.CHECKPOINTS):
-        raise MapnetError(f"{name} {out} lies inside {folder}, a {outer.noun}: mapnet deletes old checkpoints as a "
-                          "run goes on, and whatever lies inside goes with them; choose an output outside it")
+        raise MapnetError(
+            f"{name} {out} lies inside {folder}, a {outer.noun}: mapnet deletes old checkpoints as a "
+            "run goes on, and whatever lies inside goes with them; choose an output outside it"
+        )
     continuing = reuse and artefacts.kind_of(_real(out)) is kind  # a run of a quickstart, resumed: not replaced
     if entry in artefacts.own_entries(folder, outer) and not continuing:
-        raise MapnetError(f"{name} {out} is part of the {outer.noun} {folder} (its {entry}): writing there would "
-                          "damage it; choose another output")
+        raise MapnetError(
+            f"{name} {out} is part of the {outer.noun} {folder} (its {entry}): writing there would "
+            "damage it; choose another output"
+        )
 
 
 def _refuse_replacing_the_unknown(out: Path, kind: Kind, name: str) -> None:
@@ -111,15 +140,23 @@ def _refuse_replacing_the_unknown(out: Path, kind: Kind, name: str) -> None:
         return  # an empty folder: replacing it deletes nothing
     found = artefacts.kind_of(out)
     if found is not kind:
-        what = (f"it is a {found.noun}" if found is not None
-                else "it is a file mapnet did not write" if out.is_file()
-                else f"it holds {_names(artefacts.visible(out))}")
-        raise MapnetError(f"{name} {out} is not a {kind.noun} made by mapnet ({what}): --overwrite replaces only "
-                          f"that; choose another {name}, or move it away yourself")
+        what = (
+            f"it is a {found.noun}"
+            if found is not None
+            else "it is a file mapnet did not write"
+            if out.is_file()
+            else f"it holds {_names(artefacts.visible(out))}"
+        )
+        raise MapnetError(
+            f"{name} {out} is not a {kind.noun} made by mapnet ({what}): --overwrite replaces only "
+            f"that; choose another {name}, or move it away yourself"
+        )
     foreign = artefacts.foreign_entries(out, kind) if kind.folder else []
     if foreign:
-        raise MapnetError(f"{name} {out} holds what mapnet did not write there ({_names(foreign)}): --overwrite "
-                          f"would delete it; move it out first, or choose another {name}")
+        raise MapnetError(
+            f"{name} {out} holds what mapnet did not write there ({_names(foreign)}): --overwrite "
+            f"would delete it; move it out first, or choose another {name}"
+        )
 
 
 def _names(names: list[str], shown: int = 5) -> str:

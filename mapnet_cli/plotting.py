@@ -44,8 +44,10 @@ def line_styles(count: int) -> list[dict]:
     cycle. Its 10 colours alone would draw the 11th of compare's 15 arms exactly like the 1st."""
     plt = pyplot()
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    return [{"color": colours[i % len(colours)], "linestyle": LINE_STYLES[i // len(colours) % len(LINE_STYLES)]}
-            for i in range(count)]
+    return [
+        {"color": colours[i % len(colours)], "linestyle": LINE_STYLES[i // len(colours) % len(LINE_STYLES)]}
+        for i in range(count)
+    ]
 
 
 def save_figure(fig, path: Path, dpi: int = 120) -> None:
@@ -111,8 +113,10 @@ def _curves(run: Path, dropped: dict[str, dict[str, int]] | None = None) -> dict
     except ValueError as exc:  # json.JSONDecodeError: a line that is not JSON
         raise MapnetError(f"{run}: unreadable metrics line ({exc})") from None
     out: dict[str, tuple[list[int], list[float]]] = {}
-    for records, keep in ((trains, lambda k: k in ("loss", "lr") or k == "mapnet/entropy" or k.startswith("mapnet/mass/")),
-                          (evals, lambda k: k == "eval_loss" or k.startswith("eval_loss@"))):
+    for records, keep in (
+        (trains, lambda k: k in ("loss", "lr") or k == "mapnet/entropy" or k.startswith("mapnet/mass/")),
+        (evals, lambda k: k == "eval_loss" or k.startswith("eval_loss@")),
+    ):
         for key in dict.fromkeys(k for r in records for k in r if keep(k)):
             points, why = [], {}
             for r in records:
@@ -131,15 +135,21 @@ def _curves(run: Path, dropped: dict[str, dict[str, int]] | None = None) -> dict
     return out
 
 
-PANELS = (("loss", "training loss (masked positions)"), ("eval_loss", "held-out MLM loss"), ("lr", "learning rate"),
-          ("mapnet/entropy", "proposal entropy / log n"))
+PANELS = (
+    ("loss", "training loss (masked positions)"),
+    ("eval_loss", "held-out MLM loss"),
+    ("lr", "learning rate"),
+    ("mapnet/entropy", "proposal entropy / log n"),
+)
 
 
 def _panel_keys(found: set[str]) -> list[tuple[str, str]]:
     keys = [(k, title) for k, title in PANELS[:2] if k in found]
     keys += [(k, f"held-out MLM loss ({k.partition('@')[2]})") for k in sorted(found) if k.startswith("eval_loss@")]
     keys += [(k, title) for k, title in PANELS[2:] if k in found]
-    keys += [(k, f"proposal mass on {k.rpartition('/')[2]} tokens") for k in sorted(found) if k.startswith("mapnet/mass/")]
+    keys += [
+        (k, f"proposal mass on {k.rpartition('/')[2]} tokens") for k in sorted(found) if k.startswith("mapnet/mass/")
+    ]
     return keys
 
 
@@ -173,22 +183,40 @@ def run_curves(runs: list[Path], labels: list[str] | None = None):
 
     nan, other = lost(lambda r: r == NON_FINITE), lost(lambda r: r != NON_FINITE)
     if not panels:
-        raise MapnetError(f"nothing to plot in {', '.join(map(str, runs))}: " + (
-            f"every value is NaN, infinite or not a number ({'; '.join(filter(None, (nan, other)))})" if other
-            else f"every value is NaN or infinite ({nan})" if nan else "no metrics lines yet"))
+        raise MapnetError(
+            f"nothing to plot in {', '.join(map(str, runs))}: "
+            + (
+                f"every value is NaN, infinite or not a number ({'; '.join(filter(None, (nan, other)))})"
+                if other
+                else f"every value is NaN or infinite ({nan})"
+                if nan
+                else "no metrics lines yet"
+            )
+        )
+
     # One line per kind of loss, each naming the panels left out whole: a figure without them must say so.
     def gone(only) -> list[str]:
-        return sorted({key for keys in dropped.values() for key, why in keys.items()
-                       if key not in shown and any(only(r) for r in why)})
+        return sorted(
+            {
+                key
+                for keys in dropped.values()
+                for key, why in keys.items()
+                if key not in shown and any(only(r) for r in why)
+            }
+        )
 
     if nan:
         no_panel = gone(lambda r: r == NON_FINITE)
-        warn(f"not drawn, NaN or infinite: {nan} (the run diverged there; its line stops or is absent)"
-             + (f"; no panel for {', '.join(no_panel)}" if no_panel else ""))
+        warn(
+            f"not drawn, NaN or infinite: {nan} (the run diverged there; its line stops or is absent)"
+            + (f"; no panel for {', '.join(no_panel)}" if no_panel else "")
+        )
     if other:
         no_panel = gone(lambda r: r != NON_FINITE)
-        warn(f"not drawn, not a number: {other} (mapnet logs numbers there: is the metrics file edited?)"
-             + (f"; no panel for {', '.join(no_panel)}" if no_panel else ""))
+        warn(
+            f"not drawn, not a number: {other} (mapnet logs numbers there: is the metrics file edited?)"
+            + (f"; no panel for {', '.join(no_panel)}" if no_panel else "")
+        )
     cols = min(2, len(panels))
     rows = -(-len(panels) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 3.6 * rows), squeeze=False)
@@ -197,8 +225,9 @@ def run_curves(runs: list[Path], labels: list[str] | None = None):
         for i, run in enumerate(runs):
             if key in curves[run]:
                 steps, values = curves[run][key]
-                ax.plot(steps, values, label=labels[i], **styles[i], marker="o" if len(steps) < 30 else None,
-                        markersize=3)
+                ax.plot(
+                    steps, values, label=labels[i], **styles[i], marker="o" if len(steps) < 30 else None, markersize=3
+                )
         ax.set_title(title, fontsize="medium")
         ax.set_xlabel("step")
         ax.set_gid(key)  # which metric a panel shows, for tests and scripts
@@ -207,7 +236,7 @@ def run_curves(runs: list[Path], labels: list[str] | None = None):
             ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
         if len(runs) > 1:
             ax.legend(fontsize="small")
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
     fig.tight_layout()
     return fig

@@ -13,9 +13,9 @@ error), and each masking strategy trains in its own folder (run/, run-mapnet/), 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from . import settings as settings_mod
 from .errors import MapnetError
@@ -26,8 +26,10 @@ RECIPE_NAME = "tiny.toml"
 
 def recipe_path() -> Path:
     """The tiny recipe: inside the installed package (wheel), else in the source checkout."""
-    for candidate in (Path(__file__).parent / "data_recipes" / RECIPE_NAME,
-                      Path(__file__).resolve().parents[1] / "data_recipes" / RECIPE_NAME):
+    for candidate in (
+        Path(__file__).parent / "data_recipes" / RECIPE_NAME,
+        Path(__file__).resolve().parents[1] / "data_recipes" / RECIPE_NAME,
+    ):
         if candidate.is_file():
             return candidate
     raise MapnetError(f"the embedded recipe {RECIPE_NAME} is missing from this installation")
@@ -46,7 +48,7 @@ class Stages:
     run: Path
 
     @classmethod
-    def under(cls, out: Path, strategy: str = "uniform") -> "Stages":
+    def under(cls, out: Path, strategy: str = "uniform") -> Stages:
         """Corpus and shards are shared; the run folder is the strategy's own (run/ for uniform)."""
         return cls(out / "corpus", out / "shards", out / ("run" if strategy == "uniform" else f"run-{strategy}"))
 
@@ -64,13 +66,20 @@ def check_reuse(folder: Path, recorded: Path, settings, sections: tuple[str, ...
     try:
         made = settings_mod.from_dict(tomllib.loads(recorded.read_text(encoding="utf-8")), str(recorded))
     except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise MapnetError(f"cannot tell how {folder} was made ({recorded}: {exc}); pass --overwrite to start over") from None
+        raise MapnetError(
+            f"cannot tell how {folder} was made ({recorded}: {exc}); pass --overwrite to start over"
+        ) from None
     old, new = settings_mod.flat(made.to_dict()), settings_mod.flat(settings.to_dict())
-    diffs = [f"{key} = {old.get(key)!r}, asked {value!r}" for key, value in new.items()
-             if key.split(".")[0] in sections and key not in NO_EFFECT and old.get(key) != value]
+    diffs = [
+        f"{key} = {old.get(key)!r}, asked {value!r}"
+        for key, value in new.items()
+        if key.split(".")[0] in sections and key not in NO_EFFECT and old.get(key) != value
+    ]
     if diffs:
-        raise MapnetError(f"{folder} was made with other settings ({'; '.join(diffs)}); pass --overwrite to start "
-                          "over, or choose another --out")
+        raise MapnetError(
+            f"{folder} was made with other settings ({'; '.join(diffs)}); pass --overwrite to start "
+            "over, or choose another --out"
+        )
 
 
 def prepare_data(stages: Stages, settings, log: Callable[[str], None]) -> None:
@@ -82,22 +91,31 @@ def prepare_data(stages: Stages, settings, log: Callable[[str], None]) -> None:
         check_reuse(stages.corpus, stages.corpus / "settings.toml", settings, ("synthetic", "preprocess"))
         log(f"reusing {stages.corpus}")
     else:
-        result = run_preprocess(["synthetic:"], stages.corpus, settings, overwrite=stages.corpus.exists(),
-                                recipe={"name": "tiny", "path": str(recipe_path())})
-        log(f"preprocess: {result.documents:,} documents, {result.sentences:,} sentences, "
-            f"{result.words:,} words in {result.seconds:.1f} s -> {stages.corpus}")
+        result = run_preprocess(
+            ["synthetic:"],
+            stages.corpus,
+            settings,
+            overwrite=stages.corpus.exists(),
+            recipe={"name": "tiny", "path": str(recipe_path())},
+        )
+        log(
+            f"preprocess: {result.documents:,} documents, {result.sentences:,} sentences, "
+            f"{result.words:,} words in {result.seconds:.1f} s -> {stages.corpus}"
+        )
     if (stages.shards / "manifest.json").is_file():
         check_reuse(stages.shards, stages.shards / "settings.toml", settings, ("synthetic", "preprocess", "shard"))
         log(f"reusing {stages.shards}")
     else:
         summary = run_shard(stages.corpus, stages.shards, settings, overwrite=stages.shards.exists())
         splits = summary["manifest"]["splits"]
-        log(f"shard: {splits['train']['sequences']:,} train / {splits['valid']['sequences']:,} validation "
-            f"sequences of {settings.shard.max_seq_len} tokens -> {stages.shards}")
+        log(
+            f"shard: {splits['train']['sequences']:,} train / {splits['valid']['sequences']:,} validation "
+            f"sequences of {settings.shard.max_seq_len} tokens -> {stages.shards}"
+        )
 
 
 def run_stage(stages: Stages, settings) -> str:
-    """"done" (reuse the finished run), "resume" (continue its newest checkpoint) or "fresh".
+    """ "done" (reuse the finished run), "resume" (continue its newest checkpoint) or "fresh".
 
     A checkpoint made with other settings (but train.steps) is refused, not summarised or continued.
     """
@@ -106,8 +124,12 @@ def run_stage(stages: Stages, settings) -> str:
     latest = checkpoint.latest_checkpoint(stages.run)
     if latest is None:
         return "fresh"
-    check_reuse(stages.run, latest / checkpoint.SETTINGS, settings,
-                tuple(sec for sec in settings_mod.SECTIONS if sec not in ("finetune", "variance")))
+    check_reuse(
+        stages.run,
+        latest / checkpoint.SETTINGS,
+        settings,
+        tuple(sec for sec in settings_mod.SECTIONS if sec not in ("finetune", "variance")),
+    )
     return "done" if checkpoint.read_config(latest)["step"] >= settings.train.steps else "resume"
 
 
@@ -127,5 +149,13 @@ def mapnet_history(run: Path, metrics_file: str = "metrics.jsonl") -> list[dict]
     return [r for _, r in read_lines(path) if r.get("kind") == "train" and any(k.startswith("mapnet/") for k in r)]
 
 
-__all__ = ["recipe_path", "resolve_settings", "Stages", "check_reuse", "prepare_data", "run_stage", "eval_history",
-           "mapnet_history"]
+__all__ = [
+    "recipe_path",
+    "resolve_settings",
+    "Stages",
+    "check_reuse",
+    "prepare_data",
+    "run_stage",
+    "eval_history",
+    "mapnet_history",
+]

@@ -23,9 +23,9 @@ import json
 import os
 import socket
 import sys
-from datetime import datetime, timezone
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterator
 
 from .atomic import make_dirs
 from .errors import MapnetError
@@ -117,8 +117,10 @@ def _acquire(path: Path, output: Path) -> int | None:
                 raise MapnetError(f"cannot lock {output} ({path}): {exc.strerror or exc}") from None
             if holder.get("pid") is not None and _inherited().get(str(path)) == holder.get("pid"):
                 return None
-            raise MapnetError(f"{output} is in use by another mapnet process ({_describe(holder)}); wait for it to "
-                              "finish or stop it, or choose another output") from None
+            raise MapnetError(
+                f"{output} is in use by another mapnet process ({_describe(holder)}); wait for it to "
+                "finish or stop it, or choose another output"
+            ) from None
         # A holder that released and removed the file between our open and our flock leaves us
         # locking a deleted inode: only a lock on the file that is still at `path` counts.
         try:
@@ -143,8 +145,12 @@ def _release(path: Path, fd: int) -> None:
 def _write_holder(fd: int) -> None:
     """Who holds the lock, for the refusal line. Written in place into the locked file, never by
     rename: a new inode would carry no lock."""
-    info = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(["mapnet", *sys.argv[1:]]),
-            "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    info = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "command": " ".join(["mapnet", *sys.argv[1:]]),
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
     with contextlib.suppress(OSError):  # best effort: the lock itself is what protects the folder
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(info) + "\n").encode("utf-8"), 0)

@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from built_once import built_once
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,8 +47,18 @@ def _synthetic_shards(root: Path) -> Path:
     from mapnet_cli.data.shard_writer import run_shard
     from mapnet_cli.settings import resolve
 
-    s = resolve(None, None, ["synthetic.documents=300", "preprocess.vocab_size=1024", "preprocess.workers=1",
-                             "shard.max_seq_len=64", "shard.valid_fraction=0.1", "shard.workers=1"])
+    s = resolve(
+        None,
+        None,
+        [
+            "synthetic.documents=300",
+            "preprocess.vocab_size=1024",
+            "preprocess.workers=1",
+            "shard.max_seq_len=64",
+            "shard.valid_fraction=0.1",
+            "shard.workers=1",
+        ],
+    )
     run_preprocess(["synthetic:"], root / "prep", s)
     run_shard(root / "prep", root / "shards", s)
     assert (root / "shards" / "token_kinds.json").is_file()

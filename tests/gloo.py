@@ -28,25 +28,51 @@ def _clean_env() -> dict[str, str]:
 
 def pretrain_two_processes(shards: Path, out: Path, sets: list[str], preset: str | None = "tiny") -> None:
     """`mapnet pretrain SHARDS --out OUT --nproc 2`; `preset` None: no --preset (the model is --init-from's)."""
-    args = [sys.executable, "-m", "mapnet_cli.cli", "pretrain", str(shards), "--out", str(out),
-            *(["--preset", preset] if preset else []), "--nproc", "2", *[a for kv in sets for a in ("--set", kv)]]
+    args = [
+        sys.executable,
+        "-m",
+        "mapnet_cli.cli",
+        "pretrain",
+        str(shards),
+        "--out",
+        str(out),
+        *(["--preset", preset] if preset else []),
+        "--nproc",
+        "2",
+        *[a for kv in sets for a in ("--set", kv)],
+    ]
     done = subprocess.run(args, env=_clean_env(), capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def pretrain_in_one_job(root: Path, runs: dict[str, tuple[Path, list[str]]], preset: str = "tiny",
-                        stops: dict[str, int] | None = None) -> dict[str, Path]:
+def pretrain_in_one_job(
+    root: Path, runs: dict[str, tuple[Path, list[str]]], preset: str = "tiny", stops: dict[str, int] | None = None
+) -> dict[str, Path]:
     """Each NAME: (SHARDS, SETTINGS) trained by 2 gloo processes into root/NAME, all in one torchrun job, one
     after another; returns {NAME: run folder}. On the CPU (`train.device=cpu` appended), even on a GPU machine, as
     `--nproc` runs. `stops` {NAME: N}: that run's rank 1 is sent SIGTERM after step N, then the run is resumed
     (`_stop_on_rank_1`)."""
     stops = stops or {}
-    plan = {name: {"shards": str(shards), "out": str(root / name), "preset": preset, "sets": [*sets, "train.device=cpu"],
-                   **({"rank_1_stops_after": stops[name]} if name in stops else {})}
-            for name, (shards, sets) in runs.items()}
+    plan = {
+        name: {
+            "shards": str(shards),
+            "out": str(root / name),
+            "preset": preset,
+            "sets": [*sets, "train.device=cpu"],
+            **({"rank_1_stops_after": stops[name]} if name in stops else {}),
+        }
+        for name, (shards, sets) in runs.items()
+    }
     (root / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
-    args = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", __file__,
-            str(root / "plan.json")]
+    args = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node=2",
+        __file__,
+        str(root / "plan.json"),
+    ]
     done = subprocess.run(args, env=_clean_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return {name: root / name for name in runs}

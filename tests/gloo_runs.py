@@ -39,7 +39,12 @@ def build(root: Path) -> dict[str, Path]:
     - "mapnet-NAME" for each of test_train_mapnet.TWO_PROCESS_RUNS, on "shards-64" (64 + 8 of 64 tokens).
     """
     dist, mapnet = _test_module("test_distributed.py"), _test_module("train/test_train_mapnet.py")
-    MASKINGS, _settings, BUDGET_RUN, TWO_PROCESS_RUNS = dist.MASKINGS, dist._settings, dist.BUDGET_RUN, mapnet.TWO_PROCESS_RUNS
+    MASKINGS, _settings, BUDGET_RUN, TWO_PROCESS_RUNS = (
+        dist.MASKINGS,
+        dist._settings,
+        dist.BUDGET_RUN,
+        mapnet.TWO_PROCESS_RUNS,
+    )
     shards = write_tiny_shards(root / "shards", train=64, valid=8)
     shards_64 = write_tiny_shards(root / "shards-64", train=64, valid=8, seq_len=64)
     plan = {m: (shards, _settings(m)) for m in MASKINGS}

@@ -1,7 +1,8 @@
 """Real sentences as people type them, from ../shared/data: GLUE as released, Wikipedia, books, BLiMP.
 
 Imported by name (`from real_text import ...`): pytest puts tests/ on sys.path. The same sample is what
-experiments/export-text-parity/export_text_parity.py measures, so the README's figure and the tests read the same sentences.
+experiments/export-text-parity/export_text_parity.py measures, so the README's figure and the tests read the same
+sentences.
 
     sample = real_sentences(shared_data)         # 2,000 (source, sentence), fixed by the seed
     corpus = training_text(shared_data)          # ~1 MB of other raw paragraphs, for a real-text BPE
@@ -16,12 +17,23 @@ from pathlib import Path
 
 # Sentences per source in the 2,000-sentence sample.
 SAMPLE = {"glue": 600, "wiki": 600, "books": 500, "blimp": 300}
-GLUE = (("CoLA", "train.tsv"), ("SST-2", "train.tsv"), ("MRPC", "train.tsv"), ("QNLI", "dev.tsv"),
-        ("WNLI", "train.tsv"))
+GLUE = (
+    ("CoLA", "train.tsv"),
+    ("SST-2", "train.tsv"),
+    ("MRPC", "train.tsv"),
+    ("QNLI", "dev.tsv"),
+    ("WNLI", "train.tsv"),
+)
 WIKI = ("AA_wiki_00", "AB_wiki_40", "AC_wiki_20", "AD_wiki_52")
-BOOKS = ("gutenberg/austen-mansfield-park-pg141", "gutenberg/conrad-heart-of-darkness-pg219",
-         "gutenberg/dickens-reprinted-pieces-pg872", "gutenberg/darwin-coral-reefs-pg2690",
-         "books/carroll-alice", "books/melville-moby_dick", "books/bible-kjv")
+BOOKS = (
+    "gutenberg/austen-mansfield-park-pg141",
+    "gutenberg/conrad-heart-of-darkness-pg219",
+    "gutenberg/dickens-reprinted-pieces-pg872",
+    "gutenberg/darwin-coral-reefs-pg2690",
+    "books/carroll-alice",
+    "books/melville-moby_dick",
+    "books/bible-kjv",
+)
 # Training text for the fixture's BPE: other files than the sample's. AB_wiki_12 and AC_wiki_84 hold "ℤ", an
 # upper-case letter that lower() leaves as it is: the symbol that made the old export guess "cased" (issue 36).
 TRAIN_WIKI = ("AB_wiki_12", "AC_wiki_84")
@@ -55,7 +67,7 @@ def book_paragraphs(shared: Path, name: str) -> list[str]:
     paragraphs = [" ".join(p.split("\n")).strip() for p in _read_gz(shared / f"{name}.txt.gz").split("\n\n")]
     paragraphs = [p for p in paragraphs if p]
     tenth = len(paragraphs) // 10
-    return paragraphs[tenth: len(paragraphs) - tenth]
+    return paragraphs[tenth : len(paragraphs) - tenth]
 
 
 def sentences_of(paragraphs: list[str]) -> list[str]:
@@ -107,5 +119,6 @@ def real_sentences(shared: Path, seed: int = 0, sizes: dict | None = None) -> li
 
 def training_text(shared: Path) -> list[str]:
     """Raw paragraphs (~2 MB) from files the sample does not use."""
-    return [p for n in TRAIN_WIKI for p in wiki_paragraphs(shared, n)] + \
-           [p for n in TRAIN_BOOKS for p in book_paragraphs(shared, n)]
+    return [p for n in TRAIN_WIKI for p in wiki_paragraphs(shared, n)] + [
+        p for n in TRAIN_BOOKS for p in book_paragraphs(shared, n)
+    ]

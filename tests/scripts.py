@@ -32,7 +32,9 @@ def run_script(script: Path, *args: str, cwd: Path | None = None) -> str:
                 runpy.run_path(str(script), run_name="__main__")
             except SystemExit as exc:
                 if exc.code not in (None, 0):
-                    raise AssertionError(f"{Path(script).name} exited with {exc.code!r}: {err.getvalue()[-3000:]}") from None
+                    raise AssertionError(
+                        f"{Path(script).name} exited with {exc.code!r}: {err.getvalue()[-3000:]}"
+                    ) from None
     finally:
         sys.argv, sys.path[:] = argv, path
         os.chdir(here)

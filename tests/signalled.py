@@ -8,8 +8,14 @@ import time
 from pathlib import Path
 
 
-def signal_once_training(cmd: list[str], out: Path, env: dict[str, str] | None = None, within: float = 120.0,
-                         signum: int = signal.SIGTERM, after_step: int = 1) -> tuple[int, str]:
+def signal_once_training(
+    cmd: list[str],
+    out: Path,
+    env: dict[str, str] | None = None,
+    within: float = 120.0,
+    signum: int = signal.SIGTERM,
+    after_step: int = 1,
+) -> tuple[int, str]:
     """Start `cmd` (a pretrain into `out`), send it `signum` once `out`/metrics.jsonl holds a training line of step
     `after_step` or later, and return (its exit status, its stderr). The process never outlives the call, whatever
     fails."""
@@ -17,8 +23,10 @@ def signal_once_training(cmd: list[str], out: Path, env: dict[str, str] | None =
 
     def trained() -> bool:
         lines = metrics.read_text().splitlines() if metrics.is_file() else []
-        return any(r.get("kind") == "train" and r["step"] >= after_step
-                   for r in map(json.loads, lines[:-1] if lines and not lines[-1].endswith("}") else lines))
+        return any(
+            r.get("kind") == "train" and r["step"] >= after_step
+            for r in map(json.loads, lines[:-1] if lines and not lines[-1].endswith("}") else lines)
+        )
 
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     metrics = out / "metrics.jsonl"

@@ -23,22 +23,47 @@ def made(tmp_path_factory, trained_runs, synthetic_shards) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("made")
     run, corpus = trained_runs["uniform"], synthetic_shards.parent / "prep"
     runner = CliRunner()
-    for argv in (["export", str(run), "--out", str(root / "hf")],
-                 ["pmi-vocab", str(corpus), "--out", str(root / "pmi.tsv"), "--no-progress", "--size", "20"],
-                 *(["plot", str(run), "--out", str(root / f"curves.{fmt}")] for fmt in ("png", "pdf", "svg", "jpg"))):
+    for argv in (
+        ["export", str(run), "--out", str(root / "hf")],
+        ["pmi-vocab", str(corpus), "--out", str(root / "pmi.tsv"), "--no-progress", "--size", "20"],
+        *(["plot", str(run), "--out", str(root / f"curves.{fmt}")] for fmt in ("png", "pdf", "svg", "jpg")),
+    ):
         res = runner.invoke(app, argv)
         assert res.exit_code == 0, (argv, res.output, res.exception)
     quickstart = root / "quickstart"  # the layout quickstart leaves: its stages and nothing else
-    for name, src in (("corpus", corpus), ("shards", synthetic_shards), ("run", run), ("run-mapnet", trained_runs["mapnet"])):
+    for name, src in (
+        ("corpus", corpus),
+        ("shards", synthetic_shards),
+        ("run", run),
+        ("run-mapnet", trained_runs["mapnet"]),
+    ):
         shutil.copytree(src, quickstart / name)
-    return {"corpus": corpus, "shards": synthetic_shards, "run": run, "hf": root / "hf", "pmi": root / "pmi.tsv",
-            "quickstart": quickstart, **{fmt: root / f"curves.{fmt}" for fmt in ("png", "pdf", "svg", "jpg")}}
+    return {
+        "corpus": corpus,
+        "shards": synthetic_shards,
+        "run": run,
+        "hf": root / "hf",
+        "pmi": root / "pmi.tsv",
+        "quickstart": quickstart,
+        **{fmt: root / f"curves.{fmt}" for fmt in ("png", "pdf", "svg", "jpg")},
+    }
 
 
-@pytest.mark.parametrize("name,kind", [("corpus", artefacts.CORPUS), ("shards", artefacts.SHARDS), ("run", artefacts.RUN),
-                                       ("hf", artefacts.EXPORT), ("quickstart", artefacts.QUICKSTART),
-                                       ("pmi", artefacts.PMI_VOCAB), ("png", artefacts.PLOT), ("pdf", artefacts.PLOT),
-                                       ("svg", artefacts.PLOT), ("jpg", artefacts.PLOT)])
+@pytest.mark.parametrize(
+    "name,kind",
+    [
+        ("corpus", artefacts.CORPUS),
+        ("shards", artefacts.SHARDS),
+        ("run", artefacts.RUN),
+        ("hf", artefacts.EXPORT),
+        ("quickstart", artefacts.QUICKSTART),
+        ("pmi", artefacts.PMI_VOCAB),
+        ("png", artefacts.PLOT),
+        ("pdf", artefacts.PLOT),
+        ("svg", artefacts.PLOT),
+        ("jpg", artefacts.PLOT),
+    ],
+)
 def test_every_output_is_recognised_and_holds_only_its_own_entries(made, name, kind):
     assert kind_of(made[name]) is kind
     if kind.folder:
@@ -75,8 +100,11 @@ def test_what_a_user_added_is_named_and_the_users_own_folders_are_nobodys(made, 
 @pytest.mark.parametrize("out", ["pmi", "png"])
 def test_overwrite_replaces_a_file_mapnet_wrote(made, tmp_path, trained_runs, synthetic_shards, out):
     target = shutil.copy2(made[out], tmp_path / made[out].name)
-    argv = (["pmi-vocab", str(synthetic_shards.parent / "prep"), "--out", str(target), "--no-progress", "--size", "10"]
-            if out == "pmi" else ["plot", str(trained_runs["uniform"]), "--out", str(target)])
+    argv = (
+        ["pmi-vocab", str(synthetic_shards.parent / "prep"), "--out", str(target), "--no-progress", "--size", "10"]
+        if out == "pmi"
+        else ["plot", str(trained_runs["uniform"]), "--out", str(target)]
+    )
     before = Path(target).read_bytes()
     res = CliRunner().invoke(app, [*argv, "--overwrite"])
     assert res.exit_code == 0, (res.output, res.exception)

@@ -26,8 +26,14 @@ def test_the_counted_products_and_attention_are_the_models_flops(norm):
     assert counted == pytest.approx(flops_per_token(cfg, T, N / (B * T)) * B * T, rel=1e-12)
     # The last block and the head run at the N masked positions only, its keys and values everywhere.
     at_n = {g.name for g in gemms if g.m == N}
-    assert at_n == {"last block Q @N", "last block out @N", "last block FFN in @N", "last block FFN out @N",
-                    "head dense @N", "head vocab @N"}
+    assert at_n == {
+        "last block Q @N",
+        "last block out @N",
+        "last block FFN in @N",
+        "last block FFN out @N",
+        "head dense @N",
+        "head vocab @N",
+    }
     assert sum(g.count for g in gemms if g.name == "QKV") == cfg.layers - 1
 
 
@@ -49,7 +55,9 @@ def run(script: str, out: Path, *args: str) -> dict:
 @pytest.mark.slow  # two scripts that time kernels and a few tiny steps on the CPU
 def test_both_scripts_smoke_print_the_floor_and_each_arms_fraction_of_it(tmp_path):
     """One ceiling run serves both scripts, as in gpu_step.sh: the variants read its floor."""
-    r = run("bench_ceiling.py", tmp_path / "c.json", "--arms", "eager", "--repeats", "1", "--steps", "1", "--rounds", "1")
+    r = run(
+        "bench_ceiling.py", tmp_path / "c.json", "--arms", "eager", "--repeats", "1", "--steps", "1", "--rounds", "1"
+    )
     floor = r["floor_ms"]
     assert floor["total"] == pytest.approx(floor["products"] + floor["attention"] + floor["bytes"])
     assert all(floor[k] > 0 for k in ("products", "attention", "bytes"))
@@ -61,8 +69,20 @@ def test_both_scripts_smoke_print_the_floor_and_each_arms_fraction_of_it(tmp_pat
     assert isinstance(attention["backends"]["MATH"], float)  # the math kernel runs anywhere
     assert any("scaled_dot_product" in k for k in attention["picked"])  # what the default dispatched to, named
 
-    v = run("bench_step_variants.py", tmp_path / "v.json", "--arms", "eager", "foreach", "hf", "--steps", "1",
-            "--warmup", "1", "--ceiling", str(tmp_path / "c.json"))
+    v = run(
+        "bench_step_variants.py",
+        tmp_path / "v.json",
+        "--arms",
+        "eager",
+        "foreach",
+        "hf",
+        "--steps",
+        "1",
+        "--warmup",
+        "1",
+        "--ceiling",
+        str(tmp_path / "c.json"),
+    )
     arms = v["arms"]
     assert set(arms) == {"eager", "foreach", "hf"}
     assert v["floor_ms"] == floor["total"]

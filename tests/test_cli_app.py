@@ -8,15 +8,26 @@ import sys
 from pathlib import Path
 
 import pytest
+from tiny_shards import write_tiny_shards
 from typer.testing import CliRunner
 
-from mapnet_cli.model import checkpoint
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
-from tiny_shards import write_tiny_shards
+from mapnet_cli.model import checkpoint
 
-COMMANDS = ("quickstart", "preprocess", "shard", "pretrain", "export", "inspect-masks", "finetune-glue", "probe",
-            "variance", "compare", "config")
+COMMANDS = (
+    "quickstart",
+    "preprocess",
+    "shard",
+    "pretrain",
+    "export",
+    "inspect-masks",
+    "finetune-glue",
+    "probe",
+    "variance",
+    "compare",
+    "config",
+)
 
 
 def test_help_lists_every_command():
@@ -28,10 +39,12 @@ def test_help_lists_every_command():
 
 def test_help_and_data_commands_do_not_import_torch():
     # Startup time matters for a CLI: torch costs seconds, and preprocess/shard (even with --init-from) never need it.
-    code = ("import sys; from mapnet_cli import cli; "
-            "from mapnet_cli.data import preprocess, shard_writer; "
-            "from mapnet_cli.train import init_from, tracking; "  # shard --init-from, --print-settings
-            "print('torch' in sys.modules)")
+    code = (
+        "import sys; from mapnet_cli import cli; "
+        "from mapnet_cli.data import preprocess, shard_writer; "
+        "from mapnet_cli.train import init_from, tracking; "  # shard --init-from, --print-settings
+        "print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -42,9 +55,24 @@ def test_unknown_command_is_a_usage_error():
 
 
 # ---------------------------------------------------------------- bad inputs: one line, never a traceback
-SMALL_RUN = ["--preset", "tiny", "--steps", "2", "--set", "model.max_position=32", "--set", "shard.max_seq_len=32",
-             "--set", "train.batch_size=8", "--set", "train.eval_sequences=8", "--set", "optim.warmup.steps=1",
-             "--set", "logging.progress=false"]
+SMALL_RUN = [
+    "--preset",
+    "tiny",
+    "--steps",
+    "2",
+    "--set",
+    "model.max_position=32",
+    "--set",
+    "shard.max_seq_len=32",
+    "--set",
+    "train.batch_size=8",
+    "--set",
+    "train.eval_sequences=8",
+    "--set",
+    "optim.warmup.steps=1",
+    "--set",
+    "logging.progress=false",
+]
 
 
 @pytest.fixture(scope="module")
@@ -81,9 +109,24 @@ def damage(weights: Path, how: str) -> None:
 COMMANDS_ON_A_CHECKPOINT = {
     "export": lambda run, shards, glue, tmp: ["export", str(run), "--out", str(tmp / "hf")],
     "resume": lambda run, shards, glue, tmp: ["pretrain", str(shards), "--out", str(run), "--resume", "--steps", "3"],
-    "finetune-glue": lambda run, shards, glue, tmp: ["finetune-glue", "--task", "sst2", "--checkpoint", str(run), "--data",
-                                                     str(glue), "--out", str(tmp / "glue-out"), "--quick", "--seeds", "1",
-                                                     "--epochs", "1", "--set", "logging.progress=false"],
+    "finetune-glue": lambda run, shards, glue, tmp: [
+        "finetune-glue",
+        "--task",
+        "sst2",
+        "--checkpoint",
+        str(run),
+        "--data",
+        str(glue),
+        "--out",
+        str(tmp / "glue-out"),
+        "--quick",
+        "--seeds",
+        "1",
+        "--epochs",
+        "1",
+        "--set",
+        "logging.progress=false",
+    ],
     "inspect-masks": lambda run, shards, glue, tmp: ["inspect-masks", str(run), "--text", "w5 w6 w7"],
     "variance": lambda run, shards, glue, tmp: ["variance", str(run), "--sentences", "2", "--masks", "2"],
 }
@@ -107,9 +150,33 @@ def test_output_paths_that_cannot_be_folders_are_one_line_errors(trained, tmp_pa
     a_file = tmp_path / "notes.txt"
     a_file.write_text("keep me")
     for out in (a_file, a_file / "sub"):  # the output is a file; its parent is a file
-        one_line_error(runner.invoke(app, ["export", str(run), "--out", str(out), "--overwrite"]), "notes.txt", "is a file")
-        one_line_error(runner.invoke(app, ["pretrain", str(shards), "--out", str(out), *SMALL_RUN]), "notes.txt", "is a file")
-        one_line_error(runner.invoke(app, ["finetune-glue", "--task", "sst2", "--checkpoint", str(run), "--data", str(glue),
-                                           "--out", str(out), "--quick", "--seeds", "1", "--epochs", "1"]),
-                       "notes.txt", "is a file")
+        one_line_error(
+            runner.invoke(app, ["export", str(run), "--out", str(out), "--overwrite"]), "notes.txt", "is a file"
+        )
+        one_line_error(
+            runner.invoke(app, ["pretrain", str(shards), "--out", str(out), *SMALL_RUN]), "notes.txt", "is a file"
+        )
+        one_line_error(
+            runner.invoke(
+                app,
+                [
+                    "finetune-glue",
+                    "--task",
+                    "sst2",
+                    "--checkpoint",
+                    str(run),
+                    "--data",
+                    str(glue),
+                    "--out",
+                    str(out),
+                    "--quick",
+                    "--seeds",
+                    "1",
+                    "--epochs",
+                    "1",
+                ],
+            ),
+            "notes.txt",
+            "is a file",
+        )
     assert a_file.read_text() == "keep me"  # --overwrite replaces output folders, never a file

@@ -34,7 +34,10 @@ def test_numbers_that_are_not_numbers_are_refused(bad):
     """float() reads them all; a learning rate of nan would reach torch."""
     with pytest.raises(MapnetError) as err:
         comma_list(f"1e-5,{bad}", "--lrs", convert=float)
-    assert str(err.value) == f"--lrs must be a comma-separated list of finite numbers: {bad!r} is not one (got '1e-5,{bad}')"
+    assert (
+        str(err.value)
+        == f"--lrs must be a comma-separated list of finite numbers: {bad!r} is not one (got '1e-5,{bad}')"
+    )
     assert comma_list("1e-5, 2e-5", "--lrs", convert=float) == [1e-5, 2e-5]
 
 
@@ -42,8 +45,18 @@ def test_numbers_that_are_not_numbers_are_refused(bad):
 def test_finetune_glue_refuses_a_nan_learning_rate_in_one_line_before_any_work(flag, tmp_path, monkeypatch, capsys):
     from mapnet_cli.cli import main
 
-    argv = ["finetune-glue", "--task", "sst2", "--checkpoint", tmp_path / "run", "--data", tmp_path / "glue",
-            "--out", tmp_path / "out", *flag]
+    argv = [
+        "finetune-glue",
+        "--task",
+        "sst2",
+        "--checkpoint",
+        tmp_path / "run",
+        "--data",
+        tmp_path / "glue",
+        "--out",
+        tmp_path / "out",
+        *flag,
+    ]
     monkeypatch.setattr("sys.argv", ["mapnet", *map(str, argv)])
     monkeypatch.setenv("COLUMNS", "400")
     with pytest.raises(SystemExit) as done:

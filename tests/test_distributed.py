@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from mapnet_cli import distributed
-from mapnet_cli.model import checkpoint
 from mapnet_cli.errors import MapnetError
+from mapnet_cli.model import checkpoint
 from mapnet_cli.settings import resolve
 from mapnet_cli.train import pretrain
 
@@ -87,8 +87,9 @@ def test_a_callers_group_under_srun_uses_slurms_local_rank(monkeypatch):
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):  # the caller met its peers itself
         monkeypatch.delenv(key, raising=False)
     asked = []
-    monkeypatch.setattr(distributed, "pick_device", lambda preference, local_rank: asked.append(local_rank) or
-                        torch.device("cpu"))
+    monkeypatch.setattr(
+        distributed, "pick_device", lambda preference, local_rank: asked.append(local_rank) or torch.device("cpu")
+    )
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
         assert distributed.init("cpu").local_rank == 1 and asked == [1]
@@ -134,25 +135,53 @@ MASKINGS = {
     "uniform-pieces": ["train.short_seq.len=8", "train.short_seq.steps=4", "train.micro_batch_size=3"],
     # A batch-size ramp: 2, 2, 4, 6 sequences, then the whole 8 (one sequence per rank at first), uneven micro-batches.
     "uniform-ramp": ["train.batch_ramp.start=2", "train.batch_ramp.steps=4", "train.micro_batch_size=3"],
-    "stratified-pieces": ["masking.strategy=stratified", "masking.stratified.copies=2", "train.short_seq.len=16",
-                          "train.short_seq.steps=3"],
+    "stratified-pieces": [
+        "masking.strategy=stratified",
+        "masking.stratified.copies=2",
+        "train.short_seq.len=16",
+        "train.short_seq.steps=3",
+    ],
     # HT weights + the learnability reference, whose per-type averages are all-reduced every step.
-    "mapnet-ht-learnability": ["masking.strategy=mapnet", "masking.mapnet.importance=ht", "masking.mapnet.mix_uniform=0.5",
-                               "masking.mapnet.explore_start=0", "masking.mapnet.explore_end=0",
-                               "masking.mapnet.target=learnability"],
+    "mapnet-ht-learnability": [
+        "masking.strategy=mapnet",
+        "masking.mapnet.importance=ht",
+        "masking.mapnet.mix_uniform=0.5",
+        "masking.mapnet.explore_start=0",
+        "masking.mapnet.explore_end=0",
+        "masking.mapnet.target=learnability",
+    ],
     # The adaptive table, updated from the scores of both ranks after steps 0, 2, 4 (every step for soft):
     # rank 1 masks its half of the batch from it, so a table built from its own half would change its masks.
-    "adaptive-ht": ["masking.strategy=adaptive", "masking.adaptive.weights=ht", "masking.adaptive.mix_uniform=0.5",
-                    "masking.adaptive.every=2", "train.micro_batch_size=3"],
+    "adaptive-ht": [
+        "masking.strategy=adaptive",
+        "masking.adaptive.weights=ht",
+        "masking.adaptive.mix_uniform=0.5",
+        "masking.adaptive.every=2",
+        "train.micro_batch_size=3",
+    ],
     "adaptive-soft": ["masking.strategy=adaptive", "masking.adaptive.score=soft", "masking.adaptive.every=1"],
 }
 
 
 def _settings(masking: str) -> list[str]:
-    return ["train.recipe=paper", *MASKINGS[masking], "model.max_position=32", "shard.max_seq_len=32", "model.dropout=0.0",
-            "model.attention_dropout=0.0", "train.batch_size=8", "train.steps=6", "train.eval_every=3",
-            "train.eval_sequences=8", "train.checkpoint_every=0", "optim.warmup.steps=2", "optim.lr=3e-3",
-            "logging.log_every=1", "logging.progress=false", "train.device=cpu"]  # the one process too, on a GPU machine
+    return [
+        "train.recipe=paper",
+        *MASKINGS[masking],
+        "model.max_position=32",
+        "shard.max_seq_len=32",
+        "model.dropout=0.0",
+        "model.attention_dropout=0.0",
+        "train.batch_size=8",
+        "train.steps=6",
+        "train.eval_every=3",
+        "train.eval_sequences=8",
+        "train.checkpoint_every=0",
+        "optim.warmup.steps=2",
+        "optim.lr=3e-3",
+        "logging.log_every=1",
+        "logging.progress=false",
+        "train.device=cpu",
+    ]  # the one process too, on a GPU machine
 
 
 # A train.time_budget run rides in the session's job (tests/gloo_runs.py); the budget's other tests are in
@@ -160,10 +189,23 @@ def _settings(masking: str) -> list[str]:
 # a short budget's warm-up share, which is refused. 2 s: a tiny step takes milliseconds, so each rank still times
 # hundreds of steps before rank 0's clock stops both.
 BUDGET_SECONDS = 2.0
-BUDGET_RUN = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8",
-              "train.eval_every=5", "train.eval_sequences=8", "train.checkpoint_every=5", "optim.warmup.steps=0",
-              "optim.lr=3e-3", "logging.log_every=1", "logging.progress=false", "train.time_budget=2s",
-              "optim.warmup.fraction=0", "train.short_seq.len=8", "train.short_seq.fraction=0.3"]
+BUDGET_RUN = [
+    "train.recipe=paper",
+    "model.max_position=64",
+    "shard.max_seq_len=32",
+    "train.batch_size=8",
+    "train.eval_every=5",
+    "train.eval_sequences=8",
+    "train.checkpoint_every=5",
+    "optim.warmup.steps=0",
+    "optim.lr=3e-3",
+    "logging.log_every=1",
+    "logging.progress=false",
+    "train.time_budget=2s",
+    "optim.warmup.fraction=0",
+    "train.short_seq.len=8",
+    "train.short_seq.fraction=0.3",
+]
 
 
 @pytest.mark.slow
@@ -198,7 +240,9 @@ def test_two_gloo_processes_match_one_process(tmp_path, masking, gloo_runs):
     if masking.startswith("adaptive"):
         from safetensors.torch import load_file
 
-        t1, t2 = (load_file(str(checkpoint.latest_checkpoint(run) / "model.safetensors")) for run in (tmp_path / "one", two))
+        t1, t2 = (
+            load_file(str(checkpoint.latest_checkpoint(run) / "model.safetensors")) for run in (tmp_path / "one", two)
+        )
         assert int(t1["adaptive.updates"]) == int(t2["adaptive.updates"]) >= 3
         assert torch.equal(t1["adaptive.observed"], t2["adaptive.observed"])  # every rank's counts, summed
         torch.testing.assert_close(t1["adaptive.table"], t2["adaptive.table"], rtol=1e-6, atol=0.0)
@@ -235,8 +279,10 @@ def test_a_stop_signal_on_one_rank_stops_every_rank_at_one_step_and_resume_conti
     assert message.split("its checkpoint is ")[1].split(";")[0] == str(stopped / "checkpoints" / "step-00000002")
     resumes = json.loads((stopped / "run.json").read_text())["resumes"]
     assert len(resumes) == 1 and resumes[0]["step"] == 2
-    a, b = (load_file(str(checkpoint.latest_checkpoint(run) / "model.safetensors"))
-            for run in (gloo_runs["frequency"], stopped))
+    a, b = (
+        load_file(str(checkpoint.latest_checkpoint(run) / "model.safetensors"))
+        for run in (gloo_runs["frequency"], stopped)
+    )
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 

@@ -19,8 +19,13 @@ import typer._click as click  # typer's vendored click, which its commands belon
 from mapnet_cli.cli import app
 
 REPO = Path(__file__).resolve().parents[1]
-PAGES = sorted([REPO / "README.md", *(p for p in (REPO / "docs").rglob("*.md") if "_hooks" not in p.parts),
-                *(REPO / "experiments").glob("*/README.md")])
+PAGES = sorted(
+    [
+        REPO / "README.md",
+        *(p for p in (REPO / "docs").rglob("*.md") if "_hooks" not in p.parts),
+        *(REPO / "experiments").glob("*/README.md"),
+    ]
+)
 EXPERIMENTS = sorted(p for p in (REPO / "experiments").iterdir() if p.is_dir() and p.name != "common")
 SEPARATORS = {"|", "||", "&&", ";", "&", "(", ")", ">", ">>", "<", "2>", "$("}
 
@@ -67,10 +72,14 @@ def mapnet_invocations(line: str) -> list[list[str]]:
     out = []
     for cmd in found:
         for i, tok in enumerate(cmd):
-            starts = tok == "mapnet" and (i == 0 or cmd[i - 1] in ("run", "exec") or "=" in cmd[i - 1]
-                                          or cmd[0] in ("srun", "nohup", "timeout", "time"))
+            starts = tok == "mapnet" and (
+                i == 0
+                or cmd[i - 1] in ("run", "exec")
+                or "=" in cmd[i - 1]
+                or cmd[0] in ("srun", "nohup", "timeout", "time")
+            )
             if starts or (tok == "mapnet_cli.cli" and i > 0 and cmd[i - 1] == "-m"):
-                out.append(cmd[i + 1:])
+                out.append(cmd[i + 1 :])
                 break
     return out
 
@@ -111,14 +120,20 @@ def test_every_documented_command_line_names_real_commands_and_options():
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("line, problem", [
-    ("mapnet pretrain shards/ --out runs/x --no-such-flag 3", "no option '--no-such-flag'"),
-    ("uv run mapnet pretrian shards/", "no command 'pretrian'"),
-    ("mapnet config show --docs --bogus", "no option '--bogus'"),
-    ("OMP_NUM_THREADS=1 mapnet blimp runs/x --data d --out o \\\n    --method nope --paradigm x", "no option '--paradigm'"),
-    ("cat essay.txt | mapnet inspect-masks runs/mapnet --json --jsn", "no option '--jsn'"),
-    ("torchrun --nproc-per-node 8 -m mapnet_cli.cli pretrain shards/ --out r --gpu 8", "no option '--gpu'"),
-])
+@pytest.mark.parametrize(
+    "line, problem",
+    [
+        ("mapnet pretrain shards/ --out runs/x --no-such-flag 3", "no option '--no-such-flag'"),
+        ("uv run mapnet pretrian shards/", "no command 'pretrian'"),
+        ("mapnet config show --docs --bogus", "no option '--bogus'"),
+        (
+            "OMP_NUM_THREADS=1 mapnet blimp runs/x --data d --out o \\\n    --method nope --paradigm x",
+            "no option '--paradigm'",
+        ),
+        ("cat essay.txt | mapnet inspect-masks runs/mapnet --json --jsn", "no option '--jsn'"),
+        ("torchrun --nproc-per-node 8 -m mapnet_cli.cli pretrain shards/ --out r --gpu 8", "no option '--gpu'"),
+    ],
+)
 def test_the_checker_finds_a_wrong_command_or_option(line, problem):
     """The check above can fail: each line here is wrong in one place, which it names."""
     page = f"```bash\n{line}\n```\n"
@@ -127,9 +142,12 @@ def test_the_checker_finds_a_wrong_command_or_option(line, problem):
 
 
 def test_the_checker_accepts_options_per_subcommand_and_ignores_arguments_named_mapnet():
-    page = ("```bash\nmapnet pretrain shards/ --out runs/m --masking mapnet --set optim.lr=1e-3  # --masking's value\n"
-            "mapnet compare shards/ --out c --strategies uniform,mapnet --seeds 3 \\\n    --set masking.adaptive.every=50\n```\n"
-            "Prose: `mapnet shard corpus --out shards --max-seq-len 512`.\n")
+    page = (
+        "```bash\nmapnet pretrain shards/ --out runs/m --masking mapnet --set optim.lr=1e-3  # --masking's value\n"
+        "mapnet compare shards/ --out c --strategies uniform,mapnet --seeds 3 \\\n    --set "
+        "masking.adaptive.every=50\n```\n"
+        "Prose: `mapnet shard corpus --out shards --max-seq-len 512`.\n"
+    )
     found = [check(args) for code in code_lines(page) for args in mapnet_invocations(code)]
     assert found == [None, None, None]
     # --seeds is compare's, not pretrain's: options resolve per subcommand

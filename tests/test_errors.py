@@ -7,16 +7,31 @@ import subprocess
 import sys
 
 import pytest
+from tiny_shards import write_tiny_shards
 from typer.testing import CliRunner
 
-from mapnet_cli.model import checkpoint
 from mapnet_cli.cli import app
 from mapnet_cli.errors import warn
-from tiny_shards import write_tiny_shards
+from mapnet_cli.model import checkpoint
 
-SMALL = ["--preset", "tiny", "--steps", "2", "--set", "model.max_position=32", "--set", "shard.max_seq_len=32",
-         "--set", "train.batch_size=8", "--set", "train.eval_sequences=8", "--set", "optim.warmup.steps=1",
-         "--set", "logging.progress=false"]
+SMALL = [
+    "--preset",
+    "tiny",
+    "--steps",
+    "2",
+    "--set",
+    "model.max_position=32",
+    "--set",
+    "shard.max_seq_len=32",
+    "--set",
+    "train.batch_size=8",
+    "--set",
+    "train.eval_sequences=8",
+    "--set",
+    "optim.warmup.steps=1",
+    "--set",
+    "logging.progress=false",
+]
 
 
 def test_a_warning_keeps_brackets_in_paths(capsys):
@@ -41,5 +56,7 @@ def test_errors_name_paths_as_they_are_and_a_checkpoint_without_manifest_is_refu
     (ckpt / "manifest.json").unlink()
     refused = subprocess.run([*cmd, "--overwrite"], capture_output=True, text=True, env=env, timeout=300)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
-    assert (f"error: {ckpt} has no manifest.json, which every mapnet checkpoint has: it cannot be verified "
-            "(damaged, or not written by mapnet)") in refused.stderr.splitlines()
+    assert (
+        f"error: {ckpt} has no manifest.json, which every mapnet checkpoint has: it cannot be verified "
+        "(damaged, or not written by mapnet)"
+    ) in refused.stderr.splitlines()

@@ -21,22 +21,26 @@ LEVERS = "experiments/hour-levers/levers_cpu.sh"
 
 
 def script(path: str, out: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", path, str(out), *args], cwd=REPO, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **env})
+    return subprocess.run(
+        ["bash", path, str(out), *args], cwd=REPO, capture_output=True, text=True, timeout=60, env={**os.environ, **env}
+    )
 
 
-@pytest.mark.parametrize("path, args, env, says", [
-    (HOUR, ("train",), {}, "usage: hour_cpu.sh OUT costs|pretrain|shape|blimp|glue|table|smoke"),
-    (HOUR, ("pretrain",), {"CLOCK": "cpu"}, "CLOCK must be modelled or wall (got cpu)"),
-    (HOUR, ("pretrain",), {"DATA": "seq32"}, "DATA must be base, seq64, vocab16k or vocab16k-seq64 (got seq32)"),
-    (HOUR, ("glue",), {"GLUE_SEEDS": "0 3"}, "GLUE_SEEDS must be seeds of 0..2 (got 3)"),
-    (HOUR, ("glue",), {"GLUE_SEEDS": "one"}, "GLUE_SEEDS must be seeds of 0..2 (got one)"),
-    (LEVERS, ("prepare", "base", "seq32"), {}, "unknown shards seq32 (base, seq64, vocab16k, vocab16k-seq64)"),
-    (MASKING, ("sweep",), {}, "usage: masking_cpu.sh OUT costs|run|table|score|smoke"),
-    (MASKING, ("run",), {"STRATEGIES": "pmi,uniform"}, "STRATEGIES must be uniform (the reference"),
-    (MASKING, ("run",), {"STRATEGIES": "uniform"}, "STRATEGIES must be uniform (the reference"),
-    (MASKING, ("run",), {"LANES": "0"}, "LANES must be 1 to 9 (got 0)"),
-])
+@pytest.mark.parametrize(
+    "path, args, env, says",
+    [
+        (HOUR, ("train",), {}, "usage: hour_cpu.sh OUT costs|pretrain|shape|blimp|glue|table|smoke"),
+        (HOUR, ("pretrain",), {"CLOCK": "cpu"}, "CLOCK must be modelled or wall (got cpu)"),
+        (HOUR, ("pretrain",), {"DATA": "seq32"}, "DATA must be base, seq64, vocab16k or vocab16k-seq64 (got seq32)"),
+        (HOUR, ("glue",), {"GLUE_SEEDS": "0 3"}, "GLUE_SEEDS must be seeds of 0..2 (got 3)"),
+        (HOUR, ("glue",), {"GLUE_SEEDS": "one"}, "GLUE_SEEDS must be seeds of 0..2 (got one)"),
+        (LEVERS, ("prepare", "base", "seq32"), {}, "unknown shards seq32 (base, seq64, vocab16k, vocab16k-seq64)"),
+        (MASKING, ("sweep",), {}, "usage: masking_cpu.sh OUT costs|run|table|score|smoke"),
+        (MASKING, ("run",), {"STRATEGIES": "pmi,uniform"}, "STRATEGIES must be uniform (the reference"),
+        (MASKING, ("run",), {"STRATEGIES": "uniform"}, "STRATEGIES must be uniform (the reference"),
+        (MASKING, ("run",), {"LANES": "0"}, "LANES must be 1 to 9 (got 0)"),
+    ],
+)
 def test_bad_arguments_are_one_line_and_exit_2_before_any_work(tmp_path, path, args, env, says):
     out = tmp_path / "out"
     done = script(path, out, *args, **env)
@@ -87,10 +91,18 @@ def test_an_arm_of_the_baselines_architecture_reuses_its_random_weight_controls(
     for arm, score in (("shape-tiny", "own"), ("mask-0.40", "baseline's")):
         (out / "arms" / arm).mkdir(parents=True)
         (out / "arms" / arm / "blimp-controls.json").write_text(score)
-    run = ('source experiments/hour-levers/levers_cpu.sh "$OUT" plan > /dev/null; '
-           'for line in "$(chosen batch-16)" "$(chosen shape-L8-H128)"; do run_arm "$line"; done')
-    done = subprocess.run(["bash", "-c", run], cwd=REPO, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "OUT": str(out), "BASELINE": "kept", "MAPNET": "true"})
+    run = (
+        'source experiments/hour-levers/levers_cpu.sh "$OUT" plan > /dev/null; '
+        'for line in "$(chosen batch-16)" "$(chosen shape-L8-H128)"; do run_arm "$line"; done'
+    )
+    done = subprocess.run(
+        ["bash", "-c", run],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "OUT": str(out), "BASELINE": "kept", "MAPNET": "true"},
+    )
     assert done.returncode == 0, done.stderr
     assert (out / "arms" / "batch-16" / "blimp-controls.json").read_text() == "baseline's"
     assert not (out / "arms" / "shape-L8-H128" / "blimp-controls.json").exists()  # its own: scored by its run
@@ -108,11 +120,15 @@ def test_glue_seeds_fine_tune_each_named_seeds_own_last_checkpoint(tmp_path):
     done = script(HOUR, out, "glue", GLUE_SEEDS="0 2", MAPNET=f"bash {recorder}")
     assert done.returncode == 0, done.stderr
     calls = [line.split() for line in (tmp_path / "argv").read_text().splitlines()]
-    where = [(c[c.index("--checkpoint") + 1].split("/runs/")[1], c[c.index("--out") + 1].rsplit("/", 1)[1]) for c in calls]
-    assert where == [("seed-0/checkpoints/step-00000200", "glue-small"),
-                     ("seed-0/checkpoints/step-00000200", "glue-fewshot-500"),
-                     ("seed-0/checkpoints/step-00000200", "glue-fewshot-1000"),
-                     ("seed-2/checkpoints/step-00000200", "glue-small-seed-2")]
+    where = [
+        (c[c.index("--checkpoint") + 1].split("/runs/")[1], c[c.index("--out") + 1].rsplit("/", 1)[1]) for c in calls
+    ]
+    assert where == [
+        ("seed-0/checkpoints/step-00000200", "glue-small"),
+        ("seed-0/checkpoints/step-00000200", "glue-fewshot-500"),
+        ("seed-0/checkpoints/step-00000200", "glue-fewshot-1000"),
+        ("seed-2/checkpoints/step-00000200", "glue-small-seed-2"),
+    ]
     assert calls[-1][calls[-1].index("--max-train") + 1] == "5000"
 
 
@@ -128,9 +144,17 @@ done; done
 """
 
 
-def recorded_run(tmp_path: Path, path: str, stage: str, arm: str, shards: str, held_out: str,
-                 spent: tuple[int, ...] = (), kept: dict[str, str] | None = None, **env: str
-                 ) -> tuple[list[str], Path, Path]:
+def recorded_run(
+    tmp_path: Path,
+    path: str,
+    stage: str,
+    arm: str,
+    shards: str,
+    held_out: str,
+    spent: tuple[int, ...] = (),
+    kept: dict[str, str] | None = None,
+    **env: str,
+) -> tuple[list[str], Path, Path]:
     """`path OUT stage` in a working copy whose runs/ holds only manifests (of `shards` and of `held_out`'s shards
     and held-out sets: nothing is built), with OUT's costs for `arm` and a `mapnet` that records what it was asked:
     (its calls, the working copy, OUT). The seeds in `spent` have already spent their budget in OUT (a run.json
@@ -150,14 +174,22 @@ def recorded_run(tmp_path: Path, path: str, stage: str, arm: str, shards: str, h
         (out / rel).write_text(text)
     for seed in spent:
         (out / f"runs/seed-{seed}/checkpoints").mkdir(parents=True)
-        (out / f"runs/seed-{seed}/run.json").write_text('{"budget": {"time_budget": "60m", "seconds": 3600, "finished": true}}')
+        (out / f"runs/seed-{seed}/run.json").write_text(
+            '{"budget": {"time_budget": "60m", "seconds": 3600, "finished": true}}'
+        )
         (out / f"seed-{seed}.log").write_text("the budget run's own log\n")
     (out / "costs.json").write_text(f'{{"arms": {{"{arm}": {{"step_seconds": 0.5, "short_step_seconds": 0.4}}}}}}')
     fake = tmp_path / "mapnet"
     fake.write_text(f'#!/usr/bin/env bash\necho "$*" >> {calls}\n' + FINISH_COMPARED_RUNS)
     fake.chmod(0o755)
-    done = subprocess.run(["bash", str(REPO / path), str(out), stage], cwd=work, capture_output=True, text=True,
-                          timeout=60, env={**os.environ, **env, "MAPNET": str(fake)})
+    done = subprocess.run(
+        ["bash", str(REPO / path), str(out), stage],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env, "MAPNET": str(fake)},
+    )
     assert done.returncode == 0, done.stderr
     return (calls.read_text().splitlines() if calls.exists() else []), work, out
 
@@ -166,12 +198,15 @@ def held_out_flag(work: Path, held_out: str) -> str:
     return f'train.extra_eval=["books={work / held_out}/heldout-books", "wiki={work / held_out}/heldout-wiki"]'
 
 
-@pytest.mark.parametrize("data, shards, held_out", [
-    ("base", "runs/real-text-x5/shards", "runs/real-text"),
-    ("seq64", "runs/real-text-x5/shards-64", "runs/real-text"),
-    ("vocab16k", "runs/real-text-x5-16k/shards", "runs/real-text-16k"),
-    ("vocab16k-seq64", "runs/real-text-x5-16k/shards-64", "runs/real-text-16k"),
-])
+@pytest.mark.parametrize(
+    "data, shards, held_out",
+    [
+        ("base", "runs/real-text-x5/shards", "runs/real-text"),
+        ("seq64", "runs/real-text-x5/shards-64", "runs/real-text"),
+        ("vocab16k", "runs/real-text-x5-16k/shards", "runs/real-text-16k"),
+        ("vocab16k-seq64", "runs/real-text-x5-16k/shards-64", "runs/real-text-16k"),
+    ],
+)
 def test_the_hour_script_trains_on_the_shards_data_names_with_their_own_held_out_sets(tmp_path, data, shards, held_out):
     # The run must read DATA's shards and score the held-out sets of the same tokenizer.
     calls, work, out = recorded_run(tmp_path, HOUR, "pretrain", "hour", shards, held_out, DATA=data, SEEDS="1")
@@ -182,37 +217,78 @@ def test_the_hour_script_trains_on_the_shards_data_names_with_their_own_held_out
 
 def test_the_hour_script_adds_a_seed_without_touching_those_that_spent_their_budget(tmp_path):
     # SEEDS=3 after two finished seeds trains the third alone; rerunning the finished ones would overwrite their logs.
-    calls, work, out = recorded_run(tmp_path, HOUR, "pretrain", "hour", "runs/real-text-x5-16k/shards-64",
-                                    "runs/real-text-16k", spent=(0, 1), SEEDS="3", JOBS="1")
+    calls, work, out = recorded_run(
+        tmp_path,
+        HOUR,
+        "pretrain",
+        "hour",
+        "runs/real-text-x5-16k/shards-64",
+        "runs/real-text-16k",
+        spent=(0, 1),
+        SEEDS="3",
+        JOBS="1",
+    )
     assert calls and all(f"--out {out}/runs/seed-2 " in line for line in calls)
     assert (out / "seed-0.log").read_text() == (out / "seed-1.log").read_text() == "the budget run's own log\n"
     # Another budget is not "spent": every seed goes on to `pretrain --resume`, which extends it or refuses.
-    calls, work, out = recorded_run(tmp_path / "90m", HOUR, "pretrain", "hour", "runs/real-text-x5-16k/shards-64",
-                                    "runs/real-text-16k", spent=(0, 1), SEEDS="3", JOBS="1", BUDGET="90m")
+    calls, work, out = recorded_run(
+        tmp_path / "90m",
+        HOUR,
+        "pretrain",
+        "hour",
+        "runs/real-text-x5-16k/shards-64",
+        "runs/real-text-16k",
+        spent=(0, 1),
+        SEEDS="3",
+        JOBS="1",
+        BUDGET="90m",
+    )
     trained = [line for line in calls if "--print-settings" not in line]
-    assert [f"--out {out}/runs/seed-{k} " in line and "--resume" in line for k, line in enumerate(trained)] == [True, True, False]
+    assert [f"--out {out}/runs/seed-{k} " in line and "--resume" in line for k, line in enumerate(trained)] == [
+        True,
+        True,
+        False,
+    ]
 
 
-@pytest.mark.parametrize("env, shards, held_out, seq", [
-    ({}, "runs/real-text-x5-16k/shards-64", "runs/real-text-16k", 64),  # the hour recipe's own shards
-    ({"DATA": "vocab16k"}, "runs/real-text-x5-16k/shards", "runs/real-text-16k", 128),
-    ({"RECIPE": "fast"}, "runs/real-text-x5/shards", "runs/real-text", 128),
-    ({"SETS": "--set train.precision=fp32"}, "runs/real-text-x5-16k/shards-64", "runs/real-text-16k", 64),
-])
-def test_the_masking_script_compares_on_its_recipes_shards_with_their_pmi_vocabulary(tmp_path, env, shards, held_out,
-                                                                                      seq):
+@pytest.mark.parametrize(
+    "env, shards, held_out, seq",
+    [
+        ({}, "runs/real-text-x5-16k/shards-64", "runs/real-text-16k", 64),  # the hour recipe's own shards
+        ({"DATA": "vocab16k"}, "runs/real-text-x5-16k/shards", "runs/real-text-16k", 128),
+        ({"RECIPE": "fast"}, "runs/real-text-x5/shards", "runs/real-text", 128),
+        ({"SETS": "--set train.precision=fp32"}, "runs/real-text-x5-16k/shards-64", "runs/real-text-16k", 64),
+    ],
+)
+def test_the_masking_script_compares_on_its_recipes_shards_with_their_pmi_vocabulary(
+    tmp_path, env, shards, held_out, seq
+):
     # As above, for section I: every compare (each run a lane trains, and the last one over all arms) reads the same
     # shards, cut to their sequence length, scores the held-out sets of their tokenizer, and PMI's vocabulary is
     # built from the preparation those shards were cut from.
-    calls, work, out = recorded_run(tmp_path, MASKING, "run", "uniform", shards, held_out, **env,
-                                    STRATEGIES="uniform,pmi", SEEDS="2", kept={"score/blimp-controls.json": "scored"})
+    calls, work, out = recorded_run(
+        tmp_path,
+        MASKING,
+        "run",
+        "uniform",
+        shards,
+        held_out,
+        **env,
+        STRATEGIES="uniform,pmi",
+        SEEDS="2",
+        kept={"score/blimp-controls.json": "scored"},
+    )
     prep = (work / shards).parent / "prep"
     assert calls[0] == f"pmi-vocab {prep} --out {work / shards}/pmi.tsv --min-count 11 --size 200000 --no-progress"
     compares = [line for line in calls if line.startswith("compare ")]
     assert len(compares) == 5  # one per run (2 arms x 2 seeds), then the one over every arm
     assert "--blimp " in compares[-1] and not any("--blimp " in line for line in compares[:-1])  # lanes only train
     assert sorted(p.relative_to(out / "arms" / "runs").as_posix() for p in (out / "arms" / "runs").glob("*/*")) == [
-        "pmi/seed-0", "pmi/seed-1", "uniform/seed-0", "uniform/seed-1"]  # gathered
+        "pmi/seed-0",
+        "pmi/seed-1",
+        "uniform/seed-0",
+        "uniform/seed-1",
+    ]  # gathered
     assert (out / "arms" / "blimp-controls.json").read_text() == "scored"  # the score stage's controls reused
     for line in compares:
         assert line.startswith(f"compare {work / shards} --out {out}/")
@@ -227,14 +303,28 @@ def test_the_hour_costs_measure_the_recipe_beside_mini_fast_on_its_own_shards(tm
     bin_dir.mkdir()
     (bin_dir / "uv").write_text(f'#!/usr/bin/env bash\necho "$*" >> {seen}\n')
     (bin_dir / "uv").chmod(0o755)
-    calls, work, out = recorded_run(tmp_path, HOUR, "costs", "hour", "runs/real-text-x5/shards", "runs/real-text",
-                                    DATA="base", PATH=f"{bin_dir}:{os.environ['PATH']}")
+    calls, work, out = recorded_run(
+        tmp_path,
+        HOUR,
+        "costs",
+        "hour",
+        "runs/real-text-x5/shards",
+        "runs/real-text",
+        DATA="base",
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+    )
     bench = seen.read_text().splitlines()
     assert len(bench) == 1 and bench[0].startswith("run python benchmarks/step_costs.py --out ")
     base, recipe = bench[0].index("--arm mini-fast "), bench[0].index("--arm hour ")
     assert base < recipe  # the first arm is the reference
-    assert bench[0][base:recipe].split()[2:] == [str(work / "runs/real-text-x5/shards"), "preset=mini", "recipe=fast",
-                                                 "train.batch_size=32", "shard.max_seq_len=128", "train.extra_eval=[]"]
+    assert bench[0][base:recipe].split()[2:] == [
+        str(work / "runs/real-text-x5/shards"),
+        "preset=mini",
+        "recipe=fast",
+        "train.batch_size=32",
+        "shard.max_seq_len=128",
+        "train.extra_eval=[]",
+    ]
 
 
 def test_the_hour_costs_refuse_a_shape_the_mini_fast_reference_would_take_too(tmp_path):
@@ -244,8 +334,14 @@ def test_the_hour_costs_refuse_a_shape_the_mini_fast_reference_would_take_too(tm
     (work / "experiments").mkdir(parents=True)
     for part in ("hour-recipe", "hour-levers", "common"):
         (work / "experiments" / part).symlink_to(REPO / "experiments" / part)
-    done = subprocess.run(["bash", str(REPO / HOUR), str(out), "costs"], cwd=work, capture_output=True, text=True,
-                          timeout=60, env={**os.environ, "SETS": "--set model.layers=4", "MAPNET": "true", "DATA": "base"})
+    done = subprocess.run(
+        ["bash", str(REPO / HOUR), str(out), "costs"],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "SETS": "--set model.layers=4", "MAPNET": "true", "DATA": "base"},
+    )
     assert done.returncode == 2 and done.stderr.startswith("SETS changes the model") and done.stderr.count("\n") == 1
     assert not (work / "runs").exists() and not out.exists()
 
@@ -257,9 +353,18 @@ def test_the_masking_costs_pin_uniform_to_another_clock_and_take_the_run_flags(t
     bin_dir.mkdir()
     (bin_dir / "uv").write_text(f'#!/usr/bin/env bash\necho "$*" >> {seen}\n')
     (bin_dir / "uv").chmod(0o755)
-    recorded_run(tmp_path, MASKING, "costs", "uniform", "runs/real-text-x5-16k/shards-64", "runs/real-text-16k",
-                 STRATEGIES="uniform,pmi", SETS="--set train.precision=fp32", REFERENCE="0.4385 0.5007",
-                 PATH=f"{bin_dir}:{os.environ['PATH']}")
+    recorded_run(
+        tmp_path,
+        MASKING,
+        "costs",
+        "uniform",
+        "runs/real-text-x5-16k/shards-64",
+        "runs/real-text-16k",
+        STRATEGIES="uniform,pmi",
+        SETS="--set train.precision=fp32",
+        REFERENCE="0.4385 0.5007",
+        PATH=f"{bin_dir}:{os.environ['PATH']}",
+    )
     bench = seen.read_text().splitlines()
     assert len(bench) == 1 and bench[0].startswith("run python benchmarks/step_costs.py --out ")
     assert bench[0].endswith(" --reference 0.4385 0.5007") and " train.precision=fp32 " in bench[0]
@@ -280,8 +385,14 @@ def test_the_hour_script_takes_an_arms_costs_from_section_gs_pinned_clock(tmp_pa
     out = tmp_path / "out"
 
     def run(arm: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["bash", str(REPO / HOUR), str(out), "costs"], cwd=work, capture_output=True, text=True,
-                              timeout=60, env={**os.environ, "LEVERS_COSTS": str(kept), "LEVERS_ARM": arm})
+        return subprocess.run(
+            ["bash", str(REPO / HOUR), str(out), "costs"],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "LEVERS_COSTS": str(kept), "LEVERS_ARM": arm},
+        )
 
     missing = run("combined-y")
     assert missing.returncode != 0 and "has no arm combined-y" in missing.stderr and not (out / "costs.json").exists()
@@ -312,13 +423,16 @@ done
     (stopped / "run.json").write_text('{"budget": {"finished": false}}')
     (out / "lane-a" / "runs" / "pmi" / "seed-0").mkdir(parents=True)
     (out / "lane-a" / "runs" / "pmi" / "seed-0" / "run.json").write_text('{"budget": {"finished": true}}')
-    lanes = (f'set -euo pipefail; source experiments/common/lanes.sh; mapnet=(bash {fake}); '
-             f'queue_lanes {out} SHARDS 3 uniform,span,pmi --set x=1; gather {out} {out}/arms')
+    lanes = (
+        f"set -euo pipefail; source experiments/common/lanes.sh; mapnet=(bash {fake}); "
+        f"queue_lanes {out} SHARDS 3 uniform,span,pmi --set x=1; gather {out} {out}/arms"
+    )
     done = subprocess.run(["bash", "-c", lanes], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr + (out / "lane-a.log").read_text() + (out / "lane-b.log").read_text()
     trained = log.read_text().splitlines()
     assert sorted(line.split(" ", 1)[1] for line in trained) == sorted(
-        f"{arm} {k}" for arm in ("uniform", "span", "pmi") for k in range(3) if (arm, k) != ("pmi", 0))
+        f"{arm} {k}" for arm in ("uniform", "span", "pmi") for k in range(3) if (arm, k) != ("pmi", 0)
+    )
     assert "lane-b pmi 1" in trained and {line.split()[0] for line in trained} == {"lane-a", "lane-b"}
     runs = sorted(p.relative_to(out / "arms" / "runs").as_posix() for p in (out / "arms" / "runs").glob("*/*"))
     assert runs == [f"{arm}/seed-{k}" for arm in ("pmi", "span", "uniform") for k in range(3)]
@@ -328,9 +442,11 @@ done
 def test_the_queue_lanes_stop_at_a_failed_run_and_say_which_are_unfinished(tmp_path):
     # A failed (or SIGTERM-stopped) compare ends its lane at once: no next run is started behind it.
     out, fake = tmp_path / "out", tmp_path / "mapnet.sh"
-    fake.write_text('while (($#)); do case $1 in --strategies) arm=$2 ;; esac; shift; done; exit 1\n')
-    lanes = (f'set -euo pipefail; source experiments/common/lanes.sh; mapnet=(bash {fake}); '
-             f'queue_lanes {out} SHARDS 2 uniform,pmi')
+    fake.write_text("while (($#)); do case $1 in --strategies) arm=$2 ;; esac; shift; done; exit 1\n")
+    lanes = (
+        f"set -euo pipefail; source experiments/common/lanes.sh; mapnet=(bash {fake}); "
+        f"queue_lanes {out} SHARDS 2 uniform,pmi"
+    )
     done = subprocess.run(["bash", "-c", lanes], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and done.stderr.startswith("a lane failed (exit 1)")
     assert sorted(p.name for p in (out / "claims").iterdir()) == ["pmi.seed-0", "uniform.seed-0"]  # one run a lane
@@ -348,7 +464,7 @@ echo "$(basename "$out") $arm" >> {log}
 mkdir -p "$run"; echo '{{"budget": {{"finished": true}}}}' > "$run/run.json"
 """)
     (out / "lane-a" / "runs" / "x" / "seed-0").mkdir(parents=True)  # stopped before its first checkpoint
-    lanes = f'set -euo pipefail; source experiments/common/lanes.sh; mapnet=(bash {fake}); queue_lanes {out} S 1 x,y'
+    lanes = f"set -euo pipefail; source experiments/common/lanes.sh; mapnet=(bash {fake}); queue_lanes {out} S 1 x,y"
     done = subprocess.run(["bash", "-c", lanes], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert sorted(log.read_text().splitlines()) == ["lane-a x", "lane-b y"]
@@ -367,8 +483,10 @@ mkdir -p "$run"
 for ((i = 0; i < 100; i++)); do (($(ls -d {tmp_path}/out/lane-*/runs/*/seed-0 | wc -l) >= 3)) && break; sleep 0.1; done
 echo '{{"budget": {{"finished": true}}}}' > "$run/run.json"
 """)
-    lanes = (f'set -euo pipefail; source experiments/common/lanes.sh; mapnet=(bash {fake}); '
-             f'LANES=3 queue_lanes {out} S 1 w,x,y,z')
+    lanes = (
+        f"set -euo pipefail; source experiments/common/lanes.sh; mapnet=(bash {fake}); "
+        f"LANES=3 queue_lanes {out} S 1 w,x,y,z"
+    )
     done = subprocess.run(["bash", "-c", lanes], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     trained = log.read_text().splitlines()

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
+from tiny_shards import SPECIAL_IDS
 from typer.testing import CliRunner
 
-from mapnet_cli.model import checkpoint
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.export import export, hf_config, hf_state_dict
+from mapnet_cli.model import checkpoint
 from mapnet_cli.model.bert import BertConfig, BertForMLM
 from mapnet_cli.settings import Settings
-from tiny_shards import SPECIAL_IDS
 
 transformers = pytest.importorskip("transformers")
 
@@ -46,7 +46,9 @@ def test_transformers_loads_it_with_identical_logits(ckpt, tmp_path):
     with torch.no_grad():
         ours = model(ids, attn.bool())
         theirs = hf(input_ids=ids, attention_mask=attn).logits
-        pairs = hf(input_ids=ids, attention_mask=attn, token_type_ids=(torch.arange(20) > 9).long().expand(3, 20)).logits
+        pairs = hf(
+            input_ids=ids, attention_mask=attn, token_type_ids=(torch.arange(20) > 9).long().expand(3, 20)
+        ).logits
     real = attn.bool()
     torch.testing.assert_close(theirs[real], ours[real], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(pairs[real], ours[real], atol=1e-4, rtol=1e-4)  # segment ids add nothing
@@ -83,8 +85,23 @@ def test_pre_ln_exports_as_roberta_prelayernorm_with_identical_logits(tmp_path):
 def modern_model(**kw) -> BertForMLM:
     """A modern-block model (3 blocks: the first without its attention LayerNorm) with trained-looking weights."""
     torch.manual_seed(0)
-    cfg = BertConfig(**{**dict(vocab_size=60, layers=3, hidden=32, heads=4, intermediate=48, max_position=20, norm="pre",
-                               block="modern", layer_norm_eps=1e-5, rope_theta=500.0), **kw})
+    cfg = BertConfig(
+        **{
+            **dict(
+                vocab_size=60,
+                layers=3,
+                hidden=32,
+                heads=4,
+                intermediate=48,
+                max_position=20,
+                norm="pre",
+                block="modern",
+                layer_norm_eps=1e-5,
+                rope_theta=500.0,
+            ),
+            **kw,
+        }
+    )
     model = BertForMLM(cfg)
     with torch.no_grad():
         for p in model.parameters():
@@ -126,26 +143,54 @@ def test_modern_export_refuses_what_modernbert_cannot_express_and_reading_back_w
     with pytest.raises(MapnetError, match=r"^ModernBertForMaskedLM cannot express post-LN blocks"):
         hf_config(BertForMLM(BertConfig(vocab_size=60, layers=1, hidden=32, heads=4, block="modern", norm="post")))
     # transformers' own default ModernBERT: two local-attention layers in three, RoPE base 160,000.
-    default = transformers.ModernBertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
-                                            intermediate_size=48, pad_token_id=0, bos_token_id=None, eos_token_id=None,
-                                            cls_token_id=None, sep_token_id=None).to_dict()
+    default = transformers.ModernBertConfig(
+        vocab_size=60,
+        hidden_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=48,
+        pad_token_id=0,
+        bos_token_id=None,
+        eos_token_id=None,
+        cls_token_id=None,
+        sep_token_id=None,
+    ).to_dict()
     with pytest.raises(MapnetError, match=r"local \(sliding-window\) attention layers \(2 of them"):
         arch_from_config(default, "hf/x")
     ours = hf_config(modern_model())
     with pytest.raises(MapnetError, match="hidden_activation = 'gelu_new', mlp_bias = true is not"):
         arch_from_config({**ours, "mlp_bias": True, "hidden_activation": "gelu_new"}, "hf/x")
     arch = arch_from_config(ours, "hf/x")
-    assert arch == {"layers": 3, "hidden": 32, "heads": 4, "intermediate": 48, "max_position": 20, "vocab_size": 60,
-                    "layer_norm_eps": 1e-5, "norm": "pre", "block": "modern", "rope_theta": 500.0, "pad_id": 0}
+    assert arch == {
+        "layers": 3,
+        "hidden": 32,
+        "heads": 4,
+        "intermediate": 48,
+        "max_position": 20,
+        "vocab_size": 60,
+        "layer_norm_eps": 1e-5,
+        "norm": "pre",
+        "block": "modern",
+        "rope_theta": 500.0,
+        "pad_id": 0,
+    }
 
 
 def test_export_files_tokenizer_and_no_mapnet_weights(ckpt, tmp_path):
     export(ckpt[0], tmp_path / "hf")
     names = {p.name for p in (tmp_path / "hf").iterdir()}
-    assert names == {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-                     "special_tokens_map.json", "mapnet_export.json"}
+    assert names == {
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "mapnet_export.json",
+    }
     cfg = json.loads((tmp_path / "hf" / "config.json").read_text())
-    assert cfg["architectures"] == ["BertForMaskedLM"] and cfg["type_vocab_size"] == 2 and cfg["layer_norm_eps"] == 1e-12
+    assert (
+        cfg["architectures"] == ["BertForMaskedLM"] and cfg["type_vocab_size"] == 2 and cfg["layer_norm_eps"] == 1e-12
+    )
     from safetensors import safe_open
 
     with safe_open(str(tmp_path / "hf" / "model.safetensors"), "pt") as fh:
@@ -183,9 +228,19 @@ def test_fill_mask_pipeline_works_on_typed_text_from_a_trained_export(synthetic_
     from mapnet_cli.settings import resolve
     from mapnet_cli.train import pretrain
 
-    s = resolve(None, {"model": {"preset": "tiny"}},
-                ["train.batch_size=8", "train.steps=6", "train.eval_every=0", "train.checkpoint_every=6",
-                 "optim.warmup.steps=1", "optim.lr=3e-3", "logging.progress=false"])
+    s = resolve(
+        None,
+        {"model": {"preset": "tiny"}},
+        [
+            "train.batch_size=8",
+            "train.steps=6",
+            "train.eval_every=0",
+            "train.checkpoint_every=6",
+            "optim.warmup.steps=1",
+            "optim.lr=3e-3",
+            "logging.progress=false",
+        ],
+    )
     last = pretrain(s, synthetic_shards, tmp_path / "run")
     out = export(tmp_path / "run", tmp_path / "hf")
     tok = transformers.AutoTokenizer.from_pretrained(str(out))
@@ -202,7 +257,9 @@ def test_fill_mask_pipeline_works_on_typed_text_from_a_trained_export(synthetic_
     assert ids == [tok.cls_token_id, *body, tok.sep_token_id]
     assert tok.special_tokens_map["mask_token"] == "[MASK]" and fill.tokenizer.mask_token_id == SPECIAL_IDS["mask"]
     predictions = fill(text)
-    assert len(predictions) == 3 and all("[MASK]" not in p["sequence"] and "[CLS]" not in p["sequence"] for p in predictions)
+    assert len(predictions) == 3 and all(
+        "[MASK]" not in p["sequence"] and "[CLS]" not in p["sequence"] for p in predictions
+    )
     with torch.no_grad():
         logits = raw(torch.tensor([ids]))[0, ids.index(tok.mask_token_id)]
     top = torch.softmax(logits.float(), -1).topk(3)
@@ -211,7 +268,7 @@ def test_fill_mask_pipeline_works_on_typed_text_from_a_trained_export(synthetic_
 
 
 # ---------------------------------------------------------------- a user's round trip on real text (issue 36)
-CASED_PUNCTUATED = 'He said: "It\'s Mr. Smith\'s, not Emma\'s... (I think)." She didn\'t!'
+CASED_PUNCTUATED = "He said: \"It's Mr. Smith's, not Emma's... (I think).\" She didn't!"
 
 
 @pytest.fixture(scope="module")
@@ -221,13 +278,29 @@ def real_exports(pretrained_tiny, tmp_path_factory) -> dict[str, tuple[Path, Pat
     from trained_runs import train_tiny_run
 
     root = tmp_path_factory.mktemp("real-exports")
-    post_ln = train_tiny_run(root / "post-ln", pretrained_tiny.parent / "shards", "uniform", "model.norm=post",
-                             "model.max_position=128", "shard.max_seq_len=128", "train.steps=4",
-                             "train.checkpoint_every=4")
+    post_ln = train_tiny_run(
+        root / "post-ln",
+        pretrained_tiny.parent / "shards",
+        "uniform",
+        "model.norm=post",
+        "model.max_position=128",
+        "shard.max_seq_len=128",
+        "train.steps=4",
+        "train.checkpoint_every=4",
+    )
     # The modern block (two blocks: the first has no attention LayerNorm, the second has), trained a little.
-    modern = train_tiny_run(root / "modern", pretrained_tiny.parent / "shards", "uniform", "model.block=modern",
-                            "model.norm=pre", "model.layers=2", "model.max_position=128", "shard.max_seq_len=128",
-                            "train.steps=30", "train.checkpoint_every=30")
+    modern = train_tiny_run(
+        root / "modern",
+        pretrained_tiny.parent / "shards",
+        "uniform",
+        "model.block=modern",
+        "model.norm=pre",
+        "model.layers=2",
+        "model.max_position=128",
+        "shard.max_seq_len=128",
+        "train.steps=30",
+        "train.checkpoint_every=30",
+    )
     out = {}
     for run in (pretrained_tiny, post_ln, modern):
         ckpt = checkpoint.latest_checkpoint(run)
@@ -268,9 +341,14 @@ def test_fill_mask_on_typed_text_returns_real_words(real_exports):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("norm, cls", [("post", "BertForSequenceClassification"),
-                                       ("pre", "RobertaPreLayerNormForSequenceClassification"),
-                                       ("modern", "ModernBertForSequenceClassification")])
+@pytest.mark.parametrize(
+    "norm, cls",
+    [
+        ("post", "BertForSequenceClassification"),
+        ("pre", "RobertaPreLayerNormForSequenceClassification"),
+        ("modern", "ModernBertForSequenceClassification"),
+    ],
+)
 def test_sequence_classification_loads_and_fine_tunes_a_step(real_exports, norm, cls):
     _, folder = real_exports[norm]
     tok = transformers.AutoTokenizer.from_pretrained(str(folder))
@@ -319,7 +397,9 @@ def test_modern_export_gives_mapnets_logits_on_real_sentences_and_loads_back(rea
     tok = transformers.AutoTokenizer.from_pretrained(str(folder))
     batch = tok(sentences, padding=True, truncation=True, max_length=128, return_tensors="pt")
     assert set(batch) == {"input_ids", "attention_mask"}  # ModernBERT takes no token_type_ids
-    assert batch["input_ids"].tolist()[0][:len(mapnet_ids(ckpt, sentences[:1])[0])] == mapnet_ids(ckpt, sentences[:1])[0]
+    assert (
+        batch["input_ids"].tolist()[0][: len(mapnet_ids(ckpt, sentences[:1])[0])] == mapnet_ids(ckpt, sentences[:1])[0]
+    )
     model = checkpoint.load_model(ckpt)[0].eval()
     real = batch["attention_mask"].bool()
     assert not real.all()  # padding is exercised
@@ -335,7 +415,9 @@ def test_modern_export_gives_mapnets_logits_on_real_sentences_and_loads_back(rea
     s = init_from.resolve(None, {}, [f"model.init_from={folder}", "shard.max_seq_len=128"])
     assert (s.model.block, s.model.norm, s.model.layers) == ("modern", "pre", 2)
     source = init_from.open_source(folder)
-    start, _ = init_from.start_model(BertConfig.from_settings(s.model, model.cfg.vocab_size, model.cfg.pad_id), 0, source)
+    start, _ = init_from.start_model(
+        BertConfig.from_settings(s.model, model.cfg.vocab_size, model.cfg.pad_id), 0, source
+    )
     assert all(torch.equal(start.state_dict()[k], v) for k, v in state.items())
 
 
@@ -345,7 +427,11 @@ def test_export_records_its_cleaning_and_preprocess_will_not_clean_twice(ckpt, t
 
     out = export(ckpt[0], tmp_path / "hf")
     assert json.loads((out / "mapnet_export.json").read_text())["cleaning"] == {
-        "normalize_punctuation": True, "moses_tokenize": True, "moses_lang": "en", "lowercase": True}
+        "normalize_punctuation": True,
+        "moses_tokenize": True,
+        "moses_lang": "en",
+        "lowercase": True,
+    }
     # A BPE export (the tiny run's tokenizer is a WordLevel one, which preprocess does not reuse), written as export
     # writes its tokenizer and record.
     from mapnet_cli.data.bpe import save_tokenizer, train_tokenizer
@@ -390,7 +476,8 @@ def test_export_checks_the_runs_cleaning_against_its_shards(ckpt, trained_runs, 
     assert str(exc.value) == (
         f"{ckpt[0] / 'settings.toml'} records the cleaning lowercase=True, but the shards the run trained on were made "
         f"with lowercase=False ({shards / 'settings.toml'}): the exported tokenizer would not read text as pretraining "
-        "did (were the shards rebuilt since?)")
+        "did (were the shards rebuilt since?)"
+    )
     assert not (tmp_path / "hf").exists()
     cli = CliRunner().invoke(app, ["export", str(ckpt[0]), "--out", str(tmp_path / "hf")])
     assert isinstance(cli.exception, MapnetError) and str(cli.exception) == str(exc.value)  # one line, by the CLI
@@ -403,8 +490,12 @@ def test_export_checks_the_runs_cleaning_against_its_shards(ckpt, trained_runs, 
     # checkpoint's record, and a warning naming why it was not checked.
     (shards / "settings.toml").unlink()
     export(ckpt[0], tmp_path / "hf", overwrite=True)
-    assert f"not checked against its corpus: its shards {shards} have no settings.toml" in " ".join(capsys.readouterr().err.split())
+    assert f"not checked against its corpus: its shards {shards} have no settings.toml" in " ".join(
+        capsys.readouterr().err.split()
+    )
     shards.rename(tmp_path / "moved")
     export(ckpt[0], tmp_path / "hf", overwrite=True)
-    assert f"not checked against its corpus: its shards {shards} are not there" in " ".join(capsys.readouterr().err.split())
+    assert f"not checked against its corpus: its shards {shards} are not there" in " ".join(
+        capsys.readouterr().err.split()
+    )
     assert json.loads((tmp_path / "hf" / "mapnet_export.json").read_text())["cleaning"]["lowercase"] is True

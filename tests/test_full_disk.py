@@ -18,17 +18,17 @@ import shutil
 from pathlib import Path
 
 import pytest
+from tiny_shards import write_tiny_shards
 from typer.testing import CliRunner
 
 from mapnet_cli import atomic
-from mapnet_cli.model import checkpoint
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
-from tiny_shards import write_tiny_shards
+from mapnet_cli.model import checkpoint
 
 
 class _FillingFile:
-    def __init__(self, fh, disk: "FullDisk"):
+    def __init__(self, fh, disk: FullDisk):
         self._fh, self._disk = fh, disk
 
     def write(self, data):
@@ -129,7 +129,7 @@ def test_full_disk_errors_are_recognised_through_the_libraries_wrappers():
         try:
             raise enospc
         except OSError:
-            raise RuntimeError("[enforce fail at inline_container.cc:671] . unexpected pos 704 vs 598")
+            raise RuntimeError("[enforce fail at inline_container.cc:671] . unexpected pos 704 vs 598")  # noqa: B904 (the implicit chain is what is read)
     except RuntimeError as wrapped:
         assert atomic.out_of_space(wrapped) == "no space left on device"
     assert atomic.out_of_space(OSError(errno.EACCES, "Permission denied")) is None
@@ -144,16 +144,34 @@ def test_a_checkpoint_that_does_not_fit_is_not_published(tmp_path, monkeypatch):
     old = checkpoint.save_checkpoint(run, 3, {"": model}, {"optimizer": {}}, cfg, "", tokenizer, "x")
     FullDisk(monkeypatch, 1000)  # state.pt (torch.save through a Python file) is larger
     with pytest.raises(MapnetError) as exc:
-        checkpoint.save_checkpoint(run, 9, {"": model}, {"optimizer": {}, "big": torch.zeros(4096)}, cfg, "",
-                                   tokenizer, "x")
+        checkpoint.save_checkpoint(
+            run, 9, {"": model}, {"optimizer": {}, "big": torch.zeros(4096)}, cfg, "", tokenizer, "x"
+        )
     assert str(exc.value) == f"no space left on device while writing {run / 'checkpoints' / 'step-00000009'}"
     assert checkpoint.latest_checkpoint(run) == old and not leftovers(run)
 
 
 # ---------------------------------------------------------------- through the CLI
-SMALL = ["--preset", "tiny", "--steps", "2", "--set", "model.max_position=32", "--set", "shard.max_seq_len=32",
-         "--set", "train.batch_size=8", "--set", "train.eval_sequences=8", "--set", "optim.warmup.steps=1",
-         "--set", "logging.progress=false", "--set", "train.eval_every=1"]
+SMALL = [
+    "--preset",
+    "tiny",
+    "--steps",
+    "2",
+    "--set",
+    "model.max_position=32",
+    "--set",
+    "shard.max_seq_len=32",
+    "--set",
+    "train.batch_size=8",
+    "--set",
+    "train.eval_sequences=8",
+    "--set",
+    "optim.warmup.steps=1",
+    "--set",
+    "logging.progress=false",
+    "--set",
+    "train.eval_every=1",
+]
 
 
 def lines(run: Path) -> list[tuple]:

@@ -24,7 +24,8 @@ def test_the_count_over_a_length_is_what_fine_tuning_at_that_length_cuts(pretrai
     # longest side first) must agree with the uncut lengths the script counts.
     dev = load_task(task_spec("MRPC"), glue).dev[0]
     cut = TextEncoder(ref.path / "tokenizer.json", settings.preprocess, max_len=48).encode(
-        dev.entry, dev.text_a, dev.text_b, dev.labels)
+        dev.entry, dev.text_a, dev.text_b, dev.labels
+    )
     assert 0 < cut.truncated < len(dev) and int(cut.lengths.max()) == 48
     glue_lengths.main([str(pretrained_tiny), "--data", str(glue), "--task", "MRPC", "--length", "48"])
     out = capsys.readouterr().out.splitlines()

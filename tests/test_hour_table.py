@@ -15,8 +15,15 @@ sys.path.insert(0, str(REPO / "experiments" / "common"))  # the table scripts im
 import hour_table  # noqa: E402
 
 
-def write_run(folder: Path, steps: int, losses: list[float], entropy: float = 6.9, step_s: float = 0.5,
-              short_s: float = 0.25, short_steps: int = 100) -> Path:
+def write_run(
+    folder: Path,
+    steps: int,
+    losses: list[float],
+    entropy: float = 6.9,
+    step_s: float = 0.5,
+    short_s: float = 0.25,
+    short_steps: int = 100,
+) -> Path:
     """A budget run's run.json and metrics.jsonl as `pretrain` writes them: training lines every 50 steps with the
     counted seconds (`elapsed`) of a modelled clock, an evaluation at the end."""
     folder.mkdir(parents=True)
@@ -25,27 +32,48 @@ def write_run(folder: Path, steps: int, losses: list[float], entropy: float = 6.
     lines += [{"kind": "eval", "step": s, "eval_loss": loss} for s, loss in zip((0, steps), losses)]
     lines += [{"kind": "train", "step": s, "elapsed": counted(s)} for s in range(50, steps, 50)]
     (folder / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    budget = {"steps": steps, "spent_seconds": counted(steps), "clock": "modelled", "wall_seconds": 3 * counted(steps),
-              "finished": True}
+    budget = {
+        "steps": steps,
+        "spent_seconds": counted(steps),
+        "clock": "modelled",
+        "wall_seconds": 3 * counted(steps),
+        "finished": True,
+    }
     (folder / "run.json").write_text(json.dumps({"budget": budget}))
     return folder
 
 
 def blimp_doc(trained: dict[tuple[str, int], float], random: dict[str, float], unigram: float = 0.47) -> dict:
     """A `mapnet blimp` file: each (run, step)'s accuracy, each run's random control, the unigram model."""
-    models = [{"label": f"{run}@{step}", "run": run, "step": step, "init": "pretrained", "accuracy": acc,
-               "fields": {"morphology": acc + 0.1, "syntax": acc - 0.1},
-               "controls": {"random": f"random-init/{run}", "unigram": "unigram"}} for (run, step), acc in trained.items()]
-    models += [{"label": f"random-init/{run}", "run": "random-init", "step": None, "init": "random", "accuracy": acc}
-               for run, acc in random.items()]
+    models = [
+        {
+            "label": f"{run}@{step}",
+            "run": run,
+            "step": step,
+            "init": "pretrained",
+            "accuracy": acc,
+            "fields": {"morphology": acc + 0.1, "syntax": acc - 0.1},
+            "controls": {"random": f"random-init/{run}", "unigram": "unigram"},
+        }
+        for (run, step), acc in trained.items()
+    ]
+    models += [
+        {"label": f"random-init/{run}", "run": "random-init", "step": None, "init": "random", "accuracy": acc}
+        for run, acc in random.items()
+    ]
     models.append({"label": "unigram", "run": "unigram", "step": None, "init": "unigram", "accuracy": unigram})
-    return {"models": models, "references": {"5-gram": {"accuracy": 0.6332, "fields": {"morphology": 0.65, "syntax": 0.645}}},
-            "data": {"paradigms": 45, "pairs": 45000, "pairs_per_paradigm": 0}}
+    return {
+        "models": models,
+        "references": {"5-gram": {"accuracy": 0.6332, "fields": {"morphology": 0.65, "syntax": 0.645}}},
+        "data": {"paradigms": 45, "pairs": 45000, "pairs_per_paradigm": 0},
+    }
 
 
 def test_the_final_scores_are_paired_with_each_seeds_own_random_weights():
-    doc = blimp_doc({("seed-0", 900): 0.60, ("seed-1", 900): 0.64, ("seed-2", 900): 0.62},
-                    {"seed-0": 0.52, "seed-1": 0.52, "seed-2": 0.51})
+    doc = blimp_doc(
+        {("seed-0", 900): 0.60, ("seed-1", 900): 0.64, ("seed-2", 900): 0.62},
+        {"seed-0": 0.52, "seed-1": 0.52, "seed-2": 0.51},
+    )
     trained, random, unigram = hour_table.final_scores(doc)
     assert trained == {"seed-0": 0.60, "seed-1": 0.64, "seed-2": 0.62} and random["seed-2"] == 0.51 and unigram == 0.47
     row = hour_table.blimp_table({"pll": doc}).splitlines()[2]
@@ -56,10 +84,14 @@ def test_the_final_scores_are_paired_with_each_seeds_own_random_weights():
 
 
 def test_word_l2r_is_paired_with_pll_seed_by_seed_and_both_are_tabled_by_field():
-    pll = blimp_doc({("seed-0", 900): 0.60, ("seed-1", 900): 0.64, ("seed-2", 900): 0.62},
-                    {"seed-0": 0.52, "seed-1": 0.52, "seed-2": 0.51})
-    l2r = blimp_doc({("seed-0", 900): 0.61, ("seed-1", 900): 0.64, ("seed-2", 900): 0.64},
-                    {"seed-0": 0.52, "seed-1": 0.52, "seed-2": 0.51})
+    pll = blimp_doc(
+        {("seed-0", 900): 0.60, ("seed-1", 900): 0.64, ("seed-2", 900): 0.62},
+        {"seed-0": 0.52, "seed-1": 0.52, "seed-2": 0.51},
+    )
+    l2r = blimp_doc(
+        {("seed-0", 900): 0.61, ("seed-1", 900): 0.64, ("seed-2", 900): 0.64},
+        {"seed-0": 0.52, "seed-1": 0.52, "seed-2": 0.51},
+    )
     text = hour_table.blimp_table({"pll": pll, "l2r": l2r})
     # Differences 1, 0, 2 points: mean 1.0, sd 1.0, t(2 dof) 4.303 x 1.0 / sqrt(3) = 2.48.
     assert "word-l2r − PLL, paired by seed: +1.0, +0.0, +2.0; +1.0 ± 2.5 (3 comparisons)." in text
@@ -81,8 +113,10 @@ def test_the_runs_say_what_the_budget_bought_and_whether_they_left_the_plateau(t
 
 def test_the_curve_reads_minutes_from_the_counted_seconds_and_averages_the_seeds(tmp_path):
     runs = {name: write_run(tmp_path / name, 1000, [9.2, 4.8]) for name in ("seed-0", "seed-1")}
-    doc = blimp_doc({("seed-0", 300): 0.52, ("seed-0", 1000): 0.56, ("seed-1", 300): 0.54, ("seed-1", 1000): 0.60},
-                    {"seed-0": 0.5, "seed-1": 0.5})
+    doc = blimp_doc(
+        {("seed-0", 300): 0.52, ("seed-0", 1000): 0.56, ("seed-1", 300): 0.54, ("seed-1", 1000): 0.60},
+        {"seed-0": 0.5, "seed-1": 0.5},
+    )
     curve = hour_table.hour_curve(doc, runs)
     # Step 300: 100 x 0.25 + 200 x 0.5 = 125 s; step 1000: 475 s.
     assert curve == [(pytest.approx(125 / 60), pytest.approx(0.53)), (pytest.approx(475 / 60), pytest.approx(0.58))]
@@ -113,15 +147,23 @@ def test_the_reference_curve_is_priced_on_the_clock_the_runs_counted(tmp_path):
     (tmp_path / "costs.json").write_text(json.dumps({"arms": {"hour": {"step_seconds": 0.5}}}))
     assert hour_table.clock_of(tmp_path) == hour_table.KEPT_COSTS
     pinned = tmp_path / "pinned.json"
-    (tmp_path / "costs.json").write_text(json.dumps({"arms": {"hour": {"step_seconds": 0.5, "from": {"file": str(pinned),
-                                                                                                     "arm": "x"}}}}))
+    (tmp_path / "costs.json").write_text(
+        json.dumps({"arms": {"hour": {"step_seconds": 0.5, "from": {"file": str(pinned), "arm": "x"}}}})
+    )
     assert hour_table.clock_of(tmp_path) == pinned
 
 
 def test_costs_measured_beside_mini_fast_are_their_own_clock(tmp_path):
     # hour_cpu.sh's costs stage times mini fast as the reference on this machine: the curve is priced by that file.
-    (tmp_path / "costs.json").write_text(json.dumps({"reference": "mini-fast", "reference_seconds": {"full": 1, "short": 1},
-                                                     "arms": {"hour": {"step_seconds": 0.5}}}))
+    (tmp_path / "costs.json").write_text(
+        json.dumps(
+            {
+                "reference": "mini-fast",
+                "reference_seconds": {"full": 1, "short": 1},
+                "arms": {"hour": {"step_seconds": 0.5}},
+            }
+        )
+    )
     assert hour_table.clock_of(tmp_path) == tmp_path / "costs.json"
 
 
@@ -160,20 +202,41 @@ def test_a_blimp_file_not_complete_is_left_out_and_said_so(tmp_path, capsys):
 def test_section_is_tables_read_the_benchmarks_output_and_the_runs_as_they_land(tmp_path):
     import masking_tables
 
-    arm = lambda ratio, lo, hi, step: {"ratio": {"full": ratio, "short": ratio}, "step_seconds": step,  # noqa: E731
-                                        "short_step_seconds": step, "ratio_range": {"full": [lo, hi], "short": [lo, hi]}}
-    costs = {"reference": "uniform", "reference_pinned": True, "reference_seconds": {"full": 0.4, "short": 0.5},
-             "steps": 15, "skip": 2, "rounds_run": 3, "cores": 2, "omp_num_threads": "2", "cpu": "AMD EPYC; bf16: none",
-             "when": "2026-11-29T03:52:01Z", "load_before": [0.6, 1.0, 1.0], "load_after": [1.7, 1.7, 1.4],
-             "arms_given": [{"name": n} for n in ("uniform", "pmi", "mapnet-ht-lite")],
-             "arms": {"uniform": arm(1.0, 1.0, 1.0, 0.4), "pmi": arm(1.055, 1.053, 1.113, 0.422),
-                      "mapnet-ht-lite": arm(1.029, 1.009, 1.058, 0.4116)}}
+    arm = lambda ratio, lo, hi, step: {
+        "ratio": {"full": ratio, "short": ratio},
+        "step_seconds": step,  # noqa: E731
+        "short_step_seconds": step,
+        "ratio_range": {"full": [lo, hi], "short": [lo, hi]},
+    }
+    costs = {
+        "reference": "uniform",
+        "reference_pinned": True,
+        "reference_seconds": {"full": 0.4, "short": 0.5},
+        "steps": 15,
+        "skip": 2,
+        "rounds_run": 3,
+        "cores": 2,
+        "omp_num_threads": "2",
+        "cpu": "AMD EPYC; bf16: none",
+        "when": "2026-11-29T03:52:01Z",
+        "load_before": [0.6, 1.0, 1.0],
+        "load_after": [1.7, 1.7, 1.4],
+        "arms_given": [{"name": n} for n in ("uniform", "pmi", "mapnet-ht-lite")],
+        "arms": {
+            "uniform": arm(1.0, 1.0, 1.0, 0.4),
+            "pmi": arm(1.055, 1.053, 1.113, 0.422),
+            "mapnet-ht-lite": arm(1.029, 1.009, 1.058, 0.4116),
+        },
+    }
     (tmp_path / "costs.json").write_text(json.dumps(costs))
     table = masking_tables.costs(tmp_path / "costs.json")
     assert "`uniform`'s costs pinned (0.4 s, short 0.5 s)" in table and "0.60 / 1.00 / 1.00 before" in table
     rows = [line for line in table.splitlines() if line.startswith("| ") and "×" not in line]
-    assert rows == ["| uniform | 1 | 1 | 0.4 | 0.4 |", "| pmi | 1.055 (1.053–1.113) | 1.055 (1.053–1.113) | 0.422 | 0.422 |",
-                    "| mapnet-ht-lite | 1.029 (1.009–1.058) | 1.029 (1.009–1.058) | 0.4116 | 0.4116 |"]  # the costs' order
+    assert rows == [
+        "| uniform | 1 | 1 | 0.4 | 0.4 |",
+        "| pmi | 1.055 (1.053–1.113) | 1.055 (1.053–1.113) | 0.422 | 0.422 |",
+        "| mapnet-ht-lite | 1.029 (1.009–1.058) | 1.029 (1.009–1.058) | 0.4116 | 0.4116 |",
+    ]  # the costs' order
     assert masking_tables.runs(tmp_path) == "*No run finished yet.*"
     write_run(tmp_path / "runs" / "mapnet-ht-lite" / "seed-0", 2000, [9.9, 4.5])
     write_run(tmp_path / "runs" / "uniform" / "seed-0", 2400, [9.9, 4.3])
@@ -195,7 +258,9 @@ def test_the_scored_seeds_table_reads_the_most_seeds_kept_and_names_their_contro
         (tmp_path / "score" / f"seeds-{n}" / "results.json").write_text(json.dumps(doc))
     (tmp_path / "score" / "seeds-2").mkdir()  # no results.json: left out
     table = masking_tables.scored(tmp_path)
-    assert table.startswith("`raw/score/seeds-10/results.json`: uniform, uniform@0.15, mapnet-ht-lite, adaptive-soft-ht")
+    assert table.startswith(
+        "`raw/score/seeds-10/results.json`: uniform, uniform@0.15, mapnet-ht-lite, adaptive-soft-ht"
+    )
     assert "BLiMP (PLL, 45 paradigms × 200 pairs): uniform 10.0, uniform@0.15 60.4" in table
     assert "random weights 50.1, the unigram model 46.8." in table and "one seed gives no interval" in table
     assert "| mapnet-ht-lite | +0.004 | -0.018 | -0.021 | 0 of 1 | not reached | – | -1.3 |" in table
@@ -213,9 +278,18 @@ def test_kept_tables_any_kept_folder_and_says_when_there_is_none(tmp_path):
 
 def glue_file(path: Path, task: str, examples: int, scores: dict[tuple[str, int], float]) -> Path:
     """A `finetune-glue` results.json: one run per (init, seed) with its epochs' dev scores."""
-    runs = {f"{task}-{init}-{seed}": {"task": task, "train_examples": examples, "lr": 3e-4, "init": init, "seed": seed,
-                                      "seconds": 10.0, "epochs": [{"score": score - 0.01}, {"score": score}]}
-            for (init, seed), score in scores.items()}
+    runs = {
+        f"{task}-{init}-{seed}": {
+            "task": task,
+            "train_examples": examples,
+            "lr": 3e-4,
+            "init": init,
+            "seed": seed,
+            "seconds": 10.0,
+            "epochs": [{"score": score - 0.01}, {"score": score}],
+        }
+        for (init, seed), score in scores.items()
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"runs": runs}))
     return path
@@ -226,15 +300,25 @@ def test_glue_files_at_two_training_sizes_are_two_rows_and_a_seed_in_two_files_i
     # rate and seed numbers. Merged by (task, rate) alone, the few-shot runs overwrote the small protocol's seeds.
     import downstream_table
 
-    small = glue_file(tmp_path / "glue-small" / "results.json", "SST-2", 5000,
-                      {("pretrained", s): 0.77 for s in range(3)} | {("random", s): 0.75 for s in range(3)})
-    few = glue_file(tmp_path / "glue-fewshot-500" / "results.json", "SST-2", 500,
-                    {("pretrained", s): 0.66 for s in range(5)} | {("random", s): 0.60 + s / 100 for s in range(5)})
+    small = glue_file(
+        tmp_path / "glue-small" / "results.json",
+        "SST-2",
+        5000,
+        {("pretrained", s): 0.77 for s in range(3)} | {("random", s): 0.75 for s in range(3)},
+    )
+    few = glue_file(
+        tmp_path / "glue-fewshot-500" / "results.json",
+        "SST-2",
+        500,
+        {("pretrained", s): 0.66 for s in range(5)} | {("random", s): 0.60 + s / 100 for s in range(5)},
+    )
     downstream_table.main([str(small), str(few)])
     out = capsys.readouterr().out
     assert "Over pretraining seeds" not in out  # one encoder: no interval over encoders
     rows = [line for line in out.splitlines() if line.startswith("| SST-2")]
-    assert rows[0].startswith("| SST-2, 5,000 examples | 0.0003 | 0.7700, 0.7700, 0.7700 | 0.7500, 0.7500, 0.7500 | +0.0200")
+    assert rows[0].startswith(
+        "| SST-2, 5,000 examples | 0.0003 | 0.7700, 0.7700, 0.7700 | 0.7500, 0.7500, 0.7500 | +0.0200"
+    )
     assert rows[1].startswith("| SST-2, 500 examples | 0.0003 | 0.6600, 0.6600, 0.6600, 0.6600, 0.6600 |")
     assert len(rows) == 2
     # A control's seeds run apart (two files, one size) still merge into one row, named by its task alone.
@@ -252,12 +336,20 @@ def test_glue_files_of_two_encoders_pair_each_control_with_its_own_encoder(tmp_p
     import downstream_table
 
     def encoder_file(name: str, pre: float, ran: float) -> Path:
-        path = glue_file(tmp_path / name / "results.json", "SST-2", 5000,
-                         {("pretrained", s): pre for s in range(3)} | {("random", s): ran for s in range(3)})
+        path = glue_file(
+            tmp_path / name / "results.json",
+            "SST-2",
+            5000,
+            {("pretrained", s): pre for s in range(3)} | {("random", s): ran for s in range(3)},
+        )
         doc = json.loads(path.read_text())
         for run in doc["runs"].values():
             key = f"{name}-weights@4917" if run["init"] == "pretrained" else f"{name}-random@0"
-            run["checkpoint"] = {"key": key, "run": name if run["init"] == "pretrained" else "random-init", "step": 4917}
+            run["checkpoint"] = {
+                "key": key,
+                "run": name if run["init"] == "pretrained" else "random-init",
+                "step": 4917,
+            }
         doc["controls"] = {f"{name}-weights@4917": f"{name}-random@0"}
         path.write_text(json.dumps(doc))
         return path

@@ -45,7 +45,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state and (found := visit(nxt)):
                 return found
         stack.pop()
@@ -60,8 +60,23 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 # Bottom to top. A top-level module or package of mapnet_cli belongs to exactly one layer.
 LAYERS = [
-    ("utilities", {"mapnet_cli", "errors", "atomic", "artefacts", "output_paths", "run_lock", "comma_list", "intervals", "metrics_file",
-                   "distributed", "plotting", "cpu_features"}),
+    (
+        "utilities",
+        {
+            "mapnet_cli",
+            "errors",
+            "atomic",
+            "artefacts",
+            "output_paths",
+            "run_lock",
+            "comma_list",
+            "intervals",
+            "metrics_file",
+            "distributed",
+            "plotting",
+            "cpu_features",
+        },
+    ),
     ("settings", {"settings"}),
     ("data", {"data"}),
     ("model", {"model"}),
@@ -82,8 +97,12 @@ def layer_of(module: str) -> int:
 
 def layer_violations(graph: dict[str, set[str]]) -> list[str]:
     """Every edge from a module to a module of a higher layer, as "a (layer) -> b (layer)"."""
-    return [f"{a} ({LAYERS[layer_of(a)][0]}) -> {b} ({LAYERS[layer_of(b)][0]})"
-            for a, targets in sorted(graph.items()) for b in sorted(targets) if layer_of(b) > layer_of(a)]
+    return [
+        f"{a} ({LAYERS[layer_of(a)][0]}) -> {b} ({LAYERS[layer_of(b)][0]})"
+        for a, targets in sorted(graph.items())
+        for b in sorted(targets)
+        if layer_of(b) > layer_of(a)
+    ]
 
 
 def test_the_walk_sees_known_edges():
@@ -93,7 +112,8 @@ def test_the_walk_sees_known_edges():
     assert "mapnet_cli.train.run_loader" in graph["mapnet_cli.evaluation.variance.target"]  # a lazy import
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert layer_violations({"mapnet_cli.data.shards": {"mapnet_cli.train.loop", "mapnet_cli.errors"}}) == [
-        "mapnet_cli.data.shards (data) -> mapnet_cli.train.loop (train)"]
+        "mapnet_cli.data.shards (data) -> mapnet_cli.train.loop (train)"
+    ]
 
 
 def test_mapnet_cli_has_no_import_cycles():
@@ -111,9 +131,16 @@ def test_lower_layers_never_import_higher_ones():
 def test_no_command_imports_another_command():
     """Commands share code through commands/options.py, commands/progress.py and commands/shown.py (or the
     library), never through a sibling command: each stays one command's option parsing plus calls into the library."""
-    shared = {"mapnet_cli.commands", "mapnet_cli.commands.options", "mapnet_cli.commands.progress",
-              "mapnet_cli.commands.shown"}
+    shared = {
+        "mapnet_cli.commands",
+        "mapnet_cli.commands.options",
+        "mapnet_cli.commands.progress",
+        "mapnet_cli.commands.shown",
+    }
     graph = import_graph()
-    crossing = {name: sorted(t for t in targets if t.startswith("mapnet_cli.commands.") and t not in shared)
-                for name, targets in graph.items() if name.startswith("mapnet_cli.commands.")}
+    crossing = {
+        name: sorted(t for t in targets if t.startswith("mapnet_cli.commands.") and t not in shared)
+        for name, targets in graph.items()
+        if name.startswith("mapnet_cli.commands.")
+    }
     assert not {name: t for name, t in crossing.items() if t}

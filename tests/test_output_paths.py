@@ -13,17 +13,17 @@ import hashlib
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
+from trained_runs import SETTINGS
 
+from mapnet_cli.artefacts import CORPUS, PLOT, PMI_VOCAB, QUICKSTART, RUN
 from mapnet_cli.cli import main
 from mapnet_cli.errors import MapnetError
-from mapnet_cli.artefacts import CORPUS, PLOT, PMI_VOCAB, QUICKSTART, RUN
 from mapnet_cli.output_paths import check_output, overlap
-from trained_runs import SETTINGS
 
 TINY = [arg for s in SETTINGS for arg in ("--set", s)]
 
@@ -58,7 +58,9 @@ def test_check_output_refuses_overlap_kind_and_an_existing_output_unless_asked(t
     (tmp_path / "dangling").symlink_to(tmp_path / "gone")
     with pytest.raises(MapnetError, match="is a link \\(to .*gone\\): mapnet replaces no link"):
         check_output(tmp_path / "dangling", [], kind=CORPUS)
-    with pytest.raises(MapnetError, match="notes.txt is not a plot made by mapnet \\(it is a file mapnet did not write"):
+    with pytest.raises(
+        MapnetError, match="notes.txt is not a plot made by mapnet \\(it is a file mapnet did not write"
+    ):
         check_output(a_file, [data], kind=PLOT, overwrite=True)
     check_output(data, [tmp_path / "elsewhere"], kind=RUN, reuse=True)  # a run continued in place
     check_output(data / "pmi.tsv", [data / "manifest.json"], kind=PMI_VOCAB)  # beside the files read is fine
@@ -73,35 +75,90 @@ def test_check_output_refuses_overlap_kind_and_an_existing_output_unless_asked(t
 # ---------------------------------------------------------------- every command that writes
 @dataclass(frozen=True)
 class Command:
-    main_input: str                               # key into the world: the input the cases move around
-    argv: Callable[[Path, Path, dict], list]      # (that input, --out, world) -> the command line
-    suffix: str = ""                              # of a file output ("" for a folder)
-    replaces: bool = True                         # an existing --out is replaced (with --overwrite) rather than continued
-    overwrite_flag: bool = True                   # the command has --overwrite
+    main_input: str  # key into the world: the input the cases move around
+    argv: Callable[[Path, Path, dict], list]  # (that input, --out, world) -> the command line
+    suffix: str = ""  # of a file output ("" for a folder)
+    replaces: bool = True  # an existing --out is replaced (with --overwrite) rather than continued
+    overwrite_flag: bool = True  # the command has --overwrite
 
 
 COMMANDS = {
-    "preprocess": Command("text", lambda x, out, w: ["preprocess", x, "--out", out, "--vocab-size", "256",
-                                                     "--workers", "1"]),
+    "preprocess": Command(
+        "text", lambda x, out, w: ["preprocess", x, "--out", out, "--vocab-size", "256", "--workers", "1"]
+    ),
     "shard": Command("prep", lambda x, out, w: ["shard", x, "--out", out]),
     "pmi-vocab": Command("prep", lambda x, out, w: ["pmi-vocab", x, "--out", out, "--no-progress"], suffix=".tsv"),
-    "pretrain": Command("shards", lambda x, out, w: ["pretrain", x, "--out", out, "--preset", "tiny", *TINY],
-                        replaces=False, overwrite_flag=False),
+    "pretrain": Command(
+        "shards",
+        lambda x, out, w: ["pretrain", x, "--out", out, "--preset", "tiny", *TINY],
+        replaces=False,
+        overwrite_flag=False,
+    ),
     "export": Command("run", lambda x, out, w: ["export", x, "--out", out]),
-    "finetune-glue": Command("run", lambda x, out, w: ["finetune-glue", "--task", "sst2", "--checkpoint", x, "--data",
-                                                       w["glue"], "--out", out, "--quick", "--seeds", "1", "--epochs",
-                                                       "1", "--set", "logging.progress=false"],
-                             replaces=False, overwrite_flag=False),
-    "probe": Command("run", lambda x, out, w: ["probe", x, "--data", w["glue"], "--out", out, "--no-control"],
-                     suffix=".json"),
-    "blimp": Command("run", lambda x, out, w: ["blimp", x, "--data", w["blimp"], "--out", out, "--no-progress",
-                                               "--no-random", "--no-unigram"], suffix=".json"),
-    "compare": Command("shards", lambda x, out, w: ["compare", x, "--out", out, "--strategies", "uniform", "--seeds",
-                                                    "1", "--preset", "tiny", *TINY], replaces=False, overwrite_flag=False),
+    "finetune-glue": Command(
+        "run",
+        lambda x, out, w: [
+            "finetune-glue",
+            "--task",
+            "sst2",
+            "--checkpoint",
+            x,
+            "--data",
+            w["glue"],
+            "--out",
+            out,
+            "--quick",
+            "--seeds",
+            "1",
+            "--epochs",
+            "1",
+            "--set",
+            "logging.progress=false",
+        ],
+        replaces=False,
+        overwrite_flag=False,
+    ),
+    "probe": Command(
+        "run", lambda x, out, w: ["probe", x, "--data", w["glue"], "--out", out, "--no-control"], suffix=".json"
+    ),
+    "blimp": Command(
+        "run",
+        lambda x, out, w: [
+            "blimp",
+            x,
+            "--data",
+            w["blimp"],
+            "--out",
+            out,
+            "--no-progress",
+            "--no-random",
+            "--no-unigram",
+        ],
+        suffix=".json",
+    ),
+    "compare": Command(
+        "shards",
+        lambda x, out, w: [
+            "compare",
+            x,
+            "--out",
+            out,
+            "--strategies",
+            "uniform",
+            "--seeds",
+            "1",
+            "--preset",
+            "tiny",
+            *TINY,
+        ],
+        replaces=False,
+        overwrite_flag=False,
+    ),
     "plot": Command("run", lambda x, out, w: ["plot", x, "--out", out], suffix=".png"),
     # quickstart's only input is its --config; --overwrite deletes --out before it starts
-    "quickstart": Command("config", lambda x, out, w: ["quickstart", "--config", x, "--out", out, "--steps", "2"],
-                          replaces=False),
+    "quickstart": Command(
+        "config", lambda x, out, w: ["quickstart", "--config", x, "--out", out, "--steps", "2"], replaces=False
+    ),
 }
 
 
@@ -119,8 +176,15 @@ def world(tmp_path_factory, trained_runs, synthetic_shards, shared_data) -> dict
     lines = (shared_data / "blimp" / "adjunct_island.jsonl").read_text(encoding="utf-8").splitlines()[:4]
     (root / "blimp" / "adjunct_island.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (root / "config.toml").write_text("[synthetic]\ndocuments = 40\n")
-    return {"text": root / "text", "glue": root / "glue", "blimp": root / "blimp", "config": root / "config.toml",
-            "prep": synthetic_shards.parent / "prep", "shards": trained_runs["shards"], "run": trained_runs["uniform"]}
+    return {
+        "text": root / "text",
+        "glue": root / "glue",
+        "blimp": root / "blimp",
+        "config": root / "config.toml",
+        "prep": synthetic_shards.parent / "prep",
+        "shards": trained_runs["shards"],
+        "run": trained_runs["uniform"],
+    }
 
 
 def snapshot(*roots: Path) -> dict[str, str]:
@@ -173,8 +237,9 @@ def aimed_at(case: str, x: Path, suffix: str, tmp_path: Path) -> tuple[Path, str
 
 @pytest.mark.parametrize("case", ["is", "inside", "contains", "link"])
 @pytest.mark.parametrize("command", list(COMMANDS))
-def test_an_output_that_overlaps_an_input_is_refused_before_any_work(world, tmp_path, capsys, monkeypatch, command,
-                                                                   case):
+def test_an_output_that_overlaps_an_input_is_refused_before_any_work(
+    world, tmp_path, capsys, monkeypatch, command, case
+):
     spec = COMMANDS[command]
     src = world[spec.main_input]
     x = tmp_path / "outer" / src.name
@@ -185,8 +250,16 @@ def test_an_output_that_overlaps_an_input_is_refused_before_any_work(world, tmp_
         out = next((x / "sentences").iterdir())
     argv = spec.argv(x, out, world) + (["--overwrite"] if spec.overwrite_flag else [])
     monkeypatch.chdir(tmp_path)  # quickstart's lock and anything stray would land here, inside the snapshot
-    refused(argv, capsys, monkeypatch, [tmp_path, *{world[k] for k in ("glue", "blimp", "config")}], str(out), named,
-            " the input ", "choose an output outside its inputs")
+    refused(
+        argv,
+        capsys,
+        monkeypatch,
+        [tmp_path, *{world[k] for k in ("glue", "blimp", "config")}],
+        str(out),
+        named,
+        " the input ",
+        "choose an output outside its inputs",
+    )
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))
@@ -215,5 +288,10 @@ def test_probe_refuses_a_token_cache_that_would_hold_its_input(world, tmp_path, 
     """probe also writes PARENT/cache beside its --out: that path is checked as well."""
     run = tmp_path / "cache" / "run"
     shutil.copytree(world["run"], run)
-    refused(["probe", run, "--data", world["glue"], "--out", tmp_path / "probe.json", "--no-control"], capsys,
-            monkeypatch, [tmp_path], f"the token cache beside --out {tmp_path / 'cache'} contains the input {run}")
+    refused(
+        ["probe", run, "--data", world["glue"], "--out", tmp_path / "probe.json", "--no-control"],
+        capsys,
+        monkeypatch,
+        [tmp_path],
+        f"the token cache beside --out {tmp_path / 'cache'} contains the input {run}",
+    )

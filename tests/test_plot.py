@@ -22,37 +22,69 @@ def write_run(path: Path, records: list[dict]) -> Path:
 
 
 def uniform_run(path: Path) -> Path:
-    return write_run(path, [
-        {"kind": "eval", "step": 0, "eval_loss": 7.0, "eval_loss@books": 7.5, "eval_sha256": "x"},
-        {"kind": "train", "step": 10, "loss": 6.0, "lr": 1e-4},
-        {"kind": "eval", "step": 10, "eval_loss": 6.5, "eval_loss@books": 6.9, "eval_sha256": "x"},
-        {"kind": "train", "step": 20, "loss": 5.5, "lr": 5e-5},
-        {"kind": "train", "step": 20, "loss": 5.25, "lr": 5e-5},  # a resume rewrote step 20: the later line counts
-        {"kind": "variance", "step": 20, "schemes": {}},
-    ])
+    return write_run(
+        path,
+        [
+            {"kind": "eval", "step": 0, "eval_loss": 7.0, "eval_loss@books": 7.5, "eval_sha256": "x"},
+            {"kind": "train", "step": 10, "loss": 6.0, "lr": 1e-4},
+            {"kind": "eval", "step": 10, "eval_loss": 6.5, "eval_loss@books": 6.9, "eval_sha256": "x"},
+            {"kind": "train", "step": 20, "loss": 5.5, "lr": 5e-5},
+            {"kind": "train", "step": 20, "loss": 5.25, "lr": 5e-5},  # a resume rewrote step 20: the later line counts
+            {"kind": "variance", "step": 20, "schemes": {}},
+        ],
+    )
 
 
 def mapnet_run(path: Path) -> Path:
-    return write_run(path, [
-        {"kind": "eval", "step": 0, "eval_loss": 7.1},
-        {"kind": "train", "step": 10, "loss": 6.2, "lr": 1e-4, "mapnet/entropy": 0.99, "mapnet/log_ratio": None,
-         "mapnet/mass/noise": 0.2, "mapnet/mass/determined": 0.1},
-        {"kind": "train", "step": 20, "loss": 5.9, "lr": 5e-5, "mapnet/entropy": 0.95, "mapnet/log_ratio": -0.5,
-         "mapnet/mass/noise": None, "mapnet/mass/determined": 0.05},
-        {"kind": "eval", "step": 20, "eval_loss": 6.0},
-    ])
+    return write_run(
+        path,
+        [
+            {"kind": "eval", "step": 0, "eval_loss": 7.1},
+            {
+                "kind": "train",
+                "step": 10,
+                "loss": 6.2,
+                "lr": 1e-4,
+                "mapnet/entropy": 0.99,
+                "mapnet/log_ratio": None,
+                "mapnet/mass/noise": 0.2,
+                "mapnet/mass/determined": 0.1,
+            },
+            {
+                "kind": "train",
+                "step": 20,
+                "loss": 5.9,
+                "lr": 5e-5,
+                "mapnet/entropy": 0.95,
+                "mapnet/log_ratio": -0.5,
+                "mapnet/mass/noise": None,
+                "mapnet/mass/determined": 0.05,
+            },
+            {"kind": "eval", "step": 20, "eval_loss": 6.0},
+        ],
+    )
 
 
 def lines_by_panel(fig) -> dict[str, dict[str, tuple[list, list]]]:
-    return {ax.get_gid(): {ln.get_label(): (list(ln.get_xdata()), list(ln.get_ydata())) for ln in ax.get_lines()}
-            for ax in fig.axes if ax.get_visible()}
+    return {
+        ax.get_gid(): {ln.get_label(): (list(ln.get_xdata()), list(ln.get_ydata())) for ln in ax.get_lines()}
+        for ax in fig.axes
+        if ax.get_visible()
+    }
 
 
 def test_one_figure_overlays_every_run_with_the_metrics_values(tmp_path):
     a, b = uniform_run(tmp_path / "a"), mapnet_run(tmp_path / "b")
     panels = lines_by_panel(plotting.run_curves([a, b]))
-    assert list(panels) == ["loss", "eval_loss", "eval_loss@books", "lr", "mapnet/entropy", "mapnet/mass/determined",
-                            "mapnet/mass/noise"]
+    assert list(panels) == [
+        "loss",
+        "eval_loss",
+        "eval_loss@books",
+        "lr",
+        "mapnet/entropy",
+        "mapnet/mass/determined",
+        "mapnet/mass/noise",
+    ]
     assert panels["loss"] == {"a": ([10, 20], [6.0, 5.25]), "b": ([10, 20], [6.2, 5.9])}
     assert panels["eval_loss"] == {"a": ([0, 10], [7.0, 6.5]), "b": ([0, 20], [7.1, 6.0])}
     assert panels["eval_loss@books"] == {"a": ([0, 10], [7.5, 6.9])}
@@ -86,11 +118,13 @@ def test_cli_writes_the_image_and_refuses_bad_input_in_one_line(tmp_path, monkey
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging file left
     (tmp_path / "empty").mkdir()
-    for args, message in (([str(tmp_path / "nope")], "is not a run folder"),
-                          ([str(tmp_path / "empty")], "has no metrics.jsonl"),
-                          ([str(tmp_path)], "lies inside the input"),  # --out c.png in the folder it reads
-                          ([str(a), "--out", str(tmp_path / "c.txt")], "use one of .png"),
-                          ([str(a), "--out", str(tmp_path / "no" / "c.png")], "does not exist")):
+    for args, message in (
+        ([str(tmp_path / "nope")], "is not a run folder"),
+        ([str(tmp_path / "empty")], "has no metrics.jsonl"),
+        ([str(tmp_path)], "lies inside the input"),  # --out c.png in the folder it reads
+        ([str(a), "--out", str(tmp_path / "c.txt")], "use one of .png"),
+        ([str(a), "--out", str(tmp_path / "no" / "c.png")], "does not exist"),
+    ):
         args = args if "--out" in args else [*args, "--out", str(tmp_path / "c.png")]
         bad = runner.invoke(app, ["plot", *args])
         assert isinstance(bad.exception, MapnetError) and message in str(bad.exception), (args, bad.output)
@@ -125,12 +159,15 @@ def test_nan_losses_are_not_drawn_silently(tmp_path):
     """A diverged run logs NaN (json.dumps writes it, json.loads reads it back): matplotlib drew nothing for it and
     said nothing. Its finite points are drawn and one warning line names what was left out; a run with nothing
     finite to draw is refused in one line."""
-    diverged = write_run(tmp_path / "diverged", [
-        {"kind": "eval", "step": 0, "eval_loss": 7.0},
-        {"kind": "train", "step": 10, "loss": 6.0, "lr": 1e-4},
-        {"kind": "train", "step": 20, "loss": float("nan"), "lr": 1e-4},
-        {"kind": "eval", "step": 20, "eval_loss": float("inf")},
-    ])
+    diverged = write_run(
+        tmp_path / "diverged",
+        [
+            {"kind": "eval", "step": 0, "eval_loss": 7.0},
+            {"kind": "train", "step": 10, "loss": 6.0, "lr": 1e-4},
+            {"kind": "train", "step": 20, "loss": float("nan"), "lr": 1e-4},
+            {"kind": "eval", "step": 20, "eval_loss": float("inf")},
+        ],
+    )
     assert "NaN" in (diverged / "metrics.jsonl").read_text()
     out = tmp_path / "d.png"
     res = CliRunner().invoke(app, ["plot", str(diverged), "--out", str(out)])
@@ -150,19 +187,24 @@ def test_nan_losses_are_not_drawn_silently(tmp_path):
 def test_values_that_are_no_number_are_named_with_every_panel_dropped(tmp_path):
     """A panel whose values are lists (or lists holding NaN), strings or true/false was left out without a word (the
     NaN warning only counted numbers): one line names each such point by run and key, and every panel left out."""
-    odd = write_run(tmp_path / "odd", [
-        {"kind": "eval", "step": 0, "eval_loss": [7.0]},
-        {"kind": "train", "step": 10, "loss": 6.0, "lr": [float("nan")], "mapnet/entropy": "0.9"},
-        {"kind": "train", "step": 20, "loss": True, "lr": [1e-4, 2e-4], "mapnet/entropy": None},
-        {"kind": "eval", "step": 20, "eval_loss": {"x": 1}},
-    ])
+    odd = write_run(
+        tmp_path / "odd",
+        [
+            {"kind": "eval", "step": 0, "eval_loss": [7.0]},
+            {"kind": "train", "step": 10, "loss": 6.0, "lr": [float("nan")], "mapnet/entropy": "0.9"},
+            {"kind": "train", "step": 20, "loss": True, "lr": [1e-4, 2e-4], "mapnet/entropy": None},
+            {"kind": "eval", "step": 20, "eval_loss": {"x": 1}},
+        ],
+    )
     out = tmp_path / "o.png"
     res = CliRunner().invoke(app, ["plot", str(odd), "--out", str(out)])
     assert res.exit_code == 0, res.output
     warning = [line for line in res.stderr.splitlines() if line.startswith("warning:")]
     assert len(warning) == 1, res.stderr
-    assert (f"not drawn, not a number: {odd}: loss at 1 steps (true/false), lr at 2 steps (a list), "
-            "mapnet/entropy at 1 steps (a string), eval_loss at 2 steps (a list, an object)") in warning[0], warning[0]
+    assert (
+        f"not drawn, not a number: {odd}: loss at 1 steps (true/false), lr at 2 steps (a list), "
+        "mapnet/entropy at 1 steps (a string), eval_loss at 2 steps (a list, an object)"
+    ) in warning[0], warning[0]
     assert warning[0].endswith("no panel for eval_loss, lr, mapnet/entropy"), warning[0]
     assert lines_by_panel(plotting.run_curves([odd])) == {"loss": {"odd": ([10], [6.0])}}
 
@@ -170,10 +212,17 @@ def test_values_that_are_no_number_are_named_with_every_panel_dropped(tmp_path):
     both = write_run(tmp_path / "both", [{"kind": "train", "step": 10, "loss": float("nan"), "lr": [1e-4]}])
     res = CliRunner().invoke(app, ["plot", str(both), "--out", str(tmp_path / "b.png")])
     assert isinstance(res.exception, MapnetError) and "\n" not in str(res.exception)
-    assert (f"every value is NaN, infinite or not a number ({both}: loss at 1 steps; {both}: lr at 1 steps (a list))"
-            in str(res.exception)), str(res.exception)
-    mixed = write_run(tmp_path / "mixed", [{"kind": "train", "step": 10, "loss": 6.0, "lr": [1e-4]},
-                                           {"kind": "train", "step": 20, "loss": float("nan"), "lr": 1e-4}])
+    assert (
+        f"every value is NaN, infinite or not a number ({both}: loss at 1 steps; {both}: lr at 1 steps (a list))"
+        in str(res.exception)
+    ), str(res.exception)
+    mixed = write_run(
+        tmp_path / "mixed",
+        [
+            {"kind": "train", "step": 10, "loss": 6.0, "lr": [1e-4]},
+            {"kind": "train", "step": 20, "loss": float("nan"), "lr": 1e-4},
+        ],
+    )
     res = CliRunner().invoke(app, ["plot", str(mixed), "--out", str(tmp_path / "m.png")])
     warning = [line for line in res.stderr.splitlines() if line.startswith("warning:")]
     assert res.exit_code == 0 and len(warning) == 2 and "NaN or infinite" in warning[0] and "(a list)" in warning[1]

@@ -11,8 +11,18 @@ from mapnet_cli import quickstart as qs
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
 
-SMALL = ["--set", "synthetic.documents=400", "--set", "train.eval_every=20", "--set", "train.eval_sequences=32",
-         "--set", "shard.valid_fraction=0.1", "--set", "optim.warmup.steps=5"]
+SMALL = [
+    "--set",
+    "synthetic.documents=400",
+    "--set",
+    "train.eval_every=20",
+    "--set",
+    "train.eval_sequences=32",
+    "--set",
+    "shard.valid_fraction=0.1",
+    "--set",
+    "optim.warmup.steps=5",
+]
 
 
 @pytest.mark.slow
@@ -60,15 +70,26 @@ def test_a_stage_made_with_other_settings_is_refused_not_reused(tmp_path):
     made = qs.resolve_settings({}, ["synthetic.documents=400"])
     _fake_stage(stages.corpus, made)
     _fake_stage(stages.shards, made)
-    with pytest.raises(MapnetError, match=r"corpus was made with other settings \(synthetic.documents = 400, asked 500\)"):
+    with pytest.raises(
+        MapnetError, match=r"corpus was made with other settings \(synthetic.documents = 400, asked 500\)"
+    ):
         qs.prepare_data(stages, qs.resolve_settings({}, ["synthetic.documents=500"]), print)
     with pytest.raises(MapnetError, match=r"shards was made with other settings \(shard.max_seq_len = 128, asked 64"):
-        qs.prepare_data(stages, qs.resolve_settings({}, ["synthetic.documents=400", "shard.max_seq_len=64",
-                                                         "model.max_position=64"]), print)
+        qs.prepare_data(
+            stages,
+            qs.resolve_settings({}, ["synthetic.documents=400", "shard.max_seq_len=64", "model.max_position=64"]),
+            print,
+        )
     logged = []
     # Worker counts, verification and the masking strategy do not change a corpus or its shards.
-    qs.prepare_data(stages, qs.resolve_settings({"masking": {"strategy": "mapnet"}}, [
-        "synthetic.documents=400", "preprocess.workers=3", "shard.workers=2", "shard.verify=size"]), logged.append)
+    qs.prepare_data(
+        stages,
+        qs.resolve_settings(
+            {"masking": {"strategy": "mapnet"}},
+            ["synthetic.documents=400", "preprocess.workers=3", "shard.workers=2", "shard.verify=size"],
+        ),
+        logged.append,
+    )
     assert logged == [f"reusing {stages.corpus}", f"reusing {stages.shards}"]
 
 
@@ -83,7 +104,9 @@ def test_each_strategy_trains_in_its_own_run_folder_and_a_changed_run_is_refused
     made = qs.resolve_settings({}, ["train.steps=20"])
     (tmp_path / "tok.json").write_text("{}")
     cfg = BertConfig(vocab_size=40, layers=1, hidden=16, heads=2, intermediate=32, max_position=16)
-    checkpoint.save_checkpoint(stages.run, 20, {"": BertForMLM(cfg)}, {}, cfg, made.to_toml(), tmp_path / "tok.json", "x")
+    checkpoint.save_checkpoint(
+        stages.run, 20, {"": BertForMLM(cfg)}, {}, cfg, made.to_toml(), tmp_path / "tok.json", "x"
+    )
     assert qs.run_stage(stages, made) == "done"
     assert qs.run_stage(stages, qs.resolve_settings({}, ["train.steps=40"])) == "resume"  # train longer
     with pytest.raises(MapnetError, match=r"run was made with other settings \(train.seed = 0, asked 1\)"):
@@ -93,8 +116,17 @@ def test_each_strategy_trains_in_its_own_run_folder_and_a_changed_run_is_refused
 @pytest.mark.slow
 def test_quickstart_mapnet_after_uniform_trains_mapnet(tmp_path):
     out, runner = tmp_path / "qs", CliRunner()
-    small = [*SMALL, "--set", "synthetic.documents=200", "--set", "preprocess.workers=1", "--set", "shard.workers=1",
-             "--set", "train.eval_sequences=8"]
+    small = [
+        *SMALL,
+        "--set",
+        "synthetic.documents=200",
+        "--set",
+        "preprocess.workers=1",
+        "--set",
+        "shard.workers=1",
+        "--set",
+        "train.eval_sequences=8",
+    ]
     assert runner.invoke(app, ["quickstart", "--out", str(out), "--steps", "2", *small]).exit_code == 0
     res = runner.invoke(app, ["quickstart", "--out", str(out), "--steps", "2", "--masking", "mapnet", *small])
     assert res.exit_code == 0, res.output

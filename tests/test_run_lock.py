@@ -16,21 +16,38 @@ import time
 from pathlib import Path
 
 import pytest
+from tiny_shards import write_tiny_shards
 from typer.testing import CliRunner
 
 from mapnet_cli import run_lock
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
-from tiny_shards import write_tiny_shards
 
 # A job someone else started would set these; the tests start their own processes.
 _JOB_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_NTASKS", "SLURM_PROCID", run_lock.HELD_ENV)
 ENV = {**{k: v for k, v in os.environ.items() if k not in _JOB_ENV}, "OMP_NUM_THREADS": "1"}
-HOLD = ("import sys, time; from mapnet_cli.run_lock import output_lock\n"
-        "with output_lock(sys.argv[1]):\n    print('locked', flush=True); time.sleep(120)\n")
-TINY = ["--preset", "tiny", "--recipe", "paper", "--set", "model.max_position=32", "--set", "shard.max_seq_len=32", "--set",
-        "train.batch_size=8", "--set", "train.eval_sequences=8", "--set", "optim.warmup.steps=1", "--set",
-        "logging.progress=false"]
+HOLD = (
+    "import sys, time; from mapnet_cli.run_lock import output_lock\n"
+    "with output_lock(sys.argv[1]):\n    print('locked', flush=True); time.sleep(120)\n"
+)
+TINY = [
+    "--preset",
+    "tiny",
+    "--recipe",
+    "paper",
+    "--set",
+    "model.max_position=32",
+    "--set",
+    "shard.max_seq_len=32",
+    "--set",
+    "train.batch_size=8",
+    "--set",
+    "train.eval_sequences=8",
+    "--set",
+    "optim.warmup.steps=1",
+    "--set",
+    "logging.progress=false",
+]
 
 
 def mapnet(*args: str) -> list[str]:
@@ -50,8 +67,13 @@ def holder(tmp_path):
     procs = []
 
     def hold(folder: Path) -> int:
-        proc = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdout=subprocess.PIPE, text=True, env=ENV,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", HOLD, str(folder)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=ENV,
+            start_new_session=True,
+        )
         procs.append(proc)
         assert proc.stdout.readline().strip() == "locked"
         return proc.pid
@@ -72,7 +94,9 @@ def start_run(args: list[str], err: Path) -> subprocess.Popen:
     """A `mapnet` run in its own session, its stderr to the file `err`. Not a pipe: nobody reads a pipe while the
     run trains, and a run that logs every step fills one (64 KiB) and then blocks in its next write."""
     with open(err, "w") as sink:
-        return subprocess.Popen(args, env=ENV, stdout=subprocess.DEVNULL, stderr=sink, text=True, start_new_session=True)
+        return subprocess.Popen(
+            args, env=ENV, stdout=subprocess.DEVNULL, stderr=sink, text=True, start_new_session=True
+        )
 
 
 def kill_processes_naming(path: Path) -> None:
@@ -116,7 +140,9 @@ def resume(procs) -> None:
     pause(procs, signal.SIGCONT)
 
 
-def wait_for(predicate, proc: subprocess.Popen | None, what: str, timeout: float = 240, err: Path | None = None) -> None:
+def wait_for(
+    predicate, proc: subprocess.Popen | None, what: str, timeout: float = 240, err: Path | None = None
+) -> None:
     end = time.monotonic() + timeout
     while not predicate():
         if proc is not None and proc.poll() is not None:
@@ -173,8 +199,13 @@ def test_only_rank_0_locks_and_a_worker_accepts_its_launchers_lock(tmp_path, hol
 
 
 def test_a_killed_holder_does_not_block_the_next_run(tmp_path, holder):
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / "run")], stdout=subprocess.PIPE, text=True,
-                            env=ENV, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(tmp_path / "run")],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=ENV,
+        start_new_session=True,
+    )
     assert proc.stdout.readline().strip() == "locked"
     stop(proc)  # SIGKILL: no clean-up ran, the lock file is still there
     assert (tmp_path / ".run.lock").exists()
@@ -198,15 +229,51 @@ def trained(tmp_path_factory) -> tuple[Path, Path, Path]:
 
 COMMANDS = {
     "pretrain": lambda out, shards, run, glue: ["pretrain", str(shards), "--out", str(out), "--steps", "2", *TINY],
-    "pretrain --nproc 2": lambda out, shards, run, glue: ["pretrain", str(shards), "--out", str(out), "--steps", "2",
-                                                          "--nproc", "2", *TINY],
-    "compare": lambda out, shards, run, glue: ["compare", str(shards), "--out", str(out), "--seeds", "1", "--steps", "2",
-                                               *TINY],
-    "finetune-glue": lambda out, shards, run, glue: ["finetune-glue", "--task", "sst2", "--checkpoint", str(run),
-                                                     "--data", str(glue), "--out", str(out), "--quick", "--seeds", "1"],
+    "pretrain --nproc 2": lambda out, shards, run, glue: [
+        "pretrain",
+        str(shards),
+        "--out",
+        str(out),
+        "--steps",
+        "2",
+        "--nproc",
+        "2",
+        *TINY,
+    ],
+    "compare": lambda out, shards, run, glue: [
+        "compare",
+        str(shards),
+        "--out",
+        str(out),
+        "--seeds",
+        "1",
+        "--steps",
+        "2",
+        *TINY,
+    ],
+    "finetune-glue": lambda out, shards, run, glue: [
+        "finetune-glue",
+        "--task",
+        "sst2",
+        "--checkpoint",
+        str(run),
+        "--data",
+        str(glue),
+        "--out",
+        str(out),
+        "--quick",
+        "--seeds",
+        "1",
+    ],
     "quickstart": lambda out, shards, run, glue: ["quickstart", "--out", str(out), "--steps", "2", "--overwrite"],
-    "preprocess": lambda out, shards, run, glue: ["preprocess", "synthetic:", "--out", str(out), "--set",
-                                                  "synthetic.documents=20"],
+    "preprocess": lambda out, shards, run, glue: [
+        "preprocess",
+        "synthetic:",
+        "--out",
+        str(out),
+        "--set",
+        "synthetic.documents=20",
+    ],
     "shard": lambda out, shards, run, glue: ["shard", str(out.parent / "prep"), "--out", str(out)],
     "export": lambda out, shards, run, glue: ["export", str(run), "--out", str(out)],
     "probe": lambda out, shards, run, glue: ["probe", str(run), "--data", str(glue), "--out", str(out)],
@@ -229,22 +296,32 @@ def test_a_second_pretrain_into_a_running_folder_is_refused_and_a_killed_one_blo
     shards = write_tiny_shards(tmp_path / "shards")
     run = tmp_path / "run"
     err = tmp_path / "first.err"
-    first = start_run(mapnet("pretrain", str(shards), "--out", str(run), "--steps", "100000", "--set",
-                             "train.checkpoint_every=0", *TINY), err)
+    first = start_run(
+        mapnet(
+            "pretrain", str(shards), "--out", str(run), "--steps", "100000", "--set", "train.checkpoint_every=0", *TINY
+        ),
+        err,
+    )
     try:
         wait_for(lambda: (run / "metrics.jsonl").is_file() and holder_pid(run) == first.pid, first, "training", err=err)
         pause([first])  # holding the lock, stopped: the runs below get the cores
         # The same folder spelled another way: a second `mapnet pretrain` as the shell runs it (exit 2, one line) ...
         other_spelling = str(tmp_path / "shards" / ".." / "run")
-        second = subprocess.run(mapnet("pretrain", str(shards), "--out", other_spelling, "--steps", "2", *TINY),
-                                env=ENV, capture_output=True, text=True, timeout=300)
+        second = subprocess.run(
+            mapnet("pretrain", str(shards), "--out", other_spelling, "--steps", "2", *TINY),
+            env=ENV,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         lines = second.stderr.strip().splitlines()
         assert second.returncode == 2 and len(lines) == 1, second.stderr
         assert lines[0].startswith("error: ") and "run is in use" in lines[0] and f"pid {first.pid} " in lines[0]
         assert "Traceback" not in second.stderr and first.poll() is None
         # ... and through the launcher (`--nproc 2`, which locks before it starts torchrun), in this process.
-        launched = CliRunner().invoke(app, ["pretrain", str(shards), "--out", other_spelling, "--steps", "2",
-                                            "--nproc", "2", *TINY])
+        launched = CliRunner().invoke(
+            app, ["pretrain", str(shards), "--out", other_spelling, "--steps", "2", "--nproc", "2", *TINY]
+        )
         assert isinstance(launched.exception, MapnetError), launched.output
         text = str(launched.exception)
         assert "\n" not in text and "run is in use" in text and f"pid {first.pid} " in text and first.poll() is None
@@ -263,12 +340,32 @@ def test_nproc_2_holds_one_lock_for_the_job_and_refuses_a_second_run(tmp_path):
     shards = write_tiny_shards(tmp_path / "shards", train=64, valid=8)
     run = tmp_path / "run"
     err = tmp_path / "first.err"
-    first = start_run(mapnet("pretrain", str(shards), "--out", str(run), "--steps", "100000", "--nproc", "2",
-                             "--set", "train.checkpoint_every=0", "--set", "logging.log_every=1", *TINY), err)
+    first = start_run(
+        mapnet(
+            "pretrain",
+            str(shards),
+            "--out",
+            str(run),
+            "--steps",
+            "100000",
+            "--nproc",
+            "2",
+            "--set",
+            "train.checkpoint_every=0",
+            "--set",
+            "logging.log_every=1",
+            *TINY,
+        ),
+        err,
+    )
     try:
         # metrics.jsonl is written by rank 0 once training runs: the workers got past the lock
-        wait_for(lambda: (run / "metrics.jsonl").is_file() and (run / "metrics.jsonl").stat().st_size > 0, first,
-                 "rank 0 to train", err=err)
+        wait_for(
+            lambda: (run / "metrics.jsonl").is_file() and (run / "metrics.jsonl").stat().st_size > 0,
+            first,
+            "rank 0 to train",
+            err=err,
+        )
         assert holder_pid(run) == first.pid  # the launcher, not a worker
         job = processes_naming(run)  # the launcher, torchrun and its two workers
         pause(job)

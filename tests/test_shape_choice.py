@@ -7,14 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
-
+import shape_choice  # noqa: E402
 from test_hour_table import blimp_doc, write_run  # puts experiments/common on sys.path
 
-import shape_choice  # noqa: E402
 
-
-def shape_folder(root: Path, layers: int, hidden: int, blimp: list[float], losses: list[float],
-                 finished: bool = True) -> Path:
+def shape_folder(
+    root: Path, layers: int, hidden: int, blimp: list[float], losses: list[float], finished: bool = True
+) -> Path:
     """hour_cpu.sh's OUT for one shape: two seeds' budget runs (their model in run.json) and blimp-shape.json."""
     out = root / f"L{layers}H{hidden}"
     for seed, loss in enumerate(losses):
@@ -23,7 +22,9 @@ def shape_folder(root: Path, layers: int, hidden: int, blimp: list[float], losse
         info["model"] = {"layers": layers, "hidden": hidden}
         info["budget"]["finished"] = finished
         (run / "run.json").write_text(json.dumps(info))
-    doc = blimp_doc({(f"seed-{s}", 1000): a for s, a in enumerate(blimp)}, {f"seed-{s}": 0.48 for s in range(len(blimp))})
+    doc = blimp_doc(
+        {(f"seed-{s}", 1000): a for s, a in enumerate(blimp)}, {f"seed-{s}": 0.48 for s in range(len(blimp))}
+    )
     (out / "blimp-shape.json").write_text(json.dumps(doc))
     return out
 

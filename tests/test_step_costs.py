@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,16 +25,26 @@ import levers_costs  # noqa: E402
 import step_costs  # noqa: E402
 from tiny_shards import write_tiny_shards  # noqa: E402
 
-COMMON = ["preset=tiny", "recipe=fast", "model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8",
-          "train.eval_sequences=8", "logging.log_every=1", "masking.strategy=uniform"]
+COMMON = [
+    "preset=tiny",
+    "recipe=fast",
+    "model.max_position=64",
+    "shard.max_seq_len=32",
+    "train.batch_size=8",
+    "train.eval_sequences=8",
+    "logging.log_every=1",
+    "masking.strategy=uniform",
+]
 
 
 def test_each_arm_is_divided_by_the_reference_beside_it_and_the_median_taken():
     R = lambda full, short: {"full": full, "short": short}  # noqa: E731
     # Three rounds; in the first the machine is slow while b runs, and the reference beside b is slow with it.
-    pairs = [{"a": {"arm": R(2.0, 0.5), "reference": R(1.0, 0.5)}, "b": {"arm": R(3.0, 1.5), "reference": R(2.0, 1.0)}},
-             {"a": {"arm": R(1.5, 0.5), "reference": R(1.0, 0.5)}, "b": {"arm": R(1.0, 0.5), "reference": R(1.0, 0.5)}},
-             {"a": {"arm": R(1.25, 0.5), "reference": R(1.0, 0.25)}, "b": {"arm": R(1.0, 0.25), "reference": R(1.0, 0.25)}}]
+    pairs = [
+        {"a": {"arm": R(2.0, 0.5), "reference": R(1.0, 0.5)}, "b": {"arm": R(3.0, 1.5), "reference": R(2.0, 1.0)}},
+        {"a": {"arm": R(1.5, 0.5), "reference": R(1.0, 0.5)}, "b": {"arm": R(1.0, 0.5), "reference": R(1.0, 0.5)}},
+        {"a": {"arm": R(1.25, 0.5), "reference": R(1.0, 0.25)}, "b": {"arm": R(1.0, 0.25), "reference": R(1.0, 0.25)}},
+    ]
     out = step_costs.summarise(pairs, ["ref", "a", "b"], (0.6, 0.2))
     a, b = out["arms"]["a"], out["arms"]["b"]
     assert a["ratio"] == {"full": 1.5, "short": 1.0}  # medians of [2, 1.5, 1.25] and [1, 1, 2]
@@ -57,8 +67,11 @@ def test_the_ratio_is_the_arms_step_over_the_references_beside_it_never_inverted
     import types
 
     local = threading.local()
-    monkeypatch.setattr(step_costs, "time", types.SimpleNamespace(perf_counter=lambda: local.now, strftime=time.strftime,
-                                                                  gmtime=time.gmtime))
+    monkeypatch.setattr(
+        step_costs,
+        "time",
+        types.SimpleNamespace(perf_counter=lambda: local.now, strftime=time.strftime, gmtime=time.gmtime),
+    )
 
     def fake_pretrain(settings, shards, out, clock):
         local.now = 0.0
@@ -70,9 +83,32 @@ def test_the_ratio_is_the_arms_step_over_the_references_beside_it_never_inverted
     monkeypatch.setattr(step_costs, "pretrain", fake_pretrain)
     shards = write_tiny_shards(tmp_path / "shards")
     out = tmp_path / "costs.json"
-    assert step_costs.main(["--out", str(out), "--common", *COMMON, "--steps", "5", "--skip", "1", "--rounds", "2",
-                            "--alone", "1", "--arm", "base", str(shards), "--arm", "wide", str(shards),
-                            "train.batch_size=16"]) == 0
+    assert (
+        step_costs.main(
+            [
+                "--out",
+                str(out),
+                "--common",
+                *COMMON,
+                "--steps",
+                "5",
+                "--skip",
+                "1",
+                "--rounds",
+                "2",
+                "--alone",
+                "1",
+                "--arm",
+                "base",
+                str(shards),
+                "--arm",
+                "wide",
+                str(shards),
+                "train.batch_size=16",
+            ]
+        )
+        == 0
+    )
     bench = json.loads(out.read_text())
     assert bench["arms"]["wide"]["ratio"] == {"full": 2.0, "short": 2.0}
     assert bench["reference_seconds"] == {"full": pytest.approx(8e-3), "short": pytest.approx(8e-3)}
@@ -92,7 +128,10 @@ def test_runs_in_turns_alternate_their_steps_and_one_that_leaves_lets_the_other_
             clock()
         turns.leave(me)
 
-    threads = [threading.Thread(target=run, args=(1, 5), daemon=True), threading.Thread(target=run, args=(0, 3), daemon=True)]
+    threads = [
+        threading.Thread(target=run, args=(1, 5), daemon=True),
+        threading.Thread(target=run, args=(0, 3), daemon=True),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -104,13 +143,37 @@ def test_runs_in_turns_alternate_their_steps_and_one_that_leaves_lets_the_other_
 def test_the_benchmark_times_real_budget_steps_and_the_kept_file_gives_the_flags(tmp_path):
     shards = write_tiny_shards(tmp_path / "shards")
     out = tmp_path / "costs.json"
-    rc = step_costs.main(["--out", str(out), "--common", *COMMON, "--steps", "5", "--skip", "1", "--rounds", "2", "--alone", "1",
-                          "--arm", "base", str(shards), "--arm", "wide", str(shards), "train.batch_size=16"])
+    rc = step_costs.main(
+        [
+            "--out",
+            str(out),
+            "--common",
+            *COMMON,
+            "--steps",
+            "5",
+            "--skip",
+            "1",
+            "--rounds",
+            "2",
+            "--alone",
+            "1",
+            "--arm",
+            "base",
+            str(shards),
+            "--arm",
+            "wide",
+            str(shards),
+            "train.batch_size=16",
+        ]
+    )
     assert rc == 0
     bench = json.loads(out.read_text())
     assert bench["reference"] == "base" and not bench["reference_pinned"]
     assert bench["cpu"] == cpu_features.cpu_description()  # this machine's model and bf16 instructions
-    assert len(bench["arms"]["base"]["alone"]) == 1 and bench["reference_seconds"]["full"] == bench["arms"]["base"]["alone"][0]["full"]
+    assert (
+        len(bench["arms"]["base"]["alone"]) == 1
+        and bench["reference_seconds"]["full"] == bench["arms"]["base"]["alone"][0]["full"]
+    )
     # Two rounds, each the arm in lock-step with the reference: both costs of both, every round.
     assert len(bench["arms"]["base"]["rounds"]) == 2 and len(bench["arms"]["wide"]["rounds"]) == 2
     assert all(set(r) == {"arm", "reference"} for r in bench["arms"]["wide"]["rounds"])
@@ -127,8 +190,12 @@ def test_the_benchmark_times_real_budget_steps_and_the_kept_file_gives_the_flags
     kept = levers_costs.merge({}, bench)
     assert kept["reference_seconds"] == bench["reference_seconds"] and set(kept["arms"]) == {"base", "wide"}
     wide = kept["arms"]["wide"]
-    assert levers_costs.flags(kept, "wide") == ["--set", f"train.step_seconds={wide['step_seconds']}",
-                                                "--set", f"train.short_step_seconds={wide['short_step_seconds']}"]
+    assert levers_costs.flags(kept, "wide") == [
+        "--set",
+        f"train.step_seconds={wide['step_seconds']}",
+        "--set",
+        f"train.short_step_seconds={wide['short_step_seconds']}",
+    ]
     with pytest.raises(SystemExit, match="no kept step cost for arm deep"):
         levers_costs.flags(kept, "deep")
     # A later benchmark must have run with the kept reference pinned; an arm measured again is replaced, the old kept.
@@ -138,12 +205,19 @@ def test_the_benchmark_times_real_budget_steps_and_the_kept_file_gives_the_flags
     assert again["arms"]["wide"]["step_seconds"] == 1.0 and again["superseded"][0]["arm"] == "wide"
     # Through the command line, as levers_cpu.sh calls it.
     script = REPO / "experiments" / "common" / "levers_costs.py"
-    done = subprocess.run([sys.executable, str(script), "merge", str(kept_path), str(out)], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(script), "merge", str(kept_path), str(out)], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
-    flags = subprocess.run([sys.executable, str(script), "flags", str(kept_path), "wide"], capture_output=True, text=True)
+    flags = subprocess.run(
+        [sys.executable, str(script), "flags", str(kept_path), "wide"], capture_output=True, text=True
+    )
     assert flags.stdout.split() == levers_costs.flags(kept, "wide")
     ref = subprocess.run([sys.executable, str(script), "reference", str(kept_path)], capture_output=True, text=True)
-    assert [float(x) for x in ref.stdout.split()] == [bench["reference_seconds"]["full"], bench["reference_seconds"]["short"]]
+    assert [float(x) for x in ref.stdout.split()] == [
+        bench["reference_seconds"]["full"],
+        bench["reference_seconds"]["short"],
+    ]
 
 
 def test_one_arm_is_timed_alone_and_its_costs_are_the_median_of_those_runs(tmp_path, capsys):
@@ -152,25 +226,46 @@ def test_one_arm_is_timed_alone_and_its_costs_are_the_median_of_those_runs(tmp_p
     out = tmp_path / "costs.json"
     # A batch-size ramp is the run's business (each step counts its share): the benchmark times full steps.
     arm = ["--arm", "hour", str(shards), "train.batch_ramp.start=2", "train.batch_ramp.fraction=0.5"]
-    for pairing, says in ((["--reference", "0.5", "0.4"], "nothing for --reference to pin"),
-                          (["--rounds", "2"], "--rounds needs a second arm")):
+    for pairing, says in (
+        (["--reference", "0.5", "0.4"], "nothing for --reference to pin"),
+        (["--rounds", "2"], "--rounds needs a second arm"),
+    ):
         with pytest.raises(SystemExit):
             step_costs.main(["--out", str(out), "--common", *COMMON, *arm, *pairing])
         assert says in capsys.readouterr().err
-    assert step_costs.main(["--out", str(out), "--common", *COMMON, "--steps", "5", "--skip", "1", "--alone", "3", *arm]) == 0
+    assert (
+        step_costs.main(["--out", str(out), "--common", *COMMON, "--steps", "5", "--skip", "1", "--alone", "3", *arm])
+        == 0
+    )
     bench = json.loads(out.read_text())
     hour = bench["arms"]["hour"]
-    assert set(bench["arms"]) == {"hour"} and len(hour["alone"]) == 3 and hour["rounds"] == [] and bench["rounds_run"] == 0
+    assert (
+        set(bench["arms"]) == {"hour"} and len(hour["alone"]) == 3 and hour["rounds"] == [] and bench["rounds_run"] == 0
+    )
     median = sorted(run["full"] for run in hour["alone"])[1]
     assert hour["step_seconds"] == step_costs.figures(median) == step_costs.figures(bench["reference_seconds"]["full"])
 
 
 def test_a_ratio_measured_on_another_cpu_is_kept_only_when_asked_and_then_marked():
-    arm = {"step_seconds": 0.4, "short_step_seconds": 0.3, "ratio": {"full": 0.6, "short": 0.6},
-           "ratio_range": {"full": [0.6, 0.6], "short": [0.6, 0.6]}}
-    bench = {"reference": "base", "reference_seconds": {"full": 0.66, "short": 0.64}, "when": "t", "load_before": [0.1],
-             "load_after": [0.1], "cores": 2, "omp_num_threads": "2", "steps": 5, "rounds_run": 1,
-             "cpu": "AMD EPYC; bf16: avx512_bf16", "arms": {"base": {**arm, "step_seconds": 0.66}, "bf16": arm}}
+    arm = {
+        "step_seconds": 0.4,
+        "short_step_seconds": 0.3,
+        "ratio": {"full": 0.6, "short": 0.6},
+        "ratio_range": {"full": [0.6, 0.6], "short": [0.6, 0.6]},
+    }
+    bench = {
+        "reference": "base",
+        "reference_seconds": {"full": 0.66, "short": 0.64},
+        "when": "t",
+        "load_before": [0.1],
+        "load_after": [0.1],
+        "cores": 2,
+        "omp_num_threads": "2",
+        "steps": 5,
+        "rounds_run": 1,
+        "cpu": "AMD EPYC; bf16: avx512_bf16",
+        "arms": {"base": {**arm, "step_seconds": 0.66}, "bf16": arm},
+    }
     kept = levers_costs.merge({}, bench)
     assert levers_costs.reference_cpu(kept) == "AMD EPYC; bf16: avx512_bf16"
     xeon = {**bench, "cpu": "Intel Xeon; bf16: amx_bf16, avx512_bf16", "arms": {"combined": arm}}
@@ -187,22 +282,37 @@ def test_a_ratio_measured_on_another_cpu_is_kept_only_when_asked_and_then_marked
 
 def test_the_transfer_table_sets_each_arms_ratio_on_another_cpu_beside_the_kept_one(tmp_path):
     def costs(cpu, ratios):
-        arm = lambda r: {"step_seconds": r, "short_step_seconds": r, "ratio": {"full": r, "short": r / 2},  # noqa: E731
-                         "ratio_range": {"full": [r, r], "short": [r, r]}, "measured": {"when": "t", "cpu": cpu}}
-        return {"reference": "baseline", "reference_seconds": {"full": 1.0, "short": 1.0},
-                "arms": {"baseline": arm(1.0), **{name: arm(r) for name, r in ratios.items()}}}
+        arm = lambda r: {
+            "step_seconds": r,
+            "short_step_seconds": r,
+            "ratio": {"full": r, "short": r / 2},  # noqa: E731
+            "ratio_range": {"full": [r, r], "short": [r, r]},
+            "measured": {"when": "t", "cpu": cpu},
+        }
+        return {
+            "reference": "baseline",
+            "reference_seconds": {"full": 1.0, "short": 1.0},
+            "arms": {"baseline": arm(1.0), **{name: arm(r) for name, r in ratios.items()}},
+        }
+
     kept = tmp_path / "costs.json"
     kept.write_text(json.dumps(costs("EPYC", {"tiny": 0.2, "bf16": 0.65, "never-again": 1.2})))
     (tmp_path / "xeon").mkdir()
     (tmp_path / "xeon" / "costs.json").write_text(json.dumps(costs("Xeon", {"tiny": 0.25, "bf16": 0.65})))
     text = levers_costs.transfer(kept, tmp_path)
-    assert "| tiny | 0.200 (0.100) | 0.250 (0.125) | +25% |" in text and "| bf16 | 0.650 (0.325) | 0.650 (0.325) | +0% |" in text
+    assert (
+        "| tiny | 0.200 (0.100) | 0.250 (0.125) | +25% |" in text
+        and "| bf16 | 0.650 (0.325) | 0.650 (0.325) | +0% |" in text
+    )
     assert "never-again" not in text and "(EPYC)" in text and "`step-costs/xeon/` (Xeon)" in text
 
 
 def test_a_modelled_arm_pairs_only_with_a_baseline_on_the_same_modelled_clock():
-    kept = {"reference": "baseline", "reference_seconds": {"full": 0.6, "short": 0.3},
-            "arms": {"baseline": {"step_seconds": 0.6, "short_step_seconds": 0.3}}}
+    kept = {
+        "reference": "baseline",
+        "reference_seconds": {"full": 0.6, "short": 0.3},
+        "arms": {"baseline": {"step_seconds": 0.6, "short_step_seconds": 0.3}},
+    }
     modelled = {"clock": "modelled", "step_seconds": 0.6, "short_step_seconds": 0.3}
     assert levers_costs.series_problem(kept, {"runs": [{"seed": 0, "budget": modelled}] * 2}) is None
     wall = levers_costs.series_problem(kept, {"runs": [{"seed": 0, "budget": {"steps": 1885}}]})
@@ -225,7 +335,12 @@ def test_bad_arguments_are_one_line_before_any_timing(tmp_path, capsys):
     (tmp_path / "folder").mkdir()
     good = ["--arm", "base", str(shards), "--arm", "wide", str(shards), "train.batch_size=16"]
     assert step_costs.main(["--out", str(tmp_path / "folder"), "--common", *COMMON, *good]) == 2
-    for bad in (["--alone", "0"], ["--skip", "-1"], ["--reference", "0.5", "0"], ["--reference", "0.5", "0.4", "--alone", "2"]):
+    for bad in (
+        ["--alone", "0"],
+        ["--skip", "-1"],
+        ["--reference", "0.5", "0"],
+        ["--reference", "0.5", "0.4", "--alone", "2"],
+    ):
         with pytest.raises(SystemExit):
             step_costs.main(["--out", str(tmp_path / "c.json"), "--common", *COMMON, *good, *bad])
     assert not (tmp_path / "c.json").exists()
@@ -241,17 +356,25 @@ def test_an_arm_may_be_a_compare_strategy_with_its_masking_settings():
 
 
 def test_the_kept_file_refuses_a_cost_that_would_mean_the_wall_clock_and_says_when_nothing_is_kept(tmp_path):
-    kept = {"reference": "baseline", "reference_seconds": {"full": 0.6, "short": 0.3},
-            "arms": {"baseline": {"step_seconds": 0.6, "short_step_seconds": 0.3},
-                     "zero": {"step_seconds": 0.0, "short_step_seconds": 0.3}}}
+    kept = {
+        "reference": "baseline",
+        "reference_seconds": {"full": 0.6, "short": 0.3},
+        "arms": {
+            "baseline": {"step_seconds": 0.6, "short_step_seconds": 0.3},
+            "zero": {"step_seconds": 0.0, "short_step_seconds": 0.3},
+        },
+    }
     with pytest.raises(SystemExit, match="arm zero: step costs must be positive numbers"):
         levers_costs.flags(kept, "zero")
     script = REPO / "experiments" / "common" / "levers_costs.py"
-    none = subprocess.run([sys.executable, str(script), "reference", str(tmp_path / "absent.json")], capture_output=True)
+    none = subprocess.run(
+        [sys.executable, str(script), "reference", str(tmp_path / "absent.json")], capture_output=True
+    )
     assert none.returncode == levers_costs.NONE_YET == 3
     (tmp_path / "broken.json").write_text("{not json")
-    broken = subprocess.run([sys.executable, str(script), "reference", str(tmp_path / "broken.json")],
-                            capture_output=True, text=True)
+    broken = subprocess.run(
+        [sys.executable, str(script), "reference", str(tmp_path / "broken.json")], capture_output=True, text=True
+    )
     assert broken.returncode == 1 and "not a readable JSON file" in broken.stderr and "Traceback" not in broken.stderr
 
 

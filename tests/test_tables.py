@@ -17,8 +17,12 @@ import bench_printout  # noqa: E402
 import doc_tables  # noqa: E402
 import headline_tables  # noqa: E402
 
-MANUAL = [REPO / "README.md", REPO / "docs" / "_snippets" / "headline.md", REPO / "docs" / "results.md",
-          REPO / "docs" / "performance.md"]
+MANUAL = [
+    REPO / "README.md",
+    REPO / "docs" / "_snippets" / "headline.md",
+    REPO / "docs" / "results.md",
+    REPO / "docs" / "performance.md",
+]
 FIGURE = re.compile(r"\d[.,]\d|\d%|\d×")  # a measured number, not a section letter or a count in prose
 
 
@@ -46,8 +50,11 @@ def test_a_changed_raw_figure_changes_the_table(tmp_path):
     changed = tmp_path / "bench.txt"
     changed.write_text(text.replace("208.8       1.46x", "208.8       1.52x"), encoding="utf-8")
     results = REPO / "experiments" / "blimp-arms" / "results.json"
-    row = next(line for line in headline_tables.headline(results, [changed], "tiny", "wall time").splitlines()
-               if "`uniform@0.3`" in line)
+    row = next(
+        line
+        for line in headline_tables.headline(results, [changed], "tiny", "wall time").splitlines()
+        if "`uniform@0.3`" in line
+    )
     assert "| 1.52× | 0.99× |" in row  # the cost, and the wall time it gives: 783 / 1,200 x 1.52
 
 
@@ -62,7 +69,8 @@ def test_step_costs_are_the_ratios_the_benchmark_printed_on_the_machine_it_names
 
 
 def test_a_headline_row_takes_its_loss_and_its_blimp_from_the_same_runs():
-    """Issue 44: the paper's MAP-Net row took +0.98 from section A and its BLiMP from section E, whose runs end at +0.93."""
+    """Issue 44: the paper's MAP-Net row took +0.98 from section A and its BLiMP from section E, whose runs end at
+    +0.93."""
     row = next(line for line in headline_tables.tiny().splitlines() if "`mapnet`" in line)
     assert "+0.93 ± 0.96" in row and "−1.4 ± 1.5" in row
 
@@ -88,7 +96,8 @@ def tables_of(text: str) -> list[tuple[int, list[str]]]:
 
 
 def unmarked_tables(text: str) -> list[str]:
-    """The header rows of the page's tables of figures that are neither generated nor marked `<!-- not generated: ... -->`."""
+    """The header rows of the page's tables of figures that are neither generated nor marked `<!-- not generated: ...
+    -->`."""
     lines, found = text.split("\n"), []
     for above, table in tables_of(text):
         if not any(FIGURE.search(row) for row in table[2:]):
@@ -100,7 +109,7 @@ def unmarked_tables(text: str) -> list[str]:
 
 def inside_block(lines: list[str], above: int) -> bool:
     """Whether line `above` lies between a `<!-- table: ... -->` marker and its `<!-- /table -->`."""
-    for line in reversed(lines[:above + 1]):
+    for line in reversed(lines[: above + 1]):
         if line.startswith("<!-- /table -->"):
             return False
         if line.startswith("<!-- table: "):

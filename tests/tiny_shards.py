@@ -39,8 +39,9 @@ def write_tokenizer(path: Path, vocab_size: int, bpe: bool = False) -> None:
     tok.save(str(path))
 
 
-def sequences(n: int, seq_len: int, vocab_size: int, rng: np.random.Generator, pad_last: int = 0,
-              split_vocab: bool = False) -> np.ndarray:
+def sequences(
+    n: int, seq_len: int, vocab_size: int, rng: np.random.Generator, pad_last: int = 0, split_vocab: bool = False
+) -> np.ndarray:
     """Each sequence repeats one token, with 1 in 5 positions replaced by noise. `split_vocab`: themes come
     from the lower half of the ordinary tokens and noise from the upper half, so a type is either
     predictable from its sequence or never."""
@@ -51,12 +52,21 @@ def sequences(n: int, seq_len: int, vocab_size: int, rng: np.random.Generator, p
     body = len(SPECIALS) + np.where(rng.random((n, seq_len - 2)) < 0.2, noise, theme)
     out = np.concatenate([np.full((n, 1), SPECIAL_IDS["cls"]), body, np.full((n, 1), SPECIAL_IDS["sep"])], 1)
     if pad_last and n:
-        out[-1, seq_len - pad_last:] = SPECIAL_IDS["pad"]
+        out[-1, seq_len - pad_last :] = SPECIAL_IDS["pad"]
     return out.astype(np.uint16)
 
 
-def write_tiny_shards(root: Path, train: int = 96, valid: int = 24, seq_len: int = 32, vocab_size: int = 64,
-                      seed: int = 0, files_per_split: int = 2, split_vocab: bool = False, bpe: bool = False) -> Path:
+def write_tiny_shards(
+    root: Path,
+    train: int = 96,
+    valid: int = 24,
+    seq_len: int = 32,
+    vocab_size: int = 64,
+    seed: int = 0,
+    files_per_split: int = 2,
+    split_vocab: bool = False,
+    bpe: bool = False,
+) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     write_tokenizer(root / "tokenizer.json", vocab_size, bpe)
@@ -69,15 +79,36 @@ def write_tiny_shards(root: Path, train: int = 96, valid: int = 24, seq_len: int
             table = pa.table({"input_ids": column})
             with ipc.new_file(str(root / name), table.schema) as writer:
                 writer.write_table(table)
-            files.append({"name": name, "split": split, "sequences": len(part), "tokens": int((part != 0).sum()),
-                          "bytes": (root / name).stat().st_size, "sha256": _sha(root / name)})
-        splits[split] = {"sequences": n, "tokens": int((data != 0).sum()), "documents": n,
-                         "padding_fraction": float((data == 0).mean()) if data.size else 0.0}
+            files.append(
+                {
+                    "name": name,
+                    "split": split,
+                    "sequences": len(part),
+                    "tokens": int((part != 0).sum()),
+                    "bytes": (root / name).stat().st_size,
+                    "sha256": _sha(root / name),
+                }
+            )
+        splits[split] = {
+            "sequences": n,
+            "tokens": int((data != 0).sum()),
+            "documents": n,
+            "padding_fraction": float((data == 0).mean()) if data.size else 0.0,
+        }
     manifest = {
-        "schema": "mapnet.shards/1", "created": "2024-01-01T00:00:00+00:00", "mapnet_version": "test",
-        "max_seq_len": seq_len, "dtype": "uint16", "vocab_size": vocab_size, "special_ids": SPECIAL_IDS,
-        "tokenizer_sha256": _sha(root / "tokenizer.json"), "packing": "fill", "files": files, "splits": splits,
-        "source": {"path": "tests/tiny_shards.py", "manifest_sha256": ""}, "settings": {},
+        "schema": "mapnet.shards/1",
+        "created": "2024-01-01T00:00:00+00:00",
+        "mapnet_version": "test",
+        "max_seq_len": seq_len,
+        "dtype": "uint16",
+        "vocab_size": vocab_size,
+        "special_ids": SPECIAL_IDS,
+        "tokenizer_sha256": _sha(root / "tokenizer.json"),
+        "packing": "fill",
+        "files": files,
+        "splits": splits,
+        "source": {"path": "tests/tiny_shards.py", "manifest_sha256": ""},
+        "settings": {},
     }
     (root / "manifest.json").write_text(json.dumps(manifest, indent=2))
     return root

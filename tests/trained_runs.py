@@ -15,9 +15,22 @@ from pathlib import Path
 from tiny_shards import write_tiny_shards
 
 # One block of width 32 over the 64-token tiny vocabulary; MAP-Net at its default half size.
-SETTINGS = ["train.recipe=paper", "model.layers=1", "model.hidden=32", "model.heads=2", "model.intermediate=64", "model.max_position=32",
-            "shard.max_seq_len=32", "train.batch_size=8", "train.steps=3", "train.eval_sequences=8",
-            "train.checkpoint_every=3", "optim.warmup.steps=1", "optim.lr=3e-3", "logging.progress=false"]
+SETTINGS = [
+    "train.recipe=paper",
+    "model.layers=1",
+    "model.hidden=32",
+    "model.heads=2",
+    "model.intermediate=64",
+    "model.max_position=32",
+    "shard.max_seq_len=32",
+    "train.batch_size=8",
+    "train.steps=3",
+    "train.eval_sequences=8",
+    "train.checkpoint_every=3",
+    "optim.warmup.steps=1",
+    "optim.lr=3e-3",
+    "logging.progress=false",
+]
 
 
 def train_tiny_run(out: Path, shards: Path, masking: str = "uniform", *extra: str) -> Path:
@@ -33,8 +46,11 @@ def train_tiny_run(out: Path, shards: Path, masking: str = "uniform", *extra: st
 def trained_runs(root: Path) -> dict[str, Path]:
     """{"shards", "uniform", "mapnet"}: tiny shards and one finished run of each strategy on them."""
     shards = write_tiny_shards(root / "shards")
-    return {"shards": shards, "uniform": train_tiny_run(root / "uniform", shards),
-            "mapnet": train_tiny_run(root / "mapnet", shards, "mapnet")}
+    return {
+        "shards": shards,
+        "uniform": train_tiny_run(root / "uniform", shards),
+        "mapnet": train_tiny_run(root / "mapnet", shards, "mapnet"),
+    }
 
 
 BOOKS = ("austen-emma", "carroll-alice", "chesterton-brown")
@@ -55,11 +71,27 @@ def pretrain_tiny(root: Path, shared_data: Path, lines_per_book: int = 4000, ste
         with gzip.open(shared_data / "books" / f"{name}.txt.gz", "rt", encoding="utf-8") as fh:
             text.extend(fh.read().split("\n")[:lines_per_book])
     (root / "books.txt").write_text("\n".join(text), encoding="utf-8")
-    settings = settings_mod.resolve(overrides={"model": {"preset": "tiny"}}, assignments=[
-        "preprocess.vocab_size=2048", "preprocess.workers=1", "shard.max_seq_len=128", "shard.valid_fraction=0.02",
-        "model.max_position=128", f"train.steps={steps}", "train.batch_size=16", "train.device=cpu",
-        "train.eval_every=0", "train.eval_sequences=16", f"train.checkpoint_every={steps}", "train.keep_steps=[]",
-        "optim.warmup.steps=20", "optim.lr=1e-3", "train.seed=0", "logging.progress=false"])
+    settings = settings_mod.resolve(
+        overrides={"model": {"preset": "tiny"}},
+        assignments=[
+            "preprocess.vocab_size=2048",
+            "preprocess.workers=1",
+            "shard.max_seq_len=128",
+            "shard.valid_fraction=0.02",
+            "model.max_position=128",
+            f"train.steps={steps}",
+            "train.batch_size=16",
+            "train.device=cpu",
+            "train.eval_every=0",
+            "train.eval_sequences=16",
+            f"train.checkpoint_every={steps}",
+            "train.keep_steps=[]",
+            "optim.warmup.steps=20",
+            "optim.lr=1e-3",
+            "train.seed=0",
+            "logging.progress=false",
+        ],
+    )
     run_preprocess([root / "books.txt"], root / "prep", settings)
     run_shard(root / "prep", root / "shards", settings)
     pretrain(settings, root / "shards", root / "tiny")

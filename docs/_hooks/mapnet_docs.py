@@ -30,7 +30,7 @@ def site_path(repo_path: str) -> str | None:
     if repo_path == "CHANGELOG.md":
         return "changelog.md"
     if repo_path.startswith("docs/"):
-        return repo_path[len("docs/"):]
+        return repo_path[len("docs/") :]
     if repo_path.startswith("experiments/"):
         return repo_path
     return None
@@ -105,7 +105,8 @@ def _type_name(param) -> str:
         inner = typing.get_args(annotation)[0]
         return f"{getattr(inner, '__name__', str(inner)).lower()}, repeatable"
     return {"Path": "path", "str": "text", "int": "integer", "float": "number", "bool": "flag"}.get(
-        getattr(annotation, "__name__", ""), str(annotation))
+        getattr(annotation, "__name__", ""), str(annotation)
+    )
 
 
 def _default(param) -> str:
@@ -133,7 +134,9 @@ def _param_row(param) -> str:
         name = " / ".join(f"`{f}`" for f in param.opts + param.secondary_opts)
         kind = _type_name(param)
     default = _default(param)
-    return f"| {name} | {kind} | {f'`{_cell(default)}`' if default else ''} | {_cell(getattr(param, 'help', '') or '')} |"
+    return (
+        f"| {name} | {kind} | {f'`{_cell(default)}`' if default else ''} | {_cell(getattr(param, 'help', '') or '')} |"
+    )
 
 
 def cli_commands():
@@ -162,10 +165,14 @@ def _context(cmd, name):
 
 
 def cli_reference() -> str:
-    lines = ["# CLI reference", "",
-             "Generated at build time from the typer app (`mapnet_cli/cli.py`), walked through click: every command,",
-             "argument and option with its default, exactly as `mapnet COMMAND --help` states them. Guides to each",
-             "command are in the manual's topic pages.", ""]
+    lines = [
+        "# CLI reference",
+        "",
+        "Generated at build time from the typer app (`mapnet_cli/cli.py`), walked through click: every command,",
+        "argument and option with its default, exactly as `mapnet COMMAND --help` states them. Guides to each",
+        "command are in the manual's topic pages.",
+        "",
+    ]
     for path, cmd in cli_commands():
         if cmd.hidden:
             continue
@@ -193,12 +200,16 @@ def cli_reference() -> str:
 def settings_reference() -> str:
     from mapnet_cli.settings import field_docs
 
-    lines = ["# Settings reference", "",
-             "Generated at build time from the settings tree (`mapnet_cli/settings/`): the rows `mapnet config show",
-             "--docs` prints. Set any of them in a config file (`--config run.toml`, a TOML table per section) or on",
-             "the command line (`--set section.key=value`); precedence: defaults < model preset < training recipe <",
-             "fine-tuning protocol < config file(s) < CLI flags. `mapnet config show --preset tiny --recipe fast`",
-             "prints what a preset and recipe resolve to.", ""]
+    lines = [
+        "# Settings reference",
+        "",
+        "Generated at build time from the settings tree (`mapnet_cli/settings/`): the rows `mapnet config show",
+        "--docs` prints. Set any of them in a config file (`--config run.toml`, a TOML table per section) or on",
+        "the command line (`--set section.key=value`); precedence: defaults < model preset < training recipe <",
+        "fine-tuning protocol < config file(s) < CLI flags. `mapnet config show --preset tiny --recipe fast`",
+        "prints what a preset and recipe resolve to.",
+        "",
+    ]
     section = None
     for key, default, doc in field_docs():
         sec = key.split(".", 1)[0]
@@ -215,8 +226,9 @@ def on_files(files: Files, config) -> Files:
     files.append(File.generated(config, "changelog.md", abs_src_path=str(REPO / "CHANGELOG.md")))
     for path in sorted((REPO / "experiments").rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
-            files.append(File(path.relative_to(REPO).as_posix(), str(REPO), config["site_dir"],
-                              config["use_directory_urls"]))
+            files.append(
+                File(path.relative_to(REPO).as_posix(), str(REPO), config["site_dir"], config["use_directory_urls"])
+            )
     files.append(File.generated(config, "reference/cli.md", content=cli_reference()))
     files.append(File.generated(config, "reference/settings.md", content=settings_reference()))
     return files

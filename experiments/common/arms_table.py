@@ -39,12 +39,16 @@ def main(path: str) -> None:
     print("|---|" + "---|" * (len(sets) + 2))
     for name, a in agg.items():
         cells = [pm(a["final"].get(m), ".3f") for m, _ in sets]
-        print(f"| {name} | " + " | ".join(cells) + f" | {pm(a['final']['eval_accuracy'], '.1%')} | "
-              f"{pm(a['seconds_per_step'], '.3f')} |")
+        print(
+            f"| {name} | " + " | ".join(cells) + f" | {pm(a['final']['eval_accuracy'], '.1%')} | "
+            f"{pm(a['seconds_per_step'], '.3f')} |"
+        )
     print()
     blimp = any("blimp" in a.get("paired_vs_uniform", {}) for a in agg.values())
-    print("| strategy | Δ mixed | Δ books | Δ Wikipedia | seeds better than uniform (mixed) | "
-          "steps to uniform's final (mixed) | per seed |" + (" Δ BLiMP (points) |" if blimp else ""))
+    print(
+        "| strategy | Δ mixed | Δ books | Δ Wikipedia | seeds better than uniform (mixed) | "
+        "steps to uniform's final (mixed) | per seed |" + (" Δ BLiMP (points) |" if blimp else "")
+    )
     print("|---|---|---|---|---|---|---|" + ("---|" if blimp else ""))
     runs = doc["runs"]
     uniform = {r["seed_index"]: r for r in runs if r["strategy"] == "uniform"}
@@ -57,10 +61,12 @@ def main(path: str) -> None:
         st = a.get("steps_to_target", {})
         reached = st.get("mean_curve")
         per_seed = ", ".join("–" if s is None else f"{s:.0f}" for s in st.get("per_seed", []))
-        print(f"| {name} | {pm(d.get('eval_loss'), '+.3f')} | {pm(d.get('eval_loss@books'), '+.3f')} | "
-              f"{pm(d.get('eval_loss@wiki'), '+.3f')} | {better} of {len(mine)} | "
-              f"{'not reached' if reached is None else f'{reached:.0f}'} | {per_seed} |"
-              + (f" {points(d.get('blimp'))} |" if blimp else ""))
+        print(
+            f"| {name} | {pm(d.get('eval_loss'), '+.3f')} | {pm(d.get('eval_loss@books'), '+.3f')} | "
+            f"{pm(d.get('eval_loss@wiki'), '+.3f')} | {better} of {len(mine)} | "
+            f"{'not reached' if reached is None else f'{reached:.0f}'} | {per_seed} |"
+            + (f" {points(d.get('blimp'))} |" if blimp else "")
+        )
 
 
 if __name__ == "__main__":

@@ -30,7 +30,9 @@ class Printout:
     @property
     def where(self) -> str:
         """The machine in a table's words: the GPU's model ("H200"), or the CPU as printed."""
-        return self.machine.removeprefix("NVIDIA ").split(" ", 1)[0] if self.machine.startswith("NVIDIA") else self.machine
+        return (
+            self.machine.removeprefix("NVIDIA ").split(" ", 1)[0] if self.machine.startswith("NVIDIA") else self.machine
+        )
 
 
 def read(path: str | Path) -> list[Printout]:

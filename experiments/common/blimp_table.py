@@ -1,4 +1,5 @@
-"""The BLiMP table of experiments/blimp-arms (results section E): every masking arm judged on zero-shot grammar, at equal
+"""The BLiMP table of experiments/blimp-arms (results section E): every masking arm judged on zero-shot grammar, at
+equal
 steps and at equal wall time, paired by seed.
 
     uv run python experiments/common/blimp_table.py runs/blimp-arms/arms/results.json \
@@ -20,9 +21,9 @@ from __future__ import annotations
 import json
 import sys
 
+import bench_printout
 import numpy as np
 
-import bench_printout
 from mapnet_cli.intervals import mean_ci
 
 
@@ -30,7 +31,9 @@ def fmt(ci: dict | None, f: str = "+.1f", scale: float = 100.0) -> str:
     if not ci:
         return "–"
     mean = format(scale * ci["mean"], f)
-    return mean if ci["ci95"] is None else f"{mean} ± {format(scale * (ci['ci95'][1] - ci['ci95'][0]) / 2, f.lstrip('+'))}"
+    return (
+        mean if ci["ci95"] is None else f"{mean} ± {format(scale * (ci['ci95'][1] - ci['ci95'][0]) / 2, f.lstrip('+'))}"
+    )
 
 
 def at_step(run: dict, step: float) -> float | None:
@@ -54,19 +57,27 @@ def main(results: str, benches: list[str]) -> None:
     ctl = doc["aggregate"]["blimp_control"]
     b = doc["blimp"]
     unigram = "–" if ctl.get("unigram") is None else f"{100 * ctl['unigram']:.1f}"
-    print(f"BLiMP {b['method']}, {b['paradigms']} paradigms x first {b['pairs_per_paradigm']} pairs = {b['pairs']:,} pairs; "
-          f"{steps} steps; seeds {doc['seeds']}; random-init control {fmt(ctl['random_init'], '.1f')}, "
-          f"unigram control {unigram}")
+    print(
+        f"BLiMP {b['method']}, {b['paradigms']} paradigms x first {b['pairs_per_paradigm']} pairs = {b['pairs']:,} "
+        "pairs; "
+        f"{steps} steps; seeds {doc['seeds']}; random-init control {fmt(ctl['random_init'], '.1f')}, "
+        f"unigram control {unigram}"
+    )
     print()
-    print("| arm | left the plateau | Δ loss, mixed (nats) | BLiMP | Δ BLiMP vs uniform, equal steps | "
-          f"Δ vs random init | step cost ({machines}) | Δ BLiMP vs uniform, equal wall time |")
+    print(
+        "| arm | left the plateau | Δ loss, mixed (nats) | BLiMP | Δ BLiMP vs uniform, equal steps | "
+        f"Δ vs random init | step cost ({machines}) | Δ BLiMP vs uniform, equal wall time |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for name, a in agg.items():
         mine = sorted((r for r in runs if r["strategy"] == name), key=lambda r: r["seed_index"])
         left = f"{sum(r['eval'][-1]['eval_loss'] <= bar for r in mine)} of {len(mine)}"
         r = costs.get(name)
         if name == "uniform":
-            print(f"| uniform | {left} | – | {fmt(a['blimp'], '.1f')} | – | {fmt(a.get('blimp_vs_random_init'))} | 1.00× | – |")
+            print(
+                f"| uniform | {left} | – | {fmt(a['blimp'], '.1f')} | – | {fmt(a.get('blimp_vs_random_init'))} | "
+                "1.00× | – |"
+            )
             continue
         d = a.get("paired_vs_uniform", {})
         wall = "–"
@@ -79,8 +90,11 @@ def main(results: str, benches: list[str]) -> None:
                 where = f"uniform at step {steps * r:.0f}"
             diffs = [None if a is None or b is None else a - b for a, b in pairs]
             wall = f"– (not scored at {where})" if None in diffs else f"{fmt(mean_ci(diffs))} ({where})"
-        print(f"| {name} | {left} | {fmt(d.get('eval_loss'), '+.3f', 1.0)} | {fmt(a['blimp'], '.1f')} | {fmt(d.get('blimp'))} | "
-              f"{fmt(a.get('blimp_vs_random_init'))} | {'–' if r is None else f'{r:.2f}×'} | {wall} |")
+        print(
+            f"| {name} | {left} | {fmt(d.get('eval_loss'), '+.3f', 1.0)} | {fmt(a['blimp'], '.1f')} | "
+            f"{fmt(d.get('blimp'))} | "
+            f"{fmt(a.get('blimp_vs_random_init'))} | {'–' if r is None else f'{r:.2f}×'} | {wall} |"
+        )
     print()
     print("Fields (BLiMP per field, mean over seeds):")
     fields = sorted({f for a in agg.values() for f in a.get("blimp_fields", {})})

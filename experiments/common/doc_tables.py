@@ -1,6 +1,7 @@
 """Every table of figures in the manual, made from the raw results kept under experiments/.
 
-    uv run python experiments/common/doc_tables.py --write     # rewrite the tables in place (and README's headline copy)
+    uv run python experiments/common/doc_tables.py --write     # rewrite the tables in place (and README's headline
+    copy)
     uv run python experiments/common/doc_tables.py --check     # exit 1, naming each table that differs
 
 A page holds a generated table between two marker comments; everything outside them is hand-written:
@@ -31,8 +32,8 @@ import hour_table
 import levers_costs
 import levers_table
 import masking_tables
-import pooling_table
 import performance_tables
+import pooling_table
 import shape_choice
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,6 +74,7 @@ def pages() -> list[Path]:
 
 def render(text: str, where: str, made: dict[str, str]) -> str:
     """`text` with each marked table replaced by its function's output (computed once per name, into `made`)."""
+
     def one(m: re.Match) -> str:
         name = m["name"]
         if name not in TABLES:
@@ -80,6 +82,7 @@ def render(text: str, where: str, made: dict[str, str]) -> str:
         if name not in made:
             made[name] = TABLES[name]().strip()
         return m.group(1) + made[name] + "\n" + m.group(4)
+
     return BLOCK.sub(one, text)
 
 
@@ -96,7 +99,9 @@ def generate() -> dict[Path, tuple[str, str]]:
     out[readme] = (out[readme][0], HEADLINE_COPY.sub(lambda m: m.group(1) + snippet + m.group(3), out[readme][1]))
     unused = set(TABLES) - set(made)
     if unused:
-        raise SystemExit(f"tables no page marks: {', '.join(sorted(unused))} (add the markers, or drop them from TABLES)")
+        raise SystemExit(
+            f"tables no page marks: {', '.join(sorted(unused))} (add the markers, or drop them from TABLES)"
+        )
     return out
 
 

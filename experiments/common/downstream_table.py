@@ -35,18 +35,29 @@ def read_runs(paths: list[str]) -> list[dict]:
         control_of = {ctl: pre for pre, ctl in doc.get("controls", {}).items()}
         for run in doc["runs"].values():
             key = run.get("checkpoint", {}).get("key")
-            runs.append({**run, "score": max(e["score"] for e in run["epochs"]), "file": path,
-                         "encoder": key if run["init"] == "pretrained" else control_of.get(key)})
-    names = {r["encoder"]: f"{r['checkpoint']['run']}@{r['checkpoint']['step']}" for r in runs
-             if r["init"] == "pretrained" and r["encoder"]}
+            runs.append(
+                {
+                    **run,
+                    "score": max(e["score"] for e in run["epochs"]),
+                    "file": path,
+                    "encoder": key if run["init"] == "pretrained" else control_of.get(key),
+                }
+            )
+    names = {
+        r["encoder"]: f"{r['checkpoint']['run']}@{r['checkpoint']['step']}"
+        for r in runs
+        if r["init"] == "pretrained" and r["encoder"]
+    }
     if len(names) <= 1:
         for r in runs:
             r["encoder"] = None
     else:
         for r in runs:
             if r["encoder"] not in names:
-                raise SystemExit(f"{r['file']}: a {r['init']} {r['task']} run (seed {r['seed']}) is the control of no "
-                                 f"encoder these files hold ({', '.join(sorted(names.values()))})")
+                raise SystemExit(
+                    f"{r['file']}: a {r['init']} {r['task']} run (seed {r['seed']}) is the control of no "
+                    f"encoder these files hold ({', '.join(sorted(names.values()))})"
+                )
             r["name"] = names[r["encoder"]]
     return runs
 
@@ -58,19 +69,26 @@ def main(paths: list[str]) -> None:
     for run in read_runs(paths):
         names[run["encoder"]] = run.get("name", "")
         seeds = by.setdefault((run["encoder"], run["task"], run.get("train_examples"), run["lr"]), {}).setdefault(
-            run["init"], {})
+            run["init"], {}
+        )
         if run["seed"] in seeds and seeds[run["seed"]][2] != run["file"]:
-            raise SystemExit(f"{run['task']} ({run.get('train_examples')} examples, lr {run['lr']:g}, "
-                             f"{run['init']}, seed {run['seed']}) is in both {seeds[run['seed']][2]} and {run['file']}")
+            raise SystemExit(
+                f"{run['task']} ({run.get('train_examples')} examples, lr {run['lr']:g}, "
+                f"{run['init']}, seed {run['seed']}) is in both {seeds[run['seed']][2]} and {run['file']}"
+            )
         seeds[run["seed"]] = (run["score"], run["seconds"], run["file"])
     sizes: dict[str, set] = {}
     per_encoder: dict[tuple, dict[str, float]] = {}  # (row name without its encoder, lr) -> {encoder: mean margin}
     for _, task, n, _ in by:
         sizes.setdefault(task, set()).add(n)
-    print("| task | lr | pretrained (per seed) | random init (per seed) | margin, mean ± 95% | seed std (pretrained / control) | margin > 2 std? | s per run |")
+    print(
+        "| task | lr | pretrained (per seed) | random init (per seed) | margin, mean ± 95% | seed std (pretrained / "
+        "control) | margin > 2 std? | s per run |"
+    )
     print("|---|---|---|---|---|---|---|---|")
-    for (encoder, task, n, lr), arms in sorted(by.items(), key=lambda kv: (kv[0][1], -(kv[0][2] or 0), kv[0][3],
-                                                                          names[kv[0][0]])):
+    for (encoder, task, n, lr), arms in sorted(
+        by.items(), key=lambda kv: (kv[0][1], -(kv[0][2] or 0), kv[0][3], names[kv[0][0]])
+    ):
         pre, ran = arms.get("pretrained", {}), arms.get("random", {})
         seeds = sorted(set(pre) & set(ran))
         if not seeds:
@@ -85,9 +103,11 @@ def main(paths: list[str]) -> None:
         if encoder is not None:
             per_encoder.setdefault((name, lr), {})[names[encoder]] = ci["mean"]
         name += f", {names[encoder]}" if encoder is not None else ""
-        print(f"| {name} | {lr:g} | {', '.join(f'{pre[s][0]:.4f}' for s in seeds)} | "
-              f"{', '.join(f'{ran[s][0]:.4f}' for s in seeds)} | {ci['mean']:+.4f} ± {half:.4f} | "
-              f"{sd_p:.4f} / {sd_r:.4f} | {'yes' if ci['mean'] > 2 * max(sd_p, sd_r) else 'no'} | {secs:.0f} |")
+        print(
+            f"| {name} | {lr:g} | {', '.join(f'{pre[s][0]:.4f}' for s in seeds)} | "
+            f"{', '.join(f'{ran[s][0]:.4f}' for s in seeds)} | {ci['mean']:+.4f} ± {half:.4f} | "
+            f"{sd_p:.4f} / {sd_r:.4f} | {'yes' if ci['mean'] > 2 * max(sd_p, sd_r) else 'no'} | {secs:.0f} |"
+        )
     shared = {key: margins for key, margins in per_encoder.items() if len(margins) > 1}
     if shared:
         print("\nOver pretraining seeds (each encoder's mean margin is one value; the interval is over encoders):\n")
@@ -96,8 +116,10 @@ def main(paths: list[str]) -> None:
     for (name, lr), margins in shared.items():
         ci = mean_ci([margins[e] for e in sorted(margins)])
         half = (ci["ci95"][1] - ci["ci95"][0]) / 2
-        print(f"| {name} | {lr:g} | {len(margins)} | {', '.join(f'{margins[e]:+.4f}' for e in sorted(margins))} | "
-              f"{ci['mean']:+.4f} ± {half:.4f} | {'yes' if all(m > 0 for m in margins.values()) else 'no'} |")
+        print(
+            f"| {name} | {lr:g} | {len(margins)} | {', '.join(f'{margins[e]:+.4f}' for e in sorted(margins))} | "
+            f"{ci['mean']:+.4f} ± {half:.4f} | {'yes' if all(m > 0 for m in margins.values()) else 'no'} |"
+        )
 
 
 if __name__ == "__main__":

@@ -25,8 +25,11 @@ def dev_lengths(ref, settings, data: Path, tasks: str) -> list[tuple[str, np.nda
     """[(dev entry, every example's length in tokens, specials included)] of the tasks, encoded as fine-tuning
     encodes them for this checkpoint but never cut."""
     text = TextEncoder(ref.path / "tokenizer.json", settings.preprocess, max_len=1 << 30)
-    return [(split.entry, text.encode(split.entry, split.text_a, split.text_b, split.labels).lengths)
-            for name in task_names(tasks) for split in load_task(task_spec(name), data).dev]
+    return [
+        (split.entry, text.encode(split.entry, split.text_a, split.text_b, split.labels).lengths)
+        for name in task_names(tasks)
+        for split in load_task(task_spec(name), data).dev
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,8 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{ref.label}: pretrained on {settings.shard.max_seq_len}-token sequences; counting examples over {trained}")
     for entry, lengths in dev_lengths(ref, settings, args.data, args.task):
         over = int(np.sum(lengths > trained))
-        print(f"{entry} dev: {len(lengths):,} examples, {over:,} ({100 * over / len(lengths):.0f}%) longer than "
-              f"{trained} tokens (specials included); median {int(np.median(lengths))}, longest {int(lengths.max())}")
+        print(
+            f"{entry} dev: {len(lengths):,} examples, {over:,} ({100 * over / len(lengths):.0f}%) longer than "
+            f"{trained} tokens (specials included); median {int(np.median(lengths))}, longest {int(lengths.max())}"
+        )
     return 0
 
 

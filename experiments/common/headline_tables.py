@@ -62,9 +62,12 @@ def headline(results: Path, benches: list[Path], preset: str, time_name: str) ->
     machines = " / ".join(dict.fromkeys(run.where for _, run in found.values()))
     steps = max(doc["eval_steps"])
     arms = [a for a in LABELS if a in agg] + [a for a in agg if a not in LABELS]
-    lines = [f"| arm, `{preset}` | left the plateau | Δ final loss (nats) | seeds below uniform | steps to uniform's final | "
-             f"step cost ({machines}) | {time_name} to uniform's final | Δ BLiMP (points) |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| arm, `{preset}` | left the plateau | Δ final loss (nats) | seeds below uniform | steps to uniform's final "
+        "| "
+        f"step cost ({machines}) | {time_name} to uniform's final | Δ BLiMP (points) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name in arms:
         cost = found.get(name, (None, None))[0]
         cost_cell = "–" if cost is None else f"{cost:.2f}×"
@@ -75,8 +78,10 @@ def headline(results: Path, benches: list[Path], preset: str, time_name: str) ->
         reached = agg[name].get("steps_to_target", {}).get("mean_curve")
         to_final = "not reached" if reached is None else f"{reached:,.0f} ({reached / steps:.2f}×)"
         time = "–" if reached is None or cost is None else f"{reached / steps * cost:.2f}×"
-        lines.append(f"| {LABELS.get(name, name)} | {left_plateau(doc, name)} | {delta(d.get('eval_loss'), '+.2f')} | "
-                     f"{seeds_below(doc, name)} | {to_final} | {cost_cell} | {time} | {delta(d.get('blimp'), '+.1f', 100.0)} |")
+        lines.append(
+            f"| {LABELS.get(name, name)} | {left_plateau(doc, name)} | {delta(d.get('eval_loss'), '+.2f')} | "
+            f"{seeds_below(doc, name)} | {to_final} | {cost_cell} | {time} | {delta(d.get('blimp'), '+.1f', 100.0)} |"
+        )
     return "\n".join(lines) + "\n\n" + sources(doc, results, found, steps)
 
 
@@ -95,21 +100,34 @@ def sources(doc: dict, results: Path, found: dict, steps: int) -> str:
         run = next(r for _, r in found.values() if r.path == path)
         which = "" if i == 0 else " for " + ", ".join(f"`{a}`" for a in arms)
         costs.append(f"`{rel(path)}` ({run.machine}, load average {run.load_before:.2f} before){which}")
-    return (f"*Generated from `{rel(results)}`: {steps:,} steps, seeds {', '.join(map(str, doc['seeds']))}; uniform's "
-            f"final mixed loss {target:.3f} nats, {entropy - target:.2f} below the training tokens' unigram entropy "
-            f"({entropy:.3f}); BLiMP {b['paradigms']} paradigms × {b['pairs_per_paradigm']} pairs, uniform {uniform_blimp}, "
-            f"random weights {fmt(ctl['random_init'], '.1f')}{unigram}. Step costs: {'; '.join(costs)}.*")
+    return (
+        f"*Generated from `{rel(results)}`: {steps:,} steps, seeds {', '.join(map(str, doc['seeds']))}; uniform's "
+        f"final mixed loss {target:.3f} nats, {entropy - target:.2f} below the training tokens' unigram entropy "
+        f"({entropy:.3f}); BLiMP {b['paradigms']} paradigms × {b['pairs_per_paradigm']} pairs, uniform "
+        f"{uniform_blimp}, "
+        f"random weights {fmt(ctl['random_init'], '.1f')}{unigram}. Step costs: {'; '.join(costs)}.*"
+    )
 
 
 def tiny() -> str:
-    return headline(EXPERIMENTS / "blimp-arms" / "results.json",
-                    [EXPERIMENTS / "learning-arms-tiny" / "bench_strategies-all.txt",
-                     EXPERIMENTS / "adaptive" / "bench_adaptive_tiny40-idle.txt"], "tiny", "wall time")
+    return headline(
+        EXPERIMENTS / "blimp-arms" / "results.json",
+        [
+            EXPERIMENTS / "learning-arms-tiny" / "bench_strategies-all.txt",
+            EXPERIMENTS / "adaptive" / "bench_adaptive_tiny40-idle.txt",
+        ],
+        "tiny",
+        "wall time",
+    )
 
 
 def mini() -> str:
-    return headline(EXPERIMENTS / "blimp-arms-mini" / "results.json",
-                    [EXPERIMENTS / "blimp-arms-mini" / "bench_strategies-h200.txt"], "mini", "GPU time")
+    return headline(
+        EXPERIMENTS / "blimp-arms-mini" / "results.json",
+        [EXPERIMENTS / "blimp-arms-mini" / "bench_strategies-h200.txt"],
+        "mini",
+        "GPU time",
+    )
 
 
 if __name__ == "__main__":

@@ -59,7 +59,9 @@ def fmt(ci: dict, scale: float = 100.0, f: str = ".1f") -> str:
 
 
 def metrics(run: Path) -> list[dict]:
-    return [json.loads(line) for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [
+        json.loads(line) for line in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
 
 
 def interpolate(points: list[tuple[float, float]], x: float) -> float | None:
@@ -73,22 +75,27 @@ def interpolate(points: list[tuple[float, float]], x: float) -> float | None:
 def elapsed_curve(run: Path) -> list[tuple[float, float]]:
     """(step, counted seconds) of a budget run: the origin, every logged training step and the budget's end."""
     budget = read(run / "run.json")["budget"]
-    points = [(0.0, 0.0)] + [(float(m["step"]), float(m["elapsed"])) for m in metrics(run)
-                             if m.get("kind") == "train" and "elapsed" in m]
+    points = [(0.0, 0.0)] + [
+        (float(m["step"]), float(m["elapsed"])) for m in metrics(run) if m.get("kind") == "train" and "elapsed" in m
+    ]
     points.append((float(budget["steps"]), float(budget["spent_seconds"])))
     return sorted(set(points))
 
 
 def runs_table(runs: list[Path]) -> str:
-    lines = ["| seed | steps bought | clock | counted s | wall s | held-out loss | unigram entropy | left the plateau? |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| seed | steps bought | clock | counted s | wall s | held-out loss | unigram entropy | left the plateau? |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for run in runs:
         budget, ms = read(run / "run.json")["budget"], metrics(run)
         loss = [m["eval_loss"] for m in ms if m.get("kind") == "eval"][-1]
         entropy = next(m["train_entropy"] for m in ms if m.get("kind") == "unigram")
         left = "yes" if loss <= entropy - PLATEAU_NATS else "no"
-        lines.append(f"| {run.name} | {budget['steps']:,} | {budget.get('clock', 'wall')} | {budget['spent_seconds']:,.0f} | "
-                     f"{budget.get('wall_seconds', budget['spent_seconds']):,.0f} | {loss:.3f} | {entropy:.3f} | {left} |")
+        lines.append(
+            f"| {run.name} | {budget['steps']:,} | {budget.get('clock', 'wall')} | {budget['spent_seconds']:,.0f} | "
+            f"{budget.get('wall_seconds', budget['spent_seconds']):,.0f} | {loss:.3f} | {entropy:.3f} | {left} |"
+        )
     return "\n".join(lines)
 
 
@@ -96,15 +103,21 @@ def final_scores(doc: dict) -> tuple[dict[str, float], dict[str, float], float |
     """({run: accuracy}, {run: its random control's accuracy}, unigram accuracy) of a `mapnet blimp` file."""
     by_label = {m["label"]: m for m in doc["models"]}
     trained = {m["run"]: m["accuracy"] for m in doc["models"] if m["init"] == "pretrained"}
-    random = {m["run"]: by_label[m["controls"]["random"]]["accuracy"] for m in doc["models"]
-              if m["init"] == "pretrained" and m.get("controls", {}).get("random") in by_label}
+    random = {
+        m["run"]: by_label[m["controls"]["random"]]["accuracy"]
+        for m in doc["models"]
+        if m["init"] == "pretrained" and m.get("controls", {}).get("random") in by_label
+    }
     unigram = next((m["accuracy"] for m in doc["models"] if m["init"] == "unigram"), None)
     return trained, random, unigram
 
 
 def blimp_table(finals: dict[str, dict]) -> str:
-    lines = ["| method | trained, per seed | trained, mean ± 95% | random weights | trained − random (paired) | n | "
-             "unigram | 5-gram | ≥ 5-gram? |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| method | trained, per seed | trained, mean ± 95% | random weights | trained − random (paired) | n | "
+        "unigram | 5-gram | ≥ 5-gram? |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for method, doc in finals.items():
         trained, random, unigram = final_scores(doc)
         seeds = sorted(trained)
@@ -116,15 +129,18 @@ def blimp_table(finals: dict[str, dict]) -> str:
             f"{fmt(mean_ci([random[s] for s in seeds if s in random])) if paired else '–'} | "
             f"{fmt(mean_ci(paired), f='+.1f') if paired else '–'} | {len(paired)} | "
             f"{'–' if unigram is None else f'{100 * unigram:.1f}'} | {'–' if five is None else f'{100 * five:.1f}'} | "
-            f"{'–' if five is None else 'yes' if mean['mean'] >= five else 'no'} |")
+            f"{'–' if five is None else 'yes' if mean['mean'] >= five else 'no'} |"
+        )
     pairs = next(iter(finals.values()))["data"]
     lines.append(f"\n{pairs['paradigms']} paradigms, {pairs['pairs']:,} pairs per encoder; one comparison per seed.")
     if {"pll", "l2r"} <= finals.keys():
         pll, l2r = final_scores(finals["pll"])[0], final_scores(finals["l2r"])[0]
         seeds = sorted(pll.keys() & l2r.keys())
         diff = [l2r[s] - pll[s] for s in seeds]
-        lines.append(f"word-l2r − PLL, paired by seed: {', '.join(f'{100 * d:+.1f}' for d in diff)}; "
-                     f"{fmt(mean_ci(diff), f='+.1f')} ({len(diff)} comparisons).")
+        lines.append(
+            f"word-l2r − PLL, paired by seed: {', '.join(f'{100 * d:+.1f}' for d in diff)}; "
+            f"{fmt(mean_ci(diff), f='+.1f')} ({len(diff)} comparisons)."
+        )
     lines.append("\n" + fields_table(finals))
     return "\n".join(lines)
 
@@ -134,14 +150,20 @@ def fields_table(finals: dict[str, dict]) -> str:
     averaged by field over the same paradigms (the file's references)."""
     docs = list(finals.values())
     fields = sorted(next(m["fields"] for m in docs[0]["models"] if m["init"] == "pretrained"))
-    lines = ["| field | " + " | ".join(f"{method}, trained (mean)" for method in finals) + " | 5-gram |",
-             "|---|" + "---|" * (len(finals) + 1)]
+    lines = [
+        "| field | " + " | ".join(f"{method}, trained (mean)" for method in finals) + " | 5-gram |",
+        "|---|" + "---|" * (len(finals) + 1),
+    ]
     five = docs[0].get("references", {}).get("5-gram", {}).get("fields", {})
     for field in fields:
-        means = [statistics.mean(m["fields"][field] for m in doc["models"] if m["init"] == "pretrained")
-                 for doc in docs]
-        lines.append(f"| {field} | " + " | ".join(f"{100 * v:.1f}" for v in means)
-                     + f" | {f'{100 * five[field]:.1f}' if field in five else '–'} |")
+        means = [
+            statistics.mean(m["fields"][field] for m in doc["models"] if m["init"] == "pretrained") for doc in docs
+        ]
+        lines.append(
+            f"| {field} | "
+            + " | ".join(f"{100 * v:.1f}" for v in means)
+            + f" | {f'{100 * five[field]:.1f}' if field in five else '–'} |"
+        )
     return "\n".join(lines)
 
 
@@ -153,11 +175,15 @@ def hour_curve(doc: dict, runs: dict[str, Path]) -> list[tuple[float, float]]:
             by_run.setdefault(m["run"], {})[m["step"]] = m["accuracy"]
     # The seeds bought the same steps on the modelled clock; on the wall clock their checkpoints differ slightly,
     # so the mean is taken per checkpoint index (the k-th checkpoint of every seed).
-    per_seed = [sorted((interpolate(elapsed_curve(runs[n]), s) / 60.0, a) for s, a in steps.items())
-                for n, steps in by_run.items()]
+    per_seed = [
+        sorted((interpolate(elapsed_curve(runs[n]), s) / 60.0, a) for s, a in steps.items())
+        for n, steps in by_run.items()
+    ]
     depth = min(len(c) for c in per_seed)
-    return [(sum(c[k][0] for c in per_seed) / len(per_seed), sum(c[k][1] for c in per_seed) / len(per_seed))
-            for k in range(depth)]
+    return [
+        (sum(c[k][0] for c in per_seed) / len(per_seed), sum(c[k][1] for c in per_seed) / len(per_seed))
+        for k in range(depth)
+    ]
 
 
 def mini_fast_curve(results: Path = MINI_FAST, costs: Path = KEPT_COSTS) -> list[tuple[float, float]]:
@@ -167,8 +193,10 @@ def mini_fast_curve(results: Path = MINI_FAST, costs: Path = KEPT_COSTS) -> list
     curves = [{c["step"]: c["accuracy"] for c in run["blimp"]["curve"]} for run in doc["runs"]]
     short_steps = migrate(doc["runs"][0]["settings"])["train"]["short_seq"]["steps"]  # kept records: 0.1 keys
     common = sorted(set.intersection(*(set(c) for c in curves)))
-    return [((min(s, short_steps) * short + max(0, s - short_steps) * full) / 60.0,
-             sum(c[s] for c in curves) / len(curves)) for s in common]
+    return [
+        ((min(s, short_steps) * short + max(0, s - short_steps) * full) / 60.0, sum(c[s] for c in curves) / len(curves))
+        for s in common
+    ]
 
 
 def scored(path: Path) -> dict | None:
@@ -178,8 +206,10 @@ def scored(path: Path) -> dict | None:
         return None
     doc = read(path)
     if not doc.get("complete"):
-        print(f"{path}: not complete ({len(doc.get('models', []))} models so far; rerun the blimp stage): left out",
-              file=sys.stderr)
+        print(
+            f"{path}: not complete ({len(doc.get('models', []))} models so far; rerun the blimp stage): left out",
+            file=sys.stderr,
+        )
         return None
     return doc
 
@@ -194,12 +224,14 @@ def clock_of(out: Path) -> Path:
     sources = {arm.get("from", {}).get("file") for arm in read(costs)["arms"].values()} if costs.is_file() else set()
     sources.discard(None)
     if len(sources) > 1:
-        raise SystemExit(f"{costs} takes costs from several files ({', '.join(sorted(sources))}): name one with --costs")
+        raise SystemExit(
+            f"{costs} takes costs from several files ({', '.join(sorted(sources))}): name one with --costs"
+        )
     if not sources:
         return KEPT_COSTS
     recorded = Path(sources.pop())
     if "experiments" in recorded.parts:  # a kept file, recorded in the checkout that ran it: this checkout's copy
-        here = REPO.joinpath(*recorded.parts[recorded.parts.index("experiments"):])
+        here = REPO.joinpath(*recorded.parts[recorded.parts.index("experiments") :])
         if here.is_file():
             return here
     return recorded
@@ -230,10 +262,15 @@ def curve_table(hour: list[tuple[float, float]], reference: list[tuple[float, fl
     if trend is not None:
         slope, points, at_twice = trend
         end = hour[-1][0]
-        lines.append(f"\nSecond half ({points} points from {end / 2:.0f} minutes): {100 * slope * 60:+.1f} points per 60 "
-                     f"minutes by least squares; that line puts {100 * at_twice:.1f} at {2 * end:.0f} minutes (an "
-                     "extrapolation, not a measurement).")
-    lines.append(f"`mini` `fast` (6,000 steps, its schedule over 6,000 steps): {', '.join(f'{100 * a:.1f} at {m:.0f} min' for m, a in reference)}.")
+        lines.append(
+            f"\nSecond half ({points} points from {end / 2:.0f} minutes): {100 * slope * 60:+.1f} points per 60 "
+            f"minutes by least squares; that line puts {100 * at_twice:.1f} at {2 * end:.0f} minutes (an "
+            "extrapolation, not a measurement)."
+        )
+    lines.append(
+        "`mini` `fast` (6,000 steps, its schedule over 6,000 steps): "
+        f"{', '.join(f'{100 * a:.1f} at {m:.0f} min' for m, a in reference)}."
+    )
     return "\n".join(lines)
 
 
@@ -262,12 +299,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("--glue", type=Path, action="append", default=[])
     ap.add_argument("--reference", type=Path, default=MINI_FAST, help="the mini fast curve (compare results.json)")
-    ap.add_argument("--costs", type=Path, help="the kept costs that put it on minutes (default: the clock the runs "
-                    "counted, as OUT/costs.json records it; else the lever search's kept costs)")
+    ap.add_argument(
+        "--costs",
+        type=Path,
+        help="the kept costs that put it on minutes (default: the clock the runs "
+        "counted, as OUT/costs.json records it; else the lever search's kept costs)",
+    )
     args = ap.parse_args(argv)
     args.costs = args.costs or clock_of(args.out)
-    runs = {p.name: p for p in sorted((args.out / "runs").glob("seed-*"))
-            if (p / "run.json").is_file() and read(p / "run.json").get("budget", {}).get("finished")}
+    runs = {
+        p.name: p
+        for p in sorted((args.out / "runs").glob("seed-*"))
+        if (p / "run.json").is_file() and read(p / "run.json").get("budget", {}).get("finished")
+    }
     if not runs:  # run.json is written as a run starts; its budget, once the budget is spent
         raise SystemExit(f"{args.out}/runs has no finished seed (hour_cpu.sh OUT pretrain)")
     print("## Runs\n\n" + runs_table(list(runs.values())))
@@ -276,12 +320,16 @@ def main(argv: list[str] | None = None) -> int:
         print("\n## BLiMP at the budget's end (PLL is the headline)\n\n" + blimp_table(finals))
     if doc := scored(args.out / "blimp-curve.json"):
         hour = hour_curve(doc, runs)
-        print(f"\n## BLiMP by minutes of training ({doc['data']['pairs_per_paradigm'] or 'every'} pairs a paradigm)\n\n"
-              + curve_table(hour, mini_fast_curve(args.reference, args.costs))
-              + f"\n`mini` `fast`'s steps are put on minutes at the baseline costs of `{args.costs}`.")
+        print(
+            f"\n## BLiMP by minutes of training ({doc['data']['pairs_per_paradigm'] or 'every'} pairs a paradigm)\n\n"
+            + curve_table(hour, mini_fast_curve(args.reference, args.costs))
+            + f"\n`mini` `fast`'s steps are put on minutes at the baseline costs of `{args.costs}`."
+        )
     if args.glue:
-        print("\n## GLUE (pretrained − random init, paired by fine-tuning seed; a row names its encoder when there are "
-              "several)\n")
+        print(
+            "\n## GLUE (pretrained − random init, paired by fine-tuning seed; a row names its encoder when there are "
+            "several)\n"
+        )
         downstream_table.main([str(p) for p in args.glue])
     return 0
 

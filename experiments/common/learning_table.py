@@ -37,14 +37,15 @@ def machine(path: str) -> str:
 
 
 def left_plateau(doc: dict, name: str) -> str:
-    """"k of n": the arm's seeds whose final mixed loss is at least 1 nat below the training tokens' unigram entropy."""
+    """ "k of n": the arm's seeds whose final mixed loss is at least 1 nat below the training tokens' unigram
+    entropy."""
     bar = doc["unigram"]["train_entropy"] - 1.0
     mine = [r for r in doc["runs"] if r["strategy"] == name]
     return f"{sum(r['eval'][-1]['eval_loss'] <= bar for r in mine)} of {len(mine)}"
 
 
 def seeds_below(doc: dict, name: str) -> str:
-    """"k of n": the arm's seeds whose final mixed loss is below uniform's on the same seed."""
+    """ "k of n": the arm's seeds whose final mixed loss is below uniform's on the same seed."""
     uniform = {r["seed_index"]: r for r in doc["runs"] if r["strategy"] == "uniform"}
     mine = [r for r in doc["runs"] if r["strategy"] == name]
     below = sum(r["eval"][-1]["eval_loss"] < uniform[r["seed_index"]]["eval"][-1]["eval_loss"] for r in mine)
@@ -56,12 +57,16 @@ def main(results: str, bench: str) -> None:
     agg, costs = doc["aggregate"]["strategies"], step_costs(bench)
     steps = max(doc["eval_steps"])
     unigram = doc.get("unigram", {})
-    print(f"training tokens' unigram entropy {unigram.get('train_entropy', float('nan')):.3f}; "
-          f"uniform's final mean loss (mixed) {doc['aggregate']['target']['final_mean_eval_loss']:.3f}; "
-          f"{steps} steps; seeds {doc['seeds']}")
+    print(
+        f"training tokens' unigram entropy {unigram.get('train_entropy', float('nan')):.3f}; "
+        f"uniform's final mean loss (mixed) {doc['aggregate']['target']['final_mean_eval_loss']:.3f}; "
+        f"{steps} steps; seeds {doc['seeds']}"
+    )
     print()
-    print("| arm | final loss, mixed | left the plateau | Δ mixed | Δ books | Δ Wikipedia | seeds below uniform | "
-          f"steps to uniform's final | step cost ({machine(bench)}) | wall to uniform's final |")
+    print(
+        "| arm | final loss, mixed | left the plateau | Δ mixed | Δ books | Δ Wikipedia | seeds below uniform | "
+        f"steps to uniform's final | step cost ({machine(bench)}) | wall to uniform's final |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, a in agg.items():
         left = left_plateau(doc, name)
@@ -73,10 +78,13 @@ def main(results: str, bench: str) -> None:
         d = a.get("paired_vs_uniform", {})
         reached = a.get("steps_to_target", {}).get("mean_curve")
         wall = "–" if reached is None or cost_ratio is None else f"{reached / steps * cost_ratio:.2f}×"
-        print(f"| {name} | {final} | {left} | {pm(d.get('eval_loss'), '+.3f')} | {pm(d.get('eval_loss@books'), '+.3f')} | "
-              f"{pm(d.get('eval_loss@wiki'), '+.3f')} | {seeds_below(doc, name)} | "
-              f"{'not reached' if reached is None else f'{reached:.0f}'} | "
-              f"{'–' if cost_ratio is None else f'{cost_ratio:.2f}×'} | {wall} |")
+        print(
+            f"| {name} | {final} | {left} | {pm(d.get('eval_loss'), '+.3f')} | {pm(d.get('eval_loss@books'), '+.3f')} "
+            "| "
+            f"{pm(d.get('eval_loss@wiki'), '+.3f')} | {seeds_below(doc, name)} | "
+            f"{'not reached' if reached is None else f'{reached:.0f}'} | "
+            f"{'–' if cost_ratio is None else f'{cost_ratio:.2f}×'} | {wall} |"
+        )
 
 
 if __name__ == "__main__":

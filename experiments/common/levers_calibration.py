@@ -54,8 +54,10 @@ def check(now: list[tuple[str, float]], kept: list[tuple[str, float]], tolerance
     off = [(when, k) for when, k in kept if abs(ms / k - 1) > tolerance]
     if off:
         shown = ", ".join(f"{k:.0f} ms ({when})" for when, k in off)
-        return (f"this machine's step is {ms:.0f} ms; the kept arms ran at {shown}: more than {tolerance:.0%} apart, "
-                "so equal wall time is not equal work. Run the baseline here (unset BASELINE) and keep it as a new series")
+        return (
+            f"this machine's step is {ms:.0f} ms; the kept arms ran at {shown}: more than {tolerance:.0%} apart, "
+            "so equal wall time is not equal work. Run the baseline here (unset BASELINE) and keep it as a new series"
+        )
     return None
 
 

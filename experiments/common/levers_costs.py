@@ -3,8 +3,10 @@
     python experiments/common/levers_costs.py reference KEPT/step-costs/costs.json    # "FULL SHORT" (exit 3: none yet)
     python experiments/common/levers_costs.py merge KEPT/step-costs/costs.json OUT/step-costs.json [--across-cpus]
     python experiments/common/levers_costs.py flags KEPT/step-costs/costs.json ARM    # the arm's --set flags
-    python experiments/common/levers_costs.py check KEPT/step-costs/costs.json SERIES/baseline.json   # exit 1: not modelled
-    python experiments/common/levers_costs.py table KEPT/step-costs/costs.json    # the costs and the steps 20 minutes buy
+    python experiments/common/levers_costs.py check KEPT/step-costs/costs.json SERIES/baseline.json   # exit 1: not
+    modelled
+    python experiments/common/levers_costs.py table KEPT/step-costs/costs.json    # the costs and the steps 20 minutes
+    buy
 
 With `CLOCK=modelled` every run of the search counts each step its arm's cost (`train.step_seconds`,
 `train.short_step_seconds`; train/budget.py) instead of the wall time it took, so an arm trained in one sitting is
@@ -75,30 +77,46 @@ def merge(kept: dict, bench: dict, across_cpus: bool = False) -> dict:
     kept reference's is refused unless `across_cpus`: then each of its arms is kept marked with the reference's
     CPU, and re-measuring kept arms beside it shows how far their ratios moved."""
     if kept and bench.get("cpu") != reference_cpu(kept) and not across_cpus:
-        raise SystemExit(f"the kept reference's costs were measured on {reference_cpu(kept) or 'a CPU not recorded'}, "
-                         f"this benchmark on {bench.get('cpu') or 'a CPU not recorded'}: a ratio measured on one CPU is not "
-                         "another's; measure on the kept costs' CPU, or pass --across-cpus (ACROSS_CPUS=1 levers_cpu.sh) "
-                         "with kept arms measured again beside the new ones")
+        raise SystemExit(
+            f"the kept reference's costs were measured on {reference_cpu(kept) or 'a CPU not recorded'}, "
+            f"this benchmark on {bench.get('cpu') or 'a CPU not recorded'}: a ratio measured on one CPU is not "
+            "another's; measure on the kept costs' CPU, or pass --across-cpus (ACROSS_CPUS=1 levers_cpu.sh) "
+            "with kept arms measured again beside the new ones"
+        )
     if kept:
         if bench["reference"] != kept["reference"] or bench["reference_seconds"] != kept["reference_seconds"]:
-            raise SystemExit(f"the benchmark's reference ({bench['reference']}, {bench['reference_seconds']}) is not the kept "
-                             f"one ({kept['reference']}, {kept['reference_seconds']}): run it with --reference pinned")
+            raise SystemExit(
+                f"the benchmark's reference ({bench['reference']}, {bench['reference_seconds']}) is not the kept "
+                f"one ({kept['reference']}, {kept['reference_seconds']}): run it with --reference pinned"
+            )
         out = {**kept, "arms": dict(kept["arms"]), "superseded": list(kept.get("superseded", []))}
     else:
-        out = {"reference": bench["reference"], "reference_seconds": bench["reference_seconds"], "arms": {},
-               "superseded": []}
-    source = {k: bench[k] for k in ("when", "load_before", "load_after", "cores", "omp_num_threads", "steps", "rounds_run")}
+        out = {
+            "reference": bench["reference"],
+            "reference_seconds": bench["reference_seconds"],
+            "arms": {},
+            "superseded": [],
+        }
+    source = {
+        k: bench[k] for k in ("when", "load_before", "load_after", "cores", "omp_num_threads", "steps", "rounds_run")
+    }
     source["cpu"] = bench.get("cpu")
     if kept and source["cpu"] != reference_cpu(kept):
         source["reference_cpu"] = reference_cpu(kept)  # across CPUs, said where the ratio is kept
     for name, arm in bench["arms"].items():
         positive(name, arm)
         if name == bench["reference"] and name in out["arms"]:
-            continue  # the reference's costs are pinned: re-measuring it only checks the ratios' base (1.0 by definition)
+            # the reference's costs are pinned: re-measuring it only checks the ratios' base (1.0 by definition)
+            continue
         if name in out["arms"]:
             out["superseded"].append({"arm": name, **out["arms"][name]})
-        out["arms"][name] = {"step_seconds": arm["step_seconds"], "short_step_seconds": arm["short_step_seconds"],
-                             "ratio": arm["ratio"], "ratio_range": arm["ratio_range"], "measured": source}
+        out["arms"][name] = {
+            "step_seconds": arm["step_seconds"],
+            "short_step_seconds": arm["short_step_seconds"],
+            "ratio": arm["ratio"],
+            "ratio_range": arm["ratio_range"],
+            "measured": source,
+        }
     return out
 
 
@@ -117,11 +135,18 @@ def series_problem(kept: dict, baseline: dict) -> str | None:
     for run in baseline["runs"]:
         b = run.get("budget") or {}
         if b.get("clock") != "modelled":
-            return (f"the kept baseline's seed {run.get('seed')} ran on the {b.get('clock', 'wall')} clock: a modelled arm "
-                    "is compared only with a modelled baseline (unset BASELINE, run it here as a new series)")
-        if (b.get("step_seconds"), b.get("short_step_seconds")) != (ref.get("step_seconds"), ref.get("short_step_seconds")):
-            return (f"the kept baseline counted {b.get('step_seconds')} / {b.get('short_step_seconds')} s a step, the kept "
-                    f"costs say {ref.get('step_seconds')} / {ref.get('short_step_seconds')}: not the same clock")
+            return (
+                f"the kept baseline's seed {run.get('seed')} ran on the {b.get('clock', 'wall')} clock: a modelled arm "
+                "is compared only with a modelled baseline (unset BASELINE, run it here as a new series)"
+            )
+        if (b.get("step_seconds"), b.get("short_step_seconds")) != (
+            ref.get("step_seconds"),
+            ref.get("short_step_seconds"),
+        ):
+            return (
+                f"the kept baseline counted {b.get('step_seconds')} / {b.get('short_step_seconds')} s a step, the kept "
+                f"costs say {ref.get('step_seconds')} / {ref.get('short_step_seconds')}: not the same clock"
+            )
     return None
 
 
@@ -133,7 +158,8 @@ def steps_bought(step: float, short: float, budget: float = 1200.0, short_fracti
 
 
 def table(path: Path = KEPT) -> str:
-    """doc_tables' `hour-levers-costs`: every kept arm's step costs, their ratio to the baseline's, what 20 minutes buy."""
+    """doc_tables' `hour-levers-costs`: every kept arm's step costs, their ratio to the baseline's, what 20 minutes
+    buy."""
     kept = load(path)
     if not kept:
         return "*Not measured yet*: `bash experiments/hour-levers/levers_cpu.sh runs/hour-levers costs ARM...`, alone."
@@ -141,22 +167,30 @@ def table(path: Path = KEPT) -> str:
     when = sorted({a["measured"]["when"] for a in kept["arms"].values()})
     span = "?" if not when else when[0] if len(when) == 1 else f"{when[0]} to {when[-1]}"
     cpus = sorted({a["measured"].get("cpu") or "a CPU not recorded" for a in kept["arms"].values()})
-    lines = [f"Step costs on the modelled clock (`step-costs/costs.json`; measured {span} on a 2-core VM ({'; '.join(cpus)}), "
-             f"alone): each arm "
-             f"in lock-step with `{ref}`, the ratio's median over the rounds (min–max beside it); `{ref}`'s own costs "
-             f"from its runs alone. A 20-minute budget with the fast recipe's 23% of 16-token pieces buys the steps in the "
-             f"last column (counted as `train/budget.py` counts a modelled clock's steps). {', '.join(f'`{a}`' for a in SAME_STEP)} count `{ref}`'s "
-             "costs (the same step; `batch-ramp` its share b / B of them), so a null check's row buys the baseline's steps.", "",
-             "| arm | full step | × baseline (range) | short step | × baseline (range) | steps in 20 min |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        f"Step costs on the modelled clock (`step-costs/costs.json`; measured {span} on a 2-core VM "
+        f"({'; '.join(cpus)}), "
+        f"alone): each arm "
+        f"in lock-step with `{ref}`, the ratio's median over the rounds (min–max beside it); `{ref}`'s own costs "
+        f"from its runs alone. A 20-minute budget with the fast recipe's 23% of 16-token pieces buys the steps in the "
+        "last column (counted as `train/budget.py` counts a modelled clock's steps). "
+        f"{', '.join(f'`{a}`' for a in SAME_STEP)} count `{ref}`'s "
+        "costs (the same step; `batch-ramp` its share b / B of them), so a null check's row buys the baseline's steps.",
+        "",
+        "| arm | full step | × baseline (range) | short step | × baseline (range) | steps in 20 min |",
+        "|---|---|---|---|---|---|",
+    ]
     order = [ref] + sorted((n for n in kept["arms"] if n != ref), key=lambda n: kept["arms"][n]["step_seconds"])
     for name in order:
         a = kept["arms"][name]
         rf, rs = a["ratio_range"]["full"], a["ratio_range"]["short"]
-        rng = (lambda r, m: "–" if name == ref else f"{m:.3f} ({r[0]:.3f}–{r[1]:.3f})")
-        lines.append(f"| {name}{' (null check)' if name in SAME_STEP else ''} | {a['step_seconds'] * 1e3:.0f} ms | "
-                     f"{rng(rf, a['ratio']['full'])} | {a['short_step_seconds'] * 1e3:.0f} ms | {rng(rs, a['ratio']['short'])} | "
-                     f"{steps_bought(*positive(name, kept['arms'][ref] if name in SAME_STEP else a)):,} |")
+        rng = lambda r, m, name=name: "–" if name == ref else f"{m:.3f} ({r[0]:.3f}–{r[1]:.3f})"
+        lines.append(
+            f"| {name}{' (null check)' if name in SAME_STEP else ''} | {a['step_seconds'] * 1e3:.0f} ms | "
+            f"{rng(rf, a['ratio']['full'])} | {a['short_step_seconds'] * 1e3:.0f} ms | {rng(rs, a['ratio']['short'])} "
+            "| "
+            f"{steps_bought(*positive(name, kept['arms'][ref] if name in SAME_STEP else a)):,} |"
+        )
     return "\n".join(lines)
 
 
@@ -170,21 +204,33 @@ def transfer(kept_path: Path = KEPT, others: Path = OTHER_CPUS) -> str:
     kept = load(kept_path)
     folders = sorted(p.parent for p in others.glob("*/costs.json"))
     if not kept or not folders:
-        return "*Not measured yet*: `LEVERS_COSTS=OUT/costs.json bash experiments/hour-levers/levers_cpu.sh OUT costs ARM...`."
+        return (
+            "*Not measured yet*: `LEVERS_COSTS=OUT/costs.json bash experiments/hour-levers/levers_cpu.sh OUT "
+            "costs ARM...`."
+        )
     measured = {f.name: load(f / "costs.json") for f in folders}
     arms = [a for a in kept["arms"] if a != kept["reference"] and any(a in m["arms"] for m in measured.values())]
     cpu = lambda costs: reference_cpu(costs) or "not recorded"  # noqa: E731
-    lines = ["Each arm's full-step (short-step) cost as a ratio to the baseline's beside it, the median of 3 lock-step "
-             f"rounds: the kept costs' CPU ({cpu(kept)}) and " +
-             "; ".join(f"`step-costs/{name}/` ({cpu(m)})" for name, m in measured.items()) + ". `lr-1e-3` is the "
-             "baseline's own computation: its distance from 1 is the method's noise on that machine.", "",
-             "| arm | kept | " + " | ".join(measured) + " | change |", "|---|---|" + "---|" * len(measured) + "---|"]
+    lines = [
+        "Each arm's full-step (short-step) cost as a ratio to the baseline's beside it, the median of 3 lock-step "
+        f"rounds: the kept costs' CPU ({cpu(kept)}) and "
+        + "; ".join(f"`step-costs/{name}/` ({cpu(m)})" for name, m in measured.items())
+        + ". `lr-1e-3` is the "
+        "baseline's own computation: its distance from 1 is the method's noise on that machine.",
+        "",
+        "| arm | kept | " + " | ".join(measured) + " | change |",
+        "|---|---|" + "---|" * len(measured) + "---|",
+    ]
     for arm in arms:
-        ratio = lambda costs: costs["arms"][arm]["ratio"]  # noqa: E731
-        cells = [f"{ratio(m)['full']:.3f} ({ratio(m)['short']:.3f})" if arm in m["arms"] else "–" for m in measured.values()]
+        ratio = lambda costs, arm=arm: costs["arms"][arm]["ratio"]
+        cells = [
+            f"{ratio(m)['full']:.3f} ({ratio(m)['short']:.3f})" if arm in m["arms"] else "–" for m in measured.values()
+        ]
         last = next(m for m in reversed(measured.values()) if arm in m["arms"])
         change = ratio(last)["full"] / ratio(kept)["full"] - 1
-        lines.append(f"| {arm} | {ratio(kept)['full']:.3f} ({ratio(kept)['short']:.3f}) | {' | '.join(cells)} | {change:+.0%} |")
+        lines.append(
+            f"| {arm} | {ratio(kept)['full']:.3f} ({ratio(kept)['short']:.3f}) | {' | '.join(cells)} | {change:+.0%} |"
+        )
     return "\n".join(lines)
 
 

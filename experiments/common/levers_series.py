@@ -1,6 +1,7 @@
 """Where a lever search's results are kept (experiments/hour-levers, issue 45): one folder per *series*.
 
-    python experiments/common/levers_series.py where OUT/arms/baseline/results.json [RESULTS]  # its series (new or kept)
+    python experiments/common/levers_series.py where OUT/arms/baseline/results.json [RESULTS]  # its series (new or
+    kept)
     python experiments/common/levers_series.py latest [RESULTS]                               # the newest kept series
 
 RESULTS is the kept results folder, experiments/hour-levers/results unless given.
@@ -39,8 +40,10 @@ def all_series(results: Path = RESULTS) -> list[Path]:
 
 def fingerprint(doc: dict) -> list[tuple]:
     """What a compare folder's runs measured: per run its seed index, the steps it bought and its evaluation curve."""
-    return sorted((r["seed_index"], (r.get("budget") or {}).get("steps"), tuple((e["step"], e["eval_loss"]) for e in r["eval"]))
-                  for r in doc["runs"])
+    return sorted(
+        (r["seed_index"], (r.get("budget") or {}).get("steps"), tuple((e["step"], e["eval_loss"]) for e in r["eval"]))
+        for r in doc["runs"]
+    )
 
 
 def where(baseline: Path, results: Path = RESULTS) -> Path:

@@ -10,7 +10,8 @@ train.time_budget with the same seeds as the baseline (`baseline`). Per arm, pai
 order and masks, where the lever leaves them alone; one comparison per seed): Δ BLiMP (accuracy points) and Δ
 held-out loss (nats, the main held-out set with its fixed all-[MASK] masks at 15%) vs the baseline's same seed,
 mean ± 95% t-interval, and n, the number of independent comparisons. A loss is only compared on the same
-held-out questions (every run's eval_sha256: shards rebuilt from the same text qualify): an arm on other shards (another vocabulary, other sequence lengths) predicts other tokens, so its
+held-out questions (every run's eval_sha256: shards rebuilt from the same text qualify): an arm on other shards
+(another vocabulary, other sequence lengths) predicts other tokens, so its
 Δ loss is not given (BLiMP, which scores sentences, still is). "Left the plateau": the run's final held-out
 loss is at least 1 nat under its training tokens' unigram entropy (as experiments/blimp-arms). "What it
 changes" is read from the runs' recorded settings, so it cannot drift from what ran.
@@ -39,8 +40,14 @@ BASELINE = "baseline"
 # Settings that differ between arms without being the lever (or that follow from the shards given).
 # The modelled clock's costs are each arm's own measured step costs (levers_costs.py), not a lever: the series says
 # which clock counted.
-NOT_A_LEVER = {"train.seed", "train.keep_steps", "train.checkpoint_every", "shard.max_seq_len", "train.step_seconds",
-               "train.short_step_seconds"}
+NOT_A_LEVER = {
+    "train.seed",
+    "train.keep_steps",
+    "train.checkpoint_every",
+    "shard.max_seq_len",
+    "train.step_seconds",
+    "train.short_step_seconds",
+}
 
 
 def load(*folders: Path) -> dict[str, dict]:
@@ -57,7 +64,9 @@ def fmt(ci: dict | None, f: str, scale: float = 1.0) -> str:
     if not ci:
         return "–"
     mean = format(scale * ci["mean"], f)
-    return mean if ci["ci95"] is None else f"{mean} ± {format(scale * (ci['ci95'][1] - ci['ci95'][0]) / 2, f.lstrip('+'))}"
+    return (
+        mean if ci["ci95"] is None else f"{mean} ± {format(scale * (ci['ci95'][1] - ci['ci95'][0]) / 2, f.lstrip('+'))}"
+    )
 
 
 def by_seed(doc: dict) -> dict[int, dict]:
@@ -80,7 +89,9 @@ def changes(doc: dict, base: dict) -> str:
     out = [f"{k}={mine[k]}" for k in mine if k not in NOT_A_LEVER and mine[k] != theirs.get(k, default.get(k))]
     if not same_questions(doc, base):
         shards = Path(doc["shards"]["path"])  # its folder too: the 16,384 text's shards are `shards` as well
-        out.append(f"shards {shards.parent.name}/{shards.name} ({doc['runs'][0]['settings']['shard']['max_seq_len']} tokens)")
+        out.append(
+            f"shards {shards.parent.name}/{shards.name} ({doc['runs'][0]['settings']['shard']['max_seq_len']} tokens)"
+        )
     return ", ".join(f"`{c}`" for c in out) or "–"
 
 
@@ -88,8 +99,10 @@ def described(doc: dict) -> str:
     """The baseline in a few words, from its recorded settings."""
     s = doc["runs"][0]["settings"]
     m, t = s.get("model", {}), s.get("train", {})
-    return (f"`{m.get('preset', '?')}` L{m.get('layers', '?')}/H{m.get('hidden', '?')}, `{t.get('recipe', '?')}`, batch "
-            f"{t.get('batch_size', '?')} × {s['shard']['max_seq_len']}")
+    return (
+        f"`{m.get('preset', '?')}` L{m.get('layers', '?')}/H{m.get('hidden', '?')}, `{t.get('recipe', '?')}`, batch "
+        f"{t.get('batch_size', '?')} × {s['shard']['max_seq_len']}"
+    )
 
 
 def final_loss(run: dict) -> float:
@@ -108,7 +121,7 @@ def step_costs(doc: dict) -> set[tuple]:
 
 
 def fmt_costs(doc: dict) -> str:
-    """"0.6615 / 0.6395 s" (full / short), one such per distinct pair among the runs."""
+    """ "0.6615 / 0.6395 s" (full / short), one such per distinct pair among the runs."""
     return "; ".join(" / ".join(f"{c:.4f}" for c in pair if c is not None) + " s" for pair in sorted(step_costs(doc)))
 
 
@@ -128,7 +141,9 @@ def row(name: str, doc: dict, base: dict, series: str | None = None, first: dict
     steps = sorted(steps_bought(r) for r in runs.values())
     steps_text = f"{steps[0]:,}" if steps[0] == steps[-1] else f"{steps[0]:,}–{steps[-1]:,}"
     loss = mean_ci([final_loss(r) for r in runs.values()])
-    blimp = mean_ci([r["blimp"]["accuracy"] for r in runs.values()]) if all("blimp" in r for r in runs.values()) else None
+    blimp = (
+        mean_ci([r["blimp"]["accuracy"] for r in runs.values()]) if all("blimp" in r for r in runs.values()) else None
+    )
     # The arm's own random weights: another block or shape scores differently untrained (series 3's modern block's
     # scored above the BERT block's), so a trained BLiMP reads against its own control, not the baseline's.
     random = (doc.get("aggregate", {}).get("blimp_control") or {}).get("random_init")
@@ -137,14 +152,21 @@ def row(name: str, doc: dict, base: dict, series: str | None = None, first: dict
         what = described(doc)
     else:
         other = first if name == BASELINE else base
-        d_loss = (fmt(mean_ci([final_loss(runs[k]) - final_loss(ref[k]) for k in seeds]), "+.3f")
-                  if same_questions(doc, other)
-                  else "n/c (other tokens)")
-        d_blimp = (fmt(mean_ci([runs[k]["blimp"]["accuracy"] - ref[k]["blimp"]["accuracy"] for k in seeds]), "+.1f", 100)
-                   if blimp is not None and all("blimp" in ref[k] for k in seeds) else "–")
+        d_loss = (
+            fmt(mean_ci([final_loss(runs[k]) - final_loss(ref[k]) for k in seeds]), "+.3f")
+            if same_questions(doc, other)
+            else "n/c (other tokens)"
+        )
+        d_blimp = (
+            fmt(mean_ci([runs[k]["blimp"]["accuracy"] - ref[k]["blimp"]["accuracy"] for k in seeds]), "+.1f", 100)
+            if blimp is not None and all("blimp" in ref[k] for k in seeds)
+            else "–"
+        )
         n = str(len(seeds))
         what = changes(doc, other)
-        if name != BASELINE and clock(doc) != clock(other):  # the costs are not a lever, but another clock is a difference
+        if name != BASELINE and clock(doc) != clock(
+            other
+        ):  # the costs are not a lever, but another clock is a difference
             what = f"{what}, on the {clock(doc)} clock (its baseline: {clock(other)})"
         if name == BASELINE:  # its Δ is the drift between sittings; settings that differ would make it more
             if clock(doc) == clock(other) and step_costs(doc) == step_costs(other):
@@ -154,12 +176,16 @@ def row(name: str, doc: dict, base: dict, series: str | None = None, first: dict
                 again = f"the first series' baseline again, on {on} (Δ vs it: the clock's and the drift)"
             what = again if what == "–" else f"{again}, and {what}"
     lead = "" if series is None else f"| {series} "
-    return (f"{lead}| {name} | {what} | {steps_text} | {left} | "
-            f"{fmt(loss, '.3f')} | {d_loss} | {fmt(blimp, '.1f', 100)} | {fmt(random, '.1f', 100)} | {d_blimp} | {n} |")
+    return (
+        f"{lead}| {name} | {what} | {steps_text} | {left} | "
+        f"{fmt(loss, '.3f')} | {d_loss} | {fmt(blimp, '.1f', 100)} | {fmt(random, '.1f', 100)} | {d_blimp} | {n} |"
+    )
 
 
-COLUMNS = ("arm | what it changes | steps bought | left the plateau | held-out loss | Δ loss (nats) | BLiMP | "
-           "BLiMP, its random weights | Δ BLiMP (points) | n")
+COLUMNS = (
+    "arm | what it changes | steps bought | left the plateau | held-out loss | Δ loss (nats) | BLiMP | "
+    "BLiMP, its random weights | Δ BLiMP (points) | n"
+)
 
 
 def header(base: dict, series: bool = False) -> list[str]:
@@ -167,15 +193,19 @@ def header(base: dict, series: bool = False) -> list[str]:
     b = base.get("blimp") or {}
     ctl = base["aggregate"].get("blimp_control") or {}
     columns = ("series | " if series else "") + COLUMNS
-    return [f"Every arm trained {budget} (training time; evaluation and checkpoints not counted), seeds "
-            f"{base['seeds']}; BLiMP {b.get('method', '–')} on {b.get('paradigms', '–')} paradigms × "
-            f"{b.get('pairs_per_paradigm', '–')} pairs, each arm beside its own random-weight encoders (same seeds); "
-            f"the baseline's unigram control "
-            f"{'–' if ctl.get('unigram') is None else format(100 * ctl['unigram'], '.1f')}. Δ = arm − baseline on "
-            "the same seed" + (" of the same series (one sitting's baseline and the arms run beside it)" if series
-                               else "") +
-            ", mean ± 95% t-interval over n independent comparisons; no correction for the number of levers.", "",
-            f"| {columns} |", "|" + "---|" * (columns.count("|") + 1)]
+    return [
+        f"Every arm trained {budget} (training time; evaluation and checkpoints not counted), seeds "
+        f"{base['seeds']}; BLiMP {b.get('method', '–')} on {b.get('paradigms', '–')} paradigms × "
+        f"{b.get('pairs_per_paradigm', '–')} pairs, each arm beside its own random-weight encoders (same seeds); "
+        f"the baseline's unigram control "
+        f"{'–' if ctl.get('unigram') is None else format(100 * ctl['unigram'], '.1f')}. Δ = arm − baseline on "
+        "the same seed"
+        + (" of the same series (one sitting's baseline and the arms run beside it)" if series else "")
+        + ", mean ± 95% t-interval over n independent comparisons; no correction for the number of levers.",
+        "",
+        f"| {columns} |",
+        "|" + "---|" * (columns.count("|") + 1),
+    ]
 
 
 def table(docs: dict[str, dict]) -> str:
@@ -204,6 +234,7 @@ def series_table(series: list[tuple[str, dict[str, dict]]]) -> str:
 def per_seed(docs: dict[str, dict]) -> str:
     """Each arm's seeds side by side (seed 0 / seed 1 ...): final held-out loss, BLiMP, the BLiMP of that seed's
     random-weight encoder (same shape and init; compare's `blimp_control`) and trained minus random."""
+
     def cells(values: list[float], f: str) -> str:
         return " / ".join(format(v, f) for v in values)
 
@@ -214,9 +245,11 @@ def per_seed(docs: dict[str, dict]) -> str:
         random = (docs[name].get("blimp_control") or {}).get("random") or {}
         trained = [100 * runs[k]["blimp"]["accuracy"] for k in seeds] if all("blimp" in runs[k] for k in seeds) else []
         control = [100 * random[str(k)]["accuracy"] for k in seeds] if all(str(k) in random for k in seeds) else []
-        lines.append(f"| {name} | {cells([final_loss(runs[k]) for k in seeds], '.3f')} | {cells(trained, '.1f') or '–'} | "
-                     f"{cells(control, '.1f') or '–'} | "
-                     f"{cells([t - c for t, c in zip(trained, control)], '+.1f') if trained and control else '–'} |")
+        lines.append(
+            f"| {name} | {cells([final_loss(runs[k]) for k in seeds], '.3f')} | {cells(trained, '.1f') or '–'} | "
+            f"{cells(control, '.1f') or '–'} | "
+            f"{cells([t - c for t, c in zip(trained, control)], '+.1f') if trained and control else '–'} |"
+        )
     return "\n".join(lines)
 
 
@@ -235,8 +268,10 @@ def kept() -> str:
     folders = levers_series.all_series(KEPT) if KEPT.is_dir() else []
     series = [(f.name, load(f)) for f in folders]
     if not any(docs for _, docs in series):
-        return ("*Not measured yet*: the search runs alone on an idle machine "
-                "(`bash experiments/hour-levers/levers_cpu.sh runs/hour-levers search`, then `... keep`).")
+        return (
+            "*Not measured yet*: the search runs alone on an idle machine "
+            "(`bash experiments/hour-levers/levers_cpu.sh runs/hour-levers search`, then `... keep`)."
+        )
     return series_table([(name, docs) for name, docs in series if docs])
 
 

@@ -20,20 +20,32 @@ EXPERIMENTS = Path(__file__).resolve().parents[1]
 
 # ---------------------------------------------------------------- GPU throughput (experiments/gpu-h100)
 def gpu_throughput() -> str:
-    """mapnet vs Hugging Face at `base` on the H100, eager and compiled, with MFU: gpu_check.log's throughput sections."""
+    """mapnet vs Hugging Face at `base` on the H100, eager and compiled, with MFU: gpu_check.log's throughput
+    sections."""
     log = (EXPERIMENTS / "gpu-h100" / "gpu_check.log").read_text(encoding="utf-8")
-    rows = ["| `base`, tokens × batch | mapnet tok/s (MFU) | HF tok/s (MFU) | ratio | compiled: mapnet (MFU) | compiled: HF (MFU) |",
-            "|---|---|---|---|---|---|"]
+    rows = [
+        "| `base`, tokens × batch | mapnet tok/s (MFU) | HF tok/s (MFU) | ratio | compiled: mapnet (MFU) | compiled: "
+        "HF (MFU) |",
+        "|---|---|---|---|---|---|",
+    ]
     sections = re.findall(r"=== throughput and MFU, base, \d+ tokens.*?\n(.*?)(?=\n===|\Z)", log, re.S)
     if not sections:
         raise SystemExit("experiments/gpu-h100/gpu_check.log: no throughput section")
     for text in sections:
         shape = re.search(r"batch (\d+) x seq (\d+)", text)
-        eager = re.search(r"mapnet ([\d,]+) tok/s \| hf ([\d,]+) tok/s.*?\| ratio ([\d.]+)x \| MFU mapnet ([\d.]+)%, hf ([\d.]+)%", text)
-        comp = re.search(r"torch.compile: mapnet ([\d,]+) tok/s \| hf ([\d,]+) tok/s.*?"
-                         r"MFU mapnet\+compile ([\d.]+)%, hf\+compile ([\d.]+)%", text)
-        rows.append(f"| {shape[2]} × {shape[1]} | {eager[1]} ({eager[4]}%) | {eager[2]} ({eager[5]}%) | {eager[3]}× | "
-                    f"{comp[1]} ({comp[3]}%) | {comp[2]} ({comp[4]}%) |")
+        eager = re.search(
+            r"mapnet ([\d,]+) tok/s \| hf ([\d,]+) tok/s.*?\| ratio ([\d.]+)x \| MFU mapnet ([\d.]+)%, hf ([\d.]+)%",
+            text,
+        )
+        comp = re.search(
+            r"torch.compile: mapnet ([\d,]+) tok/s \| hf ([\d,]+) tok/s.*?"
+            r"MFU mapnet\+compile ([\d.]+)%, hf\+compile ([\d.]+)%",
+            text,
+        )
+        rows.append(
+            f"| {shape[2]} × {shape[1]} | {eager[1]} ({eager[4]}%) | {eager[2]} ({eager[5]}%) | {eager[3]}× | "
+            f"{comp[1]} ({comp[3]}%) | {comp[2]} ({comp[4]}%) |"
+        )
     return "\n".join(rows)
 
 
@@ -62,29 +74,46 @@ PROFILES = {  # file under experiments/profile-cpu -> the row's words
 
 
 def step_profile() -> str:
-    rows = ["| preset, masking | step ms | data | masks (host) | to device | forward | backward | optimizer | "
-            "host syncs / step (unread, read) |", "|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| preset, masking | step ms | data | masks (host) | to device | forward | backward | optimizer | "
+        "host syncs / step (unread, read) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, label in PROFILES.items():
         p = read_profile(EXPERIMENTS / "profile-cpu" / name)
-        shares = [f"{p['parts'][k][1]:.1f}%" for k in ("data", "masks", "to_device", "forward", "backward", "optimizer (w/o read)")]
-        rows.append(f"| {label} | {p['step']:.1f} | " + " | ".join(shares) + f" | {p['syncs'][False]}, {p['syncs'][True]} |")
+        shares = [
+            f"{p['parts'][k][1]:.1f}%"
+            for k in ("data", "masks", "to_device", "forward", "backward", "optimizer (w/o read)")
+        ]
+        rows.append(
+            f"| {label} | {p['step']:.1f} | " + " | ".join(shares) + f" | {p['syncs'][False]}, {p['syncs'][True]} |"
+        )
     return "\n".join(rows)
 
 
 def prefetch() -> str:
     """train.prefetch off and on, two alternated rounds per preset (experiments/profile-cpu/prefetch)."""
-    rows = ["| preset | off: step ms, rounds 1, 2 (data + masks + copies on the loop's thread) | "
-            "on: step ms, rounds 1, 2 (what the loop still waits for) | on vs off, rounds 1, 2 |", "|---|---|---|---|"]
+    rows = [
+        "| preset | off: step ms, rounds 1, 2 (data + masks + copies on the loop's thread) | "
+        "on: step ms, rounds 1, 2 (what the loop still waits for) | on vs off, rounds 1, 2 |",
+        "|---|---|---|---|",
+    ]
     for preset in ("tiny", "mini"):
-        runs = {(on, r): read_profile(EXPERIMENTS / "profile-cpu" / "prefetch" / f"profile-{preset}-prefetch-{on}-{r}.txt")
-                for on in ("false", "true") for r in (1, 2)}
+        runs = {
+            (on, r): read_profile(EXPERIMENTS / "profile-cpu" / "prefetch" / f"profile-{preset}-prefetch-{on}-{r}.txt")
+            for on in ("false", "true")
+            for r in (1, 2)
+        }
         off, on = [runs["false", r] for r in (1, 2)], [runs["true", r] for r in (1, 2)]
         moved = [sum(p["parts"][k][0] for k in ("data", "masks", "to_device")) for p in off]
         moved_ms, off_ms = sum(moved) / 2, sum(p["step"] for p in off) / 2
         wait = sum(p["parts"]["prefetch_wait"][0] for p in on) / 2
         change = ", ".join(f"{100 * (b['step'] / a['step'] - 1):+.1f}%" for a, b in zip(off, on))
-        rows.append(f"| `{preset}` | {off[0]['step']:.1f}, {off[1]['step']:.1f} ({moved_ms:.1f} ms, {100 * moved_ms / off_ms:.1f}%) | "
-                    f"{on[0]['step']:.1f}, {on[1]['step']:.1f} ({wait:.2f} ms) | {change} |")
+        rows.append(
+            f"| `{preset}` | {off[0]['step']:.1f}, {off[1]['step']:.1f} ({moved_ms:.1f} ms, "
+            f"{100 * moved_ms / off_ms:.1f}%) | "
+            f"{on[0]['step']:.1f}, {on[1]['step']:.1f} ({wait:.2f} ms) | {change} |"
+        )
     return "\n".join(rows)
 
 
@@ -110,17 +139,35 @@ def arm_costs(paths: list[Path], presets: list[str], labels: dict[str, str]) -> 
 
 def arm_costs_all() -> str:
     """Every arm of 2026-11-23 (experiments/learned-masking-tiny/bench_strategies.txt: two runs, the second for 30%)."""
-    return arm_costs([EXPERIMENTS / "learned-masking-tiny" / "bench_strategies.txt"], ["tiny", "mini"], {
-        "uniform": "uniform", "uniform@0.3": "uniform@0.3", "stratified": "stratified", "frequency-ht": "frequency-ht",
-        "mapnet": "mapnet (paper)", "mapnet-ht": "mapnet-ht (gradnorm)", "mapnet-ht-learnability": "mapnet-ht-learnability",
-        "mapnet-ht-1layer": "mapnet-ht, 1-block proposal (`masking.mapnet.layers=1`)"})
+    return arm_costs(
+        [EXPERIMENTS / "learned-masking-tiny" / "bench_strategies.txt"],
+        ["tiny", "mini"],
+        {
+            "uniform": "uniform",
+            "uniform@0.3": "uniform@0.3",
+            "stratified": "stratified",
+            "frequency-ht": "frequency-ht",
+            "mapnet": "mapnet (paper)",
+            "mapnet-ht": "mapnet-ht (gradnorm)",
+            "mapnet-ht-learnability": "mapnet-ht-learnability",
+            "mapnet-ht-1layer": "mapnet-ht, 1-block proposal (`masking.mapnet.layers=1`)",
+        },
+    )
 
 
 def arm_costs_lite() -> str:
     """The lite MAP-Net arm beside the full ones (experiments/mapnet-cheap/bench_strategies.txt, section D)."""
-    return arm_costs([EXPERIMENTS / "mapnet-cheap" / "bench_strategies.txt"], ["tiny", "mini"], {
-        "uniform": "uniform", "mapnet": "mapnet (paper)", "mapnet-ht": "mapnet-ht",
-        "mapnet-ht-1layer": "mapnet-ht, 1-block proposal", "mapnet-ht-lite": "`mapnet-ht-lite`"})
+    return arm_costs(
+        [EXPERIMENTS / "mapnet-cheap" / "bench_strategies.txt"],
+        ["tiny", "mini"],
+        {
+            "uniform": "uniform",
+            "mapnet": "mapnet (paper)",
+            "mapnet-ht": "mapnet-ht",
+            "mapnet-ht-1layer": "mapnet-ht, 1-block proposal",
+            "mapnet-ht-lite": "`mapnet-ht-lite`",
+        },
+    )
 
 
 if __name__ == "__main__":

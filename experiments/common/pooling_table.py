@@ -37,14 +37,19 @@ def paired(a: dict[int, float], b: dict[int, float]) -> str:
 def table() -> str:
     by = {pooling: scores(FOLDER / f"glue-{pooling}.json") for pooling in ("cls", "mean")}
     tasks = sorted({task for s in by.values() for task, _ in s})
-    rows = ["| task | pooling | pretrained | random init | pretrained − random (paired) | mean − [CLS], pretrained (paired) |",
-            "|---|---|---|---|---|---|"]
+    rows = [
+        "| task | pooling | pretrained | random init | pretrained − random (paired) | mean − [CLS], pretrained "
+        "(paired) |",
+        "|---|---|---|---|---|---|",
+    ]
     for task in tasks:
         for pooling in ("cls", "mean"):
             pre, ran = by[pooling][(task, "pretrained")], by[pooling][(task, "random")]
             gain = paired(pre, by["cls"][(task, "pretrained")]) if pooling == "mean" else "–"
-            rows.append(f"| {task} | {'[CLS]' if pooling == 'cls' else 'mean'} | {sum(pre.values()) / len(pre):.1f} | "
-                        f"{sum(ran.values()) / len(ran):.1f} | {paired(pre, ran)} | {gain} |")
+            rows.append(
+                f"| {task} | {'[CLS]' if pooling == 'cls' else 'mean'} | {sum(pre.values()) / len(pre):.1f} | "
+                f"{sum(ran.values()) / len(ran):.1f} | {paired(pre, ran)} | {gain} |"
+            )
     return "\n".join(rows)
 
 

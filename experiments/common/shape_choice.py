@@ -55,10 +55,15 @@ def choose(shapes: dict[str, dict]) -> tuple[str, str]:
     loss = {n: sum(r[1] for r in rows.values()) / len(rows) for n, rows in shapes.items()}
     if abs(blimp[a] - blimp[b]) > TIE_POINTS:
         winner = max(blimp, key=blimp.get)
-        return winner, f"its mean BLiMP is higher by {abs(blimp[a] - blimp[b]):.1f} points (more than the {TIE_POINTS} of a tie)"
+        return (
+            winner,
+            f"its mean BLiMP is higher by {abs(blimp[a] - blimp[b]):.1f} points (more than the {TIE_POINTS} of a tie)",
+        )
     winner = min(loss, key=loss.get)
-    return winner, (f"the mean BLiMP differs by {abs(blimp[a] - blimp[b]):.1f} points (a tie: {TIE_POINTS} or less), "
-                    f"and its mean held-out loss is lower ({loss[winner]:.3f} against {max(loss.values()):.3f})")
+    return winner, (
+        f"the mean BLiMP differs by {abs(blimp[a] - blimp[b]):.1f} points (a tie: {TIE_POINTS} or less), "
+        f"and its mean held-out loss is lower ({loss[winner]:.3f} against {max(loss.values()):.3f})"
+    )
 
 
 def table(outs: list[Path]) -> str:
@@ -68,21 +73,28 @@ def table(outs: list[Path]) -> str:
         shapes[shape_name(out / "runs" / next(iter(rows)))] = rows
     if len(shapes) != 2:
         raise SystemExit(f"two shapes are compared, got {len(shapes)}: {', '.join(shapes)}")
-    lines = ["| shape | steps bought | held-out loss, per seed | BLiMP (200 pairs), per seed | mean | random weights |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| shape | steps bought | held-out loss, per seed | BLiMP (200 pairs), per seed | mean | random weights |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, rows in shapes.items():
         seeds = sorted(rows)
         steps = sorted({rows[s][0] for s in seeds})
         controls = [rows[s][3] for s in seeds if rows[s][3] is not None]
-        lines.append(f"| {name} | {' / '.join(f'{n:,}' for n in steps)} | {' / '.join(f'{rows[s][1]:.3f}' for s in seeds)} | "
-                     f"{' / '.join(f'{100 * rows[s][2]:.1f}' for s in seeds)} | "
-                     f"{100 * sum(rows[s][2] for s in seeds) / len(seeds):.1f} | "
-                     f"{' / '.join(f'{100 * c:.1f}' for c in controls) or '–'} |")
+        lines.append(
+            f"| {name} | {' / '.join(f'{n:,}' for n in steps)} | {' / '.join(f'{rows[s][1]:.3f}' for s in seeds)} | "
+            f"{' / '.join(f'{100 * rows[s][2]:.1f}' for s in seeds)} | "
+            f"{100 * sum(rows[s][2] for s in seeds) / len(seeds):.1f} | "
+            f"{' / '.join(f'{100 * c:.1f}' for c in controls) or '–'} |"
+        )
     (a, ra), (b, rb) = shapes.items()
     paired = [rb[s][2] - ra[s][2] for s in sorted(ra) if s in rb]
     winner, why = choose(shapes)
-    lines.append(f"\n{b} − {a}, BLiMP paired by seed: {', '.join(f'{100 * d:+.1f}' for d in paired)}; "
-                 f"{fmt(mean_ci(paired), f='+.1f')} (95% t-interval over {len(paired)} paired seeds: {len(paired)} comparisons, one interval).")
+    lines.append(
+        f"\n{b} − {a}, BLiMP paired by seed: {', '.join(f'{100 * d:+.1f}' for d in paired)}; "
+        f"{fmt(mean_ci(paired), f='+.1f')} (95% t-interval over {len(paired)} paired seeds: {len(paired)} "
+        "comparisons, one interval)."
+    )
     lines.append(f"\n**The `hour` recipe takes {winner}:** {why}.")
     return "\n".join(lines)
 

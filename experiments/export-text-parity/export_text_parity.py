@@ -2,7 +2,8 @@
 
     uv run python experiments/export-text-parity/export_text_parity.py runs/real-text/prep \\
         --out experiments/export-text-parity/real-text-8192.json      # a preprocessed corpus: its tokenizer + settings
-    uv run python experiments/export-text-parity/export_text_parity.py runs/base/checkpoints/step-00400000   # a checkpoint: settings.toml
+    uv run python experiments/export-text-parity/export_text_parity.py runs/base/checkpoints/step-00400000   # a
+    checkpoint: settings.toml
 
 mapnet's pipeline is `TextEncoder` (finetune-glue's, probe's: `data/cleaning.Cleaner`, then the tokenizer); the
 export is `AutoTokenizer.from_pretrained` on the files `mapnet export` writes (`export.write_tokenizer`), built
@@ -29,7 +30,8 @@ sys.path.insert(0, str(REPO / "tests"))  # real_text: the sample the acceptance 
 
 from real_text import real_sentences  # noqa: E402
 
-from mapnet_cli import atomic, settings as settings_mod  # noqa: E402
+from mapnet_cli import atomic  # noqa: E402
+from mapnet_cli import settings as settings_mod  # noqa: E402
 from mapnet_cli.evaluation.glue.encode import TextEncoder  # noqa: E402
 from mapnet_cli.export import SPECIAL_TOKENS, cleaning_record, tokenizer_files, write_tokenizer  # noqa: E402
 
@@ -51,8 +53,10 @@ def old_export_tokenizer(tokenizer: Path, out: Path) -> None:
     tok = Tokenizer.from_file(str(tokenizer))
     cls, sep = SPECIAL_TOKENS["cls_token"], SPECIAL_TOKENS["sep_token"]
     tok.post_processor = processors.TemplateProcessing(
-        single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B {sep}",
-        special_tokens=[(cls, tok.token_to_id(cls)), (sep, tok.token_to_id(sep))])
+        single=f"{cls} $A {sep}",
+        pair=f"{cls} $A {sep} $B {sep}",
+        special_tokens=[(cls, tok.token_to_id(cls)), (sep, tok.token_to_id(sep))],
+    )
     specials = {t.content for t in tok.get_added_tokens_decoder().values()}
     if not any(ch.isupper() for piece in tok.get_vocab() if piece not in specials for ch in piece):
         tok.normalizer = normalizers.Sequence([n for n in (tok.normalizer, normalizers.Lowercase()) if n is not None])
@@ -80,8 +84,14 @@ def measure(folder: Path, sample: list[tuple[str, str]], ours: list[list[int]]) 
         row["equal"] += a == b
         row["extra_unk_sentences"] += unk in b and unk not in a
         if a != b:
-            differing.append({"source": source, "text": text, "mapnet": hf.convert_ids_to_tokens(a),
-                              "export": hf.convert_ids_to_tokens(b)})
+            differing.append(
+                {
+                    "source": source,
+                    "text": text,
+                    "mapnet": hf.convert_ids_to_tokens(a),
+                    "export": hf.convert_ids_to_tokens(b),
+                }
+            )
     total = {k: sum(r[k] for r in by_source.values()) for k in ("sentences", "equal", "extra_unk_sentences")}
     return {"total": total, "by_source": by_source, "encode_seconds": seconds, "differing": differing}
 
@@ -101,8 +111,10 @@ def main() -> None:
     mapnet_seconds = time.perf_counter() - started
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, write in (("export", lambda out: write_tokenizer(tokenizer, out, pre)),
-                            ("export before issue 36", lambda out: old_export_tokenizer(tokenizer, out))):
+        for name, write in (
+            ("export", lambda out: write_tokenizer(tokenizer, out, pre)),
+            ("export before issue 36", lambda out: old_export_tokenizer(tokenizer, out)),
+        ):
             folder = Path(tmp) / name.replace(" ", "-")
             folder.mkdir()
             write(folder / "tokenizer.json")
@@ -110,20 +122,29 @@ def main() -> None:
                 (folder / file).write_text(json.dumps(content), encoding="utf-8")
             results[name] = measure(folder, sample, ours)
 
-    print(f"{tokenizer} ({sum(1 for _ in json.loads(tokenizer.read_text())['model']['vocab'])} tokens), "
-          f"cleaning {cleaning_record(pre)}, {len(sample)} sentences (seed {args.seed})")
+    print(
+        f"{tokenizer} ({sum(1 for _ in json.loads(tokenizer.read_text())['model']['vocab'])} tokens), "
+        f"cleaning {cleaning_record(pre)}, {len(sample)} sentences (seed {args.seed})"
+    )
     print(f"mapnet's pipeline: {mapnet_seconds:.2f} s")
     for name, r in results.items():
         t = r["total"]
-        print(f"{name}: equal ids {t['equal']}/{t['sentences']} ({100 * t['equal'] / t['sentences']:.2f}%), "
-              f"[UNK] where mapnet has none in {t['extra_unk_sentences']} sentences, {r['encode_seconds']:.2f} s")
+        print(
+            f"{name}: equal ids {t['equal']}/{t['sentences']} ({100 * t['equal'] / t['sentences']:.2f}%), "
+            f"[UNK] where mapnet has none in {t['extra_unk_sentences']} sentences, {r['encode_seconds']:.2f} s"
+        )
         for source, row in r["by_source"].items():
             print(f"    {source:6s} {row['equal']}/{row['sentences']}, extra [UNK] in {row['extra_unk_sentences']}")
     if args.out:
-        record = {"command": " ".join(["uv run python experiments/export-text-parity/export_text_parity.py", *sys.argv[1:]]),
-                  "tokenizer": str(tokenizer), "tokenizer_sha256": atomic.sha256_file(tokenizer),
-                  "cleaning": cleaning_record(pre), "seed": args.seed, "mapnet_seconds": mapnet_seconds,
-                  "results": {name: {**r, "differing": r["differing"][:50]} for name, r in results.items()}}
+        record = {
+            "command": " ".join(["uv run python experiments/export-text-parity/export_text_parity.py", *sys.argv[1:]]),
+            "tokenizer": str(tokenizer),
+            "tokenizer_sha256": atomic.sha256_file(tokenizer),
+            "cleaning": cleaning_record(pre),
+            "seed": args.seed,
+            "mapnet_seconds": mapnet_seconds,
+            "results": {name: {**r, "differing": r["differing"][:50]} for name, r in results.items()},
+        }
         atomic.write_json(args.out, record)
 
 

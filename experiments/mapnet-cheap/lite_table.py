@@ -19,6 +19,7 @@ import sys
 
 from arms_table import pm
 from learning_table import machine, step_costs
+
 from mapnet_cli.intervals import mean_ci
 
 SETS = (("eval_loss", "mixed"), ("eval_loss@books", "books"), ("eval_loss@wiki", "Wikipedia"))
@@ -42,8 +43,11 @@ def steps_to(curves: list[list[dict]], target: float) -> float | None:
 
 def main(section_a: str, lite: str, bench: str) -> None:
     a, b = json.load(open(section_a, encoding="utf-8")), json.load(open(lite, encoding="utf-8"))
-    arms = {"uniform": by_seed(a, "uniform"), "mapnet-ht": by_seed(a, "mapnet-ht"),
-            "mapnet-ht-lite": by_seed(b, "mapnet-ht-lite")}
+    arms = {
+        "uniform": by_seed(a, "uniform"),
+        "mapnet-ht": by_seed(a, "mapnet-ht"),
+        "mapnet-ht-lite": by_seed(b, "mapnet-ht-lite"),
+    }
     seeds = sorted(arms["mapnet-ht-lite"])
     for seed in seeds:
         for name in ("uniform", "mapnet-ht"):
@@ -54,11 +58,15 @@ def main(section_a: str, lite: str, bench: str) -> None:
     costs = step_costs(bench)
     steps = arms["uniform"][seeds[0]]["eval"][-1]["step"]
     target = sum(final["uniform"][s]["eval_loss"] for s in seeds) / len(seeds)
-    print(f"seeds {seeds} (paired: initial weights, data order and evaluation masks identical); "
-          f"uniform's final mean loss (mixed) {target:.3f} at step {steps}")
+    print(
+        f"seeds {seeds} (paired: initial weights, data order and evaluation masks identical); "
+        f"uniform's final mean loss (mixed) {target:.3f} at step {steps}"
+    )
     print()
-    print("| arm | final loss per seed (mixed) | Δ vs uniform, mixed | Δ vs mapnet-ht: mixed | books | Wikipedia | "
-          f"steps to uniform's final | step cost ({machine(bench)}, tiny) | wall to uniform's final |")
+    print(
+        "| arm | final loss per seed (mixed) | Δ vs uniform, mixed | Δ vs mapnet-ht: mixed | books | Wikipedia | "
+        f"steps to uniform's final | step cost ({machine(bench)}, tiny) | wall to uniform's final |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for name in ("uniform", "mapnet-ht", "mapnet-ht-lite"):
         per_seed = ", ".join(f"{final[name][s]['eval_loss']:.3f}" for s in seeds)
@@ -67,9 +75,11 @@ def main(section_a: str, lite: str, bench: str) -> None:
         reached = steps_to([arms[name][s]["eval"] for s in seeds], target)
         cost = costs.get(name, float("nan")) / costs["uniform"]
         wall = "–" if reached is None else f"{reached / steps * cost:.2f}×"
-        print(f"| {name} | {per_seed} | {'–' if name == 'uniform' else pm(vs_u, '+.3f')} | "
-              + " | ".join("–" if name != "mapnet-ht-lite" else pm(d, "+.3f") for d in vs_ht)
-              + f" | {'not reached' if reached is None else f'{reached:.0f}'} | {cost:.2f}× | {wall} |")
+        print(
+            f"| {name} | {per_seed} | {'–' if name == 'uniform' else pm(vs_u, '+.3f')} | "
+            + " | ".join("–" if name != "mapnet-ht-lite" else pm(d, "+.3f") for d in vs_ht)
+            + f" | {'not reached' if reached is None else f'{reached:.0f}'} | {cost:.2f}× | {wall} |"
+        )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,8 @@ import sys
 import numpy as np
 import torch
 
-from mapnet_cli.model import checkpoint
 from mapnet_cli.data.shards import ShardReader
+from mapnet_cli.model import checkpoint
 from mapnet_cli.settings import MaskingSettings
 from mapnet_cli.train import build_eval_set
 
@@ -38,8 +38,13 @@ def frequency_rank(train: ShardReader) -> np.ndarray:
 def main(root: str, preset: str) -> None:
     rank = frequency_rank(ShardReader(f"{root}/shards", "train", verify="size"))
     for held in ("heldout-books", "heldout-wiki"):
-        data = build_eval_set(ShardReader(f"{root}/{held}", "valid", verify="size"), EVAL_SEQUENCES, EVAL_SEED,
-                              MaskingSettings(), "spread")
+        data = build_eval_set(
+            ShardReader(f"{root}/{held}", "valid", verify="size"),
+            EVAL_SEQUENCES,
+            EVAL_SEED,
+            MaskingSettings(),
+            "spread",
+        )
         targets = torch.from_numpy(data.ids.astype(np.int64))
         r = rank[targets[data.mask].numpy()]
         groups = {"top-100 types": r < 100, "types 101-1000": (r >= 100) & (r < 1000), "rarer types": r >= 1000}
@@ -47,7 +52,9 @@ def main(root: str, preset: str) -> None:
         for strategy in ("uniform", "mapnet"):
             per_seed = []
             for seed in range(SEEDS):
-                model, _ = checkpoint.load_model(checkpoint.latest_checkpoint(f"{root}/{preset}/runs/{strategy}/seed-{seed}"))
+                model, _ = checkpoint.load_model(
+                    checkpoint.latest_checkpoint(f"{root}/{preset}/runs/{strategy}/seed-{seed}")
+                )
                 model.eval()
                 with torch.no_grad():
                     losses = model(data.inputs, None, data.mask, targets=targets).token_losses.numpy()

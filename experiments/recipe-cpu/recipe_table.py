@@ -1,6 +1,7 @@
 """The tables of RESULTS section 0 from the runs of experiments/recipe-cpu/recipe_cpu.sh.
 
-    uv run python experiments/recipe-cpu/recipe_table.py runs/recipe/tiny [--timing runs/recipe/timing.json] [--json OUT]
+    uv run python experiments/recipe-cpu/recipe_table.py runs/recipe/tiny [--timing runs/recipe/timing.json] [--json
+    OUT]
 
 For every run folder under the argument: its unigram plateau (the training tokens' entropy H and each
 held-out set's unigram level, recorded once in metrics.jsonl), its held-out curve (all-[MASK] masks), the
@@ -32,8 +33,13 @@ def read_run(folder: Path) -> dict | None:
     if unigram is None or not evals:
         return None
     settings = json.loads((folder / "run.json").read_text())
-    return {"name": folder.name, "unigram": unigram, "evals": evals, "last_step": trains[-1]["step"] if trains else 0,
-            "command": settings["command"]}
+    return {
+        "name": folder.name,
+        "unigram": unigram,
+        "evals": evals,
+        "last_step": trains[-1]["step"] if trains else 0,
+        "command": settings["command"],
+    }
 
 
 def first_reach(evals: list[dict], key: str, level: float) -> float | None:
@@ -58,17 +64,29 @@ def summarise(run: dict) -> dict:
     target = u["train_entropy"] - TARGET_NATS
     final = run["evals"][-1]
     sets = {"main": ("eval_loss", "eval_unigram")} | {
-        k.partition("@")[2]: (f"eval_loss@{k.partition('@')[2]}", k) for k in u if k.startswith("eval_unigram@")}
-    return {"name": run["name"], "steps": final["step"], "train_entropy": u["train_entropy"], "target": target,
-            "steps_to_target": first_reach(run["evals"], "eval_loss", target),
-            "loss": {s: {"final": final[loss], "vs_unigram": final[loss] - u[level],
-                         **{str(k): at_step(run["evals"], loss, k) for k in (500, 1000, 2000, 3000)}}
-                     for s, (loss, level) in sets.items()},
-            "command": run["command"]}
+        k.partition("@")[2]: (f"eval_loss@{k.partition('@')[2]}", k) for k in u if k.startswith("eval_unigram@")
+    }
+    return {
+        "name": run["name"],
+        "steps": final["step"],
+        "train_entropy": u["train_entropy"],
+        "target": target,
+        "steps_to_target": first_reach(run["evals"], "eval_loss", target),
+        "loss": {
+            s: {
+                "final": final[loss],
+                "vs_unigram": final[loss] - u[level],
+                **{str(k): at_step(run["evals"], loss, k) for k in (500, 1000, 2000, 3000)},
+            }
+            for s, (loss, level) in sets.items()
+        },
+        "command": run["command"],
+    }
 
 
 def minutes(arm: str, step: float | None, timing: dict) -> str:
-    """Idle minutes of training to `step`: the warm-up's pieces at their own step time, the rest at the whole-sequence one."""
+    """Idle minutes of training to `step`: the warm-up's pieces at their own step time, the rest at the whole-sequence
+    one."""
     t = timing.get(arm)
     if step is None or t is None:
         return "-"
@@ -88,19 +106,31 @@ def main() -> None:
     if not rows:
         raise SystemExit(f"no finished runs under {args.folder}")
     u = runs[0]["unigram"]
-    print(f"training tokens' unigram entropy H = {u['train_entropy']:.3f} nats; target H - 1 = {u['train_entropy'] - 1:.3f}; "
-          + "; ".join(f"{k.partition('@')[2] or 'main'} unigram level {v:.3f}" for k, v in u.items() if k.startswith("eval_unigram")))
-    print("\n| arm | seed | steps run | steps to H - 1 | idle min to H - 1 | main loss at 1,000 / 2,000 / final | "
-          "final vs unigram: main / books / wiki |")
+    print(
+        f"training tokens' unigram entropy H = {u['train_entropy']:.3f} nats; target H - 1 = "
+        f"{u['train_entropy'] - 1:.3f}; "
+        + "; ".join(
+            f"{k.partition('@')[2] or 'main'} unigram level {v:.3f}"
+            for k, v in u.items()
+            if k.startswith("eval_unigram")
+        )
+    )
+    print(
+        "\n| arm | seed | steps run | steps to H - 1 | idle min to H - 1 | main loss at 1,000 / 2,000 / final | "
+        "final vs unigram: main / books / wiki |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         arm, _, seed = re.match(r"(.*?)(-s(\d+))?$", r["name"]).groups()
         main_loss = r["loss"]["main"]
         fmt = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
         reached = "not reached" if r["steps_to_target"] is None else f"{r['steps_to_target']:,.0f}"
-        print(f"| {arm} | {seed or 0} | {r['steps']:,} | {reached} | {minutes(arm, r['steps_to_target'], timing)} | "
-              f"{fmt(main_loss['1000'])} / {fmt(main_loss['2000'])} / {fmt(main_loss['final'])} | "
-              + " / ".join(f"{r['loss'][s]['vs_unigram']:+.3f}" for s in ("main", "books", "wiki") if s in r["loss"]) + " |")
+        print(
+            f"| {arm} | {seed or 0} | {r['steps']:,} | {reached} | {minutes(arm, r['steps_to_target'], timing)} | "
+            f"{fmt(main_loss['1000'])} / {fmt(main_loss['2000'])} / {fmt(main_loss['final'])} | "
+            + " / ".join(f"{r['loss'][s]['vs_unigram']:+.3f}" for s in ("main", "books", "wiki") if s in r["loss"])
+            + " |"
+        )
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "timing": timing}, indent=1))
 

@@ -16,41 +16,96 @@ figures of the same paradigms. See `mapnet_cli/evaluation/blimp/`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from .. import artefacts
 from ..comma_list import comma_list
 from ..errors import MapnetError
-from .. import artefacts
 from ..output_paths import check_output
 from ..run_lock import output_lock
 from .options import DeviceOpt, OverwriteOpt, evaluation_device
 from .shown import cells
 
-HELP = "Zero-shot grammar: BLiMP minimal pairs scored by pseudo-log-likelihood at every checkpoint, with random-weight and unigram controls."
+HELP = (
+    "Zero-shot grammar: BLiMP minimal pairs scored by pseudo-log-likelihood at every checkpoint, with "
+    "random-weight and unigram controls."
+)
 
 FIELDS = ("morphology", "syntax", "syntax_semantics", "semantics")
 
 
 def blimp(
-    models: Annotated[list[Path], typer.Argument(help="Run folders (every complete checkpoint), checkpoint folders or exported Hugging Face folders.", show_default=False)],
-    data: Annotated[Path, typer.Option("--data", "-d", help="BLiMP folder: one <paradigm>.jsonl per paradigm (+ models_summary.jsonl).", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", "-o", help="JSON file to write (rewritten after every model; \"complete\" is true at the end).", show_default=False)],
-    method: Annotated[str, typer.Option("--method", help="pll (each token masked in turn) or word-l2r (the later pieces of the word masked too).")] = "pll",
+    models: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Run folders (every complete checkpoint), checkpoint folders or exported Hugging Face folders.",
+            show_default=False,
+        ),
+    ],
+    data: Annotated[
+        Path,
+        typer.Option(
+            "--data",
+            "-d",
+            help="BLiMP folder: one <paradigm>.jsonl per paradigm (+ models_summary.jsonl).",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            help='JSON file to write (rewritten after every model; "complete" is true at the end).',
+            show_default=False,
+        ),
+    ],
+    method: Annotated[
+        str,
+        typer.Option(
+            "--method", help="pll (each token masked in turn) or word-l2r (the later pieces of the word masked too)."
+        ),
+    ] = "pll",
     pairs: Annotated[int, typer.Option("--pairs", help="The first N pairs of each paradigm (0: all).")] = 0,
-    paradigms: Annotated[Optional[str], typer.Option("--paradigms", help="Comma-separated paradigm names (file stems); default: every file.", show_default=False)] = None,
-    shards: Annotated[Optional[Path], typer.Option("--shards", help="Training shards for the unigram control (default: what each run.json records).", show_default=False)] = None,
-    random_control: Annotated[bool, typer.Option("--random/--no-random", help="Also score each architecture with random weights.")] = True,
-    unigram_control: Annotated[bool, typer.Option("--unigram/--no-unigram", help="Also score the training shards' unigram model.")] = True,
+    paradigms: Annotated[
+        str | None,
+        typer.Option(
+            "--paradigms", help="Comma-separated paradigm names (file stems); default: every file.", show_default=False
+        ),
+    ] = None,
+    shards: Annotated[
+        Path | None,
+        typer.Option(
+            "--shards",
+            help="Training shards for the unigram control (default: what each run.json records).",
+            show_default=False,
+        ),
+    ] = None,
+    random_control: Annotated[
+        bool, typer.Option("--random/--no-random", help="Also score each architecture with random weights.")
+    ] = True,
+    unigram_control: Annotated[
+        bool, typer.Option("--unigram/--no-unigram", help="Also score the training shards' unigram model.")
+    ] = True,
     per_paradigm: Annotated[bool, typer.Option("--per-paradigm", help="Also print a table per paradigm.")] = False,
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Tokens per forward pass.")] = 16384,
     device: DeviceOpt = "cpu",
-    progress: Annotated[bool, typer.Option("--progress/--no-progress", help="A progress bar with ETA on stderr.")] = True,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue --out: the models it already holds (the same weights, pairs, method and settings) are kept, the others scored; without the file, start it.")] = False,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="A progress bar with ETA on stderr.")
+    ] = True,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Continue --out: the models it already holds (the same weights, pairs, method and settings) are "
+            "kept, the others scored; without the file, start it.",
+        ),
+    ] = False,
     overwrite: OverwriteOpt = False,
 ) -> None:
     """Score BLiMP at every checkpoint."""
@@ -62,21 +117,39 @@ def blimp(
     check_output(out, [*models, data, shards], kind=artefacts.BLIMP, overwrite=overwrite, reuse=resume)
     kept = read_kept(out) if resume and out.exists() else None
     dev = evaluation_device(device)
-    cfg = BlimpConfig(method=method, max_tokens=max_tokens, random_control=random_control, unigram_control=unigram_control)
+    cfg = BlimpConfig(
+        method=method, max_tokens=max_tokens, random_control=random_control, unigram_control=unigram_control
+    )
     problems = cfg.problems()
     if problems:
         raise MapnetError("; ".join(problems))
     only = comma_list(paradigms, "--paradigms") if paradigms is not None else None
     suite = load_suite(data, pairs, only)
     err = Console(stderr=True)
-    bar = Progress(TextColumn("BLiMP"), BarColumn(), MofNCompleteColumn(), TextColumn("masked rows"),
-                   TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(), console=err,
-                   disable=not progress or not err.is_terminal)
+    bar = Progress(
+        TextColumn("BLiMP"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("masked rows"),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=err,
+        disable=not progress or not err.is_terminal,
+    )
     with output_lock(out), bar:
         task = bar.add_task("blimp", total=None)
-        doc = blimp_run(models, suite, cfg, out, shards, dev,
-                        note=lambda text: bar.console.print(text, highlight=False, markup=False),
-                        progress=lambda done, total: bar.update(task, completed=done, total=total), kept=kept)
+        doc = blimp_run(
+            models,
+            suite,
+            cfg,
+            out,
+            shards,
+            dev,
+            note=lambda text: bar.console.print(text, highlight=False, markup=False),
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
+            kept=kept,
+        )
     print_tables(doc, per_paradigm)
     err.print(f"blimp: {out}", highlight=False, markup=False)
 
@@ -100,8 +173,16 @@ def print_tables(doc: dict, per_paradigm: bool = False) -> None:
     d = doc["data"]
     subset = f"first {d['pairs_per_paradigm']} pairs each" if d["pairs_per_paradigm"] else "all pairs"
     # cells: labels are paths, fields and paradigms the data files' own names (text, not rich markup)
-    table = Table("model", "init", "mean", *cells(*fields), "Δ random", "Δ unigram",
-                  title=f"BLiMP, {doc['method']}: {d['paradigms']} paradigms, {d['pairs']:,} pairs ({subset}); accuracy %, mean over paradigms")
+    table = Table(
+        "model",
+        "init",
+        "mean",
+        *cells(*fields),
+        "Δ random",
+        "Δ unigram",
+        title=f"BLiMP, {doc['method']}: {d['paradigms']} paradigms, {d['pairs']:,} pairs ({subset}); accuracy %, mean "
+        "over paradigms",
+    )
     by_label = {m["label"]: m for m in doc["models"]}
 
     def delta(m: dict, kind: str) -> str:
@@ -109,18 +190,38 @@ def print_tables(doc: dict, per_paradigm: bool = False) -> None:
         return "" if ctl is None else f"{100 * (m['accuracy'] - ctl['accuracy']):+.1f}"
 
     for m in doc["models"]:
-        table.add_row(*cells(m["label"], m["init"], f"{100 * m['accuracy']:.1f}",
-                            *(f"{100 * m['fields'][f]:.1f}" if f in m["fields"] else "" for f in fields),
-                            delta(m, "random"), delta(m, "unigram")))
+        table.add_row(
+            *cells(
+                m["label"],
+                m["init"],
+                f"{100 * m['accuracy']:.1f}",
+                *(f"{100 * m['fields'][f]:.1f}" if f in m["fields"] else "" for f in fields),
+                delta(m, "random"),
+                delta(m, "unigram"),
+            )
+        )
     for name, ref in doc["references"].items():
-        table.add_row(*cells(name, "published", f"{100 * ref['accuracy']:.1f}",
-                            *(f"{100 * ref['fields'][f]:.1f}" if f in ref["fields"] else "" for f in fields), "", ""))
+        table.add_row(
+            *cells(
+                name,
+                "published",
+                f"{100 * ref['accuracy']:.1f}",
+                *(f"{100 * ref['fields'][f]:.1f}" if f in ref["fields"] else "" for f in fields),
+                "",
+                "",
+            )
+        )
     console.print(table)
     if per_paradigm:
         cols = [m["label"] for m in doc["models"]] + list(doc["references"])
         pt = Table("paradigm", "field", *cells(*cols), title="BLiMP accuracy % per paradigm")
         for uid, first in doc["models"][0]["paradigms"].items():
-            pt.add_row(*cells(uid, first["field"],
-                              *(f"{100 * m['paradigms'][uid]['accuracy']:.1f}" for m in doc["models"]),
-                              *(f"{100 * r['paradigms'][uid]:.1f}" for r in doc["references"].values())))
+            pt.add_row(
+                *cells(
+                    uid,
+                    first["field"],
+                    *(f"{100 * m['paradigms'][uid]['accuracy']:.1f}" for m in doc["models"]),
+                    *(f"{100 * r['paradigms'][uid]:.1f}" for r in doc["references"].values()),
+                )
+            )
         console.print(pt)

@@ -19,54 +19,155 @@ import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Column, Table
 
+from .. import artefacts
 from .. import compare as cmp
 from .. import settings as settings_mod
 from ..atomic import make_dirs, sha256_file, write_json, write_text
 from ..errors import MapnetError
-from .. import artefacts
 from ..output_paths import check_output
 from ..run_lock import output_lock
 from ..settings import PROTOCOLS, protocol
 from ..train import init_from as init_mod
-from .options import (ConfigOpt, Engine, EngineAddressOpt, PrintSettingsOpt, RecipeOpt, SetOpt, TimeBudgetOpt,
-                      check_engine_address, evaluation_device)
+from .options import (
+    ConfigOpt,
+    Engine,
+    EngineAddressOpt,
+    PrintSettingsOpt,
+    RecipeOpt,
+    SetOpt,
+    TimeBudgetOpt,
+    check_engine_address,
+    evaluation_device,
+)
 from .progress import RunsProgress, SweepProgress, train_with_progress
 from .shown import cells, shown
 
-HELP = ("Compare masking strategies over seeds from identical starts: held-out loss, s/step, steps to uniform's final "
-        "loss; GLUE and zero-shot BLiMP with their controls on request.")
+HELP = (
+    "Compare masking strategies over seeds from identical starts: held-out loss, s/step, steps to uniform's final "
+    "loss; GLUE and zero-shot BLiMP with their controls on request."
+)
 
 
 def compare(
     shards: Annotated[Path, typer.Argument(help="Shard folder (from `mapnet shard`).", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder: runs/, results.json, command.txt, plots.", show_default=False)],
-    strategies: Annotated[str, typer.Option("--strategies", help=f"Comma list of: {', '.join(cmp.STRATEGIES)}.")] = "uniform,mapnet",
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="Output folder: runs/, results.json, command.txt, plots.", show_default=False),
+    ],
+    strategies: Annotated[
+        str, typer.Option("--strategies", help=f"Comma list of: {', '.join(cmp.STRATEGIES)}.")
+    ] = "uniform,mapnet",
     seeds: Annotated[int, typer.Option("--seeds", help="Seeds per strategy: train.seed, train.seed+1, ...")] = 3,
-    steps: Annotated[Optional[int], typer.Option("--steps", help="Sets train.steps.", show_default=False)] = None,
+    steps: Annotated[int | None, typer.Option("--steps", help="Sets train.steps.", show_default=False)] = None,
     time_budget: TimeBudgetOpt = None,
-    step_costs: Annotated[Optional[Path], typer.Option("--step-costs", help="With --time-budget: a step-costs JSON (benchmarks/step_costs.py's); every arm counts its own measured step costs toward the budget instead of its wall time (train.step_seconds, the modelled clock), so the steps each arm buys do not depend on the machine's load.", show_default=False)] = None,
-    preset: Annotated[Optional[str], typer.Option("--preset", help="Model preset (tiny, mini, small, medium, base).", show_default=False)] = None,
+    step_costs: Annotated[
+        Path | None,
+        typer.Option(
+            "--step-costs",
+            help="With --time-budget: a step-costs JSON (benchmarks/step_costs.py's); every arm counts its own "
+            "measured step costs toward the budget instead of its wall time (train.step_seconds, the modelled "
+            "clock), so the steps each arm buys do not depend on the machine's load.",
+            show_default=False,
+        ),
+    ] = None,
+    preset: Annotated[
+        str | None, typer.Option("--preset", help="Model preset (tiny, mini, small, medium, base).", show_default=False)
+    ] = None,
     recipe: RecipeOpt = None,
-    init_from: Annotated[Optional[Path], typer.Option("--init-from", help="Every run starts from this encoder (a mapnet run/checkpoint or a local Hugging Face BERT folder), as pretrain --init-from; sets model.init_from.", show_default=False)] = None,
-    variance: Annotated[bool, typer.Option("--variance", help="Measure a cheap gradient-variance decomposition (variance.snapshot_*) at every checkpoint.")] = False,
-    glue_tasks: Annotated[Optional[str], typer.Option("--glue-tasks", help="GLUE tasks to fine-tune the final checkpoints on, e.g. cola,sst2,mrpc (default: the --glue-protocol's tasks).", show_default=False)] = None,
-    glue_data: Annotated[Optional[Path], typer.Option("--glue-data", help="GLUE folder in the standard layout.", show_default=False)] = None,
-    glue_protocol: Annotated[Optional[str], typer.Option("--glue-protocol", help="Fine-tuning protocol (default quick): " + "; ".join(f"{p.name}: {p.summary}" for p in PROTOCOLS.values()) + ". A random-init control is fine-tuned once per pretraining seed.", show_default=False)] = None,
-    glue_every_checkpoint: Annotated[bool, typer.Option("--glue-every-checkpoint", help="Fine-tune every kept checkpoint, not only the final one: a GLUE-vs-step curve and plot.")] = False,
-    blimp: Annotated[Optional[Path], typer.Option("--blimp", help="A BLiMP folder: score every run (and a random-init encoder per seed, and the shards' unigram model) zero-shot, as `mapnet blimp`.", show_default=False)] = None,
-    blimp_pairs: Annotated[int, typer.Option("--blimp-pairs", help="With --blimp: the first N pairs of each paradigm (0: all).")] = 0,
+    init_from: Annotated[
+        Path | None,
+        typer.Option(
+            "--init-from",
+            help="Every run starts from this encoder (a mapnet run/checkpoint or a local Hugging Face BERT folder), "
+            "as pretrain --init-from; sets model.init_from.",
+            show_default=False,
+        ),
+    ] = None,
+    variance: Annotated[
+        bool,
+        typer.Option(
+            "--variance",
+            help="Measure a cheap gradient-variance decomposition (variance.snapshot_*) at every checkpoint.",
+        ),
+    ] = False,
+    glue_tasks: Annotated[
+        str | None,
+        typer.Option(
+            "--glue-tasks",
+            help="GLUE tasks to fine-tune the final checkpoints on, e.g. cola,sst2,mrpc (default: the "
+            "--glue-protocol's tasks).",
+            show_default=False,
+        ),
+    ] = None,
+    glue_data: Annotated[
+        Path | None, typer.Option("--glue-data", help="GLUE folder in the standard layout.", show_default=False)
+    ] = None,
+    glue_protocol: Annotated[
+        str | None,
+        typer.Option(
+            "--glue-protocol",
+            help="Fine-tuning protocol (default quick): "
+            + "; ".join(f"{p.name}: {p.summary}" for p in PROTOCOLS.values())
+            + ". A random-init control is fine-tuned once per pretraining seed.",
+            show_default=False,
+        ),
+    ] = None,
+    glue_every_checkpoint: Annotated[
+        bool,
+        typer.Option(
+            "--glue-every-checkpoint",
+            help="Fine-tune every kept checkpoint, not only the final one: a GLUE-vs-step curve and plot.",
+        ),
+    ] = False,
+    blimp: Annotated[
+        Path | None,
+        typer.Option(
+            "--blimp",
+            help="A BLiMP folder: score every run (and a random-init encoder per seed, and the shards' unigram model) "
+            "zero-shot, as `mapnet blimp`.",
+            show_default=False,
+        ),
+    ] = None,
+    blimp_pairs: Annotated[
+        int, typer.Option("--blimp-pairs", help="With --blimp: the first N pairs of each paradigm (0: all).")
+    ] = 0,
     blimp_method: Annotated[str, typer.Option("--blimp-method", help="With --blimp: pll or word-l2r.")] = "pll",
-    blimp_every_checkpoint: Annotated[bool, typer.Option("--blimp-every-checkpoint", help="With --blimp: score every kept checkpoint, not only the final one (a BLiMP-vs-step curve, and BLiMP at uniform's training time).")] = False,
-    engine: Annotated[Optional[Engine], typer.Option("--engine", help="Where the runs train: local (one after another in this process, the default) or dask (side by side as tasks of a Dask cluster: --engine-address or DASK_SCHEDULER_ADDRESS, else a local one of engine.workers processes); every run the same as alone; sets engine.name.", show_default=False)] = None,
+    blimp_every_checkpoint: Annotated[
+        bool,
+        typer.Option(
+            "--blimp-every-checkpoint",
+            help="With --blimp: score every kept checkpoint, not only the final one (a BLiMP-vs-step curve, and BLiMP "
+            "at uniform's training time).",
+        ),
+    ] = False,
+    engine: Annotated[
+        Engine | None,
+        typer.Option(
+            "--engine",
+            help="Where the runs train: local (one after another in this process, the default) or dask (side by side "
+            "as tasks of a Dask cluster: --engine-address or DASK_SCHEDULER_ADDRESS, else a local one of "
+            "engine.workers processes); every run the same as alone; sets engine.name.",
+            show_default=False,
+        ),
+    ] = None,
     engine_address: EngineAddressOpt = None,
-    gpus: Annotated[int, typer.Option("--gpus", help="Train up to N runs at once on this node's GPUs, one GPU each (or --gpus-per-run each, through torchrun), as Dask tasks of a local cluster.")] = 0,
-    gpus_per_run: Annotated[int, typer.Option("--gpus-per-run", help="With --gpus: GPUs of each run (torchrun, as pretrain --gpus).")] = 1,
+    gpus: Annotated[
+        int,
+        typer.Option(
+            "--gpus",
+            help="Train up to N runs at once on this node's GPUs, one GPU each (or --gpus-per-run each, through "
+            "torchrun), as Dask tasks of a local cluster.",
+        ),
+    ] = 0,
+    gpus_per_run: Annotated[
+        int, typer.Option("--gpus-per-run", help="With --gpus: GPUs of each run (torchrun, as pretrain --gpus).")
+    ] = 1,
     config: ConfigOpt = None,
     set_: SetOpt = None,
     print_settings: PrintSettingsOpt = False,
@@ -89,14 +190,24 @@ def compare(
     # With --init-from the model size is SOURCE's, as in pretrain.
     # Not refused here for a strategy-specific key (masking.span.p): plan_runs gives it to the arms that use it.
     # The GLUE protocol (quick unless --glue-protocol) sits under the config file and the flags, as in finetune-glue.
-    base = init_mod.resolve(config, {"model": model_flags, "train": {"steps": steps, "time_budget": time_budget, "recipe": recipe},
-                                     "engine": {"name": engine.value if engine else None}}, set_ or (),
-                            check_ignored=False, protocol=proto.name)
+    base = init_mod.resolve(
+        config,
+        {
+            "model": model_flags,
+            "train": {"steps": steps, "time_budget": time_budget, "recipe": recipe},
+            "engine": {"name": engine.value if engine else None},
+        },
+        set_ or (),
+        check_ignored=False,
+        protocol=proto.name,
+    )
     check_engine_address(engine_address, base.engine.name)
     parallel = bool(gpus) or base.engine.name == "dask"
     if gpus and base.engine.name == "dask":
-        raise MapnetError("--gpus trains on this node's GPUs (a local cluster of its own); with --engine dask the "
-                          "cluster's workers bring theirs: give one of them")
+        raise MapnetError(
+            "--gpus trains on this node's GPUs (a local cluster of its own); with --engine dask the "
+            "cluster's workers bring theirs: give one of them"
+        )
     if gpus_per_run != 1 and not gpus:
         raise MapnetError("--gpus-per-run needs --gpus")
     from ..train.run_settings import with_corpus_cleaning
@@ -113,16 +224,27 @@ def compare(
         typer.echo(base.to_toml(), nl=False)
         return
     if base.distributed.gpus or base.distributed.nproc:
-        raise MapnetError("mapnet compare starts its runs itself; leave distributed.gpus and distributed.nproc at 0 "
-                          "(--gpus N --gpus-per-run K trains runs on K GPUs each)")
+        raise MapnetError(
+            "mapnet compare starts its runs itself; leave distributed.gpus and distributed.nproc at 0 "
+            "(--gpus N --gpus-per-run K trains runs on K GPUs each)"
+        )
     if gpus:
         cmp.check_gpus(gpus, gpus_per_run)  # before any work: more GPUs than this machine has, or none
         if gpus_per_run > 1:  # each run on K GPUs through torchrun, as `pretrain --gpus K`
-            plan = [replace(pr, settings=settings_mod.apply(pr.settings, {"distributed": {"gpus": gpus_per_run}},
-                                                             "--gpus-per-run")) for pr in plan]
+            plan = [
+                replace(
+                    pr,
+                    settings=settings_mod.apply(pr.settings, {"distributed": {"gpus": gpus_per_run}}, "--gpus-per-run"),
+                )
+                for pr in plan
+            ]
     # Rerunning reuses what is in --out; it never replaces it.
-    check_output(out, [shards, base.model.init_from or None, glue_data, blimp, config, step_costs],
-                 kind=artefacts.COMPARISON, reuse=True)
+    check_output(
+        out,
+        [shards, base.model.init_from or None, glue_data, blimp, config, step_costs],
+        kind=artefacts.COMPARISON,
+        reuse=True,
+    )
 
     suite = blimp_cfg = None
     if blimp is not None:  # the folder and settings are checked before any training
@@ -146,40 +268,67 @@ def compare(
         write_text(out / "command.txt", shlex.join(sys.argv) + "\n")
         if parallel:
             todo = cmp.runs_to_train(plan, note)
-            note(f"training {len(todo)} runs side by side ({f'{gpus} GPUs' if gpus else 'Dask'}); each run's log and "
-                 "metrics are in its folder")
+            note(
+                f"training {len(todo)} runs side by side ({f'{gpus} GPUs' if gpus else 'Dask'}); each run's log and "
+                "metrics are in its folder"
+            )
             with RunsProgress(err, base.logging.progress) as shown_runs:
                 cmp.train_in_parallel(todo, shards, base.engine, engine_address, shown_runs.tick, gpus, gpus_per_run)
             reused = cmp.reused_of(plan, todo)
         else:
-            reused = cmp.run_all(plan, shards,
-                                 lambda pr, resume: train_with_progress(shards, pr.path, pr.settings, resume, None), note)
+            reused = cmp.run_all(
+                plan, shards, lambda pr, resume: train_with_progress(shards, pr.path, pr.settings, resume, None), note
+            )
         glue = None
         if tasks:
             events = SweepProgress(err, base.logging.progress)
             with events.progress:
-                glue = cmp.glue_results(plan, tasks, glue_data, out, base.finetune, events, glue_every_checkpoint,
-                                        preset=proto.name)
+                glue = cmp.glue_results(
+                    plan, tasks, glue_data, out, base.finetune, events, glue_every_checkpoint, preset=proto.name
+                )
         if variance:
             note("measuring the gradient variance at every checkpoint")
         scores = None
         if suite is not None:
             note(f"scoring BLiMP ({len(suite.paradigms)} paradigms, {suite.pairs:,} pairs, {blimp_method})")
             # On the device the runs trained on (train.device): a GPU machine scores on its GPU.
-            scores = cmp.blimp_results(plan, shards, suite, blimp_cfg, out, blimp_every_checkpoint, note,
-                                       device=evaluation_device(base.train.device))
+            scores = cmp.blimp_results(
+                plan,
+                shards,
+                suite,
+                blimp_cfg,
+                out,
+                blimp_every_checkpoint,
+                note,
+                device=evaluation_device(base.train.device),
+            )
         runs = cmp.collect(plan, shards, reused, variance=variance, glue=glue, blimp=scores)
-        doc = cmp.results_document(plan, runs, sys.argv, shards, cmp.glue_controls(glue),
-                                   cmp.blimp_controls(scores) if scores is not None else None)
+        doc = cmp.results_document(
+            plan,
+            runs,
+            sys.argv,
+            shards,
+            cmp.glue_controls(glue),
+            cmp.blimp_controls(scores) if scores is not None else None,
+        )
         if tasks:
             doc["glue_protocol"] = {"name": proto.name, "tasks": tasks}
         if costs is not None:
-            doc["step_costs"] = {"file": str(step_costs), "sha256": costs_sha256,
-                                 "arms": {name: {"step_seconds": c[0], "short_step_seconds": c[1]} for name, c in costs.items()}}
+            doc["step_costs"] = {
+                "file": str(step_costs),
+                "sha256": costs_sha256,
+                "arms": {name: {"step_seconds": c[0], "short_step_seconds": c[1]} for name, c in costs.items()},
+            }
         if suite is not None:
-            doc["blimp"] = {"folder": str(blimp), "sha256": suite.sha256, "paradigms": len(suite.paradigms),
-                            "pairs_per_paradigm": blimp_pairs, "pairs": suite.pairs, "method": blimp_method,
-                            "every_checkpoint": blimp_every_checkpoint}
+            doc["blimp"] = {
+                "folder": str(blimp),
+                "sha256": suite.sha256,
+                "paradigms": len(suite.paradigms),
+                "pairs_per_paradigm": blimp_pairs,
+                "pairs": suite.pairs,
+                "method": blimp_method,
+                "every_checkpoint": blimp_every_checkpoint,
+            }
         write_json(out / cmp.RESULTS, doc)
         console = Console()
         if not console.is_terminal:  # a log file or a pipe: room for every column rather than elided numbers
@@ -202,26 +351,38 @@ def print_table(console: Console, doc: dict) -> None:
     control = doc["aggregate"].get("glue_control")
     if control:
         n = len(control["seed_indices"])
-        console.print(f"GLUE Δ vs random init: per pretraining seed, the strategy's GLUE score minus that seed's "
-                      f"random-init control (each averaged over fine-tuning seeds first), then a 95% t-interval over "
-                      f"{n} pretraining seeds = {n} independent comparisons", highlight=False)
+        console.print(
+            f"GLUE Δ vs random init: per pretraining seed, the strategy's GLUE score minus that seed's "
+            f"random-init control (each averaged over fine-tuning seeds first), then a 95% t-interval over "
+            f"{n} pretraining seeds = {n} independent comparisons",
+            highlight=False,
+        )
     b = doc.get("blimp")
     if b:
         n = len(doc["aggregate"]["blimp_control"]["seed_indices"]) if doc["aggregate"].get("blimp_control") else 0
-        console.print(f"BLiMP: accuracy % ({b['method']}, mean over {b['paradigms']} paradigms, {b['pairs']:,} pairs; a tie "
-                      f"is wrong); Δ paired by pretraining seed, a 95% t-interval over {n} seeds = {n} independent "
-                      "comparisons per column; \"at uniform's time\": the strategy's BLiMP curve read at the seconds "
-                      "uniform trained for (needs --blimp-every-checkpoint)", highlight=False)
+        console.print(
+            f"BLiMP: accuracy % ({b['method']}, mean over {b['paradigms']} paradigms, {b['pairs']:,} pairs; a tie "
+            f"is wrong); Δ paired by pretraining seed, a 95% t-interval over {n} seeds = {n} independent "
+            "comparisons per column; \"at uniform's time\": the strategy's BLiMP curve read at the seconds "
+            "uniform trained for (needs --blimp-every-checkpoint)",
+            highlight=False,
+        )
     if doc.get("step_costs"):  # the seconds in the table are the clock's, not this machine's while it trained
-        console.print(f"s/step and every time axis: the modelled clock's seconds (--step-costs {doc['step_costs']['file']}: "
-                      "each arm's measured cost a step); each run's wall time is run.json's budget.wall_seconds",
-                      highlight=False, markup=False)
+        console.print(
+            f"s/step and every time axis: the modelled clock's seconds (--step-costs {doc['step_costs']['file']}: "
+            "each arm's measured cost a step); each run's wall time is run.json's budget.wall_seconds",
+            highlight=False,
+            markup=False,
+        )
     plateau = cmp.unigram_line(doc)
     if plateau:
         console.print(plateau, highlight=False, markup=False)
     if target:
-        console.print(f"target: uniform's final mean held-out loss {target['final_mean_eval_loss']:.4f} "
-                      f"(steps to target: interpolated on the mean curve)", highlight=False)
+        console.print(
+            f"target: uniform's final mean held-out loss {target['final_mean_eval_loss']:.4f} "
+            f"(steps to target: interpolated on the mean curve)",
+            highlight=False,
+        )
     failed = [k for k, ok in doc["checks"].items() if not ok]
     if failed:
         console.print(f"[bold yellow]warning:[/] fairness checks failed: {', '.join(failed)}", highlight=False)

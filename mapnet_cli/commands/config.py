@@ -1,13 +1,13 @@
 """`mapnet config show`: print the fully resolved settings.
 
-    mapnet config show --preset tiny --config run.toml --set optim.lr=3e-4
-    mapnet config show --recipe hour --time-budget 60m      # the recipe's shape and its warm-ups laid out in time
-    mapnet config show --docs
+mapnet config show --preset tiny --config run.toml --set optim.lr=3e-4
+mapnet config show --recipe hour --time-budget 60m      # the recipe's shape and its warm-ups laid out in time
+mapnet config show --docs
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich import box
@@ -26,11 +26,17 @@ app = typer.Typer(help="Inspect settings.", no_args_is_help=True, rich_markup_mo
 def show(
     config: ConfigOpt = None,
     set_: SetOpt = None,
-    preset: Annotated[Optional[str], typer.Option("--preset", help="Model size preset.")] = None,
+    preset: Annotated[str | None, typer.Option("--preset", help="Model size preset.")] = None,
     recipe: RecipeOpt = None,
-    time_budget: Annotated[Optional[str], typer.Option(
-        "--time-budget", help="Show the settings of a run to this training-time budget, e.g. 90s, 20m, 2h (its warm-ups "
-        "as fractions of it); sets train.time_budget.", show_default=False)] = None,
+    time_budget: Annotated[
+        str | None,
+        typer.Option(
+            "--time-budget",
+            help="Show the settings of a run to this training-time budget, e.g. 90s, 20m, 2h (its warm-ups "
+            "as fractions of it); sets train.time_budget.",
+            show_default=False,
+        ),
+    ] = None,
     docs: Annotated[bool, typer.Option("--docs", help="List every setting with its default and meaning.")] = False,
 ) -> None:
     """Print the resolved settings as TOML (what a command would run with)."""

@@ -1,7 +1,7 @@
 """`mapnet export`: a checkpoint as a Hugging Face BertForMaskedLM folder.
 
-    mapnet export runs/base --out hf/base                       # the run's newest checkpoint
-    mapnet export runs/base/checkpoints/step-00400000 --out hf/base-400k
+mapnet export runs/base --out hf/base                       # the run's newest checkpoint
+mapnet export runs/base/checkpoints/step-00400000 --out hf/base-400k
 """
 
 from __future__ import annotations
@@ -15,9 +15,23 @@ HELP = "Export a checkpoint's encoder + MLM head for transformers (AutoModelForM
 
 
 def export(
-    checkpoint: Annotated[Path, typer.Argument(help="A run folder (its newest complete checkpoint) or a step-XXXXXXXX folder.", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to create (published atomically).", show_default=False)],
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Delete and replace --out if it exists: only an output of this command's kind that mapnet wrote and that holds nothing else (else refused, naming what is there).")] = False,
+    checkpoint: Annotated[
+        Path,
+        typer.Argument(
+            help="A run folder (its newest complete checkpoint) or a step-XXXXXXXX folder.", show_default=False
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Folder to create (published atomically).", show_default=False)
+    ],
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite",
+            help="Delete and replace --out if it exists: only an output of this command's kind that mapnet wrote and "
+            "that holds nothing else (else refused, naming what is there).",
+        ),
+    ] = False,
 ) -> None:
     """Export a checkpoint's encoder + MLM head for transformers (AutoModelForMaskedLM)."""
     from ..export import export as run_export  # here, not at the top: `mapnet --help` must not load torch

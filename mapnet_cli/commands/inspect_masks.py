@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -33,8 +33,10 @@ from .shown import cells, shown
 if TYPE_CHECKING:  # the library loads torch: imported in the command, so `mapnet --help` stays light
     from ..evaluation.inspect_masks import Inspection, SequenceView
 
-HELP = ("Show a MAP-Net or adaptive-masking checkpoint's mask proposals: per-token probabilities, sampled masks, "
-        "preferred words (and the adaptive table's most and least masked tokens).")
+HELP = (
+    "Show a MAP-Net or adaptive-masking checkpoint's mask proposals: per-token probabilities, sampled masks, "
+    "preferred words (and the adaptive table's most and least masked tokens)."
+)
 
 # (upper bound of p x n, style, legend label): blue = avoided, red = preferred.
 BANDS = (
@@ -83,19 +85,24 @@ def legend() -> Text:
 def show(result: Inspection, console: Console) -> None:
     adaptive = result.strategy == "adaptive"
     who = "the adaptive table" if adaptive else "MAP-Net"
-    console.print(f"[bold]{shown(result.checkpoint)}[/] (step {result.step}), input: {result.source}, "
-                  f"seed {result.seed}"
-                  + (f"; adaptive table after {result.updates} updates" if adaptive else ""))
+    console.print(
+        f"[bold]{shown(result.checkpoint)}[/] (step {result.step}), input: {result.source}, "
+        f"seed {result.seed}" + (f"; adaptive table after {result.updates} updates" if adaptive else "")
+    )
     console.print(legend())
     for i, view in enumerate(result.sequences):
         console.print(f"\n[bold]#{i + 1}[/]  K={view.k} of n={view.eligible}, entropy/log n={view.entropy:.3f}")
         console.print(render_sequence(view))
     if result.left_out:
-        console.print(f"\n{result.left_out} word types seen fewer than {result.min_count} times are left out of the "
-                      "tables below (--min-count; more rows with --sentences)")
+        console.print(
+            f"\n{result.left_out} word types seen fewer than {result.min_count} times are left out of the "
+            "tables below (--min-count; more rows with --sentences)"
+        )
     if not (result.most or result.least):
-        console.print(f"\nno word type is seen {result.min_count} times or more in these rows: no word table "
-                      "(lower --min-count or raise --sentences)")
+        console.print(
+            f"\nno word type is seen {result.min_count} times or more in these rows: no word table "
+            "(lower --min-count or raise --sentences)"
+        )
     for title, rows in ((f"{who} masks most", result.most), (f"{who} masks least", result.least)):
         if not rows:
             continue
@@ -111,8 +118,10 @@ def show(result: Inspection, console: Console) -> None:
     for title, tokens in (("most", result.tokens_most), ("least", result.tokens_least)):
         if not tokens:
             continue
-        table = Table(title=f"tokens the adaptive table masks {title}: weight vs the base rate {result.mask_prob:g}",
-                      title_justify="left")
+        table = Table(
+            title=f"tokens the adaptive table masks {title}: weight vs the base rate {result.mask_prob:g}",
+            title_justify="left",
+        )
         table.add_column("token")
         table.add_column("id", justify="right")
         table.add_column("masked in training", justify="right")
@@ -122,19 +131,44 @@ def show(result: Inspection, console: Console) -> None:
         console.print()
         console.print(table)
     if adaptive and not (result.tokens_most or result.tokens_least):
-        console.print(f"\nno token was masked {result.min_count} times or more in training: no token table (lower --min-count)")
+        console.print(
+            f"\nno token was masked {result.min_count} times or more in training: no token table (lower --min-count)"
+        )
 
 
 def inspect_masks(
-    run: Annotated[Path, typer.Argument(help="A run folder (its newest complete checkpoint) or a step-XXXXXXXX folder.", show_default=False)],
-    text: Annotated[Optional[str], typer.Option("--text", "-t", help="Inspect this text.", show_default=False)] = None,
-    file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Inspect the text of this file.", show_default=False)] = None,
-    shards: Annotated[Optional[Path], typer.Option("--shards", help="Validation shards to read when no text is given (default: the run's).", show_default=False)] = None,
-    sentences: Annotated[int, typer.Option("--sentences", "-n", help="Rows to show: sentences of the text, or validation sequences.")] = 4,
+    run: Annotated[
+        Path,
+        typer.Argument(
+            help="A run folder (its newest complete checkpoint) or a step-XXXXXXXX folder.", show_default=False
+        ),
+    ],
+    text: Annotated[str | None, typer.Option("--text", "-t", help="Inspect this text.", show_default=False)] = None,
+    file: Annotated[
+        Path | None, typer.Option("--file", "-f", help="Inspect the text of this file.", show_default=False)
+    ] = None,
+    shards: Annotated[
+        Path | None,
+        typer.Option(
+            "--shards", help="Validation shards to read when no text is given (default: the run's).", show_default=False
+        ),
+    ] = None,
+    sentences: Annotated[
+        int, typer.Option("--sentences", "-n", help="Rows to show: sentences of the text, or validation sequences.")
+    ] = 4,
     samples: Annotated[int, typer.Option("--samples", help="Masks drawn per row for the word table.")] = 200,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the sampled masks.")] = 0,
-    min_count: Annotated[int, typer.Option("--min-count", help="Rank only word types seen at least this many times in the rows (adaptive tokens: masked at least this many times in training).")] = 5,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (schema mapnet.inspect-masks/1) instead of the coloured view.")] = False,
+    min_count: Annotated[
+        int,
+        typer.Option(
+            "--min-count",
+            help="Rank only word types seen at least this many times in the rows (adaptive tokens: masked at least "
+            "this many times in training).",
+        ),
+    ] = 5,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON (schema mapnet.inspect-masks/1) instead of the coloured view.")
+    ] = False,
 ) -> None:
     """Show a MAP-Net or adaptive-masking checkpoint's mask proposals: per-token probabilities, sampled masks,
     preferred words (and the adaptive table's most and least masked tokens)."""
@@ -147,8 +181,17 @@ def inspect_masks(
         piped = sys.stdin.read()
         if piped.strip():  # an empty pipe (e.g. cron, CI) falls back to the validation shards
             text, source = piped, "stdin"
-    result = run_inspect(run, text=text, file=file, source=source, sentences=sentences, seed=seed, samples=samples,
-                         shards=shards, min_count=min_count)
+    result = run_inspect(
+        run,
+        text=text,
+        file=file,
+        source=source,
+        sentences=sentences,
+        seed=seed,
+        samples=samples,
+        shards=shards,
+        min_count=min_count,
+    )
     if as_json:
         typer.echo(json.dumps(result.to_json(), ensure_ascii=False))
     else:

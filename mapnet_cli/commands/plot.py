@@ -16,8 +16,8 @@ from typing import Annotated
 
 import typer
 
-from ..errors import MapnetError
 from .. import artefacts
+from ..errors import MapnetError
 from ..output_paths import check_output
 from .options import OverwriteOpt
 
@@ -27,7 +27,9 @@ FORMATS = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 
 def plot(
     runs: Annotated[list[Path], typer.Argument(help="Run folders (each with its metrics.jsonl).", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Image to write (.png, .pdf, .svg, .jpg).", show_default=False)],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Image to write (.png, .pdf, .svg, .jpg).", show_default=False)
+    ],
     overwrite: OverwriteOpt = False,
 ) -> None:
     """Plot loss, held-out loss, learning rate (and MAP-Net's entropy and mass) of one or more runs."""

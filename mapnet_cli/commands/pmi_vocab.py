@@ -17,10 +17,10 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
+from .. import artefacts
 from ..data.preprocessed import open_preprocessed
 from ..errors import warn
 from ..masking import pmi_vocab as vocabulary  # the command below is named pmi_vocab
-from .. import artefacts
 from ..output_paths import check_output
 from .options import OverwriteOpt
 
@@ -29,10 +29,21 @@ HELP = "Build the PMI n-gram vocabulary (PMI-Masking) of a preprocessed corpus, 
 
 def pmi_vocab(
     corpus: Annotated[Path, typer.Argument(help="Folder written by `mapnet preprocess`.", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Vocabulary file to write (atomically), e.g. SHARDS/pmi.tsv.", show_default=False)],
-    size: Annotated[int, typer.Option("--size", help="Entries (paper: 800K): 50% bigrams, 25% trigrams, 12.5% 4- and 5-grams.")] = 800_000,
-    min_count: Annotated[int, typer.Option("--min-count", help="Least occurrences of a candidate n-gram (paper: over 10).")] = 10,
-    max_entries: Annotated[int, typer.Option("--max-entries", help="Most n-gram counts held in memory (Lossy Counting prunes beyond).")] = 4_000_000,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", "-o", help="Vocabulary file to write (atomically), e.g. SHARDS/pmi.tsv.", show_default=False
+        ),
+    ],
+    size: Annotated[
+        int, typer.Option("--size", help="Entries (paper: 800K): 50% bigrams, 25% trigrams, 12.5% 4- and 5-grams.")
+    ] = 800_000,
+    min_count: Annotated[
+        int, typer.Option("--min-count", help="Least occurrences of a candidate n-gram (paper: over 10).")
+    ] = 10,
+    max_entries: Annotated[
+        int, typer.Option("--max-entries", help="Most n-gram counts held in memory (Lossy Counting prunes beyond).")
+    ] = 4_000_000,
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show the progress bar.")] = True,
     overwrite: OverwriteOpt = False,
 ) -> None:
@@ -45,14 +56,21 @@ def pmi_vocab(
     columns = (TextColumn("pmi-vocab"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, disable=not progress) as bar:
         task = bar.add_task("pmi-vocab", total=source.total_bytes)
-        vocab = vocabulary.build_vocabulary(source, size=size, min_count=min_count, max_entries=max_entries,
-                                            progress=lambda n: bar.advance(task, n))
+        vocab = vocabulary.build_vocabulary(
+            source, size=size, min_count=min_count, max_entries=max_entries, progress=lambda n: bar.advance(task, n)
+        )
     sha = vocabulary.write_vocabulary(vocab, out)
     h = vocab.header
     if not h["exact_counts"]:
-        warn(f"--max-entries {max_entries} pruned n-gram counts by up to {h['prune_floor']}: n-grams seen fewer than "
-             f"{min_count + h['prune_floor']} times may be missing or under-counted; raise --max-entries for exact counts")
+        warn(
+            f"--max-entries {max_entries} pruned n-gram counts by up to {h['prune_floor']}: n-grams seen fewer than "
+            f"{min_count + h['prune_floor']} times may be missing or under-counted; raise --max-entries for exact "
+            "counts"
+        )
     by_len = ", ".join(f"{n}-grams {c:,}" for n, c in h["entries_by_length"].items())
-    Console().print(f"{out}: {h['entries']:,} entries ({by_len}) from {h['words']:,} words in {h['sentences']:,} "
-                    f"sentences, {h['seconds']:.1f} s; prune floor {h['prune_floor']}; sha256 {sha[:12]}",
-                    highlight=False, markup=False)  # the path as given, brackets included
+    Console().print(
+        f"{out}: {h['entries']:,} entries ({by_len}) from {h['words']:,} words in {h['sentences']:,} "
+        f"sentences, {h['seconds']:.1f} s; prune floor {h['prune_floor']}; sha256 {sha[:12]}",
+        highlight=False,
+        markup=False,
+    )  # the path as given, brackets included

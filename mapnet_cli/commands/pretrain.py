@@ -18,20 +18,23 @@ torch and the training modules are imported inside the command, so
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 import typer
 
-from ..errors import MapnetError
 from .. import artefacts
+from ..errors import MapnetError
 from ..output_paths import check_output
 from .options import ConfigOpt, PrintSettingsOpt, RecipeOpt, SetOpt, TimeBudgetOpt
 from .progress import train_with_progress
 
-HELP = "Pretrain the BERT encoder (uniform, stratified, frequency or MAP-Net masking) on shards; checkpoints, metrics, exact resume."
+HELP = (
+    "Pretrain the BERT encoder (uniform, stratified, frequency or MAP-Net masking) on shards; checkpoints, "
+    "metrics, exact resume."
+)
 
 
-def shard_folder(argument: Optional[Path], data: Optional[Path]) -> Path:
+def shard_folder(argument: Path | None, data: Path | None) -> Path:
     """The shard folder, given as the SHARDS argument or as --data (both spellings are in use)."""
     if argument is None and data is None:
         raise MapnetError("no shard folder: mapnet pretrain SHARDS --out RUN (or --data SHARDS)")
@@ -41,40 +44,128 @@ def shard_folder(argument: Optional[Path], data: Optional[Path]) -> Path:
 
 
 def pretrain(
-    shards: Annotated[Optional[Path], typer.Argument(help="Shard folder written by `mapnet shard` (or --data).", show_default=False)] = None,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Run folder (checkpoints, metrics.jsonl, run.json).", show_default=False)] = ...,
-    data: Annotated[Optional[Path], typer.Option("--data", help="Shard folder, as the SHARDS argument.", show_default=False)] = None,
-    preset: Annotated[Optional[str], typer.Option("--preset", help="Model size: tiny, mini, small, medium, base.", show_default=False)] = None,
+    shards: Annotated[
+        Path | None, typer.Argument(help="Shard folder written by `mapnet shard` (or --data).", show_default=False)
+    ] = None,
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Run folder (checkpoints, metrics.jsonl, run.json).", show_default=False)
+    ] = ...,
+    data: Annotated[
+        Path | None, typer.Option("--data", help="Shard folder, as the SHARDS argument.", show_default=False)
+    ] = None,
+    preset: Annotated[
+        str | None, typer.Option("--preset", help="Model size: tiny, mini, small, medium, base.", show_default=False)
+    ] = None,
     recipe: RecipeOpt = None,
-    steps: Annotated[Optional[int], typer.Option("--steps", help="Optimizer steps; sets train.steps.", show_default=False)] = None,
+    steps: Annotated[
+        int | None, typer.Option("--steps", help="Optimizer steps; sets train.steps.", show_default=False)
+    ] = None,
     time_budget: TimeBudgetOpt = None,
-    batch_size: Annotated[Optional[int], typer.Option("--batch-size", help="Global batch in sequences; sets train.batch_size.", show_default=False)] = None,
-    micro_batch_size: Annotated[Optional[int], typer.Option("--micro-batch-size", help="Sequences per forward pass per device; sets train.micro_batch_size.", show_default=False)] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="Sets train.seed.", show_default=False)] = None,
-    device: Annotated[Optional[str], typer.Option("--device", help="auto, cpu or cuda; sets train.device.", show_default=False)] = None,
-    masking: Annotated[Optional[Literal["uniform", "mapnet", "stratified", "frequency", "adaptive", "whole-word", "span", "pmi"]], typer.Option("--masking", help="uniform (RandMask), mapnet (learned proposals), stratified (disjoint masks per sequence), frequency (static proposal, HT weights), adaptive (AMLM: a per-token table moved by the model's scores), whole-word, span (SpanBERT) or pmi (PMI-Masking; needs mapnet pmi-vocab); sets masking.strategy.", show_default=False)] = None,
-    mask_prob: Annotated[Optional[float], typer.Option("--mask-prob", help="Masking rate (paper 0.15; MosaicBERT 0.3, Wettig et al. 0.4); sets masking.mask_prob. Evaluation masks keep train.eval_mask_prob.", show_default=False)] = None,
-    init_from: Annotated[Optional[Path], typer.Option("--init-from", help="Continued pretraining: start from this encoder, a mapnet run/checkpoint folder or a local Hugging Face BERT folder (config.json + model.safetensors + tokenizer.json). The model size is SOURCE's; optimizer, schedule, step and masking start fresh; the shards must use SOURCE's tokenizer. Sets model.init_from.", show_default=False)] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue from the newest complete checkpoint in --out. With MAP-Net and masking.mapnet.explore_steps = 0 the exploration schedule spans train.steps, so raising --steps on resume stretches it from the current step on.")] = False,
-    stop_at: Annotated[Optional[int], typer.Option("--stop-at", help="Checkpoint and exit after this step (e.g. a job's time slice); --resume continues.", show_default=False)] = None,
-    gpus: Annotated[Optional[int], typer.Option("--gpus", help="Start one process per GPU on this node (torchrun, NCCL).", show_default=False)] = None,
-    nproc: Annotated[Optional[int], typer.Option("--nproc", help="Start N CPU processes (gloo) — tests, debugging.", show_default=False)] = None,
-    nnodes: Annotated[Optional[int], typer.Option("--nnodes", help="Nodes in the job (passed to torchrun).", show_default=False)] = None,
-    node_rank: Annotated[Optional[int], typer.Option("--node-rank", help="This node's rank (passed to torchrun).", show_default=False)] = None,
-    rdzv_endpoint: Annotated[Optional[str], typer.Option("--rdzv-endpoint", help="host:port to meet at (multi-node).", show_default=False)] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option("--batch-size", help="Global batch in sequences; sets train.batch_size.", show_default=False),
+    ] = None,
+    micro_batch_size: Annotated[
+        int | None,
+        typer.Option(
+            "--micro-batch-size",
+            help="Sequences per forward pass per device; sets train.micro_batch_size.",
+            show_default=False,
+        ),
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Sets train.seed.", show_default=False)] = None,
+    device: Annotated[
+        str | None, typer.Option("--device", help="auto, cpu or cuda; sets train.device.", show_default=False)
+    ] = None,
+    masking: Annotated[
+        Literal["uniform", "mapnet", "stratified", "frequency", "adaptive", "whole-word", "span", "pmi"] | None,
+        typer.Option(
+            "--masking",
+            help="uniform (RandMask), mapnet (learned proposals), stratified (disjoint masks per sequence), frequency "
+            "(static proposal, HT weights), adaptive (AMLM: a per-token table moved by the model's scores), "
+            "whole-word, span (SpanBERT) or pmi (PMI-Masking; needs mapnet pmi-vocab); sets masking.strategy.",
+            show_default=False,
+        ),
+    ] = None,
+    mask_prob: Annotated[
+        float | None,
+        typer.Option(
+            "--mask-prob",
+            help="Masking rate (paper 0.15; MosaicBERT 0.3, Wettig et al. 0.4); sets masking.mask_prob. Evaluation "
+            "masks keep train.eval_mask_prob.",
+            show_default=False,
+        ),
+    ] = None,
+    init_from: Annotated[
+        Path | None,
+        typer.Option(
+            "--init-from",
+            help="Continued pretraining: start from this encoder, a mapnet run/checkpoint folder or a local Hugging "
+            "Face BERT folder (config.json + model.safetensors + tokenizer.json). The model size is SOURCE's; "
+            "optimizer, schedule, step and masking start fresh; the shards must use SOURCE's tokenizer. Sets "
+            "model.init_from.",
+            show_default=False,
+        ),
+    ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Continue from the newest complete checkpoint in --out. With MAP-Net and "
+            "masking.mapnet.explore_steps = 0 the exploration schedule spans train.steps, so raising --steps on "
+            "resume stretches it from the current step on.",
+        ),
+    ] = False,
+    stop_at: Annotated[
+        int | None,
+        typer.Option(
+            "--stop-at",
+            help="Checkpoint and exit after this step (e.g. a job's time slice); --resume continues.",
+            show_default=False,
+        ),
+    ] = None,
+    gpus: Annotated[
+        int | None,
+        typer.Option("--gpus", help="Start one process per GPU on this node (torchrun, NCCL).", show_default=False),
+    ] = None,
+    nproc: Annotated[
+        int | None, typer.Option("--nproc", help="Start N CPU processes (gloo) — tests, debugging.", show_default=False)
+    ] = None,
+    nnodes: Annotated[
+        int | None, typer.Option("--nnodes", help="Nodes in the job (passed to torchrun).", show_default=False)
+    ] = None,
+    node_rank: Annotated[
+        int | None, typer.Option("--node-rank", help="This node's rank (passed to torchrun).", show_default=False)
+    ] = None,
+    rdzv_endpoint: Annotated[
+        str | None, typer.Option("--rdzv-endpoint", help="host:port to meet at (multi-node).", show_default=False)
+    ] = None,
     config: ConfigOpt = None,
     set_: SetOpt = None,
     print_settings: PrintSettingsOpt = False,
 ) -> None:
-    """Pretrain the BERT encoder (uniform, stratified, frequency or MAP-Net masking) on shards; checkpoints, metrics, exact resume."""
+    """Pretrain the BERT encoder (uniform, stratified, frequency or MAP-Net masking) on shards; checkpoints, metrics,
+    exact resume."""
     shards = shard_folder(shards, data)
     flags = {
         "model": {"preset": preset, "init_from": str(init_from) if init_from is not None else None},
-        "train": {"recipe": recipe, "steps": steps, "time_budget": time_budget, "batch_size": batch_size, "micro_batch_size": micro_batch_size,
-                  "seed": seed, "device": device},
+        "train": {
+            "recipe": recipe,
+            "steps": steps,
+            "time_budget": time_budget,
+            "batch_size": batch_size,
+            "micro_batch_size": micro_batch_size,
+            "seed": seed,
+            "device": device,
+        },
         "masking": {"strategy": masking, "mask_prob": mask_prob},
-        "distributed": {"gpus": gpus, "nproc": nproc, "nnodes": nnodes, "node_rank": node_rank,
-                        "rdzv_endpoint": rdzv_endpoint},
+        "distributed": {
+            "gpus": gpus,
+            "nproc": nproc,
+            "nnodes": nnodes,
+            "node_rank": node_rank,
+            "rdzv_endpoint": rdzv_endpoint,
+        },
     }
     from ..train.run_settings import run_settings
 

@@ -20,15 +20,14 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ..errors import ARGV_ENV, warn
 from .shown import shown
-
 
 
 def clock(seconds: float) -> str:
@@ -40,8 +39,13 @@ def clock(seconds: float) -> str:
 class PlainProgress:
     """Decides when to print and formats the line; `emit` writes it (the CLI's console)."""
 
-    def __init__(self, emit: Callable[[str], None], log_every: int, every_s: float = 0.0,
-                 now: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        emit: Callable[[str], None],
+        log_every: int,
+        every_s: float = 0.0,
+        now: Callable[[], float] = time.monotonic,
+    ):
         self.emit, self.log_every, self.every_s, self.now = emit, log_every, every_s, now
         self.start: tuple[float, int] | None = None  # (time, step) this process began at
         self.last_line: float | None = None
@@ -70,8 +74,10 @@ class PlainProgress:
         eta = elapsed / done * (total - step) if done > 0 else float("nan")
         pct = 100 * step // max(total, 1)
         eta_text = clock(eta) if eta == eta else "?"
-        return (f"step {step}/{total} ({pct}%)  loss {data['loss']:.4f}  lr {data['lr']:.2e}  "
-                f"{data['tokens_per_s']:,.0f} tok/s  elapsed {clock(elapsed)}  eta {eta_text}")
+        return (
+            f"step {step}/{total} ({pct}%)  loss {data['loss']:.4f}  lr {data['lr']:.2e}  "
+            f"{data['tokens_per_s']:,.0f} tok/s  elapsed {clock(elapsed)}  eta {eta_text}"
+        )
 
 
 def below(level: float | None, loss: float) -> str:
@@ -84,14 +90,18 @@ def warn_long_warmup(settings) -> None:
     steps on a 50-step run: lr <= 5e-7, nothing learned): worth one line, naming the fix."""
     o, steps = settings.optim, settings.train.steps
     if o.warmup.steps and o.warmup.steps >= steps:
-        warn(f"optim.warmup.steps ({o.warmup.steps}) >= train.steps ({steps}): the learning rate never leaves its "
-             f"warm-up (at most {o.lr * steps / o.warmup.steps:.2g}, optim.lr is {o.lr:g}); pass --set "
-             f"optim.warmup.steps=N with N < {steps}, e.g. {max(1, steps // 10)}")
+        warn(
+            f"optim.warmup.steps ({o.warmup.steps}) >= train.steps ({steps}): the learning rate never leaves its "
+            f"warm-up (at most {o.lr * steps / o.warmup.steps:.2g}, optim.lr is {o.lr:g}); pass --set "
+            f"optim.warmup.steps=N with N < {steps}, e.g. {max(1, steps // 10)}"
+        )
     t = settings.train
     if t.short_seq.len and t.short_seq.steps >= steps:
-        warn(f"train.short_seq.steps ({t.short_seq.steps}) >= train.steps ({steps}): the whole run trains on "
-             f"{t.short_seq.len}-token pieces and never on whole sequences, which its held-out sets are; pass --set "
-             f"train.short_seq.steps=N with N < {steps}, e.g. {max(1, steps // 4)}")
+        warn(
+            f"train.short_seq.steps ({t.short_seq.steps}) >= train.steps ({steps}): the whole run trains on "
+            f"{t.short_seq.len}-token pieces and never on whole sequences, which its held-out sets are; pass --set "
+            f"train.short_seq.steps=N with N < {steps}, e.g. {max(1, steps // 4)}"
+        )
 
 
 def warn_emulated_bf16(settings) -> None:
@@ -103,12 +113,14 @@ def warn_emulated_bf16(settings) -> None:
     t = settings.train
     on_cpu = t.device == "cpu" or (t.device == "auto" and not torch.cuda.is_available())
     if t.precision == "bf16" and on_cpu and cpu_native_bf16() is False:
-        warn("train.precision is bf16 but this CPU has no bf16 instructions (no avx512_bf16, amx_bf16 or bf16 among "
-             "its /proc/cpuinfo flags): bf16 is emulated here, slower than fp32 (18x for the hour recipe's step on an "
-             "AMD EPYC); pass --set train.precision=fp32 (or bf16-native) unless you have measured otherwise")
+        warn(
+            "train.precision is bf16 but this CPU has no bf16 instructions (no avx512_bf16, amx_bf16 or bf16 among "
+            "its /proc/cpuinfo flags): bf16 is emulated here, slower than fp32 (18x for the hour recipe's step on an "
+            "AMD EPYC); pass --set train.precision=fp32 (or bf16-native) unless you have measured otherwise"
+        )
 
 
-def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at: Optional[int]) -> None:
+def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at: int | None) -> None:
     """Train in this process with a rich progress bar (`pretrain`, `quickstart`, `compare`)."""
     from .. import distributed
     from ..train import pretrain as run_pretrain
@@ -124,10 +136,19 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
     console.soft_wrap = not console.is_terminal  # a log line stays one line, however long (rich would wrap at 80)
     show_bar = settings.logging.progress and console.is_terminal
     # Not a terminal (SLURM, nohup, CI, `2> log`): complete plain lines, no escape codes, no redraws.
-    plain = PlainProgress(lambda line: console.print(line, highlight=False, markup=False), settings.logging.log_every,
-                          settings.logging.plain_every_s)
-    columns = (TextColumn("[bold]pretrain"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[stats]}"),
-               TimeElapsedColumn(), TimeRemainingColumn())
+    plain = PlainProgress(
+        lambda line: console.print(line, highlight=False, markup=False),
+        settings.logging.log_every,
+        settings.logging.plain_every_s,
+    )
+    columns = (
+        TextColumn("[bold]pretrain"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[stats]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
     command_line = json.loads(os.environ[ARGV_ENV]) if ARGV_ENV in os.environ else sys.argv
     levels: dict = {}  # the unigram plateau of each held-out set, from the run's first report
     with Progress(*columns, console=console, disable=not show_bar) as bar:
@@ -145,39 +166,66 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
                     plain.step(data)
             elif kind == "unigram":
                 levels.update(data)
-                sets = ", ".join(f"{k.partition('@')[2] or 'main'} {v:.3f}" for k, v in data.items() if k.startswith("eval_unigram"))
-                console.print(f"unigram plateau: training tokens' entropy {data['train_entropy']:.3f} nats; held-out "
-                              f"sets' unigram level {sets or '-'} (a model that ignores context scores about this)",
-                              highlight=False, markup=False)
+                sets = ", ".join(
+                    f"{k.partition('@')[2] or 'main'} {v:.3f}" for k, v in data.items() if k.startswith("eval_unigram")
+                )
+                console.print(
+                    f"unigram plateau: training tokens' entropy {data['train_entropy']:.3f} nats; held-out "
+                    f"sets' unigram level {sets or '-'} (a model that ignores context scores about this)",
+                    highlight=False,
+                    markup=False,
+                )
             elif kind == "eval":
-                console.print(f"eval @ {data['step']}: loss {data['eval_loss']:.4f}{below(levels.get('eval_unigram'), data['eval_loss'])}"
-                              f"  accuracy {data['eval_accuracy']:.4f}"
-                              f"  ({data['eval_masked_tokens']} masked tokens, set {data['eval_sha256'][:12]})",
-                              highlight=False, markup=False)
+                console.print(
+                    f"eval @ {data['step']}: loss "
+                    f"{data['eval_loss']:.4f}{below(levels.get('eval_unigram'), data['eval_loss'])}"
+                    f"  accuracy {data['eval_accuracy']:.4f}"
+                    f"  ({data['eval_masked_tokens']} masked tokens, set {data['eval_sha256'][:12]})",
+                    highlight=False,
+                    markup=False,
+                )
                 for key in (k for k in data if k.startswith("eval_loss@")):
                     name = key.partition("@")[2]
-                    console.print(f"  {name}: loss {data[key]:.4f}{below(levels.get('eval_unigram@' + name), data[key])}"
-                                  f"  accuracy {data['eval_accuracy@' + name]:.4f}", highlight=False, markup=False)
+                    console.print(
+                        f"  {name}: loss {data[key]:.4f}{below(levels.get('eval_unigram@' + name), data[key])}"
+                        f"  accuracy {data['eval_accuracy@' + name]:.4f}",
+                        highlight=False,
+                        markup=False,
+                    )
             elif kind == "checkpoint":
                 console.print(f"checkpoint {data['path']}", highlight=False, markup=False)
             elif kind == "init_from":
-                console.print(f"starting from {data['kind']} weights {data['path']} (sha256 {data['weights_sha256'][:12]})",
-                              highlight=False, markup=False)
+                console.print(
+                    f"starting from {data['kind']} weights {data['path']} (sha256 {data['weights_sha256'][:12]})",
+                    highlight=False,
+                    markup=False,
+                )
                 for note in data["notes"]:
                     console.print(f"  note: {note}", highlight=False, markup=False)
             elif kind == "budget":
                 state = "spent" if data["finished"] else "not yet spent"
                 steps = f"{data['steps']:,} step{'s' if data['steps'] != 1 else ''}"
-                console.print(f"time budget {data['time_budget']} {state}: {steps} in "
-                              f"{data['spent_seconds']:,.1f} s of training (evaluation and checkpoints not counted)",
-                              highlight=False, markup=False)
+                console.print(
+                    f"time budget {data['time_budget']} {state}: {steps} in "
+                    f"{data['spent_seconds']:,.1f} s of training (evaluation and checkpoints not counted)",
+                    highlight=False,
+                    markup=False,
+                )
             elif kind == "resume":
                 bar.update(task, completed=data["step"])
                 plain.resumed(data["step"])
                 console.print(f"resumed from {data['path']} (step {data['step']})", highlight=False, markup=False)
 
-        last = run_pretrain(settings, shards, out, resume=resume, stop_at=stop_at, command_line=command_line,
-                            on_report=report, variance_snapshot=snapshot)
+        last = run_pretrain(
+            settings,
+            shards,
+            out,
+            resume=resume,
+            stop_at=stop_at,
+            command_line=command_line,
+            on_report=report,
+            variance_snapshot=snapshot,
+        )
     distributed.print0(f"done: {last}")
 
 
@@ -190,7 +238,9 @@ class RunsProgress:
         from rich.live import Live
 
         self.console, self.started, self.last_line = console, None, 0.0
-        self.live = Live(console=console, transient=False, auto_refresh=False) if enabled and console.is_terminal else None
+        self.live = (
+            Live(console=console, transient=False, auto_refresh=False) if enabled and console.is_terminal else None
+        )
         self.finished: set[str] = set()
 
     def __enter__(self):
@@ -214,15 +264,20 @@ class RunsProgress:
         steps = sum(s.step for s in states)
         left = sum((s.total or s.step) - s.step for s in states if s.total)
         eta = left / steps * (now - self.started) if steps and left else None
-        head = (f"runs: {len(done)} done, {len(running)} running, {len(states) - len(done) - len(running)} waiting; "
-                f"comparison ETA {clock(eta) if eta is not None else '?'}")
+        head = (
+            f"runs: {len(done)} done, {len(running)} running, {len(states) - len(done) - len(running)} waiting; "
+            f"comparison ETA {clock(eta) if eta is not None else '?'}"
+        )
         if self.live is not None:
             table = Table(title=head, title_justify="left")
             for column in ("run", "step", "ETA"):
                 table.add_column(column, justify="left" if column == "run" else "right")
             for s in running:
-                table.add_row(shown(s.label), f"{s.step:,}/{s.total:,}" if s.total else f"{s.step:,}",
-                              clock(s.eta()) if s.eta() is not None else "?")
+                table.add_row(
+                    shown(s.label),
+                    f"{s.step:,}/{s.total:,}" if s.total else f"{s.step:,}",
+                    clock(s.eta()) if s.eta() is not None else "?",
+                )
             self.live.update(table, refresh=True)
         new = [s for s in done if s.label not in self.finished]
         self.finished |= {s.label for s in new}
@@ -238,17 +293,26 @@ class SweepProgress:
 
     def __init__(self, console: Console, enabled: bool):
         self.console = console
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("steps"), TimeElapsedColumn(), TimeRemainingColumn(),
-                                 console=console, disable=not enabled)
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("steps"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            disable=not enabled,
+        )
         self.task = None
 
     def start(self, total_steps: int, runs: int, done: int) -> None:
         if done:
-            self.console.print(f"resuming: {done} runs already in results.json, {runs} to go", highlight=False,
-                               markup=False)
-        self.task = self.progress.add_task("fine-tuning", total=max(total_steps, 1) if runs else 1,
-                                           completed=0 if runs else 1)
+            self.console.print(
+                f"resuming: {done} runs already in results.json, {runs} to go", highlight=False, markup=False
+            )
+        self.task = self.progress.add_task(
+            "fine-tuning", total=max(total_steps, 1) if runs else 1, completed=0 if runs else 1
+        )
 
     def run_started(self, description: str) -> None:
         self.progress.update(self.task, description=shown(description))  # a run's label: a path, a task name
@@ -263,5 +327,13 @@ class SweepProgress:
         self.console.print(f"note: {text}", highlight=False, markup=False)
 
 
-__all__ = ["ARGV_ENV", "PlainProgress", "RunsProgress", "SweepProgress", "clock", "train_with_progress", "warn_emulated_bf16",
-           "warn_long_warmup"]
+__all__ = [
+    "ARGV_ENV",
+    "PlainProgress",
+    "RunsProgress",
+    "SweepProgress",
+    "clock",
+    "train_with_progress",
+    "warn_emulated_bf16",
+    "warn_long_warmup",
+]

@@ -1,8 +1,8 @@
 """`mapnet quickstart`: the main job on the embedded default data.
 
-    mapnet quickstart
-    mapnet quickstart --masking mapnet                   # same corpus and shards, its own run-mapnet/
-    mapnet quickstart --masking mapnet --out runs/quickstart-mapnet --steps 600
+mapnet quickstart
+mapnet quickstart --masking mapnet                   # same corpus and shards, its own run-mapnet/
+mapnet quickstart --masking mapnet --out runs/quickstart-mapnet --steps 600
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ import shutil
 import time
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from .. import quickstart as qs
 from .. import artefacts
+from .. import quickstart as qs
 from ..output_paths import check_output
 from ..run_lock import output_lock
 from .options import ConfigOpt, PrintSettingsOpt, RecipeOpt, SetOpt
@@ -32,18 +32,35 @@ class Masking(str, Enum):
 
 
 def quickstart(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for corpus/, shards/ and run/ (run-mapnet/ with --masking mapnet).")] = Path("runs/quickstart"),
-    steps: Annotated[Optional[int], typer.Option("--steps", help="Pretraining steps (recipe: 300).", show_default=False)] = None,
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="Folder for corpus/, shards/ and run/ (run-mapnet/ with --masking mapnet)."),
+    ] = Path("runs/quickstart"),
+    steps: Annotated[
+        int | None, typer.Option("--steps", help="Pretraining steps (recipe: 300).", show_default=False)
+    ] = None,
     recipe: RecipeOpt = None,
-    masking: Annotated[Optional[Masking], typer.Option("--masking", help="uniform (baseline) or mapnet.", show_default=False)] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="Sets train.seed.", show_default=False)] = None,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Start from scratch: delete --out (a quickstart folder mapnet made, holding nothing else; else refused) instead of reusing its finished stages.")] = False,
+    masking: Annotated[
+        Masking | None, typer.Option("--masking", help="uniform (baseline) or mapnet.", show_default=False)
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Sets train.seed.", show_default=False)] = None,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            "--overwrite",
+            help="Start from scratch: delete --out (a quickstart folder mapnet made, holding nothing else; else "
+            "refused) instead of reusing its finished stages.",
+        ),
+    ] = False,
     config: ConfigOpt = None,
     set_: SetOpt = None,
     print_settings: PrintSettingsOpt = False,
 ) -> None:
     """Run the whole chain on the embedded synthetic corpus: preprocess, shard, pretrain `tiny`, summary."""
-    flags = {"train": {"steps": steps, "seed": seed, "recipe": recipe}, "masking": {"strategy": masking.value if masking else None}}
+    flags = {
+        "train": {"steps": steps, "seed": seed, "recipe": recipe},
+        "masking": {"strategy": masking.value if masking else None},
+    }
     settings = qs.resolve_settings(flags, list(set_ or ()), config)
     if print_settings:
         typer.echo(settings.to_toml(), nl=False)
@@ -82,9 +99,11 @@ def _summary(console: Console, stages: qs.Stages, settings, seconds: float) -> N
     console.print(table)
     if len(evals) >= 2:
         first, last = evals[0], evals[-1]
-        console.print(f"held-out loss {first['eval_loss']:.3f} (step {first['step']}) -> {last['eval_loss']:.3f} "
-                      f"(step {last['step']}); accuracy {first['eval_accuracy']:.1%} -> {last['eval_accuracy']:.1%}",
-                      highlight=False)
+        console.print(
+            f"held-out loss {first['eval_loss']:.3f} (step {first['step']}) -> {last['eval_loss']:.3f} "
+            f"(step {last['step']}); accuracy {first['eval_accuracy']:.1%} -> {last['eval_accuracy']:.1%}",
+            highlight=False,
+        )
     kinds = sorted(k.split("/", 1)[1] for k in (evals[-1] if evals else {}) if k.startswith("eval_loss/"))
     if kinds and len(evals) >= 2:
         per_kind = Table(title="held-out loss by token kind (synthetic corpus)")
@@ -102,12 +121,17 @@ def _summary(console: Console, stages: qs.Stages, settings, seconds: float) -> N
         for kind in kinds:
             mass.add_column(kind, justify="right")
         for record in (history[0], history[len(history) // 2], history[-1]):
-            mass.add_row(str(record["step"]), *[f"{record[f'mapnet/mass/{k}']:.3f} ({record[f'mapnet/share/{k}']:.3f})"
-                                                for k in kinds])
+            mass.add_row(
+                str(record["step"]),
+                *[f"{record[f'mapnet/mass/{k}']:.3f} ({record[f'mapnet/share/{k}']:.3f})" for k in kinds],
+            )
         console.print(mass)
-    console.print(f"done in {seconds:.0f} s. Next: mapnet inspect-masks {stages.run} | mapnet export {stages.run} --out "
-                  f"{stages.run.parent / 'hf'} | mapnet finetune-glue --task sst2 --quick --checkpoint {stages.run} ...",
-                  highlight=False, markup=False)  # the paths as they are, brackets included
+    console.print(
+        f"done in {seconds:.0f} s. Next: mapnet inspect-masks {stages.run} | mapnet export {stages.run} --out "
+        f"{stages.run.parent / 'hf'} | mapnet finetune-glue --task sst2 --quick --checkpoint {stages.run} ...",
+        highlight=False,
+        markup=False,
+    )  # the paths as they are, brackets included
 
 
 def _nats(value) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -34,11 +34,12 @@ from .shown import cells, shown
 HELP = "Measure the gradient-variance decomposition (mask / sentence / total) of a checkpoint, per masking scheme."
 
 
-def resolve_settings(ckpt: Path, config: Optional[Path], flags: dict, assignments: list[str]):
+def resolve_settings(ckpt: Path, config: Path | None, flags: dict, assignments: list[str]):
     """The checkpoint's settings < config file < flags < --set."""
     from ..model import checkpoint  # torch-heavy: imported only when the command runs
 
     return settings_mod.resolve(config, flags, assignments, base=checkpoint.load_settings(ckpt), base_is_run=True)
+
 
 def wanted_schemes(settings, oracle: bool) -> list[str]:
     """variance.schemes (or the checkpoint's defaults when empty), plus the oracle when asked for."""
@@ -49,32 +50,98 @@ def wanted_schemes(settings, oracle: bool) -> list[str]:
 
 
 def variance(
-    run: Annotated[Path, typer.Argument(help="Run folder (its newest checkpoint) or a step-XXXXXXXX checkpoint folder.", show_default=False)],
-    sentences: Annotated[Optional[int], typer.Option("--sentences", "-S", help="Validation sequences S; sets variance.sentences.", show_default=False)] = None,
-    masks: Annotated[Optional[int], typer.Option("--masks", "-M", help="Masks per sequence and scheme (>= 2); sets variance.masks.", show_default=False)] = None,
-    json_: Annotated[bool, typer.Option("--json", help="Print the JSON document (schema mapnet.variance/1) instead of tables.")] = False,
-    project_dim: Annotated[Optional[int], typer.Option("--project-dim", help="Sketch gradients to D dims (0: exact); sets variance.project_dim.", show_default=False)] = None,
-    params: Annotated[Optional[list[str]], typer.Option("--params", help="Only parameters whose name matches this fnmatch pattern (repeatable).", show_default=False)] = None,
-    batch_sizes: Annotated[Optional[str], typer.Option("--batch-sizes", help="Mini-batch sizes, e.g. 1,8,32; sets variance.batch_sizes.", show_default=False)] = None,
-    bootstrap: Annotated[Optional[int], typer.Option("--bootstrap", help="Bootstrap replicates (0: no intervals); sets variance.bootstrap.", show_default=False)] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of sentences, masks, bootstrap; sets variance.seed.", show_default=False)] = None,
-    data: Annotated[Optional[Path], typer.Option("--data", help="Shard folder (default: the one in the run's run.json).", show_default=False)] = None,
-    schemes: Annotated[Optional[str], typer.Option("--schemes", help="Schemes to measure, e.g. uniform,ht,stratified,frequency; sets variance.schemes.", show_default=False)] = None,
-    oracle: Annotated[bool, typer.Option("--oracle", help="Also measure the oracle scheme (pi proportional to the encoder's gradient-norm proxy; costs extra forwards).")] = False,
+    run: Annotated[
+        Path,
+        typer.Argument(
+            help="Run folder (its newest checkpoint) or a step-XXXXXXXX checkpoint folder.", show_default=False
+        ),
+    ],
+    sentences: Annotated[
+        int | None,
+        typer.Option("--sentences", "-S", help="Validation sequences S; sets variance.sentences.", show_default=False),
+    ] = None,
+    masks: Annotated[
+        int | None,
+        typer.Option(
+            "--masks", "-M", help="Masks per sequence and scheme (>= 2); sets variance.masks.", show_default=False
+        ),
+    ] = None,
+    json_: Annotated[
+        bool, typer.Option("--json", help="Print the JSON document (schema mapnet.variance/1) instead of tables.")
+    ] = False,
+    project_dim: Annotated[
+        int | None,
+        typer.Option(
+            "--project-dim",
+            help="Sketch gradients to D dims (0: exact); sets variance.project_dim.",
+            show_default=False,
+        ),
+    ] = None,
+    params: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--params", help="Only parameters whose name matches this fnmatch pattern (repeatable).", show_default=False
+        ),
+    ] = None,
+    batch_sizes: Annotated[
+        str | None,
+        typer.Option(
+            "--batch-sizes", help="Mini-batch sizes, e.g. 1,8,32; sets variance.batch_sizes.", show_default=False
+        ),
+    ] = None,
+    bootstrap: Annotated[
+        int | None,
+        typer.Option(
+            "--bootstrap", help="Bootstrap replicates (0: no intervals); sets variance.bootstrap.", show_default=False
+        ),
+    ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option("--seed", help="Seed of sentences, masks, bootstrap; sets variance.seed.", show_default=False),
+    ] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option("--data", help="Shard folder (default: the one in the run's run.json).", show_default=False),
+    ] = None,
+    schemes: Annotated[
+        str | None,
+        typer.Option(
+            "--schemes",
+            help="Schemes to measure, e.g. uniform,ht,stratified,frequency; sets variance.schemes.",
+            show_default=False,
+        ),
+    ] = None,
+    oracle: Annotated[
+        bool,
+        typer.Option(
+            "--oracle",
+            help="Also measure the oracle scheme (pi proportional to the encoder's gradient-norm proxy; costs extra "
+            "forwards).",
+        ),
+    ] = False,
     config: ConfigOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """Measure the gradient-variance decomposition (mask / sentence / total) of a checkpoint, per masking scheme."""
-    from ..model import checkpoint
-    from ..evaluation.variance.target import load_target
     from ..evaluation.variance.report import variance_report
+    from ..evaluation.variance.target import load_target
+    from ..model import checkpoint
 
     ckpt = checkpoint.resolve_checkpoint(run)
     sizes = None if batch_sizes is None else comma_list(batch_sizes, "--batch-sizes", convert=int, allow_empty=True)
     names = None if schemes is None else comma_list(schemes, "--schemes", allow_empty=True)  # checked by the settings
-    flags = {"variance": {"sentences": sentences, "masks": masks, "project_dim": project_dim,
-                          "params": list(params) if params else None, "batch_sizes": sizes,
-                          "bootstrap": bootstrap, "seed": seed, "schemes": names}}
+    flags = {
+        "variance": {
+            "sentences": sentences,
+            "masks": masks,
+            "project_dim": project_dim,
+            "params": list(params) if params else None,
+            "batch_sizes": sizes,
+            "bootstrap": bootstrap,
+            "seed": seed,
+            "schemes": names,
+        }
+    }
     settings = resolve_settings(ckpt, config, flags, list(set_ or ()))
     err = Console(stderr=True)
     target = load_target(ckpt, data)
@@ -89,7 +156,7 @@ def variance(
     render(report, Console())
 
 
-def _fmt(x: Optional[float]) -> str:
+def _fmt(x: float | None) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     return f"{x:.4g}"
@@ -102,8 +169,10 @@ def _cell(entry: dict) -> str:
 
 def _scale_cell(entry: dict) -> str:
     """A noise scale, where null means unbounded (the report's convention for these figures)."""
+
     def one(x):
         return "inf" if x is None else _fmt(x)
+
     ci = entry.get("ci95")
     return one(entry["estimate"]) + (f" [{one(ci[0])}, {one(ci[1])}]" if ci else "")
 
@@ -111,14 +180,26 @@ def _scale_cell(entry: dict) -> str:
 def render(report: dict, console: Console) -> None:
     """Rich tables of a `mapnet.variance/1` document."""
     g, d = report["gradient"], report["data"]
-    console.print(f"[bold]{shown(report['checkpoint']['path'])}[/] — {len(d['sentences'])} validation sentences x "
-                  f"{d['masks_per_sentence']} masks, K ~ {d['mask_size_mean']:.1f} of n ~ {d['eligible_mean']:.1f} "
-                  f"positions; {g['mode']} gradients of {g['parameters']:,} parameters"
-                  + (f" sketched to {g['dimension']}" if g["mode"] == "sketch" else "")
-                  + f"; {g['evaluations']} backward passes in {g['seconds']:.1f} s", highlight=False)
+    console.print(
+        f"[bold]{shown(report['checkpoint']['path'])}[/] — {len(d['sentences'])} validation sentences x "
+        f"{d['masks_per_sentence']} masks, K ~ {d['mask_size_mean']:.1f} of n ~ {d['eligible_mean']:.1f} "
+        f"positions; {g['mode']} gradients of {g['parameters']:,} parameters"
+        + (f" sketched to {g['dimension']}" if g["mode"] == "sketch" else "")
+        + f"; {g['evaluations']} backward passes in {g['seconds']:.1f} s",
+        highlight=False,
+    )
     table = Table(title="Gradient variance (traces; 95% bootstrap intervals)", show_lines=False)
-    for col in ("scheme", "mask variance", "sentence variance", "total (direct)", "mask + sentence", "mask share",
-                "noise scale", "weights mean [min, max]", "bias vs uniform (rel.)"):
+    for col in (
+        "scheme",
+        "mask variance",
+        "sentence variance",
+        "total (direct)",
+        "mask + sentence",
+        "mask share",
+        "noise scale",
+        "weights mean [min, max]",
+        "bias vs uniform (rel.)",
+    ):
         # shown: "[min, max]" and an interval "[inf, 3.1]" are text (rich took them for tags and dropped them)
         table.add_column(shown(col), justify="left" if col == "scheme" else "right")
     for name, entry in report["schemes"].items():
@@ -127,24 +208,41 @@ def render(report: dict, console: Console) -> None:
             continue
         w = entry["weights"]
         bias = entry.get("bias_vs_uniform")
-        table.add_row(*cells(name + (" (per position)" if w.get("per_position") else ""),
-                             _cell(entry["mask_variance"]), _cell(entry["sentence_variance"]),
-                             _cell(entry["total_variance"]), _fmt(entry["sum_of_terms"]["estimate"]),
-                             f"{entry['mask_share']:.1%}" if entry["mask_share"] is not None else "-",
-                             _scale_cell(entry["noise_scale"]),
-                             f"{w['mean']:.3f} [{w['min']:.3f}, {w['max']:.3f}]",
-                             _cell(bias["relative_unbiased"]) if bias else "-"))
+        table.add_row(
+            *cells(
+                name + (" (per position)" if w.get("per_position") else ""),
+                _cell(entry["mask_variance"]),
+                _cell(entry["sentence_variance"]),
+                _cell(entry["total_variance"]),
+                _fmt(entry["sum_of_terms"]["estimate"]),
+                f"{entry['mask_share']:.1%}" if entry["mask_share"] is not None else "-",
+                _scale_cell(entry["noise_scale"]),
+                f"{w['mean']:.3f} [{w['min']:.3f}, {w['max']:.3f}]",
+                _cell(bias["relative_unbiased"]) if bias else "-",
+            )
+        )
     console.print(table)
-    console.print("[dim]noise scale = total / ||E g||^2 of the scheme's own mean gradient (B_simple; a constant weight "
-                  "cancels); inf: the mean gradient is not distinguishable from 0.[/]", highlight=False)
+    console.print(
+        "[dim]noise scale = total / ||E g||^2 of the scheme's own mean gradient (B_simple; a constant weight "
+        "cancels); inf: the mean gradient is not distinguishable from 0.[/]",
+        highlight=False,
+    )
     mb = Table(title="Mini-batch mean: B sequences x 1 mask (total / B, and measured by drawing disjoint batches)")
     for col in ("scheme", "B", "predicted total / B", "mask part", "sentence part", "direct ± MC s.e."):
         mb.add_column(shown(col), justify="left" if col == "scheme" else "right")
     for name, rows in report["minibatch"].items():
         for row in rows:
             direct = row["direct"]
-            mb.add_row(*cells(name, str(row["batch_size"]), _cell(row["predicted"]), _fmt(row["mask_part"]),
-                              _fmt(row["sentence_part"])),
-                       shown(f"{_fmt(direct['estimate'])} ± {_fmt(direct['mc_stderr'])}") if direct
-                       else f"[dim]{shown(row['direct_unavailable'])}[/]")
+            mb.add_row(
+                *cells(
+                    name,
+                    str(row["batch_size"]),
+                    _cell(row["predicted"]),
+                    _fmt(row["mask_part"]),
+                    _fmt(row["sentence_part"]),
+                ),
+                shown(f"{_fmt(direct['estimate'])} ± {_fmt(direct['mc_stderr'])}")
+                if direct
+                else f"[dim]{shown(row['direct_unavailable'])}[/]",
+            )
     console.print(mb)

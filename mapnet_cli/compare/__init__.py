@@ -17,22 +17,69 @@ checkpoints a run keeps and why (a finished run is reused, a stopped one resumed
 
 from ..intervals import mean_ci, t_quantile_975
 from ..metrics_file import read_metrics
-from . import costs
 from .blimp_scores import blimp_controls, blimp_results
 from .glue_scores import control_label, glue_controls, glue_results
+from .parallel import RunState, check_gpus, train_in_parallel
 from .plan import SCHEME, STRATEGIES, PlannedRun, eval_steps, parse_strategies, plan_runs, split_name, strategy_masking
 from .plots import write_plots
 from .records import collect, data_order_sha256, initial_weights_sha256, run_record, tensors_sha256, variance_curve
-from .report import CONTROL_ROW, RESULTS, SCHEMA, TABLE_HEADER, pm, results_document, table_rows, unigram_line, vs_unigram
-from .parallel import RunState, check_gpus, train_in_parallel
+from .report import (
+    CONTROL_ROW,
+    RESULTS,
+    SCHEMA,
+    TABLE_HEADER,
+    pm,
+    results_document,
+    table_rows,
+    unigram_line,
+    vs_unigram,
+)
 from .run import pretraining_part, recorded_settings, reused_of, run_all, runs_to_train
 from .statistics import aggregate, extra_metrics, fairness_checks, steps_to_target
 
-__all__ = ["STRATEGIES", "SCHEME", "PlannedRun", "split_name", "strategy_masking", "eval_steps", "parse_strategies",
-           "plan_runs", "run_all", "runs_to_train", "reused_of", "train_in_parallel", "RunState", "check_gpus",
-           "pretraining_part", "recorded_settings", "tensors_sha256", "initial_weights_sha256",
-           "data_order_sha256", "read_metrics", "run_record", "variance_curve", "glue_results", "glue_controls", "blimp_results", "blimp_controls",
-           "control_label", "t_quantile_975", "mean_ci", "steps_to_target", "aggregate", "fairness_checks",
-           "collect", "SCHEMA", "RESULTS", "results_document", "TABLE_HEADER", "CONTROL_ROW", "pm", "table_rows", "unigram_line",
-           "vs_unigram",
-           "write_plots", "extra_metrics"]
+__all__ = [
+    "STRATEGIES",
+    "SCHEME",
+    "PlannedRun",
+    "split_name",
+    "strategy_masking",
+    "eval_steps",
+    "parse_strategies",
+    "plan_runs",
+    "run_all",
+    "runs_to_train",
+    "reused_of",
+    "train_in_parallel",
+    "RunState",
+    "check_gpus",
+    "pretraining_part",
+    "recorded_settings",
+    "tensors_sha256",
+    "initial_weights_sha256",
+    "data_order_sha256",
+    "read_metrics",
+    "run_record",
+    "variance_curve",
+    "glue_results",
+    "glue_controls",
+    "blimp_results",
+    "blimp_controls",
+    "control_label",
+    "t_quantile_975",
+    "mean_ci",
+    "steps_to_target",
+    "aggregate",
+    "fairness_checks",
+    "collect",
+    "SCHEMA",
+    "RESULTS",
+    "results_document",
+    "TABLE_HEADER",
+    "CONTROL_ROW",
+    "pm",
+    "table_rows",
+    "unigram_line",
+    "vs_unigram",
+    "write_plots",
+    "extra_metrics",
+]

@@ -4,8 +4,8 @@ controls: one random-init encoder per pretraining seed and the unigram model of 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..evaluation.blimp import SCORER_VERSION  # part of every cache key: caches of another scorer are rescored
 from .glue_scores import control_label
@@ -27,12 +27,24 @@ def _cached(path: Path, key: dict) -> dict:
 
 
 def _brief(entry: dict) -> dict:
-    return {"step": entry["step"], "accuracy": entry["accuracy"], "fields": entry["fields"],
-            "paradigms": {uid: p["accuracy"] for uid, p in entry["paradigms"].items()}}
+    return {
+        "step": entry["step"],
+        "accuracy": entry["accuracy"],
+        "fields": entry["fields"],
+        "paradigms": {uid: p["accuracy"] for uid, p in entry["paradigms"].items()},
+    }
 
 
-def blimp_results(plan: list[PlannedRun], shards: Path, suite, cfg, out: Path, every_checkpoint: bool = False,
-                  note: Callable[[str], None] = lambda _: None, device=None) -> dict:
+def blimp_results(
+    plan: list[PlannedRun],
+    shards: Path,
+    suite,
+    cfg,
+    out: Path,
+    every_checkpoint: bool = False,
+    note: Callable[[str], None] = lambda _: None,
+    device=None,
+) -> dict:
     """{run label: {accuracy, fields, paradigms, curve}} for every planned run (BLiMP at its final checkpoint;
     `curve`: at each kept one with `every_checkpoint`), plus `control_label(k)` for the random-init encoder of
     seed index k (seed k's uniform run, else its first, gives architecture, tokenizer and pretraining seed,
@@ -42,8 +54,12 @@ def blimp_results(plan: list[PlannedRun], shards: Path, suite, cfg, out: Path, e
     from ..evaluation.blimp.models import control_targets, find_targets
 
     scorer = Scorer(suite, cfg, device)
-    key = {"suite": suite.sha256, "pairs_per_paradigm": suite.pairs_per_paradigm, "method": cfg.method,
-           "scorer": SCORER_VERSION}
+    key = {
+        "suite": suite.sha256,
+        "pairs_per_paradigm": suite.pairs_per_paradigm,
+        "method": cfg.method,
+        "scorer": SCORER_VERSION,
+    }
     results, finals = {}, {}
     for pr in plan:
         targets = sorted(find_targets([pr.path]), key=lambda t: t.step)
@@ -66,7 +82,9 @@ def blimp_results(plan: list[PlannedRun], shards: Path, suite, cfg, out: Path, e
     for k in sorted({pr.index for pr in plan}):
         mine = [pr for pr in plan if pr.index == k]
         source = next((pr for pr in mine if split_name(pr.strategy) == ("uniform", None)), mine[0])
-        controls, links, _ = control_targets([finals[source.label]], shards, random=True, unigram=k == min(pr.index for pr in plan))
+        controls, links, _ = control_targets(
+            [finals[source.label]], shards, random=True, unigram=k == min(pr.index for pr in plan)
+        )
         for ctl in controls:
             label = control_label(k) if ctl.init == "random" else UNIGRAM
             if ctl.sha not in cache:
@@ -81,5 +99,7 @@ def blimp_results(plan: list[PlannedRun], shards: Path, suite, cfg, out: Path, e
 def blimp_controls(blimp: dict | None) -> dict:
     """{"random": {seed index: record}, "unigram": record or None} from `blimp_results`' answer."""
     blimp = blimp or {}
-    return {"random": {rec["seed_index"]: rec for rec in blimp.values() if rec.get("init") == "random"},
-            "unigram": blimp.get(UNIGRAM)}
+    return {
+        "random": {rec["seed_index"]: rec for rec in blimp.values() if rec.get("init") == "random"},
+        "unigram": blimp.get(UNIGRAM),
+    }

@@ -39,18 +39,22 @@ def read_step_costs(path: Path, strategies: list[str]) -> dict[str, tuple[float,
         raise MapnetError(f"--step-costs {path}: not a readable JSON file ({exc})") from None
     arms = doc.get("arms") if isinstance(doc, dict) else None
     if not isinstance(arms, dict):
-        raise MapnetError(f"--step-costs {path}: no \"arms\" table (benchmarks/step_costs.py writes one)")
+        raise MapnetError(f'--step-costs {path}: no "arms" table (benchmarks/step_costs.py writes one)')
     missing = [name for name in strategies if name not in arms]
     if missing:
-        raise MapnetError(f"--step-costs {path} has no costs for {', '.join(missing)}: time them with "
-                          "benchmarks/step_costs.py (--arm NAME SHARDS strategy=NAME)")
+        raise MapnetError(
+            f"--step-costs {path} has no costs for {', '.join(missing)}: time them with "
+            "benchmarks/step_costs.py (--arm NAME SHARDS strategy=NAME)"
+        )
     out = {}
     for name in strategies:
         entry = arms[name] if isinstance(arms[name], dict) else {}
         costs = (entry.get("step_seconds"), entry.get("short_step_seconds"))
         if not all(is_step_cost(c) for c in costs):
-            raise MapnetError(f"--step-costs {path}: {name}'s step_seconds and short_step_seconds must be positive "
-                              f"numbers (got {costs[0]!r}, {costs[1]!r})")
+            raise MapnetError(
+                f"--step-costs {path}: {name}'s step_seconds and short_step_seconds must be positive "
+                f"numbers (got {costs[0]!r}, {costs[1]!r})"
+            )
         out[name] = (float(costs[0]), float(costs[1]))
     return out
 

@@ -13,8 +13,16 @@ def control_label(seed_index: int) -> str:
     return f"random-init/seed-{seed_index}"
 
 
-def glue_results(plan: list[PlannedRun], tasks: list[str], glue_data: Path, out: Path, ft, events=None,
-                 every_checkpoint: bool = False, preset: str | None = None) -> dict:
+def glue_results(
+    plan: list[PlannedRun],
+    tasks: list[str],
+    glue_data: Path,
+    out: Path,
+    ft,
+    events=None,
+    every_checkpoint: bool = False,
+    preset: str | None = None,
+) -> dict:
     """The GLUE sweep (settings.finetune) on every run's final checkpoint, or on all its kept
     checkpoints (`every_checkpoint`: a GLUE-vs-step curve); {label: {entries, score, curve}}.
 
@@ -27,9 +35,13 @@ def glue_results(plan: list[PlannedRun], tasks: list[str], glue_data: Path, out:
     from ..evaluation.glue.sweep import run_sweep
 
     # Every run folder is called seed-k: label checkpoints by strategy too, or the tables mix them up.
-    refs = {pr.label: [replace(ref, run=pr.label) for ref in
-                       (find_checkpoints(every=[pr.path]) if every_checkpoint else find_checkpoints([pr.path]))]
-            for pr in plan}
+    refs = {
+        pr.label: [
+            replace(ref, run=pr.label)
+            for ref in (find_checkpoints(every=[pr.path]) if every_checkpoint else find_checkpoints([pr.path]))
+        ]
+        for pr in plan
+    }
     controls = {}
     for k in sorted({pr.index for pr in plan}):
         mine = [pr for pr in plan if pr.index == k]
@@ -37,21 +49,37 @@ def glue_results(plan: list[PlannedRun], tasks: list[str], glue_data: Path, out:
         final = max(refs[source.label], key=lambda ref: ref.step)
         controls[k] = random_init_ref(final, run=control_label(k))
     of = {ref.key: controls[pr.index].key for pr in plan for ref in refs[pr.label]}
-    doc = run_sweep([*(ref for mine in refs.values() for ref in mine), *controls.values()], tasks, glue_data,
-                    out / "glue", ft, events, controls=of, preset=preset)
+    doc = run_sweep(
+        [*(ref for mine in refs.values() for ref in mine), *controls.values()],
+        tasks,
+        glue_data,
+        out / "glue",
+        ft,
+        events,
+        controls=of,
+        preset=preset,
+    )
     by_sha = {ck["sha256"]: ck for ck in doc["summary"]["checkpoints"]}
     results = {}
     for pr in plan:
         mine = sorted(refs[pr.label], key=lambda ref: ref.step)
         final = by_sha[mine[-1].sha]
-        results[pr.label] = {"entries": final["entries"], "score": final["glue"]["score"],
-                             "score_entries": final["glue"]["entries"],
-                             "curve": [{"step": ref.step, "score": by_sha[ref.sha]["glue"]["score"]} for ref in mine]}
+        results[pr.label] = {
+            "entries": final["entries"],
+            "score": final["glue"]["score"],
+            "score_entries": final["glue"]["entries"],
+            "curve": [{"step": ref.step, "score": by_sha[ref.sha]["glue"]["score"]} for ref in mine],
+        }
     for k, ref in controls.items():
         ck = by_sha[ref.sha]
-        results[control_label(k)] = {"seed_index": k, "init": "random", "pretraining_seed": ref.init_seed,
-                                     "entries": ck["entries"], "score": ck["glue"]["score"],
-                                     "score_entries": ck["glue"]["entries"]}
+        results[control_label(k)] = {
+            "seed_index": k,
+            "init": "random",
+            "pretraining_seed": ref.init_seed,
+            "entries": ck["entries"],
+            "score": ck["glue"]["score"],
+            "score_entries": ck["glue"]["entries"],
+        }
     return results
 
 

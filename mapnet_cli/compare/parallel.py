@@ -19,9 +19,9 @@ import shutil
 import sys
 import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ..errors import MapnetError
 from .plan import PlannedRun
@@ -33,7 +33,7 @@ class RunState:
 
     label: str
     path: Path
-    total: int | None      # its steps (None: a budget run's, unknown in advance)
+    total: int | None  # its steps (None: a budget run's, unknown in advance)
     status: str = "waiting"  # waiting, running, done
     step: int = 0
     started: float | None = None
@@ -93,8 +93,17 @@ def train_task(spec: dict) -> str:
 
 def run_specs(todo: list[tuple[PlannedRun, bool]], shards: Path, threads: int) -> list[dict]:
     """One task's input per run: plain values a worker can unpickle without the coordinator's objects."""
-    return [{"label": pr.label, "settings": pr.settings.to_toml(), "path": str(pr.path), "shards": str(shards),
-             "threads": threads, "argv": list(sys.argv)} for pr, _ in todo]
+    return [
+        {
+            "label": pr.label,
+            "settings": pr.settings.to_toml(),
+            "path": str(pr.path),
+            "shards": str(shards),
+            "threads": threads,
+            "argv": list(sys.argv),
+        }
+        for pr, _ in todo
+    ]
 
 
 def local_shape(runs: int, workers: int, threads: int) -> tuple[int, int]:
@@ -106,9 +115,15 @@ def local_shape(runs: int, workers: int, threads: int) -> tuple[int, int]:
     return workers, threads or max(1, cores // workers)
 
 
-def train_in_parallel(todo: list[tuple[PlannedRun, bool]], shards: Path, engine_settings, address: str | None,
-                      on_tick: Callable[[list[RunState]], None] = lambda states: None, gpus: int = 0,
-                      per_run: int = 1) -> None:
+def train_in_parallel(
+    todo: list[tuple[PlannedRun, bool]],
+    shards: Path,
+    engine_settings,
+    address: str | None,
+    on_tick: Callable[[list[RunState]], None] = lambda states: None,
+    gpus: int = 0,
+    per_run: int = 1,
+) -> None:
     """Train every run of `todo` ({run, resume}) as Dask tasks, `on_tick` called with every run's state about once a
     second and when one finishes; returns when all are done (the first failure stops the rest, in one line). `gpus`:
     a local cluster of gpus / per_run workers on this node instead, each seeing its own `per_run` GPUs."""
@@ -118,15 +133,19 @@ def train_in_parallel(todo: list[tuple[PlannedRun, bool]], shards: Path, engine_
         return
     envs = None
     if gpus:
-        envs = [{"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in range(i * per_run, (i + 1) * per_run))}
-                for i in range(gpus // per_run)]
+        envs = [
+            {"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in range(i * per_run, (i + 1) * per_run))}
+            for i in range(gpus // per_run)
+        ]
         workers, threads = len(envs), engine_settings.threads
     elif scheduler_address(address) is None:
         workers, threads = local_shape(len(todo), engine_settings.workers, engine_settings.threads)
     else:
         workers, threads = 0, engine_settings.threads  # a cluster's workers: torch's own default unless asked
-    states = [RunState(pr.label, pr.path, None if pr.settings.train.time_budget else pr.settings.train.steps)
-              for pr, _ in todo]
+    states = [
+        RunState(pr.label, pr.path, None if pr.settings.train.time_budget else pr.settings.train.steps)
+        for pr, _ in todo
+    ]
     with dask_engine(engine_settings, address, workers, worker_envs=envs) as engine:
         for index, _ in engine.as_completed(train_task, run_specs(todo, shards, threads), "compare"):
             for state in states:
@@ -148,8 +167,9 @@ def check_gpus(gpus: int, per_run: int) -> None:
 
     have = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if have == 0:
-        raise MapnetError(f"--gpus {gpus}: this machine has no CUDA device; compare on the CPU without --gpus, or "
-                          "with --engine dask")
+        raise MapnetError(
+            f"--gpus {gpus}: this machine has no CUDA device; compare on the CPU without --gpus, or with --engine dask"
+        )
     if gpus > have:
         raise MapnetError(f"--gpus {gpus}: this machine has {have} CUDA device(s)")
 

@@ -21,8 +21,10 @@ def _mapnet(**table) -> dict:
 
 
 def _adaptive(score: str, weights: str) -> dict:
-    return {"strategy": "adaptive", "adaptive": {"score": score, "weights": weights,
-                                                 **({"mix_uniform": 0.5} if weights == "ht" else {})}}
+    return {
+        "strategy": "adaptive",
+        "adaptive": {"score": score, "weights": weights, **({"mix_uniform": 0.5} if weights == "ht" else {})},
+    }
 
 
 # Each ablation is the paper's MAP-Net with one thing changed.
@@ -49,24 +51,40 @@ STRATEGIES = {
     "adaptive-soft": _adaptive("soft", "none"),
     "adaptive-ht": _adaptive("hard", "ht"),
     "adaptive-soft-ht": _adaptive("soft", "ht"),
-    # The no-network unit schemes people use (masking/units.py, masking/pmi_units.py): unweighted, the uniform token budget.
+    # The no-network unit schemes people use (masking/units.py, masking/pmi_units.py): unweighted, the uniform token
+    # budget.
     "whole-word": {"strategy": "whole-word"},
     "span": {"strategy": "span"},
     "pmi": {"strategy": "pmi"},
 }
 # The variance-decomposition scheme that matches what each strategy trains with.
-SCHEME = {"uniform": "uniform", "mapnet": "mapnet_clipped", "mapnet-noweight": "mapnet_unweighted",
-          "mapnet-unclipped": "mapnet_unclipped", "mapnet-noexplore": "mapnet_clipped",
-          "mapnet-uncompressed": "mapnet_clipped", "mapnet-ht": "ht", "mapnet-ht-loss": "ht",
-          "mapnet-ht-learnability": "ht", "mapnet-ht-lite": "ht", "stratified": "stratified", "frequency-ht": "frequency",
-          # Unit masks and the adaptive table are not a variance scheme yet: their arms show no variance curve
-          # (uniform is still measured).
-          "whole-word": None, "span": None, "pmi": None,
-          "adaptive": None, "adaptive-soft": None, "adaptive-ht": None, "adaptive-soft-ht": None}
+SCHEME = {
+    "uniform": "uniform",
+    "mapnet": "mapnet_clipped",
+    "mapnet-noweight": "mapnet_unweighted",
+    "mapnet-unclipped": "mapnet_unclipped",
+    "mapnet-noexplore": "mapnet_clipped",
+    "mapnet-uncompressed": "mapnet_clipped",
+    "mapnet-ht": "ht",
+    "mapnet-ht-loss": "ht",
+    "mapnet-ht-learnability": "ht",
+    "mapnet-ht-lite": "ht",
+    "stratified": "stratified",
+    "frequency-ht": "frequency",
+    # Unit masks and the adaptive table are not a variance scheme yet: their arms show no variance curve
+    # (uniform is still measured).
+    "whole-word": None,
+    "span": None,
+    "pmi": None,
+    "adaptive": None,
+    "adaptive-soft": None,
+    "adaptive-ht": None,
+    "adaptive-soft-ht": None,
+}
 
 
 def split_name(name: str) -> tuple[str, float | None]:
-    """"uniform@0.4" -> ("uniform", 0.4): any strategy at another masking rate (masking.mask_prob)."""
+    """ "uniform@0.4" -> ("uniform", 0.4): any strategy at another masking rate (masking.mask_prob)."""
     base, at, rate = name.partition("@")
     if not at:
         return base, None
@@ -86,8 +104,10 @@ def strategy_masking(name: str, steps: int, budget: bool = False) -> dict:
     values = {key: dict(v) if isinstance(v, dict) else v for key, v in STRATEGIES[base].items()}
     if values.get("mapnet", {}).get("explore_steps") == "10x":
         if budget:
-            raise MapnetError(f"strategy {name} stretches MAP-Net's exploration to 10x train.steps, which a "
-                              "train.time_budget does not fix; compare it by steps")
+            raise MapnetError(
+                f"strategy {name} stretches MAP-Net's exploration to 10x train.steps, which a "
+                "train.time_budget does not fix; compare it by steps"
+            )
         values["mapnet"]["explore_steps"] = 10 * steps
     if rate is not None:
         values["mask_prob"] = rate
@@ -124,8 +144,13 @@ def parse_strategies(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def plan_runs(base: settings_mod.Settings, strategies: list[str], seeds: int, out: Path,
-              step_costs: dict[str, tuple[float, float]] | None = None) -> list[PlannedRun]:
+def plan_runs(
+    base: settings_mod.Settings,
+    strategies: list[str],
+    seeds: int,
+    out: Path,
+    step_costs: dict[str, tuple[float, float]] | None = None,
+) -> list[PlannedRun]:
     """One run per strategy x seed index, in the order they are trained (seed-major, so a stopped
     comparison already holds complete seeds). `step_costs` ({strategy: (step, short step) seconds}, `costs.py`)
     puts every arm of a budget comparison on the modelled clock at its own costs."""
@@ -136,19 +161,26 @@ def plan_runs(base: settings_mod.Settings, strategies: list[str], seeds: int, ou
         if not t.time_budget:
             raise MapnetError("--step-costs gives each arm's cost toward a budget: it needs --time-budget")
         if t.step_seconds or t.short_step_seconds:
-            raise MapnetError("--step-costs and train.step_seconds are two modelled clocks: give one (--step-costs "
-                              "gives each arm its own)")
+            raise MapnetError(
+                "--step-costs and train.step_seconds are two modelled clocks: give one (--step-costs "
+                "gives each arm its own)"
+            )
     # Every evaluated state is kept (for --blimp/--glue-every-checkpoint); a budget run's steps are not known in
     # advance, so it keeps every checkpoint, one per evaluation.
-    kept = {"keep_steps": [s for s in eval_steps(t) if s > 0]} if not t.time_budget else {
-        "keep_steps": [], "keep_last": t.steps}
+    kept = (
+        {"keep_steps": [s for s in eval_steps(t) if s > 0]}
+        if not t.time_budget
+        else {"keep_steps": [], "keep_last": t.steps}
+    )
     out_runs: list[PlannedRun] = []
     unused: dict[str, tuple] | None = None  # strategy-specific keys given that no arm uses
     for k in range(seeds):
         for name in strategies:
             clock = clock_updates(step_costs[name], t) if step_costs is not None else {}
-            updates = {"masking": strategy_masking(name, t.steps, bool(t.time_budget)),
-                       "train": {"seed": t.seed + k, "checkpoint_every": t.eval_every, **kept, **clock}}
+            updates = {
+                "masking": strategy_masking(name, t.steps, bool(t.time_budget)),
+                "train": {"seed": t.seed + k, "checkpoint_every": t.eval_every, **kept, **clock},
+            }
             s = settings_mod.apply(base, updates, f"compare strategy {name}")
             # A strategy-specific key (--set masking.span.p=0.3) goes to the arms that use it; the others
             # keep its default, as their own `pretrain` would need.
@@ -159,13 +191,23 @@ def plan_runs(base: settings_mod.Settings, strategies: list[str], seeds: int, ou
                 raise MapnetError(f"invalid settings for strategy {name}: " + "; ".join(s.problems()))
             out_runs.append(PlannedRun(name, k, s, Path(out) / "runs" / name / f"seed-{k}"))
     if unused:
-        raise MapnetError("; ".join(f"masking.{key} = {value!r} only applies with {where}, and no compared strategy "
-                                    "uses it" for key, (value, where) in unused.items()))
+        raise MapnetError(
+            "; ".join(
+                f"masking.{key} = {value!r} only applies with {where}, and no compared strategy uses it"
+                for key, (value, where) in unused.items()
+            )
+        )
     return out_runs
 
 
-def check_inputs(plan: list[PlannedRun], shards: Path, glue_tasks: list[str] = (), glue_data: Path | None = None,
-                 finetune=None, blimp_suite=None) -> None:
+def check_inputs(
+    plan: list[PlannedRun],
+    shards: Path,
+    glue_tasks: list[str] = (),
+    glue_data: Path | None = None,
+    finetune=None,
+    blimp_suite=None,
+) -> None:
     """Everything the comparison will read, checked before its first run trains, every problem in one line:
     what each arm's run needs from the shards (a `pmi` arm's vocabulary, `train.inputs`), an --init-from
     SOURCE's tokenizer against the shards', every GLUE task's files (read and parsed as the sweep will), and
@@ -188,16 +230,23 @@ def check_inputs(plan: list[PlannedRun], shards: Path, glue_tasks: list[str] = (
         for pr in {pr.strategy: pr for pr in plan}.values():  # one per arm: the seeds differ in train.seed only
             for text in run_input_problems(pr.settings, reader, shards):
                 arms.setdefault(text, []).append(pr.strategy)
-        problems += [f"{'strategy' if len(names) == 1 else 'strategies'} {', '.join(names)}: {text}"
-                     for text, names in arms.items()]
+        problems += [
+            f"{'strategy' if len(names) == 1 else 'strategies'} {', '.join(names)}: {text}"
+            for text, names in arms.items()
+        ]
         if blimp_suite is not None and plan:
             collect(lambda: _blimp_fits(plan, Path(reader.tokenizer_path), blimp_suite))
         source = plan[0].settings.model.init_from if plan else ""
         if source:
-            collect(lambda: init_from.check_tokenizer(init_from.open_source(source), reader.tokenizer_path,
-                                                      f"the shards in {shards}"))
+            collect(
+                lambda: init_from.check_tokenizer(
+                    init_from.open_source(source), reader.tokenizer_path, f"the shards in {shards}"
+                )
+            )
     if glue_tasks and not Path(glue_data).is_dir():
-        problems.append(f"--glue-data {glue_data}: no such folder (GLUE in the standard layout: <Task>/train.tsv, dev.tsv)")
+        problems.append(
+            f"--glue-data {glue_data}: no such folder (GLUE in the standard layout: <Task>/train.tsv, dev.tsv)"
+        )
     elif glue_tasks:
         from ..evaluation.glue.sweep import load_tasks
 
@@ -215,6 +264,8 @@ def _blimp_fits(plan: list[PlannedRun], tokenizer: Path, suite) -> None:
     text = mapnet_text(tokenizer.parent, settings)  # the checkpoints' own path: they carry these shards' tokenizer
     longest = max(len(ids) for ids in text.tokenise(suite.sentences())) + 2
     if longest > settings.model.max_position:
-        raise MapnetError(f"--blimp: its longest sentence is {longest} tokens with [CLS] and [SEP] in the shards' "
-                          f"tokenizer, more than model.max_position ({settings.model.max_position}) can read; "
-                          "score other paradigms, or train a longer model")
+        raise MapnetError(
+            f"--blimp: its longest sentence is {longest} tokens with [CLS] and [SEP] in the shards' "
+            f"tokenizer, more than model.max_position ({settings.model.max_position}) can read; "
+            "score other paradigms, or train a longer model"
+        )

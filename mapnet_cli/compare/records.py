@@ -27,8 +27,8 @@ def initial_weights_sha256(settings, vocab_size: int, pad_id: int) -> str:
     with model.init_from)."""
     import torch
 
-    from ..train import init_from
     from ..model.bert import BertConfig
+    from ..train import init_from
 
     cfg = BertConfig.from_settings(settings.model, vocab_size, pad_id)
     source = init_from.open_source(settings.model.init_from) if settings.model.init_from else None
@@ -72,32 +72,48 @@ def run_record(pr: PlannedRun, vocab_size: int, pad_id: int, train_sequences: in
     evals, trains = read_metrics(pr.path / pr.settings.logging.metrics_file)
     last = final_step(pr)
     if last is None:
-        raise MapnetError(f"{pr.path} has not spent its train.time_budget ({pr.settings.train.time_budget}); "
-                          "rerun the comparison to finish it")
+        raise MapnetError(
+            f"{pr.path} has not spent its train.time_budget ({pr.settings.train.time_budget}); "
+            "rerun the comparison to finish it"
+        )
     if not trains or trains[-1]["step"] != last:
         raise MapnetError(f"{pr.path} has no metrics line for its final step {last}")
     # elapsed counts training steps only (evaluation excluded); interpolated at the eval steps.
     t_steps, t_elapsed = [0] + [r["step"] for r in trains], [0.0] + [r["elapsed"] for r in trains]
-    curve = [{"step": e["step"], "eval_loss": e["eval_loss"], "eval_accuracy": e["eval_accuracy"],
-              **{k: e[k] for k in e if k.startswith(("eval_loss@", "eval_accuracy@"))},
-              "elapsed": float(np.interp(e["step"], t_steps, t_elapsed))} for e in evals]
+    curve = [
+        {
+            "step": e["step"],
+            "eval_loss": e["eval_loss"],
+            "eval_accuracy": e["eval_accuracy"],
+            **{k: e[k] for k in e if k.startswith(("eval_loss@", "eval_accuracy@"))},
+            "elapsed": float(np.interp(e["step"], t_steps, t_elapsed)),
+        }
+        for e in evals
+    ]
     shas = sorted({e["eval_sha256"] for e in evals})
     # train.extra_eval sets: one hash per named set, which must not change along the run either.
     names = sorted({k.partition("@")[2] for e in evals for k in e if k.startswith("eval_sha256@")})
     for e in evals:
         missing = [n for n in names if f"eval_sha256@{n}" not in e]
         if missing:
-            raise MapnetError(f"{pr.path}: the evaluation at step {e['step']} lacks held-out set(s) {missing} "
-                              "(train.extra_eval changed during the run?)")
+            raise MapnetError(
+                f"{pr.path}: the evaluation at step {e['step']} lacks held-out set(s) {missing} "
+                "(train.extra_eval changed during the run?)"
+            )
     extra_shas = {n: sorted({e[f"eval_sha256@{n}"] for e in evals}) for n in names}
     return {
-        "strategy": pr.strategy, "seed_index": pr.index, "seed": pr.settings.train.seed, "path": str(pr.path),
+        "strategy": pr.strategy,
+        "seed_index": pr.index,
+        "seed": pr.settings.train.seed,
+        "path": str(pr.path),
         "initial_weights_sha256": initial_weights_sha256(pr.settings, vocab_size, pad_id),
         "data_order_sha256": data_order_sha256(pr.settings, train_sequences),
         "eval_sha256": shas[0] if len(shas) == 1 else shas,
         "extra_eval_sha256": {name: v[0] if len(v) == 1 else v for name, v in extra_shas.items()},
-        "eval": curve, "train": [{"step": r["step"], "loss": r["loss"], "elapsed": r["elapsed"]} for r in trains],
-        "seconds_per_step": trains[-1]["elapsed"] / trains[-1]["step"], "precision": precisions(pr),
+        "eval": curve,
+        "train": [{"step": r["step"], "loss": r["loss"], "elapsed": r["elapsed"]} for r in trains],
+        "seconds_per_step": trains[-1]["elapsed"] / trains[-1]["step"],
+        "precision": precisions(pr),
         **({"budget": budget_record(pr)} if pr.settings.train.time_budget else {}),
         "unigram": read_unigram(pr.path / pr.settings.logging.metrics_file),
         "settings": pr.settings.to_dict(),
@@ -107,10 +123,10 @@ def run_record(pr: PlannedRun, vocab_size: int, pad_id: int, train_sequences: in
 def variance_curve(pr: PlannedRun, shards: Path) -> dict[str, dict]:
     """A cheap decomposition (variance.snapshot_*) at each of the run's checkpoints, cached in the run
     folder by weights hash and variance settings: a rerun measures nothing twice."""
-    from ..model import checkpoint
     from ..atomic import sha256_file, write_json
     from ..evaluation.variance.snapshot import variance_snapshot
     from ..evaluation.variance.target import load_target
+    from ..model import checkpoint
 
     cache_path = pr.path / "compare-variance.json"
     wanted = pr.settings.to_dict()["variance"]
@@ -130,8 +146,15 @@ def variance_curve(pr: PlannedRun, shards: Path) -> dict[str, dict]:
     return out
 
 
-def collect(plan: list[PlannedRun], shards: Path, reused: dict[str, bool], *, variance: bool = False,
-            glue: dict | None = None, blimp: dict | None = None) -> list[dict]:
+def collect(
+    plan: list[PlannedRun],
+    shards: Path,
+    reused: dict[str, bool],
+    *,
+    variance: bool = False,
+    glue: dict | None = None,
+    blimp: dict | None = None,
+) -> list[dict]:
     """Every run's raw record (metrics, hashes, optional variance, GLUE and BLiMP)."""
     from ..data.shards import ShardReader
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import shutil
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .. import settings as settings_mod
 from ..errors import MapnetError
@@ -21,8 +21,11 @@ def pretraining_part(values: dict) -> dict:
     out["logging"] = {k: v for k, v in out.get("logging", {}).items() if k in ("log_every", "metrics_file")}
     # How the step executes, not what it computes (compile's "auto" was `false` before it existed; prefetching
     # leaves every number bitwise the same).
-    out["train"] = {k: v for k, v in out.get("train", {}).items()
-                    if k not in ("compile", "compile_scope", "compile_mode", "prefetch")}
+    out["train"] = {
+        k: v
+        for k, v in out.get("train", {}).items()
+        if k not in ("compile", "compile_scope", "compile_mode", "prefetch")
+    }
     return out
 
 
@@ -51,7 +54,9 @@ def finished(pr: PlannedRun, done: dict) -> bool:
     return bool(budget and budget["finished"] and budget["steps"] in done)
 
 
-def runs_to_train(plan: list[PlannedRun], note: Callable[[str], None] = lambda _: None) -> list[tuple[PlannedRun, bool]]:
+def runs_to_train(
+    plan: list[PlannedRun], note: Callable[[str], None] = lambda _: None
+) -> list[tuple[PlannedRun, bool]]:
     """(run, resume) of every planned run that lacks its final checkpoint, in the plan's order; a finished run is
     reused (noted), a folder that never reached a checkpoint removed. Every earlier run in --out is checked first."""
     from ..model import checkpoint  # torch-heavy: only when the command runs, not for `mapnet --help`
@@ -63,13 +68,17 @@ def runs_to_train(plan: list[PlannedRun], note: Callable[[str], None] = lambda _
         found[pr.label] = done = dict(checkpoint.list_checkpoints(pr.path)) if pr.path.is_dir() else {}
         if done:
             try:
-                changed = changed_keys(pretraining_part(recorded_settings(pr.path)), pretraining_part(pr.settings.to_dict()))
+                changed = changed_keys(
+                    pretraining_part(recorded_settings(pr.path)), pretraining_part(pr.settings.to_dict())
+                )
             except MapnetError as exc:
                 problems.append(str(exc))
                 continue
             if changed:
-                problems.append(f"{pr.path} was trained with other settings than this comparison asks for "
-                                f"({', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''})")
+                problems.append(
+                    f"{pr.path} was trained with other settings than this comparison asks for "
+                    f"({', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''})"
+                )
     if problems:
         raise MapnetError("; ".join(problems) + "; choose another --out or remove those runs")
     todo = []
@@ -84,8 +93,12 @@ def runs_to_train(plan: list[PlannedRun], note: Callable[[str], None] = lambda _
     return todo
 
 
-def run_all(plan: list[PlannedRun], shards: Path, train_fn: Callable[[PlannedRun, bool], None],
-            note: Callable[[str], None] = lambda _: None) -> dict[str, bool]:
+def run_all(
+    plan: list[PlannedRun],
+    shards: Path,
+    train_fn: Callable[[PlannedRun, bool], None],
+    note: Callable[[str], None] = lambda _: None,
+) -> dict[str, bool]:
     """Train every run that lacks its final checkpoint, one after another; returns {label: reused}."""
     todo = runs_to_train(plan, note)
     for pr, resume in todo:

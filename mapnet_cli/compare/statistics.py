@@ -30,9 +30,12 @@ def extra_metrics(run: dict) -> list[str]:
 
 def _steps_to_target(agg: dict, mine: list[dict], metric: str, target: float) -> dict:
     """Steps to `target` on the mean curve of `metric` and on each seed's own curve."""
-    return {"mean_curve": steps_to_target(agg["steps"], [p["mean"] for p in agg["curve"][metric]], target),
-            "per_seed": [steps_to_target([p["step"] for p in r["eval"]], [p[metric] for p in r["eval"]], target)
-                         for r in mine]}
+    return {
+        "mean_curve": steps_to_target(agg["steps"], [p["mean"] for p in agg["curve"][metric]], target),
+        "per_seed": [
+            steps_to_target([p["step"] for p in r["eval"]], [p[metric] for p in r["eval"]], target) for r in mine
+        ],
+    }
 
 
 def _glue_vs_control(mine: list[dict], control: dict[int, dict]) -> dict | None:
@@ -43,11 +46,13 @@ def _glue_vs_control(mine: list[dict], control: dict[int, dict]) -> dict | None:
     if not pairs:
         return None
     entries = sorted(set.intersection(*(set(g["entries"]) & set(c["entries"]) for g, c in pairs)))
-    return {"score": mean_ci([g["score"] - c["score"] for g, c in pairs]),
-            "entries": {e: mean_ci([g["entries"][e] - c["entries"][e] for g, c in pairs]) for e in entries},
-            "seed_indices": [r["seed_index"] for r in mine if r["seed_index"] in control],
-            "independent_comparisons": len(pairs),
-            "pairing": "pretraining seed; fine-tuning seeds averaged first"}
+    return {
+        "score": mean_ci([g["score"] - c["score"] for g, c in pairs]),
+        "entries": {e: mean_ci([g["entries"][e] - c["entries"][e] for g, c in pairs]) for e in entries},
+        "seed_indices": [r["seed_index"] for r in mine if r["seed_index"] in control],
+        "independent_comparisons": len(pairs),
+        "pairing": "pretraining seed; fine-tuning seeds averaged first",
+    }
 
 
 def _blimp(mine: list[dict], control: dict) -> dict:
@@ -59,12 +64,18 @@ def _blimp(mine: list[dict], control: dict) -> dict:
     curves = [r["blimp"]["curve"] for r in mine]
     steps = [c["step"] for c in curves[0]]
     if len(steps) > 1 and all([c["step"] for c in curve] == steps for curve in curves):
-        out["blimp_curve"] = {"steps": steps, "accuracy": [mean_ci([c[i]["accuracy"] for c in curves]) for i in range(len(steps))]}
+        out["blimp_curve"] = {
+            "steps": steps,
+            "accuracy": [mean_ci([c[i]["accuracy"] for c in curves]) for i in range(len(steps))],
+        }
     random = control.get("random") or {}
     pairs = [(r["blimp"]["accuracy"], random[r["seed_index"]]["accuracy"]) for r in mine if r["seed_index"] in random]
     if pairs:
-        out["blimp_vs_random_init"] = {**mean_ci([a - c for a, c in pairs]), "independent_comparisons": len(pairs),
-                                       "pairing": "pretraining seed: each seed's own random-init encoder"}
+        out["blimp_vs_random_init"] = {
+            **mean_ci([a - c for a, c in pairs]),
+            "independent_comparisons": len(pairs),
+            "pairing": "pretraining seed: each seed's own random-init encoder",
+        }
     if control.get("unigram"):
         out["blimp_vs_unigram"] = mean_ci([r["blimp"]["accuracy"] - control["unigram"]["accuracy"] for r in mine])
     return out
@@ -93,12 +104,19 @@ def _blimp_at_uniform_time(mine: list[dict], uniform: dict[int, dict]) -> dict:
         per_seed.append(None if value is None else value - u["blimp"]["accuracy"])
         if value is not None:
             diffs.append(value - u["blimp"]["accuracy"])
-    return {"paired_vs_uniform": mean_ci(diffs) if diffs else None, "per_seed": per_seed,
-            "basis": "each run's recorded training seconds (a shared machine's load moves them)"}
+    return {
+        "paired_vs_uniform": mean_ci(diffs) if diffs else None,
+        "per_seed": per_seed,
+        "basis": "each run's recorded training seconds (a shared machine's load moves them)",
+    }
 
 
-def aggregate(runs: list[dict], strategies: list[str], glue_control: dict[int, dict] | None = None,
-              blimp_control: dict | None = None) -> dict:
+def aggregate(
+    runs: list[dict],
+    strategies: list[str],
+    glue_control: dict[int, dict] | None = None,
+    blimp_control: dict | None = None,
+) -> dict:
     """Per strategy: curves (mean, CI), final numbers, steps- and seconds-to-target vs. uniform's final mean;
     with `glue_control` ({seed index: control record}) the GLUE margin over the random-init control; with
     BLiMP scores in the runs, their means, curves and margins over `blimp_control`'s controls."""
@@ -112,18 +130,33 @@ def aggregate(runs: list[dict], strategies: list[str], glue_control: dict[int, d
         at = [{p["step"]: p for p in r["eval"]} for r in mine]
         scores = ["eval_loss", "eval_accuracy", *extra_metrics(mine[0])]
         curve = {m: [mean_ci([a[s][m] for a in at]) for s in steps] for m in (*scores, "elapsed")}
-        out[name] = {"seeds": [r["seed"] for r in mine], "steps": steps, "curve": curve,
-                     "final": {m: mean_ci([r["eval"][-1][m] for r in mine]) for m in scores},
-                     "seconds_per_step": mean_ci([r["seconds_per_step"] for r in mine])}
+        out[name] = {
+            "seeds": [r["seed"] for r in mine],
+            "steps": steps,
+            "curve": curve,
+            "final": {m: mean_ci([r["eval"][-1][m] for r in mine]) for m in scores},
+            "seconds_per_step": mean_ci([r["seconds_per_step"] for r in mine]),
+        }
         if all("budget" in r for r in mine):
             out[name]["steps_bought"] = mean_ci([r["budget"]["steps"] for r in mine])
         if SCHEME[split_name(name)[0]] is not None and all("variance" in r for r in mine):
             scheme = SCHEME[split_name(name)[0]]
             vsteps = sorted(set.intersection(*(set(map(int, r["variance"])) for r in mine)))
-            out[name]["variance"] = {"scheme": scheme, "steps": vsteps, **{
-                term: [mean_ci([r["variance"][str(s)]["schemes"][scheme][term] for r in mine]) for s in vsteps]
-                for term in ("mask_variance", "sentence_variance", "total_variance", "noise_scale", "mask_noise_scale")
-                if all(term in r["variance"][str(s)]["schemes"].get(scheme, {}) for r in mine for s in vsteps)}}
+            out[name]["variance"] = {
+                "scheme": scheme,
+                "steps": vsteps,
+                **{
+                    term: [mean_ci([r["variance"][str(s)]["schemes"][scheme][term] for r in mine]) for s in vsteps]
+                    for term in (
+                        "mask_variance",
+                        "sentence_variance",
+                        "total_variance",
+                        "noise_scale",
+                        "mask_noise_scale",
+                    )
+                    if all(term in r["variance"][str(s)]["schemes"].get(scheme, {}) for r in mine for s in vsteps)
+                },
+            }
         if all("glue" in r for r in mine):
             scores = [r["glue"]["score"] for r in mine]
             out[name]["glue"] = mean_ci(scores) if None not in scores else None
@@ -135,9 +168,13 @@ def aggregate(runs: list[dict], strategies: list[str], glue_control: dict[int, d
                     out[name]["glue_vs_random_init"] = margin
             curves = [r["glue"].get("curve") or [] for r in mine]
             gsteps = [p["step"] for p in curves[0]]
-            if len(gsteps) > 1 and all([p["step"] for p in c] == gsteps and None not in [p["score"] for p in c] for c in curves):
-                out[name]["glue_curve"] = {"steps": gsteps, "score": [mean_ci([c[i]["score"] for c in curves])
-                                                                      for i in range(len(gsteps))]}
+            if len(gsteps) > 1 and all(
+                [p["step"] for p in c] == gsteps and None not in [p["score"] for p in c] for c in curves
+            ):
+                out[name]["glue_curve"] = {
+                    "steps": gsteps,
+                    "score": [mean_ci([c[i]["score"] for c in curves]) for i in range(len(gsteps))],
+                }
         if all("blimp" in r for r in mine):
             out[name].update(_blimp(mine, blimp_control or {}))
     target = None
@@ -150,9 +187,13 @@ def aggregate(runs: list[dict], strategies: list[str], glue_control: dict[int, d
             agg["seconds_to_target"] = None if reached is None else reached * agg["seconds_per_step"]["mean"]
             # The same question on each extra held-out set, against uniform's final mean loss there.
             agg["steps_to_target_by_set"] = {
-                m.partition("@")[2]: {"target": out["uniform"]["final"][m]["mean"],
-                                      **_steps_to_target(agg, mine, m, out["uniform"]["final"][m]["mean"])}
-                for m in agg["final"] if m.startswith("eval_loss@") and m in out["uniform"]["final"]}
+                m.partition("@")[2]: {
+                    "target": out["uniform"]["final"][m]["mean"],
+                    **_steps_to_target(agg, mine, m, out["uniform"]["final"][m]["mean"]),
+                }
+                for m in agg["final"]
+                if m.startswith("eval_loss@") and m in out["uniform"]["final"]
+            }
         by_seed = {r["seed_index"]: r for r in runs if r["strategy"] == "uniform"}
         for name, agg in out.items():
             mine = [r for r in runs if r["strategy"] == name and r["seed_index"] in by_seed]
@@ -162,10 +203,13 @@ def aggregate(runs: list[dict], strategies: list[str], glue_control: dict[int, d
             # uniform at each seed, then a t-interval over seeds. One independent comparison per seed.
             agg["paired_vs_uniform"] = {
                 m: mean_ci([r["eval"][-1][m] - by_seed[r["seed_index"]]["eval"][-1][m] for r in mine])
-                for m in agg["final"] if m.startswith("eval_loss")}
+                for m in agg["final"]
+                if m.startswith("eval_loss")
+            }
             if all("blimp" in r for r in mine) and all("blimp" in by_seed[r["seed_index"]] for r in mine):
                 agg["paired_vs_uniform"]["blimp"] = mean_ci(
-                    [r["blimp"]["accuracy"] - by_seed[r["seed_index"]]["blimp"]["accuracy"] for r in mine])
+                    [r["blimp"]["accuracy"] - by_seed[r["seed_index"]]["blimp"]["accuracy"] for r in mine]
+                )
                 if all(len(r["blimp"]["curve"]) > 1 for r in mine + [by_seed[r["seed_index"]] for r in mine]):
                     agg["blimp_at_uniform_time"] = _blimp_at_uniform_time(mine, by_seed)  # needs curves
     control = None
@@ -173,16 +217,25 @@ def aggregate(runs: list[dict], strategies: list[str], glue_control: dict[int, d
         recs = [glue_control[k] for k in sorted(glue_control)]
         scores = [c["score"] for c in recs]
         names = sorted(set.intersection(*(set(c["entries"]) for c in recs)))
-        control = {"seed_indices": sorted(glue_control), "glue": mean_ci(scores) if None not in scores else None,
-                   "glue_entries": {e: mean_ci([c["entries"][e] for c in recs]) for e in names}}
+        control = {
+            "seed_indices": sorted(glue_control),
+            "glue": mean_ci(scores) if None not in scores else None,
+            "glue_entries": {e: mean_ci([c["entries"][e] for c in recs]) for e in names},
+        }
     blimp = None
     if blimp_control and (blimp_control.get("random") or blimp_control.get("unigram")):
         recs = [blimp_control["random"][k] for k in sorted(blimp_control.get("random") or {})]
-        blimp = {"seed_indices": sorted(blimp_control.get("random") or {}),
-                 "random_init": mean_ci([c["accuracy"] for c in recs]) if recs else None,
-                 "unigram": blimp_control["unigram"]["accuracy"] if blimp_control.get("unigram") else None}
-    return {"target": {"strategy": "uniform", "final_mean_eval_loss": target} if target is not None else None,
-            "strategies": out, "glue_control": control, "blimp_control": blimp}
+        blimp = {
+            "seed_indices": sorted(blimp_control.get("random") or {}),
+            "random_init": mean_ci([c["accuracy"] for c in recs]) if recs else None,
+            "unigram": blimp_control["unigram"]["accuracy"] if blimp_control.get("unigram") else None,
+        }
+    return {
+        "target": {"strategy": "uniform", "final_mean_eval_loss": target} if target is not None else None,
+        "strategies": out,
+        "glue_control": control,
+        "blimp_control": blimp,
+    }
 
 
 def fairness_checks(runs: list[dict]) -> dict:
@@ -190,18 +243,28 @@ def fairness_checks(runs: list[dict]) -> dict:
     by_seed: dict[int, list[dict]] = {}
     for r in runs:
         by_seed.setdefault(r["seed_index"], []).append(r)
-    same = lambda key: all(len({g[key] if isinstance(g[key], str) else json.dumps(g[key]) for g in group}) == 1  # noqa: E731
-                           for group in by_seed.values())
-    step0 = all(len({g["eval"][0]["eval_loss"] for g in group}) == 1 and all(g["eval"][0]["step"] == 0 for g in group)
-                for group in by_seed.values())
+    same = lambda key: all(
+        len({g[key] if isinstance(g[key], str) else json.dumps(g[key]) for g in group}) == 1  # noqa: E731
+        for group in by_seed.values()
+    )
+    step0 = all(
+        len({g["eval"][0]["eval_loss"] for g in group}) == 1 and all(g["eval"][0]["step"] == 0 for g in group)
+        for group in by_seed.values()
+    )
     eval_shas = {r["eval_sha256"] if isinstance(r["eval_sha256"], str) else "mixed" for r in runs}
-    extra = {json.dumps(r["extra_eval_sha256"], sort_keys=True)
-             if all(isinstance(v, str) for v in r["extra_eval_sha256"].values()) else "mixed" for r in runs}
+    extra = {
+        json.dumps(r["extra_eval_sha256"], sort_keys=True)
+        if all(isinstance(v, str) for v in r["extra_eval_sha256"].values())
+        else "mixed"
+        for r in runs
+    }
     # Every start of every run in one precision (runs recorded before mapnet recorded it say nothing either way).
     recorded = {p for r in runs for p in r.get("precision", [])}
-    return {"same_initial_weights_per_seed": same("initial_weights_sha256"),
-            "same_data_order_per_seed": same("data_order_sha256"),
-            "same_step0_eval_loss_per_seed": step0,
-            "same_eval_set": len(eval_shas) == 1 and "mixed" not in eval_shas,
-            "same_extra_eval_sets": len(extra) == 1 and "mixed" not in extra,
-            "same_precision": len(recorded) <= 1}
+    return {
+        "same_initial_weights_per_seed": same("initial_weights_sha256"),
+        "same_data_order_per_seed": same("data_order_sha256"),
+        "same_step0_eval_loss_per_seed": step0,
+        "same_eval_set": len(eval_shas) == 1 and "mixed" not in eval_shas,
+        "same_extra_eval_sets": len(extra) == 1 and "mixed" not in extra,
+        "same_precision": len(recorded) <= 1,
+    }

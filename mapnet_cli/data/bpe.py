@@ -9,8 +9,8 @@ corpus it was trained on). A trained tokenizer has the special tokens at ids 0..
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from ..atomic import atomic_file, sha256_file
 from ..errors import MapnetError
@@ -22,8 +22,10 @@ METASPACE = "\u2581"
 def _metaspace():
     from tokenizers import decoders, pre_tokenizers
 
-    return (pre_tokenizers.Metaspace(replacement=METASPACE, prepend_scheme="always"),
-            decoders.Metaspace(replacement=METASPACE, prepend_scheme="always"))
+    return (
+        pre_tokenizers.Metaspace(replacement=METASPACE, prepend_scheme="always"),
+        decoders.Metaspace(replacement=METASPACE, prepend_scheme="always"),
+    )
 
 
 def train_tokenizer(files: Iterable[str | Path], vocab_size: int, min_frequency: int):
@@ -36,8 +38,8 @@ def train_tokenizer(files: Iterable[str | Path], vocab_size: int, min_frequency:
     tok.normalizer = normalizers.Strip()
     tok.pre_tokenizer, tok.decoder = _metaspace()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, min_frequency=min_frequency,
-        special_tokens=list(SPECIAL_TOKENS), show_progress=False)
+        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(SPECIAL_TOKENS), show_progress=False
+    )
     tok.train([str(f) for f in files], trainer)
     check_specials(tok, "the trained tokenizer")
     return tok
@@ -69,7 +71,9 @@ def special_ids(tok, path: str | Path) -> dict[str, int]:
     ids = {name: tok.token_to_id(name) for name in SPECIAL_TOKENS}
     missing = [name for name, i in ids.items() if i is None]
     if missing:
-        raise MapnetError(f"{path}: lacks the special token(s) {', '.join(missing)} (mapnet needs {', '.join(SPECIAL_TOKENS)})")
+        raise MapnetError(
+            f"{path}: lacks the special token(s) {', '.join(missing)} (mapnet needs {', '.join(SPECIAL_TOKENS)})"
+        )
     return ids
 
 
@@ -90,9 +94,11 @@ def check_fits(tok, path: str | Path, rows: int, table: str) -> None:
     ids = tok.get_vocab(with_added_tokens=True).values()
     top = max(ids, default=-1)
     if top >= rows:
-        raise MapnetError(f"{path} gives token ids up to {top} ({tok.get_vocab_size(with_added_tokens=True)} tokens), "
-                          f"but {table} has {rows} embedding rows (ids 0-{rows - 1}): the tokenizer is not the one the "
-                          "model was trained with; put back the model's own tokenizer.json")
+        raise MapnetError(
+            f"{path} gives token ids up to {top} ({tok.get_vocab_size(with_added_tokens=True)} tokens), "
+            f"but {table} has {rows} embedding rows (ids 0-{rows - 1}): the tokenizer is not the one the "
+            "model was trained with; put back the model's own tokenizer.json"
+        )
 
 
 def is_wordpiece(tok) -> bool:
@@ -102,8 +108,11 @@ def is_wordpiece(tok) -> bool:
 
 
 def check_specials(tok, source: str) -> None:
-    wrong = [f"{name} is {tok.token_to_id(name)}, expected {i}"
-             for i, name in enumerate(SPECIAL_TOKENS) if tok.token_to_id(name) != i]
+    wrong = [
+        f"{name} is {tok.token_to_id(name)}, expected {i}"
+        for i, name in enumerate(SPECIAL_TOKENS)
+        if tok.token_to_id(name) != i
+    ]
     if wrong:
         raise MapnetError(f"{source}: special token ids are wrong: {'; '.join(wrong)}")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import re
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from .inputs import ReadStats
 from .textproc import cut_at_whitespace
@@ -173,7 +173,7 @@ def record_documents(texts: Iterable[str], asm: Assembler) -> Iterator[str | Non
 def _string_fragments(text: str, limit: int) -> Iterator[tuple[str, bool]]:
     for line in text.split("\n"):
         for i in range(0, max(len(line), 1), limit):
-            part = line[i:i + limit]
+            part = line[i : i + limit]
             yield part, i + limit >= len(line)
 
 

@@ -18,7 +18,7 @@ import logging
 import os
 import re
 import uuid
-from typing import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from ..errors import MapnetError
 from ..settings import EngineSettings
@@ -28,7 +28,9 @@ INSTALL = "pip install 'mapnet[distributed]' (in a checkout: uv sync --extra dis
 SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
 EXPECTED = "tcp://HOST:PORT (e.g. tcp://head:8786; tls://, ws://, wss:// and ucx:// too)"
 CONNECT_TIMEOUT = "30s"  # how long a Client waits for the scheduler before the run is refused
-_ADDRESS = re.compile(r"(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(?P<port>\d+)")
+_ADDRESS = re.compile(
+    r"(?:(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^\s:/\[\]]+):(?P<port>\d+)"
+)
 
 
 def address_problem(address: str) -> str | None:
@@ -132,20 +134,27 @@ class DaskEngine:
         # A key of its own per run: on a long-lived cluster, a task an earlier run left running must not be
         # taken for this run's.
         run = uuid.uuid4().hex[:12]
-        return [self.client.submit(_answered, fn, spec, retries=self.retries, pure=False,
-                                   key=f"mapnet-{what}-{run}-{i:05d}")
-                for i, spec in enumerate(specs)]
+        return [
+            self.client.submit(
+                _answered, fn, spec, retries=self.retries, pure=False, key=f"mapnet-{what}-{run}-{i:05d}"
+            )
+            for i, spec in enumerate(specs)
+        ]
 
     def _answer(self, future, i: int, what: str):
         distributed = import_distributed()
         try:
             ok, answer = future.result()
         except distributed.KilledWorker:
-            raise MapnetError(f"{what} task {i}: the workers running it kept dying (killed, or out of memory?); "
-                              "finished tasks are kept: run the same command again") from None
+            raise MapnetError(
+                f"{what} task {i}: the workers running it kept dying (killed, or out of memory?); "
+                "finished tasks are kept: run the same command again"
+            ) from None
         except Exception as exc:
-            raise MapnetError(f"{what} task {i} failed after {self.retries} retries: {type(exc).__name__}: {exc}; "
-                              "finished tasks are kept: run the same command again") from None
+            raise MapnetError(
+                f"{what} task {i} failed after {self.retries} retries: {type(exc).__name__}: {exc}; "
+                "finished tasks are kept: run the same command again"
+            ) from None
         if not ok:
             raise MapnetError(answer)
         return answer
@@ -157,8 +166,9 @@ class DaskEngine:
 
 
 @contextlib.contextmanager
-def dask_engine(settings: EngineSettings, address: str | None, workers: int,
-                worker_envs: list[dict[str, str]] | None = None) -> Iterator[DaskEngine]:
+def dask_engine(
+    settings: EngineSettings, address: str | None, workers: int, worker_envs: list[dict[str, str]] | None = None
+) -> Iterator[DaskEngine]:
     """A client of the cluster at `address` (else DASK_SCHEDULER_ADDRESS), or of a local cluster started here:
     `workers` single-threaded processes, or one per entry of `worker_envs`, each with those environment variables
     (`compare --gpus`: each worker sees its own GPUs through CUDA_VISIBLE_DEVICES)."""
@@ -167,25 +177,39 @@ def dask_engine(settings: EngineSettings, address: str | None, workers: int,
     with contextlib.ExitStack() as stack:
         if worker_envs:
             stack.enter_context(_workers_skip_main())
-            cluster = stack.enter_context(distributed.SpecCluster(
-                scheduler={"cls": distributed.Scheduler, "options": {"dashboard_address": ":0"}},
-                workers={f"worker-{i}": {"cls": distributed.Nanny, "options": {"nthreads": 1, "env": env}}
-                         for i, env in enumerate(worker_envs)}, silence_logs=logging.ERROR))
+            cluster = stack.enter_context(
+                distributed.SpecCluster(
+                    scheduler={"cls": distributed.Scheduler, "options": {"dashboard_address": ":0"}},
+                    workers={
+                        f"worker-{i}": {"cls": distributed.Nanny, "options": {"nthreads": 1, "env": env}}
+                        for i, env in enumerate(worker_envs)
+                    },
+                    silence_logs=logging.ERROR,
+                )
+            )
             client = stack.enter_context(distributed.Client(cluster))
         elif address:
             try:
                 client = stack.enter_context(distributed.Client(address, timeout=CONNECT_TIMEOUT))
             except Exception as exc:  # refused, timed out, a TLS scheme without certificates: one line, not Dask's
                 first = (str(exc).strip().splitlines() or [""])[0][:300]
-                raise MapnetError(f"cannot reach the Dask scheduler at {address} ({type(exc).__name__}: {first}); is "
-                                  "it running, and is the address right?") from None
+                raise MapnetError(
+                    f"cannot reach the Dask scheduler at {address} ({type(exc).__name__}: {first}); is "
+                    "it running, and is the address right?"
+                ) from None
         else:
             stack.enter_context(_workers_skip_main())
             # One thread per worker: spaCy and Moses hold the GIL, so threads would only share one core.
             # Dashboard on a free port: a second run on the same machine must not fight over 8787.
-            cluster = stack.enter_context(distributed.LocalCluster(
-                n_workers=max(1, workers), threads_per_worker=1, processes=True, dashboard_address=":0",
-                silence_logs=logging.ERROR))
+            cluster = stack.enter_context(
+                distributed.LocalCluster(
+                    n_workers=max(1, workers),
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=":0",
+                    silence_logs=logging.ERROR,
+                )
+            )
             client = stack.enter_context(distributed.Client(cluster))
         yield DaskEngine(client, settings.retries)
 
@@ -225,7 +249,11 @@ def balanced_groups(sizes: Sequence[int], tasks: int) -> list[range]:
     for i, w in enumerate(weights):
         seen += w
         # close a group once it reaches its share of the total, leaving at least one item per later group
-        if len(groups) < tasks - 1 and seen * tasks >= (len(groups) + 1) * total and n - (i + 1) >= tasks - len(groups) - 1:
+        if (
+            len(groups) < tasks - 1
+            and seen * tasks >= (len(groups) + 1) * total
+            and n - (i + 1) >= tasks - len(groups) - 1
+        ):
             groups.append(range(start, i + 1))
             start = i + 1
     groups.append(range(start, n))

@@ -28,7 +28,7 @@ STEPS = ("normalize_punctuation", "moses_tokenize", "lowercase")
 @dataclass(frozen=True)
 class ExportRecord:
     path: Path
-    cleaning: dict | None        # {CLEANING setting: value}; None: an export from before it was recorded
+    cleaning: dict | None  # {CLEANING setting: value}; None: an export from before it was recorded
     pretraining_seed: int
     tokenizer_sha256: str | None
 
@@ -60,16 +60,16 @@ def read_export_record(folder: Path) -> ExportRecord | None:
     cleaning = values.get("cleaning")
     if "cleaning" in values:
         if not isinstance(cleaning, dict) or set(cleaning) != set(CLEANING):
-            raise damaged(f"\"cleaning\" is not a table of {', '.join(CLEANING)}")
+            raise damaged(f'"cleaning" is not a table of {", ".join(CLEANING)}')
         wrong = [k for k, v in cleaning.items() if not isinstance(v, str if k == "moses_lang" else bool)]
         if wrong:
-            raise damaged(f"\"cleaning\" has a value of the wrong type for {', '.join(wrong)}")
+            raise damaged(f'"cleaning" has a value of the wrong type for {", ".join(wrong)}')
     seed = values.get("pretraining_seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise damaged(f"\"pretraining_seed\" is {seed!r}, not an integer")
+        raise damaged(f'"pretraining_seed" is {seed!r}, not an integer')
     sha = values.get("tokenizer_sha256")
     if sha is not None and not isinstance(sha, str):
-        raise damaged(f"\"tokenizer_sha256\" is {sha!r}, not a string")
+        raise damaged(f'"tokenizer_sha256" is {sha!r}, not a string')
     return ExportRecord(path, cleaning, seed, sha)
 
 
@@ -80,9 +80,11 @@ def refuse_cleaning_twice(tokenizer_path: Path, settings) -> None:
     record = read_export_record(Path(tokenizer_path).parent)
     if record is None or not record.cleans or not any(getattr(settings, k) for k in STEPS):
         return
-    raise MapnetError(f"{tokenizer_path} is a mapnet export's tokenizer: it cleans text itself ({RECORD}: "
-                      f"{', '.join(f'{k}={v}' for k, v in record.cleaning.items())}); preprocess with --bert-text so "
-                      "the sentences are not cleaned twice, or reuse the run's own checkpoint tokenizer.json")
+    raise MapnetError(
+        f"{tokenizer_path} is a mapnet export's tokenizer: it cleans text itself ({RECORD}: "
+        f"{', '.join(f'{k}={v}' for k, v in record.cleaning.items())}); preprocess with --bert-text so "
+        "the sentences are not cleaned twice, or reuse the run's own checkpoint tokenizer.json"
+    )
 
 
 __all__ = ["RECORD", "ExportRecord", "read_export_record", "refuse_cleaning_twice"]

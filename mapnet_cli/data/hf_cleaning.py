@@ -176,8 +176,10 @@ def punctuation_rules(lang: str) -> list:
         elif re.compile(pattern).groups == 0 and "\\" not in sub:
             rules.append(_replace(pattern, sub))  # a literal or " +": the same in Oniguruma
         else:
-            raise MapnetError(f"sacremoses' punctuation rule {pattern!r} -> {sub!r} (moses_lang {lang!r}) has no "
-                              "tokenizers equivalent here; the export cannot reproduce the run's cleaning")
+            raise MapnetError(
+                f"sacremoses' punctuation rule {pattern!r} -> {sub!r} (moses_lang {lang!r}) has no "
+                "tokenizers equivalent here; the export cannot reproduce the run's cleaning"
+            )
     return rules
 
 
@@ -204,8 +206,10 @@ TRANSLATED_RULES = {
     "NON_SPECIFIC_APOSTROPHE": (r"\'", r" ' "),
     "TRAILING_DOT_APOSTROPHE": (r"\.' ?$", r" . ' "),
 }
-TRANSLATED_LISTS = {"ENGLISH_SPECIFIC_APOSTROPHE": [f"EN_SPECIFIC_{i}" for i in range(1, 6)],
-                    "FR_IT_SPECIFIC_APOSTROPHE": [f"FR_IT_SPECIFIC_{i}" for i in range(1, 5)]}
+TRANSLATED_LISTS = {
+    "ENGLISH_SPECIFIC_APOSTROPHE": [f"EN_SPECIFIC_{i}" for i in range(1, 6)],
+    "FR_IT_SPECIFIC_APOSTROPHE": [f"FR_IT_SPECIFIC_{i}" for i in range(1, 5)],
+}
 
 
 def check_tokenizer_rules(moses) -> None:
@@ -230,9 +234,11 @@ def check_tokenizer_rules(moses) -> None:
         if getattr(cls, name, None) != [getattr(cls, m, None) for m in members]:
             changed.append(name)
     if changed:
-        raise MapnetError(f"sacremoses {version('sacremoses')}: MosesTokenizer rule(s) {', '.join(changed)} differ from "
-                          "those mapnet's export translates (tested with sacremoses 0.2.0); the export "
-                          "cannot reproduce the run's cleaning: install sacremoses 0.2.0")
+        raise MapnetError(
+            f"sacremoses {version('sacremoses')}: MosesTokenizer rule(s) {', '.join(changed)} differ from "
+            "those mapnet's export translates (tested with sacremoses 0.2.0); the export "
+            "cannot reproduce the run's cleaning: install sacremoses 0.2.0"
+        )
 
 
 def tokenize_rules(c: MosesClasses) -> list:
@@ -252,33 +258,39 @@ def tokenize_rules(c: MosesClasses) -> list:
     run_start = _any(r"\A", num)
     comma_before = f"{char_class(c.num | {','}, negate=True)}(?:,,)*|{run_start},(?:,,)*"
     rules = [
-        _replace(f"{char_class(c.ws)}+", " "),                          # DEDUPLICATE_SPACE
-        _replace("[\\x{0}-\\x{1F}]", ""),                               # ASCII_JUNK
+        _replace(f"{char_class(c.ws)}+", " "),  # DEDUPLICATE_SPACE
+        _replace("[\\x{0}-\\x{1F}]", ""),  # ASCII_JUNK
         normalizers.Strip(),
         # COMMA_SEPARATE_1 consumes the character before the comma: in a run of commas every other one.
         _replace(f"(?<={comma_before}),", " , "),
         # COMMA_SEPARATE_2 consumes the one after: every other comma of a run, from its start.
         _replace(f"(?<=(?:\\A|[^,])(?:,,)*),(?={not_num})", " , "),
-        _replace(f"(?<={num}),\\z", " , "),                           # COMMA_SEPARATE_3
+        _replace(f"(?<={num}),\\z", " , "),  # COMMA_SEPARATE_3
     ]
     if c.moses.lang == "en":
-        rules += [apart,
-                  _replace(f"(?<={char_class(c.alpha | c.num, negate=True)})'(?={alpha})", " ' "),
-                  _replace(f"(?<={alpha})'(?={not_alpha})", " ' "),
-                  letters_apart,
-                  _replace(f"(?<={num})'(?=s)", " '")]
+        rules += [
+            apart,
+            _replace(f"(?<={char_class(c.alpha | c.num, negate=True)})'(?={alpha})", " ' "),
+            _replace(f"(?<={alpha})'(?={not_alpha})", " ' "),
+            letters_apart,
+            _replace(f"(?<={num})'(?=s)", " '"),
+        ]
     elif c.moses.lang in ("fr", "it"):
-        rules += [apart,
-                  _replace(f"(?<={not_alpha})'(?={alpha})", " ' "),
-                  _replace(f"(?<={alpha})'(?={not_alpha})", " ' "),
-                  letters_apart]
+        rules += [
+            apart,
+            _replace(f"(?<={not_alpha})'(?={alpha})", " ' "),
+            _replace(f"(?<={alpha})'(?={not_alpha})", " ' "),
+            letters_apart,
+        ]
     else:
         rules.append(_replace("'", " ' "))
-    rules += [_replace(final_period(c), " ."),
-              _replace(" {2,}", " "), normalizers.Strip(),
-              _replace(r"(?<!\.)\.' ?\z", " . ' ")]        # TRAILING_DOT_APOSTROPHE; a run of dots is its own token
+    rules += [
+        _replace(final_period(c), " ."),
+        _replace(" {2,}", " "),
+        normalizers.Strip(),
+        _replace(r"(?<!\.)\.' ?\z", " . ' "),
+    ]  # TRAILING_DOT_APOSTROPHE; a run of dots is its own token
     return rules
-
 
 
 def final_period(c: MosesClasses) -> str:
@@ -294,10 +306,13 @@ def final_period(c: MosesClasses) -> str:
     alts = lambda words: "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))  # noqa: E731
     in_token = c.alnum | set(PAD_KEEP)
     no_dot, no_letter = char_class(in_token - {"."}), char_class(in_token - c.alpha)
-    pattern = (f"(?<={start}{_any(no_dot + '+', no_letter + '+')})" + r"(?<!\.)"
-               + (f"(?<!{start}{_any(alts(prefixes))})" if prefixes else "")
-               + f"\\.(?= |\\z|{c.padded})"
-               + f"(?! *{char_class(c.lower)})")
+    pattern = (
+        f"(?<={start}{_any(no_dot + '+', no_letter + '+')})"
+        + r"(?<!\.)"
+        + (f"(?<!{start}{_any(alts(prefixes))})" if prefixes else "")
+        + f"\\.(?= |\\z|{c.padded})"
+        + f"(?! *{char_class(c.lower)})"
+    )
     if numeric:
         pattern += f"(?!(?<={start}{_any(alts(numeric))}\\.) *[0-9])"
     return pattern
@@ -340,13 +355,15 @@ def lowercase_rules(c: MosesClasses | None) -> list:
 def normalizer(settings, marker: str | None):
     """`cleaning.Cleaner(settings, marker)` as one tokenizers normalizer (a Sequence), all but Moses'
     padding, which `pre_tokenizer` does."""
-    return _normalizer(settings.normalize_punctuation, settings.moses_tokenize, settings.moses_lang,
-                       settings.lowercase, marker)
+    return _normalizer(
+        settings.normalize_punctuation, settings.moses_tokenize, settings.moses_lang, settings.lowercase, marker
+    )
 
 
 @cache  # building the classes takes seconds; a process builds each cleaning once
-def _normalizer(normalize_punctuation: bool, moses_tokenize: bool, moses_lang: str, lowercase: bool,
-                marker: str | None):
+def _normalizer(
+    normalize_punctuation: bool, moses_tokenize: bool, moses_lang: str, lowercase: bool, marker: str | None
+):
     from tokenizers import normalizers
 
     c = _moses_classes(moses_lang) if moses_tokenize else None
@@ -382,9 +399,20 @@ def _pre_tokenizer(moses_lang: str, lowercase: bool):
 
     c = _moses_classes(moses_lang)
     padded = char_class(c.unpadded | _changed_by_lower(), negate=True) if lowercase else c.padded
-    return pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
-                                    pre_tokenizers.Split(Regex(f"\\.{{2,}}|{padded}"), "isolated")])
+    return pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(f"\\.{{2,}}|{padded}"), "isolated")]
+    )
 
 
-__all__ = ["normalizer", "pre_tokenizer", "punctuation_rules", "tokenize_rules", "check_tokenizer_rules", "final_period", "lowercase_rules",
-           "char_class", "python_class", "MosesClasses"]
+__all__ = [
+    "normalizer",
+    "pre_tokenizer",
+    "punctuation_rules",
+    "tokenize_rules",
+    "check_tokenizer_rules",
+    "final_period",
+    "lowercase_rules",
+    "char_class",
+    "python_class",
+    "MosesClasses",
+]

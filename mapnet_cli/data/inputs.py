@@ -20,9 +20,9 @@ import os
 import re
 import threading
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 from .. import artefacts
 from ..errors import MapnetError
@@ -31,7 +31,14 @@ from ..settings import PreprocessSettings
 SYNTHETIC = "synthetic:"
 SNIFF_BYTES = 8192
 _COMPRESSED = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz"}
-_BY_EXTENSION = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".arrow": "arrow", ".feather": "arrow", ".ipc": "arrow"}
+_BY_EXTENSION = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".parquet": "parquet",
+    ".arrow": "arrow",
+    ".feather": "arrow",
+    ".ipc": "arrow",
+}
 CORRUPT = (EOFError, zlib.error, lzma.LZMAError, gzip.BadGzipFile)  # what damaged compressed data raises
 
 # ---------------------------------------------------------------- invalid UTF-8, counted
@@ -117,8 +124,10 @@ def _walk(root: Path, exclude: tuple[str, ...]) -> list[Path]:
     for dirpath, dirnames, filenames in os.walk(root, onerror=fail):
         made = artefacts.kind_of(Path(dirpath))
         if made is not None:  # its tokenizer.json, manifest and sentence parts are not documents
-            raise MapnetError(f"input {dirpath} is a {made.noun} written by mapnet, not raw text: preprocess would "
-                              "read its files as documents; give only the folders of raw text")
+            raise MapnetError(
+                f"input {dirpath} is a {made.noun} written by mapnet, not raw text: preprocess would "
+                "read its files as documents; give only the folders of raw text"
+            )
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
             if name.startswith(".") or any(fnmatch.fnmatch(name, pat) for pat in exclude):

@@ -43,8 +43,9 @@ def fill_boundaries(total: int, body: int) -> list[int]:
     return list(range(body, total, body)) + [total] if total else []
 
 
-def gather_blocks(stream: np.ndarray, starts: np.ndarray, stops: np.ndarray, seq_len: int,
-                  cls_id: int, pad_id: int, dtype) -> np.ndarray:
+def gather_blocks(
+    stream: np.ndarray, starts: np.ndarray, stops: np.ndarray, seq_len: int, cls_id: int, pad_id: int, dtype
+) -> np.ndarray:
     """[n, seq_len] blocks: [CLS] + stream[starts[i]:stops[i]] + [PAD]s."""
     n = len(starts)
     out = np.full((n, seq_len), pad_id, dtype=dtype)
@@ -66,8 +67,8 @@ class Packer:
             raise ValueError(f"unknown packing mode {mode!r}")
         self.seq_len, self.body, self.mode = seq_len, seq_len - 1, mode
         self.cls_id, self.pad_id, self.dtype = cls_id, pad_id, dtype
-        self.pending = np.empty(0, dtype=dtype)      # tokens of the held-back block
-        self.pending_ends: list[int] = []            # unit ends inside it (whole_sentences only)
+        self.pending = np.empty(0, dtype=dtype)  # tokens of the held-back block
+        self.pending_ends: list[int] = []  # unit ends inside it (whole_sentences only)
 
     def add(self, tokens: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """Append units (`tokens` = their concatenation, `lengths` = tokens per unit)."""
@@ -83,11 +84,18 @@ class Packer:
         # Hold back the last block: the next chunk may still extend it.
         all_starts = [0] + bounds[:-1]
         last_start = all_starts[-1]
-        blocks = gather_blocks(stream, np.array(all_starts[:-1], dtype=np.int64),
-                               np.array(bounds[:-1], dtype=np.int64), self.seq_len, self.cls_id, self.pad_id, self.dtype)
+        blocks = gather_blocks(
+            stream,
+            np.array(all_starts[:-1], dtype=np.int64),
+            np.array(bounds[:-1], dtype=np.int64),
+            self.seq_len,
+            self.cls_id,
+            self.pad_id,
+            self.dtype,
+        )
         self.pending = stream[last_start:].copy()
         if self.mode == "whole_sentences":
-            self.pending_ends = [e - last_start for e in ends[bisect_right(ends, last_start):]]
+            self.pending_ends = [e - last_start for e in ends[bisect_right(ends, last_start) :]]
         return blocks
 
     def finish(self) -> np.ndarray:
@@ -97,7 +105,8 @@ class Packer:
         else:
             bounds = whole_sentence_boundaries(self.pending_ends, len(self.pending), self.body)
         starts = np.array(([0] + bounds)[: len(bounds)], dtype=np.int64)
-        blocks = gather_blocks(self.pending, starts, np.array(bounds, dtype=np.int64), self.seq_len,
-                               self.cls_id, self.pad_id, self.dtype)
+        blocks = gather_blocks(
+            self.pending, starts, np.array(bounds, dtype=np.int64), self.seq_len, self.cls_id, self.pad_id, self.dtype
+        )
         self.pending, self.pending_ends = self.pending[:0], []
         return blocks

@@ -20,25 +20,24 @@ import shutil
 import signal
 import time
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
-from .. import __version__
+from .. import __version__, artefacts
 from ..atomic import sha256_file, staged_output, write_json, write_text
 from ..errors import MapnetError
-from .. import artefacts
 from ..output_paths import check_output
 from ..settings import PreprocessSettings, Settings
 from . import bpe
-from .inputs import SYNTHETIC, InputFile, ReadStats, discover, invalid_utf8_count
-from .readers import InputReader
 from .cleaning import METASPACE, word_marker
 from .export_record import refuse_cleaning_twice
+from .inputs import SYNTHETIC, InputFile, ReadStats, discover, invalid_utf8_count
+from .readers import InputReader
 from .textproc import TextProcessor, import_spacy
 
 SCHEMA = "mapnet.preprocess/1"
@@ -136,7 +135,7 @@ class PartWriter:
                 taken += doc_sentences[last]
                 last += 1
             taken += doc_sentences[last]
-            self._write(data[start:doc_ends[last]])
+            self._write(data[start : doc_ends[last]])
             part["sentences"] += taken
             part["documents"] += last + 1 - k
             self.sentences += taken
@@ -154,7 +153,9 @@ class PartWriter:
         name = f"part-{len(self.parts):05d}.txt"
         self._fh = open(self.folder / name, "wb")
         self._sha = hashlib.sha256()
-        self.parts.append({"name": f"{self.folder.name}/{name}", "documents": 0, "sentences": 0, "bytes": 0, "sha256": ""})
+        self.parts.append(
+            {"name": f"{self.folder.name}/{name}", "documents": 0, "sentences": 0, "bytes": 0, "sha256": ""}
+        )
 
     def _write(self, data: bytes) -> None:
         self._fh.write(data)
@@ -257,7 +258,9 @@ def _result(batch: _Batch, future):
     except MapnetError:
         raise
     except BrokenProcessPool:
-        raise MapnetError("a preprocess worker process died (killed, or out of memory?); nothing was published") from None
+        raise MapnetError(
+            "a preprocess worker process died (killed, or out of memory?); nothing was published"
+        ) from None
     except Exception as exc:
         raise MapnetError(f"a preprocess worker failed: {type(exc).__name__}: {exc}") from None
 
@@ -284,9 +287,14 @@ def run_preprocess(
     pre = settings.preprocess
     out = Path(out)
     inputs = list(inputs)
-    # `preprocess DIR --out DIR --overwrite` would delete the raw text it reads; `--out DIR/p` would read its own output.
-    check_output(out, [*(i for i in inputs if str(i) != SYNTHETIC), pre.tokenizer or None], kind=artefacts.CORPUS,
-                 overwrite=overwrite)
+    # `preprocess DIR --out DIR --overwrite` would delete the raw text it reads; `--out DIR/p` would read its own
+    # output.
+    check_output(
+        out,
+        [*(i for i in inputs if str(i) != SYNTHETIC), pre.tokenizer or None],
+        kind=artefacts.CORPUS,
+        overwrite=overwrite,
+    )
     files = discover(inputs, pre)
     if not files:
         raise MapnetError("no input files found in " + ", ".join(map(str, inputs)))
@@ -313,18 +321,30 @@ def run_preprocess(
                     on_progress(Progress("sentences", done_bytes, total_bytes, text_bytes, writer.documents, sentences))
 
             stage = engine_sentences(files, settings, marker, writer, out, engine_address, engine_progress)
-            feed, stats, sentences_cut, docs_per_input = stage.feed, stage.stats, stage.sentences_cut, stage.docs_per_input
+            feed, stats, sentences_cut, docs_per_input = (
+                stage.feed,
+                stage.stats,
+                stage.sentences_cut,
+                stage.docs_per_input,
+            )
             invalid_before -= stage.invalid_utf8_replaced  # counted by the tasks, not in this process
             workers = stage.workers
         else:
-            sentences_cut = _local_sentences(feed, pre, marker, workers, writer, docs_per_input, on_progress, total_bytes)
+            sentences_cut = _local_sentences(
+                feed, pre, marker, workers, writer, docs_per_input, on_progress, total_bytes
+            )
         writer.close()
         sentence_seconds = time.perf_counter() - started
         if writer.sentences == 0:
-            raise MapnetError(f"no sentences found in the inputs ({len(files)} file(s) read, {len(stats.skipped_binary)} skipped as binary)")
+            raise MapnetError(
+                f"no sentences found in the inputs ({len(files)} file(s) read, {len(stats.skipped_binary)} skipped as "
+                "binary)"
+            )
 
         if on_progress:
-            on_progress(Progress("tokenizer", total_bytes, total_bytes, stats.text_bytes, writer.documents, writer.sentences))
+            on_progress(
+                Progress("tokenizer", total_bytes, total_bytes, stats.text_bytes, writer.documents, writer.sentences)
+            )
         tok = _tokenizer(staging, writer.parts, pre, reused)
 
         extra = {}
@@ -337,19 +357,25 @@ def run_preprocess(
         invalid = invalid_utf8_count() - invalid_before
         manifest = {
             "schema": SCHEMA,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "mapnet_version": __version__,
             "inputs": [feed.describe(i, docs_per_input[i]) for i in range(len(files)) if not feed.skipped[i]],
             "skipped_binary_files": stats.skipped_binary,
             "counts": {
-                "documents": writer.documents, "sentences": writer.sentences, "words": writer.words,
-                "invalid_utf8_replaced": invalid, "skipped_binary": len(stats.skipped_binary),
-                "chunks_cut": stats.chunks_cut, "sentences_cut": sentences_cut,
+                "documents": writer.documents,
+                "sentences": writer.sentences,
+                "words": writer.words,
+                "invalid_utf8_replaced": invalid,
+                "skipped_binary": len(stats.skipped_binary),
+                "chunks_cut": stats.chunks_cut,
+                "sentences_cut": sentences_cut,
             },
             "parts": writer.parts,
             "tokenizer": {
-                "sha256": bpe.tokenizer_sha256(staging / "tokenizer.json"), "vocab_size": tok.get_vocab_size(),
-                "trained": reused is None, **({"source": str(pre.tokenizer)} if reused is not None else {}),
+                "sha256": bpe.tokenizer_sha256(staging / "tokenizer.json"),
+                "vocab_size": tok.get_vocab_size(),
+                "trained": reused is None,
+                **({"source": str(pre.tokenizer)} if reused is not None else {}),
             },
             "settings": settings.to_dict()["preprocess"],
             "versions": _versions(),
@@ -365,16 +391,38 @@ def run_preprocess(
     if on_progress:
         on_progress(Progress("done", total_bytes, total_bytes, stats.text_bytes, writer.documents, writer.sentences))
     return PreprocessResult(
-        out=out, inputs=len(files) - len(stats.skipped_binary), documents=writer.documents,
-        sentences=writer.sentences, words=writer.words, parts=len(writer.parts), text_bytes=stats.text_bytes,
-        invalid_utf8_replaced=invalid, skipped_binary=list(stats.skipped_binary), chunks_cut=stats.chunks_cut,
-        sentences_cut=sentences_cut, tokenizer_trained=reused is None, vocab_size=tok.get_vocab_size(),
-        workers=workers, seconds=time.perf_counter() - started, sentence_seconds=sentence_seconds,
-        engine=settings.engine.name, tasks=stage.tasks if stage else 0, tasks_resumed=stage.tasks_resumed if stage else 0)
+        out=out,
+        inputs=len(files) - len(stats.skipped_binary),
+        documents=writer.documents,
+        sentences=writer.sentences,
+        words=writer.words,
+        parts=len(writer.parts),
+        text_bytes=stats.text_bytes,
+        invalid_utf8_replaced=invalid,
+        skipped_binary=list(stats.skipped_binary),
+        chunks_cut=stats.chunks_cut,
+        sentences_cut=sentences_cut,
+        tokenizer_trained=reused is None,
+        vocab_size=tok.get_vocab_size(),
+        workers=workers,
+        seconds=time.perf_counter() - started,
+        sentence_seconds=sentence_seconds,
+        engine=settings.engine.name,
+        tasks=stage.tasks if stage else 0,
+        tasks_resumed=stage.tasks_resumed if stage else 0,
+    )
 
 
-def _local_sentences(feed: "_Feed", pre, marker: str, workers: int, writer: "PartWriter", docs_per_input: list[int],
-                     on_progress, total_bytes: int) -> int:
+def _local_sentences(
+    feed: _Feed,
+    pre,
+    marker: str,
+    workers: int,
+    writer: PartWriter,
+    docs_per_input: list[int],
+    on_progress,
+    total_bytes: int,
+) -> int:
     """The sentence stage in this process's worker pool, in input order, into `writer`; the sentences cut."""
     sentences_cut = 0
     for batch, (sentences, cut) in _ordered_results(_batches(iter(feed)), pre, marker, workers):
@@ -386,8 +434,11 @@ def _local_sentences(feed: "_Feed", pre, marker: str, workers: int, writer: "Par
             elif writer.end_document():
                 docs_per_input[idx] += 1
         if on_progress:
-            on_progress(Progress("sentences", feed.position(), total_bytes, feed.stats.text_bytes, writer.documents,
-                                 writer.sentences))
+            on_progress(
+                Progress(
+                    "sentences", feed.position(), total_bytes, feed.stats.text_bytes, writer.documents, writer.sentences
+                )
+            )
     return sentences_cut
 
 
@@ -471,8 +522,13 @@ class _Feed:
         if inp.format == "synthetic":
             sha, size = self.synthetic_sha[idx]  # of the generated text pieces, in order
             return {"path": inp.path, "bytes": size, "sha256": sha, "format": "synthetic", "documents": documents}
-        return {"path": inp.path, "bytes": inp.size, "sha256": sha256_file(inp.path),
-                "format": self.formats[idx] + (f"+{inp.compression}" if inp.compression else ""), "documents": documents}
+        return {
+            "path": inp.path,
+            "bytes": inp.size,
+            "sha256": sha256_file(inp.path),
+            "format": self.formats[idx] + (f"+{inp.compression}" if inp.compression else ""),
+            "documents": documents,
+        }
 
 
 def _versions() -> dict[str, str]:

@@ -23,9 +23,9 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 
@@ -40,7 +40,14 @@ from .textproc import TextProcessor
 TASK_SCHEMA = "mapnet.preprocess-task/1"
 BATCH_CHARS = 128 * 1024  # text per spaCy call, as the local pool's batches
 # Settings that do not change a sentence: a rerun that changes only these keeps the finished tasks.
-_NOT_IN_SENTENCES = ("vocab_size", "min_frequency", "tokenizer", "tokenizer_sample_bytes", "workers", "sentences_per_part")
+_NOT_IN_SENTENCES = (
+    "vocab_size",
+    "min_frequency",
+    "tokenizer",
+    "tokenizer_sample_bytes",
+    "workers",
+    "sentences_per_part",
+)
 
 # Test hook: called with the task index when a task starts real work (not when it is found done).
 before_task: Callable[[int], None] | None = None
@@ -90,7 +97,9 @@ def plan(files: list[InputFile], tasks: int) -> list[tuple[range, tuple[int, int
 _UNCUT = ("synthetic", "parquet", "arrow")
 
 
-def fingerprint(files: tuple[InputFile, ...], settings: Settings, marker: str | None, part: tuple[int, int] = (0, 1)) -> str:
+def fingerprint(
+    files: tuple[InputFile, ...], settings: Settings, marker: str | None, part: tuple[int, int] = (0, 1)
+) -> str:
     """What a task's sentences depend on: its files (path, size, mtime) and the settings that shape sentences."""
     described = []
     for f in files:
@@ -100,8 +109,10 @@ def fingerprint(files: tuple[InputFile, ...], settings: Settings, marker: str | 
             st = os.stat(f.path)
             described.append([f.path, f.format, f.compression, f.explicit, st.st_size, st.st_mtime_ns])
     pre = {k: v for k, v in settings.to_dict()["preprocess"].items() if k not in _NOT_IN_SENTENCES}
-    blob = json.dumps({"schema": TASK_SCHEMA, "files": described, "preprocess": pre, "marker": marker, "part": list(part)},
-                      sort_keys=True)
+    blob = json.dumps(
+        {"schema": TASK_SCHEMA, "files": described, "preprocess": pre, "marker": marker, "part": list(part)},
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -149,6 +160,7 @@ def run_task(spec: TaskSpec) -> dict:
     digest = hashlib.sha256()
     nbytes = 0
     with atomic_file(spec.text_path, "wb") as fh:
+
         def write(data: bytes) -> None:
             nonlocal nbytes
             fh.write(data)
@@ -164,7 +176,7 @@ def run_task(spec: TaskSpec) -> dict:
             batch: list[str | None] = []
             chars = 0
 
-            def flush() -> None:
+            def flush(batch: list[str | None] = batch) -> None:  # this document's batch
                 nonlocal documents, doc_sentences
                 texts = [t for t in batch if t is not None]
                 results = iter(processor.process(texts) if texts else [])
@@ -203,20 +215,44 @@ def run_task(spec: TaskSpec) -> dict:
             if spec.part[0] > 0:  # the file's first part describes it
                 described = None
             elif synthetic is not None:
-                described = {"path": name, "bytes": synthetic_bytes, "sha256": synthetic.hexdigest(), "format": "synthetic"}
+                described = {
+                    "path": name,
+                    "bytes": synthetic_bytes,
+                    "sha256": synthetic.hexdigest(),
+                    "format": "synthetic",
+                }
             elif reader.skipped:
                 described = {"path": name}
             else:
-                described = {"path": name, "bytes": inp.size, "sha256": sha256_file(inp.path),
-                             "format": reader.format + (f"+{inp.compression}" if inp.compression else "")}
-            inputs.append({"index": spec.first + position, "describe": described, "skipped": reader.skipped,
-                           "documents": documents})
+                described = {
+                    "path": name,
+                    "bytes": inp.size,
+                    "sha256": sha256_file(inp.path),
+                    "format": reader.format + (f"+{inp.compression}" if inp.compression else ""),
+                }
+            inputs.append(
+                {
+                    "index": spec.first + position,
+                    "describe": described,
+                    "skipped": reader.skipped,
+                    "documents": documents,
+                }
+            )
     record = {
-        "schema": TASK_SCHEMA, "fingerprint": spec.fingerprint, "index": spec.index, "first_input": spec.first,
-        "inputs": inputs, "part": list(spec.part),
-        "skipped_binary": [name for f, name in zip(spec.files, spec.names) if f.path in stats.skipped_binary and spec.part[0] == 0],
+        "schema": TASK_SCHEMA,
+        "fingerprint": spec.fingerprint,
+        "index": spec.index,
+        "first_input": spec.first,
+        "inputs": inputs,
+        "part": list(spec.part),
+        "skipped_binary": [
+            name for f, name in zip(spec.files, spec.names) if f.path in stats.skipped_binary and spec.part[0] == 0
+        ],
         **owned,
-        "bytes": nbytes, "sha256": digest.hexdigest(), "seconds": round(time.perf_counter() - started, 3), **counts,
+        "bytes": nbytes,
+        "sha256": digest.hexdigest(),
+        "seconds": round(time.perf_counter() - started, 3),
+        **counts,
     }
     write_json(spec.record_path, record)  # last: the task's done-marker
     return record
@@ -293,8 +329,15 @@ class EngineStage:
     tasks_resumed: int
 
 
-def engine_sentences(files: list[InputFile], settings: Settings, marker: str | None, writer, out: Path,
-                     address: str | None = None, on_progress: Callable[[int, int, int], None] | None = None) -> EngineStage:
+def engine_sentences(
+    files: list[InputFile],
+    settings: Settings,
+    marker: str | None,
+    writer,
+    out: Path,
+    address: str | None = None,
+    on_progress: Callable[[int, int, int], None] | None = None,
+) -> EngineStage:
     """Run the sentence stage as engine tasks and feed their output, in order, to `writer` (a PartWriter).
 
     `on_progress(input bytes done, text bytes done, sentences)` after each merged task.
@@ -305,14 +348,35 @@ def engine_sentences(files: list[InputFile], settings: Settings, marker: str | N
         return _engine_sentences(engine, files, settings, marker, writer, out, on_progress)
 
 
-def _engine_sentences(engine, files: list[InputFile], settings: Settings, marker: str | None, writer, out: Path,
-                      on_progress: Callable[[int, int, int], None] | None) -> EngineStage:
+def _engine_sentences(
+    engine,
+    files: list[InputFile],
+    settings: Settings,
+    marker: str | None,
+    writer,
+    out: Path,
+    on_progress: Callable[[int, int, int], None] | None,
+) -> EngineStage:
     folder = make_dirs(tasks_folder(out))
     specs = []
     for i, (group, part) in enumerate(plan(files, settings.engine.tasks)):
-        chosen = tuple(f if f.format == "synthetic" else replace(f, path=os.path.abspath(f.path)) for f in files[group.start:group.stop])
-        specs.append(TaskSpec(i, group.start, chosen, tuple(f.path for f in files[group.start:group.stop]), settings, marker,
-                              str(folder.resolve()), fingerprint(chosen, settings, marker, part), part))
+        chosen = tuple(
+            f if f.format == "synthetic" else replace(f, path=os.path.abspath(f.path))
+            for f in files[group.start : group.stop]
+        )
+        specs.append(
+            TaskSpec(
+                i,
+                group.start,
+                chosen,
+                tuple(f.path for f in files[group.start : group.stop]),
+                settings,
+                marker,
+                str(folder.resolve()),
+                fingerprint(chosen, settings, marker, part),
+                part,
+            )
+        )
     done = {s.index: r for s in specs if (r := finished(s)) is not None}
     todo = [s for s in specs if s.index not in done]
     records: list[dict] = []
@@ -336,10 +400,15 @@ def _engine_sentences(engine, files: list[InputFile], settings: Settings, marker
         results.close()  # while the client is still open
     feed = TaskFeed(records, len(files))
     return EngineStage(
-        feed=feed, stats=stats, sentences_cut=sum(r["sentences_cut"] for r in records),
+        feed=feed,
+        stats=stats,
+        sentences_cut=sum(r["sentences_cut"] for r in records),
         docs_per_input=[inp["documents"] for inp in feed.inputs],
         invalid_utf8_replaced=sum(r["invalid_utf8_replaced"] for r in records),
-        workers=workers, tasks=len(specs), tasks_resumed=len(done))
+        workers=workers,
+        tasks=len(specs),
+        tasks_resumed=len(done),
+    )
 
 
 def _merge(path: Path, record: dict, writer, block_bytes: int = 16 << 20) -> None:
@@ -362,15 +431,18 @@ def _merge(path: Path, record: dict, writer, block_bytes: int = 16 << 20) -> Non
                 tail = data
                 continue
             ends = blanks + 1
-            lines_before = np.searchsorted(newlines, blanks)  # newlines before each blank: its sentences + earlier blanks
+            lines_before = np.searchsorted(
+                newlines, blanks
+            )  # newlines before each blank: its sentences + earlier blanks
             sentences_through = lines_before - np.arange(len(blanks))
             doc_sentences = np.diff(sentences_through, prepend=0)
-            words = int(np.count_nonzero(arr[:ends[-1]] == 32)) + int(sentences_through[-1])
+            words = int(np.count_nonzero(arr[: ends[-1]] == 32)) + int(sentences_through[-1])
             writer.write_documents(data, ends.tolist(), doc_sentences.tolist(), words)
-            tail = data[ends[-1]:]
+            tail = data[ends[-1] :]
     if tail or digest.hexdigest() != record["sha256"]:
-        raise MapnetError(f"{path} does not match its task record (changed while the run was merging it?); "
-                          "run the same command again")
+        raise MapnetError(
+            f"{path} does not match its task record (changed while the run was merging it?); run the same command again"
+        )
 
 
 def remove_tasks_folder(out: Path) -> None:

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -29,10 +29,10 @@ BLOCK_BYTES = 1 << 20
 
 @dataclass
 class Chunk:
-    lines: list[str]          # sentences, in corpus order
-    doc_end: np.ndarray       # bool per sentence: the document ends after it
-    doc_index: np.ndarray     # int64 per sentence: global index of its document
-    nbytes: int               # bytes of the part files this chunk consumed (for progress)
+    lines: list[str]  # sentences, in corpus order
+    doc_end: np.ndarray  # bool per sentence: the document ends after it
+    doc_index: np.ndarray  # int64 per sentence: global index of its document
+    nbytes: int  # bytes of the part files this chunk consumed (for progress)
 
 
 @dataclass
@@ -86,8 +86,10 @@ class Preprocessed:
             if digest.hexdigest() != part["sha256"]:
                 raise MapnetError(f"{path} does not match its sha256 in the preprocess manifest (edited or corrupt)")
             if (sentences, documents) != (part["sentences"], part["documents"]):
-                raise MapnetError(f"{path} holds {sentences} sentences in {documents} documents, "
-                                  f"manifest says {part['sentences']} in {part['documents']}")
+                raise MapnetError(
+                    f"{path} holds {sentences} sentences in {documents} documents, "
+                    f"manifest says {part['sentences']} in {part['documents']}"
+                )
 
 
 def _parse(data: bytes, first_doc: int, path: Path) -> Chunk:

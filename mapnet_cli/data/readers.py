@@ -17,13 +17,30 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..errors import MapnetError
 from ..settings import PreprocessSettings
-from .documents import (Assembler, line_fragments, record_documents, sniff_format, strip_gutenberg, text_documents,
-                        wikiextractor_documents, wikitext_documents)
-from .inputs import CORRUPT, SNIFF_BYTES, InputFile, ReadStats, Source, corrupt_error, is_binary, without_lone_surrogates
+from .documents import (
+    Assembler,
+    line_fragments,
+    record_documents,
+    sniff_format,
+    strip_gutenberg,
+    text_documents,
+    wikiextractor_documents,
+    wikitext_documents,
+)
+from .inputs import (
+    CORRUPT,
+    SNIFF_BYTES,
+    InputFile,
+    ReadStats,
+    Source,
+    corrupt_error,
+    is_binary,
+    without_lone_surrogates,
+)
 
 
 # ---------------------------------------------------------------- one input
@@ -66,7 +83,8 @@ class InputReader:
                 if inp.explicit and self.pre.on_binary == "error":
                     raise MapnetError(
                         f"{inp.path} looks binary (NUL bytes in its first {SNIFF_BYTES} bytes); "
-                        "pass text, or set preprocess.on_binary=\"skip\"")
+                        'pass text, or set preprocess.on_binary="skip"'
+                    )
                 self.skipped = True
                 self.stats.skipped_binary.append(inp.path)
                 return
@@ -118,7 +136,9 @@ class InputReader:
         try:
             batches, names = _open_columnar(self.inp, key)
             if key not in names:
-                raise MapnetError(f"{self.inp.path}: no column {key!r} (columns: {', '.join(names)}; set preprocess.text_field)")
+                raise MapnetError(
+                    f"{self.inp.path}: no column {key!r} (columns: {', '.join(names)}; set preprocess.text_field)"
+                )
             for batch in batches:
                 column = batch.column(batch.schema.get_field_index(key))
                 if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):

@@ -71,9 +71,14 @@ def load_recipe(path: str | Path) -> Recipe:
     if problems:
         raise MapnetError(f"invalid recipe {path}: " + "; ".join(problems))
     return Recipe(
-        path=str(path), name=table["name"], description=table.get("description", ""),
-        inputs=tuple(table.get("inputs", ())), url=table.get("url", ""),
-        sha256=table.get("sha256", "").lower(), members=tuple(table.get("members", ())))
+        path=str(path),
+        name=table["name"],
+        description=table.get("description", ""),
+        inputs=tuple(table.get("inputs", ())),
+        url=table.get("url", ""),
+        sha256=table.get("sha256", "").lower(),
+        members=tuple(table.get("members", ())),
+    )
 
 
 def cache_dir() -> Path:
@@ -120,7 +125,8 @@ def download(url: str, target: Path, expected_sha256: str = "", *, log=print) ->
         reason = getattr(exc, "reason", exc)
         raise MapnetError(
             f"cannot download {url} ({reason}); offline? Fetch it yourself and pass the files "
-            f"as INPUT, or put them under {folder}") from None
+            f"as INPUT, or put them under {folder}"
+        ) from None
     return target
 
 

@@ -20,9 +20,9 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 
@@ -30,8 +30,8 @@ from ..atomic import atomic_file, make_dirs, sha256_file, write_json
 from ..errors import MapnetError
 from ..settings import Settings
 from .engine import balanced_groups, dask_engine, import_distributed
-from .preprocessed import Chunk, Preprocessed
 from .preprocess_tasks import remove_tasks_folder, tasks_folder
+from .preprocessed import Chunk, Preprocessed
 from .token_ids import encode_lines
 
 TASK_SCHEMA = "mapnet.shard-task/1"
@@ -90,7 +90,9 @@ def run_task(spec: TaskSpec) -> dict:
         arrays: dict[str, list] = {name: [] for name in ARRAYS}
         # chunks() of a one-part corpus: the same blocks, checks (sha256, counts) and errors as the local path
         for chunk in Preprocessed(corpus.path, {"parts": [part]}, "").chunks():
-            flat, lengths = encode_lines(tokenizer, chunk.lines) if chunk.lines else (np.zeros(0, np.uint32), np.zeros(0, np.int64))
+            flat, lengths = (
+                encode_lines(tokenizer, chunk.lines) if chunk.lines else (np.zeros(0, np.uint32), np.zeros(0, np.int64))
+            )
             arrays["ids"].append(flat)
             arrays["lengths"].append(lengths)
             arrays["doc_end"].append(chunk.doc_end)
@@ -98,14 +100,22 @@ def run_task(spec: TaskSpec) -> dict:
             arrays["chunk_nbytes"].append([chunk.nbytes])
         path = spec.ids_path(position)
         with atomic_file(path, "wb") as fh:
-            np.savez(fh, ids=np.concatenate(arrays["ids"]).astype(np.uint32),
-                     lengths=np.concatenate(arrays["lengths"]).astype(np.int64),
-                     doc_end=np.concatenate(arrays["doc_end"]).astype(bool),
-                     chunk_sentences=np.array([n for [n] in arrays["chunk_sentences"]], np.int64),
-                     chunk_nbytes=np.array([n for [n] in arrays["chunk_nbytes"]], np.int64))
+            np.savez(
+                fh,
+                ids=np.concatenate(arrays["ids"]).astype(np.uint32),
+                lengths=np.concatenate(arrays["lengths"]).astype(np.int64),
+                doc_end=np.concatenate(arrays["doc_end"]).astype(bool),
+                chunk_sentences=np.array([n for [n] in arrays["chunk_sentences"]], np.int64),
+                chunk_nbytes=np.array([n for [n] in arrays["chunk_nbytes"]], np.int64),
+            )
         files[str(position)] = {"bytes": path.stat().st_size, "sha256": sha256_file(path)}
-    record = {"schema": TASK_SCHEMA, "fingerprint": spec.fingerprint, "index": spec.index, "files": files,
-              "seconds": round(time.perf_counter() - started, 3)}
+    record = {
+        "schema": TASK_SCHEMA,
+        "fingerprint": spec.fingerprint,
+        "index": spec.index,
+        "files": files,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
     write_json(spec.record_path, record)  # last: the task's done-marker
     return record
 
@@ -126,7 +136,9 @@ class EngineEncoder:
             for spec in self.specs:
                 record = self.done[spec.index] if spec.index in self.done else next(results)
                 for position, _ in spec.parts:
-                    yield from _replay(spec.ids_path(position), record["files"][str(position)], self.first_docs[position])
+                    yield from _replay(
+                        spec.ids_path(position), record["files"][str(position)], self.first_docs[position]
+                    )
         finally:
             results.close()  # while the client is still open
 
@@ -140,12 +152,12 @@ def _replay(path: Path, expected: dict, first_doc: int) -> Iterator[tuple[Chunk,
     sentence = token = 0
     doc = first_doc
     for n, nbytes in zip(chunk_sentences.tolist(), chunk_nbytes.tolist()):
-        lens = lengths[sentence:sentence + n]
-        ends = doc_end[sentence:sentence + n]
+        lens = lengths[sentence : sentence + n]
+        ends = doc_end[sentence : sentence + n]
         tokens = int(lens.sum())
         # as preprocessed._parse: the document of a sentence is the count of document ends before it
         before = np.concatenate([[0], np.cumsum(ends)[:-1]]).astype(np.int64) if n else np.zeros(0, np.int64)
-        yield Chunk([], ends, doc + before, nbytes), ids[token:token + tokens], lens
+        yield Chunk([], ends, doc + before, nbytes), ids[token : token + tokens], lens
         doc += int(ends.sum())
         sentence += n
         token += tokens
@@ -153,17 +165,28 @@ def _replay(path: Path, expected: dict, first_doc: int) -> Iterator[tuple[Chunk,
 
 def fingerprint(corpus: Preprocessed) -> str:
     """A task's ids depend on the corpus (its manifest names every part's sha256 and the tokenizer's) alone."""
-    return hashlib.sha256(json.dumps({"schema": TASK_SCHEMA, "manifest_sha256": corpus.manifest_sha256}).encode()).hexdigest()
+    return hashlib.sha256(
+        json.dumps({"schema": TASK_SCHEMA, "manifest_sha256": corpus.manifest_sha256}).encode()
+    ).hexdigest()
 
 
 @contextlib.contextmanager
-def engine_encoded(corpus: Preprocessed, settings: Settings, out: Path, address: str | None, workers: int) -> Iterator[EngineEncoder]:
+def engine_encoded(
+    corpus: Preprocessed, settings: Settings, out: Path, address: str | None, workers: int
+) -> Iterator[EngineEncoder]:
     import_distributed()  # a missing extra is one line before anything is written
     parts = corpus.manifest["parts"]
     with dask_engine(settings.engine, address, workers or os.cpu_count() or 1) as engine:  # reached before any folder
         folder = make_dirs(tasks_folder(out))
         first_docs = np.concatenate([[0], np.cumsum([p["documents"] for p in parts])]).astype(int).tolist()
-        specs = [TaskSpec(i, str(corpus.path.resolve()), tuple((j, parts[j]) for j in group), str(folder.resolve()),
-                          fingerprint(corpus))
-                 for i, group in enumerate(balanced_groups([p["bytes"] for p in parts], settings.engine.tasks))]
+        specs = [
+            TaskSpec(
+                i,
+                str(corpus.path.resolve()),
+                tuple((j, parts[j]) for j in group),
+                str(folder.resolve()),
+                fingerprint(corpus),
+            )
+            for i, group in enumerate(balanced_groups([p["bytes"] for p in parts], settings.engine.tasks))
+        ]
         yield EngineEncoder(engine, specs, first_docs)

@@ -17,27 +17,26 @@ import os
 import shutil
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from .. import __version__
+from .. import __version__, artefacts
 from ..atomic import sha256_file, staged_output, write_json, write_text
 from ..errors import MapnetError
-from .. import artefacts
 from ..output_paths import check_output
 from ..settings import Settings
 from .bpe import role_ids
 from .packing import Packer
-from .token_ids import encode_lines, load_tokenizer
 from .preprocessed import Chunk, Preprocessed, open_preprocessed
 from .shards import COLUMN, MANIFEST, SCHEMA
+from .token_ids import encode_lines, load_tokenizer
 
 MIN_BYTES_PER_WORKER = 4 << 20  # below ~4 MB of sentences per worker, spawning (~0.5 s each) costs more than it saves
 BATCH_ROWS = 4096  # rows per Arrow record batch: a few MB, so writing never holds a whole file
@@ -85,11 +84,15 @@ def is_valid(seed: int, index: np.ndarray, fraction: float) -> np.ndarray:
 def _check_document_split(documents: int, seed: int, fraction: float) -> None:
     if fraction <= 0:
         return
-    valid = sum(int(is_valid(seed, np.arange(lo, min(lo + (1 << 20), documents)), fraction).sum())
-                for lo in range(0, documents, 1 << 20))
+    valid = sum(
+        int(is_valid(seed, np.arange(lo, min(lo + (1 << 20), documents)), fraction).sum())
+        for lo in range(0, documents, 1 << 20)
+    )
     if valid == 0:
-        raise MapnetError(f"no document of {documents} landed in validation with shard.valid_fraction={fraction}; "
-                          "use shard.split_unit=\"sequence\" or a larger shard.valid_fraction")
+        raise MapnetError(
+            f"no document of {documents} landed in validation with shard.valid_fraction={fraction}; "
+            'use shard.split_unit="sequence" or a larger shard.valid_fraction'
+        )
     # is_valid is hash < fraction with hashes in [0, 1): 1.0 holds out every document by design
     # (an evaluation-only set); anything less that still takes them all is a mis-set fraction.
     if valid == documents and fraction < 1.0:
@@ -129,7 +132,9 @@ class SplitWriter:
             self.files.append({"name": name, "split": self.split, "sequences": 0, "tokens": 0})
             self.writer = ipc.new_file(str(self.folder / name), self.schema)
         values = pa.array(batch.reshape(-1))
-        self.writer.write_batch(pa.record_batch([pa.FixedSizeListArray.from_arrays(values, self.seq_len)], schema=self.schema))
+        self.writer.write_batch(
+            pa.record_batch([pa.FixedSizeListArray.from_arrays(values, self.seq_len)], schema=self.schema)
+        )
         entry = self.files[-1]
         tokens = int(np.count_nonzero(batch != self.pad_id))
         entry["sequences"] += len(batch)
@@ -155,8 +160,12 @@ class SplitWriter:
         if self.writer is not None:
             self._close_file()
         cells = self.sequences * self.seq_len
-        return {"sequences": self.sequences, "tokens": self.tokens, "documents": self.documents,
-                "padding_fraction": round(1 - self.tokens / cells, 6) if cells else 0.0}
+        return {
+            "sequences": self.sequences,
+            "tokens": self.tokens,
+            "documents": self.documents,
+            "padding_fraction": round(1 - self.tokens / cells, 6) if cells else 0.0,
+        }
 
 
 # ---------------------------------------------------------------- the command's library call
@@ -173,8 +182,14 @@ def token_kinds(tokenizer, word_kinds: dict[str, str]) -> tuple[dict[str, list[i
     return {k: sorted(v) for k, v in sorted(kinds.items())}, split_words
 
 
-def run_shard(preprocessed: str | Path | Preprocessed, out: str | Path, settings: Settings, overwrite: bool = False,
-              progress: Callable[[int], None] | None = None, engine_address: str | None = None) -> dict:
+def run_shard(
+    preprocessed: str | Path | Preprocessed,
+    out: str | Path,
+    settings: Settings,
+    overwrite: bool = False,
+    progress: Callable[[int], None] | None = None,
+    engine_address: str | None = None,
+) -> dict:
     """Encode, pack, split and write shards; returns a summary (the manifest plus timings).
 
     `progress(n)` is called with the bytes of part files consumed so far, chunk by chunk.
@@ -206,13 +221,17 @@ def run_shard(preprocessed: str | Path | Preprocessed, out: str | Path, settings
             engine |= {"tasks": encoder.tasks, "tasks_resumed": len(encoder.done)}
         else:
             encoded = _encoded(corpus, workers)
-        writers = {s: SplitWriter(stage, s, cfg.max_seq_len, dtype, cfg.sequences_per_file, special["pad"], special["sep"])
-                   for s in ("train", "valid")}
+        writers = {
+            s: SplitWriter(stage, s, cfg.max_seq_len, dtype, cfg.sequences_per_file, special["pad"], special["sep"])
+            for s in ("train", "valid")
+        }
         stats = _pack_all(encoded, cfg, special, dtype, writers, progress)
         splits = {s: w.close() for s, w in writers.items()}
         if cfg.valid_fraction > 0 and splits["valid"]["sequences"] == 0:
-            raise MapnetError(f"no sequence landed in validation with shard.valid_fraction={cfg.valid_fraction}; "
-                              "use a larger shard.valid_fraction")
+            raise MapnetError(
+                f"no sequence landed in validation with shard.valid_fraction={cfg.valid_fraction}; "
+                "use a larger shard.valid_fraction"
+            )
         # Every corpus token and [SEP] is in a block exactly once: blocks hold them plus one [CLS] each.
         packed = sum(s["tokens"] - s["sequences"] for s in splits.values())
         if packed != stats["tokens"]:
@@ -228,7 +247,7 @@ def run_shard(preprocessed: str | Path | Preprocessed, out: str | Path, settings
         files = writers["train"].files + writers["valid"].files
         manifest = {
             "schema": SCHEMA,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
             "mapnet_version": __version__,
             "max_seq_len": cfg.max_seq_len,
             "dtype": dtype.name,
@@ -246,12 +265,26 @@ def run_shard(preprocessed: str | Path | Preprocessed, out: str | Path, settings
         from .shard_tasks import remove_tasks_folder
 
         remove_tasks_folder(out)  # only once published: until then it is what a rerun goes on from
-    return {"out": str(out), "manifest": manifest, "token_kinds": kinds_info, "workers": workers,
-            "seconds": time.time() - started, "bytes": corpus.total_bytes, **stats, **engine}
+    return {
+        "out": str(out),
+        "manifest": manifest,
+        "token_kinds": kinds_info,
+        "workers": workers,
+        "seconds": time.time() - started,
+        "bytes": corpus.total_bytes,
+        **stats,
+        **engine,
+    }
 
 
-def _pack_all(encoded: Iterator[tuple[Chunk, np.ndarray, np.ndarray]], cfg, special: dict, dtype,
-              writers: dict[str, SplitWriter], progress) -> dict:
+def _pack_all(
+    encoded: Iterator[tuple[Chunk, np.ndarray, np.ndarray]],
+    cfg,
+    special: dict,
+    dtype,
+    writers: dict[str, SplitWriter],
+    progress,
+) -> dict:
     packers = {s: Packer(cfg.max_seq_len, cfg.packing, special["cls"], special["pad"], dtype) for s in writers}
     by_document = cfg.split_unit == "document"
     tokens = sentences = 0

@@ -61,7 +61,11 @@ def load_manifest(shard_dir: Path) -> dict:
     if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
         got = manifest.get("schema") if isinstance(manifest, dict) else type(manifest).__name__
         raise MapnetError(f"{shard_dir / MANIFEST} is not a shard manifest (schema {got!r}, expected {SCHEMA!r})")
-    missing = [k for k in ("max_seq_len", "dtype", "vocab_size", "special_ids", "tokenizer_sha256", "files", "splits") if k not in manifest]
+    missing = [
+        k
+        for k in ("max_seq_len", "dtype", "vocab_size", "special_ids", "tokenizer_sha256", "files", "splits")
+        if k not in manifest
+    ]
     if missing:
         raise MapnetError(f"{shard_dir / MANIFEST} lacks {', '.join(missing)}")
     return manifest
@@ -74,7 +78,9 @@ def verify_file(path: Path, entry: dict, full: bool) -> None:
     except FileNotFoundError:
         raise MapnetError(f"shard file missing: {path}") from None
     if size != entry["bytes"]:
-        raise MapnetError(f"shard file {path} has {size} bytes, manifest says {entry['bytes']} (truncated or replaced?)")
+        raise MapnetError(
+            f"shard file {path} has {size} bytes, manifest says {entry['bytes']} (truncated or replaced?)"
+        )
     if full and sha256_file(path) != entry["sha256"]:
         raise MapnetError(f"shard file {path} does not match its sha256 in the manifest (edited or corrupt)")
 
@@ -132,11 +138,16 @@ class ShardReader:
             source = pa.memory_map(str(path), "r")
             reader = ipc.open_file(source)
             field = reader.schema.field(COLUMN)
-            ok = (pa.types.is_fixed_size_list(field.type) and field.type.list_size == self.max_seq_len
-                  and field.type.value_type == pa.from_numpy_dtype(self.dtype))
+            ok = (
+                pa.types.is_fixed_size_list(field.type)
+                and field.type.list_size == self.max_seq_len
+                and field.type.value_type == pa.from_numpy_dtype(self.dtype)
+            )
             if not ok:
-                raise MapnetError(f"shard file {path}: column {COLUMN} has type {field.type}, expected "
-                                  f"fixed_size_list<{self.dtype}>[{self.max_seq_len}]")
+                raise MapnetError(
+                    f"shard file {path}: column {COLUMN} has type {field.type}, expected "
+                    f"fixed_size_list<{self.dtype}>[{self.max_seq_len}]"
+                )
             blocks = []
             for i in range(reader.num_record_batches):
                 column = reader.get_batch(i).column(COLUMN)
@@ -212,14 +223,17 @@ class ShardReader:
             source.close()
         self._sources.clear()
 
-    def __enter__(self) -> "ShardReader":
+    def __enter__(self) -> ShardReader:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
     def __repr__(self) -> str:
-        return f"ShardReader({os.fspath(self.dir)!r}, split={self.split!r}, sequences={self._len}, max_seq_len={self.max_seq_len})"
+        return (
+            f"ShardReader({os.fspath(self.dir)!r}, split={self.split!r}, sequences={self._len}, "
+            f"max_seq_len={self.max_seq_len})"
+        )
 
 
 __all__ = ["ShardReader", "find_shard_dir", "load_manifest", "verify_file", "SCHEMA", "COLUMN", "SPLITS"]

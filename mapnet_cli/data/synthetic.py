@@ -17,9 +17,9 @@ from __future__ import annotations
 import random
 import re
 from bisect import bisect
+from collections.abc import Iterator
 from functools import lru_cache
 from itertools import accumulate
-from typing import Iterator
 
 from ..settings import SyntheticSettings
 
@@ -101,8 +101,14 @@ def _pos() -> dict[str, tuple[str, int]]:
     return out
 
 
-_KIND_OF_POS = {"particle": "determined", "open": "determined", "close": "determined",
-                "key_a": "long_range", "key_b": "long_range", "noise": "noise"}
+_KIND_OF_POS = {
+    "particle": "determined",
+    "open": "determined",
+    "close": "determined",
+    "key_a": "long_range",
+    "key_b": "long_range",
+    "noise": "noise",
+}
 
 
 def word_kinds() -> dict[str, str]:

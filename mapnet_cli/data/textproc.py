@@ -48,6 +48,7 @@ def import_spacy():
     """
     if "torch" in sys.modules or "spacy" in sys.modules:
         import spacy
+
         return spacy
     sys.modules["torch"] = None
     try:

@@ -31,7 +31,9 @@ def token_counts(reader, max_sequences: int = 20_000) -> np.ndarray:
     rows = sample_rows(len(reader), max_sequences)
     counts = np.zeros(reader.vocab_size, dtype=np.int64)
     for start in range(0, len(rows), 4096):
-        counts += np.bincount(reader.take(rows[start:start + 4096]).ravel().astype(np.int64), minlength=reader.vocab_size)
+        counts += np.bincount(
+            reader.take(rows[start : start + 4096]).ravel().astype(np.int64), minlength=reader.vocab_size
+        )
     return counts
 
 
@@ -62,5 +64,12 @@ def unigram_level(log_p: np.ndarray, targets: np.ndarray) -> float:
     return float(-log_p[np.asarray(targets, dtype=np.int64)].mean()) if len(targets) else float("nan")
 
 
-__all__ = ["SAMPLE_SEQUENCES", "sample_rows", "token_counts", "unigram_log_probs", "entropy", "unigram_entropy",
-           "unigram_level"]
+__all__ = [
+    "SAMPLE_SEQUENCES",
+    "sample_rows",
+    "token_counts",
+    "unigram_log_probs",
+    "entropy",
+    "unigram_entropy",
+    "unigram_level",
+]

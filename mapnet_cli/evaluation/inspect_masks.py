@@ -20,19 +20,19 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 import torch
 
-from ..model import checkpoint
 from ..errors import MapnetError
 from ..masking.adaptive import AdaptiveTable
 from ..masking.mapnet.sampling import gumbel_top_k
 from ..masking.strategy import frequency_masks
 from ..masking.uniform import eligible_positions, mask_counts
+from ..model import checkpoint
 from ..train.run_loader import load_run, recorded_shards, weight_names
 
 SCHEMA = "mapnet.inspect-masks/1"
@@ -94,8 +94,9 @@ def load_table(run) -> AdaptiveTable | None:
     if not any(name.startswith("adaptive.") for name in weight_names(run.checkpoint / checkpoint.WEIGHTS)):
         return None
     m = run.settings.masking
-    table = AdaptiveTable(run.model.cfg.vocab_size, m.mask_prob, decay=m.adaptive.decay, every=m.adaptive.every,
-                          score=m.adaptive.score)
+    table = AdaptiveTable(
+        run.model.cfg.vocab_size, m.mask_prob, decay=m.adaptive.decay, every=m.adaptive.every, score=m.adaptive.score
+    )
     run.load_into({"adaptive": table})
     return table
 
@@ -140,8 +141,10 @@ def check_file(file: str | Path) -> Path:
 def _binary(path: Path) -> MapnetError:
     from ..data.inputs import SNIFF_BYTES
 
-    return MapnetError(f"--file {path} looks binary (NUL bytes in its first {SNIFF_BYTES} bytes, after "
-                       "decompressing): inspect-masks reads text, as preprocess does")
+    return MapnetError(
+        f"--file {path} looks binary (NUL bytes in its first {SNIFF_BYTES} bytes, after "
+        "decompressing): inspect-masks reads text, as preprocess does"
+    )
 
 
 def file_pieces(path: Path, settings) -> Iterator[str]:
@@ -189,7 +192,9 @@ def validation_rows(ckpt: Path, limit: int, shards: str | Path | None = None) ->
         run_json = ckpt.parent.parent / "run.json"
         shards = recorded_shards(run_json)
         if shards is None:
-            raise MapnetError(f"no input: give --text, --file or stdin, or --shards (no {run_json} names the run's shards)")
+            raise MapnetError(
+                f"no input: give --text, --file or stdin, or --shards (no {run_json} names the run's shards)"
+            )
     valid = ShardReader(shards, "valid", verify="size")
     check_shards_tokenizer(ckpt, valid, shards)
     if len(valid) == 0:
@@ -207,18 +212,30 @@ def check_shards_tokenizer(ckpt: Path, valid, shards: str | Path) -> None:
     rows = int(checkpoint.read_config(ckpt)["model"]["vocab_size"])
     if valid.vocab_size <= rows and same_encoding(valid.tokenizer_path, ckpt / checkpoint.TOKENIZER):
         return
-    raise MapnetError(f"shards {shards} were encoded with another tokenizer ({valid.vocab_size} tokens, "
-                      f"{valid.tokenizer_path}) than {ckpt} was trained with ({rows} embedding rows, its "
-                      f"{checkpoint.TOKENIZER}): their ids would mean other words; give the run's own shards "
-                      "(--shards), or --text / --file")
+    raise MapnetError(
+        f"shards {shards} were encoded with another tokenizer ({valid.vocab_size} tokens, "
+        f"{valid.tokenizer_path}) than {ckpt} was trained with ({rows} embedding rows, its "
+        f"{checkpoint.TOKENIZER}): their ids would mean other words; give the run's own shards "
+        "(--shards), or --text / --file"
+    )
 
 
 # ---------------------------------------------------------------- the inspection
 @torch.no_grad()
-def inspect_masks(path: str | Path, *, text: str | None = None, source: str = "text", sentences: int = 4,
-                  seed: int = 0, samples: int = 200, top: int = 10, min_count: int = 5,
-                  shards: str | Path | None = None, device: str | torch.device = "cpu",
-                  file: str | Path | None = None) -> Inspection:
+def inspect_masks(
+    path: str | Path,
+    *,
+    text: str | None = None,
+    source: str = "text",
+    sentences: int = 4,
+    seed: int = 0,
+    samples: int = 200,
+    top: int = 10,
+    min_count: int = 5,
+    shards: str | Path | None = None,
+    device: str | torch.device = "cpu",
+    file: str | Path | None = None,
+) -> Inspection:
     """Proposal probabilities, one sampled mask per row, and the word-type table (see the module doc).
     `file`: a text file read as preprocess reads an input (`file_pieces`), in place of `text`."""
     from ..data.bpe import load_tokenizer, role_ids
@@ -236,9 +253,11 @@ def inspect_masks(path: str | Path, *, text: str | None = None, source: str = "t
     run = load_run(path, device=device)
     table = load_table(run) if run.proposal is None else None
     if run.proposal is None and table is None:
-        raise MapnetError(f"{run.checkpoint} has no proposal network (no mapnet.* weights) and no adaptive table (no "
-                          "adaptive.* weights): it was trained with uniform masking; inspect-masks needs a run trained "
-                          "with --masking mapnet or --masking adaptive")
+        raise MapnetError(
+            f"{run.checkpoint} has no proposal network (no mapnet.* weights) and no adaptive table (no "
+            "adaptive.* weights): it was trained with uniform masking; inspect-masks needs a run trained "
+            "with --masking mapnet or --masking adaptive"
+        )
     ckpt, meta, settings = run.checkpoint, run.meta, run.settings
     tokenizer = load_tokenizer(ckpt / checkpoint.TOKENIZER)
     max_len = run.model.cfg.max_position
@@ -283,13 +302,31 @@ def inspect_masks(path: str | Path, *, text: str | None = None, source: str = "t
         L = len(r)
         p_row = [float(probs[i, j]) if eligible[i, j] else None for j in range(L)]
         ent = _normalised_entropy(probs[i, :L], eligible[i, :L])
-        views.append(SequenceView(tokens=[tokenizer.id_to_token(t) or "?" for t in r], ids=list(r),
-                                  probabilities=p_row, masked=[int(j) for j in shown[i].nonzero().flatten()],
-                                  k=int(k[i]), eligible=int(n[i]), entropy=ent))
+        views.append(
+            SequenceView(
+                tokens=[tokenizer.id_to_token(t) or "?" for t in r],
+                ids=list(r),
+                probabilities=p_row,
+                masked=[int(j) for j in shown[i].nonzero().flatten()],
+                k=int(k[i]),
+                eligible=int(n[i]),
+                entropy=ent,
+            )
+        )
     most, least, left_out = _word_table(views, freq, k, n, top, min_count, continuation_prefix(tokenizer))
-    result = Inspection(checkpoint=str(ckpt), step=int(meta.get("step", 0)), source=source, seed=seed, samples=samples,
-                        mask_prob=settings.masking.mask_prob, sequences=views, most=most, least=least,
-                        min_count=min_count, left_out=left_out)
+    result = Inspection(
+        checkpoint=str(ckpt),
+        step=int(meta.get("step", 0)),
+        source=source,
+        seed=seed,
+        samples=samples,
+        mask_prob=settings.masking.mask_prob,
+        sequences=views,
+        most=most,
+        least=least,
+        min_count=min_count,
+        left_out=left_out,
+    )
     if table is not None:
         result.strategy, result.updates = "adaptive", int(table.updates)
         result.tokens_most, result.tokens_least = _token_table(table, tokenizer, top, min_count)
@@ -306,7 +343,7 @@ def _token_table(table: AdaptiveTable, tokenizer, top: int, min_count: int) -> t
     def stat(v: int) -> TokenStat:
         return TokenStat(tokenizer.id_to_token(v) or "?", v, rel[v], observed[v])
 
-    return [stat(v) for v in ranked[:top]], [stat(v) for v in reversed(ranked[len(ranked) - top:])] if top else []
+    return [stat(v) for v in ranked[:top]], [stat(v) for v in reversed(ranked[len(ranked) - top :])] if top else []
 
 
 def _normalised_entropy(p: torch.Tensor, eligible: torch.Tensor) -> float:
@@ -340,8 +377,15 @@ def continuation_prefix(tokenizer) -> str | None:
     return (model.get("continuing_subword_prefix") or "##") if model.get("type") == "WordPiece" else None
 
 
-def _word_table(views: list[SequenceView], freq: torch.Tensor, k: torch.Tensor, n: torch.Tensor, top: int,
-                min_count: int, continuation: str | None = None) -> tuple[list[WordStat], list[WordStat], int]:
+def _word_table(
+    views: list[SequenceView],
+    freq: torch.Tensor,
+    k: torch.Tensor,
+    n: torch.Tensor,
+    top: int,
+    min_count: int,
+    continuation: str | None = None,
+) -> tuple[list[WordStat], list[WordStat], int]:
     """Per word type: sum of masking frequencies of its tokens vs the uniform K/n at the same positions.
 
     Only word types with at least `min_count` tokens in the shown rows are ranked: a word seen once or twice
@@ -365,15 +409,30 @@ def _word_table(views: list[SequenceView], freq: torch.Tensor, k: torch.Tensor, 
             uniform_sum[word] = uniform_sum.get(word, 0.0) + rate * len(positions)
             count[word] = count.get(word, 0) + len(positions)
             seen[word] = seen.get(word, 0) + 1
-    stats = [WordStat(w, count[w], masked_sum[w] / count[w], masked_sum[w] / uniform_sum[w])
-             for w in count if seen[w] >= min_count and uniform_sum[w] > 0]
+    stats = [
+        WordStat(w, count[w], masked_sum[w] / count[w], masked_sum[w] / uniform_sum[w])
+        for w in count
+        if seen[w] >= min_count and uniform_sum[w] > 0
+    ]
     left_out = sum(1 for w in count if uniform_sum[w] > 0) - len(stats)
     stats.sort(key=lambda s: (-s.relative, s.word))
     top = min(top, len(stats) // 2)  # the two tables never share a word
     most = stats[:top]
-    least = sorted(stats[len(stats) - top:], key=lambda s: (s.relative, s.word)) if top else []
+    least = sorted(stats[len(stats) - top :], key=lambda s: (s.relative, s.word)) if top else []
     return most, least, left_out
 
 
-__all__ = ["SCHEMA", "SequenceView", "WordStat", "TokenStat", "Inspection", "load_table", "text_pieces", "file_pieces",
-           "text_rows", "validation_rows", "inspect_masks", "words_of"]
+__all__ = [
+    "SCHEMA",
+    "SequenceView",
+    "WordStat",
+    "TokenStat",
+    "Inspection",
+    "load_table",
+    "text_pieces",
+    "file_pieces",
+    "text_rows",
+    "validation_rows",
+    "inspect_masks",
+    "words_of",
+]

@@ -20,9 +20,9 @@ from __future__ import annotations
 import hashlib
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -39,14 +39,14 @@ POOLINGS = ("cls", "mean")
 @dataclass(frozen=True)
 class ProbeConfig:
     task: str = "SST-2"
-    train_examples: int = 4000   # training rows the probe is fitted on (0: all)
-    dev_examples: int = 0        # dev rows per dev set (0: all), the fixed subset finetune.max_dev takes
-    seed: int = 0                # draws the training subset; the random-init control's fine-tuning seed
-    max_seq_len: int = 128       # tokens per input, specials included (also capped by max_position)
-    l2: float = 1e-3             # L2 penalty on the (standardised-feature) weights
-    max_iter: int = 200          # L-BFGS iterations at most
-    batch_size: int = 256        # sequences per forward pass
-    pooling: str = "mean"        # which feature gives `score` (both are always reported)
+    train_examples: int = 4000  # training rows the probe is fitted on (0: all)
+    dev_examples: int = 0  # dev rows per dev set (0: all), the fixed subset finetune.max_dev takes
+    seed: int = 0  # draws the training subset; the random-init control's fine-tuning seed
+    max_seq_len: int = 128  # tokens per input, specials included (also capped by max_position)
+    l2: float = 1e-3  # L2 penalty on the (standardised-feature) weights
+    max_iter: int = 200  # L-BFGS iterations at most
+    batch_size: int = 256  # sequences per forward pass
+    pooling: str = "mean"  # which feature gives `score` (both are always reported)
 
     def problems(self) -> list[str]:
         out = []
@@ -72,9 +72,15 @@ def train_subset(split: Split, n: int, seed: int) -> tuple[Split, np.ndarray]:
         keep = np.arange(len(split))
     else:
         keep = np.sort(np.random.default_rng(seed).choice(len(split), size=n, replace=False))
-    sub = Split(split.entry, split.path, [split.text_a[i] for i in keep],
-                None if split.text_b is None else [split.text_b[i] for i in keep],
-                split.labels[keep], split.skipped, split.skipped_lines)
+    sub = Split(
+        split.entry,
+        split.path,
+        [split.text_a[i] for i in keep],
+        None if split.text_b is None else [split.text_b[i] for i in keep],
+        split.labels[keep],
+        split.skipped,
+        split.skipped_lines,
+    )
     return sub, keep
 
 
@@ -104,7 +110,7 @@ def pooled_features(encoder, data: Encoded, pad_id: int, batch_size: int, device
     order = np.argsort(data.lengths, kind="stable")  # similar lengths together: little padding
     with torch.inference_mode():
         for start in range(0, n, batch_size):
-            idx = order[start:start + batch_size]
+            idx = order[start : start + batch_size]
             ids, mask, _ = collate(data, idx, pad_id, device, regression=False)
             h = encoder(ids, mask).float()
             keep = torch.ones(h.shape[:2], device=device) if mask is None else mask.float()
@@ -119,8 +125,8 @@ def pooled_features(encoder, data: Encoded, pad_id: int, batch_size: int, device
 class LogisticProbe:
     mean: np.ndarray
     std: np.ndarray
-    weight: np.ndarray   # (H, C)
-    bias: np.ndarray     # (C,)
+    weight: np.ndarray  # (H, C)
+    bias: np.ndarray  # (C,)
     train_loss: float
     iterations: int
 
@@ -142,8 +148,15 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, classes: int, l2: float = 1e-3, m
     t = torch.from_numpy(np.asarray(y, dtype=np.int64))
     w = torch.zeros(x.shape[1], classes, dtype=torch.float64, requires_grad=True)
     b = torch.zeros(classes, dtype=torch.float64, requires_grad=True)
-    opt = torch.optim.LBFGS([w, b], lr=1.0, max_iter=max_iter, tolerance_grad=1e-9, tolerance_change=1e-12,
-                            history_size=20, line_search_fn="strong_wolfe")
+    opt = torch.optim.LBFGS(
+        [w, b],
+        lr=1.0,
+        max_iter=max_iter,
+        tolerance_grad=1e-9,
+        tolerance_change=1e-12,
+        history_size=20,
+        line_search_fn="strong_wolfe",
+    )
 
     def closure():
         opt.zero_grad()
@@ -159,8 +172,9 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, classes: int, l2: float = 1e-3, m
 
 
 # ---------------------------------------------------------------- one checkpoint
-def probe_checkpoint(ref: CheckpointRef, data: TaskData, cfg: ProbeConfig, cache_dir: Path | None = None,
-                     device=None) -> dict:
+def probe_checkpoint(
+    ref: CheckpointRef, data: TaskData, cfg: ProbeConfig, cache_dir: Path | None = None, device=None
+) -> dict:
     """Probe scores of one checkpoint (or random-init control) on `data`: per pooling, the dev metrics."""
     from ..model.bert import build_encoder
     from .glue.encode import TextEncoder
@@ -175,21 +189,33 @@ def probe_checkpoint(ref: CheckpointRef, data: TaskData, cfg: ProbeConfig, cache
         state, arch, settings = load_encoder_state(ref)
         encoder = build_encoder(arch)
         encoder.load_state_dict(state)
-    text = TextEncoder(ref.path / "tokenizer.json", settings.preprocess, min(cfg.max_seq_len, arch.max_position), cache_dir)
+    text = TextEncoder(
+        ref.path / "tokenizer.json", settings.preprocess, min(cfg.max_seq_len, arch.max_position), cache_dir
+    )
     splits = [text.encode(s.entry, s.text_a, s.text_b, s.labels) for s in (data.train, *data.dev)]
     feats = [pooled_features(encoder, s, text.pad_id, cfg.batch_size, device) for s in splits]
     train, devs = splits[0], splits[1:]
-    out = {"checkpoint": ref.key, "run": ref.run, "step": ref.step, "sha256": ref.sha, "path": str(ref.path),
-           "init": ref.init}
+    out = {
+        "checkpoint": ref.key,
+        "run": ref.run,
+        "step": ref.step,
+        "sha256": ref.sha,
+        "path": str(ref.path),
+        "init": ref.init,
+    }
     for pooling in POOLINGS:
         probe = fit_logistic(feats[0][pooling], train.labels, spec.num_outputs, cfg.l2, cfg.max_iter)
         entries = {}
         for dev, f in zip(devs, feats[1:]):
             values = M.compute(spec.metrics, probe.predict(f[pooling]), dev.labels)
             entries[dev.entry] = {"metrics": values, "score": M.entry_score(values)}
-        out[pooling] = {"entries": entries, "score": float(np.mean([e["score"] for e in entries.values()])),
-                        "train_accuracy": M.accuracy(probe.predict(feats[0][pooling]), train.labels),
-                        "train_loss": probe.train_loss, "iterations": probe.iterations}
+        out[pooling] = {
+            "entries": entries,
+            "score": float(np.mean([e["score"] for e in entries.values()])),
+            "train_accuracy": M.accuracy(probe.predict(feats[0][pooling]), train.labels),
+            "train_loss": probe.train_loss,
+            "iterations": probe.iterations,
+        }
     out["score"] = out[cfg.pooling]["score"]
     out["seconds"] = round(time.perf_counter() - t0, 3)
     return out
@@ -214,8 +240,15 @@ def check_text_paths(refs: list[CheckpointRef]) -> None:
         check_fits(text.tokenizer, ref.path / "tokenizer.json", arch.vocab_size, f"checkpoint {ref.path}")
 
 
-def probe_run(refs: list[CheckpointRef], glue_dir: Path, cfg: ProbeConfig, out_path: Path | None = None,
-              control: bool = True, note: Callable[[str], None] = lambda _: None, device=None) -> dict:
+def probe_run(
+    refs: list[CheckpointRef],
+    glue_dir: Path,
+    cfg: ProbeConfig,
+    out_path: Path | None = None,
+    control: bool = True,
+    note: Callable[[str], None] = lambda _: None,
+    device=None,
+) -> dict:
     """Probe every checkpoint in `refs` (and, with `control`, each architecture's random-init control);
     the document is written to `out_path` (atomically) after every checkpoint when given, with
     "complete": false and "planned" (how many entries it will hold) until the last one, as `mapnet blimp`'s:
@@ -230,10 +263,20 @@ def probe_run(refs: list[CheckpointRef], glue_dir: Path, cfg: ProbeConfig, out_p
     data, keep = load_probe_data(Path(glue_dir), cfg)  # input problems surface before any encoder runs
     todo, controls = with_controls(refs, "both" if control else "pretrained")
     check_text_paths(todo)
-    doc = {"schema": SCHEMA, "complete": False, "planned": len(todo), "task": cfg.task, "config": asdict(cfg),
-           "data": {"train_rows": len(data.train), "train_subset_sha256": hashlib.sha256(keep.astype(np.int64).tobytes()).hexdigest(),
-                    "dev_rows": {d.entry: len(d) for d in data.dev}},
-           "controls": controls, "checkpoints": []}
+    doc = {
+        "schema": SCHEMA,
+        "complete": False,
+        "planned": len(todo),
+        "task": cfg.task,
+        "config": asdict(cfg),
+        "data": {
+            "train_rows": len(data.train),
+            "train_subset_sha256": hashlib.sha256(keep.astype(np.int64).tobytes()).hexdigest(),
+            "dev_rows": {d.entry: len(d) for d in data.dev},
+        },
+        "controls": controls,
+        "checkpoints": [],
+    }
     cache = Path(out_path).parent / "cache" if out_path is not None else None
     for ref in todo:
         note(f"probing {ref.run}@{ref.step} ({ref.init})")
@@ -250,14 +293,23 @@ def rank_correlation(probe_doc: dict, glue_doc: dict, pooling: str | None = None
     checkpoints both documents hold (matched by weights sha256): overall and per run."""
     pooling = pooling or probe_doc["config"]["pooling"]
     entries = TASKS[probe_doc["task"]].entries
-    tuned = {ck["sha256"]: ck for ck in glue_doc["summary"]["checkpoints"] if ck.get("init", "pretrained") == "pretrained"}
+    tuned = {
+        ck["sha256"]: ck for ck in glue_doc["summary"]["checkpoints"] if ck.get("init", "pretrained") == "pretrained"
+    }
     pairs = []
     for ck in probe_doc["checkpoints"]:
         ft = tuned.get(ck["sha256"])
         if ck["init"] != "pretrained" or ft is None or not all(e in ft["entries"] for e in entries):
             continue
-        pairs.append({"run": ck["run"], "step": ck["step"], "sha256": ck["sha256"], "probe": ck[pooling]["score"],
-                      "finetune": float(np.mean([ft["entries"][e] for e in entries]))})
+        pairs.append(
+            {
+                "run": ck["run"],
+                "step": ck["step"],
+                "sha256": ck["sha256"],
+                "probe": ck[pooling]["score"],
+                "finetune": float(np.mean([ft["entries"][e] for e in entries])),
+            }
+        )
 
     def rho(group: list[dict]) -> float | None:
         if len(group) < 3:
@@ -265,6 +317,11 @@ def rank_correlation(probe_doc: dict, glue_doc: dict, pooling: str | None = None
         return M.spearman([p["probe"] for p in group], [p["finetune"] for p in group])
 
     runs = list(dict.fromkeys(p["run"] for p in pairs))
-    return {"task": probe_doc["task"], "pooling": pooling, "n": len(pairs), "spearman": rho(pairs),
-            "per_run": {r: {"n": len(g), "spearman": rho(g)} for r in runs for g in [[p for p in pairs if p["run"] == r]]},
-            "pairs": pairs}
+    return {
+        "task": probe_doc["task"],
+        "pooling": pooling,
+        "n": len(pairs),
+        "spearman": rho(pairs),
+        "per_run": {r: {"n": len(g), "spearman": rho(g)} for r in runs for g in [[p for p in pairs if p["run"] == r]]},
+        "pairs": pairs,
+    }

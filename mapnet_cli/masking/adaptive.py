@@ -48,8 +48,16 @@ class AdaptiveTable(nn.Module):
     `last_score`, the pooled score of the last update (NaN before one).
     """
 
-    def __init__(self, vocab_size: int, base_rate: float, *, decay: float, every: int, score: str,
-                 device: torch.device | str = "cpu"):
+    def __init__(
+        self,
+        vocab_size: int,
+        base_rate: float,
+        *,
+        decay: float,
+        every: int,
+        score: str,
+        device: torch.device | str = "cpu",
+    ):
         super().__init__()
         if score not in ("hard", "soft"):
             raise ValueError(f"score must be 'hard' or 'soft' (got {score!r})")
@@ -128,8 +136,14 @@ class AdaptiveTraining(UniformTraining):
         super().__init__(settings, model, data)
         self.info = info or distributed.DistInfo()
         m = settings.masking
-        self.table = AdaptiveTable(self.vocab_size, m.mask_prob, decay=m.adaptive.decay, every=m.adaptive.every,
-                                   score=m.adaptive.score, device=self.info.device)
+        self.table = AdaptiveTable(
+            self.vocab_size,
+            m.mask_prob,
+            decay=m.adaptive.decay,
+            every=m.adaptive.every,
+            score=m.adaptive.score,
+            device=self.info.device,
+        )
         self.kinds = {k: np.asarray(v, dtype=np.int64) for k, v in (data.token_kinds or {}).items()}
         self._step: int | None = None  # the step the last loss_fn was made for: after_step follows it
 
@@ -139,9 +153,16 @@ class AdaptiveTraining(UniformTraining):
 
     def micro_batch(self, ids, step, slots, keys, device) -> MicroBatch:
         """Exactly K positions per row by systematic PPS from the table of `step` (draws as `frequency`)."""
-        return pps_micro_batch(self, ids, step, slots, keys, device,
-                               lambda on: self.table.scores_for(step).to(on),  # the host: a no-op where masks are drawn
-                               ht_weights=self.settings.masking.adaptive.weights == "ht")
+        return pps_micro_batch(
+            self,
+            ids,
+            step,
+            slots,
+            keys,
+            device,
+            lambda on: self.table.scores_for(step).to(on),  # the host: a no-op where masks are drawn
+            ht_weights=self.settings.masking.adaptive.weights == "ht",
+        )
 
     def loss_fn(self, step: int, with_stats: bool, pieces: int = 1):
         self._step = step
@@ -163,8 +184,10 @@ class AdaptiveTraining(UniformTraining):
         rel = self.table.relative().numpy()
         seen = self.table.observed.numpy() > 0
         score = float(self.table.last_score.numpy())
-        out: dict[str, Any] = {"adaptive/updates": int(self.table.updates.numpy()),
-                               "adaptive/score": None if np.isnan(score) else score}
+        out: dict[str, Any] = {
+            "adaptive/updates": int(self.table.updates.numpy()),
+            "adaptive/score": None if np.isnan(score) else score,
+        }
         for name, fn in (("min", np.min), ("max", np.max), ("mean", np.mean)):
             out[f"adaptive/weight_{name}"] = float(fn(rel[seen])) if seen.any() else None
         for kind, ids in self.kinds.items():  # the synthetic corpus: how each kind of token is treated
@@ -178,14 +201,18 @@ class AdaptiveTraining(UniformTraining):
     def check_resume(self, meta: dict, ckpt: Path) -> None:
         saved = meta.get("adaptive")
         if not isinstance(saved, dict):
-            raise MapnetError(f"--resume: {ckpt}/config.json lacks \"adaptive\", which every adaptive-masking checkpoint "
-                              "records; it cannot be continued")
+            raise MapnetError(
+                f'--resume: {ckpt}/config.json lacks "adaptive", which every adaptive-masking checkpoint '
+                "records; it cannot be continued"
+            )
         table = self.settings.masking.adaptive
         for record, key in FIXED.items():
             if saved.get(record) != getattr(table, key):
-                raise MapnetError(f"--resume: {ckpt} was trained with masking.adaptive.{key} = {saved.get(record)!r}, "
-                                  f"not {getattr(table, key)!r}; it cannot change on resume (the table's running sums "
-                                  "and update steps depend on it)")
+                raise MapnetError(
+                    f"--resume: {ckpt} was trained with masking.adaptive.{key} = {saved.get(record)!r}, "
+                    f"not {getattr(table, key)!r}; it cannot change on resume (the table's running sums "
+                    "and update steps depend on it)"
+                )
 
 
 __all__ = ["SCORE_SCALE", "FLOOR", "AdaptiveTable", "AdaptiveTraining"]

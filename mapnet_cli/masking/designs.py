@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 
+
 def inclusion_probabilities(scores: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """pi (B, T) float64 proportional to `scores` (>= 0; 0 off the eligible set), capped at 1, with sum_i pi_i = k_b.
 
@@ -92,8 +93,9 @@ def ht_weights(pi: torch.Tensor, chosen: torch.Tensor, k: torch.Tensor, eligible
     return torch.where(chosen, w, torch.zeros_like(w)).to(torch.float32)
 
 
-def weighted_sequence_losses(token_losses: torch.Tensor, rows: torch.Tensor, token_weights: torch.Tensor,
-                             counts: torch.Tensor) -> torch.Tensor:
+def weighted_sequence_losses(
+    token_losses: torch.Tensor, rows: torch.Tensor, token_weights: torch.Tensor, counts: torch.Tensor
+) -> torch.Tensor:
     """(B,) sum_{i in S_b} w_i l_i / K_b from the model's flat, row-major token losses (0 where K_b = 0)."""
     B = counts.shape[0]
     out = torch.zeros(B, dtype=token_losses.dtype, device=token_losses.device)

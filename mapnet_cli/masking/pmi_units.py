@@ -13,8 +13,8 @@ replacement are those of the other unit schemes (`units.py`, whose docstring sta
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
@@ -48,7 +48,7 @@ class NgramHasher:
         self.q = [_signed(c) for c in _odd_constants(max_n, 1299709)]
         self.r = _signed(_odd_constants(1, 15485863)[0])
 
-    def to(self, device) -> "NgramHasher":
+    def to(self, device) -> NgramHasher:
         self.val, self.pw = self.val.to(device), self.pw.to(device)
         return self
 
@@ -56,9 +56,12 @@ class NgramHasher:
         """(B, T) hash of word w of each row at [:, w] (0 past the last word)."""
         B, T = ids.shape
         offset = torch.arange(T, device=ids.device).expand(B, T) - start_position(is_start)
-        contrib = torch.where(word >= 0, self.val[ids] * self.pw[offset], torch.zeros((), dtype=torch.long, device=ids.device))
+        contrib = torch.where(
+            word >= 0, self.val[ids] * self.pw[offset], torch.zeros((), dtype=torch.long, device=ids.device)
+        )
         return torch.zeros(B, T + 1, dtype=torch.long, device=ids.device).scatter_add_(
-            1, torch.where(word >= 0, word, T), contrib)[:, :T]
+            1, torch.where(word >= 0, word, T), contrib
+        )[:, :T]
 
     def windows(self, word_hash: torch.Tensor, n: int) -> torch.Tensor:
         """(B, W) hash of the n words starting at each word (garbage where fewer than n follow)."""
@@ -66,15 +69,16 @@ class NgramHasher:
         padded = torch.nn.functional.pad(word_hash, (0, n))
         out = torch.full((B, W), _signed(n * self.r), dtype=torch.long, device=word_hash.device)
         for j in range(n):
-            out = out + padded[:, j:j + W] * self.q[j]
+            out = out + padded[:, j : j + W] * self.q[j]
         return out
 
 
 class PmiMatcher:
     """The PMI vocabulary as sorted n-gram hashes per length, encoded with the shards' tokenizer."""
 
-    def __init__(self, entries: Sequence[str], tokenizer_path: Path, special_ids: dict, starts: torch.Tensor,
-                 vocab_size: int):
+    def __init__(
+        self, entries: Sequence[str], tokenizer_path: Path, special_ids: dict, starts: torch.Tensor, vocab_size: int
+    ):
         from ..data.shard_writer import load_tokenizer
 
         tok = load_tokenizer(tokenizer_path)  # as `shard` encodes: no padding, no truncation, specials as text
@@ -85,11 +89,11 @@ class PmiMatcher:
         rows = [r for r in rows if r and not specials.intersection(r)]  # an n-gram with [UNK] never matches
         by_n: dict[int, list[torch.Tensor]] = {}
         for start in range(0, len(rows), 65536):
-            part = rows[start:start + 65536]
+            part = rows[start : start + 65536]
             width = max(map(len, part))
             ids = torch.full((len(part), width), special_ids["pad"], dtype=torch.long)
             for i, r in enumerate(part):
-                ids[i, :len(r)] = torch.tensor(r)
+                ids[i, : len(r)] = torch.tensor(r)
             eligible = eligible_positions(ids, special_ids)
             word, is_start, _ = words_of(ids, eligible, starts)
             n_words = word.max(1).values + 1
@@ -100,25 +104,28 @@ class PmiMatcher:
         self.tables = {n: torch.cat(v).unique() for n, v in by_n.items()}  # unique() sorts
         self.entries = sum(len(t) for t in self.tables.values())
 
-    def to(self, device) -> "PmiMatcher":
+    def to(self, device) -> PmiMatcher:
         self.hasher.to(device)
         self.starts = self.starts.to(device)
         self.tables = {n: t.to(device) for n, t in self.tables.items()}
         return self
 
-    def longest(self, ids: torch.Tensor, word: torch.Tensor, is_start: torch.Tensor, run_start: torch.Tensor) -> torch.Tensor:
+    def longest(
+        self, ids: torch.Tensor, word: torch.Tensor, is_start: torch.Tensor, run_start: torch.Tensor
+    ) -> torch.Tensor:
         """(B, T): per word w, the length in words of the longest vocabulary n-gram starting at w (1: none)."""
         B, T = ids.shape
         wh = self.hasher.words(ids, word, is_start)
         n_words = (word.max(1).values + 1)[:, None]
         # Run of each word: n-grams never cross a special token.
         run = torch.zeros(B, T + 1, dtype=torch.long, device=ids.device).scatter_(
-            1, torch.where(word >= 0, word, T), run_start.long().cumsum(1))[:, :T]
+            1, torch.where(word >= 0, word, T), run_start.long().cumsum(1)
+        )[:, :T]
         w = torch.arange(T, device=ids.device).expand(B, T)
         best = torch.ones(B, T, dtype=torch.long, device=ids.device)
         for n in sorted(self.tables):
             inside = w + n - 1 < n_words
-            same = run == torch.nn.functional.pad(run, (0, n - 1))[:, n - 1:n - 1 + T]
+            same = run == torch.nn.functional.pad(run, (0, n - 1))[:, n - 1 : n - 1 + T]
             hit = inside & same & torch.isin(self.hasher.windows(wh, n), self.tables[n])
             best = torch.where(hit, torch.full_like(best, n), best)
         return best
@@ -128,8 +135,13 @@ def greedy_chain(longest: torch.Tensor) -> torch.Tensor:
     """(B, W) bool: the words where units start when each row is cut greedily from word 0, a unit at
     w spanning longest[w] words. Pointer doubling: log2(W) gathers, no loop over words."""
     B, W = longest.shape
-    nxt = torch.cat([(torch.arange(W, device=longest.device) + longest).clamp(max=W),
-                     torch.full((B, 1), W, dtype=torch.long, device=longest.device)], 1)
+    nxt = torch.cat(
+        [
+            (torch.arange(W, device=longest.device) + longest).clamp(max=W),
+            torch.full((B, 1), W, dtype=torch.long, device=longest.device),
+        ],
+        1,
+    )
     chain = torch.zeros(B, 1, dtype=torch.long, device=longest.device)
     jump = nxt
     while chain.shape[1] < W + 1:  # chain holds the first 2^k units' starts; jump = next^(2^k)
@@ -156,8 +168,10 @@ def find_pmi_vocab(masking, shard_dir: Path, manifest: dict) -> Path:
     for c in candidates:
         if c.is_file():
             return c
-    raise MapnetError(f"PMI masking needs a PMI vocabulary: none at {' or '.join(map(str, candidates))}; "
-                      "make one with `mapnet pmi-vocab CORPUS --out FILE` and put it there or set masking.pmi.vocab=FILE")
+    raise MapnetError(
+        f"PMI masking needs a PMI vocabulary: none at {' or '.join(map(str, candidates))}; "
+        "make one with `mapnet pmi-vocab CORPUS --out FILE` and put it there or set masking.pmi.vocab=FILE"
+    )
 
 
 class PmiTraining(WholeWordTraining):
@@ -172,8 +186,9 @@ class PmiTraining(WholeWordTraining):
         from ..atomic import sha256_file
 
         self.vocab_sha256 = sha256_file(self.vocab_path)
-        self.matcher = PmiMatcher([e[0] for e in vocab.entries], data.tokenizer_path, data.special_ids,
-                                  self.starts, data.vocab_size)
+        self.matcher = PmiMatcher(
+            [e[0] for e in vocab.entries], data.tokenizer_path, data.special_ids, self.starts, data.vocab_size
+        )
         self.vocab_entries = len(vocab.entries)
 
     def units(self, targets, word, is_start, run_start, rng, device) -> torch.Tensor:
@@ -182,8 +197,14 @@ class PmiTraining(WholeWordTraining):
         return pmi_units(self.matcher, targets, word, is_start, run_start)
 
     def run_info(self) -> dict:
-        return {"pmi_vocab": {"path": str(Path(self.vocab_path).resolve()), "sha256": self.vocab_sha256,
-                              "entries": self.vocab_entries, "matchable_entries": self.matcher.entries}}
+        return {
+            "pmi_vocab": {
+                "path": str(Path(self.vocab_path).resolve()),
+                "sha256": self.vocab_sha256,
+                "entries": self.vocab_entries,
+                "matchable_entries": self.matcher.entries,
+            }
+        }
 
     def checkpoint_extra(self) -> dict:
         return {"pmi_vocab_sha256": self.vocab_sha256}
@@ -192,8 +213,10 @@ class PmiTraining(WholeWordTraining):
         # `checkpoint_extra` always writes it; .get so a damaged config.json is this one-line error, not a KeyError
         recorded = meta.get("pmi_vocab_sha256")
         if recorded != self.vocab_sha256:
-            raise MapnetError(f"--resume: {ckpt} was trained with another PMI vocabulary (sha256 {str(recorded)[:12]}…, "
-                              f"now {self.vocab_sha256[:12]}… at {self.vocab_path}); put the original back to continue exactly")
+            raise MapnetError(
+                f"--resume: {ckpt} was trained with another PMI vocabulary (sha256 {str(recorded)[:12]}…, "
+                f"now {self.vocab_sha256[:12]}… at {self.vocab_path}); put the original back to continue exactly"
+            )
 
 
 __all__ = ["NgramHasher", "PmiMatcher", "greedy_chain", "pmi_units", "find_pmi_vocab", "PmiTraining"]

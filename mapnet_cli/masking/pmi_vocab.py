@@ -22,9 +22,9 @@ import json
 import math
 import time
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -147,16 +147,24 @@ def rank(counter: NgramCounter, size: int, min_count: int) -> tuple[list[tuple[s
     quota = {k: int(round(size * SHARES.get(k, 0.0))) for k in by_len}
     for k, cands in by_len.items():
         cands.sort(key=lambda t: (-t[0], -t[1], t[2]))  # ties broken by count, then ids: deterministic
-        for score, c, key in cands[:quota[k]]:
+        for score, c, key in cands[: quota[k]]:
             entries.append((" ".join(names[i] for i in key), k, c, score))
-    stats = {"candidates": {str(k): len(v) for k, v in by_len.items()},
-             "entries_by_length": {str(k): min(len(v), quota[k]) for k, v in by_len.items()},
-             "unscored_pruned_parts": unscored}
+    stats = {
+        "candidates": {str(k): len(v) for k, v in by_len.items()},
+        "entries_by_length": {str(k): min(len(v), quota[k]) for k, v in by_len.items()},
+        "unscored_pruned_parts": unscored,
+    }
     return entries, stats
 
 
-def build_vocabulary(corpus, *, size: int = 800_000, min_count: int = 10, max_entries: int = 4_000_000,
-                     progress: Callable[[int], None] = lambda n: None) -> Vocabulary:
+def build_vocabulary(
+    corpus,
+    *,
+    size: int = 800_000,
+    min_count: int = 10,
+    max_entries: int = 4_000_000,
+    progress: Callable[[int], None] = lambda n: None,
+) -> Vocabulary:
     """Stream a preprocessed corpus (`data.preprocessed.Preprocessed`) once and rank its n-grams."""
     if size < 1:
         raise MapnetError(f"--size must be >= 1 (got {size})")
@@ -173,11 +181,19 @@ def build_vocabulary(corpus, *, size: int = 800_000, min_count: int = 10, max_en
     header = {
         "corpus": {"path": str(Path(corpus.path).resolve()), "manifest_sha256": corpus.manifest_sha256},
         "measure": "PMI_n (Levine et al. 2021, eq. 3); p(g) = count(g) / number of |g|-gram occurrences",
-        "size": size, "min_count": min_count, "max_n": counter.max_n, "max_entries": max_entries,
+        "size": size,
+        "min_count": min_count,
+        "max_n": counter.max_n,
+        "max_entries": max_entries,
         "shares": {str(k): v for k, v in SHARES.items()},
-        "sentences": counter.sentences, "words": counter.totals[1], "word_types": len(counter.words),
-        "prune_floor": counter.floor, "prunes": counter.prunes,
-        "exact_counts": counter.floor == 0, **stats, "entries": len(entries),
+        "sentences": counter.sentences,
+        "words": counter.totals[1],
+        "word_types": len(counter.words),
+        "prune_floor": counter.floor,
+        "prunes": counter.prunes,
+        "exact_counts": counter.floor == 0,
+        **stats,
+        "entries": len(entries),
         "seconds": round(time.perf_counter() - start, 3),
     }
     return Vocabulary(entries, header)
@@ -193,7 +209,7 @@ def write_vocabulary(vocab: Vocabulary, path: str | Path) -> str:
     body = _body(vocab.entries)
     header = {**vocab.header, "body_sha256": hashlib.sha256(body).hexdigest()}
     with atomic.atomic_file(path, "wb", encoding=None) as fh:
-        fh.write(f"# {SCHEMA}\n# {json.dumps(header, sort_keys=True)}\n".encode("utf-8"))
+        fh.write(f"# {SCHEMA}\n# {json.dumps(header, sort_keys=True)}\n".encode())
         fh.write(body)
     return atomic.sha256_file(path)
 
@@ -214,7 +230,9 @@ def read_vocabulary(path: str | Path) -> Vocabulary:
     except (UnicodeDecodeError, ValueError, KeyError, TypeError):
         raise MapnetError(f"{path}: damaged PMI vocabulary header") from None
     if hashlib.sha256(body).hexdigest() != expected:
-        raise MapnetError(f"{path} does not match its body_sha256 (damaged, truncated or edited); rebuild it with mapnet pmi-vocab")
+        raise MapnetError(
+            f"{path} does not match its body_sha256 (damaged, truncated or edited); rebuild it with mapnet pmi-vocab"
+        )
     entries = []
     for line in body.decode("utf-8").splitlines():
         g, n, c, s = line.split("\t")
@@ -222,5 +240,15 @@ def read_vocabulary(path: str | Path) -> Vocabulary:
     return Vocabulary(entries, header)
 
 
-__all__ = ["SCHEMA", "FILENAME", "SHARES", "pmi_n", "NgramCounter", "Vocabulary", "rank", "build_vocabulary",
-           "write_vocabulary", "read_vocabulary"]
+__all__ = [
+    "SCHEMA",
+    "FILENAME",
+    "SHARES",
+    "pmi_n",
+    "NgramCounter",
+    "Vocabulary",
+    "rank",
+    "build_vocabulary",
+    "write_vocabulary",
+    "read_vocabulary",
+]

@@ -17,31 +17,41 @@ Randomness: masks come from per-sequence streams keyed by (seed, step, global sl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
 from ..data.unigram import token_counts
 from . import designs
-from .uniform import (STRATA, SYSTEMATIC_START, SequenceRNG, apply_replacement, eligible_positions, keyed_uniforms,
-                      mask_counts, sequence_keys, uniform_mask)
+from .uniform import (
+    STRATA,
+    SYSTEMATIC_START,
+    SequenceRNG,
+    apply_replacement,
+    eligible_positions,
+    keyed_uniforms,
+    mask_counts,
+    sequence_keys,
+    uniform_mask,
+)
 
 
 @dataclass
 class MicroBatch:
-    inputs: torch.Tensor | None           # (b, T) corrupted ids; None with MAP-Net (masked in the forward pass)
-    targets: torch.Tensor                 # (b, T) original ids
-    mask: torch.Tensor | None             # (b, T) bool, positions to predict; None with MAP-Net
-    attention_mask: torch.Tensor | None   # (b, T) bool, None when nothing is padded
-    tokens: int                           # non-pad tokens
-    slots: range | None = None            # the rows' global batch slots (key MAP-Net's exploration coins)
-    keys: Sequence[int] | None = None     # the rows' mask-stream keys (MAP-Net's `draws` were drawn from them)
-    weights: torch.Tensor | None = None   # (b, T) float loss weight of each masked position; None = all 1
+    inputs: torch.Tensor | None  # (b, T) corrupted ids; None with MAP-Net (masked in the forward pass)
+    targets: torch.Tensor  # (b, T) original ids
+    mask: torch.Tensor | None  # (b, T) bool, positions to predict; None with MAP-Net
+    attention_mask: torch.Tensor | None  # (b, T) bool, None when nothing is padded
+    tokens: int  # non-pad tokens
+    slots: range | None = None  # the rows' global batch slots (key MAP-Net's exploration coins)
+    keys: Sequence[int] | None = None  # the rows' mask-stream keys (MAP-Net's `draws` were drawn from them)
+    weights: torch.Tensor | None = None  # (b, T) float loss weight of each masked position; None = all 1
     positions: torch.Tensor | None = None  # (N,) flat row-major indices of `mask`, computed on the host (`to_device`)
-    width: int | None = None              # the most masked positions in one row (the last block's query grid)
-    draws: Any = None                     # MAP-Net: the micro-batch's randomness drawn on the host (`mapnet.host_draws`)
+    width: int | None = None  # the most masked positions in one row (the last block's query grid)
+    draws: Any = None  # MAP-Net: the micro-batch's randomness drawn on the host (`mapnet.host_draws`)
 
 
 def to_device(batch: MicroBatch, device: torch.device) -> MicroBatch:
@@ -69,9 +79,16 @@ def to_device(batch: MicroBatch, device: torch.device) -> MicroBatch:
             return t
         return (t.pin_memory() if pin else t).to(device, non_blocking=True)
 
-    return replace(batch, inputs=move(batch.inputs), targets=move(batch.targets), mask=move(batch.mask),
-                   attention_mask=move(batch.attention_mask), weights=move(batch.weights),
-                   positions=move(batch.positions), draws=None if batch.draws is None else batch.draws.to(device))
+    return replace(
+        batch,
+        inputs=move(batch.inputs),
+        targets=move(batch.targets),
+        mask=move(batch.mask),
+        attention_mask=move(batch.attention_mask),
+        weights=move(batch.weights),
+        positions=move(batch.positions),
+        draws=None if batch.draws is None else batch.draws.to(device),
+    )
 
 
 def mlm_loss(model, batch: MicroBatch, scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -95,12 +112,18 @@ def loss_terms(out, batch: MicroBatch, scale: float) -> tuple[torch.Tensor, torc
     """`mlm_loss`'s three terms from an `MLMOutput` of `batch`."""
     seq = out.sequence_losses
     if batch.weights is not None:
-        at = batch.weights.flatten().index_select(0, batch.positions) if batch.positions is not None else batch.weights[batch.mask]
+        at = (
+            batch.weights.flatten().index_select(0, batch.positions)
+            if batch.positions is not None
+            else batch.weights[batch.mask]
+        )
         seq = designs.weighted_sequence_losses(out.token_losses, out.rows, at, batch.mask.sum(1))
     return seq.sum() * scale, out.sequence_losses.detach().sum(), batch.mask.sum()
 
 
-def batch_tensors(ids: np.ndarray, special_ids: dict, device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None, int]:
+def batch_tensors(
+    ids: np.ndarray, special_ids: dict, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor | None, int]:
     targets = torch.from_numpy(ids.astype(np.int64)).to(device, non_blocking=True)
     pad = ids == special_ids["pad"]
     attn = torch.from_numpy(~pad).to(device) if pad.any() else None  # decided on the CPU: no device sync
@@ -122,14 +145,17 @@ class Strategy(Protocol):
 
     def optim_lrs(self, lr: float) -> list[float]: ...  # peak LR of each of optim_modules
 
-    def micro_batch(self, ids: np.ndarray, step: int, slots: range, keys: Sequence[int],
-                    device: torch.device) -> MicroBatch: ...
+    def micro_batch(
+        self, ids: np.ndarray, step: int, slots: range, keys: Sequence[int], device: torch.device
+    ) -> MicroBatch: ...
 
     def loss_fn(self, step: int, with_stats: bool, pieces: int = 1): ...  # pieces: per sequence, this step
 
     def after_step(self) -> None: ...  # every rank, after each optimizer step
 
-    def frozen(self, step: int) -> list[torch.nn.Parameter]: ...  # take no update at `step` (their gradients are dropped)
+    def frozen(
+        self, step: int
+    ) -> list[torch.nn.Parameter]: ...  # take no update at `step` (their gradients are dropped)
 
     def metrics(self) -> dict[str, Any]: ...  # a collective on log steps: every rank calls it
 
@@ -166,7 +192,9 @@ class UniformTraining:
         targets, attn, tokens = batch_tensors(ids, self.special_ids, device)
         rng = SequenceRNG(keys)
         mask = uniform_mask(targets, eligible_positions(targets, self.special_ids), m.mask_prob, m.mask_count, rng)
-        inputs = apply_replacement(targets, mask, self.vocab_size, self.special_ids, m.replace_mask, m.replace_random, rng)
+        inputs = apply_replacement(
+            targets, mask, self.vocab_size, self.special_ids, m.replace_mask, m.replace_random, rng
+        )
         return MicroBatch(inputs, targets, mask, attn, tokens, slots=slots, keys=list(keys))
 
     def loss_fn(self, step: int, with_stats: bool, pieces: int = 1):
@@ -191,7 +219,9 @@ class UniformTraining:
         pass
 
 
-def strata_of(eligible: torch.Tensor, k: torch.Tensor, order_uniforms: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def strata_of(
+    eligible: torch.Tensor, k: torch.Tensor, order_uniforms: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """A random partition of each row's eligible positions into m = max(1, round(n / K)) strata of
     near-equal size (dealt round-robin in a random order): (stratum id (B, T), -1 off `eligible`; m (B,))."""
     B, T = eligible.shape
@@ -204,8 +234,14 @@ def strata_of(eligible: torch.Tensor, k: torch.Tensor, order_uniforms: torch.Ten
     return stratum, m
 
 
-def stratified_masks(targets: torch.Tensor, eligible: torch.Tensor, mask_prob: float, group_uniforms: torch.Tensor,
-                     offsets: torch.Tensor, copy_index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def stratified_masks(
+    targets: torch.Tensor,
+    eligible: torch.Tensor,
+    mask_prob: float,
+    group_uniforms: torch.Tensor,
+    offsets: torch.Tensor,
+    copy_index: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Fully-explored masking (Zheng et al. 2020): (mask (B, T), per-position weights (B, T)).
 
     Row b's partition comes from `group_uniforms[b]` — the same for every copy of one
@@ -246,17 +282,27 @@ class StratifiedTraining(UniformTraining):
         copy_index = torch.tensor([s % self.copies for s in slots], device=device)
         mask, weights = stratified_masks(targets, eligible, m.mask_prob, order, offsets, copy_index)
         rng = SequenceRNG(keys)
-        inputs = apply_replacement(targets, mask, self.vocab_size, self.special_ids, m.replace_mask, m.replace_random, rng)
+        inputs = apply_replacement(
+            targets, mask, self.vocab_size, self.special_ids, m.replace_mask, m.replace_random, rng
+        )
         return MicroBatch(inputs, targets, mask, attn, tokens, slots=slots, keys=list(keys), weights=weights)
 
 
-def frequency_masks(targets: torch.Tensor, eligible: torch.Tensor, type_scores: torch.Tensor, mask_prob: float,
-                    alpha: float, order_uniforms: torch.Tensor, start_uniforms: torch.Tensor
-                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def frequency_masks(
+    targets: torch.Tensor,
+    eligible: torch.Tensor,
+    type_scores: torch.Tensor,
+    mask_prob: float,
+    alpha: float,
+    order_uniforms: torch.Tensor,
+    start_uniforms: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Static proposal p_i proportional to type_scores[token_i], mixed with uniform, sampled by systematic PPS:
     (mask, HT weights, pi), all (B, T)."""
     k = mask_counts(eligible.sum(1), mask_prob)
-    scores = torch.where(eligible, type_scores[targets], torch.zeros((), dtype=type_scores.dtype, device=targets.device))
+    scores = torch.where(
+        eligible, type_scores[targets], torch.zeros((), dtype=type_scores.dtype, device=targets.device)
+    )
     pi = designs.mix_with_uniform(designs.inclusion_probabilities(scores, k), eligible, k, alpha)
     mask = designs.systematic_sample(pi, order_uniforms, start_uniforms)
     return mask, designs.ht_weights(pi, mask, k, eligible), pi
@@ -273,12 +319,15 @@ def pps_micro_batch(strategy, ids, step: int, slots, keys, device, scores_on, ht
     rng = SequenceRNG(keys)
     order = rng.uniform(targets.shape[1], device)
     start = keyed_uniforms(t.seed, step, slots, SYSTEMATIC_START, device)
-    mask, weights, _ = frequency_masks(targets, eligible, scores_on(targets.device), m.mask_prob, m.mix_uniform,
-                                       order, start)
-    inputs = apply_replacement(targets, mask, strategy.vocab_size, strategy.special_ids, m.replace_mask,
-                               m.replace_random, rng)
-    return MicroBatch(inputs, targets, mask, attn, tokens, slots=slots, keys=list(keys),
-                      weights=weights if ht_weights else None)
+    mask, weights, _ = frequency_masks(
+        targets, eligible, scores_on(targets.device), m.mask_prob, m.mix_uniform, order, start
+    )
+    inputs = apply_replacement(
+        targets, mask, strategy.vocab_size, strategy.special_ids, m.replace_mask, m.replace_random, rng
+    )
+    return MicroBatch(
+        inputs, targets, mask, attn, tokens, slots=slots, keys=list(keys), weights=weights if ht_weights else None
+    )
 
 
 class FrequencyTraining(UniformTraining):
@@ -300,5 +349,18 @@ class FrequencyTraining(UniformTraining):
         return self.type_scores
 
 
-__all__ = ["MicroBatch", "to_device", "mlm_loss", "mlm_output", "loss_terms", "Strategy", "UniformTraining", "StratifiedTraining", "FrequencyTraining",
-           "strata_of", "stratified_masks", "frequency_masks", "pps_micro_batch"]
+__all__ = [
+    "MicroBatch",
+    "to_device",
+    "mlm_loss",
+    "mlm_output",
+    "loss_terms",
+    "Strategy",
+    "UniformTraining",
+    "StratifiedTraining",
+    "FrequencyTraining",
+    "strata_of",
+    "stratified_masks",
+    "frequency_masks",
+    "pps_micro_batch",
+]

@@ -17,7 +17,8 @@ CPU (Mersenne Twister, identical on every machine) and moved to the device in on
 
 from __future__ import annotations
 
-from typing import Literal, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Literal
 
 import torch
 
@@ -60,10 +61,11 @@ def piece_slots(slots: Sequence[int], factor: int, batch_size: int) -> list[int]
     return [j * batch_size + s for s in slots for j in range(factor)] if factor > 1 else list(slots)
 
 
-def keyed_uniforms(seed: int, step: int, slots: Sequence[int], domain: int,
-                   device: torch.device | str | None = None) -> torch.Tensor:
+def keyed_uniforms(
+    seed: int, step: int, slots: Sequence[int], domain: int, device: torch.device | str | None = None
+) -> torch.Tensor:
     """One float64 uniform in [0, 1) per slot, a pure function of (domain, seed, step, slot) (53 bits)."""
-    u = [(mix_seed(domain, seed, step, int(s)) >> 10) * 2.0 ** -53 for s in slots]
+    u = [(mix_seed(domain, seed, step, int(s)) >> 10) * 2.0**-53 for s in slots]
     return torch.tensor(u, dtype=torch.float64, device=device)
 
 
@@ -86,8 +88,9 @@ class SequenceRNG:
         return torch.stack(rows).to(device, non_blocking=True)
 
 
-def _uniform(shape: tuple[int, int], device: torch.device,
-             generator: torch.Generator | SequenceRNG | None) -> torch.Tensor:
+def _uniform(
+    shape: tuple[int, int], device: torch.device, generator: torch.Generator | SequenceRNG | None
+) -> torch.Tensor:
     if isinstance(generator, SequenceRNG):
         if len(generator) != shape[0]:
             raise ValueError(f"SequenceRNG has {len(generator)} streams for a batch of {shape[0]}")
@@ -113,9 +116,13 @@ def mask_counts(eligible_counts: torch.Tensor, mask_prob: float) -> torch.Tensor
     return torch.minimum(k, eligible_counts.long())
 
 
-def uniform_mask(input_ids: torch.Tensor, eligible: torch.Tensor, mask_prob: float = 0.15,
-                 count: Literal["exact", "bernoulli"] = "exact",
-                 generator: torch.Generator | SequenceRNG | None = None) -> torch.Tensor:
+def uniform_mask(
+    input_ids: torch.Tensor,
+    eligible: torch.Tensor,
+    mask_prob: float = 0.15,
+    count: Literal["exact", "bernoulli"] = "exact",
+    generator: torch.Generator | SequenceRNG | None = None,
+) -> torch.Tensor:
     """A bool mask (B, T) of positions to predict, drawn uniformly among `eligible` ones."""
     B, T = input_ids.shape
     u = _uniform((B, T), input_ids.device, generator)
@@ -134,9 +141,13 @@ def uniform_mask(input_ids: torch.Tensor, eligible: torch.Tensor, mask_prob: flo
     raise ValueError(f"count must be 'exact' or 'bernoulli' (got {count!r})")
 
 
-def replacement_draws(shape: tuple[int, int], vocab_size: int, special_ids: Mapping[str, int],
-                      device: torch.device | str, generator: torch.Generator | SequenceRNG | None = None
-                      ) -> tuple[torch.Tensor, torch.Tensor]:
+def replacement_draws(
+    shape: tuple[int, int],
+    vocab_size: int,
+    special_ids: Mapping[str, int],
+    device: torch.device | str,
+    generator: torch.Generator | SequenceRNG | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """What the 80/10/10 replacement draws: (choice uniforms, random non-special token ids), both (B, T).
     Two uniforms per position, in this order; a token id is the `pick` uniform's share of the ordinary ids."""
     choice = _uniform(shape, device, generator)
@@ -147,11 +158,17 @@ def replacement_draws(shape: tuple[int, int], vocab_size: int, special_ids: Mapp
     return choice, ordinary[(pick * len(ordinary)).long().clamp(max=len(ordinary) - 1)]
 
 
-def apply_replacement(input_ids: torch.Tensor, mask: torch.Tensor, vocab_size: int,
-                      special_ids: Mapping[str, int], replace_mask: float = 0.8, replace_random: float = 0.1,
-                      generator: torch.Generator | SequenceRNG | None = None,
-                      choice_at: torch.Tensor | None = None,
-                      drawn: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+def apply_replacement(
+    input_ids: torch.Tensor,
+    mask: torch.Tensor,
+    vocab_size: int,
+    special_ids: Mapping[str, int],
+    replace_mask: float = 0.8,
+    replace_random: float = 0.1,
+    generator: torch.Generator | SequenceRNG | None = None,
+    choice_at: torch.Tensor | None = None,
+    drawn: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> torch.Tensor:
     """The corrupted input: at masked positions [MASK] with probability
     `replace_mask`, a random non-special token with probability
     `replace_random`, else the original token. Positions outside `mask` are
@@ -175,6 +192,21 @@ def apply_replacement(input_ids: torch.Tensor, mask: torch.Tensor, vocab_size: i
 
 
 __all__ = [
-    "SPECIAL_NAMES", "TRAIN_MASKS", "EVAL_MASKS", "DROPOUT", "STRATA", "SYSTEMATIC_START", "piece_slots", "keyed_uniforms", "mix_seed", "sequence_keys", "SequenceRNG", "eligible_positions", "mask_counts",
-    "uniform_mask", "replacement_draws", "apply_replacement", "special_id_list",
+    "SPECIAL_NAMES",
+    "TRAIN_MASKS",
+    "EVAL_MASKS",
+    "DROPOUT",
+    "STRATA",
+    "SYSTEMATIC_START",
+    "piece_slots",
+    "keyed_uniforms",
+    "mix_seed",
+    "sequence_keys",
+    "SequenceRNG",
+    "eligible_positions",
+    "mask_counts",
+    "uniform_mask",
+    "replacement_draws",
+    "apply_replacement",
+    "special_id_list",
 ]

@@ -41,7 +41,7 @@ def word_start_table(tokenizer_path: str | Path, vocab_size: int) -> torch.Tenso
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise MapnetError(f"{path}: cannot read the tokenizer's vocabulary ({exc})") from None
     pieces = [None] * vocab_size
-    for tok, i in (vocab.items() if isinstance(vocab, dict) else ((t, i) for i, (t, _) in enumerate(vocab))):
+    for tok, i in vocab.items() if isinstance(vocab, dict) else ((t, i) for i, (t, _) in enumerate(vocab)):
         if 0 <= i < vocab_size:
             pieces[i] = tok
     for t in spec.get("added_tokens") or []:
@@ -64,8 +64,10 @@ def word_start_table(tokenizer_path: str | Path, vocab_size: int) -> torch.Tenso
     elif kind == "WordLevel":
         starts = [True] * vocab_size
     else:
-        raise MapnetError(f"{path}: cannot tell word boundaries for a {kind} tokenizer without Metaspace "
-                          "(whole-word, span and pmi masking need Metaspace '▁' or WordPiece '##')")
+        raise MapnetError(
+            f"{path}: cannot tell word boundaries for a {kind} tokenizer without Metaspace "
+            "(whole-word, span and pmi masking need Metaspace '▁' or WordPiece '##')"
+        )
     table = torch.tensor(starts, dtype=torch.bool)
     for t in spec.get("added_tokens") or []:  # special tokens are boundaries whatever they look like
         if 0 <= t.get("id", -1) < vocab_size:
@@ -73,7 +75,9 @@ def word_start_table(tokenizer_path: str | Path, vocab_size: int) -> torch.Tenso
     return table
 
 
-def words_of(ids: torch.Tensor, eligible: torch.Tensor, starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def words_of(
+    ids: torch.Tensor, eligible: torch.Tensor, starts: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(word index (B, T), -1 off `eligible`; word-start flags (B, T); run-start flags (B, T)).
 
     A run is a maximal stretch of eligible tokens; its first token starts a word whatever it is."""
@@ -100,7 +104,9 @@ def budget_mask(word: torch.Tensor, unit_start: torch.Tensor, keys: torch.Tensor
     B, T = word.shape
     elig = word >= 0
     unit_key = keys.gather(1, start_position(unit_start)).masked_fill(~elig, math.inf)
-    order = torch.argsort(unit_key, dim=1, stable=True)  # (unit key, position): units in key order, tokens left to right
+    order = torch.argsort(
+        unit_key, dim=1, stable=True
+    )  # (unit key, position): units in key order, tokens left to right
     rank_sorted = elig.gather(1, order).long().cumsum(1)
     rank = torch.empty_like(rank_sorted).scatter_(1, order, rank_sorted)  # 1-based place of each token in the order
     w = word.clamp(min=0)
@@ -127,7 +133,9 @@ def span_lengths(u: torch.Tensor, p: float, max_words: int) -> torch.Tensor:
     return torch.searchsorted(cdf, u.double().contiguous(), right=True).clamp(max=max_words - 1) + 1
 
 
-def span_units(word: torch.Tensor, is_start: torch.Tensor, run_start: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+def span_units(
+    word: torch.Tensor, is_start: torch.Tensor, run_start: torch.Tensor, lengths: torch.Tensor
+) -> torch.Tensor:
     """Unit starts (B, T) of a segmentation of each row's words into consecutive spans of `lengths`
     (B, T) words (laid from word 0), also cut where an eligible run starts."""
     B, T = word.shape
@@ -139,14 +147,22 @@ def span_units(word: torch.Tensor, is_start: torch.Tensor, run_start: torch.Tens
 
 
 # ---------------------------------------------------------------- replacement
-def unit_replacement(input_ids: torch.Tensor, mask: torch.Tensor, unit_start: torch.Tensor | None, vocab_size: int,
-                     special_ids: dict, replace_mask: float = 0.8, replace_random: float = 0.1,
-                     generator: SequenceRNG | torch.Generator | None = None) -> torch.Tensor:
+def unit_replacement(
+    input_ids: torch.Tensor,
+    mask: torch.Tensor,
+    unit_start: torch.Tensor | None,
+    vocab_size: int,
+    special_ids: dict,
+    replace_mask: float = 0.8,
+    replace_random: float = 0.1,
+    generator: SequenceRNG | torch.Generator | None = None,
+) -> torch.Tensor:
     """80/10/10 decided once per unit (the draw at the unit's first token; per token when `unit_start`
     is None, exactly `uniform.apply_replacement`). Random tokens are drawn per token."""
     choice_at = start_position(unit_start) if unit_start is not None else None
-    return apply_replacement(input_ids, mask, vocab_size, special_ids, replace_mask, replace_random, generator,
-                             choice_at=choice_at)
+    return apply_replacement(
+        input_ids, mask, vocab_size, special_ids, replace_mask, replace_random, generator, choice_at=choice_at
+    )
 
 
 # ---------------------------------------------------------------- the strategies
@@ -179,8 +195,16 @@ class WholeWordTraining(UniformTraining):
         targets, attn, tokens = batch_tensors(ids, self.special_ids, device)
         rng = SequenceRNG(keys)
         mask, unit_start = self.masks(targets, rng)
-        inputs = unit_replacement(targets, mask, unit_start if self.per_unit_replacement else None, self.vocab_size,
-                                  self.special_ids, m.replace_mask, m.replace_random, rng)
+        inputs = unit_replacement(
+            targets,
+            mask,
+            unit_start if self.per_unit_replacement else None,
+            self.vocab_size,
+            self.special_ids,
+            m.replace_mask,
+            m.replace_random,
+            rng,
+        )
         return MicroBatch(inputs, targets, mask, attn, tokens, slots=slots, keys=list(keys))
 
 
@@ -195,5 +219,15 @@ class SpanTraining(WholeWordTraining):
         return span_units(word, is_start, run_start, lengths)
 
 
-__all__ = ["word_start_table", "words_of", "start_position", "budget_mask", "span_length_probs", "span_lengths",
-           "span_units", "unit_replacement", "WholeWordTraining", "SpanTraining"]
+__all__ = [
+    "word_start_table",
+    "words_of",
+    "start_position",
+    "budget_mask",
+    "span_length_probs",
+    "span_lengths",
+    "span_units",
+    "unit_replacement",
+    "WholeWordTraining",
+    "SpanTraining",
+]

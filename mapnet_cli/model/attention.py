@@ -17,8 +17,9 @@ def key_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
     return mask[:, None, None, :] if mask.dim() == 2 else mask
 
 
-def query_rows_mask(attn_mask: torch.Tensor | None, flat: torch.Tensor, layout: QueryLayout, B: int,
-                    T: int) -> torch.Tensor | None:
+def query_rows_mask(
+    attn_mask: torch.Tensor | None, flat: torch.Tensor, layout: QueryLayout, B: int, T: int
+) -> torch.Tensor | None:
     """`attn_mask` for the (B, width) query grid of `layout`: a key mask (.., 1, T) serves every query as it is;
     a full (.., T, T) mask keeps the rows of the queries' own positions."""
     if attn_mask is None or attn_mask.shape[-2] == 1:
@@ -34,7 +35,7 @@ class QueryLayout(NamedTuple):
 
     rows: torch.Tensor  # (N,) its sequence
     slot: torch.Tensor  # (N,) its place among that sequence's masked positions
-    width: int          # the most masked positions in any one sequence
+    width: int  # the most masked positions in any one sequence
 
 
 def query_layout(flat: torch.Tensor, B: int, T: int, width: int | None = None) -> QueryLayout:

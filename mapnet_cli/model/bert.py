@@ -47,22 +47,31 @@ class BertConfig:
     rope_theta: float = 10_000.0  # the modern block's rotary base
 
     @classmethod
-    def from_settings(cls, model_settings, vocab_size: int, pad_id: int) -> "BertConfig":
+    def from_settings(cls, model_settings, vocab_size: int, pad_id: int) -> BertConfig:
         """Build from the `model` settings section; the vocabulary comes from the data."""
         m = model_settings
         return cls(
-            vocab_size=vocab_size, layers=m.layers, hidden=m.hidden, heads=m.heads,
-            intermediate=m.intermediate or default_intermediate(m.hidden, m.block), max_position=m.max_position,
-            dropout=m.dropout, attention_dropout=m.attention_dropout,
-            layer_norm_eps=m.layer_norm_eps, init_std=m.init_std, pad_id=pad_id, norm=m.norm,
-            block=m.block, rope_theta=m.rope_theta,
+            vocab_size=vocab_size,
+            layers=m.layers,
+            hidden=m.hidden,
+            heads=m.heads,
+            intermediate=m.intermediate or default_intermediate(m.hidden, m.block),
+            max_position=m.max_position,
+            dropout=m.dropout,
+            attention_dropout=m.attention_dropout,
+            layer_norm_eps=m.layer_norm_eps,
+            init_std=m.init_std,
+            pad_id=pad_id,
+            norm=m.norm,
+            block=m.block,
+            rope_theta=m.rope_theta,
         )
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "BertConfig":
+    def from_dict(cls, d: dict) -> BertConfig:
         return cls(**d)
 
 
@@ -81,8 +90,16 @@ class Block(nn.Module):
     None (no padding), which lets SDPA pick its fastest kernel.
     """
 
-    def __init__(self, hidden: int, heads: int, intermediate: int, dropout: float = 0.1,
-                 attention_dropout: float = 0.1, layer_norm_eps: float = 1e-12, norm: str = "post"):
+    def __init__(
+        self,
+        hidden: int,
+        heads: int,
+        intermediate: int,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.1,
+        layer_norm_eps: float = 1e-12,
+        norm: str = "post",
+    ):
         super().__init__()
         if hidden % heads:
             raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads})")
@@ -100,17 +117,25 @@ class Block(nn.Module):
         self.ffn_norm = nn.LayerNorm(hidden, eps=layer_norm_eps)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
-                at: torch.Tensor | None = None, layout: QueryLayout | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        attn_mask: torch.Tensor | None = None,
+        at: torch.Tensor | None = None,
+        layout: QueryLayout | None = None,
+    ) -> torch.Tensor:
         """(B, T, H) -> (B, T, H); with `at` (flat indices into B*T) the output at
         those positions only, (N, H) (`forward_at`). Both go through here, so
         `block.compile()` (`train.compile`) covers both."""
         if at is not None:
             return self.forward_at(x, attn_mask, at, layout)
         B, T, H = x.shape
-        q, k, v = self.qkv(self._attn_input(x)).view(B, T, 3, self.heads, H // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        q, k, v = (
+            self.qkv(self._attn_input(x)).view(B, T, 3, self.heads, H // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        )
         a = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=attn_mask, dropout_p=self.attention_dropout if self.training else 0.0)
+            q, k, v, attn_mask=attn_mask, dropout_p=self.attention_dropout if self.training else 0.0
+        )
         return self._finish(x, a.transpose(1, 2).reshape(B, T, H))
 
     def _attn_input(self, x: torch.Tensor) -> torch.Tensor:
@@ -126,8 +151,9 @@ class Block(nn.Module):
         x = self.attn_norm(x + self.dropout(self.attn_out(a)))
         return self.ffn_norm(x + self.dropout(self.ffn_out(F.gelu(self.ffn_in(x)))))
 
-    def forward_at(self, x: torch.Tensor, attn_mask: torch.Tensor | None, flat: torch.Tensor,
-                   layout: QueryLayout | None = None) -> torch.Tensor:
+    def forward_at(
+        self, x: torch.Tensor, attn_mask: torch.Tensor | None, flat: torch.Tensor, layout: QueryLayout | None = None
+    ) -> torch.Tensor:
         """The block's output at `flat` only: (N, H) for N flat indices into B*T
         (grouped by sequence, see `query_layout`).
 
@@ -155,8 +181,12 @@ class Block(nn.Module):
         q = q_at.new_zeros(B, width, H).index_put((rows, slot), q_at)
         q = q.view(B, width, self.heads, H // self.heads).transpose(1, 2)
         a = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=query_rows_mask(attn_mask, flat, layout, B, T),
-            dropout_p=self.attention_dropout if self.training else 0.0)
+            q,
+            k,
+            v,
+            attn_mask=query_rows_mask(attn_mask, flat, layout, B, T),
+            dropout_p=self.attention_dropout if self.training else 0.0,
+        )
         return self._finish(x_at, a.transpose(1, 2).reshape(B, width, H)[rows, slot])
 
 
@@ -171,13 +201,27 @@ class Encoder(nn.Module):
         self.emb_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
         self.emb_dropout = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(
-            Block(cfg.hidden, cfg.heads, cfg.intermediate, cfg.dropout, cfg.attention_dropout, cfg.layer_norm_eps, cfg.norm)
-            for _ in range(cfg.layers))
+            Block(
+                cfg.hidden,
+                cfg.heads,
+                cfg.intermediate,
+                cfg.dropout,
+                cfg.attention_dropout,
+                cfg.layer_norm_eps,
+                cfg.norm,
+            )
+            for _ in range(cfg.layers)
+        )
         # Pre-LN blocks leave the residual stream unnormalised; the head expects normalised states.
         self.final_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps) if cfg.norm == "pre" else None
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                at: torch.Tensor | None = None, width: int | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        at: torch.Tensor | None = None,
+        width: int | None = None,
+    ) -> torch.Tensor:
         """input_ids (B, T) -> hidden states (B, T, H); with `at` (flat indices
         into B*T, grouped by sequence) the last layer's states at those positions
         only, (N, H) — what an MLM loss needs, for less work (`Block.forward_at`).
@@ -189,7 +233,9 @@ class Encoder(nn.Module):
         B, T = input_ids.shape
         if T > self.cfg.max_position:
             raise ValueError(f"sequence length {T} exceeds max_position {self.cfg.max_position}")
-        layout = query_layout(at, B, T, width) if at is not None and len(self.blocks) else None  # before any block is queued
+        layout = (
+            query_layout(at, B, T, width) if at is not None and len(self.blocks) else None
+        )  # before any block is queued
         x = self.tok_embeddings(input_ids) + self.pos_embeddings.weight[:T]
         x = self.emb_dropout(self.emb_norm(x))
         mask = key_mask(attention_mask)
@@ -228,11 +274,11 @@ class MLMOutput(NamedTuple):
     """Losses of one masked batch. `token_losses` and `sequence_losses` carry
     gradients; callers that only score (MAP-Net's ℓ_k) must `.detach()` them."""
 
-    token_losses: torch.Tensor     # (N,) cross-entropy at each masked position, row-major order
-    rows: torch.Tensor             # (N,) the sequence each masked position belongs to
+    token_losses: torch.Tensor  # (N,) cross-entropy at each masked position, row-major order
+    rows: torch.Tensor  # (N,) the sequence each masked position belongs to
     sequence_losses: torch.Tensor  # (B,) mean of the token losses of each sequence (0 where nothing is masked)
-    logits: torch.Tensor           # (N, V) at the masked positions only
-    labels: torch.Tensor           # (N,) the original tokens at the masked positions
+    logits: torch.Tensor  # (N, V) at the masked positions only
+    labels: torch.Tensor  # (N,) the original tokens at the masked positions
 
 
 class BertForMLM(nn.Module):
@@ -258,9 +304,14 @@ class BertForMLM(nn.Module):
         elif isinstance(module, MLMHead):
             nn.init.zeros_(module.bias)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                positions: torch.Tensor | None = None, targets: torch.Tensor | None = None,
-                width: int | None = None):
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        targets: torch.Tensor | None = None,
+        width: int | None = None,
+    ):
         """Logits (N, V) at `positions` — a (B, T) bool mask, or flat indices
         into B*T grouped by sequence in order — or (B, T, V) everywhere when
         `positions` is None (slow; for inspection and the export check). The
@@ -271,7 +322,9 @@ class BertForMLM(nn.Module):
         if positions is None:
             return self.head(self.encoder(input_ids, attention_mask), self.encoder.tok_embeddings.weight)
         flat = positions.flatten().nonzero().squeeze(1) if positions.dtype == torch.bool else positions
-        logits = self.head(self.encoder(input_ids, attention_mask, at=flat, width=width), self.encoder.tok_embeddings.weight)
+        logits = self.head(
+            self.encoder(input_ids, attention_mask, at=flat, width=width), self.encoder.tok_embeddings.weight
+        )
         if targets is None:
             return logits
         B, T = input_ids.shape
@@ -282,8 +335,9 @@ class BertForMLM(nn.Module):
         counts = torch.zeros(B, dtype=rows.dtype, device=rows.device).index_add_(0, rows, torch.ones_like(rows))
         return MLMOutput(token_losses, rows, sums / counts.clamp(min=1), logits, labels)
 
-    def mlm_losses(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
-                   mask: torch.Tensor, targets: torch.Tensor) -> MLMOutput:
+    def mlm_losses(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, mask: torch.Tensor, targets: torch.Tensor
+    ) -> MLMOutput:
         """Cross-entropy at the masked positions of `input_ids` (the corrupted
         sequence) against `targets` (the original one), per position and per
         sequence. The per-sequence loss is the mean over that sequence's masked
@@ -311,5 +365,17 @@ def flops_per_token(cfg: BertConfig, seq_len: int, mask_fraction: float) -> floa
     return 3.0 * ((L - 1) * (kv + per_query) + kv + mask_fraction * (per_query + head))
 
 
-__all__ = ["BertConfig", "BLOCKS", "default_intermediate", "QueryLayout", "query_layout", "Block", "Encoder", "build_encoder",
-           "MLMHead", "MLMOutput", "BertForMLM", "flops_per_token"]
+__all__ = [
+    "BertConfig",
+    "BLOCKS",
+    "default_intermediate",
+    "QueryLayout",
+    "query_layout",
+    "Block",
+    "Encoder",
+    "build_encoder",
+    "MLMHead",
+    "MLMOutput",
+    "BertForMLM",
+    "flops_per_token",
+]

@@ -25,9 +25,10 @@ import re
 import shutil
 import struct
 import tomllib
-from datetime import datetime, timezone
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -43,7 +44,13 @@ from .hf_layout import folder_kind, read_json_object
 SCHEMA = "mapnet.checkpoint/1"
 MANIFEST_SCHEMA = "mapnet.checkpoint-manifest/1"
 MARKER, MANIFEST = "COMPLETE", "manifest.json"
-WEIGHTS, STATE, CONFIG, SETTINGS, TOKENIZER = "model.safetensors", "state.pt", "config.json", "settings.toml", "tokenizer.json"
+WEIGHTS, STATE, CONFIG, SETTINGS, TOKENIZER = (
+    "model.safetensors",
+    "state.pt",
+    "config.json",
+    "settings.toml",
+    "tokenizer.json",
+)
 FILES = (WEIGHTS, STATE, CONFIG, SETTINGS, TOKENIZER)
 _STEP_RE = re.compile(r"^step-(\d{8,})$")
 
@@ -87,8 +94,9 @@ def sort_metadata(path: Path) -> None:
         (size,) = struct.unpack("<Q", fh.read(8))
         header = json.loads(fh.read(size))
         meta = dict(sorted((header.pop("__metadata__", None) or {}).items()))
-        text = json.dumps({"__metadata__": meta, **header} if meta else header, separators=(",", ":"),
-                          ensure_ascii=False).encode("utf-8")
+        text = json.dumps(
+            {"__metadata__": meta, **header} if meta else header, separators=(",", ":"), ensure_ascii=False
+        ).encode("utf-8")
         if len(text) > size:  # not expected (serde_json writes the same JSON); never corrupt the file
             raise RuntimeError(f"{path}: the sorted safetensors header is longer than the original")
         fh.seek(8)
@@ -115,13 +123,17 @@ def _load_weights(path: Path, modules: Mapping[str, nn.Module]) -> None:
             wanted = module.state_dict()
             missing = [k for k in wanted if prefix + k not in stored and prefix + k not in aliases]
             if missing:
-                raise MapnetError(f"{path} lacks {len(missing)} weights of {name or 'the model'} (e.g. {missing[0]}); "
-                                  "it was written for a different model")
+                raise MapnetError(
+                    f"{path} lacks {len(missing)} weights of {name or 'the model'} (e.g. {missing[0]}); "
+                    "it was written for a different model"
+                )
             loaded = {}
             for k, ref in wanted.items():
                 t = fh.get_tensor(aliases.get(prefix + k, prefix + k))
                 if t.shape != ref.shape:
-                    raise MapnetError(f"{path}: {prefix + k} has shape {tuple(t.shape)}, the model expects {tuple(ref.shape)}")
+                    raise MapnetError(
+                        f"{path}: {prefix + k} has shape {tuple(t.shape)}, the model expects {tuple(ref.shape)}"
+                    )
                 loaded[k] = t
             module.load_state_dict(loaded, strict=True)
 
@@ -132,8 +144,12 @@ def rng_state() -> dict[str, Any]:
     version, py_state, py_gauss = random.getstate()
     state = {
         "torch": torch.get_rng_state(),
-        "numpy": {"keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "gauss": float(gauss)},
+        "numpy": {
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "gauss": float(gauss),
+        },
         "python": {"version": int(version), "state": torch.tensor(py_state, dtype=torch.int64), "gauss": py_gauss},
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -142,7 +158,8 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: Mapping[str, Any]) -> None:
-    """Restore `rng_state()`'s states, whatever device `torch.load` mapped them to (torch takes CPU byte tensors only)."""
+    """Restore `rng_state()`'s states, whatever device `torch.load` mapped them to (torch takes CPU byte tensors
+    only)."""
     torch.set_rng_state(state["torch"].cpu())
     n = state["numpy"]
     np.random.set_state(("MT19937", n["keys"].cpu().numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
@@ -154,9 +171,17 @@ def set_rng_state(state: Mapping[str, Any]) -> None:
 
 
 # ---------------------------------------------------------------- saving
-def save_checkpoint(run_dir: Path, step: int, modules: Mapping[str, nn.Module], state: dict[str, Any],
-                    model_config: BertConfig, settings_toml: str, tokenizer_path: Path,
-                    tokenizer_sha256: str, extra: Mapping[str, Any] | None = None) -> Path:
+def save_checkpoint(
+    run_dir: Path,
+    step: int,
+    modules: Mapping[str, nn.Module],
+    state: dict[str, Any],
+    model_config: BertConfig,
+    settings_toml: str,
+    tokenizer_path: Path,
+    tokenizer_sha256: str,
+    extra: Mapping[str, Any] | None = None,
+) -> Path:
     """Write `RUN/checkpoints/step-XXXXXXXX/` atomically and return its path.
 
     `state` must hold only tensors and primitives (optimizer/scheduler
@@ -170,9 +195,17 @@ def save_checkpoint(run_dir: Path, step: int, modules: Mapping[str, nn.Module], 
         with open(staging / STATE, "wb") as fh:
             torch.save({**state, "step": step}, fh)
         torch.load(staging / STATE, weights_only=True)  # fail now, not at resume time
-        atomic.write_json(staging / CONFIG, {
-            "schema": SCHEMA, "step": step, "model": model_config.to_dict(), "tokenizer_sha256": tokenizer_sha256,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), **(extra or {})})
+        atomic.write_json(
+            staging / CONFIG,
+            {
+                "schema": SCHEMA,
+                "step": step,
+                "model": model_config.to_dict(),
+                "tokenizer_sha256": tokenizer_sha256,
+                "created": datetime.now(UTC).isoformat(timespec="seconds"),
+                **(extra or {}),
+            },
+        )
         atomic.write_text(staging / SETTINGS, settings_toml)
         shutil.copyfile(tokenizer_path, staging / TOKENIZER)
         write_manifest(staging)
@@ -183,8 +216,10 @@ def save_checkpoint(run_dir: Path, step: int, modules: Mapping[str, nn.Module], 
 # ---------------------------------------------------------------- the manifest
 def write_manifest(ckpt: Path) -> None:
     """manifest.json: bytes and sha256 of every checkpoint file, as a shard folder's manifest has."""
-    files = [{"name": name, "bytes": (ckpt / name).stat().st_size, "sha256": atomic.sha256_file(ckpt / name)}
-             for name in FILES]
+    files = [
+        {"name": name, "bytes": (ckpt / name).stat().st_size, "sha256": atomic.sha256_file(ckpt / name)}
+        for name in FILES
+    ]
     atomic.write_json(ckpt / MANIFEST, {"schema": MANIFEST_SCHEMA, "files": files})
 
 
@@ -206,15 +241,19 @@ def verify(ckpt: Path, mode: str = "full") -> None:
     """
     ckpt = Path(ckpt)
     if not (ckpt / MANIFEST).is_file():
-        raise MapnetError(f"{ckpt} has no {MANIFEST}, which every mapnet checkpoint has: it cannot be verified "
-                          "(damaged, or not written by mapnet)")
+        raise MapnetError(
+            f"{ckpt} has no {MANIFEST}, which every mapnet checkpoint has: it cannot be verified "
+            "(damaged, or not written by mapnet)"
+        )
     try:
         manifest = json.loads((ckpt / MANIFEST).read_text(encoding="utf-8"))
         entries = {e["name"]: e for e in manifest["files"]}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise MapnetError(f"{ckpt / MANIFEST} is unreadable ({exc}); the checkpoint cannot be verified") from None
     if manifest.get("schema") != MANIFEST_SCHEMA or set(FILES) - set(entries):
-        raise MapnetError(f"{ckpt / MANIFEST} is not a checkpoint manifest ({MANIFEST_SCHEMA} listing {', '.join(FILES)})")
+        raise MapnetError(
+            f"{ckpt / MANIFEST} is not a checkpoint manifest ({MANIFEST_SCHEMA} listing {', '.join(FILES)})"
+        )
     for name in FILES:
         path, entry = ckpt / name, entries[name]
         try:
@@ -222,8 +261,10 @@ def verify(ckpt: Path, mode: str = "full") -> None:
         except FileNotFoundError:
             raise MapnetError(f"checkpoint file missing: {path}") from None
         if stat.st_size != entry["bytes"]:
-            raise MapnetError(f"checkpoint file {path} has {stat.st_size} bytes, {MANIFEST} says {entry['bytes']} "
-                              "(truncated or replaced?)")
+            raise MapnetError(
+                f"checkpoint file {path} has {stat.st_size} bytes, {MANIFEST} says {entry['bytes']} "
+                "(truncated or replaced?)"
+            )
         if mode == "full" and _sha256(path, stat) != entry["sha256"]:
             raise MapnetError(f"checkpoint file {path} does not match its sha256 in {MANIFEST} (edited or corrupt)")
 
@@ -295,12 +336,18 @@ def _find(path: Path) -> Path:
     if (path / CONFIG).is_file() or _STEP_RE.match(path.name):
         if not (path / MARKER).is_file():
             if folder_kind(path) == "huggingface":  # a config.json that is not JSON is named there
-                raise MapnetError(f"{path} is a Hugging Face model folder (an export), not a mapnet run or checkpoint; "
-                                  "this command reads mapnet checkpoints (blimp and --init-from read exported folders)")
+                raise MapnetError(
+                    f"{path} is a Hugging Face model folder (an export), not a mapnet run or checkpoint; "
+                    "this command reads mapnet checkpoints (blimp and --init-from read exported folders)"
+                )
             if (path / CONFIG).is_file() and "schema" not in read_json_object(path / CONFIG):
-                raise MapnetError(f"{path / CONFIG} is neither a mapnet checkpoint's (no schema) nor a Hugging Face "
-                                  "model's (no model_type or architectures): not a model folder mapnet can read")
-            raise MapnetError(f"{path} is an incomplete checkpoint (no {MARKER} marker: the run stopped while writing it)")
+                raise MapnetError(
+                    f"{path / CONFIG} is neither a mapnet checkpoint's (no schema) nor a Hugging Face "
+                    "model's (no model_type or architectures): not a model folder mapnet can read"
+                )
+            raise MapnetError(
+                f"{path} is an incomplete checkpoint (no {MARKER} marker: the run stopped while writing it)"
+            )
         read_config(path)
         return path
     if (path / "checkpoints").is_dir():
@@ -330,7 +377,9 @@ def load_settings(ckpt: Path):
     return settings_mod.from_dict(values, str(path))
 
 
-def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", mode: str = "full") -> tuple[BertForMLM, dict]:
+def load_model(
+    path: str | os.PathLike, device: str | torch.device = "cpu", mode: str = "full"
+) -> tuple[BertForMLM, dict]:
     """The encoder + MLM head of a checkpoint (or a run's newest), with its config.json (`mode` as `verify`).
     Commands open checkpoints through `train.run_loader.load_run`, which builds MAP-Net and finds the shards too."""
     ckpt = resolve_checkpoint(path, mode)
@@ -340,6 +389,26 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", mode
     return model.to(device), {**meta, "path": str(ckpt)}
 
 
-__all__ = ["SCHEMA", "MARKER", "step_name", "save_weights", "load_weights", "rng_state", "set_rng_state",
-           "save_checkpoint", "write_manifest", "verify", "sort_metadata", "remove_checkpoint", "clean_leftovers", "prune", "read_config", "list_checkpoints",
-           "latest_checkpoint", "resolve_checkpoint", "load_state", "load_settings", "load_model"]
+__all__ = [
+    "SCHEMA",
+    "MARKER",
+    "step_name",
+    "save_weights",
+    "load_weights",
+    "rng_state",
+    "set_rng_state",
+    "save_checkpoint",
+    "write_manifest",
+    "verify",
+    "sort_metadata",
+    "remove_checkpoint",
+    "clean_leftovers",
+    "prune",
+    "read_config",
+    "list_checkpoints",
+    "latest_checkpoint",
+    "resolve_checkpoint",
+    "load_state",
+    "load_settings",
+    "load_model",
+]

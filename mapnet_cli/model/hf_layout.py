@@ -20,13 +20,13 @@ from ..errors import MapnetError
 class HFLayout:
     model_type: str
     architecture: str
-    encoder: str                # the encoder's prefix inside the *ForMaskedLM class ("" in a bare *Model)
-    layer: dict[str, str]       # mapnet module in encoder.blocks.i -> HF module in {encoder}encoder.layer.i
+    encoder: str  # the encoder's prefix inside the *ForMaskedLM class ("" in a bare *Model)
+    layer: dict[str, str]  # mapnet module in encoder.blocks.i -> HF module in {encoder}encoder.layer.i
     encoder_top: dict[str, str]  # mapnet module -> HF module under {encoder} (outside the layers)
-    head: dict[str, str]        # mapnet head module -> HF module (the *ForMaskedLM's own)
-    head_bias: str              # the vocabulary bias
-    decoder: str                # the vocabulary projection, tied to the word embeddings
-    position_offset: bool       # RoBERTa numbers token i's position pad_token_id + 1 + i
+    head: dict[str, str]  # mapnet head module -> HF module (the *ForMaskedLM's own)
+    head_bias: str  # the vocabulary bias
+    decoder: str  # the vocabulary projection, tied to the word embeddings
+    position_offset: bool  # RoBERTa numbers token i's position pad_token_id + 1 + i
 
     def position_rows_before(self, pad_id: int) -> int:
         """Rows of HF's position table before mapnet's first position."""
@@ -35,19 +35,39 @@ class HFLayout:
 
 LAYOUTS = {
     "post": HFLayout(
-        "bert", "BertForMaskedLM", "bert.",
-        {"attn_out": "attention.output.dense", "attn_norm": "attention.output.LayerNorm",
-         "ffn_in": "intermediate.dense", "ffn_out": "output.dense", "ffn_norm": "output.LayerNorm"},
+        "bert",
+        "BertForMaskedLM",
+        "bert.",
+        {
+            "attn_out": "attention.output.dense",
+            "attn_norm": "attention.output.LayerNorm",
+            "ffn_in": "intermediate.dense",
+            "ffn_out": "output.dense",
+            "ffn_norm": "output.LayerNorm",
+        },
         {"encoder.emb_norm": "embeddings.LayerNorm"},
         {"head.dense": "cls.predictions.transform.dense", "head.norm": "cls.predictions.transform.LayerNorm"},
-        "cls.predictions.bias", "cls.predictions.decoder", False),
+        "cls.predictions.bias",
+        "cls.predictions.decoder",
+        False,
+    ),
     "pre": HFLayout(
-        "roberta-prelayernorm", "RobertaPreLayerNormForMaskedLM", "roberta_prelayernorm.",
-        {"attn_out": "attention.output.dense", "attn_norm": "attention.LayerNorm",
-         "ffn_in": "intermediate.dense", "ffn_out": "output.dense", "ffn_norm": "intermediate.LayerNorm"},
+        "roberta-prelayernorm",
+        "RobertaPreLayerNormForMaskedLM",
+        "roberta_prelayernorm.",
+        {
+            "attn_out": "attention.output.dense",
+            "attn_norm": "attention.LayerNorm",
+            "ffn_in": "intermediate.dense",
+            "ffn_out": "output.dense",
+            "ffn_norm": "intermediate.LayerNorm",
+        },
         {"encoder.emb_norm": "embeddings.LayerNorm", "encoder.final_norm": "LayerNorm"},
         {"head.dense": "lm_head.dense", "head.norm": "lm_head.layer_norm"},
-        "lm_head.bias", "lm_head.decoder", True),
+        "lm_head.bias",
+        "lm_head.decoder",
+        True,
+    ),
 }
 BY_MODEL_TYPE = {layout.model_type: norm for norm, layout in LAYOUTS.items()}
 
@@ -64,7 +84,7 @@ def read_json_object(path: Path) -> dict:
 
 
 def folder_kind(path: Path) -> str:
-    """"huggingface" when `path` holds a Hugging Face config.json (model_type or architectures), else "mapnet"
+    """ "huggingface" when `path` holds a Hugging Face config.json (model_type or architectures), else "mapnet"
     (a run or checkpoint folder, checked by its own reader). Every reader of a folder a user hands us asks
     here first, so a config.json that is not a JSON object is named as such, never taken for an incomplete
     mapnet checkpoint."""

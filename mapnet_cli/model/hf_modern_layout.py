@@ -20,11 +20,19 @@ ARCHITECTURE = "ModernBertForMaskedLM"
 TOKENIZER_CONFIG = {"model_input_names": ["input_ids", "attention_mask"]}
 HEAD_PREFIXES = ("head.", "decoder.")  # a ModernBertForMaskedLM's MLM head (a bare ModernBertModel has none)
 
-_TOP = {"encoder.tok_embeddings.weight": "embeddings.tok_embeddings.weight",
-        "encoder.emb_norm.weight": "embeddings.norm.weight",
-        "encoder.final_norm.weight": "final_norm.weight"}
-_LAYER = {"attn_norm": "attn_norm", "qkv": "attn.Wqkv", "attn_out": "attn.Wo", "ffn_norm": "mlp_norm",
-          "ffn_in": "mlp.Wi", "ffn_out": "mlp.Wo"}
+_TOP = {
+    "encoder.tok_embeddings.weight": "embeddings.tok_embeddings.weight",
+    "encoder.emb_norm.weight": "embeddings.norm.weight",
+    "encoder.final_norm.weight": "final_norm.weight",
+}
+_LAYER = {
+    "attn_norm": "attn_norm",
+    "qkv": "attn.Wqkv",
+    "attn_out": "attn.Wo",
+    "ffn_norm": "mlp_norm",
+    "ffn_in": "mlp.Wi",
+    "ffn_out": "mlp.Wo",
+}
 _HEAD = {"head.dense.weight": "head.dense.weight", "head.norm.weight": "head.norm.weight", "head.bias": "decoder.bias"}
 
 
@@ -54,22 +62,46 @@ def hf_config(cfg) -> dict:
     the decoder's, exact GELU, mapnet's rotary base; dropout where mapnet's modern block has it."""
     missing = unexpressible(cfg)
     if missing:
-        raise MapnetError(f"{ARCHITECTURE} cannot express {' and '.join(missing)}: only model.block = 'modern' "
-                          "(pre-LN) exports as ModernBERT")
+        raise MapnetError(
+            f"{ARCHITECTURE} cannot express {' and '.join(missing)}: only model.block = 'modern' "
+            "(pre-LN) exports as ModernBERT"
+        )
     rope = {"rope_type": "default", "rope_theta": cfg.rope_theta}
     return {
-        "architectures": [ARCHITECTURE], "model_type": MODEL_TYPE, "vocab_size": cfg.vocab_size,
-        "hidden_size": cfg.hidden, "num_hidden_layers": cfg.layers, "num_attention_heads": cfg.heads,
-        "intermediate_size": cfg.intermediate, "hidden_activation": "gelu", "classifier_activation": "gelu",
-        "max_position_embeddings": cfg.max_position, "initializer_range": cfg.init_std, "norm_eps": cfg.layer_norm_eps,
-        "norm_bias": False, "attention_bias": False, "mlp_bias": False, "classifier_bias": False, "decoder_bias": True,
-        "embedding_dropout": cfg.dropout, "mlp_dropout": cfg.dropout, "attention_dropout": cfg.attention_dropout,
+        "architectures": [ARCHITECTURE],
+        "model_type": MODEL_TYPE,
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.hidden,
+        "num_hidden_layers": cfg.layers,
+        "num_attention_heads": cfg.heads,
+        "intermediate_size": cfg.intermediate,
+        "hidden_activation": "gelu",
+        "classifier_activation": "gelu",
+        "max_position_embeddings": cfg.max_position,
+        "initializer_range": cfg.init_std,
+        "norm_eps": cfg.layer_norm_eps,
+        "norm_bias": False,
+        "attention_bias": False,
+        "mlp_bias": False,
+        "classifier_bias": False,
+        "decoder_bias": True,
+        "embedding_dropout": cfg.dropout,
+        "mlp_dropout": cfg.dropout,
+        "attention_dropout": cfg.attention_dropout,
         # Global attention in every layer: `layer_types` (transformers 5), `global_attn_every_n_layers` (4.x).
-        "layer_types": ["full_attention"] * cfg.layers, "global_attn_every_n_layers": 1,
+        "layer_types": ["full_attention"] * cfg.layers,
+        "global_attn_every_n_layers": 1,
         "rope_parameters": {"full_attention": dict(rope), "sliding_attention": dict(rope)},
-        "global_rope_theta": cfg.rope_theta, "local_rope_theta": cfg.rope_theta,
-        "pad_token_id": cfg.pad_id, "bos_token_id": None, "eos_token_id": None, "cls_token_id": None,
-        "sep_token_id": None, "tie_word_embeddings": True, "sparse_prediction": False, "torch_dtype": "float32",
+        "global_rope_theta": cfg.rope_theta,
+        "local_rope_theta": cfg.rope_theta,
+        "pad_token_id": cfg.pad_id,
+        "bos_token_id": None,
+        "eos_token_id": None,
+        "cls_token_id": None,
+        "sep_token_id": None,
+        "tie_word_embeddings": True,
+        "sparse_prediction": False,
+        "torch_dtype": "float32",
     }
 
 
@@ -109,24 +141,38 @@ def arch_from_config(c: dict, where: str) -> dict:
     problems = [f"{k} = {c[k]!r}" for k in ("hidden_activation", "classifier_activation") if c.get(k, "gelu") != "gelu"]
     problems += [f"{k} = true" for k in ("attention_bias", "mlp_bias", "norm_bias", "classifier_bias") if c.get(k)]
     if "sliding_attention" in _layer_types(c):
-        problems.append(f"local (sliding-window) attention layers ({_layer_types(c).count('sliding_attention')} "
-                        "of them; mapnet attends globally in every layer)")
+        problems.append(
+            f"local (sliding-window) attention layers ({_layer_types(c).count('sliding_attention')} "
+            "of them; mapnet attends globally in every layer)"
+        )
     theta, rope_problem = _rope_theta(c)
     problems += [rope_problem] if rope_problem else []
     if c.get("tie_word_embeddings") is False:
         problems.append("tie_word_embeddings = false")
     if problems:
-        raise MapnetError(f"{where}: {', '.join(problems)} is not the modern block mapnet trains (global attention, "
-                          "exact GELU, no biases but the decoder's, default RoPE, tied decoder)")
-    sizes = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
-             "intermediate": "intermediate_size", "max_position": "max_position_embeddings", "vocab_size": "vocab_size"}
+        raise MapnetError(
+            f"{where}: {', '.join(problems)} is not the modern block mapnet trains (global attention, "
+            "exact GELU, no biases but the decoder's, default RoPE, tied decoder)"
+        )
+    sizes = {
+        "layers": "num_hidden_layers",
+        "hidden": "hidden_size",
+        "heads": "num_attention_heads",
+        "intermediate": "intermediate_size",
+        "max_position": "max_position_embeddings",
+        "vocab_size": "vocab_size",
+    }
     missing = [theirs for theirs in sizes.values() if not isinstance(c.get(theirs), int)]
     if missing:
         raise MapnetError(f"{where}: config.json lacks {', '.join(missing)}")
     pad = c.get("pad_token_id")
     return {ours: c[theirs] for ours, theirs in sizes.items()} | {
-        "layer_norm_eps": float(c.get("norm_eps", 1e-5)), "norm": "pre", "block": "modern", "rope_theta": theta,
-        "pad_id": pad if isinstance(pad, int) else 0}
+        "layer_norm_eps": float(c.get("norm_eps", 1e-5)),
+        "norm": "pre",
+        "block": "modern",
+        "rope_theta": theta,
+        "pad_id": pad if isinstance(pad, int) else 0,
+    }
 
 
 def has_mlm_head(keys) -> bool:
@@ -146,11 +192,15 @@ def hf_to_mapnet(sd: dict, layers: int) -> tuple[dict, list[str]]:
     if head:
         names |= {mine: theirs for mine, theirs in _HEAD.items() if theirs != "decoder.bias" or theirs in sd}
     else:
-        notes.append("no MLM head in SOURCE (a ModernBertModel): the head is initialised (from train.seed); "
-                     "the decoder is the token embedding matrix, as always")
+        notes.append(
+            "no MLM head in SOURCE (a ModernBertModel): the head is initialised (from train.seed); "
+            "the decoder is the token embedding matrix, as always"
+        )
     missing = [theirs for theirs in names.values() if theirs not in sd]
     if missing:
-        raise MapnetError(f"model.safetensors lacks {missing[0]}" + (f" and {len(missing) - 1} more" if len(missing) > 1 else ""))
+        raise MapnetError(
+            f"model.safetensors lacks {missing[0]}" + (f" and {len(missing) - 1} more" if len(missing) > 1 else "")
+        )
     out = {mine: sd.pop(theirs) for mine, theirs in names.items()}
     if head and "head.bias" not in out:
         out["head.bias"] = torch.zeros(out["encoder.tok_embeddings.weight"].shape[0])
@@ -158,10 +208,24 @@ def hf_to_mapnet(sd: dict, layers: int) -> tuple[dict, list[str]]:
     decoder = sd.pop("decoder.weight", None)
     if decoder is not None and not torch.equal(decoder, out["encoder.tok_embeddings.weight"]):
         raise MapnetError("SOURCE's MLM decoder is not tied to its token embeddings; mapnet's is (tie_word_embeddings)")
-    notes += leftover_weights(sd, (f"{prefix}embeddings", f"{prefix}layers", f"{prefix}final_norm"),
-                              "mapnet's modern block", "biases, more layers than config.json says, or not a ModernBERT")
+    notes += leftover_weights(
+        sd,
+        (f"{prefix}embeddings", f"{prefix}layers", f"{prefix}final_norm"),
+        "mapnet's modern block",
+        "biases, more layers than config.json says, or not a ModernBERT",
+    )
     return {k: v.float() for k, v in out.items()}, notes
 
 
-__all__ = ["MODEL_TYPE", "ARCHITECTURE", "TOKENIZER_CONFIG", "hf_names", "unexpressible", "hf_config", "hf_state_dict",
-           "arch_from_config", "has_mlm_head", "hf_to_mapnet"]
+__all__ = [
+    "MODEL_TYPE",
+    "ARCHITECTURE",
+    "TOKENIZER_CONFIG",
+    "hf_names",
+    "unexpressible",
+    "hf_config",
+    "hf_state_dict",
+    "arch_from_config",
+    "has_mlm_head",
+    "hf_to_mapnet",
+]

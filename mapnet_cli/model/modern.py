@@ -46,8 +46,16 @@ class ModernBlock(nn.Module):
     """x = x + Attn(LN(x)) with rotary queries and keys; x = x + GeGLU(LN(x)); no biases.
     `first`: the block right after the embeddings' LayerNorm, which has no attention LayerNorm."""
 
-    def __init__(self, hidden: int, heads: int, intermediate: int, dropout: float = 0.0,
-                 attention_dropout: float = 0.0, layer_norm_eps: float = 1e-5, first: bool = False):
+    def __init__(
+        self,
+        hidden: int,
+        heads: int,
+        intermediate: int,
+        dropout: float = 0.0,
+        attention_dropout: float = 0.0,
+        layer_norm_eps: float = 1e-5,
+        first: bool = False,
+    ):
         super().__init__()
         if hidden % heads or (hidden // heads) % 2:
             raise ValueError(f"hidden ({hidden}) must split into heads ({heads}) of an even width (rotary pairs)")
@@ -61,8 +69,14 @@ class ModernBlock(nn.Module):
         self.attn_drop = nn.Dropout(attention_dropout)
         self.ffn_drop = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None, rope: tuple[torch.Tensor, torch.Tensor],
-                at: torch.Tensor | None = None, layout: QueryLayout | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        attn_mask: torch.Tensor | None,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        at: torch.Tensor | None = None,
+        layout: QueryLayout | None = None,
+    ) -> torch.Tensor:
         """(B, T, H) -> (B, T, H); `rope`: (cos, sin) of positions 0..T-1; with `at`, the output at those flat
         positions only, (N, H) (`forward_at`). `attn_mask` as `bert.Block` takes it."""
         if at is not None:
@@ -71,8 +85,13 @@ class ModernBlock(nn.Module):
         d = H // self.heads
         q, k, v = self.qkv(self.attn_norm(x)).view(B, T, 3, self.heads, d).permute(2, 0, 3, 1, 4).unbind(0)
         cos, sin = rope
-        a = F.scaled_dot_product_attention(rotate(q, cos, sin), rotate(k, cos, sin), v, attn_mask=attn_mask,
-                                           dropout_p=self.attention_dropout if self.training else 0.0)
+        a = F.scaled_dot_product_attention(
+            rotate(q, cos, sin),
+            rotate(k, cos, sin),
+            v,
+            attn_mask=attn_mask,
+            dropout_p=self.attention_dropout if self.training else 0.0,
+        )
         return self._finish(x, a.transpose(1, 2).reshape(B, T, H))
 
     def _finish(self, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
@@ -81,8 +100,14 @@ class ModernBlock(nn.Module):
         inputs, gate = self.ffn_in(self.ffn_norm(x)).chunk(2, dim=-1)
         return x + self.ffn_out(self.ffn_drop(F.gelu(inputs) * gate))
 
-    def forward_at(self, x: torch.Tensor, attn_mask: torch.Tensor | None, rope: tuple[torch.Tensor, torch.Tensor],
-                   flat: torch.Tensor, layout: QueryLayout | None = None) -> torch.Tensor:
+    def forward_at(
+        self,
+        x: torch.Tensor,
+        attn_mask: torch.Tensor | None,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        flat: torch.Tensor,
+        layout: QueryLayout | None = None,
+    ) -> torch.Tensor:
         """The block's output at `flat` only, (N, H), as `bert.Block.forward_at`: keys and values everywhere,
         queries, attention rows, output projection and feed-forward at `flat`; each query rotated by the
         position it sits at."""
@@ -101,8 +126,12 @@ class ModernBlock(nn.Module):
         q_at = rotate(q_at, cos[at_pos, None], sin[at_pos, None]).reshape(-1, H)
         q = q_at.new_zeros(B, width, H).index_put((rows, slot), q_at).view(B, width, self.heads, d).transpose(1, 2)
         a = F.scaled_dot_product_attention(
-            q, rotate(k, cos, sin), v, attn_mask=query_rows_mask(attn_mask, flat, layout, B, T),
-            dropout_p=self.attention_dropout if self.training else 0.0)
+            q,
+            rotate(k, cos, sin),
+            v,
+            attn_mask=query_rows_mask(attn_mask, flat, layout, B, T),
+            dropout_p=self.attention_dropout if self.training else 0.0,
+        )
         return self._finish(x.flatten(0, 1).index_select(0, flat), a.transpose(1, 2).reshape(B, width, H)[rows, slot])
 
 
@@ -117,18 +146,33 @@ class ModernEncoder(nn.Module):
         self.emb_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps, bias=False)
         self.emb_dropout = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(
-            ModernBlock(cfg.hidden, cfg.heads, cfg.intermediate, cfg.dropout, cfg.attention_dropout,
-                        cfg.layer_norm_eps, first=i == 0)
-            for i in range(cfg.layers))
+            ModernBlock(
+                cfg.hidden,
+                cfg.heads,
+                cfg.intermediate,
+                cfg.dropout,
+                cfg.attention_dropout,
+                cfg.layer_norm_eps,
+                first=i == 0,
+            )
+            for i in range(cfg.layers)
+        )
         self.final_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps, bias=False)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                at: torch.Tensor | None = None, width: int | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        at: torch.Tensor | None = None,
+        width: int | None = None,
+    ) -> torch.Tensor:
         """As `bert.Encoder.forward`: (B, T, H), or with `at` the last layer's states at those flat positions."""
         B, T = input_ids.shape
         if T > self.cfg.max_position:
             raise ValueError(f"sequence length {T} exceeds max_position {self.cfg.max_position}")
-        layout = query_layout(at, B, T, width) if at is not None and len(self.blocks) else None  # before any block is queued
+        layout = (
+            query_layout(at, B, T, width) if at is not None and len(self.blocks) else None
+        )  # before any block is queued
         x = self.emb_dropout(self.emb_norm(self.tok_embeddings(input_ids)))
         rope = rope_tables(T, self.cfg.hidden // self.cfg.heads, self.cfg.rope_theta, x.device)
         mask = key_mask(attention_mask)

@@ -20,8 +20,16 @@ from __future__ import annotations
 from .data import ENGINES, EngineSettings, PreprocessSettings, ShardSettings, SyntheticSettings
 from .docs import field_docs
 from .evaluation import FinetuneSettings, VarianceSettings
-from .masking import (UNIT_STRATEGIES, AdaptiveSettings, FrequencySettings, MapnetSettings, MaskingSettings, PmiSettings,
-                      SpanSettings, StratifiedSettings)
+from .masking import (
+    UNIT_STRATEGIES,
+    AdaptiveSettings,
+    FrequencySettings,
+    MapnetSettings,
+    MaskingSettings,
+    PmiSettings,
+    SpanSettings,
+    StratifiedSettings,
+)
 from .phases import BatchRampSettings, ShortSeqSettings, WarmupSettings
 from .presets import PRESETS, PROTOCOLS, Protocol, preset, protocol
 from .resolution import apply, from_dict, load_toml, parse_assignment, resolve
@@ -29,10 +37,42 @@ from .training import DistributedSettings, LoggingSettings, ModelSettings, Optim
 from .tree import SECTIONS, Settings, flat, section_dict
 
 __all__ = [
-    "Settings", "PreprocessSettings", "SyntheticSettings", "ShardSettings", "EngineSettings", "ENGINES", "ModelSettings",
-    "MaskingSettings", "MapnetSettings", "StratifiedSettings", "FrequencySettings", "AdaptiveSettings", "SpanSettings",
-    "PmiSettings", "WarmupSettings", "ShortSeqSettings", "BatchRampSettings", "OptimSettings", "TrainSettings", "DistributedSettings", "LoggingSettings",
-    "FinetuneSettings", "VarianceSettings", "UNIT_STRATEGIES", "SECTIONS", "section_dict", "flat",
-    "PRESETS", "preset", "PROTOCOLS", "Protocol", "protocol",
-    "resolve", "apply", "from_dict", "load_toml", "parse_assignment", "field_docs",
+    "Settings",
+    "PreprocessSettings",
+    "SyntheticSettings",
+    "ShardSettings",
+    "EngineSettings",
+    "ENGINES",
+    "ModelSettings",
+    "MaskingSettings",
+    "MapnetSettings",
+    "StratifiedSettings",
+    "FrequencySettings",
+    "AdaptiveSettings",
+    "SpanSettings",
+    "PmiSettings",
+    "WarmupSettings",
+    "ShortSeqSettings",
+    "BatchRampSettings",
+    "OptimSettings",
+    "TrainSettings",
+    "DistributedSettings",
+    "LoggingSettings",
+    "FinetuneSettings",
+    "VarianceSettings",
+    "UNIT_STRATEGIES",
+    "SECTIONS",
+    "section_dict",
+    "flat",
+    "PRESETS",
+    "preset",
+    "PROTOCOLS",
+    "Protocol",
+    "protocol",
+    "resolve",
+    "apply",
+    "from_dict",
+    "load_toml",
+    "parse_assignment",
+    "field_docs",
 ]

@@ -12,25 +12,51 @@ from .field import seed_setting, setting
 @dataclass(frozen=True, kw_only=True)
 class PreprocessSettings:
     input_format: Literal["auto", "text", "wikiextractor", "wikitext", "jsonl", "parquet", "arrow"] = setting(
-        "auto", "input format; auto decides by extension and by sniffing <doc ...> WikiExtractor markup")
+        "auto", "input format; auto decides by extension and by sniffing <doc ...> WikiExtractor markup"
+    )
     doc_separator: Literal["blank_line", "line", "file"] = setting(
-        "blank_line", "how plain text separates documents: a blank line, every line, or one document per file")
+        "blank_line", "how plain text separates documents: a blank line, every line, or one document per file"
+    )
     text_field: str = setting("text", "field/column holding the text in JSONL, Parquet and Arrow inputs")
-    strip_gutenberg: bool = setting(False, "remove Project Gutenberg header and licence footer when their markers are found")
+    strip_gutenberg: bool = setting(
+        False, "remove Project Gutenberg header and licence footer when their markers are found"
+    )
     normalize_punctuation: bool = setting(True, "Moses punctuation normalisation (sacremoses MosesPunctNormalizer)")
     lowercase: bool = setting(True, "lower-case the text (the paper lower-cases)")
-    moses_tokenize: bool = setting(True, "split punctuation off words with the Moses tokenizer (off for a WordPiece tokenizer, whose own pre-tokenizer does it: preprocess --bert-text)")
+    moses_tokenize: bool = setting(
+        True,
+        "split punctuation off words with the Moses tokenizer (off for a WordPiece tokenizer, whose own pre-tokenizer "
+        "does it: preprocess --bert-text)",
+    )
     moses_lang: str = setting("en", "language code for the Moses normaliser and tokenizer")
     vocab_size: int = setting(32768, "BPE vocabulary size including special tokens (paper: 32k)")
     min_frequency: int = setting(2, "minimum pair frequency for a BPE merge")
     tokenizer: str = setting("", "reuse this tokenizer.json instead of training one (empty: train)")
     workers: int = setting(0, "worker processes for sentence splitting and tokenisation (0: all cores)")
-    max_chunk_chars: int = setting(100_000, "documents are cut into pieces of at most this many characters before spaCy (mapnet choice: bounds memory on huge lines)")
-    max_sentence_chars: int = setting(5_000, "sentences longer than this are cut at whitespace (mapnet choice: a run-on 'sentence' is not a sentence)")
+    max_chunk_chars: int = setting(
+        100_000,
+        "documents are cut into pieces of at most this many characters before spaCy (mapnet choice: bounds memory on "
+        "huge lines)",
+    )
+    max_sentence_chars: int = setting(
+        5_000, "sentences longer than this are cut at whitespace (mapnet choice: a run-on 'sentence' is not a sentence)"
+    )
     sentences_per_part: int = setting(500_000, "sentences per output part file (parts let shard encode in parallel)")
-    on_binary: Literal["error", "skip"] = setting("error", "a binary file named on the command line: stop, or skip it and count it (binary files found inside folders are always skipped and counted)")
-    exclude: tuple[str, ...] = setting((), "file-name glob patterns skipped when walking input folders, e.g. [\"README*\", \"*.tsv\"] (hidden files are always skipped)")
-    tokenizer_sample_bytes: int = setting(0, "train the BPE tokenizer on a deterministic sample of about this many bytes of sentences, the same leading share of every part file (0: on all of them; a corpus of hundreds of GB needs a sample)")
+    on_binary: Literal["error", "skip"] = setting(
+        "error",
+        "a binary file named on the command line: stop, or skip it and count it (binary files found inside folders "
+        "are always skipped and counted)",
+    )
+    exclude: tuple[str, ...] = setting(
+        (),
+        'file-name glob patterns skipped when walking input folders, e.g. ["README*", "*.tsv"] (hidden files are '
+        "always skipped)",
+    )
+    tokenizer_sample_bytes: int = setting(
+        0,
+        "train the BPE tokenizer on a deterministic sample of about this many bytes of sentences, the same leading "
+        "share of every part file (0: on all of them; a corpus of hundreds of GB needs a sample)",
+    )
 
     def problems(self) -> list[str]:
         out = []
@@ -77,9 +103,17 @@ class SyntheticSettings:
 class ShardSettings:
     max_seq_len: int = setting(512, "tokens per training sequence, [CLS] included (paper: 512)")
     packing: Literal["fill", "whole_sentences"] = setting(
-        "fill", "fill: consecutive sentences fill every block to the brim, a sentence that does not fit continues in the next block (mapnet choice: <1% padding); whole_sentences: RoBERTa FULL-SENTENCES, a block ends before a sentence that does not fit and is padded")
-    valid_fraction: float = setting(0.01, "fraction of documents held out for validation (1: an evaluation-only shard set, for train.extra_eval)")
-    split_unit: Literal["document", "sequence"] = setting("document", "hold out whole documents (no leakage) or packed sequences")
+        "fill",
+        "fill: consecutive sentences fill every block to the brim, a sentence that does not fit continues in the next "
+        "block (mapnet choice: <1% padding); whole_sentences: RoBERTa FULL-SENTENCES, a block ends before a "
+        "sentence that does not fit and is padded",
+    )
+    valid_fraction: float = setting(
+        0.01, "fraction of documents held out for validation (1: an evaluation-only shard set, for train.extra_eval)"
+    )
+    split_unit: Literal["document", "sequence"] = setting(
+        "document", "hold out whole documents (no leakage) or packed sequences"
+    )
     split_seed: int = seed_setting(0, "seed of the train/validation assignment")
     sequences_per_file: int = setting(65536, "sequences per Arrow file")
     verify: Literal["full", "size"] = setting("full", "on open, check every shard's sha256 (full) or only its size")
@@ -98,7 +132,6 @@ class ShardSettings:
         return out
 
 
-
 # ---------------------------------------------------------------- data: where preprocess and shard run
 ENGINES = ("local", "dask")
 
@@ -106,20 +139,34 @@ ENGINES = ("local", "dask")
 @dataclass(frozen=True, kw_only=True)
 class EngineSettings:
     name: Literal["local", "dask"] = setting(
-        "local", "where preprocess and shard run their per-file work and compare its runs: local (this machine's "
+        "local",
+        "where preprocess and shard run their per-file work and compare its runs: local (this machine's "
         "process pool of preprocess.workers / shard.workers; compare: one run after another) or dask (tasks on the "
         "Dask cluster at --engine-address or DASK_SCHEDULER_ADDRESS, else on a local one of that many worker "
-        "processes, engine.workers for compare); the output bytes are the same")
-    tasks: int = setting(0, "engine tasks: the input files (preprocess) or part files (shard) are cut into at most this "
-                            "many contiguous groups of about equal size, one task each (0: one task per file)")
-    retries: int = setting(2, "times the engine reruns a failed task (a lost worker included) before the run stops; "
-                              "finished tasks are kept, so the same command started again goes on from them")
-    workers: int = setting(0, "compare with --engine dask and no scheduler address: the local cluster's worker "
-                              "processes, each training one run at a time (0: as many as runs, at most the machine's "
-                              "cores / engine.threads)")
-    threads: int = setting(0, "compare with --engine dask: torch threads of each run on its worker (0: the machine's "
-                              "cores shared among the local workers, 1 on a cluster's); a run is bit-identical to the "
-                              "serial one trained with as many threads")
+        "processes, engine.workers for compare); the output bytes are the same",
+    )
+    tasks: int = setting(
+        0,
+        "engine tasks: the input files (preprocess) or part files (shard) are cut into at most this "
+        "many contiguous groups of about equal size, one task each (0: one task per file)",
+    )
+    retries: int = setting(
+        2,
+        "times the engine reruns a failed task (a lost worker included) before the run stops; "
+        "finished tasks are kept, so the same command started again goes on from them",
+    )
+    workers: int = setting(
+        0,
+        "compare with --engine dask and no scheduler address: the local cluster's worker "
+        "processes, each training one run at a time (0: as many as runs, at most the machine's "
+        "cores / engine.threads)",
+    )
+    threads: int = setting(
+        0,
+        "compare with --engine dask: torch threads of each run on its worker (0: the machine's "
+        "cores shared among the local workers, 1 on a cluster's); a run is bit-identical to the "
+        "serial one trained with as many threads",
+    )
 
     def problems(self) -> list[str]:
         out = []

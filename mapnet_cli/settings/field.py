@@ -24,5 +24,8 @@ def seed_setting(default: int, doc: str):
 
 def declared_range_problems(section_name: str, section) -> list[str]:
     """`section`'s fields below their declared `minimum`, named as the user sets them (`train.seed`)."""
-    return [f"{section_name}.{f.name} must be >= {f.metadata['minimum']} (got {getattr(section, f.name)})"
-            for f in fields(section) if "minimum" in f.metadata and getattr(section, f.name) < f.metadata["minimum"]]
+    return [
+        f"{section_name}.{f.name} must be >= {f.metadata['minimum']} (got {getattr(section, f.name)})"
+        for f in fields(section)
+        if "minimum" in f.metadata and getattr(section, f.name) < f.metadata["minimum"]
+    ]

@@ -15,7 +15,8 @@ from typing import Literal
 
 from .field import setting
 
-# Strategies that mask whole units (masking/units.py, masking/pmi_units.py): unweighted, no table of their own but pmi's.
+# Strategies that mask whole units (masking/units.py, masking/pmi_units.py): unweighted, no table of their own but
+# pmi's.
 UNIT_STRATEGIES = ("whole-word", "span", "pmi")
 
 
@@ -28,13 +29,35 @@ def _defaults_differ(section) -> list[str]:
 @dataclass(frozen=True, kw_only=True)
 class MapnetSettings:
     importance: Literal["clipped", "unclipped", "none", "ht"] = setting(
-        "clipped", "importance weights: per sequence, the paper's clipped / unclipped ratio or none; ht: per-position Horvitz-Thompson weights (K/n)/pi_i with systematic PPS sampling (mapnet, unbiased for any proposal)")
-    mix_uniform: float = setting(0.0, "with importance 'ht': alpha of the defensive mixture pi = alpha K/n + (1-alpha) pi_proposal (bounds every HT weight by 1/alpha)")
-    temperature: float = setting(1.0, "with importance 'ht': masks are drawn from p^(1/T) renormalised (T > 1 flattens the proposal toward uniform)")
+        "clipped",
+        "importance weights: per sequence, the paper's clipped / unclipped ratio or none; ht: per-position "
+        "Horvitz-Thompson weights (K/n)/pi_i with systematic PPS sampling (mapnet, unbiased for any proposal)",
+    )
+    mix_uniform: float = setting(
+        0.0,
+        "with importance 'ht': alpha of the defensive mixture pi = alpha K/n + (1-alpha) pi_proposal (bounds every HT "
+        "weight by 1/alpha)",
+    )
+    temperature: float = setting(
+        1.0,
+        "with importance 'ht': masks are drawn from p^(1/T) renormalised (T > 1 flattens the proposal toward uniform)",
+    )
     target: Literal["loss", "gradnorm", "learnability"] = setting(
-        "loss", "what the proposal learns: loss = the paper's eq. 10; gradnorm = regress log p on log ||softmax - onehot|| at masked positions; learnability = on log of how fast the token type's loss falls (slow minus fast per-type average)")
-    learnability_decay: float = setting(0.99, "with target 'learnability': per-step decay of the slow per-token-type loss average (the fast one uses decay^20)")
-    target_floor: float = setting(1e-3, "with target 'gradnorm' or 'learnability': targets are floored at this before the log (keeps every position's mass > 0)")
+        "loss",
+        "what the proposal learns: loss = the paper's eq. 10; gradnorm = regress log p on log ||softmax - onehot|| at "
+        "masked positions; learnability = on log of how fast the token type's loss falls (slow minus fast "
+        "per-type average)",
+    )
+    learnability_decay: float = setting(
+        0.99,
+        "with target 'learnability': per-step decay of the slow per-token-type loss average (the fast one uses "
+        "decay^20)",
+    )
+    target_floor: float = setting(
+        1e-3,
+        "with target 'gradnorm' or 'learnability': targets are floored at this before the log (keeps every position's "
+        "mass > 0)",
+    )
     lr: float = setting(0.0, "the proposal's own peak learning rate (0: optim.lr); same schedule as the encoder's")
     clip_epsilon: float = setting(0.2, "weights are clipped to [1-eps, 1+eps] (paper gives no value; mapnet choice)")
     explore_start: float = setting(1.0, "probability of uniform masking at step 0 (paper: 100%)")
@@ -44,21 +67,36 @@ class MapnetSettings:
     hidden: int = setting(0, "proposal width (0: half the encoder's, as in the paper)")
     heads: int = setting(0, "proposal heads (0: half the encoder's)")
     dropout: float = setting(
-        0.0, "the proposal's hidden and attention dropout (paper silent; mapnet choice: 0, so the distribution masks are drawn from is the one inspect-masks shows, and CPU attention keeps its fused kernel)")
+        0.0,
+        "the proposal's hidden and attention dropout (paper silent; mapnet choice: 0, so the distribution masks are "
+        "drawn from is the one inspect-masks shows, and CPU attention keeps its fused kernel)",
+    )
     loss_weight: float = setting(1e-2, "lambda of the paper's combined loss (paper: 1e-2)")
     loss_on: Literal["map", "encoder"] = setting(
-        "map", "which term lambda scales: 'map' = L_enc + lambda*L_MAP (mapnet choice, see docs/masking.md), 'encoder' = L_MAP + lambda*L_enc as printed")
-    train_on_uniform: bool = setting(True, "uniformly masked sequences also train the proposal (mapnet choice: more signal early)")
+        "map",
+        "which term lambda scales: 'map' = L_enc + lambda*L_MAP (mapnet choice, see docs/masking.md), 'encoder' = "
+        "L_MAP + lambda*L_enc as printed",
+    )
+    train_on_uniform: bool = setting(
+        True, "uniformly masked sequences also train the proposal (mapnet choice: more signal early)"
+    )
     train_every: int = setting(
-        1, "the proposal learns on every k-th step only; in between it only draws masks (forward without autograd, no update): a cheaper step (mapnet choice; 1: every step, as in the paper)")
+        1,
+        "the proposal learns on every k-th step only; in between it only draws masks (forward without autograd, no "
+        "update): a cheaper step (mapnet choice; 1: every step, as in the paper)",
+    )
 
     def unused(self) -> dict[str, str]:
         """{key: where it applies} of the keys set here that these settings' other values leave unused."""
-        where = {"mix_uniform": (self.importance == "ht", "masking.mapnet.importance 'ht'"),
-                 "temperature": (self.importance == "ht", "masking.mapnet.importance 'ht' (the paper's Gumbel-top-k "
-                                                          "draws from p itself)"),
-                 "learnability_decay": (self.target == "learnability", "masking.mapnet.target 'learnability'"),
-                 "target_floor": (self.target != "loss", "masking.mapnet.target 'gradnorm' or 'learnability'")}
+        where = {
+            "mix_uniform": (self.importance == "ht", "masking.mapnet.importance 'ht'"),
+            "temperature": (
+                self.importance == "ht",
+                "masking.mapnet.importance 'ht' (the paper's Gumbel-top-k draws from p itself)",
+            ),
+            "learnability_decay": (self.target == "learnability", "masking.mapnet.target 'learnability'"),
+            "target_floor": (self.target != "loss", "masking.mapnet.target 'gradnorm' or 'learnability'"),
+        }
         return {key: text for key, (applies, text) in where.items() if not applies and key in _defaults_differ(self)}
 
     def problems(self) -> list[str]:
@@ -88,13 +126,19 @@ class MapnetSettings:
         if self.target_floor <= 0:
             out.append(f"masking.mapnet.target_floor must be > 0 (got {self.target_floor})")
         if self.hidden > 0 and self.heads > 0 and self.hidden % self.heads:
-            out.append(f"masking.mapnet.hidden ({self.hidden}) must be divisible by masking.mapnet.heads ({self.heads})")
+            out.append(
+                f"masking.mapnet.hidden ({self.hidden}) must be divisible by masking.mapnet.heads ({self.heads})"
+            )
         return out
 
 
 @dataclass(frozen=True, kw_only=True)
 class StratifiedSettings:
-    copies: int = setting(2, "each sequence fills this many batch slots, masked with that many disjoint strata (Zheng et al. use all of them)")
+    copies: int = setting(
+        2,
+        "each sequence fills this many batch slots, masked with that many disjoint strata (Zheng et al. use all of "
+        "them)",
+    )
 
     def unused(self) -> dict[str, str]:
         return {}
@@ -106,7 +150,9 @@ class StratifiedSettings:
 @dataclass(frozen=True, kw_only=True)
 class FrequencySettings:
     power: float = setting(0.5, "the proposal is proportional to count(token type)^-power")
-    mix_uniform: float = setting(0.0, "alpha of the defensive mixture pi = alpha K/n + (1-alpha) pi_proposal (bounds every HT weight by 1/alpha)")
+    mix_uniform: float = setting(
+        0.0, "alpha of the defensive mixture pi = alpha K/n + (1-alpha) pi_proposal (bounds every HT weight by 1/alpha)"
+    )
 
     def unused(self) -> dict[str, str]:
         return {}
@@ -121,14 +167,27 @@ class FrequencySettings:
 @dataclass(frozen=True, kw_only=True)
 class AdaptiveSettings:
     score: Literal["hard", "soft"] = setting(
-        "hard", "a token type's score, over the positions of it masked since the last update: hard = the model's accuracy there (argmax), soft = the mean probability it gave the true token (the paper's hard and soft decay)")
+        "hard",
+        "a token type's score, over the positions of it masked since the last update: hard = the model's accuracy "
+        "there (argmax), soft = the mean probability it gave the true token (the paper's hard and soft decay)",
+    )
     decay: float = setting(
-        0.2, "lambda, the share of the old table kept at each update, w <- lambda w + (1 - lambda) mask_prob (1 - score) (paper: 0.2)")
+        0.2,
+        "lambda, the share of the old table kept at each update, w <- lambda w + (1 - lambda) mask_prob (1 - score) "
+        "(paper: 0.2)",
+    )
     every: int = setting(
-        200, "T, optimizer steps between table updates (paper: 200 batches; scale it down for short runs, docs/masking.md)")
+        200,
+        "T, optimizer steps between table updates (paper: 200 batches; scale it down for short runs, docs/masking.md)",
+    )
     weights: Literal["none", "ht"] = setting(
-        "none", "none = unweighted, the published (biased) objective; ht = per-position Horvitz-Thompson weights (K/n)/pi_i, unbiased for uniform masking's loss (mapnet; needs mix_uniform > 0)")
-    mix_uniform: float = setting(0.0, "alpha of the defensive mixture pi = alpha K/n + (1-alpha) pi_table (bounds every HT weight by 1/alpha)")
+        "none",
+        "none = unweighted, the published (biased) objective; ht = per-position Horvitz-Thompson weights (K/n)/pi_i, "
+        "unbiased for uniform masking's loss (mapnet; needs mix_uniform > 0)",
+    )
+    mix_uniform: float = setting(
+        0.0, "alpha of the defensive mixture pi = alpha K/n + (1-alpha) pi_table (bounds every HT weight by 1/alpha)"
+    )
 
     def unused(self) -> dict[str, str]:
         return {}
@@ -143,15 +202,19 @@ class AdaptiveSettings:
             out.append(f"masking.adaptive.mix_uniform must be in [0, 1] (got {self.mix_uniform})")
         elif self.weights == "ht" and self.mix_uniform <= 0.0:
             # A type the model always gets right decays toward weight 0 (lambda^j p): pi_i -> 0 and (K/n)/pi_i -> inf.
-            out.append("masking.adaptive.weights 'ht' needs masking.adaptive.mix_uniform > 0: a learned token's table "
-                       "entry decays toward 0 and its HT weight (K/n)/pi_i without bound (0.5 bounds every weight by 2)")
+            out.append(
+                "masking.adaptive.weights 'ht' needs masking.adaptive.mix_uniform > 0: a learned token's table "
+                "entry decays toward 0 and its HT weight (K/n)/pi_i without bound (0.5 bounds every weight by 2)"
+            )
         return out
 
 
 @dataclass(frozen=True, kw_only=True)
 class SpanSettings:
     p: float = setting(0.2, "p of the geometric span-length distribution in words, p(1-p)^(l-1) (SpanBERT: 0.2)")
-    max_words: int = setting(10, "longest span in words; the geometric is truncated there and renormalised (SpanBERT: 10, mean 3.8)")
+    max_words: int = setting(
+        10, "longest span in words; the geometric is truncated there and renormalised (SpanBERT: 10, mean 3.8)"
+    )
 
     def unused(self) -> dict[str, str]:
         return {}
@@ -165,7 +228,11 @@ class SpanSettings:
 
 @dataclass(frozen=True, kw_only=True)
 class PmiSettings:
-    vocab: str = setting("", "the PMI vocabulary file of mapnet pmi-vocab (empty: pmi.tsv in the shard folder, else in the corpus the shards were made from)")
+    vocab: str = setting(
+        "",
+        "the PMI vocabulary file of mapnet pmi-vocab (empty: pmi.tsv in the shard folder, else in the corpus the "
+        "shards were made from)",
+    )
 
     def unused(self) -> dict[str, str]:
         return {}
@@ -180,11 +247,21 @@ STRATEGY_TABLES = ("mapnet", "stratified", "frequency", "adaptive", "span", "pmi
 
 @dataclass(frozen=True, kw_only=True)
 class MaskingSettings:
-    strategy: Literal["uniform", "mapnet", "stratified", "frequency", "adaptive", "whole-word", "span", "pmi"] = setting(
-        "uniform", "uniform RandMask baseline; MAP-Net proposals; stratified (fully-explored, Zheng et al. 2020: disjoint masks of one sequence); frequency (static proposal from token counts, HT weights); adaptive (AMLM, Edman & Fraser 2025: a per-token table moved by the model's own scores); whole-word; span (SpanBERT random spans); pmi (PMI-Masking n-grams, needs mapnet pmi-vocab)")
+    strategy: Literal["uniform", "mapnet", "stratified", "frequency", "adaptive", "whole-word", "span", "pmi"] = (
+        setting(
+            "uniform",
+            "uniform RandMask baseline; MAP-Net proposals; stratified (fully-explored, Zheng et al. 2020: disjoint "
+            "masks of one sequence); frequency (static proposal from token counts, HT weights); adaptive (AMLM, "
+            "Edman & Fraser 2025: a per-token table moved by the model's own scores); whole-word; span (SpanBERT "
+            "random spans); pmi (PMI-Masking n-grams, needs mapnet pmi-vocab)",
+        )
+    )
     mask_prob: float = setting(0.15, "fraction of eligible tokens masked (paper: 0.15)")
     mask_count: Literal["exact", "bernoulli"] = setting(
-        "exact", "exact: round(mask_prob x eligible) positions per sequence, as MAP-Net's K (mapnet choice: same K for both strategies); bernoulli: each position independently")
+        "exact",
+        "exact: round(mask_prob x eligible) positions per sequence, as MAP-Net's K (mapnet choice: same K for both "
+        "strategies); bernoulli: each position independently",
+    )
     replace_mask: float = setting(0.8, "share of chosen positions replaced by [MASK]")
     replace_random: float = setting(0.1, "share replaced by a random token (the rest stay unchanged)")
     mapnet: MapnetSettings = field(default_factory=MapnetSettings)
@@ -214,8 +291,10 @@ class MaskingSettings:
             out.append(f"masking.mask_count must be 'exact' with masking.strategy '{self.strategy}'")
         for name in STRATEGY_TABLES:
             out += getattr(self, name).problems()
-        return out + [f"masking.{key} = {value!r} only applies with {where}; here it would be ignored"
-                      for key, (value, where) in (self.ignored() if ignored else {}).items()]
+        return out + [
+            f"masking.{key} = {value!r} only applies with {where}; here it would be ignored"
+            for key, (value, where) in (self.ignored() if ignored else {}).items()
+        ]
 
     def ignored(self) -> dict[str, tuple[object, str]]:
         """{dotted key under masking: (its value, where it applies)} of every key set that this run would ignore:
@@ -223,12 +302,15 @@ class MaskingSettings:
         out = {}
         for name in STRATEGY_TABLES:
             table = getattr(self, name)
-            keys = ({key: f"masking.strategy '{name}'" for key in _defaults_differ(table)} if name != self.strategy
-                    else table.unused())
+            keys = (
+                {key: f"masking.strategy '{name}'" for key in _defaults_differ(table)}
+                if name != self.strategy
+                else table.unused()
+            )
             out |= {f"{name}.{key}": (getattr(table, key), where) for key, where in keys.items()}
         return out
 
-    def without_ignored(self) -> "MaskingSettings":
+    def without_ignored(self) -> MaskingSettings:
         """These settings with every ignored key back at its default (`compare` gives each arm the keys it uses)."""
         from dataclasses import replace
 

@@ -12,13 +12,29 @@ from typing import Any
 # mapnet 0.2: each masking strategy owns a table ([masking.mapnet], [masking.span], ...); a key moved there belongs to
 # its strategy's table (`migrate` keeps it only for a run of that strategy).
 MOVED = {
-    **{f"masking.{old}": f"masking.mapnet.{new}" for old, new in (
-        ("importance", "importance"), ("proposal_target", "target"), ("proposal_temperature", "temperature"),
-        ("map_lr", "lr"), ("learnability_decay", "learnability_decay"), ("target_floor", "target_floor"),
-        ("clip_epsilon", "clip_epsilon"), ("explore_start", "explore_start"), ("explore_end", "explore_end"),
-        ("explore_steps", "explore_steps"), ("map_layers", "layers"), ("map_hidden", "hidden"), ("map_heads", "heads"),
-        ("map_dropout", "dropout"), ("map_loss_weight", "loss_weight"), ("map_loss_on", "loss_on"),
-        ("train_map_on_uniform", "train_on_uniform"), ("map_train_every", "train_every"))},
+    **{
+        f"masking.{old}": f"masking.mapnet.{new}"
+        for old, new in (
+            ("importance", "importance"),
+            ("proposal_target", "target"),
+            ("proposal_temperature", "temperature"),
+            ("map_lr", "lr"),
+            ("learnability_decay", "learnability_decay"),
+            ("target_floor", "target_floor"),
+            ("clip_epsilon", "clip_epsilon"),
+            ("explore_start", "explore_start"),
+            ("explore_end", "explore_end"),
+            ("explore_steps", "explore_steps"),
+            ("map_layers", "layers"),
+            ("map_hidden", "hidden"),
+            ("map_heads", "heads"),
+            ("map_dropout", "dropout"),
+            ("map_loss_weight", "loss_weight"),
+            ("map_loss_on", "loss_on"),
+            ("train_map_on_uniform", "train_on_uniform"),
+            ("map_train_every", "train_every"),
+        )
+    },
     "masking.strata_copies": "masking.stratified.copies",
     "masking.frequency_power": "masking.frequency.power",
     "masking.adaptive_score": "masking.adaptive.score",
@@ -39,8 +55,13 @@ MOVED = {
     "train.batch_ramp_fraction": "train.batch_ramp.fraction",
 }
 # One old key that became several: the defensive mixture was shared by MAP-Net's HT, frequency and adaptive masking.
-SPLIT = {"masking.mix_uniform": ("masking.mapnet.mix_uniform", "masking.frequency.mix_uniform",
-                                 "masking.adaptive.mix_uniform")}
+SPLIT = {
+    "masking.mix_uniform": (
+        "masking.mapnet.mix_uniform",
+        "masking.frequency.mix_uniform",
+        "masking.adaptive.mix_uniform",
+    )
+}
 
 
 def moved_to(dotted: str) -> str | None:

@@ -49,20 +49,36 @@ def preset(name: str) -> Settings:
 @dataclass(frozen=True)
 class Protocol:
     name: str
-    finetune: dict          # finetune settings the preset sets (tuples for lists)
+    finetune: dict  # finetune settings the preset sets (tuples for lists)
     tasks: tuple[str, ...]  # canonical task names; () = none: --task is required
-    summary: str            # one line, for --help
+    summary: str  # one line, for --help
 
 
-PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (
-    Protocol("paper", {"pooling": "cls"}, (), "the paper's grid, 10 seeds, 10 epochs, [CLS] pooling (BERT's)"),
-    Protocol("quick", {"batch_sizes": (32,), "learning_rates": (8e-5,), "seeds": 2, "epochs": 2, "max_train": 2000}, (),
-             "smoke test: bs 32, lr 8e-5, 2 seeds, 2 epochs, 2,000 train examples"),
-    Protocol("small", {"batch_sizes": (32,), "learning_rates": (1e-4, 3e-4), "seeds": 3, "epochs": 3,
-                       "max_train": 20000, "max_seq_len": 128},
-             ("SST-2", "CoLA", "MRPC"),
-             "SST-2, CoLA, MRPC; bs 32, lr {1e-4, 3e-4}, 3 seeds, 3 epochs, <= 20,000 train examples, 128 tokens"),
-)}
+PROTOCOLS: dict[str, Protocol] = {
+    p.name: p
+    for p in (
+        Protocol("paper", {"pooling": "cls"}, (), "the paper's grid, 10 seeds, 10 epochs, [CLS] pooling (BERT's)"),
+        Protocol(
+            "quick",
+            {"batch_sizes": (32,), "learning_rates": (8e-5,), "seeds": 2, "epochs": 2, "max_train": 2000},
+            (),
+            "smoke test: bs 32, lr 8e-5, 2 seeds, 2 epochs, 2,000 train examples",
+        ),
+        Protocol(
+            "small",
+            {
+                "batch_sizes": (32,),
+                "learning_rates": (1e-4, 3e-4),
+                "seeds": 3,
+                "epochs": 3,
+                "max_train": 20000,
+                "max_seq_len": 128,
+            },
+            ("SST-2", "CoLA", "MRPC"),
+            "SST-2, CoLA, MRPC; bs 32, lr {1e-4, 3e-4}, 3 seeds, 3 epochs, <= 20,000 train examples, 128 tokens",
+        ),
+    )
+}
 
 
 def protocol(name: str) -> Protocol:

@@ -51,26 +51,35 @@ def _paper(preset: str, budgeted: bool) -> dict[str, dict[str, Any]]:
 def _fast(preset: str, budgeted: bool) -> dict[str, dict[str, Any]]:
     lr, warmup, init_std, short_steps = FAST_BY_PRESET.get(preset, FAST_BY_PRESET["custom"])
     # The warm-ups in the unit the run counts: steps, or under a budget its shares of the time.
-    warm, short = ({"steps": 0, "fraction": FAST_BUDGET_FRACTIONS[0]}, {"steps": 0, "fraction": FAST_BUDGET_FRACTIONS[1]}
-                   ) if budgeted else ({"steps": warmup}, {"steps": short_steps})
+    warm, short = (
+        ({"steps": 0, "fraction": FAST_BUDGET_FRACTIONS[0]}, {"steps": 0, "fraction": FAST_BUDGET_FRACTIONS[1]})
+        if budgeted
+        else ({"steps": warmup}, {"steps": short_steps})
+    )
     optim = {"lr": lr, "warmup": warm, "eps": 1e-12, "grad_clip": 1.0}
     train = {"short_seq": {"len": SHORT_SEQ_LEN, **short}}
-    return {"model": {"norm": "pre", "dropout": 0.0, "attention_dropout": 0.0, "init_std": init_std},
-            "optim": optim, "train": train}
+    return {
+        "model": {"norm": "pre", "dropout": 0.0, "attention_dropout": 0.0, "init_std": init_std},
+        "optim": optim,
+        "train": train,
+    }
 
 
 # `hour`: `fast` with the levers that joined by section G's rule at equal (modelled) time, 2 seeds each, then won
 # together against the best single lever (`tiny` alone) on BLiMP, 59.0 / 58.6 against 57.1 / 58.1
-# (experiments/hour-levers, series 4): CPU bf16 (where native), the modern block (GeGLU, no biases, rotary positions), 30% masking,
+# (experiments/hour-levers, series 4): CPU bf16 (where native), the modern block (GeGLU, no biases, rotary positions),
+# 30% masking,
 # and 64 sequences of 64 tokens a step (the same tokens as 32 x 128: `seq-64`). It was measured on 64-token shards of
 # a 16,384-token BPE (`vocab-16k`), which no setting of a run can make: `HOUR_DATA` says so, and a run refuses shards of
 # another sequence length (the batch is sized for it). The 20-minute search's schedule fractions are `fast`'s.
 # bf16 where the hardware computes it (section G's machines had it: an AMD EPYC with AVX512-BF16, then an Intel Xeon
 # with AMX): on a CPU that emulates it a step cost 18x its fp32 step (an AMD EPYC without bf16 instructions,
 # experiments/hour-masking), so there the recipe trains in fp32.
-HOUR_LEVERS: dict[str, dict[str, Any]] = {"model": {"block": "modern"},
-                                          "train": {"precision": "bf16-native", "batch_size": 64},
-                                          "masking": {"mask_prob": 0.3}}
+HOUR_LEVERS: dict[str, dict[str, Any]] = {
+    "model": {"block": "modern"},
+    "train": {"precision": "bf16-native", "batch_size": 64},
+    "masking": {"mask_prob": 0.3},
+}
 HOUR_DATA = {"max_seq_len": 64, "vocab_size": 16384}
 
 
@@ -90,6 +99,7 @@ class Shape:
     """The encoder a recipe trains when no model preset is named: `preset`'s, with `sizes` (model settings) over
     it. The recipe's per-preset values (the `fast` LR, warm-ups, init) are `preset`'s either way: the recipe was
     measured with them. With sizes, the run records model.preset `custom` (its sizes are not the preset's)."""
+
     preset: str
     sizes: tuple[tuple[str, int], ...] = ()
 
@@ -99,7 +109,8 @@ class Shape:
 
 # recipe -> its shape. `hour`: L4/H192 (`mini`'s depth at width 192, 3 heads of 64; the modern block's feed-forward
 # 512). Section G's amendment chose it at 60 minutes over `tiny`, the 20-minute search's best shape, both with the
-# levers above, 2 seeds each: BLiMP 62.5 / 62.1 against 60.3 / 62.0 (experiments/hour-levers/README.md, "The amendment's 60-minute runs").
+# levers above, 2 seeds each: BLiMP 62.5 / 62.1 against 60.3 / 62.0 (experiments/hour-levers/README.md, "The amendment's
+# 60-minute runs").
 # `tiny`'s and `mini`'s `fast` values are the same, so the runs that chose it trained exactly this.
 SHAPES: dict[str, Shape] = {"hour": Shape("mini", (("layers", 4), ("hidden", 192), ("heads", 3)))}
 SUB_BASE = ("tiny", "mini", "small")
@@ -111,8 +122,9 @@ def default_recipe(preset: str | None) -> str:
     return "fast" if preset in SUB_BASE else "paper"
 
 
-def recipe_layer(name: str, preset: str | None, keep_architecture: bool = False,
-                 budgeted: bool = False) -> dict[str, dict[str, Any]]:
+def recipe_layer(
+    name: str, preset: str | None, keep_architecture: bool = False, budgeted: bool = False
+) -> dict[str, dict[str, Any]]:
     """The settings recipe `name` sets for model preset `preset`, as {section: {key: value}} (and
     train.recipe, so a run records which one it got). `keep_architecture`: leave model.norm out.
     `budgeted`: the run has a train.time_budget, so the recipe's warm-ups come as fractions of it."""
@@ -120,12 +132,24 @@ def recipe_layer(name: str, preset: str | None, keep_architecture: bool = False,
         raise MapnetError(f"unknown recipe {name!r} (choose from {', '.join(RECIPES)})")
     layer = RECIPES[name](preset or "custom", budgeted)
     if keep_architecture:
-        layer = {sec: {k: v for k, v in values.items() if k not in ARCHITECTURE.get(sec, ())}
-                 for sec, values in layer.items()}
+        layer = {
+            sec: {k: v for k, v in values.items() if k not in ARCHITECTURE.get(sec, ())}
+            for sec, values in layer.items()
+        }
     train = dict(layer.get("train", {}))
     train["recipe"] = name
     return {**layer, "train": train}
 
 
-__all__ = ["RECIPES", "FAST_BY_PRESET", "HOUR_DATA", "HOUR_LEVERS", "MEASURED_ON", "SHAPES", "SUB_BASE", "Shape",
-           "default_recipe", "recipe_layer"]
+__all__ = [
+    "RECIPES",
+    "FAST_BY_PRESET",
+    "HOUR_DATA",
+    "HOUR_LEVERS",
+    "MEASURED_ON",
+    "SHAPES",
+    "SUB_BASE",
+    "Shape",
+    "default_recipe",
+    "recipe_layer",
+]

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 from ..errors import MapnetError
-from .presets import PRESETS, preset, protocol as named_protocol
-from .recipes import RECIPES, SHAPES, default_recipe, recipe_layer
 from .field import INT64
 from .moved import migrate, moved_to
+from .presets import PRESETS, preset
+from .presets import protocol as named_protocol
+from .recipes import RECIPES, SHAPES, default_recipe, recipe_layer
 from .tree import SECTIONS, Settings, flat
 
 
@@ -110,9 +111,12 @@ def _update(table, values: dict[str, Any], path: str, source: str, errors: list[
         full = f"{path}.{key}"
         if key not in hints:
             where = moved_to(full)
-            errors.append(f"unknown setting {full!r} in {source}" if where is None
-                          else f"{full!r} in {source} is now {where} (mapnet 0.2 gave each masking strategy and each "
-                               "warm-up a table of its own: CHANGELOG)")
+            errors.append(
+                f"unknown setting {full!r} in {source}"
+                if where is None
+                else f"{full!r} in {source} is now {where} (mapnet 0.2 gave each masking strategy and each "
+                "warm-up a table of its own: CHANGELOG)"
+            )
         elif is_dataclass(current := getattr(table, key)):
             if isinstance(value, dict):
                 new[key] = _update(current, value, full, source, errors)
@@ -165,13 +169,17 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     except OSError as exc:
         raise MapnetError(f"config file {path} is unreadable ({exc.strerror or exc})") from None
     if raw.startswith(b"\xef\xbb\xbf"):
-        raise MapnetError(f"{path} starts with a UTF-8 byte-order mark, which the TOML reader refuses; save it without "
-                          "one (as UTF-8 without BOM)")
+        raise MapnetError(
+            f"{path} starts with a UTF-8 byte-order mark, which the TOML reader refuses; save it without "
+            "one (as UTF-8 without BOM)"
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise MapnetError(f"{path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); a config "
-                          "file is TOML, which is UTF-8 text: is it the file you meant?") from None
+        raise MapnetError(
+            f"{path} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); a config "
+            "file is TOML, which is UTF-8 text: is it the file you meant?"
+        ) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -222,7 +230,10 @@ def resolve(
             continue
         _set(cli_values, section, key, value)
 
-    preset_name, recipe_name = _named(cli_values, file_layers, "model", "preset"), _named(cli_values, file_layers, "train", "recipe")
+    preset_name, recipe_name = (
+        _named(cli_values, file_layers, "model", "preset"),
+        _named(cli_values, file_layers, "train", "recipe"),
+    )
     # `base` replaces defaults < preset when a command continues from an earlier
     # output (a checkpoint's own settings.toml): its model is what was trained, so it takes a recipe
     # only when one is named, and never the recipe's architecture.
@@ -230,8 +241,9 @@ def resolve(
     known = isinstance(preset_name, str) and preset_name in PRESETS
     # A recipe's own shape, only where nothing names a preset and no earlier weights decide the model.
     shape = SHAPES.get(recipe_name) if base is None and preset_name is None and isinstance(recipe_name, str) else None
-    settings = (base if base is not None else preset(preset_name) if known else preset(shape.preset) if shape
-                else Settings())
+    settings = (
+        base if base is not None else preset(preset_name) if known else preset(shape.preset) if shape else Settings()
+    )
     if base is None and recipe_name is None:
         recipe_name = default_recipe(preset_name if known else None)
     recipe = []
@@ -278,4 +290,3 @@ def from_dict(values: dict[str, Any], source: str) -> Settings:
     if problems:
         raise MapnetError(f"invalid settings in {source}: " + "; ".join(problems))
     return settings
-

@@ -19,13 +19,29 @@ from importlib import import_module
 
 # Loaded on first use (PEP 562), not here: `from mapnet_cli.train import init_from` (shard --init-from,
 # --print-settings) must not pay for torch, which the loop and the step import.
-_HOME = {"MicroBatch": "..masking.strategy", "UniformTraining": "..masking.strategy", "mlm_loss": "..masking.strategy",
-         "DataOrder": ".batches", "make_batch": ".batches", "rank_micro_slots": ".batches",
-         "EvalSet": ".held_out", "build_eval_set": ".held_out", "evaluate": ".held_out",
-         "Report": ".loop", "Run": ".loop", "pretrain": ".loop",
-         "MetricsLog": ".record", "memory_bytes": ".record", "versions": ".record",
-         "NonFiniteLoss": ".step", "StepStats": ".step", "precision_context": ".step", "train_step": ".step",
-         "STRATEGIES": ".strategies", "training_strategy": ".strategies"}
+_HOME = {
+    "MicroBatch": "..masking.strategy",
+    "UniformTraining": "..masking.strategy",
+    "mlm_loss": "..masking.strategy",
+    "DataOrder": ".batches",
+    "make_batch": ".batches",
+    "rank_micro_slots": ".batches",
+    "EvalSet": ".held_out",
+    "build_eval_set": ".held_out",
+    "evaluate": ".held_out",
+    "Report": ".loop",
+    "Run": ".loop",
+    "pretrain": ".loop",
+    "MetricsLog": ".record",
+    "memory_bytes": ".record",
+    "versions": ".record",
+    "NonFiniteLoss": ".step",
+    "StepStats": ".step",
+    "precision_context": ".step",
+    "train_step": ".step",
+    "STRATEGIES": ".strategies",
+    "training_strategy": ".strategies",
+}
 __all__ = list(_HOME)
 
 

@@ -22,13 +22,13 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class BatchRamp:
-    start: int      # b_0, sequences of the first step
-    full: int       # B, train.batch_size
+    start: int  # b_0, sequences of the first step
+    full: int  # B, train.batch_size
     steps: int = 0  # R, the ramp's length in steps (without a budget)
     seconds: float = 0.0  # the ramp's length in counted seconds (under a budget: fraction x budget)
 
     @classmethod
-    def from_settings(cls, train, budget_seconds: float | None) -> "BatchRamp | None":
+    def from_settings(cls, train, budget_seconds: float | None) -> BatchRamp | None:
         if not train.batch_ramp.start:
             return None
         if budget_seconds is not None:

@@ -17,8 +17,8 @@ plateau, and the evidence: docs/internals.md#trainbatchespy.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import SimpleNamespace
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -42,7 +42,7 @@ class DataOrder:
         out = []
         while count:
             epoch, offset = divmod(position, self.n)
-            part = self._perm(epoch)[offset:offset + count]
+            part = self._perm(epoch)[offset : offset + count]
             out.append(part)
             position, count = position + len(part), count - len(part)
         return np.concatenate(out) if out else np.empty(0, np.int64)
@@ -64,8 +64,15 @@ def pieces(ids: np.ndarray, slots: Sequence[int], factor: int, batch_size: int) 
     return ids.reshape(b * factor, T // factor), piece_slots(slots, factor, batch_size)
 
 
-def make_batch(ids: np.ndarray, keys: Sequence[int], special_ids: dict, vocab_size: int, masking,
-               device: torch.device, slots: range | None = None) -> MicroBatch:
+def make_batch(
+    ids: np.ndarray,
+    keys: Sequence[int],
+    special_ids: dict,
+    vocab_size: int,
+    masking,
+    device: torch.device,
+    slots: range | None = None,
+) -> MicroBatch:
     """Uniform masks + 80/10/10 replacement for `ids`, each row from its own keyed stream (the uniform
     strategy's micro-batch; benchmarks and tests build batches without a run)."""
     data = SimpleNamespace(special_ids=special_ids, vocab_size=vocab_size)

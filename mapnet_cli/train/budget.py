@@ -17,8 +17,8 @@ function of the settings alone. What counts and why, the derivation, resume: doc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -43,20 +43,27 @@ class Budget:
     """A run's budget: its seconds and the fractions its schedules are laid out in."""
 
     seconds: float
-    text: str                 # as the settings spell it ("60m")
+    text: str  # as the settings spell it ("60m")
     warmup_fraction: float
     schedule: str
     short_seq_fraction: float
-    step_seconds: float = 0.0        # > 0: the modelled clock's cost of a step (0: the wall clock times it)
+    step_seconds: float = 0.0  # > 0: the modelled clock's cost of a step (0: the wall clock times it)
     short_step_seconds: float = 0.0  # its cost of a step of the sequence-length warm-up
 
     @classmethod
-    def from_settings(cls, settings) -> "Budget | None":
+    def from_settings(cls, settings) -> Budget | None:
         t, o = settings.train, settings.optim
         if not t.time_budget:
             return None
-        return cls(t.budget_seconds, t.time_budget, o.warmup.fraction, o.schedule, t.short_seq.fraction,
-                   t.step_seconds, t.short_step_seconds)
+        return cls(
+            t.budget_seconds,
+            t.time_budget,
+            o.warmup.fraction,
+            o.schedule,
+            t.short_seq.fraction,
+            t.step_seconds,
+            t.short_step_seconds,
+        )
 
     def counted(self, measured: float, short: bool, share: float = 1.0) -> float:
         """The seconds a step counts toward the budget: its `measured` time, or its modelled cost; a step of a
@@ -77,16 +84,20 @@ class Budget:
         is taken at rate 0 (f(0) = 0), so the warm-up would hold no update that moves the weights and the second
         would start at about the peak rate: the warm-up the settings ask for would not happen."""
         if self.spent(seconds):  # one update (at learning rate 0 with a warm-up) is no training run
-            raise MapnetError(f"train.time_budget {self.text} was spent by the first step alone ({seconds:.3g} s of "
-                              "training): it buys no training; give a longer budget")
+            raise MapnetError(
+                f"train.time_budget {self.text} was spent by the first step alone ({seconds:.3g} s of "
+                "training): it buys no training; give a longer budget"
+            )
         warmup = self.warmup_fraction * self.seconds
         if self.warmup_fraction and seconds >= warmup:
-            raise MapnetError(f"train.time_budget {self.text} is too short for its warm-up: the first step alone "
-                              f"({seconds:.3g} s of training) spent the warm-up's share (optim.warmup.fraction "
-                              f"{self.warmup_fraction:g}: {warmup:.3g} s), so the learning rate would jump from 0 to "
-                              "its peak; give a longer budget or a larger optim.warmup.fraction (0: no warm-up); a "
-                              "compiled model's first step includes its compilation (train.compile=false, or a "
-                              "modelled clock: train.step_seconds)")
+            raise MapnetError(
+                f"train.time_budget {self.text} is too short for its warm-up: the first step alone "
+                f"({seconds:.3g} s of training) spent the warm-up's share (optim.warmup.fraction "
+                f"{self.warmup_fraction:g}: {warmup:.3g} s), so the learning rate would jump from 0 to "
+                "its peak; give a longer budget or a larger optim.warmup.fraction (0: no warm-up); a "
+                "compiled model's first step includes its compilation (train.compile=false, or a "
+                "modelled clock: train.step_seconds)"
+            )
 
     def short_seq_over(self, seconds: float) -> bool:
         """Whether a step starting after `seconds` of training is past the sequence-length warm-up."""
@@ -94,12 +105,23 @@ class Budget:
 
     def record(self, spent: float, steps: int, wall: float) -> dict:
         """run.json's `budget`: what was asked, what was spent (counted, and the steps' wall time), what it bought."""
-        clock = ({"clock": "wall"} if not self.step_seconds else
-                 {"clock": "modelled", "step_seconds": self.step_seconds, "short_step_seconds": self.short_step_seconds})
-        return {"time_budget": self.text, "seconds": self.seconds, "spent_seconds": round(spent, 3),
-                "steps": steps, "finished": self.spent(spent), "warmup_fraction": self.warmup_fraction,
-                "short_seq_fraction": self.short_seq_fraction, **clock, "wall_seconds": round(wall, 3),
-                "counted": "optimizer steps only: evaluation, checkpoints and logging excluded"}
+        clock = (
+            {"clock": "wall"}
+            if not self.step_seconds
+            else {"clock": "modelled", "step_seconds": self.step_seconds, "short_step_seconds": self.short_step_seconds}
+        )
+        return {
+            "time_budget": self.text,
+            "seconds": self.seconds,
+            "spent_seconds": round(spent, 3),
+            "steps": steps,
+            "finished": self.spent(spent),
+            "warmup_fraction": self.warmup_fraction,
+            "short_seq_fraction": self.short_seq_fraction,
+            **clock,
+            "wall_seconds": round(wall, 3),
+            "counted": "optimizer steps only: evaluation, checkpoints and logging excluded",
+        }
 
 
 class TimeLR:
@@ -132,8 +154,10 @@ class TimeLR:
     def load_state_dict(self, state: dict) -> None:
         """Only the base rates are taken; the position comes from the checkpoint's spent seconds (`at`)."""
         if "time_budget_seconds" not in state:
-            raise MapnetError("--resume: this run was trained by steps (no train.time_budget); a budget cannot be "
-                              "added on resume: start a new run (--init-from RUN keeps its weights)")
+            raise MapnetError(
+                "--resume: this run was trained by steps (no train.time_budget); a budget cannot be "
+                "added on resume: start a new run (--init-from RUN keeps its weights)"
+            )
         self.base_lrs = [float(lr) for lr in state["base_lrs"]]
 
 

@@ -18,7 +18,14 @@ import torch
 from .. import atomic, distributed
 from ..data.unigram import unigram_level
 from ..errors import MapnetError
-from ..masking.uniform import EVAL_MASKS, SequenceRNG, apply_replacement, eligible_positions, sequence_keys, uniform_mask
+from ..masking.uniform import (
+    EVAL_MASKS,
+    SequenceRNG,
+    apply_replacement,
+    eligible_positions,
+    sequence_keys,
+    uniform_mask,
+)
 from ..model.bert import BertForMLM
 
 
@@ -37,8 +44,15 @@ class EvalSet:
         self.unigram = unigram_level(log_p, self.ids[self.mask.numpy()])
 
 
-def build_eval_set(valid, count: int, eval_seed: int, masking, pick: str = "first",
-                   mask_prob: float | None = None, replace: str = "bert") -> EvalSet | None:
+def build_eval_set(
+    valid,
+    count: int,
+    eval_seed: int,
+    masking,
+    pick: str = "first",
+    mask_prob: float | None = None,
+    replace: str = "bert",
+) -> EvalSet | None:
     """`pick`: "first" N sequences (fine when held-out documents are a hashed random sample), or
     N evenly "spread" over the split (a held-out set of whole files is stored file after file, so
     its first N sequences would all come from the first file). `mask_prob`: the evaluation masking
@@ -68,8 +82,15 @@ def build_eval_set(valid, count: int, eval_seed: int, masking, pick: str = "firs
 
 
 @torch.no_grad()
-def evaluate(model: BertForMLM, data: EvalSet, micro: int, autocast, info: distributed.DistInfo,
-             pad_id: int, token_kinds: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+def evaluate(
+    model: BertForMLM,
+    data: EvalSet,
+    micro: int,
+    autocast,
+    info: distributed.DistInfo,
+    pad_id: int,
+    token_kinds: dict[str, np.ndarray] | None = None,
+) -> dict[str, Any]:
     """Token-level MLM loss and accuracy over the eval set, split across ranks.
 
     With `token_kinds` (the synthetic corpus's {kind: token ids}) also the loss
@@ -82,27 +103,35 @@ def evaluate(model: BertForMLM, data: EvalSet, micro: int, autocast, info: distr
     sums = torch.zeros(3 + 2 * len(kinds), dtype=torch.float64, device=info.device)  # loss, correct, count, per kind
     mine = np.arange(info.rank, len(data.ids), info.world_size)
     for start in range(0, len(mine), micro):
-        rows = torch.from_numpy(mine[start:start + micro])
+        rows = torch.from_numpy(mine[start : start + micro])
         targets = torch.from_numpy(data.ids[rows.numpy()].astype(np.int64)).to(info.device)
         attn = targets != pad_id if (data.ids[rows.numpy()] == pad_id).any() else None
         with autocast:
             out = model(data.inputs[rows].to(info.device), attn, data.mask[rows].to(info.device), targets=targets)
         correct = (out.logits.argmax(-1) == out.labels).sum()
-        parts = [out.token_losses.double().sum(), correct.double(), torch.tensor(float(len(out.labels)), device=info.device, dtype=torch.float64)]
+        parts = [
+            out.token_losses.double().sum(),
+            correct.double(),
+            torch.tensor(float(len(out.labels)), device=info.device, dtype=torch.float64),
+        ]
         for ids in kinds.values():
             of_kind = torch.isin(out.labels, ids)
             parts += [out.token_losses.double()[of_kind].sum(), of_kind.sum().double()]
         sums += torch.stack(parts)
     loss, correct, count, *per_kind = distributed.all_reduce_sum(sums, info).tolist()
     model.train(was_training)
-    result = {"eval_loss": loss / max(count, 1), "eval_accuracy": correct / max(count, 1),
-              "eval_masked_tokens": int(count), "eval_sequences": len(data.ids), "eval_sha256": data.sha256}
+    result = {
+        "eval_loss": loss / max(count, 1),
+        "eval_accuracy": correct / max(count, 1),
+        "eval_masked_tokens": int(count),
+        "eval_sequences": len(data.ids),
+        "eval_sha256": data.sha256,
+    }
     for i, kind in enumerate(kinds):
         kind_loss, kind_count = per_kind[2 * i], per_kind[2 * i + 1]
         result[f"eval_loss/{kind}"] = kind_loss / kind_count if kind_count else None
         result[f"eval_tokens/{kind}"] = int(kind_count)
     return result
-
 
 
 def extra_eval_sets(settings, tokenizer_sha: str, max_position: int, has_main_set: bool) -> dict[str, EvalSet]:
@@ -117,22 +146,33 @@ def extra_eval_sets(settings, tokenizer_sha: str, max_position: int, has_main_se
     s, t = settings, settings.train
     if t.extra_eval and not has_main_set:
         # evaluate() reports the extra sets beside the main one; without it they would silently vanish.
-        raise MapnetError("train.extra_eval needs a validation split in the training shards too "
-                          "(shard them with shard.valid_fraction > 0)")
+        raise MapnetError(
+            "train.extra_eval needs a validation split in the training shards too "
+            "(shard them with shard.valid_fraction > 0)"
+        )
     sets = {}
     for entry in t.extra_eval:
         name, _, folder = entry.partition("=")
         reader = ShardReader(folder, "valid", verify=s.shard.verify)
         if reader.tokenizer_sha256 != tokenizer_sha:
-            raise MapnetError(f"train.extra_eval {name}: {folder} was encoded with another tokenizer than the training shards "
-                              "(preprocess it with --tokenizer pointing at the training corpus's tokenizer.json)")
+            raise MapnetError(
+                f"train.extra_eval {name}: {folder} was encoded with another tokenizer than the training shards "
+                "(preprocess it with --tokenizer pointing at the training corpus's tokenizer.json)"
+            )
         if reader.max_seq_len > max_position:
-            raise MapnetError(f"train.extra_eval {name}: {folder} holds {reader.max_seq_len}-token sequences "
-                              f"but model.max_position is {max_position}")
-        data = build_eval_set(reader, t.eval_sequences, t.eval_seed, s.masking, t.eval_pick, t.eval_mask_prob, t.eval_replace)
+            raise MapnetError(
+                f"train.extra_eval {name}: {folder} holds {reader.max_seq_len}-token sequences "
+                f"but model.max_position is {max_position}"
+            )
+        data = build_eval_set(
+            reader, t.eval_sequences, t.eval_seed, s.masking, t.eval_pick, t.eval_mask_prob, t.eval_replace
+        )
         if data is None:
             raise MapnetError(f"train.extra_eval {name}: {folder} has no validation sequences")
-        data.source = {"path": str(Path(folder).resolve()), "manifest_sha256": atomic.sha256_file(reader.dir / "manifest.json")}
+        data.source = {
+            "path": str(Path(folder).resolve()),
+            "manifest_sha256": atomic.sha256_file(reader.dir / "manifest.json"),
+        }
         sets[name] = data
     return sets
 

@@ -25,7 +25,7 @@ device-side assert that the host never waits for (`DEVICE_CHECKS`).
 from __future__ import annotations
 
 import contextlib
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function

@@ -20,34 +20,44 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import settings as settings_mod
 from ..atomic import sha256_file
 from ..errors import MapnetError
 from ..model import hf_modern_layout
+from ..model.hf_layout import BY_MODEL_TYPE, LAYOUTS, folder_kind, leftover_weights
+from ..model.hf_layout import read_json_object as _read_json
 from ..model.widths import default_intermediate
-from ..model.hf_layout import BY_MODEL_TYPE, LAYOUTS, folder_kind, leftover_weights, read_json_object as _read_json
+
+if TYPE_CHECKING:  # annotations only: torch is imported where the weights are read, not at import
+    import torch
 
 # The architecture settings SOURCE decides; dropout and init_std stay the run's (training choices).
 ARCH = ("layers", "hidden", "heads", "intermediate", "max_position", "layer_norm_eps", "norm", "block", "rope_theta")
 # What a checkpoint or Hugging Face BERT folder without model.block holds: the BERT block.
 BERT_BLOCK = {"block": "bert", "rope_theta": 10_000.0}
-HF_ARCH = {"layers": "num_hidden_layers", "hidden": "hidden_size", "heads": "num_attention_heads",
-           "intermediate": "intermediate_size", "max_position": "max_position_embeddings"}
+HF_ARCH = {
+    "layers": "num_hidden_layers",
+    "hidden": "hidden_size",
+    "heads": "num_attention_heads",
+    "intermediate": "intermediate_size",
+    "max_position": "max_position_embeddings",
+}
 
 
 @dataclass
 class Source:
     """What --init-from points at, read without loading the weights."""
 
-    path: Path            # the checkpoint folder (a run resolves to its newest) or the HF folder
-    kind: str             # "mapnet" | "huggingface"
-    arch: dict            # ARCH values plus vocab_size
+    path: Path  # the checkpoint folder (a run resolves to its newest) or the HF folder
+    kind: str  # "mapnet" | "huggingface"
+    arch: dict  # ARCH values plus vocab_size
     weights: Path
     tokenizer: Path
     config_sha256: str
-    tensor_names: tuple[str, ...] = ()   # a Hugging Face SOURCE's, read from its checked safetensors header
-    role: str = "--init-from"            # how the user gave it, for messages ("" for a command's argument)
+    tensor_names: tuple[str, ...] = ()  # a Hugging Face SOURCE's, read from its checked safetensors header
+    role: str = "--init-from"  # how the user gave it, for messages ("" for a command's argument)
 
     @property
     def where(self) -> str:
@@ -55,9 +65,14 @@ class Source:
 
     def record(self, notes: list[str]) -> dict:
         """For run.json: where the start came from, the hashes that pin it, and what was folded or dropped."""
-        return {"path": str(self.path.resolve()), "kind": self.kind, "config_sha256": self.config_sha256,
-                "weights_sha256": sha256_file(self.weights), "tokenizer_sha256": sha256_file(self.tokenizer),
-                "notes": list(notes)}
+        return {
+            "path": str(self.path.resolve()),
+            "kind": self.kind,
+            "config_sha256": self.config_sha256,
+            "weights_sha256": sha256_file(self.weights),
+            "tokenizer_sha256": sha256_file(self.tokenizer),
+            "notes": list(notes),
+        }
 
 
 # ---------------------------------------------------------------- reading SOURCE
@@ -91,57 +106,96 @@ def _mapnet_source(path: Path) -> Source:
     from .run_loader import load_run
 
     run = load_run(path, weights=False)  # found and verified against its manifest; weights come later (load_into)
-    ckpt, m = run.checkpoint, {"norm": "post", **BERT_BLOCK, **run.meta["model"]}  # checkpoints before model.norm are post-LN
+    ckpt, m = (
+        run.checkpoint,
+        {"norm": "post", **BERT_BLOCK, **run.meta["model"]},
+    )  # checkpoints before model.norm are post-LN
     arch = {k: m[k] for k in ARCH} | {"vocab_size": m["vocab_size"]}
-    return Source(ckpt, "mapnet", arch, ckpt / checkpoint.WEIGHTS, ckpt / checkpoint.TOKENIZER,
-                  sha256_file(ckpt / checkpoint.CONFIG))
+    return Source(
+        ckpt,
+        "mapnet",
+        arch,
+        ckpt / checkpoint.WEIGHTS,
+        ckpt / checkpoint.TOKENIZER,
+        sha256_file(ckpt / checkpoint.CONFIG),
+    )
 
 
 def _hf_source(path: Path, c: dict, role: str) -> Source:
     where = f"{role} {path}".strip()
     kind = c.get("model_type")
-    arch = (hf_modern_layout.arch_from_config(c, where) if kind == hf_modern_layout.MODEL_TYPE
-            else _bert_arch(c, where, kind))
+    arch = (
+        hf_modern_layout.arch_from_config(c, where)
+        if kind == hf_modern_layout.MODEL_TYPE
+        else _bert_arch(c, where, kind)
+    )
     weights = path / "model.safetensors"
     if not weights.is_file():
         other = [p.name for p in path.glob("*.bin")] + [p.name for p in path.glob("*.safetensors.index.json")]
-        hint = f" (found {', '.join(other)}: mapnet never unpickles, and reads one safetensors file; " \
-               "re-save with save_pretrained(..., safe_serialization=True))" if other else ""
+        hint = (
+            f" (found {', '.join(other)}: mapnet never unpickles, and reads one safetensors file; "
+            "re-save with save_pretrained(..., safe_serialization=True))"
+            if other
+            else ""
+        )
         raise MapnetError(f"{where} has no model.safetensors{hint}")
     tokenizer = path / "tokenizer.json"
     if not tokenizer.is_file():
-        raise MapnetError(f"{where} has no tokenizer.json: mapnet reads a model's vocabulary from it, to check shards "
-                          "against it and to encode text (AutoTokenizer.from_pretrained(folder).save_pretrained(folder) "
-                          "writes one, offline)")
-    return Source(path, "huggingface", arch, weights, tokenizer, sha256_file(path / "config.json"),
-                  safetensors_names(weights), role)
+        raise MapnetError(
+            f"{where} has no tokenizer.json: mapnet reads a model's vocabulary from it, to check shards "
+            "against it and to encode text (AutoTokenizer.from_pretrained(folder).save_pretrained(folder) "
+            "writes one, offline)"
+        )
+    return Source(
+        path,
+        "huggingface",
+        arch,
+        weights,
+        tokenizer,
+        sha256_file(path / "config.json"),
+        safetensors_names(weights),
+        role,
+    )
 
 
 def _bert_arch(c: dict, where: str, kind) -> dict:
     """ARCH values, vocab_size and pad_id of a BERT or pre-LN RoBERTa config.json; what mapnet's BERT block
     cannot compute is refused in one line."""
     if kind not in BY_MODEL_TYPE:
-        raise MapnetError(f"{where} is a {kind or 'unknown'} model (architectures {c.get('architectures')}); "
-                          "mapnet's encoder is BERT's: model_type 'bert' (post-LN) or 'roberta-prelayernorm' (pre-LN), "
-                          "or ModernBERT's (modernbert: model.block = 'modern') only")
-    unsupported = [f"{k} = {c[k]!r}" for k, ok in (("position_embedding_type", "absolute"), ("hidden_act", "gelu"))
-                   if c.get(k, ok) != ok]
+        raise MapnetError(
+            f"{where} is a {kind or 'unknown'} model (architectures {c.get('architectures')}); "
+            "mapnet's encoder is BERT's: model_type 'bert' (post-LN) or 'roberta-prelayernorm' (pre-LN), "
+            "or ModernBERT's (modernbert: model.block = 'modern') only"
+        )
+    unsupported = [
+        f"{k} = {c[k]!r}"
+        for k, ok in (("position_embedding_type", "absolute"), ("hidden_act", "gelu"))
+        if c.get(k, ok) != ok
+    ]
     unsupported += [f"{k} = true" for k in ("is_decoder", "add_cross_attention") if c.get(k)]
     if unsupported:
-        raise MapnetError(f"{where}: {', '.join(unsupported)} is not the BERT mapnet trains (absolute positions, "
-                          "exact GELU, encoder only)")
+        raise MapnetError(
+            f"{where}: {', '.join(unsupported)} is not the BERT mapnet trains (absolute positions, "
+            "exact GELU, encoder only)"
+        )
     missing = [k for k in (*HF_ARCH.values(), "vocab_size") if not isinstance(c.get(k), int)]
     if missing:
         raise MapnetError(f"{where}: config.json lacks {', '.join(missing)}")
     arch = {ours: c[theirs] for ours, theirs in HF_ARCH.items()} | BERT_BLOCK
-    arch |= {"layer_norm_eps": float(c.get("layer_norm_eps", 1e-12)), "vocab_size": c["vocab_size"], "norm": BY_MODEL_TYPE[kind]}
+    arch |= {
+        "layer_norm_eps": float(c.get("layer_norm_eps", 1e-12)),
+        "vocab_size": c["vocab_size"],
+        "norm": BY_MODEL_TYPE[kind],
+    }
     pad = c.get("pad_token_id")
     arch["pad_id"] = pad if isinstance(pad, int) else 0 if kind == "bert" else 1  # transformers' defaults
     # RoBERTa numbers positions from pad_token_id + 1: the rows before are never used.
     arch["max_position"] -= LAYOUTS[arch["norm"]].position_rows_before(arch["pad_id"])
     if arch["max_position"] < 1:
-        raise MapnetError(f"{where}: max_position_embeddings {c['max_position_embeddings']} leaves no position "
-                          f"after pad_token_id {arch['pad_id']}")
+        raise MapnetError(
+            f"{where}: max_position_embeddings {c['max_position_embeddings']} leaves no position "
+            f"after pad_token_id {arch['pad_id']}"
+        )
     return arch
 
 
@@ -179,7 +233,12 @@ def given_model_values(config: list, flags: dict, assignments) -> dict:
 
 def _effective(model, block: str) -> tuple:
     """The size `model` (settings or SOURCE's values) gives a `block` encoder: a preset names a size, not a block."""
-    return (model["layers"], model["hidden"], model["heads"], model["intermediate"] or default_intermediate(model["hidden"], block))
+    return (
+        model["layers"],
+        model["hidden"],
+        model["heads"],
+        model["intermediate"] or default_intermediate(model["hidden"], block),
+    )
 
 
 def _preset_arch(name: str) -> dict:
@@ -189,27 +248,40 @@ def _preset_arch(name: str) -> dict:
 def refuse_conflicts(source: Source, given: dict) -> None:
     arch, conflicts = source.arch, []
     name = given.get("preset")
-    if name in settings_mod.PRESETS and _effective(_preset_arch(name), arch["block"]) != _effective(arch, arch["block"]):
+    if name in settings_mod.PRESETS and _effective(_preset_arch(name), arch["block"]) != _effective(
+        arch, arch["block"]
+    ):
         p = _preset_arch(name)
         conflicts.append(f"--preset {name} (L{p['layers']}/H{p['hidden']}/A{p['heads']})")
     for key in ARCH:
         if key in given and given[key] != arch[key]:
-            if key == "intermediate" and (given[key] or default_intermediate(arch["hidden"], arch["block"])) == arch["intermediate"]:
+            if (
+                key == "intermediate"
+                and (given[key] or default_intermediate(arch["hidden"], arch["block"])) == arch["intermediate"]
+            ):
                 continue  # 0 means the default width (4H for BERT's block), which SOURCE has
             conflicts.append(f"model.{key} = {given[key]!r}")
     if conflicts:
-        size = (f"L{arch['layers']}/H{arch['hidden']}/A{arch['heads']}, intermediate {arch['intermediate']}, "
-                f"max_position {arch['max_position']}")
-        raise MapnetError(f"--init-from {source.path} sets the model size ({size}); {', '.join(conflicts)} "
-                          "disagrees: drop it (the size comes from SOURCE)")
+        size = (
+            f"L{arch['layers']}/H{arch['hidden']}/A{arch['heads']}, intermediate {arch['intermediate']}, "
+            f"max_position {arch['max_position']}"
+        )
+        raise MapnetError(
+            f"--init-from {source.path} sets the model size ({size}); {', '.join(conflicts)} "
+            "disagrees: drop it (the size comes from SOURCE)"
+        )
 
 
 def sized_by(source: Source):
     """Default settings with the model sized by SOURCE, named by the preset it matches, else "custom"."""
     arch = source.arch
     values = {k: arch[k] for k in ARCH}
-    values["intermediate"] = 0 if arch["intermediate"] == default_intermediate(arch["hidden"], arch["block"]) else arch["intermediate"]
-    match = [n for n in settings_mod.PRESETS if _effective(_preset_arch(n), arch["block"]) == _effective(arch, arch["block"])]
+    values["intermediate"] = (
+        0 if arch["intermediate"] == default_intermediate(arch["hidden"], arch["block"]) else arch["intermediate"]
+    )
+    match = [
+        n for n in settings_mod.PRESETS if _effective(_preset_arch(n), arch["block"]) == _effective(arch, arch["block"])
+    ]
     values["preset"] = match[0] if match else "custom"
     return settings_mod.apply(settings_mod.Settings(), {"model": values}, f"--init-from {source.path}")
 
@@ -227,8 +299,9 @@ def _encoding_identity(path: Path) -> str:
             model["merges"] = [m.split(" ", 1) if isinstance(m, str) else list(m) for m in model["merges"]]
         added = sorted((int(t["id"]), str(t["content"])) for t in doc.get("added_tokens") or [])
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise MapnetError(f"{path} is not a readable tokenizer.json ({type(exc).__name__}: {exc}); "
-                          "truncated or corrupt?") from None
+        raise MapnetError(
+            f"{path} is not a readable tokenizer.json ({type(exc).__name__}: {exc}); truncated or corrupt?"
+        ) from None
     return json.dumps({"model": model, "added_tokens": added}, sort_keys=True)
 
 
@@ -243,9 +316,11 @@ def check_tokenizer(source: Source, tokenizer: Path, what: str) -> None:
     theirs, ours = sha256_file(source.tokenizer), sha256_file(tokenizer)
     if same_encoding(source.tokenizer, tokenizer):
         return
-    raise MapnetError(f"{what} was encoded with tokenizer {ours}, but --init-from {source.path} uses tokenizer {theirs}: "
-                      f"token ids would mean other words; preprocess the text with --tokenizer {source.tokenizer} "
-                      "and shard it again")
+    raise MapnetError(
+        f"{what} was encoded with tokenizer {ours}, but --init-from {source.path} uses tokenizer {theirs}: "
+        f"token ids would mean other words; preprocess the text with --tokenizer {source.tokenizer} "
+        "and shard it again"
+    )
 
 
 # ---------------------------------------------------------------- weights
@@ -253,8 +328,10 @@ def load_into(source: Source, model) -> list[str]:
     """Copy SOURCE's weights into `model` (a BertForMLM of SOURCE's size, already seeded-initialised);
     return notes on what was folded, dropped or initialised."""
     if model.cfg.vocab_size != source.arch["vocab_size"]:
-        raise MapnetError(f"{source.where} has a {source.arch['vocab_size']}-token vocabulary, the shards' "
-                          f"tokenizer {model.cfg.vocab_size}: the tokenizer and the embedding table must match")
+        raise MapnetError(
+            f"{source.where} has a {source.arch['vocab_size']}-token vocabulary, the shards' "
+            f"tokenizer {model.cfg.vocab_size}: the tokenizer and the embedding table must match"
+        )
     if source.kind == "mapnet":
         from ..model import checkpoint
 
@@ -265,8 +342,9 @@ def load_into(source: Source, model) -> list[str]:
         if source.arch["block"] == "modern":
             state, notes = hf_modern_layout.hf_to_mapnet(tensors, model.cfg.layers)
         else:
-            state, notes = hf_to_mapnet(tensors, model.cfg.layers, model.cfg.hidden, model.cfg.norm,
-                                        source.arch["pad_id"])
+            state, notes = hf_to_mapnet(
+                tensors, model.cfg.layers, model.cfg.hidden, model.cfg.norm, source.arch["pad_id"]
+            )
     except MapnetError as exc:  # "model.safetensors lacks ...": which folder's, as the user gave it
         raise MapnetError(f"{source.where}: {exc}") from None
     if not any(k.startswith("head.") for k in state):
@@ -279,8 +357,9 @@ def load_into(source: Source, model) -> list[str]:
         raise MapnetError(f"{source.where}: model.safetensors lacks {len(missing)} weights (e.g. {missing[0]})")
     for k, t in state.items():
         if t.shape != wanted[k].shape:
-            raise MapnetError(f"{source.where}: {k} has shape {tuple(t.shape)}, config.json implies "
-                              f"{tuple(wanted[k].shape)}")
+            raise MapnetError(
+                f"{source.where}: {k} has shape {tuple(t.shape)}, config.json implies {tuple(wanted[k].shape)}"
+            )
     model.load_state_dict({k: t.to(wanted[k].dtype) for k, t in state.items()}, strict=True)
     return notes
 
@@ -294,8 +373,10 @@ def _read_safetensors(path: Path) -> dict[str, torch.Tensor]:
     except (SafetensorError, OSError, ValueError) as exc:
         raise MapnetError(f"{path} is not a readable safetensors file ({exc}); truncated or corrupt?") from None
     # Checkpoints converted from TensorFlow name LayerNorm parameters gamma/beta; transformers renames them on load.
-    return {k.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias"): v
-            for k, v in tensors.items()}
+    return {
+        k.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias"): v
+        for k, v in tensors.items()
+    }
 
 
 def has_mlm_head(source: Source) -> bool:
@@ -314,8 +395,9 @@ def _mlm_head_prefix(layout) -> str:
     return layout.head_bias.rsplit(".", 1)[0] + "."
 
 
-def hf_to_mapnet(sd: dict[str, torch.Tensor], layers: int, hidden: int, norm: str = "post",
-                 pad_id: int = 0) -> tuple[dict[str, torch.Tensor], list[str]]:
+def hf_to_mapnet(
+    sd: dict[str, torch.Tensor], layers: int, hidden: int, norm: str = "post", pad_id: int = 0
+) -> tuple[dict[str, torch.Tensor], list[str]]:
     """HF names -> mapnet's (the inverse of `export.hf_state_dict`, `model/hf_layout.py`'s tables), with
     notes. No MLM head in `sd` (a BertModel) gives no head.* keys here and a note saying the head is
     initialised."""
@@ -330,16 +412,20 @@ def hf_to_mapnet(sd: dict[str, torch.Tensor], layers: int, hidden: int, norm: st
         raise MapnetError("model.safetensors holds no BERT encoder (no embeddings.word_embeddings.weight)")
     sd, notes = dict(sd), []
     take = lambda key: sd.pop(key)  # noqa: E731  every weight used is removed: what is left was not mapped
-    positions = take(f"{enc}embeddings.position_embeddings.weight").float()[layout.position_rows_before(pad_id):]
-    out = {"encoder.tok_embeddings.weight": take(f"{enc}embeddings.word_embeddings.weight"),
-           "encoder.pos_embeddings.weight": positions}
+    positions = take(f"{enc}embeddings.position_embeddings.weight").float()[layout.position_rows_before(pad_id) :]
+    out = {
+        "encoder.tok_embeddings.weight": take(f"{enc}embeddings.word_embeddings.weight"),
+        "encoder.pos_embeddings.weight": positions,
+    }
     types = sd.pop(f"{enc}embeddings.token_type_embeddings.weight", None)
     if types is not None:
         rest = f"; rows 1..{len(types) - 1} (segment B of sentence pairs) dropped" if len(types) > 1 else ""
         if torch.count_nonzero(types[0]):
             # HF adds word + type + position before the LayerNorm; mapnet feeds every token as segment 0.
             out["encoder.pos_embeddings.weight"] = out["encoder.pos_embeddings.weight"] + types[0].float()
-            notes.append(f"token-type embeddings: row 0 folded into the position embeddings (same logits for segment 0){rest}")
+            notes.append(
+                f"token-type embeddings: row 0 folded into the position embeddings (same logits for segment 0){rest}"
+            )
         else:
             notes.append(f"token-type embeddings: row 0 is zero (a mapnet export), dropped{rest}")
     sd.pop(f"{enc}embeddings.position_ids", None)  # a buffer older transformers saved
@@ -347,7 +433,9 @@ def hf_to_mapnet(sd: dict[str, torch.Tensor], layers: int, hidden: int, norm: st
     for i in range(layers):
         hf, ours = f"{enc}encoder.layer.{i}.", f"encoder.blocks.{i}."
         for part in ("weight", "bias"):
-            out[f"{ours}qkv.{part}"] = torch.cat([_need(sd, f"{hf}attention.self.{n}.{part}") for n in ("query", "key", "value")])
+            out[f"{ours}qkv.{part}"] = torch.cat(
+                [_need(sd, f"{hf}attention.self.{n}.{part}") for n in ("query", "key", "value")]
+            )
         modules |= {ours + mine: hf + theirs for mine, theirs in layout.layer.items()}
     if any(k.startswith(_mlm_head_prefix(layout)) for k in sd):
         modules |= layout.head
@@ -357,16 +445,21 @@ def hf_to_mapnet(sd: dict[str, torch.Tensor], layers: int, hidden: int, norm: st
         out["head.bias"] = bias if bias is not None else decoder_bias  # the same tensor, tied, in transformers
         decoder = sd.pop(f"{layout.decoder}.weight", None)
         if decoder is not None and not torch.equal(decoder, out["encoder.tok_embeddings.weight"]):
-            raise MapnetError("SOURCE's MLM decoder is not tied to its word embeddings; mapnet's is (tie_word_embeddings)")
+            raise MapnetError(
+                "SOURCE's MLM decoder is not tied to its word embeddings; mapnet's is (tie_word_embeddings)"
+            )
     else:
-        notes.append("no MLM head in SOURCE (a BertModel): the head's transform and bias are initialised as BERT's "
-                     "(from train.seed); the decoder is the word embedding matrix, as always")
+        notes.append(
+            "no MLM head in SOURCE (a BertModel): the head's transform and bias are initialised as BERT's "
+            "(from train.seed); the decoder is the word embedding matrix, as always"
+        )
     for mine, theirs in modules.items():
         for part in ("weight", "bias"):
             out[f"{mine}.{part}"] = _need(sd, f"{theirs}.{part}")
     # what is left: bert.pooler.dense, cls.seq_relationship (dropped, with a note), or encoder weights (refused)
-    notes += leftover_weights(sd, (f"{enc}embeddings", f"{enc}encoder"), "mapnet's BERT",
-                              "more layers than config.json says, or not a BERT")
+    notes += leftover_weights(
+        sd, (f"{enc}embeddings", f"{enc}encoder"), "mapnet's BERT", "more layers than config.json says, or not a BERT"
+    )
     return {k: v.float() for k, v in out.items()}, notes
 
 
@@ -389,5 +482,16 @@ def start_model(cfg, seed: int, source: Source | None = None):
     return model, (load_into(source, model) if source is not None else [])
 
 
-__all__ = ["Source", "open_source", "safetensors_names", "resolve", "given_model_values", "refuse_conflicts", "sized_by", "check_tokenizer", "load_into",
-           "hf_to_mapnet", "start_model"]
+__all__ = [
+    "Source",
+    "open_source",
+    "safetensors_names",
+    "resolve",
+    "given_model_values",
+    "refuse_conflicts",
+    "sized_by",
+    "check_tokenizer",
+    "load_into",
+    "hf_to_mapnet",
+    "start_model",
+]

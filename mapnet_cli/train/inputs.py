@@ -37,24 +37,31 @@ def run_input_problems(settings, data, shards: Path, world_size: int = 1) -> lis
     """Each thing `settings` cannot train on `data`, one message each (`check_run_inputs`)."""
     model, t, problems = settings.model, settings.train, []
     if data.max_seq_len > model.max_position:
-        problems.append(f"shards {shards} hold {data.max_seq_len}-token sequences but model.max_position is "
-                        f"{model.max_position}")
+        problems.append(
+            f"shards {shards} hold {data.max_seq_len}-token sequences but model.max_position is {model.max_position}"
+        )
     if t.short_seq.len and (t.short_seq.len >= data.max_seq_len or data.max_seq_len % t.short_seq.len):
-        problems.append(f"train.short_seq.len ({t.short_seq.len}) must divide the shards' {data.max_seq_len}-token "
-                        "sequences into at least two pieces (e.g. 32 or 64 for 128)")
+        problems.append(
+            f"train.short_seq.len ({t.short_seq.len}) must divide the shards' {data.max_seq_len}-token "
+            "sequences into at least two pieces (e.g. 32 or 64 for 128)"
+        )
     measured_on = MEASURED_ON.get(t.recipe, {}).get("max_seq_len")
     if measured_on and data.max_seq_len != measured_on:
         # The recipe's batch is sized for these sequences (its tokens per step are what the search measured).
-        problems.append(f"recipe {t.recipe} trains on {measured_on}-token sequences but shards {shards} hold "
-                        f"{data.max_seq_len}: shard them with `mapnet shard PREP --max-seq-len {measured_on}`, "
-                        "or name another recipe")
+        problems.append(
+            f"recipe {t.recipe} trains on {measured_on}-token sequences but shards {shards} hold "
+            f"{data.max_seq_len}: shard them with `mapnet shard PREP --max-seq-len {measured_on}`, "
+            "or name another recipe"
+        )
     problems += batch_problems(settings, data, shards, world_size)
     valid = sum(int(f["sequences"]) for f in getattr(data, "manifest", {}).get("files", []) if f["split"] == "valid")
     if valid == 0 and t.eval_every != TrainSettings.eval_every and not t.extra_eval:  # extra_eval: its own line
         # A value the user chose asks for the evaluation curve; the default asks nothing (Run warns instead).
-        problems.append(f"train.eval_every = {t.eval_every} asks for held-out evaluation, but shards {shards} have no "
-                        "validation split (sharded with shard.valid_fraction = 0): shard them with --valid-fraction "
-                        "0.01 (or more), or leave train.eval_every unset to train without evaluation")
+        problems.append(
+            f"train.eval_every = {t.eval_every} asks for held-out evaluation, but shards {shards} have no "
+            "validation split (sharded with shard.valid_fraction = 0): shard them with --valid-fraction "
+            "0.01 (or more), or leave train.eval_every unset to train without evaluation"
+        )
     if settings.masking.strategy == "pmi":
         from ..masking import pmi_vocab
         from ..masking.pmi_units import find_pmi_vocab
@@ -74,16 +81,20 @@ def batch_problems(settings, data, shards: Path, world_size: int = 1) -> list[st
     if distinct > len(data):
         # The data order would wrap into later epochs inside one step (one sequence several times in a batch),
         # and a batch of 1e12 spent hours building a step that never fitted in memory.
-        out.append(f"train.batch_size ({t.batch_size}) asks for {distinct} distinct sequences per step, but shards "
-                   f"{shards} hold {len(data)} training sequences: use --batch-size {len(data) * copies} or less "
-                   "(or more data)")
+        out.append(
+            f"train.batch_size ({t.batch_size}) asks for {distinct} distinct sequences per step, but shards "
+            f"{shards} hold {len(data)} training sequences: use --batch-size {len(data) * copies} or less "
+            "(or more data)"
+        )
     micro = t.micro_batch_size or max(1, t.batch_size // world_size)
     need, have = activation_bytes(settings, data, micro), machine_memory_bytes()
     if have and need > have:
-        out.append(f"a micro-batch of {micro} sequences of {data.max_seq_len} tokens keeps at least "
-                   f"{human_bytes(need)} of activations for its backward pass (a lower-bound estimate), more than "
-                   f"this machine's {human_bytes(have)} of memory: set --micro-batch-size "
-                   f"{smaller_micro(micro, need, have)} (the batch is then accumulated), or a smaller --batch-size")
+        out.append(
+            f"a micro-batch of {micro} sequences of {data.max_seq_len} tokens keeps at least "
+            f"{human_bytes(need)} of activations for its backward pass (a lower-bound estimate), more than "
+            f"this machine's {human_bytes(have)} of memory: set --micro-batch-size "
+            f"{smaller_micro(micro, need, have)} (the batch is then accumulated), or a smaller --batch-size"
+        )
     return out
 
 
@@ -131,18 +142,24 @@ def world_problems(settings, world_size: int) -> list[str]:
     t, d, out = settings.train, settings.distributed, []
     if t.batch_size % world_size:
         fits = t.batch_size - t.batch_size % world_size or world_size
-        out.append(f"train.batch_size ({t.batch_size}) must be divisible by the world size ({world_size}): each "
-                   f"process trains an equal part of the batch (e.g. --batch-size {fits})")
+        out.append(
+            f"train.batch_size ({t.batch_size}) must be divisible by the world size ({world_size}): each "
+            f"process trains an equal part of the batch (e.g. --batch-size {fits})"
+        )
     if t.batch_ramp.start and t.batch_ramp.start % world_size:
-        out.append(f"train.batch_ramp.start ({t.batch_ramp.start}) must be divisible by the world size ({world_size}): "
-                   "every ramped batch is split among the processes like the full one")
+        out.append(
+            f"train.batch_ramp.start ({t.batch_ramp.start}) must be divisible by the world size ({world_size}): "
+            "every ramped batch is split among the processes like the full one"
+        )
     micro = t.micro_batch_size or t.batch_size // world_size
     if d.static_graph and micro * world_size < t.batch_size:
         # torch's DDP with static_graph crashes on a first backward under no_sync, and past that stops
         # all-reducing (pytorch/pytorch#143580, #187732): refused, not risked, on one process too.
-        out.append("distributed.static_graph cannot be combined with gradient accumulation (train.micro_batch_size "
-                   f"{micro} x {world_size} processes < train.batch_size {t.batch_size}): torch's "
-                   "DistributedDataParallel mishandles it; set one of them back")
+        out.append(
+            "distributed.static_graph cannot be combined with gradient accumulation (train.micro_batch_size "
+            f"{micro} x {world_size} processes < train.batch_size {t.batch_size}): torch's "
+            "DistributedDataParallel mishandles it; set one of them back"
+        )
     return out
 
 
@@ -174,10 +191,21 @@ def check_resume_steps(settings, out: Path) -> None:
         return
     step = checkpoint.read_config(ckpt).get("step")
     if isinstance(step, int) and settings.train.steps < step:
-        raise MapnetError(f"--resume: the run in {out} is at step {step} already ({ckpt.name}), past train.steps = "
-                          f"{settings.train.steps} (--steps): a run cannot train back; resume with --steps {step} or "
-                          "more, or read that checkpoint as it is (export, blimp, finetune-glue)")
+        raise MapnetError(
+            f"--resume: the run in {out} is at step {step} already ({ckpt.name}), past train.steps = "
+            f"{settings.train.steps} (--steps): a run cannot train back; resume with --steps {step} or "
+            "more, or read that checkpoint as it is (export, blimp, finetune-glue)"
+        )
 
 
-__all__ = ["check_run_inputs", "run_input_problems", "batch_problems", "activation_bytes", "machine_memory_bytes",
-           "world_problems", "check_world", "check_launch", "check_resume_steps"]
+__all__ = [
+    "check_run_inputs",
+    "run_input_problems",
+    "batch_problems",
+    "activation_bytes",
+    "machine_memory_bytes",
+    "world_problems",
+    "check_world",
+    "check_launch",
+    "check_resume_steps",
+]

@@ -19,7 +19,6 @@ from ..atomic import make_dirs
 from ..errors import ARGV_ENV, MapnetError
 
 
-
 def launch(shards: Path, out: Path, settings, resume: bool = False, stop_at: int | None = None) -> None:
     """Train `out` on `shards` in the processes `settings.distributed` asks for, through torchrun."""
     from ..run_lock import held_fds, output_lock

@@ -21,8 +21,8 @@ import gc
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import torch
 from torch.profiler import record_function
@@ -35,19 +35,19 @@ from ..masking.uniform import DROPOUT, TRAIN_MASKS, mix_seed, sequence_keys
 from ..model import checkpoint
 from ..model.bert import BertConfig
 from . import init_from, tracking
-from .compile import compile_model
 from .batches import DataOrder, pieces, rank_micro_slots
 from .budget import Clock
+from .compile import compile_model
 from .held_out import build_eval_set, evaluate, extra_eval_sets
 from .inputs import check_resume_steps, check_run_inputs, check_world
 from .optim import build_optimizer
 from .prefetch import StepPrefetcher
 from .record import MetricsLog, memory_bytes, record_budget, write_run_files
+from .run_loader import load_run
 from .run_settings import check_corpus_cleaning
 from .schedule import make_schedule
-from .run_loader import load_run
 from .step import NonFiniteLoss, precision_context, train_step
-from .stop_signals import StopSignals, Stopped, signal_name
+from .stop_signals import Stopped, StopSignals, signal_name
 from .strategies import training_strategy
 
 HOST = torch.device("cpu")  # where every strategy draws its masks (`to_device` says why)
@@ -57,9 +57,18 @@ VarianceSnapshot = Callable[..., dict]
 
 
 # ---------------------------------------------------------------- the run
-def pretrain(settings, shards: str | os.PathLike, out: str | os.PathLike, *, resume: bool = False,
-             stop_at: int | None = None, command_line: Sequence[str] = (), on_report: Report | None = None,
-             variance_snapshot: VarianceSnapshot | None = None, clock: Clock = time.perf_counter) -> Path:
+def pretrain(
+    settings,
+    shards: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    resume: bool = False,
+    stop_at: int | None = None,
+    command_line: Sequence[str] = (),
+    on_report: Report | None = None,
+    variance_snapshot: VarianceSnapshot | None = None,
+    clock: Clock = time.perf_counter,
+) -> Path:
     """Train (or continue) the run in `out` on `shards`; return the last checkpoint's path. `clock`: what
     each step's duration is read from (the training time a `train.time_budget` counts; `budget.py`)."""
     check_corpus_cleaning(settings, Path(shards))  # settings are resolved before (run_settings), never changed here
@@ -84,8 +93,9 @@ def pretrain(settings, shards: str | os.PathLike, out: str | os.PathLike, *, res
                 raise
             # `train.compile = auto` compiles on CUDA unasked: a machine without a working backend (no C++
             # compiler, no Triton) must get one line saying what to do, not Inductor's traceback.
-            raise MapnetError(f"torch.compile failed on this machine ({reason}); --set train.compile=false "
-                              "trains without it") from None
+            raise MapnetError(
+                f"torch.compile failed on this machine ({reason}); --set train.compile=false trains without it"
+            ) from None
         finally:
             run.metrics.close(failed)
             # The model's DDP wrapper holds the process group and the gloo work it last ran: freed here (with the
@@ -113,15 +123,26 @@ def compile_failure(exc: BaseException) -> str | None:
 class Run:
     """Everything a training run holds: data, model, optimizer, position, output folder."""
 
-    def __init__(self, settings, shards: Path, out: Path, info: distributed.DistInfo, resume: bool, argv: list[str],
-                 variance_snapshot: VarianceSnapshot | None = None, clock: Clock = time.perf_counter):
+    def __init__(
+        self,
+        settings,
+        shards: Path,
+        out: Path,
+        info: distributed.DistInfo,
+        resume: bool,
+        argv: list[str],
+        variance_snapshot: VarianceSnapshot | None = None,
+        clock: Clock = time.perf_counter,
+    ):
         from ..data.shards import ShardReader
 
         s, t = settings, settings.train
         self.settings, self.out, self.info, self.clock = settings, out, info, clock
         if s.variance.every and variance_snapshot is None:  # a library caller's mistake: never silently skipped
-            raise MapnetError("variance.every is set but no variance measurement was passed (pretrain(..., "
-                              "variance_snapshot=...), as `mapnet pretrain` passes evaluation's)")
+            raise MapnetError(
+                "variance.every is set but no variance measurement was passed (pretrain(..., "
+                "variance_snapshot=...), as `mapnet pretrain` passes evaluation's)"
+            )
         self.variance_snapshot = variance_snapshot
         tracking.require(s.logging)  # every rank, before any work: a missing extra is one line, not a hang
         check_world(s, info.world_size)  # the launcher checked it before torchrun; a job started otherwise, here
@@ -140,14 +161,19 @@ class Run:
         if resume:  # shards of another tokenizer: refused here, not after the unigram pass (`_restore` checks again)
             ckpt = checkpoint.latest_checkpoint(out)
             if ckpt is not None and checkpoint.read_config(ckpt).get("tokenizer_sha256") != self.data.tokenizer_sha256:
-                raise MapnetError(f"--resume: {ckpt} used another tokenizer than the shards in {shards}; resume on the "
-                                  "shards the run trained on")
+                raise MapnetError(
+                    f"--resume: {ckpt} used another tokenizer than the shards in {shards}; resume on the "
+                    "shards the run trained on"
+                )
         self.valid = ShardReader(shards, "valid", verify=s.shard.verify)
-        self.eval_set = build_eval_set(self.valid, t.eval_sequences, t.eval_seed, s.masking, t.eval_pick, t.eval_mask_prob,
-                                       t.eval_replace)
+        self.eval_set = build_eval_set(
+            self.valid, t.eval_sequences, t.eval_seed, s.masking, t.eval_pick, t.eval_mask_prob, t.eval_replace
+        )
         if self.eval_set is None:  # an explicit train.eval_every was refused by check_run_inputs; the default is not
-            warn(f"shards {shards} have no validation split: this run is never evaluated (no eval_loss in "
-                 f"{s.logging.metrics_file}); shard with --valid-fraction 0.01 (or more) to have one")
+            warn(
+                f"shards {shards} have no validation split: this run is never evaluated (no eval_loss in "
+                f"{s.logging.metrics_file}); shard with --valid-fraction 0.01 (or more) to have one"
+            )
         self.cfg = BertConfig.from_settings(s.model, self.data.vocab_size, self.data.special_ids["pad"])
         self.tokenizer_sha = self.data.tokenizer_sha256
         self.extra_eval = extra_eval_sets(s, self.tokenizer_sha, self.cfg.max_position, self.eval_set is not None)
@@ -197,16 +223,22 @@ class Run:
         saved = load_run(ckpt, weights=False, verify=self.settings.shard.verify)
         meta = saved.meta
         if BertConfig.from_dict(meta["model"]) != self.cfg:  # from_dict: older checkpoints lack newer fields
-            raise MapnetError(f"--resume: {ckpt} was trained with a different model ({meta['model']}); model settings cannot change")
+            raise MapnetError(
+                f"--resume: {ckpt} was trained with a different model ({meta['model']}); model settings cannot change"
+            )
         if meta["tokenizer_sha256"] != self.tokenizer_sha:
             raise MapnetError(f"--resume: {ckpt} used another tokenizer than these shards")
         wanted = self.settings.masking.strategy
         if "masking" not in meta:  # every checkpoint pretrain writes records it
-            raise MapnetError(f"--resume: {ckpt / checkpoint.CONFIG} does not say which masking it was trained with; "
-                              "it was not written by `mapnet pretrain` and cannot be continued")
+            raise MapnetError(
+                f"--resume: {ckpt / checkpoint.CONFIG} does not say which masking it was trained with; "
+                "it was not written by `mapnet pretrain` and cannot be continued"
+            )
         if meta["masking"] != wanted:
-            raise MapnetError(f"--resume: {ckpt} was trained with {meta['masking']} masking, not {wanted}; "
-                              "masking.strategy cannot change")
+            raise MapnetError(
+                f"--resume: {ckpt} was trained with {meta['masking']} masking, not {wanted}; "
+                "masking.strategy cannot change"
+            )
         self.strategy.check_resume(meta, ckpt)
         saved.load_into(self.strategy.modules)  # into the strategy's own networks: DDP and the optimizer hold them
         # Read on the CPU: the RNG states must stay CPU byte tensors (a CUDA copy is refused), and
@@ -223,8 +255,9 @@ class Run:
         """The learning rate's schedule, which `train_step` steps (the schedule's own)."""
         return self.schedule.lr
 
-    def batches(self, step: int, position: int | None = None, n_pieces: int | None = None,
-                size: int | None = None) -> list[MicroBatch]:
+    def batches(
+        self, step: int, position: int | None = None, n_pieces: int | None = None, size: int | None = None
+    ) -> list[MicroBatch]:
         """This rank's micro-batches of `step` from data `position` (default: the run's), each sequence cut into
         `n_pieces` (default: the schedule's), `size` sequences in all (default: the step's batch, the schedule's),
         masked on the host and sent to the device (`to_device`). Reads no state that training changes
@@ -247,12 +280,29 @@ class Run:
     def save(self) -> Path | None:
         path = None
         if self.info.is_main:
-            state = {"optimizer": self.optimizer.state_dict(), "rng": checkpoint.rng_state(),
-                     "data_position": self.position, "world_size": self.info.world_size, **self.schedule.state_dict()}
-            extra = {"data_position": self.position, "masking": self.settings.masking.strategy,
-                     **self.strategy.checkpoint_extra()}
-            path = checkpoint.save_checkpoint(self.out, self.step, self.strategy.modules, state, self.cfg,
-                                              self.settings.to_toml(), self.data.tokenizer_path, self.tokenizer_sha, extra)
+            state = {
+                "optimizer": self.optimizer.state_dict(),
+                "rng": checkpoint.rng_state(),
+                "data_position": self.position,
+                "world_size": self.info.world_size,
+                **self.schedule.state_dict(),
+            }
+            extra = {
+                "data_position": self.position,
+                "masking": self.settings.masking.strategy,
+                **self.strategy.checkpoint_extra(),
+            }
+            path = checkpoint.save_checkpoint(
+                self.out,
+                self.step,
+                self.strategy.modules,
+                state,
+                self.cfg,
+                self.settings.to_toml(),
+                self.data.tokenizer_path,
+                self.tokenizer_sha,
+                extra,
+            )
             t = self.settings.train
             checkpoint.prune(self.out, t.keep_last, t.keep_steps)
         distributed.barrier(self.info)
@@ -261,8 +311,9 @@ class Run:
     def evaluate(self) -> dict | None:
         if self.eval_set is None:
             return None
-        result = evaluate(self.model, self.eval_set, self.micro, self.autocast, self.info, self.cfg.pad_id,
-                          self.data.token_kinds)
+        result = evaluate(
+            self.model, self.eval_set, self.micro, self.autocast, self.info, self.cfg.pad_id, self.data.token_kinds
+        )
         for name, data in self.extra_eval.items():
             on_set = evaluate(self.model, data, self.micro, self.autocast, self.info, self.cfg.pad_id)
             result.update({f"{key}@{name}": value for key, value in on_set.items()})
@@ -281,8 +332,9 @@ class Run:
         """
         if not self.info.is_main:
             return
-        snap = self.variance_snapshot(self.model, getattr(self.strategy, "proposal", None), self.valid, self.settings,
-                                      self.step)
+        snap = self.variance_snapshot(
+            self.model, getattr(self.strategy, "proposal", None), self.valid, self.settings, self.step
+        )
         self.metrics.write({"kind": "variance", **snap})
 
     def _reads_before(self, step: int, end: int) -> bool:
@@ -290,9 +342,14 @@ class Run:
         snapshot, a checkpoint): that step is read, so nothing is evaluated or saved after an unseen
         non-finite step."""
         t, every_variance = self.settings.train, self.settings.variance.every
-        return bool((t.eval_every and step % t.eval_every == 0) or step == t.steps
-                    or (every_variance and step % every_variance == 0)
-                    or (t.checkpoint_every and step % t.checkpoint_every == 0) or step in t.keep_steps or step == end)
+        return bool(
+            (t.eval_every and step % t.eval_every == 0)
+            or step == t.steps
+            or (every_variance and step % every_variance == 0)
+            or (t.checkpoint_every and step % t.checkpoint_every == 0)
+            or step in t.keep_steps
+            or step == end
+        )
 
     def train(self, stop_at: int | None, report: Report, stop: StopSignals | None = None) -> Path:
         t = self.settings.train
@@ -358,24 +415,46 @@ class Run:
             raise Stopped(stopped_by, self.step, self.out / "checkpoints" / checkpoint.step_name(self.step))
         return last or checkpoint.latest_checkpoint(self.out)
 
-    def _train_one(self, ahead: StepPrefetcher, n_pieces: int, size: int, log_step: bool, read: bool,
-                   window_tokens: int, first_bad: torch.Tensor, last: Path | None):
+    def _train_one(
+        self,
+        ahead: StepPrefetcher,
+        n_pieces: int,
+        size: int,
+        log_step: bool,
+        read: bool,
+        window_tokens: int,
+        first_bad: torch.Tensor,
+        last: Path | None,
+    ):
         """One optimizer step of `size` sequences cut into `n_pieces` each; (its StepStats, the first bad step)."""
         rows = size * n_pieces  # the sequences the loss averages over
         taken = size // self.strategy.copies  # distinct sequences (a stratified strategy repeats each)
         # The next step's batches, made ahead with prefetch; under a budget its ramp size is decided by this
         # step's time, so this one's is a guess (a wrong guess is made again, never used).
         step, sched = self.step, self.schedule
-        following = ((step + 1, self.position + taken, sched.pieces(step + 1), sched.batch(step + 1))
-                     if step + 1 < sched.end else None)
+        following = (
+            (step + 1, self.position + taken, sched.pieces(step + 1), sched.batch(step + 1))
+            if step + 1 < sched.end
+            else None
+        )
         batches = ahead.get(step, self.position, n_pieces, size, after=following)
         try:
-            st = train_step(self.ddp, self.optimizer, self.scheduler, batches,
-                            scale=self.info.world_size / rows, grad_clip=self.settings.optim.grad_clip,
-                            autocast=self.autocast, info=self.info, batch_size=rows,
-                            loss_fn=self.strategy.loss_fn(step, with_stats=log_step, pieces=n_pieces),
-                            read=read, window_tokens=window_tokens, first_bad=first_bad if read else None,
-                            frozen=self.strategy.frozen(step))
+            st = train_step(
+                self.ddp,
+                self.optimizer,
+                self.scheduler,
+                batches,
+                scale=self.info.world_size / rows,
+                grad_clip=self.settings.optim.grad_clip,
+                autocast=self.autocast,
+                info=self.info,
+                batch_size=rows,
+                loss_fn=self.strategy.loss_fn(step, with_stats=log_step, pieces=n_pieces),
+                read=read,
+                window_tokens=window_tokens,
+                first_bad=first_bad if read else None,
+                frozen=self.strategy.frozen(step),
+            )
         except NonFiniteLoss as exc:
             keep = f"last good checkpoint: {last}" if last else "no checkpoint was written yet"
             raise MapnetError(f"non-finite loss at step {exc.step or step + 1} ({exc}); stopped, {keep}") from None
@@ -387,9 +466,17 @@ class Run:
     def _record(self, st, logged: bool, window: list, report: Report) -> None:
         """The step's numbers: to metrics.jsonl on a logged step (with the strategy's, a collective), to the
         progress display on every step."""
-        record = {"step": self.step, "loss": st.loss, "lr": st.lr, "grad_norm": st.grad_norm,
-                  "tokens_per_s": None, "masked_tokens": st.masked, "tokens": st.tokens,
-                  "memory_bytes": memory_bytes(self.info.device), "elapsed": self.schedule.elapsed}
+        record = {
+            "step": self.step,
+            "loss": st.loss,
+            "lr": st.lr,
+            "grad_norm": st.grad_norm,
+            "tokens_per_s": None,
+            "masked_tokens": st.masked,
+            "tokens": st.tokens,
+            "memory_bytes": memory_bytes(self.info.device),
+            "elapsed": self.schedule.elapsed,
+        }
         if logged:
             record["tokens_per_s"] = st.window_tokens / window[1]
             record.update(self.strategy.metrics())  # a collective: every rank calls it
@@ -399,17 +486,24 @@ class Run:
             window[0] += st.local_tokens
         report("step", {**record, "total": self.schedule.total(self.step)})
 
-    def _maybe_save(self, must: bool, read: bool, first_bad: torch.Tensor, stopped_by: int | None,
-                    last: Path | None, report: Report) -> Path | None:
+    def _maybe_save(
+        self, must: bool, read: bool, first_bad: torch.Tensor, stopped_by: int | None, last: Path | None, report: Report
+    ) -> Path | None:
         """A checkpoint where the settings ask for one, at the end, and when a stop signal ends the run (never
         after a non-finite step nobody read); the newest checkpoint's path."""
         t = self.settings.train
         if stopped_by and not read and int(first_bad):  # one process stops on any step: never save after NaN
             keep = f"last good checkpoint: {last}" if last else "no checkpoint was written yet"
-            raise MapnetError(f"non-finite loss at step {int(first_bad)} (found when {signal_name(stopped_by)} "
-                              f"stopped the run); stopped, {keep}")
-        if ((t.checkpoint_every and self.step % t.checkpoint_every == 0) or self.step in t.keep_steps
-                or self.step == self.schedule.end or must):
+            raise MapnetError(
+                f"non-finite loss at step {int(first_bad)} (found when {signal_name(stopped_by)} "
+                f"stopped the run); stopped, {keep}"
+            )
+        if (
+            (t.checkpoint_every and self.step % t.checkpoint_every == 0)
+            or self.step in t.keep_steps
+            or self.step == self.schedule.end
+            or must
+        ):
             last = self.save() or last
             report("checkpoint", {"step": self.step, "path": str(last)})
         return last

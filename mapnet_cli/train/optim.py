@@ -9,7 +9,7 @@ decayed; biases and LayerNorm parameters are not (all 1-D parameters).
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 from torch import nn
@@ -62,8 +62,9 @@ def build_optimizer(modules: Iterable[nn.Module], optim, lrs: list[float] | None
     try:
         return torch.optim.AdamW(groups, fused=True, **kwargs)
     except RuntimeError as exc:  # torch checks devices and dtypes when the optimizer is built
-        raise MapnetError(f"optim.impl = fused: this torch has no fused AdamW for these parameters ({exc}); "
-                          "--set optim.impl=foreach") from None
+        raise MapnetError(
+            f"optim.impl = fused: this torch has no fused AdamW for these parameters ({exc}); --set optim.impl=foreach"
+        ) from None
 
 
 def lr_factor(step: int, warmup_steps: int, total_steps: int, schedule: str = "linear") -> float:
@@ -82,7 +83,8 @@ def lr_factor(step: int, warmup_steps: int, total_steps: int, schedule: str = "l
 def build_scheduler(optimizer: torch.optim.Optimizer, optim, total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
     """A LambdaLR whose state_dict holds only numbers, so checkpoints load with weights_only=True."""
     return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_factor(step, optim.warmup.steps, total_steps, optim.schedule))
+        optimizer, lambda step: lr_factor(step, optim.warmup.steps, total_steps, optim.schedule)
+    )
 
 
 __all__ = ["param_groups", "build_optimizer", "lr_factor", "build_scheduler"]

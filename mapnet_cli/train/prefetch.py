@@ -17,8 +17,9 @@ docs/internals.md#trainprefetchpy.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from torch.profiler import record_function
 
@@ -65,7 +66,7 @@ class StepPrefetcher(Generic[T]):
             self._pool.shutdown(wait=True)
             self._pool = None
 
-    def __enter__(self) -> "StepPrefetcher[T]":
+    def __enter__(self) -> StepPrefetcher[T]:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -1,9 +1,9 @@
 """A run's bookkeeping: metrics.jsonl (and its TensorBoard / W&B sinks), run.json, versions, memory.
 
-    RUN/settings.toml    the resolved settings (rewritten on resume: flags may extend train.steps)
-    RUN/run.json         command, versions, seeds, model, shards and eval-set hashes; resumes appended;
-                         with train.time_budget, the budget, the seconds spent and the steps they bought
-    RUN/metrics.jsonl    one JSON record per logged step / evaluation / variance snapshot
+RUN/settings.toml    the resolved settings (rewritten on resume: flags may extend train.steps)
+RUN/run.json         command, versions, seeds, model, shards and eval-set hashes; resumes appended;
+                     with train.time_budget, the budget, the seconds spent and the steps they bought
+RUN/metrics.jsonl    one JSON record per logged step / evaluation / variance snapshot
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import json
 import platform
 import resource
 import sys
-from datetime import datetime, timezone
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -78,9 +78,13 @@ class MetricsLog:
 def versions() -> dict[str, str]:
     import safetensors
 
-    return {"python": platform.python_version(), "mapnet": mapnet_version, "torch": torch.__version__,
-            "numpy": np.__version__, "safetensors": safetensors.__version__}
-
+    return {
+        "python": platform.python_version(),
+        "mapnet": mapnet_version,
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "safetensors": safetensors.__version__,
+    }
 
 
 def write_run_files(run, shards: Path, argv: list[str]) -> None:
@@ -90,25 +94,42 @@ def write_run_files(run, shards: Path, argv: list[str]) -> None:
     atomic.make_dirs(run.out)
     checkpoint.clean_leftovers(run.out)
     atomic.write_text(run.out / "settings.toml", run.settings.to_toml())
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    now = datetime.now(UTC).isoformat(timespec="seconds")
     # How the step ran (train.compile / train.precision / train.prefetch resolved on this device): throughput figures
     # depend on it, and a resume on another machine may resolve them otherwise (so each start records its own).
-    this = {"command": argv, "started": now, "world_size": run.info.world_size, "device": str(run.info.device),
-            "compiled": t.compiles(run.info.device), "precision": "bf16" if t.autocasts_bf16(run.info.device) else "fp32",
-            "prefetch": t.prefetch}
+    this = {
+        "command": argv,
+        "started": now,
+        "world_size": run.info.world_size,
+        "device": str(run.info.device),
+        "compiled": t.compiles(run.info.device),
+        "precision": "bf16" if t.autocasts_bf16(run.info.device) else "fp32",
+        "prefetch": t.prefetch,
+    }
     path = run.out / "run.json"
     if run.resumed_from is not None and path.exists():
         info = json.loads(path.read_text(encoding="utf-8"))
         info.setdefault("resumes", []).append({**this, "from": str(run.resumed_from), "step": run.step})
     else:
-        info = {**this, "versions": versions(), "seeds": {"train": t.seed, "eval": t.eval_seed},
-                "model": run.cfg.to_dict(), "parameters": run.model.num_parameters(), "init_from": run.init_record,
-                "shards": {"path": str(shards.resolve()), "manifest_sha256": atomic.sha256_file(run.data.dir / "manifest.json"),
-                           "train_sequences": len(run.data), "max_seq_len": run.data.max_seq_len},
-                "eval_set": {"sequences": len(run.eval_set.ids), "sha256": run.eval_set.sha256} if run.eval_set else None,
-                "extra_eval": {name: {"sequences": len(d.ids), "sha256": d.sha256, **d.source}
-                               for name, d in run.extra_eval.items()},
-                **getattr(run.strategy, "run_info", dict)()}  # e.g. the PMI vocabulary's path and sha256
+        info = {
+            **this,
+            "versions": versions(),
+            "seeds": {"train": t.seed, "eval": t.eval_seed},
+            "model": run.cfg.to_dict(),
+            "parameters": run.model.num_parameters(),
+            "init_from": run.init_record,
+            "shards": {
+                "path": str(shards.resolve()),
+                "manifest_sha256": atomic.sha256_file(run.data.dir / "manifest.json"),
+                "train_sequences": len(run.data),
+                "max_seq_len": run.data.max_seq_len,
+            },
+            "eval_set": {"sequences": len(run.eval_set.ids), "sha256": run.eval_set.sha256} if run.eval_set else None,
+            "extra_eval": {
+                name: {"sequences": len(d.ids), "sha256": d.sha256, **d.source} for name, d in run.extra_eval.items()
+            },
+            **getattr(run.strategy, "run_info", dict)(),
+        }  # e.g. the PMI vocabulary's path and sha256
     atomic.write_json(path, info)
 
 

@@ -72,8 +72,14 @@ class LoadedRun:
         return checkpoint.load_state(self.checkpoint, map_location)
 
 
-def load_run(path: str | os.PathLike, *, weights: bool = True, with_proposal: bool = True,
-             device: str | torch.device = "cpu", verify: str = "full") -> LoadedRun:
+def load_run(
+    path: str | os.PathLike,
+    *,
+    weights: bool = True,
+    with_proposal: bool = True,
+    device: str | torch.device = "cpu",
+    verify: str = "full",
+) -> LoadedRun:
     """Open the checkpoint `path` names (or a run folder's newest), verified (`verify` as shard.verify).
 
     `weights`: build the encoder + MLM head; `with_proposal`: and MAP-Net, when the checkpoint holds
@@ -87,8 +93,10 @@ def load_run(path: str | os.PathLike, *, weights: bool = True, with_proposal: bo
     run = LoadedRun(ckpt, meta, model)
     if with_proposal and has_proposal_weights(weight_names(ckpt / checkpoint.WEIGHTS)):
         if not isinstance(meta.get("mapnet"), dict):
-            raise MapnetError(f"{ckpt / checkpoint.CONFIG} has MAP-Net weights but no \"mapnet\" entry (its size); "
-                              "every mapnet checkpoint with MAP-Net records it")
+            raise MapnetError(
+                f'{ckpt / checkpoint.CONFIG} has MAP-Net weights but no "mapnet" entry (its size); '
+                "every mapnet checkpoint with MAP-Net records it"
+            )
         run.proposal = ProposalNetwork(ProposalConfig(**meta["mapnet"]), model.encoder.tok_embeddings)
         run.load_into({"mapnet": run.proposal})
         run.proposal.to(device)

@@ -23,17 +23,36 @@ from ..errors import MapnetError
 # batch size, the sequence-length warm-up, the seed, the held-out sets — and is refused on resume: applied
 # from the resume step on, settings.toml would describe the whole run with values it trained with only
 # since. An allow-list, so a setting added later is refused on resume until someone decides otherwise.
-MAY_CHANGE_ON_RESUME = ("train.steps", "train.time_budget", "train.micro_batch_size", "train.precision",
-                        "train.compile", "train.compile_scope", "train.compile_mode", "train.prefetch", "train.device",
-                        "train.eval_every", "train.checkpoint_every", "train.keep_last", "train.keep_steps",
-                        "optim.impl", "shard.verify", "shard.workers", "preprocess.workers",
-                        "logging", "distributed", "finetune", "variance")
+MAY_CHANGE_ON_RESUME = (
+    "train.steps",
+    "train.time_budget",
+    "train.micro_batch_size",
+    "train.precision",
+    "train.compile",
+    "train.compile_scope",
+    "train.compile_mode",
+    "train.prefetch",
+    "train.device",
+    "train.eval_every",
+    "train.checkpoint_every",
+    "train.keep_last",
+    "train.keep_steps",
+    "optim.impl",
+    "shard.verify",
+    "shard.workers",
+    "preprocess.workers",
+    "logging",
+    "distributed",
+    "finetune",
+    "variance",
+)
 # Inside a section that may change: what would still split the run (a second metrics file beside the first).
 NEVER_ON_RESUME = ("logging.metrics_file",)
 
 
-def run_settings(shards: Path, out: Path, *, resume: bool, config=None, flags: dict | None = None,
-                 assignments=()) -> settings_mod.Settings:
+def run_settings(
+    shards: Path, out: Path, *, resume: bool, config=None, flags: dict | None = None, assignments=()
+) -> settings_mod.Settings:
     """The settings `mapnet pretrain` trains `out` with on `shards` (module doc)."""
     from . import init_from
     from .inputs import check_resume_steps
@@ -81,9 +100,11 @@ def check_corpus_cleaning(settings, shards: Path) -> None:
     if corpus != settings:
         from ..data.cleaning import cleaning_settings
 
-        raise MapnetError(f"the settings give the cleaning {cleaning_settings(settings.preprocess)}, but the shards in "
-                          f"{shards} were made with {cleaning_settings(corpus.preprocess)}: resolve a run's settings "
-                          "with mapnet_cli.train.run_settings (or with_corpus_cleaning) for its shards")
+        raise MapnetError(
+            f"the settings give the cleaning {cleaning_settings(settings.preprocess)}, but the shards in "
+            f"{shards} were made with {cleaning_settings(corpus.preprocess)}: resolve a run's settings "
+            "with mapnet_cli.train.run_settings (or with_corpus_cleaning) for its shards"
+        )
 
 
 def _resumed(out: Path, config, flags: dict, assignments: list[str]) -> settings_mod.Settings:
@@ -106,13 +127,25 @@ def refuse_fixed_changes(base, settings) -> None:
     keeping the run's value, or applying the new one from here on, would write a settings.toml that lies
     (preset = "mini" beside tiny sizes; batch_size = 16 for a run that trained on 8 until now)."""
     old, new = settings_mod.flat(base.to_dict()), settings_mod.flat(settings.to_dict())
-    changed = [f"{key} (the run has {old.get(key)!r}, asked {value!r})" for key, value in new.items()
-               if (key in NEVER_ON_RESUME or key.split(".")[0] not in MAY_CHANGE_ON_RESUME)
-               and key not in MAY_CHANGE_ON_RESUME and old.get(key) != value]
+    changed = [
+        f"{key} (the run has {old.get(key)!r}, asked {value!r})"
+        for key, value in new.items()
+        if (key in NEVER_ON_RESUME or key.split(".")[0] not in MAY_CHANGE_ON_RESUME)
+        and key not in MAY_CHANGE_ON_RESUME
+        and old.get(key) != value
+    ]
     if changed:
-        raise MapnetError(f"--resume cannot change {', '.join(changed)}: a resumed run continues what it trained; "
-                          "drop the flag, or start a new run with another --out")
+        raise MapnetError(
+            f"--resume cannot change {', '.join(changed)}: a resumed run continues what it trained; "
+            "drop the flag, or start a new run with another --out"
+        )
 
 
-__all__ = ["MAY_CHANGE_ON_RESUME", "NEVER_ON_RESUME", "run_settings", "refuse_fixed_changes", "with_corpus_cleaning",
-           "check_corpus_cleaning"]
+__all__ = [
+    "MAY_CHANGE_ON_RESUME",
+    "NEVER_ON_RESUME",
+    "run_settings",
+    "refuse_fixed_changes",
+    "with_corpus_cleaning",
+    "check_corpus_cleaning",
+]

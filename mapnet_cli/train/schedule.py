@@ -37,7 +37,7 @@ class StepSchedule:
         self.ramp = BatchRamp.from_settings(settings.train, None)
         self.end = settings.train.steps
         self.elapsed = 0.0  # the steps' seconds, as counted (measured, for a step run)
-        self.wall = 0.0     # the steps' seconds on the wall clock
+        self.wall = 0.0  # the steps' seconds on the wall clock
         self.last_dt = 0.0  # the last step's counted seconds
 
     def start(self, step: int, end: int) -> None:
@@ -79,8 +79,10 @@ class StepSchedule:
 
     def load_state_dict(self, state: dict, ckpt) -> None:
         if "time_budget_seconds" in state["scheduler"]:
-            raise MapnetError(f"--resume: {ckpt} was trained to a train.time_budget; it continues with one "
-                              "(a budget run cannot switch to train.steps)")
+            raise MapnetError(
+                f"--resume: {ckpt} was trained to a train.time_budget; it continues with one "
+                "(a budget run cannot switch to train.steps)"
+            )
         self.lr.load_state_dict(state["scheduler"])
         self.elapsed = state["elapsed"]
         self.wall = state.get("wall_elapsed", self.elapsed)  # older checkpoints: the wall clock was the one counted

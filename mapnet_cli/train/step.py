@@ -13,8 +13,8 @@ which breaks per-sequence importance weighting.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -33,20 +33,33 @@ class NonFiniteLoss(Exception):
 @dataclass
 class StepStats:
     lr: float
-    local_tokens: int         # non-pad tokens of this rank's micro-batches (known on the host)
-    finite: torch.Tensor      # 0-dim bool on the device: the gradient norm was finite (the same on every rank)
+    local_tokens: int  # non-pad tokens of this rank's micro-batches (known on the host)
+    finite: torch.Tensor  # 0-dim bool on the device: the gradient norm was finite (the same on every rank)
     # Read steps only (None otherwise), over every rank:
-    loss: float | None = None         # mean per-sequence loss over the global batch
-    grad_norm: float | None = None    # before clipping
-    masked: int | None = None         # masked positions
-    tokens: int | None = None         # non-pad tokens
+    loss: float | None = None  # mean per-sequence loss over the global batch
+    grad_norm: float | None = None  # before clipping
+    masked: int | None = None  # masked positions
+    tokens: int | None = None  # non-pad tokens
     window_tokens: int | None = None  # non-pad tokens of this step and the `window_tokens` before it
 
 
-def train_step(model, optimizer, scheduler, batches: list[MicroBatch], *, scale: float, grad_clip: float,
-               autocast, info: distributed.DistInfo, batch_size: int, loss_fn=mlm_loss, read: bool = True,
-               window_tokens: int = 0, first_bad: torch.Tensor | None = None,
-               frozen: Sequence[torch.nn.Parameter] = ()) -> StepStats:
+def train_step(
+    model,
+    optimizer,
+    scheduler,
+    batches: list[MicroBatch],
+    *,
+    scale: float,
+    grad_clip: float,
+    autocast,
+    info: distributed.DistInfo,
+    batch_size: int,
+    loss_fn=mlm_loss,
+    read: bool = True,
+    window_tokens: int = 0,
+    first_bad: torch.Tensor | None = None,
+    frozen: Sequence[torch.nn.Parameter] = (),
+) -> StepStats:
     """Forward/backward every micro-batch (gradients all-reduced on the last), clip, step.
 
     `read`: bring the step's loss, gradient norm and masked count to the host (one sync, and one
@@ -77,7 +90,9 @@ def train_step(model, optimizer, scheduler, batches: list[MicroBatch], *, scale:
     with record_function("mapnet.optimizer"):
         params = [p for p in model.parameters() if p.grad is not None]
         grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params])
-        if grad_clip:  # not clip_grad_norm_(inf): it would still multiply every gradient by 1.0, a full pass for nothing
+        if (
+            grad_clip
+        ):  # not clip_grad_norm_(inf): it would still multiply every gradient by 1.0, a full pass for nothing
             torch.nn.utils.clip_grads_with_norm_(params, grad_clip, grad_norm)
         # The gradient norm, not the loss: after DDP's all-reduce it is the same on every rank, so every rank
         # agrees on which unread step went bad and stops at the same read (a rank stopping alone would leave
@@ -86,21 +101,25 @@ def train_step(model, optimizer, scheduler, batches: list[MicroBatch], *, scale:
         finite = torch.isfinite(grad_norm)
         stats = StepStats(lr, tokens, finite)
         if read:
-            counts = torch.tensor([tokens, tokens + window_tokens], dtype=torch.float64,
-                                  pin_memory=info.device.type == "cuda")  # pinned: the copy does not wait
+            counts = torch.tensor(
+                [tokens, tokens + window_tokens], dtype=torch.float64, pin_memory=info.device.type == "cuda"
+            )  # pinned: the copy does not wait
             sums = torch.cat([totals, counts.to(info.device, non_blocking=True)])
             distributed.all_reduce_sum(sums, info)
             earlier = (first_bad if first_bad is not None else grad_norm.new_zeros(())).double().view(1)
             with record_function("mapnet.read"):
                 seq_sum, masked, step_tokens, window, norm, bad = torch.cat(
-                    [sums, grad_norm.double().view(1), earlier]).tolist()  # the one sync
+                    [sums, grad_norm.double().view(1), earlier]
+                ).tolist()  # the one sync
             if bad:
                 optimizer.zero_grad(set_to_none=True)
                 raise NonFiniteLoss("its gradient norm was not finite; seen at the next read", step=int(bad))
             if not (np.isfinite(seq_sum) and np.isfinite(norm)):
                 optimizer.zero_grad(set_to_none=True)
                 raise NonFiniteLoss(f"loss {seq_sum / batch_size:.4g}, gradient norm {norm:.4g}")
-            stats = StepStats(lr, tokens, finite, seq_sum / batch_size, norm, int(masked), int(step_tokens), int(window))
+            stats = StepStats(
+                lr, tokens, finite, seq_sum / batch_size, norm, int(masked), int(step_tokens), int(window)
+            )
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)

@@ -24,8 +24,8 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -34,10 +34,10 @@ from ..errors import MapnetError
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 REQUESTS = (*STOP_SIGNALS, signal.SIGINT)  # what the watchdog counts as a request to stop
-STEP_GRACE_S = 10.0       # a step may run this long past a stop request before it is abandoned ...
-STEP_GRACE_FACTOR = 3.0   # ... or this many times the longest step so far, whichever is longer
-SIGINT_GRACE_S = 3.0      # Ctrl-C not seen by the main thread in this long: it is stuck in one C call
-REPEAT_WINDOW_S = 2.0     # the same signal again within this long is one request delivered twice, not a second
+STEP_GRACE_S = 10.0  # a step may run this long past a stop request before it is abandoned ...
+STEP_GRACE_FACTOR = 3.0  # ... or this many times the longest step so far, whichever is longer
+SIGINT_GRACE_S = 3.0  # Ctrl-C not seen by the main thread in this long: it is stuck in one C call
+REPEAT_WINDOW_S = 2.0  # the same signal again within this long is one request delivered twice, not a second
 
 
 def signal_name(signum: int) -> str:
@@ -53,11 +53,15 @@ class Stopped(MapnetError):
     def __init__(self, signum: int, step: int, checkpoint: Path, complete: bool = False):
         name = signal_name(signum)
         if complete:
-            text = (f"stopped by {name} as the run ended at step {step}: the run is complete (its checkpoint is "
-                    f"{checkpoint})")
+            text = (
+                f"stopped by {name} as the run ended at step {step}: the run is complete (its checkpoint is "
+                f"{checkpoint})"
+            )
         else:
-            text = (f"stopped by {name} after step {step}; its checkpoint is {checkpoint}; --resume continues the run "
-                    "(compare: run the same command again)")
+            text = (
+                f"stopped by {name} after step {step}; its checkpoint is {checkpoint}; --resume continues the run "
+                "(compare: run the same command again)"
+            )
         super().__init__(text)
         self.exit_code = 128 + signum
 
@@ -68,24 +72,25 @@ class StopSignals:
     `out`: the run folder, to name the checkpoint `--resume` continues from; `exit`: how the watchdog ends the
     process (`os._exit`: no cleanup that could itself hang)."""
 
-    def __init__(self, out: Path | None = None, exit: Callable[[int], None] = os._exit,
-                 step_grace: float | None = None) -> None:
+    def __init__(
+        self, out: Path | None = None, exit: Callable[[int], None] = os._exit, step_grace: float | None = None
+    ) -> None:
         self.received: int | None = None
         self._previous: dict[int, object] = {}
         self.out, self._exit = out, exit
         self.step_grace = STEP_GRACE_S if step_grace is None else step_grace
         self._lock = threading.Lock()
         self._first: tuple[int, float] | None = None  # the first request the watchdog heard, and when
-        self._honoured = False                         # the loop has acted on it (checkpointing, or unwinding)
-        self._step: tuple[int, float] | None = None    # the step in progress and when it started
-        self._step_done = 0                            # the last step that ended
+        self._honoured = False  # the loop has acted on it (checkpointing, or unwinding)
+        self._step: tuple[int, float] | None = None  # the step in progress and when it started
+        self._step_done = 0  # the last step that ended
         self._longest = 0.0
         self._done = threading.Event()
         self._watchdog: threading.Thread | None = None
         self._wakeup: tuple[socket.socket, socket.socket] | None = None
         self._old_wakeup = -1
 
-    def __enter__(self) -> "StopSignals":
+    def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             for signum in STOP_SIGNALS:
                 previous = signal.getsignal(signum)
@@ -204,8 +209,11 @@ class StopSignals:
         step, started = current
         limit = max(self.step_grace, STEP_GRACE_FACTOR * self._longest)
         if now - max(at, started) > limit:
-            self._abandon(signum, f"{signal_name(signum)}, step {step} still running {now - at:.0f} s after it "
-                                  f"(longer than {limit:.0f} s)")
+            self._abandon(
+                signum,
+                f"{signal_name(signum)}, step {step} still running {now - at:.0f} s after it "
+                f"(longer than {limit:.0f} s)",
+            )
 
     def _abandon(self, signum: int, why: str) -> None:
         with self._lock:

@@ -15,12 +15,20 @@ from .. import distributed
 from ..masking.adaptive import AdaptiveTraining
 from ..masking.mapnet.training import MapnetTraining
 from ..masking.pmi_units import PmiTraining
-from ..masking.strategy import FrequencyTraining, StratifiedTraining, Strategy, UniformTraining
+from ..masking.strategy import FrequencyTraining, Strategy, StratifiedTraining, UniformTraining
 from ..masking.units import SpanTraining, WholeWordTraining
 from ..model.bert import BertForMLM
 
-STRATEGIES = {"uniform": UniformTraining, "stratified": StratifiedTraining, "frequency": FrequencyTraining,
-              "adaptive": AdaptiveTraining, "mapnet": MapnetTraining, "whole-word": WholeWordTraining, "span": SpanTraining, "pmi": PmiTraining}
+STRATEGIES = {
+    "uniform": UniformTraining,
+    "stratified": StratifiedTraining,
+    "frequency": FrequencyTraining,
+    "adaptive": AdaptiveTraining,
+    "mapnet": MapnetTraining,
+    "whole-word": WholeWordTraining,
+    "span": SpanTraining,
+    "pmi": PmiTraining,
+}
 
 
 def training_strategy(settings, model: BertForMLM, data, info: distributed.DistInfo) -> Strategy:

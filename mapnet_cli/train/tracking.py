@@ -21,8 +21,9 @@ import importlib.util
 import json
 import math
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -41,8 +42,10 @@ def require(logging_settings) -> None:
     missing = [name for name in EXTRAS if getattr(logging_settings, name) and importlib.util.find_spec(name) is None]
     if missing:
         installs = " and ".join(f"pip install 'mapnet[{name}]'" for name in missing)
-        raise MapnetError(f"logging.{' and logging.'.join(missing)} = true needs {' and '.join(missing)}: {installs} "
-                          "(or set it to false)")
+        raise MapnetError(
+            f"logging.{' and logging.'.join(missing)} = true needs {' and '.join(missing)}: {installs} "
+            "(or set it to false)"
+        )
 
 
 def scalars(record: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, float]]:
@@ -91,23 +94,32 @@ class WandbSink:
                 if not isinstance(run_id, str):
                     raise TypeError("id is not a string")
             except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
-                raise MapnetError(f"{id_file} is not readable ({type(exc).__name__}: {exc}): delete it to log the "
-                                  "resumed run as a new W&B run, or write {\"id\": \"<the W&B run id>\"} into it") from None
+                raise MapnetError(
+                    f"{id_file} is not readable ({type(exc).__name__}: {exc}): delete it to log the "
+                    'resumed run as a new W&B run, or write {"id": "<the W&B run id>"} into it'
+                ) from None
         run_id = run_id or secrets.token_hex(4)  # W&B's own id format: 8 lower-case characters
         # Default name: the folder and its parent, so `compare`'s runs (RUN/<arm>/seed-N) are not all "seed-0".
         default_name = f"{out.resolve().parent.name}/{out.resolve().name}"
         self.run = wandb.init(
-            project=lg.wandb_project, name=lg.wandb_name or default_name, id=run_id, resume="allow",
-            dir=str(out), config=settings.to_dict(), mode=None if lg.wandb_mode == "auto" else lg.wandb_mode,
+            project=lg.wandb_project,
+            name=lg.wandb_name or default_name,
+            id=run_id,
+            resume="allow",
+            dir=str(out),
+            config=settings.to_dict(),
+            mode=None if lg.wandb_mode == "auto" else lg.wandb_mode,
             # No console capture (it would interleave with the progress bar) and no system-stats sampler thread.
-            settings=wandb.Settings(console="off", x_disable_stats=True, silent=True))
+            settings=wandb.Settings(console="off", x_disable_stats=True, silent=True),
+        )
         atomic.write_json(id_file, {"id": run_id, "project": lg.wandb_project})
 
     def write(self, step: int, values: list[tuple[str, float]], histograms: dict[str, np.ndarray]) -> None:
         import wandb
 
-        self.run.log({**dict(values), **{name: wandb.Histogram(samples) for name, samples in histograms.items()}},
-                     step=step)
+        self.run.log(
+            {**dict(values), **{name: wandb.Histogram(samples) for name, samples in histograms.items()}}, step=step
+        )
 
     def close(self, failed: bool) -> None:
         self.run.finish(exit_code=1 if failed else 0)

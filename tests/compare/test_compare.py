@@ -12,26 +12,52 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tiny_shards import write_tiny_shards
 from typer.testing import CliRunner
 
-from mapnet_cli.model import checkpoint
 from mapnet_cli import compare as cmp
-from mapnet_cli.compare import records
 from mapnet_cli.cli import app
+from mapnet_cli.compare import records
 from mapnet_cli.errors import MapnetError
+from mapnet_cli.model import checkpoint
 from mapnet_cli.settings import MaskingSettings, resolve
-from tiny_shards import write_tiny_shards
 
-SETS = ["model.max_position=32", "shard.max_seq_len=32", "train.batch_size=8", "train.eval_sequences=8",
-        "train.eval_every=3", "optim.warmup.steps=2", "optim.lr=3e-3", "logging.log_every=2",
-        "logging.progress=false", "train.device=cpu", "variance.snapshot_sentences=4", "variance.snapshot_masks=2",
-        "variance.snapshot_project_dim=256"]
+SETS = [
+    "model.max_position=32",
+    "shard.max_seq_len=32",
+    "train.batch_size=8",
+    "train.eval_sequences=8",
+    "train.eval_every=3",
+    "optim.warmup.steps=2",
+    "optim.lr=3e-3",
+    "logging.log_every=2",
+    "logging.progress=false",
+    "train.device=cpu",
+    "variance.snapshot_sentences=4",
+    "variance.snapshot_masks=2",
+    "variance.snapshot_project_dim=256",
+]
 
 
 def compare_args(shards: Path, out: Path, *extra: str) -> list[str]:
     """`shards` sits beside `other`, a second held-out set with the same tokenizer (train.extra_eval)."""
-    args = ["compare", str(shards), "--out", str(out), "--strategies", "uniform,mapnet", "--seeds", "2",
-            "--steps", "6", "--preset", "tiny", "--variance", "--set", f'train.extra_eval=["other={shards.parent / "other"}"]']
+    args = [
+        "compare",
+        str(shards),
+        "--out",
+        str(out),
+        "--strategies",
+        "uniform,mapnet",
+        "--seeds",
+        "2",
+        "--steps",
+        "6",
+        "--preset",
+        "tiny",
+        "--variance",
+        "--set",
+        f'train.extra_eval=["other={shards.parent / "other"}"]',
+    ]
     for s in SETS:
         args += ["--set", s]
     return args + list(extra)
@@ -64,9 +90,14 @@ def _runs(doc: dict, strategy: str) -> list[dict]:
 @pytest.mark.slow
 def test_same_start_same_data_same_eval_set(compared):
     shards, out, _, doc = compared
-    assert doc["checks"] == {"same_initial_weights_per_seed": True, "same_data_order_per_seed": True,
-                             "same_step0_eval_loss_per_seed": True, "same_eval_set": True,
-                             "same_extra_eval_sets": True, "same_precision": True}
+    assert doc["checks"] == {
+        "same_initial_weights_per_seed": True,
+        "same_data_order_per_seed": True,
+        "same_step0_eval_loss_per_seed": True,
+        "same_eval_set": True,
+        "same_extra_eval_sets": True,
+        "same_precision": True,
+    }
     uni, mapn = _runs(doc, "uniform"), _runs(doc, "mapnet")
     assert [r["seed"] for r in uni] == [r["seed"] for r in mapn] == [0, 1]
     for u, m in zip(uni, mapn):
@@ -115,21 +146,32 @@ def test_table_matches_results_json(compared):
     number = lambda text: [float(x) for x in re.findall(r"[-+]?\d+\.?\d*(?:e[-+]?\d+)?", text)]  # noqa: E731
     for name, cells in rows.items():
         agg = doc["aggregate"]["strategies"][name]
-        for cell, ci, tol in ((cells[2], agg["final"]["eval_loss"], 1e-4), (cells[5], agg["final"]["eval_accuracy"], 1e-4),
-                              (cells[6], agg["seconds_per_step"], 1e-4)):
+        for cell, ci, tol in (
+            (cells[2], agg["final"]["eval_loss"], 1e-4),
+            (cells[5], agg["final"]["eval_accuracy"], 1e-4),
+            (cells[6], agg["seconds_per_step"], 1e-4),
+        ):
             mean, half = number(cell)
             assert mean == pytest.approx(ci["mean"], abs=tol)
             assert half == pytest.approx((ci["ci95"][1] - ci["ci95"][0]) / 2, abs=tol)
         # The unigram plateau: every run recorded the same levels, and the column is the final loss minus it.
-        assert {json.dumps(r["unigram"], sort_keys=True) for r in doc["runs"]} == {json.dumps(doc["unigram"], sort_keys=True)}
+        assert {json.dumps(r["unigram"], sort_keys=True) for r in doc["runs"]} == {
+            json.dumps(doc["unigram"], sort_keys=True)
+        }
         assert 0 < doc["unigram"]["eval_unigram"] < 20 and "eval_unigram@other" in doc["unigram"]
-        assert number(cells[3])[0] == pytest.approx(agg["final"]["eval_loss"]["mean"] - doc["unigram"]["eval_unigram"], abs=1e-3)
+        assert number(cells[3])[0] == pytest.approx(
+            agg["final"]["eval_loss"]["mean"] - doc["unigram"]["eval_unigram"], abs=1e-3
+        )
         if name == "uniform":
             assert cells[4] == "-"
         else:  # the paired difference: per seed index, strategy minus uniform, then a t-interval
-            diffs = [r["eval"][-1]["eval_loss"] - u["eval"][-1]["eval_loss"]
-                     for r in doc["runs"] if r["strategy"] == name
-                     for u in doc["runs"] if u["strategy"] == "uniform" and u["seed_index"] == r["seed_index"]]
+            diffs = [
+                r["eval"][-1]["eval_loss"] - u["eval"][-1]["eval_loss"]
+                for r in doc["runs"]
+                if r["strategy"] == name
+                for u in doc["runs"]
+                if u["strategy"] == "uniform" and u["seed_index"] == r["seed_index"]
+            ]
             mean, half = number(cells[4])
             assert mean == pytest.approx(float(np.mean(diffs)), abs=1e-4)
             assert agg["paired_vs_uniform"]["eval_loss"]["n"] == len(diffs) >= 2
@@ -169,8 +211,9 @@ def test_rerun_reuses_runs_and_reproduces(compared):
     doc3 = json.loads((out / cmp.RESULTS).read_text())
     old, new = _runs(doc, "mapnet")[1], _runs(doc3, "mapnet")[1]
     assert not new["reused"]
-    assert [(p["step"], p["eval_loss"], p["eval_accuracy"]) for p in new["eval"]] == \
-           [(p["step"], p["eval_loss"], p["eval_accuracy"]) for p in old["eval"]]
+    assert [(p["step"], p["eval_loss"], p["eval_accuracy"]) for p in new["eval"]] == [
+        (p["step"], p["eval_loss"], p["eval_accuracy"]) for p in old["eval"]
+    ]
     assert [t["loss"] for t in new["train"]] == [t["loss"] for t in old["train"]]
     assert new["variance"]["6"]["schemes"] == old["variance"]["6"]["schemes"]
 
@@ -202,14 +245,25 @@ def test_t_quantiles_and_ci_against_hand_computation():
 
 
 def _run(strategy, k, losses, sps=0.5):
-    return {"strategy": strategy, "seed_index": k, "seed": k, "seconds_per_step": sps,
-            "eval": [{"step": s, "eval_loss": loss, "eval_accuracy": 0.1, "elapsed": s * sps}
-                     for s, loss in zip((0, 10, 20), losses)]}
+    return {
+        "strategy": strategy,
+        "seed_index": k,
+        "seed": k,
+        "seconds_per_step": sps,
+        "eval": [
+            {"step": s, "eval_loss": loss, "eval_accuracy": 0.1, "elapsed": s * sps}
+            for s, loss in zip((0, 10, 20), losses)
+        ],
+    }
 
 
 def test_aggregate_targets_uniforms_final_mean():
-    runs = [_run("uniform", 0, [6.0, 5.0, 4.0]), _run("uniform", 1, [6.0, 5.0, 3.0]),
-            _run("mapnet", 0, [6.0, 3.0, 2.0], 1.0), _run("mapnet", 1, [6.0, 4.0, 3.0], 1.0)]
+    runs = [
+        _run("uniform", 0, [6.0, 5.0, 4.0]),
+        _run("uniform", 1, [6.0, 5.0, 3.0]),
+        _run("mapnet", 0, [6.0, 3.0, 2.0], 1.0),
+        _run("mapnet", 1, [6.0, 4.0, 3.0], 1.0),
+    ]
     agg = cmp.aggregate(runs, ["uniform", "mapnet"])
     assert agg["target"]["final_mean_eval_loss"] == 3.5
     m = agg["strategies"]["mapnet"]
@@ -223,8 +277,13 @@ def test_aggregate_targets_uniforms_final_mean():
 
 
 def test_fairness_flags_runs_with_differing_extra_sets():
-    base = {"seed_index": 0, "initial_weights_sha256": "w", "data_order_sha256": "d", "eval_sha256": "e",
-            "eval": [{"step": 0, "eval_loss": 9.0}]}
+    base = {
+        "seed_index": 0,
+        "initial_weights_sha256": "w",
+        "data_order_sha256": "d",
+        "eval_sha256": "e",
+        "eval": [{"step": 0, "eval_loss": 9.0}],
+    }
     books_x, books_y = {**base, "extra_eval_sha256": {"books": "x"}}, {**base, "extra_eval_sha256": {"books": "y"}}
     checks = cmp.fairness_checks([books_x, books_y])
     assert checks["same_eval_set"] and not checks["same_extra_eval_sets"]
@@ -234,8 +293,14 @@ def test_fairness_flags_runs_with_differing_extra_sets():
 
 def test_fairness_flags_runs_trained_in_different_precisions():
     # bf16-native resolves per machine: an arm (or a resume) on a CPU with bf16 beside one without is not equal work.
-    base = {"seed_index": 0, "initial_weights_sha256": "w", "data_order_sha256": "d", "eval_sha256": "e",
-            "extra_eval_sha256": {}, "eval": [{"step": 0, "eval_loss": 9.0}]}
+    base = {
+        "seed_index": 0,
+        "initial_weights_sha256": "w",
+        "data_order_sha256": "d",
+        "eval_sha256": "e",
+        "extra_eval_sha256": {},
+        "eval": [{"step": 0, "eval_loss": 9.0}],
+    }
     fp32, bf16, unrecorded = {**base, "precision": ["fp32"]}, {**base, "precision": ["bf16"]}, dict(base)
     assert cmp.fairness_checks([fp32, dict(fp32), unrecorded])["same_precision"]
     assert not cmp.fairness_checks([fp32, bf16])["same_precision"]
@@ -260,15 +325,19 @@ def _glue(score, entries):
 
 def test_glue_margin_over_random_init_is_paired_by_pretraining_seed():
     # GLUE scores are already means over fine-tuning seeds (finetune-glue's summary); seeds 0..2.
-    runs = [_run("uniform", k, [6.0, 5.0, 4.0]) for k in range(3)] + [_run("mapnet", k, [6.0, 5.0, 4.5]) for k in range(3)]
-    uni = [(0.70, 0.60), (0.74, 0.58), (0.69, 0.61)]   # (SST-2, CoLA) per pretraining seed
+    runs = [_run("uniform", k, [6.0, 5.0, 4.0]) for k in range(3)] + [
+        _run("mapnet", k, [6.0, 5.0, 4.5]) for k in range(3)
+    ]
+    uni = [(0.70, 0.60), (0.74, 0.58), (0.69, 0.61)]  # (SST-2, CoLA) per pretraining seed
     mapn = [(0.72, 0.55), (0.70, 0.57), (0.71, 0.60)]
     ctl = [(0.65, 0.50), (0.70, 0.52), (0.60, 0.55)]  # each seed's own control, an independent draw
     for r in runs:
         sst, cola = (uni if r["strategy"] == "uniform" else mapn)[r["seed_index"]]
         r["glue"] = _glue((sst + cola) / 2, {"SST-2": sst, "CoLA": cola})
-    control = {k: {"seed_index": k, "init": "random", **_glue((s + c) / 2, {"SST-2": s, "CoLA": c})}
-               for k, (s, c) in enumerate(ctl)}
+    control = {
+        k: {"seed_index": k, "init": "random", **_glue((s + c) / 2, {"SST-2": s, "CoLA": c})}
+        for k, (s, c) in enumerate(ctl)
+    }
     agg = cmp.aggregate(runs, ["uniform", "mapnet"], control)
     for name, arm in (("uniform", uni), ("mapnet", mapn)):
         m = agg["strategies"][name]["glue_vs_random_init"]
@@ -306,14 +375,22 @@ def test_glue_protocol_option(tmp_path):
     import tomllib
 
     base = ["compare", str(tmp_path / "shards"), "--out", str(tmp_path / "out")]
-    for extra, msg in ((["--glue-protocol", "small"], "need --glue-data"),
-                       (["--glue-data", str(tmp_path)], "the quick protocol names no tasks"),
-                       (["--glue-data", str(tmp_path), "--glue-protocol", "huge"], "unknown fine-tuning protocol")):
+    for extra, msg in (
+        (["--glue-protocol", "small"], "need --glue-data"),
+        (["--glue-data", str(tmp_path)], "the quick protocol names no tasks"),
+        (["--glue-data", str(tmp_path), "--glue-protocol", "huge"], "unknown fine-tuning protocol"),
+    ):
         with pytest.raises(MapnetError, match=msg):
             invoke(base + extra)
     res = invoke(base + ["--glue-protocol", "small", "--glue-data", str(tmp_path), "--print-settings"])
     ft = tomllib.loads(res.stdout)["finetune"]
-    assert (ft["learning_rates"], ft["seeds"], ft["epochs"], ft["max_train"], ft["max_seq_len"]) == ([1e-4, 3e-4], 3, 3, 20000, 128)
+    assert (ft["learning_rates"], ft["seeds"], ft["epochs"], ft["max_train"], ft["max_seq_len"]) == (
+        [1e-4, 3e-4],
+        3,
+        3,
+        20000,
+        128,
+    )
     res = invoke(base + ["--print-settings"])  # without GLUE the finetune section is quick's, as before
     assert tomllib.loads(res.stdout)["finetune"]["learning_rates"] == [8e-5]
 
@@ -323,7 +400,9 @@ def test_plots_draw_each_strategys_mean_curve_and_interval(tmp_path, monkeypatch
 
     drawn = {}
     monkeypatch.setattr(plotting, "save_figure", lambda fig, path: drawn.setdefault(path.name, fig))
-    runs = [_run("uniform", k, [6.0, 5.0, 4.0 + k]) for k in range(2)] + [_run("mapnet", k, [6.0, 4.0, 3.0]) for k in range(2)]
+    runs = [_run("uniform", k, [6.0, 5.0, 4.0 + k]) for k in range(2)] + [
+        _run("mapnet", k, [6.0, 4.0, 3.0]) for k in range(2)
+    ]
     doc = {"aggregate": cmp.aggregate(runs, ["uniform", "mapnet"])}
     notes = cmp.write_plots(doc, tmp_path)
     assert sorted(drawn) == ["loss_vs_step.png", "loss_vs_time.png"]  # no variance or GLUE curve in these runs
@@ -345,8 +424,23 @@ def test_fifteen_arms_are_drawn_fifteen_different_ways(tmp_path, monkeypatch):
 
     drawn = {}
     monkeypatch.setattr(plotting, "save_figure", lambda fig, path: drawn.setdefault(path.name, fig))
-    arms = ["uniform", "uniform@0.3", "mapnet-ht-lite", "uniform@0.4", "mapnet-ht", "whole-word", "span", "pmi", "mapnet",
-            "stratified", "frequency-ht", "adaptive", "adaptive-soft", "adaptive-ht", "adaptive-soft-ht"]
+    arms = [
+        "uniform",
+        "uniform@0.3",
+        "mapnet-ht-lite",
+        "uniform@0.4",
+        "mapnet-ht",
+        "whole-word",
+        "span",
+        "pmi",
+        "mapnet",
+        "stratified",
+        "frequency-ht",
+        "adaptive",
+        "adaptive-soft",
+        "adaptive-ht",
+        "adaptive-soft-ht",
+    ]
     runs = [_run(arm, k, [6.0, 5.0, 4.0 + k + i / 10]) for i, arm in enumerate(arms) for k in range(2)]
     cmp.write_plots({"aggregate": cmp.aggregate(runs, arms)}, tmp_path)
     ax = drawn["loss_vs_step.png"].axes[0]
@@ -373,12 +467,21 @@ def test_plan_gives_every_strategy_the_same_seeds(tmp_path):
     base = resolve(None, {"model": {"preset": "tiny"}}, ["train.steps=10", "train.eval_every=4", "train.seed=7"])
     plan = cmp.plan_runs(base, cmp.parse_strategies("uniform,mapnet-noweight,mapnet-noexplore"), 2, tmp_path)
     assert [(p.strategy, p.settings.train.seed) for p in plan] == [
-        ("uniform", 7), ("mapnet-noweight", 7), ("mapnet-noexplore", 7),
-        ("uniform", 8), ("mapnet-noweight", 8), ("mapnet-noexplore", 8)]
+        ("uniform", 7),
+        ("mapnet-noweight", 7),
+        ("mapnet-noexplore", 7),
+        ("uniform", 8),
+        ("mapnet-noweight", 8),
+        ("mapnet-noexplore", 8),
+    ]
     assert cmp.eval_steps(base.train) == [0, 4, 8, 10]
     noexp = plan[2].settings.masking
     assert (noexp.strategy, noexp.mapnet.explore_start, noexp.mapnet.explore_end, noexp.mapnet.importance) == (
-        "mapnet", 0.0, 0.0, "clipped")
+        "mapnet",
+        0.0,
+        0.0,
+        "clipped",
+    )
     assert plan[1].settings.masking.mapnet.importance == "none"
     assert all(p.settings.train.checkpoint_every == 4 and p.settings.train.keep_steps == (4, 8, 10) for p in plan)
     assert plan[4].path == tmp_path / "runs" / "mapnet-noweight" / "seed-1"
@@ -388,11 +491,22 @@ def test_plan_gives_every_strategy_the_same_seeds(tmp_path):
 
 def test_new_arms_and_rates_resolve_to_their_settings(tmp_path):
     base = resolve(None, {"model": {"preset": "tiny"}}, ["train.steps=50", "train.eval_every=25"])
-    names = cmp.parse_strategies("mapnet-uncompressed,mapnet-ht,mapnet-ht-learnability,stratified,frequency-ht,uniform@0.3")
+    names = cmp.parse_strategies(
+        "mapnet-uncompressed,mapnet-ht,mapnet-ht-learnability,stratified,frequency-ht,uniform@0.3"
+    )
     plan = {p.strategy: p.settings.masking for p in cmp.plan_runs(base, names, 1, tmp_path)}
-    assert plan["mapnet-uncompressed"].mapnet.explore_steps == 500 and plan["mapnet-uncompressed"].mapnet.importance == "clipped"
+    assert (
+        plan["mapnet-uncompressed"].mapnet.explore_steps == 500
+        and plan["mapnet-uncompressed"].mapnet.importance == "clipped"
+    )
     ht = plan["mapnet-ht"].mapnet
-    assert (ht.importance, ht.mix_uniform, ht.explore_start, ht.explore_end, ht.target) == ("ht", 0.5, 0.0, 0.0, "gradnorm")
+    assert (ht.importance, ht.mix_uniform, ht.explore_start, ht.explore_end, ht.target) == (
+        "ht",
+        0.5,
+        0.0,
+        0.0,
+        "gradnorm",
+    )
     assert plan["mapnet-ht-learnability"].mapnet.target == "learnability"
     assert plan["stratified"].strategy == "stratified" and plan["frequency-ht"].frequency.mix_uniform == 0.5
     assert (plan["uniform@0.3"].strategy, plan["uniform@0.3"].mask_prob) == ("uniform", 0.3)
@@ -402,14 +516,27 @@ def test_new_arms_and_rates_resolve_to_their_settings(tmp_path):
 
 
 def test_the_adaptive_arms_resolve_and_take_a_scaled_period_the_other_arms_ignore(tmp_path):
-    base = resolve(None, {"model": {"preset": "tiny"}}, ["train.steps=50", "train.eval_every=25",
-                                                          "masking.adaptive.every=5"], check_ignored=False)
-    names = cmp.parse_strategies("uniform,uniform@0.3,mapnet-ht-lite,adaptive,adaptive-soft,adaptive-ht,adaptive-soft-ht")
+    base = resolve(
+        None,
+        {"model": {"preset": "tiny"}},
+        ["train.steps=50", "train.eval_every=25", "masking.adaptive.every=5"],
+        check_ignored=False,
+    )
+    names = cmp.parse_strategies(
+        "uniform,uniform@0.3,mapnet-ht-lite,adaptive,adaptive-soft,adaptive-ht,adaptive-soft-ht"
+    )
     plan = {p.strategy: p.settings.masking for p in cmp.plan_runs(base, names, 1, tmp_path)}
-    got = {name: (m.strategy, m.adaptive.score, m.adaptive.weights, m.adaptive.mix_uniform, m.adaptive.every)
-           for name, m in plan.items() if name.startswith("adaptive")}
-    assert got == {"adaptive": ("adaptive", "hard", "none", 0.0, 5), "adaptive-soft": ("adaptive", "soft", "none", 0.0, 5),
-                   "adaptive-ht": ("adaptive", "hard", "ht", 0.5, 5), "adaptive-soft-ht": ("adaptive", "soft", "ht", 0.5, 5)}
+    got = {
+        name: (m.strategy, m.adaptive.score, m.adaptive.weights, m.adaptive.mix_uniform, m.adaptive.every)
+        for name, m in plan.items()
+        if name.startswith("adaptive")
+    }
+    assert got == {
+        "adaptive": ("adaptive", "hard", "none", 0.0, 5),
+        "adaptive-soft": ("adaptive", "soft", "none", 0.0, 5),
+        "adaptive-ht": ("adaptive", "hard", "ht", 0.5, 5),
+        "adaptive-soft-ht": ("adaptive", "soft", "ht", 0.5, 5),
+    }
     assert plan["uniform"].adaptive.every == plan["mapnet-ht-lite"].adaptive.every == MaskingSettings().adaptive.every
     assert all(cmp.SCHEME[name] is None for name in got)  # no variance scheme of their own yet
 
@@ -430,8 +557,9 @@ def test_glue_quick_on_final_checkpoints(compared, tmp_path):
 
     shards, out, _, _ = compared
     glue = make_glue_dir(tmp_path / "glue", tasks=("SST-2",))
-    res = invoke(compare_args(shards, out, "--glue-tasks", "sst2", "--glue-data", str(glue),
-                              "--set", "finetune.max_seq_len=32"))
+    res = invoke(
+        compare_args(shards, out, "--glue-tasks", "sst2", "--glue-data", str(glue), "--set", "finetune.max_seq_len=32")
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads((out / cmp.RESULTS).read_text())
     assert all(r["reused"] for r in doc["runs"])  # GLUE alone: nothing is pretrained again
@@ -440,7 +568,9 @@ def test_glue_quick_on_final_checkpoints(compared, tmp_path):
     assert sweep["protocol"]["seeds"] == 2 and sweep["protocol"]["batch_sizes"] == [32]
     assert sweep["protocol"]["preset"] == "quick" and doc["glue_protocol"] == {"name": "quick", "tasks": ["SST-2"]}
     pretrained = [ck for ck in sweep["summary"]["checkpoints"] if ck["init"] == "pretrained"]
-    assert sorted(ck["run"] for ck in pretrained) == sorted(f"{s}/seed-{k}" for s in ("uniform", "mapnet") for k in (0, 1))
+    assert sorted(ck["run"] for ck in pretrained) == sorted(
+        f"{s}/seed-{k}" for s in ("uniform", "mapnet") for k in (0, 1)
+    )
     assert all(ck["step"] == 6 for ck in pretrained)
     # One random-init control per pretraining seed, from that seed's uniform run, independent across seeds.
     controls = {ck["run"]: ck for ck in sweep["summary"]["checkpoints"] if ck["init"] == "random"}
@@ -467,16 +597,18 @@ def test_glue_quick_on_final_checkpoints(compared, tmp_path):
     d = doc["aggregate"]["strategies"]["mapnet"]["glue_vs_random_init"]["score"]
     assert float(row[-1].split("±")[0]) == pytest.approx(100 * d["mean"], abs=0.01) and row[-1].endswith("(n=2)")
     control_row = cells(next(ln for ln in res.stdout.splitlines() if cmp.CONTROL_ROW in ln))
-    assert float(control_row[-2].split("±")[0]) == pytest.approx(100 * doc["aggregate"]["glue_control"]["glue"]["mean"], abs=0.01)
+    assert float(control_row[-2].split("±")[0]) == pytest.approx(
+        100 * doc["aggregate"]["glue_control"]["glue"]["mean"], abs=0.01
+    )
     assert "2 pretraining seeds = 2 independent comparisons" in " ".join(res.stdout.split())
 
 
 @pytest.mark.slow
 def test_glue_at_every_checkpoint_gives_a_curve(compared, tmp_path):
     sys.path.insert(0, str(Path(__file__).parents[1] / "evaluation"))
-    from glue_fixtures import make_glue_dir
-
     import shutil
+
+    from glue_fixtures import make_glue_dir
 
     shards, shared_out, _, _ = compared
     out = tmp_path / "cmp"  # a copy: the other GLUE test's sweep folder stays as it left it
@@ -484,8 +616,19 @@ def test_glue_at_every_checkpoint_gives_a_curve(compared, tmp_path):
     glue = make_glue_dir(tmp_path / "glue", tasks=("SST-2",))
     with pytest.raises(MapnetError, match="needs --glue-tasks"):
         invoke(compare_args(shards, out, "--glue-every-checkpoint"))
-    res = invoke(compare_args(shards, out, "--glue-tasks", "sst2", "--glue-data", str(glue),
-                              "--glue-every-checkpoint", "--set", "finetune.max_seq_len=32"))
+    res = invoke(
+        compare_args(
+            shards,
+            out,
+            "--glue-tasks",
+            "sst2",
+            "--glue-data",
+            str(glue),
+            "--glue-every-checkpoint",
+            "--set",
+            "finetune.max_seq_len=32",
+        )
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads((out / cmp.RESULTS).read_text())
     sweep = json.loads((out / "glue" / "results.json").read_text())
@@ -493,13 +636,15 @@ def test_glue_at_every_checkpoint_gives_a_curve(compared, tmp_path):
     for name in ("uniform", "mapnet"):
         runs = _runs(doc, name)
         for r in runs:  # one point per kept checkpoint, straight from the sweep; the last is the final score
-            assert [(p["step"], p["score"]) for p in r["glue"]["curve"]] == \
-                   [(s, by_run_step[(f"{name}/seed-{r['seed_index']}", s)]) for s in (3, 6)]
+            assert [(p["step"], p["score"]) for p in r["glue"]["curve"]] == [
+                (s, by_run_step[(f"{name}/seed-{r['seed_index']}", s)]) for s in (3, 6)
+            ]
             assert r["glue"]["curve"][-1]["score"] == r["glue"]["score"]
         curve = doc["aggregate"]["strategies"][name]["glue_curve"]
         assert curve["steps"] == [3, 6]
         assert [p["mean"] for p in curve["score"]] == pytest.approx(
-            [np.mean([r["glue"]["curve"][i]["score"] for r in runs]) for i in range(2)])
+            [np.mean([r["glue"]["curve"][i]["score"] for r in runs]) for i in range(2)]
+        )
     assert "no plots" in res.stderr or (out / "glue_vs_step.png").is_file()
 
 
@@ -519,17 +664,43 @@ def test_a_strategy_specific_setting_goes_to_the_arms_that_use_it(tmp_path):
     shards = write_tiny_shards(tmp_path / "shards", train=16, valid=8, seq_len=32)
     sets = ["train.steps=4", "train.eval_every=2", "masking.span.p=0.3"]
     base = resolve(None, {"model": {"preset": "tiny"}}, sets, check_ignored=False)
-    plan = {p.strategy: p.settings.masking for p in cmp.plan_runs(base, cmp.parse_strategies("uniform,span"), 1, tmp_path)}
+    plan = {
+        p.strategy: p.settings.masking for p in cmp.plan_runs(base, cmp.parse_strategies("uniform,span"), 1, tmp_path)
+    }
     assert plan["span"].span.p == 0.3 and plan["uniform"].span.p == MaskingSettings().span.p
-    with pytest.raises(MapnetError, match="masking.span.p = 0.3 only applies with masking.strategy 'span'.*no compared"):
+    with pytest.raises(
+        MapnetError, match="masking.span.p = 0.3 only applies with masking.strategy 'span'.*no compared"
+    ):
         cmp.plan_runs(base, cmp.parse_strategies("uniform,mapnet"), 1, tmp_path)
-    args = ["compare", str(shards), "--out", str(tmp_path / "cmp"), "--strategies", "uniform,span", "--preset", "tiny",
-            *[a for kv in sets for a in ("--set", kv)], "--print-settings"]
+    args = [
+        "compare",
+        str(shards),
+        "--out",
+        str(tmp_path / "cmp"),
+        "--strategies",
+        "uniform,span",
+        "--preset",
+        "tiny",
+        *[a for kv in sets for a in ("--set", kv)],
+        "--print-settings",
+    ]
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     # a single run still refuses a setting its strategy would ignore
-    res = CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(tmp_path / "run"), "--preset", "tiny",
-                                   "--set", "masking.span.p=0.3", "--print-settings"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "pretrain",
+            str(shards),
+            "--out",
+            str(tmp_path / "run"),
+            "--preset",
+            "tiny",
+            "--set",
+            "masking.span.p=0.3",
+            "--print-settings",
+        ],
+    )
     assert isinstance(res.exception, MapnetError) and "here it would be ignored" in str(res.exception)
 
 
@@ -550,26 +721,40 @@ def test_a_finished_run_is_reused_unless_what_changes_its_outcome_differs():
 
 
 def _blimp(curve: list[tuple[int, float]], syntax: float) -> dict:
-    return {"accuracy": curve[-1][1], "fields": {"syntax": syntax}, "curve": [{"step": s, "accuracy": a} for s, a in curve]}
+    return {
+        "accuracy": curve[-1][1],
+        "fields": {"syntax": syntax},
+        "curve": [{"step": s, "accuracy": a} for s, a in curve],
+    }
 
 
 def test_blimp_is_paired_by_seed_against_uniform_its_random_encoder_and_at_uniforms_time():
-    runs = [_run("uniform", k, [6.0, 5.0, 4.0]) for k in range(3)] + [_run("uniform@0.3", k, [6.0, 5.0, 3.8], 1.0) for k in range(3)]
+    runs = [_run("uniform", k, [6.0, 5.0, 4.0]) for k in range(3)] + [
+        _run("uniform@0.3", k, [6.0, 5.0, 3.8], 1.0) for k in range(3)
+    ]
     for r in runs:  # recorded training time: uniform 0.5 s/step, uniform@0.3 1.0 s/step
         r["train"] = [{"step": s, "elapsed": s * r["seconds_per_step"]} for s in (10, 20)]
     uni = [0.55, 0.57, 0.54]
-    mid = [0.56, 0.59, 0.55]       # the 30% arm at step 10 = uniform's final training time (10 s)
-    hi = [0.60, 0.58, 0.59]        # its final (step 20)
+    mid = [0.56, 0.59, 0.55]  # the 30% arm at step 10 = uniform's final training time (10 s)
+    hi = [0.60, 0.58, 0.59]  # its final (step 20)
     for r in runs:
         k = r["seed_index"]
-        r["blimp"] = (_blimp([(10, 0.52), (20, uni[k])], uni[k]) if r["strategy"] == "uniform"
-                      else _blimp([(10, mid[k]), (20, hi[k])], hi[k]))
+        r["blimp"] = (
+            _blimp([(10, 0.52), (20, uni[k])], uni[k])
+            if r["strategy"] == "uniform"
+            else _blimp([(10, mid[k]), (20, hi[k])], hi[k])
+        )
     ctl = [0.50, 0.52, 0.49]
-    control = {"random": {k: {"seed_index": k, "accuracy": a} for k, a in enumerate(ctl)}, "unigram": {"accuracy": 0.51}}
+    control = {
+        "random": {k: {"seed_index": k, "accuracy": a} for k, a in enumerate(ctl)},
+        "unigram": {"accuracy": 0.51},
+    }
     agg = cmp.aggregate(runs, ["uniform", "uniform@0.3"], None, control)
     a = agg["strategies"]["uniform@0.3"]
     assert a["blimp"]["mean"] == pytest.approx(np.mean(hi))
-    assert a["paired_vs_uniform"]["blimp"]["ci95"] == pytest.approx(cmp.mean_ci([h - u for h, u in zip(hi, uni)])["ci95"])
+    assert a["paired_vs_uniform"]["blimp"]["ci95"] == pytest.approx(
+        cmp.mean_ci([h - u for h, u in zip(hi, uni)])["ci95"]
+    )
     assert a["blimp_vs_random_init"]["mean"] == pytest.approx(np.mean([h - c for h, c in zip(hi, ctl)]))
     assert a["blimp_vs_random_init"]["independent_comparisons"] == 3
     assert a["blimp_vs_unigram"]["mean"] == pytest.approx(np.mean(hi) - 0.51)
@@ -577,7 +762,9 @@ def test_blimp_is_paired_by_seed_against_uniform_its_random_encoder_and_at_unifo
     at = a["blimp_at_uniform_time"]
     assert at["per_seed"] == pytest.approx([m - u for m, u in zip(mid, uni)])
     assert at["paired_vs_uniform"]["mean"] == pytest.approx(np.mean([m - u for m, u in zip(mid, uni)]))
-    assert a["blimp_curve"]["steps"] == [10, 20] and a["blimp_curve"]["accuracy"][0]["mean"] == pytest.approx(np.mean(mid))
+    assert a["blimp_curve"]["steps"] == [10, 20] and a["blimp_curve"]["accuracy"][0]["mean"] == pytest.approx(
+        np.mean(mid)
+    )
     # Read between checkpoints: 15 s is halfway from step 10 (10 s) to step 20 (20 s).
     assert records_blimp_at(runs[3], 15.0) == pytest.approx((mid[0] + hi[0]) / 2)
     assert records_blimp_at(runs[0], 25.0) is None  # past the run's end: not reached
@@ -616,8 +803,11 @@ def test_blimp_column_scores_every_checkpoint_once_as_mapnet_blimp_does(compared
 
     devices = []  # where compare asks the scorer to run: the runs' own device, not the scorer's CPU default
     real_init = evaluate.Scorer.__init__
-    monkeypatch.setattr(evaluate.Scorer, "__init__",
-                        lambda self, suite, cfg, device=None: (devices.append(device), real_init(self, suite, cfg, device))[1])
+    monkeypatch.setattr(
+        evaluate.Scorer,
+        "__init__",
+        lambda self, suite, cfg, device=None: (devices.append(device), real_init(self, suite, cfg, device))[1],
+    )
 
     shards, shared_out, _, _ = compared
     out = tmp_path / "cmp"
@@ -638,12 +828,17 @@ def test_blimp_column_scores_every_checkpoint_once_as_mapnet_blimp_does(compared
     assert [p["accuracy"] for p in run["blimp"]["curve"]] == [m["accuracy"] for m in alone["models"][:2]]
     # The seed's random encoder and the unigram model are mapnet blimp's controls of that run too.
     by_init = {m["init"]: m for m in alone["models"]}
-    assert doc["blimp_control"]["random"]["1"]["paradigms"] == {u: p["accuracy"] for u, p in by_init["random"]["paradigms"].items()}
+    assert doc["blimp_control"]["random"]["1"]["paradigms"] == {
+        u: p["accuracy"] for u, p in by_init["random"]["paradigms"].items()
+    }
     assert doc["blimp_control"]["unigram"]["accuracy"] == by_init["unigram"]["accuracy"]
     assert "BLiMP" in res.output and "independent" in res.output
     # A rerun scores nothing again: every checkpoint is read from the run folders' caches.
     res = invoke(compare_args(shards, out, *flags))
-    assert "BLiMP uniform" not in res.stderr and json.loads((out / cmp.RESULTS).read_text())["aggregate"] == doc["aggregate"]
+    assert (
+        "BLiMP uniform" not in res.stderr
+        and json.loads((out / cmp.RESULTS).read_text())["aggregate"] == doc["aggregate"]
+    )
 
 
 def test_a_blimp_cache_is_served_only_to_the_scorer_that_made_it(tmp_path):
@@ -678,31 +873,60 @@ def test_what_would_fail_after_training_is_refused_before_any_run_starts(tmp_pat
     for task in ("RTE", "SST-2"):
         (glue / task / "dev.tsv").unlink()
     out = tmp_path / "cmp"
-    base = ["compare", str(shards), "--out", str(out), "--seeds", "1", "--steps", "2", "--preset", "tiny",
-            *[a for s in SETS for a in ("--set", s)]]
+    base = [
+        "compare",
+        str(shards),
+        "--out",
+        str(out),
+        "--seeds",
+        "1",
+        "--steps",
+        "2",
+        "--preset",
+        "tiny",
+        *[a for s in SETS for a in ("--set", s)],
+    ]
     cases = (
-        (["--strategies", "uniform,pmi", "--glue-data", str(tmp_path / "nope"), "--glue-tasks", "rte"],
-         ["strategy pmi: PMI masking needs a PMI vocabulary", f"--glue-data {tmp_path / 'nope'}: no such folder"]),
-        (["--strategies", "uniform", "--glue-data", str(glue), "--glue-tasks", "rte,sst2"],
-         [str(glue / "RTE" / "dev.tsv"), str(glue / "SST-2" / "dev.tsv")]),
-        (["--strategies", "uniform,pmi,span", "--set", "model.max_position=16", "--set", "shard.max_seq_len=16"],
-         ["strategies uniform, pmi, span: shards", "hold 32-token sequences but model.max_position is 16"]),
+        (
+            ["--strategies", "uniform,pmi", "--glue-data", str(tmp_path / "nope"), "--glue-tasks", "rte"],
+            ["strategy pmi: PMI masking needs a PMI vocabulary", f"--glue-data {tmp_path / 'nope'}: no such folder"],
+        ),
+        (
+            ["--strategies", "uniform", "--glue-data", str(glue), "--glue-tasks", "rte,sst2"],
+            [str(glue / "RTE" / "dev.tsv"), str(glue / "SST-2" / "dev.tsv")],
+        ),
+        (
+            ["--strategies", "uniform,pmi,span", "--set", "model.max_position=16", "--set", "shard.max_seq_len=16"],
+            ["strategies uniform, pmi, span: shards", "hold 32-token sequences but model.max_position is 16"],
+        ),
     )
     long_blimp = tmp_path / "blimp"  # one paradigm whose sentences the 32-position model cannot read
     long_blimp.mkdir()
-    row = {"sentence_good": " ".join(["the cat sat"] * 15) + ".", "sentence_bad": " ".join(["the sat cat"] * 15) + ".",
-           "field": "syntax", "UID": "long"}
+    row = {
+        "sentence_good": " ".join(["the cat sat"] * 15) + ".",
+        "sentence_bad": " ".join(["the sat cat"] * 15) + ".",
+        "field": "syntax",
+        "UID": "long",
+    }
     (long_blimp / "long.jsonl").write_text(json.dumps(row) + "\n")
-    cases += ((["--strategies", "uniform", "--blimp", str(long_blimp)],
-               ["--blimp: its longest sentence is", "more than model.max_position (32)"]),)
+    cases += (
+        (
+            ["--strategies", "uniform", "--blimp", str(long_blimp)],
+            ["--blimp: its longest sentence is", "more than model.max_position (32)"],
+        ),
+    )
     for extra, named in cases:
         with pytest.raises(MapnetError) as info:
             invoke(base + extra)
         assert all(n in str(info.value) for n in named) and "\n" not in str(info.value), str(info.value)
         assert not out.exists()
     out.write_text("a file the user keeps\n")
-    proc = subprocess.run([sys.executable, "-m", "mapnet_cli.cli", *base, "--strategies", "uniform"],
-                          capture_output=True, text=True, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "mapnet_cli.cli", *base, "--strategies", "uniform"],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "OMP_NUM_THREADS": "1"},
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert "is a file" in proc.stderr and out.read_text() == "a file the user keeps\n"
 
@@ -712,8 +936,19 @@ def test_a_run_in_out_trained_otherwise_is_refused_before_any_run_trains(tmp_pat
     after the arms before it had trained; every run in --out is now checked first, all named in one line."""
     shards = write_tiny_shards(tmp_path / "shards", train=32, valid=8, seq_len=32)
     out = tmp_path / "cmp"
-    base = ["compare", str(shards), "--out", str(out), "--seeds", "1", "--steps", "2", "--preset", "tiny",
-            *[a for s in SETS for a in ("--set", s)]]
+    base = [
+        "compare",
+        str(shards),
+        "--out",
+        str(out),
+        "--seeds",
+        "1",
+        "--steps",
+        "2",
+        "--preset",
+        "tiny",
+        *[a for s in SETS for a in ("--set", s)],
+    ]
     assert invoke([*base, "--strategies", "mapnet", "--set", "masking.mapnet.lr=1e-2"]).exit_code == 0
     (out / "runs" / "stratified" / "seed-0").mkdir(parents=True)
     # A run that never reached a checkpoint is not refused, whatever it holds: it is started again.
@@ -721,6 +956,8 @@ def test_a_run_in_out_trained_otherwise_is_refused_before_any_run_trains(tmp_pat
     with pytest.raises(MapnetError) as info:
         invoke([*base, "--strategies", "uniform,mapnet,stratified"])
     text = str(info.value)
-    assert f"{out / 'runs' / 'mapnet' / 'seed-0'} was trained with other settings" in text and "masking.mapnet.lr" in text
+    assert (
+        f"{out / 'runs' / 'mapnet' / 'seed-0'} was trained with other settings" in text and "masking.mapnet.lr" in text
+    )
     assert "\n" not in text and "stratified" not in text
     assert not (out / "runs" / "uniform").exists()  # nothing trained before the refusal

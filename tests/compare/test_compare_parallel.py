@@ -19,25 +19,59 @@ import time
 from pathlib import Path
 
 import pytest
+from tiny_shards import write_tiny_shards
 from typer.testing import CliRunner
 
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
-from tiny_shards import write_tiny_shards
 
 pytest.importorskip("distributed")
 
-TINY = ["--preset", "tiny", *[a for kv in (
-    "train.recipe=paper", "model.layers=1", "model.hidden=32", "model.heads=2", "model.intermediate=64",
-    "model.max_position=32", "shard.max_seq_len=32", "train.batch_size=8", "train.eval_sequences=8",
-    "train.eval_every=4", "optim.warmup.steps=1", "logging.progress=false", "logging.log_every=2") for a in ("--set", kv)]]
+TINY = [
+    "--preset",
+    "tiny",
+    *[
+        a
+        for kv in (
+            "train.recipe=paper",
+            "model.layers=1",
+            "model.hidden=32",
+            "model.heads=2",
+            "model.intermediate=64",
+            "model.max_position=32",
+            "shard.max_seq_len=32",
+            "train.batch_size=8",
+            "train.eval_sequences=8",
+            "train.eval_every=4",
+            "optim.warmup.steps=1",
+            "logging.progress=false",
+            "logging.log_every=2",
+        )
+        for a in ("--set", kv)
+    ],
+]
 ON_DASK = ["--engine", "dask", "--set", "engine.workers=2", "--set", "engine.threads=1"]
 TIMING = {"elapsed", "tokens_per_s", "memory_bytes", "seconds_per_step", "path", "command"}
 
 
 def compare(out: Path, shards: Path, *extra: str, steps: int = 8):
-    res = CliRunner().invoke(app, ["compare", str(shards), "--out", str(out), "--strategies", "uniform,mapnet",
-                                   "--seeds", "2", "--steps", str(steps), *TINY, *extra])
+    res = CliRunner().invoke(
+        app,
+        [
+            "compare",
+            str(shards),
+            "--out",
+            str(out),
+            "--strategies",
+            "uniform,mapnet",
+            "--seeds",
+            "2",
+            "--steps",
+            str(steps),
+            *TINY,
+            *extra,
+        ],
+    )
     return res
 
 
@@ -50,16 +84,23 @@ def weights(out: Path) -> dict[str, str]:
 
 
 def metrics(out: Path) -> dict[str, list]:
-    return {str(run.relative_to(out)): [{k: v for k, v in json.loads(line).items() if k not in TIMING}
-                                        for line in (run / "metrics.jsonl").read_text().splitlines()]
-            for run in sorted(out.glob("runs/*/seed-*"))}
+    return {
+        str(run.relative_to(out)): [
+            {k: v for k, v in json.loads(line).items() if k not in TIMING}
+            for line in (run / "metrics.jsonl").read_text().splitlines()
+        ]
+        for run in sorted(out.glob("runs/*/seed-*"))
+    }
 
 
 def untimed(doc):
     """results.json without what the wall clock, the folder or the engine decide."""
     if isinstance(doc, dict):
-        return {k: untimed(v) for k, v in doc.items()
-                if k not in TIMING and k != "engine" and k not in ("curve", "seconds_per_step")}
+        return {
+            k: untimed(v)
+            for k, v in doc.items()
+            if k not in TIMING and k != "engine" and k not in ("curve", "seconds_per_step")
+        }
     if isinstance(doc, list):
         return [untimed(v) for v in doc]
     return doc
@@ -79,8 +120,9 @@ def cluster() -> list[str]:
 
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
-                      silence_logs=logging.ERROR) as c:
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.ERROR
+    ) as c:
         yield ["--engine", "dask", "--engine-address", c.scheduler_address, "--set", "engine.threads=1"]
 
 
@@ -118,7 +160,7 @@ def test_a_killed_worker_costs_its_run_only_which_resumes_to_the_same_weights(se
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not killed:
             for lock in out.glob("runs/*/.seed-*.lock"):
-                run = lock.parent / lock.name[1:-len(".lock")]
+                run = lock.parent / lock.name[1 : -len(".lock")]
                 steps = sorted(p.name for p in (run / "checkpoints").glob("step-*")) if run.is_dir() else []
                 if steps and steps[-1] != "step-00000008":
                     try:

@@ -59,9 +59,11 @@ def test_a_tokenizer_past_the_embedding_table_is_refused_naming_both_sizes(tmp_p
     bpe.check_fits(tok, path, 9, "the model in hf")
     with pytest.raises(MapnetError) as exc:
         bpe.check_fits(tok, path, 6, "the model in hf")
-    assert str(exc.value) == (f"{path} gives token ids up to 8 (9 tokens), but the model in hf has 6 embedding rows "
-                              "(ids 0-5): the tokenizer is not the one the model was trained with; put back the "
-                              "model's own tokenizer.json")
+    assert str(exc.value) == (
+        f"{path} gives token ids up to 8 (9 tokens), but the model in hf has 6 embedding rows "
+        "(ids 0-5): the tokenizer is not the one the model was trained with; put back the "
+        "model's own tokenizer.json"
+    )
 
 
 def test_special_ids_returns_each_tokens_id_and_lists_all_that_are_missing(tmp_path):
@@ -69,9 +71,16 @@ def test_special_ids_returns_each_tokens_id_and_lists_all_that_are_missing(tmp_p
     from tokenizers import Tokenizer
 
     assert bpe.special_ids(Tokenizer.from_file(str(complete)), complete) == {
-        "[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4}
+        "[PAD]": 0,
+        "[UNK]": 1,
+        "[CLS]": 2,
+        "[SEP]": 3,
+        "[MASK]": 4,
+    }
     bare = write_without(tmp_path / "bare.json", set(bpe.SPECIAL_TOKENS))
-    with pytest.raises(MapnetError, match=r"bare\.json: lacks the special token\(s\) \[PAD\], \[UNK\], \[CLS\], \[SEP\], \[MASK\]"):
+    with pytest.raises(
+        MapnetError, match=r"bare\.json: lacks the special token\(s\) \[PAD\], \[UNK\], \[CLS\], \[SEP\], \[MASK\]"
+    ):
         bpe.special_ids(Tokenizer.from_file(str(bare)), bare)
 
 
@@ -83,10 +92,16 @@ def test_role_ids_keys_the_ids_by_role_and_refuses_two_roles_on_one_id(tmp_path)
 
     complete = write_without(tmp_path / "complete.json", set())
     assert bpe.role_ids(Tokenizer.from_file(str(complete)), complete) == {
-        "pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
+        "pad": 0,
+        "unk": 1,
+        "cls": 2,
+        "sep": 3,
+        "mask": 4,
+    }
     partial = write_without(tmp_path / "partial.json", {"[SEP]"})
     with pytest.raises(MapnetError, match=r"partial\.json: lacks the special token\(s\) \[SEP\] \(mapnet needs"):
         bpe.role_ids(Tokenizer.from_file(str(partial)), partial)
+
     # tokenizers keeps one token per id when it reads a file, so two roles on one id come only from an object that
     # answers token_to_id so (a hand-built tokenizer, a wrapper): the check stays, tested on such an answer.
     class SharedId:

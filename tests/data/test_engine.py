@@ -20,11 +20,20 @@ from mapnet_cli.data.shard_writer import run_shard
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.settings import resolve
 
-BOOKS = ("gutenberg/potter-the-tailor-of-gloucester-pg14868.txt.gz", "gutenberg/carroll-feeding-the-mind-pg35535.txt.gz",
-         "gutenberg/hawthorne-fire-worship-pg9223.txt.gz")
+BOOKS = (
+    "gutenberg/potter-the-tailor-of-gloucester-pg14868.txt.gz",
+    "gutenberg/carroll-feeding-the-mind-pg35535.txt.gz",
+    "gutenberg/hawthorne-fire-worship-pg9223.txt.gz",
+)
 # Parts of 150 sentences: part boundaries fall inside tasks and between them, so the merge is exercised.
-BASE = ["preprocess.vocab_size=600", "preprocess.sentences_per_part=150", "preprocess.strip_gutenberg=true",
-        "shard.max_seq_len=64", "shard.valid_fraction=0.2", "shard.sequences_per_file=100"]
+BASE = [
+    "preprocess.vocab_size=600",
+    "preprocess.sentences_per_part=150",
+    "preprocess.strip_gutenberg=true",
+    "shard.max_seq_len=64",
+    "shard.valid_fraction=0.2",
+    "shard.sequences_per_file=100",
+]
 
 
 def settings(*extra: str):
@@ -74,8 +83,9 @@ def cluster(pool_prep):
 
 
 def dask_preprocess(shared_data, out, address, *extra):
-    return run_preprocess(inputs(shared_data), out, settings("preprocess.workers=2", "engine.name=dask", *extra),
-                          engine_address=address)
+    return run_preprocess(
+        inputs(shared_data), out, settings("preprocess.workers=2", "engine.name=dask", *extra), engine_address=address
+    )
 
 
 def test_preprocess_gives_the_pools_bytes_for_1_2_and_3_tasks_and_in_process(pool_prep, cluster, shared_data, tmp_path):
@@ -129,13 +139,19 @@ def test_one_file_cut_into_parts_gives_its_bytes_and_counts(cluster, shared_data
     counts = manifest(tmp_path / "inproc")["counts"]
     assert counts["invalid_utf8_replaced"] > 0 and counts["chunks_cut"] > 0
     for tasks in (2, 3, 5):
-        result = run_preprocess([tmp_path / "one.txt"], tmp_path / f"t{tasks}", settings(*extra, "engine.name=dask", f"engine.tasks={tasks}"),
-                                engine_address=cluster)
+        result = run_preprocess(
+            [tmp_path / "one.txt"],
+            tmp_path / f"t{tasks}",
+            settings(*extra, "engine.name=dask", f"engine.tasks={tasks}"),
+            engine_address=cluster,
+        )
         assert result.tasks == tasks
         assert_same_output(tmp_path / "inproc", tmp_path / f"t{tasks}")
 
 
-def test_an_interrupted_preprocess_goes_on_from_its_finished_tasks(pool_prep, cluster, shared_data, tmp_path, monkeypatch):
+def test_an_interrupted_preprocess_goes_on_from_its_finished_tasks(
+    pool_prep, cluster, shared_data, tmp_path, monkeypatch
+):
     started: list[int] = []
 
     def task_1_dies(index: int) -> None:
@@ -145,7 +161,9 @@ def test_an_interrupted_preprocess_goes_on_from_its_finished_tasks(pool_prep, cl
 
     monkeypatch.setattr(preprocess_tasks, "before_task", task_1_dies)
     out = tmp_path / "prep"
-    with pytest.raises(MapnetError, match=r"preprocess task 1 failed after 0 retries: RuntimeError: worker lost; .*same command again"):
+    with pytest.raises(
+        MapnetError, match=r"preprocess task 1 failed after 0 retries: RuntimeError: worker lost; .*same command again"
+    ):
         dask_preprocess(shared_data, out, cluster, "engine.tasks=3", "engine.retries=0")
     assert not out.exists() and not list(tmp_path.glob(".prep.*.tmp-*"))  # nothing half-published
     assert (tmp_path / ".prep.tasks" / "task-00000.json").is_file()
@@ -190,6 +208,7 @@ def test_bad_input_in_a_task_is_one_line_at_once_not_retried(pool_prep, cluster,
 
 def test_a_finished_task_of_other_settings_is_run_again(pool_prep, cluster, shared_data, tmp_path, monkeypatch):
     """An interrupted run left task 0 done with other settings: the next command, with these, does not reuse it."""
+
     def task_1_dies(index: int) -> None:
         if index == 1:
             raise RuntimeError("worker lost")
@@ -231,11 +250,17 @@ def test_the_merge_cuts_parts_where_the_local_writer_does_whatever_the_block_siz
         preprocess_tasks._merge(tmp_path / "task.txt", {"sha256": hashlib.sha256(text).hexdigest()}, writer, block)
         writer.close()
         assert writer.parts == m["parts"]
-        assert (writer.documents, writer.sentences, writer.words) == (m["counts"]["documents"], m["counts"]["sentences"], m["counts"]["words"])
+        assert (writer.documents, writer.sentences, writer.words) == (
+            m["counts"]["documents"],
+            m["counts"]["sentences"],
+            m["counts"]["words"],
+        )
         for p in m["parts"]:
             assert (tmp_path / f"b{block}" / p["name"]).read_bytes() == (pool_prep / p["name"]).read_bytes()
     with pytest.raises(MapnetError, match="does not match its task record"):
-        preprocess_tasks._merge(tmp_path / "task.txt", {"sha256": "0" * 64}, PartWriter(tmp_path / "x" / "sentences", 150))
+        preprocess_tasks._merge(
+            tmp_path / "task.txt", {"sha256": "0" * 64}, PartWriter(tmp_path / "x" / "sentences", 150)
+        )
 
 
 # ---------------------------------------------------------------- shard
@@ -248,8 +273,12 @@ def pool_shards(pool_prep) -> Path:
 
 def test_shard_gives_the_same_bytes_for_1_2_and_3_tasks(pool_prep, pool_shards, cluster, tmp_path):
     for tasks in (1, 2, 3):
-        summary = run_shard(pool_prep, tmp_path / f"s{tasks}", settings("shard.workers=1", "engine.name=dask", f"engine.tasks={tasks}"),
-                            engine_address=cluster)
+        summary = run_shard(
+            pool_prep,
+            tmp_path / f"s{tasks}",
+            settings("shard.workers=1", "engine.name=dask", f"engine.tasks={tasks}"),
+            engine_address=cluster,
+        )
         assert (summary["engine"], summary["tasks"], summary["tasks_resumed"]) == ("dask", tasks, 0)
         assert_same_output(pool_shards, tmp_path / f"s{tasks}")
         assert not (tmp_path / f".s{tasks}.tasks").exists()
@@ -282,20 +311,41 @@ def test_help_lists_the_engines_and_a_missing_extra_is_one_line(tmp_path, shared
         help_text = runner.invoke(app, [command, "--help"], terminal_width=200).output
         assert "--engine" in help_text and "<local|dask>" in help_text and "--tasks" in help_text
     monkeypatch.setitem(sys.modules, "distributed", None)  # as if the extra were not installed
-    result = runner.invoke(app, ["preprocess", str(shared_data / BOOKS[0]), "--out", str(tmp_path / "p"), "--engine", "dask"])
+    result = runner.invoke(
+        app, ["preprocess", str(shared_data / BOOKS[0]), "--out", str(tmp_path / "p"), "--engine", "dask"]
+    )
     assert isinstance(result.exception, MapnetError) and "\n" not in str(result.exception)
     assert "pip install 'mapnet[distributed]'" in str(result.exception)
     assert not (tmp_path / "p").exists() and not (tmp_path / ".p.tasks").exists()
-    result = runner.invoke(app, ["preprocess", str(shared_data / BOOKS[0]), "--out", str(tmp_path / "p"),
-                                 "--engine-address", "tcp://127.0.0.1:8786"])
+    result = runner.invoke(
+        app,
+        [
+            "preprocess",
+            str(shared_data / BOOKS[0]),
+            "--out",
+            str(tmp_path / "p"),
+            "--engine-address",
+            "tcp://127.0.0.1:8786",
+        ],
+    )
     assert isinstance(result.exception, MapnetError) and "--engine-address needs --engine dask" in str(result.exception)
 
 
 @pytest.mark.parametrize("command", ["preprocess", "shard"])
-@pytest.mark.parametrize("address, env", [("notaurl", None), ("tcp://", None), ("tcp://head", None),
-                                          ("ftp://head:8786", None), ("tcp://head:99999", None), (None, "garbage")])
-def test_a_malformed_scheduler_address_is_one_line_before_any_work(command, address, env, pool_prep, shared_data,
-                                                                   tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "address, env",
+    [
+        ("notaurl", None),
+        ("tcp://", None),
+        ("tcp://head", None),
+        ("ftp://head:8786", None),
+        ("tcp://head:99999", None),
+        (None, "garbage"),
+    ],
+)
+def test_a_malformed_scheduler_address_is_one_line_before_any_work(
+    command, address, env, pool_prep, shared_data, tmp_path, monkeypatch
+):
     """`--engine-address notaurl`, `shard --engine-address tcp://` and DASK_SCHEDULER_ADDRESS=garbage were 78-85-line
     tracebacks from inside Dask's Client(); now one line saying where the address came from and the form expected."""
     if env is None:
@@ -313,8 +363,9 @@ def test_a_malformed_scheduler_address_is_one_line_before_any_work(command, addr
 
 
 @pytest.mark.parametrize("command", ["preprocess", "shard"])
-def test_a_scheduler_out_of_reach_is_one_line_and_leaves_no_folder(command, pool_prep, shared_data, tmp_path,
-                                                                   monkeypatch):
+def test_a_scheduler_out_of_reach_is_one_line_and_leaves_no_folder(
+    command, pool_prep, shared_data, tmp_path, monkeypatch
+):
     """A well-formed address nobody listens at: one line (was Dask's traceback for anything but OSError), and the
     tasks folder is made only once the scheduler answered (it was left behind, empty)."""
     import socket
@@ -326,8 +377,19 @@ def test_a_scheduler_out_of_reach_is_one_line_and_leaves_no_folder(command, pool
         port = free.getsockname()[1]
     monkeypatch.setattr(engine, "CONNECT_TIMEOUT", "1s")
     given = str(shared_data / BOOKS[0]) if command == "preprocess" else str(pool_prep)
-    result = CliRunner().invoke(app, [command, given, "--out", str(tmp_path / "o"), "--engine", "dask",
-                                      "--engine-address", f"tcp://127.0.0.1:{port}"])
+    result = CliRunner().invoke(
+        app,
+        [
+            command,
+            given,
+            "--out",
+            str(tmp_path / "o"),
+            "--engine",
+            "dask",
+            "--engine-address",
+            f"tcp://127.0.0.1:{port}",
+        ],
+    )
     assert isinstance(result.exception, MapnetError), result.output
     assert str(result.exception).startswith(f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port} (")
     assert sorted(p.name for p in tmp_path.iterdir()) == []

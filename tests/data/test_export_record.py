@@ -33,8 +33,13 @@ DAMAGED = {
     "sha-a-number": json.dumps({"cleaning": CLEANING, "tokenizer_sha256": 5}).encode(),
 }
 # What `mapnet export` wrote before it recorded the cleaning (6840e9e): its tokenizer does not clean.
-OLD_RECORD = {"source": "/runs/base/checkpoints/step-00000003", "step": 3, "tokenizer_sha256": "ab" * 32,
-              "mapnet_version": "0.1.0", "created": "2026-01-01T00:00:00+00:00"}
+OLD_RECORD = {
+    "source": "/runs/base/checkpoints/step-00000003",
+    "step": 3,
+    "tokenizer_sha256": "ab" * 32,
+    "mapnet_version": "0.1.0",
+    "created": "2026-01-01T00:00:00+00:00",
+}
 
 
 @pytest.fixture(scope="module")
@@ -72,14 +77,17 @@ def test_a_damaged_record_is_the_same_one_line_error_in_preprocess_and_blimp(cas
         with pytest.raises(MapnetError) as in_preprocess:
             preprocess_with(bpe_export, tmp_path / "prep", **cleaning)
         assert not (tmp_path / "prep").exists()
-        messages = [str(e.value).replace(str(f / RECORD), "RECORD") for e, f in ((in_blimp, hf), (in_preprocess, bpe_export))]
+        messages = [
+            str(e.value).replace(str(f / RECORD), "RECORD") for e, f in ((in_blimp, hf), (in_preprocess, bpe_export))
+        ]
         assert messages[0] == messages[1], messages  # one rule, one wording
         assert messages[0].startswith("RECORD is damaged (") and "re-export the run" in messages[0]
         assert "\n" not in messages[0]
 
 
-def test_an_old_export_without_cleaning_keeps_its_meaning_and_a_fresh_one_is_read_whole(exported, trained_runs,
-                                                                                        bpe_export, tmp_path):
+def test_an_old_export_without_cleaning_keeps_its_meaning_and_a_fresh_one_is_read_whole(
+    exported, trained_runs, bpe_export, tmp_path
+):
     from mapnet_cli.model.checkpoint import latest_checkpoint, load_settings, read_config
 
     ckpt = latest_checkpoint(trained_runs["uniform"])
@@ -99,8 +107,15 @@ def test_an_old_export_without_cleaning_keeps_its_meaning_and_a_fresh_one_is_rea
     lines = (tmp_path / "prep" / "sentences" / "part-00000.txt").read_text(encoding="utf-8").split("\n")
     assert lines[:2] == ["it 's a cat .", "and a dog , a cat !"]
     # A record of an export that cleans nothing (a --bert-text run's): nothing is cleaned twice either.
-    (bpe_export / RECORD).write_text(json.dumps({**OLD_RECORD, "cleaning": CLEANING | {
-        "normalize_punctuation": False, "moses_tokenize": False, "lowercase": False}}), encoding="utf-8")
+    (bpe_export / RECORD).write_text(
+        json.dumps(
+            {
+                **OLD_RECORD,
+                "cleaning": CLEANING | {"normalize_punctuation": False, "moses_tokenize": False, "lowercase": False},
+            }
+        ),
+        encoding="utf-8",
+    )
     preprocess_with(bpe_export, tmp_path / "prep2")
     # blimp on an export whose record has no seed: the documented 0.
     hf = shutil.copytree(exported, tmp_path / "hf")

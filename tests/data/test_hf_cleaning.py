@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 from built_once import built_once
+from real_text import real_sentences, training_text
 
 from mapnet_cli.data import bpe, hf_cleaning
 from mapnet_cli.data.cleaning import Cleaner
 from mapnet_cli.evaluation.glue.encode import TextEncoder
 from mapnet_cli.export import tokenizer_files, write_tokenizer
 from mapnet_cli.settings import Settings
-from real_text import real_sentences, training_text
 
 transformers = pytest.importorskip("transformers")
 
@@ -59,12 +59,15 @@ def sample(shared_data) -> list[tuple[str, str]]:
 def real_tokenizers(shared_data, tmp_path_factory) -> dict[str, Path]:
     """A 4,096-token BPE per variant, trained (as preprocess trains) on ~2 MB of real text cleaned that way.
     Built once per session (built_once: also across xdist workers); read-only."""
+
     def build(root: Path) -> dict[str, Path]:
         paragraphs = training_text(shared_data)
         out = {}
         for name, settings in VARIANTS.items():
             corpus = root / f"{name}.txt"
-            corpus.write_text("\n".join(line for line in Cleaner(settings)(paragraphs) if line) + "\n", encoding="utf-8")
+            corpus.write_text(
+                "\n".join(line for line in Cleaner(settings)(paragraphs) if line) + "\n", encoding="utf-8"
+            )
             out[name] = root / f"{name}.json"
             bpe.save_tokenizer(bpe.train_tokenizer([corpus], 4096, 2), out[name])
         return out
@@ -110,12 +113,24 @@ def test_export_gives_mapnets_ids_on_2000_real_sentences(variant, sample, real_t
 
 # ---------------------------------------------------------------- the Moses rules, one by one
 EXAMPLES = [
-    'He said "no." Then he left.', "Mr. Smith paid $3,000.50 (No. 5) on Jan. 3.", "It's the U.S. Army's; isn't it?",
-    "rock'n'roll", "Wait... what?! ...", "\u201cQuoted,\u201d she said \u2014 and \u2018that\u2019s\u2019 it.",
-    "1\u00a0000\u00a0000 and 1\u00a02\u00a03 km", "ΟΔΟΣ ΟΔΟΣ. ΟΔΟΣ) Σ", "a,,b ,,, 5,,5 '' ' ' '",
+    'He said "no." Then he left.',
+    "Mr. Smith paid $3,000.50 (No. 5) on Jan. 3.",
+    "It's the U.S. Army's; isn't it?",
+    "rock'n'roll",
+    "Wait... what?! ...",
+    "\u201cQuoted,\u201d she said \u2014 and \u2018that\u2019s\u2019 it.",
+    "1\u00a0000\u00a0000 and 1\u00a02\u00a03 km",
+    "ΟΔΟΣ ΟΔΟΣ. ΟΔΟΣ) Σ",
+    "a,,b ,,, 5,,5 '' ' ' '",
     "e.g. i.e. etc. vs. x.",
-    "\tTabs\r\nand\u2028lines\u00a0 ", "Its ℤ and ℝ+ are sets.", "She'd've done it 'cause 'tis so.", "\u2581marker",
-    '"Hello", he said. "Bye".', "(a) [b] {c} <d> 3% 4 % x:y a;b", "end.'", "5'5'5 it''s '''",
+    "\tTabs\r\nand\u2028lines\u00a0 ",
+    "Its ℤ and ℝ+ are sets.",
+    "She'd've done it 'cause 'tis so.",
+    "\u2581marker",
+    '"Hello", he said. "Bye".',
+    "(a) [b] {c} <d> 3% 4 % x:y a;b",
+    "end.'",
+    "5'5'5 it''s '''",
 ]
 
 
@@ -132,8 +147,43 @@ def test_random_strings_of_the_hard_characters_split_as_moses_does(lang):
     final sigma, padded symbols): the export's words are Moses' words, re.sub's overlaps included."""
     settings = dataclasses.replace(PAPER, moses_lang=lang)
     words = ["a", "A", "Mr", "No", "pp", "U.S", "e.g", "he", "The", "5", "12", "3.5", "n't", "ΟΔΟΣ", "ℤ", "x", "Σ", "½"]
-    marks = [".", ",", "'", '"', "(", ")", "-", "…", "“", "”", "’", "‘", "`", "!", "?", ":", ";", "%", "\u00a0", " ",
-             "  ", "..", "...", "\t", "▁", "´", "—", "–", "«", "»", "''", "``", "/", "&", "²"]
+    marks = [
+        ".",
+        ",",
+        "'",
+        '"',
+        "(",
+        ")",
+        "-",
+        "…",
+        "“",
+        "”",
+        "’",
+        "‘",
+        "`",
+        "!",
+        "?",
+        ":",
+        ";",
+        "%",
+        "\u00a0",
+        " ",
+        "  ",
+        "..",
+        "...",
+        "\t",
+        "▁",
+        "´",
+        "—",
+        "–",
+        "«",
+        "»",
+        "''",
+        "``",
+        "/",
+        "&",
+        "²",
+    ]
     rng = random.Random(0)
     cleaner = Cleaner(settings)
     differing = []
@@ -150,10 +200,10 @@ def test_documented_differences_are_still_differences():
     """hf_cleaning's docstring lists what the export does not reproduce; each is shown here, so the list stays
     true (a fix makes this fail and the docstring gets shorter)."""
     cases = [
-        ("a DOTMULTI b", PAPER),                               # sacremoses' placeholder for "..." in the text
-        ("İstanbul", PAPER),                                   # lower-cased to i + U+0307, which Moses pads
-        ("x\u13a0\u13a1 y", PAPER),                            # Cherokee: lower-case form outside IsAlnum
-        ("\u1c89", PAPER),                                     # Unicode 16: Rust lower-cases it, Python does not
+        ("a DOTMULTI b", PAPER),  # sacremoses' placeholder for "..." in the text
+        ("İstanbul", PAPER),  # lower-cased to i + U+0307, which Moses pads
+        ("x\u13a0\u13a1 y", PAPER),  # Cherokee: lower-case form outside IsAlnum
+        ("\u1c89", PAPER),  # Unicode 16: Rust lower-cases it, Python does not
         ('The.\u201d."5', dataclasses.replace(PAPER, moses_lang="de")),  # quotes after two dot runs
     ]
     for text, settings in cases:
@@ -179,7 +229,9 @@ def test_an_unknown_moses_rule_is_refused(monkeypatch):
         hf_cleaning.punctuation_rules("en")
 
 
-@pytest.mark.parametrize("rule", ["COMMA_SEPARATE_2", "EN_SPECIFIC_4", "PAD_NOT_ISALNUM", "ENGLISH_SPECIFIC_APOSTROPHE"])
+@pytest.mark.parametrize(
+    "rule", ["COMMA_SEPARATE_2", "EN_SPECIFIC_4", "PAD_NOT_ISALNUM", "ENGLISH_SPECIFIC_APOSTROPHE"]
+)
 def test_a_changed_moses_tokenizer_rule_is_refused_by_name(rule, monkeypatch, tmp_path):
     """tokenize_rules translates MosesTokenizer's rules by hand: a sacremoses whose rules differ (here one rule
     changed, or the English apostrophe list without EN_SPECIFIC_5) is refused in one line naming the rule, by
@@ -191,10 +243,15 @@ def test_a_changed_moses_tokenizer_rule_is_refused_by_name(rule, monkeypatch, tm
     from mapnet_cli.errors import MapnetError
 
     hf_cleaning.MosesClasses("en")  # the installed sacremoses passes
-    changed = (MosesTokenizer.ENGLISH_SPECIFIC_APOSTROPHE[:-1] if rule == "ENGLISH_SPECIFIC_APOSTROPHE"
-               else (re.compile(getattr(MosesTokenizer, rule)[0].pattern + "?"), getattr(MosesTokenizer, rule)[1]))
+    changed = (
+        MosesTokenizer.ENGLISH_SPECIFIC_APOSTROPHE[:-1]
+        if rule == "ENGLISH_SPECIFIC_APOSTROPHE"
+        else (re.compile(getattr(MosesTokenizer, rule)[0].pattern + "?"), getattr(MosesTokenizer, rule)[1])
+    )
     monkeypatch.setattr(MosesTokenizer, rule, changed)
-    with pytest.raises(MapnetError, match=rf"^sacremoses [0-9.]+: MosesTokenizer rule\(s\) (.*, )?{rule}(, .*)? differ from those"):
+    with pytest.raises(
+        MapnetError, match=rf"^sacremoses [0-9.]+: MosesTokenizer rule\(s\) (.*, )?{rule}(, .*)? differ from those"
+    ):
         hf_cleaning.MosesClasses("en")
     # Through `mapnet export`'s writer, past the caches of a process that built the rules before.
     monkeypatch.setattr(hf_cleaning, "_moses_classes", hf_cleaning._moses_classes.__wrapped__)

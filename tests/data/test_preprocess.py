@@ -27,7 +27,10 @@ from mapnet_cli.errors import MapnetError
 
 REPO = Path(__file__).resolve().parents[2]
 WIKI = "wiki-articles/enwiki-2015-wikiextractor/AA_wiki_00.txt.gz"
-PG_SMALL = ("gutenberg/potter-the-tailor-of-gloucester-pg14868.txt.gz", "gutenberg/carroll-feeding-the-mind-pg35535.txt.gz")
+PG_SMALL = (
+    "gutenberg/potter-the-tailor-of-gloucester-pg14868.txt.gz",
+    "gutenberg/carroll-feeding-the-mind-pg35535.txt.gz",
+)
 ALICE = "books/carroll-alice.txt.gz"
 SMALL_VOCAB = "2000"
 
@@ -54,8 +57,12 @@ def no_output(out: Path) -> bool:
 
 def left_behind(out: Path) -> list[str]:
     """What an interrupted run left beside `out`, for the failure message."""
-    return sorted(str(p.relative_to(out.parent)) for pattern in (out.name, f".{out.name}.*")
-                  for root in out.parent.glob(pattern) for p in [root, *root.rglob("*")])
+    return sorted(
+        str(p.relative_to(out.parent))
+        for pattern in (out.name, f".{out.name}.*")
+        for root in out.parent.glob(pattern)
+        for p in [root, *root.rglob("*")]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +70,21 @@ def corpus(shared_data, tmp_path_factory) -> Path:
     """Wikipedia (WikiExtractor) + two real Gutenberg books + Alice, through the CLI with 2 workers."""
     out = tmp_path_factory.mktemp("pre") / "corpus"
     inputs = [shared_data / WIKI, *(shared_data / p for p in PG_SMALL), shared_data / ALICE]
-    result = cli(*inputs, "--out", out, "--workers", "2", "--vocab-size", SMALL_VOCAB,
-                 "--set", 'preprocess.doc_separator="file"', "--set", "preprocess.strip_gutenberg=true",
-                 "--set", "preprocess.sentences_per_part=2000")
+    result = cli(
+        *inputs,
+        "--out",
+        out,
+        "--workers",
+        "2",
+        "--vocab-size",
+        SMALL_VOCAB,
+        "--set",
+        'preprocess.doc_separator="file"',
+        "--set",
+        "preprocess.strip_gutenberg=true",
+        "--set",
+        "preprocess.sentences_per_part=2000",
+    )
     assert result.exit_code == 0, result.output
     return out
 
@@ -131,8 +150,13 @@ def test_sentences_split_normalised_lowercased_tokenised(corpus):
 def test_gutenberg_boilerplate_not_in_output(corpus):
     text = "\n".join(sentence_lines(corpus))
     assert "the tailor of gloucester" in text
-    for boiler in ("project gutenberg license", "use of anyone anywhere", "end of this project gutenberg",
-                   "end of the project gutenberg", "start of this project gutenberg"):
+    for boiler in (
+        "project gutenberg license",
+        "use of anyone anywhere",
+        "end of this project gutenberg",
+        "end of the project gutenberg",
+        "start of this project gutenberg",
+    ):
         assert boiler not in text
 
 
@@ -153,7 +177,9 @@ def test_reuse_existing_tokenizer(corpus, shared_data, tmp_path):
     assert result.exit_code == 0, result.output
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["tokenizer"]["trained"] is False
-    assert manifest["tokenizer"]["sha256"] == sha256_file(corpus / "tokenizer.json") == sha256_file(out / "tokenizer.json")
+    assert (
+        manifest["tokenizer"]["sha256"] == sha256_file(corpus / "tokenizer.json") == sha256_file(out / "tokenizer.json")
+    )
 
 
 def test_tokenizer_without_a_special_token_refused(tmp_path):
@@ -167,18 +193,32 @@ def test_tokenizer_without_a_special_token_refused(tmp_path):
     del bad["model"]["vocab"]["[MASK]"]
     (tmp_path / "bad.json").write_text(json.dumps(bad))
     (tmp_path / "in.txt").write_text("Hello there.\n")
-    assert_one_line_error(cli(tmp_path / "in.txt", "--out", tmp_path / "o", "--tokenizer", tmp_path / "bad.json"),
-                          r"lacks the special token\(s\) \[MASK\]")
-    assert_one_line_error(cli(tmp_path / "in.txt", "--out", tmp_path / "o", "--tokenizer", tmp_path / "nope.json"),
-                          "tokenizer not found")
+    assert_one_line_error(
+        cli(tmp_path / "in.txt", "--out", tmp_path / "o", "--tokenizer", tmp_path / "bad.json"),
+        r"lacks the special token\(s\) \[MASK\]",
+    )
+    assert_one_line_error(
+        cli(tmp_path / "in.txt", "--out", tmp_path / "o", "--tokenizer", tmp_path / "nope.json"), "tokenizer not found"
+    )
     assert no_output(tmp_path / "o")
 
 
 @pytest.mark.slow
 def test_no_lowercase_and_synthetic(shared_data, tmp_path):
     out = tmp_path / "cased"
-    result = cli(shared_data / PG_SMALL[0], "synthetic:", "--out", out, "--workers", "1", "--no-lowercase",
-                 "--vocab-size", "1000", "--set", "synthetic.documents=40")
+    result = cli(
+        shared_data / PG_SMALL[0],
+        "synthetic:",
+        "--out",
+        out,
+        "--workers",
+        "1",
+        "--no-lowercase",
+        "--vocab-size",
+        "1000",
+        "--set",
+        "synthetic.documents=40",
+    )
     assert result.exit_code == 0, result.output
     text = "\n".join(sentence_lines(out))
     assert "Tailor" in text and "Gloucester" in text
@@ -191,7 +231,9 @@ def test_no_lowercase_and_synthetic(shared_data, tmp_path):
 
 
 def test_print_settings_shows_flags_and_recipe(tmp_path):
-    result = cli("--print-settings", "--vocab-size", "1234", "--no-lowercase", "--recipe", REPO / "data_recipes" / "paper.toml")
+    result = cli(
+        "--print-settings", "--vocab-size", "1234", "--no-lowercase", "--recipe", REPO / "data_recipes" / "paper.toml"
+    )
     assert result.exit_code == 0, result.output
     pre = tomllib.loads(result.output)["preprocess"]
     assert pre["vocab_size"] == 1234 and pre["lowercase"] is False and pre["strip_gutenberg"] is True
@@ -213,15 +255,19 @@ def test_output_exists_needs_overwrite_which_replaces_only_a_corpus_and_nothing_
     out.mkdir()
     (out / "keep").write_text("x")
     assert_one_line_error(cli(tmp_path / "in.txt", "--out", out, "--workers", "1"), "already exists.*--overwrite")
-    assert_one_line_error(cli(tmp_path / "in.txt", "--out", out, "--workers", "1", "--overwrite"),
-                          "is not a preprocessed corpus made by mapnet .it holds keep.")
+    assert_one_line_error(
+        cli(tmp_path / "in.txt", "--out", out, "--workers", "1", "--overwrite"),
+        "is not a preprocessed corpus made by mapnet .it holds keep.",
+    )
     assert (out / "keep").read_text() == "x"
     (out / "keep").unlink()  # an empty folder: nothing to lose
     assert cli(tmp_path / "in.txt", "--out", out, "--workers", "1", "--overwrite", "--vocab-size", "256").exit_code == 0
     (tmp_path / "in.txt").write_text("Good bye. See you!\n")
     (out / "keep").write_text("x")  # the user's file inside the corpus: named, not deleted
-    assert_one_line_error(cli(tmp_path / "in.txt", "--out", out, "--workers", "1", "--overwrite"),
-                          "holds what mapnet did not write there .keep.")
+    assert_one_line_error(
+        cli(tmp_path / "in.txt", "--out", out, "--workers", "1", "--overwrite"),
+        "holds what mapnet did not write there .keep.",
+    )
     (out / "keep").unlink()
     result = cli(tmp_path / "in.txt", "--out", out, "--workers", "1", "--overwrite", "--vocab-size", "256")
     assert result.exit_code == 0, result.output
@@ -239,8 +285,9 @@ def test_only_binary_files_in_folder_is_an_empty_corpus(tmp_path):
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "a.bin").write_bytes(b"\0" * 100)
     (tmp_path / "d" / "b.txt").write_text("   \n\n")
-    assert_one_line_error(cli(tmp_path / "d", "--out", tmp_path / "o", "--workers", "1"),
-                          r"no sentences found .*1 skipped as binary")
+    assert_one_line_error(
+        cli(tmp_path / "d", "--out", tmp_path / "o", "--workers", "1"), r"no sentences found .*1 skipped as binary"
+    )
     assert no_output(tmp_path / "o")
 
 
@@ -255,7 +302,9 @@ def test_empty_inputs(tmp_path):
 def test_corrupt_gzip_names_the_file(shared_data, tmp_path):
     bad = tmp_path / "bad.txt.gz"
     bad.write_bytes((shared_data / ALICE).read_bytes()[:20_000])  # a truncated download
-    assert_one_line_error(cli(bad, "--out", tmp_path / "o", "--workers", "1"), re.escape(str(bad)) + ".*corrupt or truncated gzip")
+    assert_one_line_error(
+        cli(bad, "--out", tmp_path / "o", "--workers", "1"), re.escape(str(bad)) + ".*corrupt or truncated gzip"
+    )
     assert no_output(tmp_path / "o")
 
 
@@ -280,7 +329,9 @@ def test_permission_error_while_opening_is_one_line(tmp_path, monkeypatch):
         return real_open(path, *args, **kw)
 
     monkeypatch.setattr(builtins, "open", deny)
-    assert_one_line_error(cli(f, "--out", tmp_path / "o", "--workers", "1"), "cannot read input .*secret.txt: permission denied")
+    assert_one_line_error(
+        cli(f, "--out", tmp_path / "o", "--workers", "1"), "cannot read input .*secret.txt: permission denied"
+    )
     assert no_output(tmp_path / "o")
 
 
@@ -289,7 +340,9 @@ def test_invalid_utf8_counted_and_long_line_cut(tmp_path):
     (tmp_path / "latin1.txt").write_bytes("Un caf\xe9 cr\xe8me. C'est tr\xe8s bon.\n".encode("latin-1"))
     (tmp_path / "one_line.txt").write_text("This is a sentence that goes on and on " * 30000)  # 1.2 MB, no newline
     out = tmp_path / "o"
-    result = cli(tmp_path / "latin1.txt", tmp_path / "one_line.txt", "--out", out, "--workers", "1", "--vocab-size", "300")
+    result = cli(
+        tmp_path / "latin1.txt", tmp_path / "one_line.txt", "--out", out, "--workers", "1", "--vocab-size", "300"
+    )
     assert result.exit_code == 0, result.output
     counts = json.loads((out / "manifest.json").read_text())["counts"]
     assert counts["invalid_utf8_replaced"] == 3
@@ -313,15 +366,23 @@ def test_worker_exceptions_become_one_line_errors(tmp_path, monkeypatch):
 
     monkeypatch.setattr(pp.TextProcessor, "process", explode)
     (tmp_path / "in.txt").write_text("Hello.\n")
-    assert_one_line_error(cli(tmp_path / "in.txt", "--out", tmp_path / "o", "--workers", "1"),
-                          "preprocessing failed: RuntimeError: spaCy fell over")
+    assert_one_line_error(
+        cli(tmp_path / "in.txt", "--out", tmp_path / "o", "--workers", "1"),
+        "preprocessing failed: RuntimeError: spaCy fell over",
+    )
     assert no_output(tmp_path / "o")
 
 
 # ---------------------------------------------------------------- the real command: exit codes, kill, Ctrl-C
 def run_mapnet(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "mapnet_cli.cli", "preprocess", *map(str, args)],
-                          cwd=REPO, capture_output=True, text=True, timeout=120, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "mapnet_cli.cli", "preprocess", *map(str, args)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        **kw,
+    )
 
 
 def test_cli_error_is_one_red_line_exit_2(tmp_path):
@@ -338,10 +399,14 @@ def sigint_as_in_a_terminal() -> None:
 
 
 def start_and_wait_for_parts(out: Path, inputs: list[Path]) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "mapnet_cli.cli", "preprocess", *map(str, inputs), "--out", str(out),
-                             "--workers", "2"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True,  # own process group: the kill reaches its workers too
-                            preexec_fn=sigint_as_in_a_terminal)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "mapnet_cli.cli", "preprocess", *map(str, inputs), "--out", str(out), "--workers", "2"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # own process group: the kill reaches its workers too
+        preexec_fn=sigint_as_in_a_terminal,
+    )
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         parts = list(out.parent.glob(f".{out.name}.*/sentences/part-*.txt"))

@@ -101,8 +101,10 @@ def test_doc_separators(tmp_path):
 
 def test_wikitext_articles_and_headings(tmp_path):
     f = tmp_path / "wiki.train.raw"
-    f.write_text(" \n = Alpha = \n \n Alpha is 1 @,@ 000 years old . \n \n = = History = = \n \n"
-                 " It grew . \n = Beta = \n \n Beta is a well @-@ known letter . \n")
+    f.write_text(
+        " \n = Alpha = \n \n Alpha is 1 @,@ 000 years old . \n \n = = History = = \n \n"
+        " It grew . \n = Beta = \n \n Beta is a well @-@ known letter . \n"
+    )
     items, _, reader = read(f)
     assert reader.format == "wikitext"  # sniffed from the " = Title = " line
     assert documents(items) == [["Alpha is 1,000 years old .", "It grew ."], ["Beta is a well-known letter ."]]

@@ -11,7 +11,9 @@ import gzip
 import tempfile
 from pathlib import Path
 
-from hypothesis import example, given, settings as hsettings, strategies as st
+from hypothesis import example, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from mapnet_cli.data import inputs
 from mapnet_cli.data import readers as R
@@ -23,14 +25,43 @@ FORMATS = ["auto", "text", "wikiextractor", "wikitext", "jsonl"]
 # What real corpora are made of, and what breaks readers: markers of every format, JSON right and
 # wrong (a lone surrogate escape, nesting deeper than the recursion limit), tabs, quotes, NULs,
 # lines longer than a piece, runs of spaces.
-LINES = st.sampled_from([
-    "", " ", "word", "Two words here.", "\t", '"', "'", "\x00", "\u2028", "\x0b", "\x0c", "\x85",
-    "<doc id=\"1\" url=\"u\" title=\"T\">", "</doc>", " = Title = ", " = = Heading = = ", "1 @,@ 000 @-@ x",
-    "*** START OF THE PROJECT GUTENBERG EBOOK X ***", "*** END OF THE PROJECT GUTENBERG EBOOK X ***",
-    '{"text": "a document"}', '{"text": ""}', '{"text": 1}', '{"other": "x"}', "[1, 2]", "{", "null",
-    '{"text": "a \\ud800 lone surrogate"}', '{"text": "\\ud83d\\ude00 a pair"}', '{"text": "line\\nbreak\\r\\n"}',
-    "[" * 3000, "x" * 2500, " " * 2500, ("word " * 400).strip(),
-])
+LINES = st.sampled_from(
+    [
+        "",
+        " ",
+        "word",
+        "Two words here.",
+        "\t",
+        '"',
+        "'",
+        "\x00",
+        "\u2028",
+        "\x0b",
+        "\x0c",
+        "\x85",
+        '<doc id="1" url="u" title="T">',
+        "</doc>",
+        " = Title = ",
+        " = = Heading = = ",
+        "1 @,@ 000 @-@ x",
+        "*** START OF THE PROJECT GUTENBERG EBOOK X ***",
+        "*** END OF THE PROJECT GUTENBERG EBOOK X ***",
+        '{"text": "a document"}',
+        '{"text": ""}',
+        '{"text": 1}',
+        '{"other": "x"}',
+        "[1, 2]",
+        "{",
+        "null",
+        '{"text": "a \\ud800 lone surrogate"}',
+        '{"text": "\\ud83d\\ude00 a pair"}',
+        '{"text": "line\\nbreak\\r\\n"}',
+        "[" * 3000,
+        "x" * 2500,
+        " " * 2500,
+        ("word " * 400).strip(),
+    ]
+)
 
 
 @st.composite
@@ -46,8 +77,16 @@ def corpus_bytes(draw) -> bytes:
 
 
 def read_all(data: bytes, fmt: str, separator: str, name: str) -> list:
-    settings = resolve(overrides={"preprocess": {"input_format": fmt, "doc_separator": separator,
-                                                 "max_chunk_chars": LIMIT, "strip_gutenberg": True}})
+    settings = resolve(
+        overrides={
+            "preprocess": {
+                "input_format": fmt,
+                "doc_separator": separator,
+                "max_chunk_chars": LIMIT,
+                "strip_gutenberg": True,
+            }
+        }
+    )
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / name
         path.write_bytes(data)
@@ -79,8 +118,12 @@ def test_property_any_bytes_are_pieces_or_one_line(data, fmt, separator):
 
 
 @hsettings(max_examples=100, deadline=None)
-@given(corpus_bytes(), st.sampled_from(FORMATS), st.sampled_from(["blank_line", "line", "file"]),
-       st.sampled_from(["input.txt", "input.jsonl", "input.txt.gz", "input.jsonl.gz", "corrupt.txt.gz"]))
+@given(
+    corpus_bytes(),
+    st.sampled_from(FORMATS),
+    st.sampled_from(["blank_line", "line", "file"]),
+    st.sampled_from(["input.txt", "input.jsonl", "input.txt.gz", "input.jsonl.gz", "corrupt.txt.gz"]),
+)
 @example(b'{"text": "a \\ud800 b"}\n', "jsonl", "blank_line", "input.jsonl")
 @example(b"[" * 100_000 + b"\n", "jsonl", "blank_line", "input.jsonl")
 @example(b" " * 2500 + b"\n", "text", "blank_line", "input.txt")

@@ -17,8 +17,11 @@ from mapnet_cli.settings import resolve
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPES = sorted(p for p in (REPO / "data_recipes").glob("*.toml") if p.name != "tiny.toml")
-WIKITEXT = " \n = Alpha = \n \n Alpha is a letter . It comes first . \n \n = = Use = = \n \n It is used in 1 @,@ 000 words . \n" \
-           " \n = Beta = \n \n Beta comes second . \n"
+WIKITEXT = (
+    " \n = Alpha = \n \n Alpha is a letter . It comes first . \n \n = = Use = = \n \n It is used in 1 @,@ 000 words . "
+    "\n"
+    " \n = Beta = \n \n Beta comes second . \n"
+)
 
 
 @pytest.fixture
@@ -37,8 +40,10 @@ def make_zip(path: Path, members: dict[str, str]) -> str:
 
 def write_recipe(path: Path, url: str, sha256: str = "") -> Path:
     sha = f'sha256 = "{sha256}"\n' if sha256 else ""
-    path.write_text(f'[recipe]\nname = "wt"\nurl = "{url}"\n{sha}members = ["wt/wiki.train.raw"]\n\n'
-                    '[preprocess]\ninput_format = "wikitext"\nvocab_size = 256\nworkers = 1\n')
+    path.write_text(
+        f'[recipe]\nname = "wt"\nurl = "{url}"\n{sha}members = ["wt/wiki.train.raw"]\n\n'
+        '[preprocess]\ninput_format = "wikitext"\nvocab_size = 256\nworkers = 1\n'
+    )
     return path
 
 
@@ -62,7 +67,12 @@ def test_invalid_recipes_are_refused(tmp_path):
     with pytest.raises(MapnetError) as err:
         load_recipe(bad)
     message = str(err.value)
-    for problem in ("unknown key recipe.colour", "recipe.inputs must be a list", "recipe.name is required", "recipe.url needs recipe.members"):
+    for problem in (
+        "unknown key recipe.colour",
+        "recipe.inputs must be a list",
+        "recipe.name is required",
+        "recipe.url needs recipe.members",
+    ):
         assert problem in message
     (tmp_path / "none.toml").write_text("[preprocess]\nlowercase = false\n")
     with pytest.raises(MapnetError, match="no \\[recipe\\] table"):
@@ -94,7 +104,9 @@ def test_offline_and_bad_archives_are_clear_errors(tmp_path, cache):
     assert not (cache / "wt" / "wt.zip").exists()
     (tmp_path / "notzip.zip").write_bytes(b"not a zip")
     with pytest.raises(MapnetError, match="not a readable zip"):
-        recipe_inputs(load_recipe(write_recipe(tmp_path / "r3.toml", (tmp_path / "notzip.zip").as_uri())), log=lambda m: None)
+        recipe_inputs(
+            load_recipe(write_recipe(tmp_path / "r3.toml", (tmp_path / "notzip.zip").as_uri())), log=lambda m: None
+        )
 
 
 @pytest.mark.slow
@@ -130,15 +142,32 @@ def test_paper_recipe_on_real_folders(shared_data, tmp_path):
     (books / "SHA256SUMS").symlink_to(shared_data / "gutenberg/SHA256SUMS")
     (books / "potter.txt.gz").symlink_to(shared_data / "gutenberg/potter-the-tailor-of-gloucester-pg14868.txt.gz")
     (books / "README.nltk-gutenberg.txt").symlink_to(shared_data / "books/README.nltk-gutenberg.txt")
-    result = CliRunner().invoke(app, ["preprocess", str(tmp_path / "wiki-articles"), str(books), "--recipe",
-                                      str(REPO / "data_recipes" / "paper.toml"), "--out", str(tmp_path / "o"),
-                                      "--vocab-size", "1000", "--workers", "2"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "preprocess",
+            str(tmp_path / "wiki-articles"),
+            str(books),
+            "--recipe",
+            str(REPO / "data_recipes" / "paper.toml"),
+            "--out",
+            str(tmp_path / "o"),
+            "--vocab-size",
+            "1000",
+            "--workers",
+            "2",
+        ],
+    )
     assert result.exit_code == 0, result.output
     manifest = json.loads((tmp_path / "o" / "manifest.json").read_text())
     assert [Path(i["path"]).name for i in manifest["inputs"]] == ["AA_wiki_00.txt.gz", "potter.txt.gz"]
     assert [i["documents"] for i in manifest["inputs"]] == [38, 1]
     text = (tmp_path / "o" / "sentences" / "part-00000.txt").read_text()
     assert "the tailor of gloucester" in text
-    for boiler in ("use of anyone anywhere", "start of this project gutenberg", "end of this project gutenberg",
-                   "project gutenberg-tm"):
+    for boiler in (
+        "use of anyone anywhere",
+        "start of this project gutenberg",
+        "end of this project gutenberg",
+        "project gutenberg-tm",
+    ):
         assert boiler not in text

@@ -49,7 +49,9 @@ def train_tokenizer(sentences: list[str], vocab_size: int):
     tok = Tokenizer(models.BPE(unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="always")
     tok.decoder = decoders.Metaspace(prepend_scheme="always")
-    tok.train_from_iterator(sentences, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False))
+    tok.train_from_iterator(
+        sentences, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False)
+    )
     return tok
 
 
@@ -57,24 +59,40 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def make_preprocessed(root: Path, docs: list[list[str]], vocab_size: int = 500, parts: int = 2,
-                      word_kinds: dict | None = None, tokenizer=None) -> Path:
+def make_preprocessed(
+    root: Path,
+    docs: list[list[str]],
+    vocab_size: int = 500,
+    parts: int = 2,
+    word_kinds: dict | None = None,
+    tokenizer=None,
+) -> Path:
     (root / "sentences").mkdir(parents=True)
     per_part = -(-len(docs) // parts)
     part_entries = []
     for p in range(parts):
-        chunk = docs[p * per_part:(p + 1) * per_part]
+        chunk = docs[p * per_part : (p + 1) * per_part]
         name = f"sentences/part-{p:05d}.txt"
         (root / name).write_text("".join("\n".join(d) + "\n\n" for d in chunk), encoding="utf-8")
-        part_entries.append({"name": name, "documents": len(chunk), "sentences": sum(map(len, chunk)),
-                             "bytes": (root / name).stat().st_size, "sha256": sha(root / name)})
+        part_entries.append(
+            {
+                "name": name,
+                "documents": len(chunk),
+                "sentences": sum(map(len, chunk)),
+                "bytes": (root / name).stat().st_size,
+                "sha256": sha(root / name),
+            }
+        )
     tok = tokenizer or train_tokenizer([s for d in docs for s in d], vocab_size)
     tok.save(str(root / "tokenizer.json"))
     if word_kinds is not None:
         (root / "word_kinds.json").write_text(json.dumps(word_kinds))
-    manifest = {"schema": "mapnet.preprocess/1", "parts": part_entries,
-                "counts": {"documents": len(docs), "sentences": sum(map(len, docs))},
-                "tokenizer": {"sha256": sha(root / "tokenizer.json"), "vocab_size": tok.get_vocab_size(), "trained": True}}
+    manifest = {
+        "schema": "mapnet.preprocess/1",
+        "parts": part_entries,
+        "counts": {"documents": len(docs), "sentences": sum(map(len, docs))},
+        "tokenizer": {"sha256": sha(root / "tokenizer.json"), "vocab_size": tok.get_vocab_size(), "trained": True},
+    }
     (root / "manifest.json").write_text(json.dumps(manifest))
     return root
 
@@ -131,7 +149,9 @@ def prep(tmp_path_factory, docs) -> Path:
 # ---------------------------------------------------------------- packing
 @pytest.mark.parametrize("packing", ["fill", "whole_sentences"])
 def test_stream_round_trips_no_token_dropped(tmp_path, prep, docs, packing):
-    summary = run_shard(prep, tmp_path / "s", settings(max_seq_len=16, valid_fraction=0.0, packing=packing, sequences_per_file=50))
+    summary = run_shard(
+        prep, tmp_path / "s", settings(max_seq_len=16, valid_fraction=0.0, packing=packing, sequences_per_file=50)
+    )
     blocks = read_all(tmp_path / "s", "train")
     want = [t for d in expected_docs(prep, docs) for t in d]
     assert stream(blocks) == want
@@ -150,8 +170,11 @@ def test_whole_sentences_blocks_end_at_sentence_ends(tmp_path, prep, docs):
     run_shard(prep, tmp_path / "s", settings(max_seq_len=16, valid_fraction=0.0, packing="whole_sentences"))
     blocks = read_all(tmp_path / "s", "train")
     tok = shard_writer.load_tokenizer(prep / "tokenizer.json")
-    lengths = [len(e.ids) + (i == len(d) - 1) for d in docs
-               for i, e in enumerate(tok.encode_batch(d, add_special_tokens=False))]
+    lengths = [
+        len(e.ids) + (i == len(d) - 1)
+        for d in docs
+        for i, e in enumerate(tok.encode_batch(d, add_special_tokens=False))
+    ]
     ends, body = set(np.cumsum(lengths).tolist()), 15
     filled = np.cumsum((blocks[:, 1:] != PAD).sum(1))
     per_block = (blocks[:, 1:] != PAD).sum(1)
@@ -239,7 +262,11 @@ def test_reader_random_access_agrees_with_sequential(tmp_path, prep):
     with pytest.raises(IndexError):
         reader.take([0, len(reader)])
     assert reader.max_seq_len == 16 and reader.special_ids == {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
-    assert reader.vocab_size == shard_writer.load_tokenizer(prep / "tokenizer.json").get_vocab_size() and reader.tokenizer_path.is_file() and reader.token_kinds is None
+    assert (
+        reader.vocab_size == shard_writer.load_tokenizer(prep / "tokenizer.json").get_vocab_size()
+        and reader.tokenizer_path.is_file()
+        and reader.token_kinds is None
+    )
     assert ShardReader(tmp_path / "s" / "manifest.json", "valid").manifest == reader.manifest
     copy = pickle.loads(pickle.dumps(reader))  # e.g. sent to a data-loader worker
     assert np.array_equal(copy.take(idx), batch)
@@ -362,7 +389,9 @@ def test_cli_shard(tmp_path, prep):
     assert isinstance(again.exception, MapnetError) and "--overwrite" in str(again.exception)
     assert runner.invoke(app, args + ["--overwrite", "--set", "shard.packing=whole_sentences"]).exit_code == 0
     assert json.loads((out / "manifest.json").read_text())["packing"] == "whole_sentences"
-    shown = runner.invoke(app, ["shard", str(prep), "--out", str(out), "--print-settings", "--set", "shard.split_seed=7"])
+    shown = runner.invoke(
+        app, ["shard", str(prep), "--out", str(out), "--print-settings", "--set", "shard.split_seed=7"]
+    )
     assert "split_seed = 7" in shown.output
 
 
@@ -376,7 +405,9 @@ def real_prep(tmp_path_factory, shared_data) -> Path:
     from mapnet_cli.data.preprocess import run_preprocess
 
     root = tmp_path_factory.mktemp("real")
-    wiki = gzip.open(shared_data / "wiki-articles/enwiki-2015-wikiextractor/AA_wiki_00.txt.gz", "rt", encoding="utf-8").read()
+    wiki = gzip.open(
+        shared_data / "wiki-articles/enwiki-2015-wikiextractor/AA_wiki_00.txt.gz", "rt", encoding="utf-8"
+    ).read()
     (root / "wiki.txt").write_text("".join(re.findall(r"<doc .*?</doc>\n", wiki, flags=re.S)[:3]), encoding="utf-8")
     inputs = [shared_data / "books/carroll-alice.txt.gz", root / "wiki.txt"]
     run_preprocess(inputs, root / "prep", resolve(None, {"preprocess": {"vocab_size": 4096, "workers": 1}}))
@@ -412,7 +443,9 @@ def test_real_fill_shards_round_trip(tmp_path, real_prep):
     assert summary["manifest"]["splits"]["train"]["documents"] == len(docs)
     assert summary["manifest"]["splits"]["train"]["padding_fraction"] < 0.01
     # Sequences decode back to consecutive stretches of the tokenised sentences.
-    assert_decodes_in_order(blocks, shard_writer.load_tokenizer(real_prep / "tokenizer.json"), [s for d in docs for s in d])
+    assert_decodes_in_order(
+        blocks, shard_writer.load_tokenizer(real_prep / "tokenizer.json"), [s for d in docs for s in d]
+    )
     rows = list(reader)
     idx = np.random.default_rng(1).permutation(len(reader))[:64]
     assert all(np.array_equal(reader[int(i)], rows[i]) for i in idx)
@@ -439,23 +472,28 @@ def assert_decodes_in_order(blocks: np.ndarray, tok, sentences: list[str]) -> No
     for row in blocks:
         piece = tok.decode(row.tolist(), skip_special_tokens=True)
         found = text.find(piece, pos)
-        assert found >= 0 and found - pos <= 1, (piece[:80], text[pos:pos + 80])
+        assert found >= 0 and found - pos <= 1, (piece[:80], text[pos : pos + 80])
         pos = found + len(piece)
     assert pos == len(text)
 
 
 def test_real_whole_sentence_sequences_are_consecutive_sentences(tmp_path, real_prep):
     docs = real_docs(real_prep)
-    summary = run_shard(real_prep, tmp_path / "s", settings(max_seq_len=128, valid_fraction=0.0, packing="whole_sentences"))
+    summary = run_shard(
+        real_prep, tmp_path / "s", settings(max_seq_len=128, valid_fraction=0.0, packing="whole_sentences")
+    )
     blocks = read_all(tmp_path / "s", "train")
     tok = shard_writer.load_tokenizer(real_prep / "tokenizer.json")
-    units = [e.ids + [SEP] * (i == len(d) - 1) for d in docs
-             for i, e in enumerate(tok.encode_batch(d, add_special_tokens=False))]
+    units = [
+        e.ids + [SEP] * (i == len(d) - 1)
+        for d in docs
+        for i, e in enumerate(tok.encode_batch(d, add_special_tokens=False))
+    ]
     assert max(map(len, units)) > 127, "the corpus should contain a sentence longer than a block"
     want = reference_whole_sentences(units, 127)
     assert len(blocks) == len(want)
     for row, w in zip(blocks, want):
-        assert row[1:1 + len(w)].tolist() == w and not row[1 + len(w):].any()
+        assert row[1 : 1 + len(w)].tolist() == w and not row[1 + len(w) :].any()
     assert_decodes_in_order(blocks, tok, [s for d in docs for s in d])
     padding = summary["manifest"]["splits"]["train"]["padding_fraction"]
     print(f"whole_sentences padding at 128 tokens: {padding:.2%}")
@@ -489,7 +527,12 @@ def test_real_synthetic_token_kinds(tmp_path):
     reader = ShardReader(tmp_path / "s")
     kind_of = {int(i): k for k, ids in reader.token_kinds.items() for i in ids}
     tok = shard_writer.load_tokenizer(reader.tokenizer_path)
-    pieces = {w: e.ids for w, e in zip(synthetic.word_kinds(), tok.encode_batch(list(synthetic.word_kinds()), add_special_tokens=False))}
+    pieces = {
+        w: e.ids
+        for w, e in zip(
+            synthetic.word_kinds(), tok.encode_batch(list(synthetic.word_kinds()), add_special_tokens=False)
+        )
+    }
     # A 400-document corpus leaves a few rare words in pieces; the full tiny corpus leaves none (slow test).
     assert summary["token_kinds"]["multi_token_words"] == sum(len(p) > 1 for p in pieces.values()) <= 10
     texts = list(synthetic.generate_documents(s.synthetic))

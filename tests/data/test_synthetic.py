@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 import re
 import zlib
-from pathlib import Path
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -172,7 +172,12 @@ def test_tiny_recipe_resolves_and_shows():
     recipe = Path(__file__).resolve().parents[2] / "data_recipes" / "tiny.toml"
     assert load_recipe(recipe).inputs == ("synthetic:",)
     s = resolve(recipe, extra_sections=("recipe",))
-    assert (s.shard.max_seq_len, s.shard.valid_fraction, s.preprocess.vocab_size, s.model.preset) == (128, 0.05, 4096, "tiny")
+    assert (s.shard.max_seq_len, s.shard.valid_fraction, s.preprocess.vocab_size, s.model.preset) == (
+        128,
+        0.05,
+        4096,
+        "tiny",
+    )
     assert s.model.layers == 2 and s.train.steps <= 1000 and s.optim.warmup.steps < s.train.steps
     shown = CliRunner().invoke(app, ["config", "show", "--config", str(recipe)])
     assert shown.exit_code == 0 and "vocab_size = 4096" in shown.output

@@ -8,10 +8,17 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from tiny_shards import SPECIAL_IDS, write_tiny_shards
 
 from mapnet_cli.data.shards import ShardReader
-from mapnet_cli.data.unigram import entropy, sample_rows, token_counts, unigram_entropy, unigram_level, unigram_log_probs
-from tiny_shards import SPECIAL_IDS, write_tiny_shards
+from mapnet_cli.data.unigram import (
+    entropy,
+    sample_rows,
+    token_counts,
+    unigram_entropy,
+    unigram_level,
+    unigram_log_probs,
+)
 
 
 @pytest.fixture(scope="module")

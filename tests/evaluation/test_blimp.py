@@ -51,22 +51,34 @@ def test_batched_pll_equals_one_masked_copy_at_a_time(pretrained_tiny, blimp_dir
     sentences = suite.sentences()
     seqs = target.text.tokenise(sentences)
     assert any(len(set(np.cumsum(target.text.word_start[s]))) < len(s) for s in seqs)  # some word has several pieces
-    got = pll_scores(model, seqs, target.text.cls_id, target.text.sep_id, target.text.mask_id, target.text.word_start,
-                     method, max_tokens=64)  # small batches: several per length
+    got = pll_scores(
+        model,
+        seqs,
+        target.text.cls_id,
+        target.text.sep_id,
+        target.text.mask_id,
+        target.text.word_start,
+        method,
+        max_tokens=64,
+    )  # small batches: several per length
     want = [_naive_pll(model, target.text, s, method) for s in seqs]
     np.testing.assert_allclose(got, want, rtol=0, atol=2e-3)
 
 
 def test_word_l2r_hides_the_later_pieces_of_the_same_word_only():
     word_start = np.array([True] * 5 + [True, False, False, True, False])  # ids 5, 8 start words; 6, 7, 9 continue
-    (L, (rows, pos, target, sentence)), = masked_rows([np.array([5, 6, 7, 8, 9])], 0, 1, 4, word_start, "word-l2r").items()
+    ((L, (rows, pos, target, sentence)),) = masked_rows(
+        [np.array([5, 6, 7, 8, 9])], 0, 1, 4, word_start, "word-l2r"
+    ).items()
     assert L == 7 and pos.tolist() == [1, 2, 3, 4, 5] and target.tolist() == [5, 6, 7, 8, 9]
-    assert rows.tolist() == [[0, 4, 4, 4, 8, 9, 1],   # t1 begins a 3-piece word: its later pieces are hidden
-                             [0, 5, 4, 4, 8, 9, 1],   # t2: the earlier piece stays visible
-                             [0, 5, 6, 4, 8, 9, 1],
-                             [0, 5, 6, 7, 4, 4, 1],   # the next word: only its own later piece
-                             [0, 5, 6, 7, 8, 4, 1]]
-    (_, (plain, *_)), = masked_rows([np.array([5, 6, 7, 8, 9])], 0, 1, 4, word_start, "pll").items()
+    assert rows.tolist() == [
+        [0, 4, 4, 4, 8, 9, 1],  # t1 begins a 3-piece word: its later pieces are hidden
+        [0, 5, 4, 4, 8, 9, 1],  # t2: the earlier piece stays visible
+        [0, 5, 6, 4, 8, 9, 1],
+        [0, 5, 6, 7, 4, 4, 1],  # the next word: only its own later piece
+        [0, 5, 6, 7, 8, 4, 1],
+    ]
+    ((_, (plain, *_)),) = masked_rows([np.array([5, 6, 7, 8, 9])], 0, 1, 4, word_start, "pll").items()
     assert (plain == 4).sum(1).tolist() == [1, 1, 1, 1, 1]
 
 
@@ -97,8 +109,22 @@ def test_the_unigram_model_ties_on_reordered_words(pretrained_tiny, blimp_dir):
 
 def test_cli_scores_a_run_with_its_controls_and_the_published_models(pretrained_tiny, blimp_dir, tmp_path):
     out = tmp_path / "blimp.json"
-    result = CliRunner().invoke(app, ["blimp", str(pretrained_tiny), "--data", str(blimp_dir), "--out", str(out),
-                                      "--pairs", "20", "--paradigms", ",".join(PARADIGMS), "--no-progress"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "blimp",
+            str(pretrained_tiny),
+            "--data",
+            str(blimp_dir),
+            "--out",
+            str(out),
+            "--pairs",
+            "20",
+            "--paradigms",
+            ",".join(PARADIGMS),
+            "--no-progress",
+        ],
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(out.read_text())
     assert doc["complete"] and doc["data"]["pairs"] == 60 and doc["data"]["paradigms"] == 3
@@ -111,7 +137,9 @@ def test_cli_scores_a_run_with_its_controls_and_the_published_models(pretrained_
         per = m["paradigms"]
         assert sorted(per) == sorted(PARADIGMS) and all(v["pairs"] == 20 for v in per.values())
         assert m["accuracy"] == pytest.approx(np.mean([v["right"] / 20 for v in per.values()]))
-        assert m["fields"]["syntax"] == pytest.approx(np.mean([per[u]["accuracy"] for u in per if per[u]["field"] == "syntax"]))
+        assert m["fields"]["syntax"] == pytest.approx(
+            np.mean([per[u]["accuracy"] for u in per if per[u]["field"] == "syntax"])
+        )
     # the published figures of exactly these paradigms, from models_summary.jsonl
     rows = [json.loads(line) for line in (blimp_dir / "models_summary.jsonl").read_text().splitlines() if line.strip()]
     gpt2 = np.mean([r["gpt2"] for r in rows if r.get("UID") in PARADIGMS])
@@ -125,10 +153,15 @@ def test_cli_scores_a_run_with_its_controls_and_the_published_models(pretrained_
 def test_a_run_folder_is_a_curve_headed_by_its_newest_checkpoint(fake_run, blimp_dir):
     doc = blimp_run([fake_run], load_suite(blimp_dir, 5, PARADIGMS[1:]), BlimpConfig())
     assert [(m["run"], m["step"], m["init"]) for m in doc["models"]] == [
-        ("fake-bert", 100, "pretrained"), ("fake-bert", 200, "pretrained"), ("random-init", None, "random")]
+        ("fake-bert", 100, "pretrained"),
+        ("fake-bert", 200, "pretrained"),
+        ("random-init", None, "random"),
+    ]
     assert doc["accuracy"] == doc["models"][1]["accuracy"]
-    assert doc["notes"] == ["no unigram control for fake-bert@100: it records no training shards (give --shards)",
-                            "no unigram control for fake-bert@200: it records no training shards (give --shards)"]
+    assert doc["notes"] == [
+        "no unigram control for fake-bert@100: it records no training shards (give --shards)",
+        "no unigram control for fake-bert@200: it records no training shards (give --shards)",
+    ]
 
 
 def _bad_folder(tmp_path: Path, blimp_dir: Path, line: str | None) -> Path:
@@ -141,33 +174,50 @@ def _bad_folder(tmp_path: Path, blimp_dir: Path, line: str | None) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("line, message", [
-    ('{"sentence_good": "A b.", "field": "syntax", "UID": "adjunct_island"}', "adjunct_island.jsonl:3: missing or empty field sentence_bad"),
-    ("{not json", "adjunct_island.jsonl:3: not a JSON line"),
-    (None, "holds no paradigm file"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        (
+            '{"sentence_good": "A b.", "field": "syntax", "UID": "adjunct_island"}',
+            "adjunct_island.jsonl:3: missing or empty field sentence_bad",
+        ),
+        ("{not json", "adjunct_island.jsonl:3: not a JSON line"),
+        (None, "holds no paradigm file"),
+    ],
+)
 def test_bad_input_is_one_line_and_no_output(fake_run, blimp_dir, tmp_path, line, message):
     folder = _bad_folder(tmp_path, blimp_dir, line) if line is not None else tmp_path / "empty"
     folder.mkdir(exist_ok=True)
     out = tmp_path / "out.json"
-    result = CliRunner().invoke(app, ["blimp", str(fake_run), "--data", str(folder), "--out", str(out), "--no-progress"])
+    result = CliRunner().invoke(
+        app, ["blimp", str(fake_run), "--data", str(folder), "--out", str(out), "--no-progress"]
+    )
     assert result.exit_code != 0 and isinstance(result.exception, MapnetError)
     assert message in str(result.exception) and "\n" not in str(result.exception)
     assert not out.exists()
 
 
-@pytest.mark.parametrize("value, shown", [("50.6", "50.6"), ("-0.1", "-0.1"), ("NaN", "nan"), ("Infinity", "inf"),
-                                          ("true", None)])
-def test_a_published_score_outside_0_1_or_not_finite_is_refused_by_file_and_value(fake_run, blimp_dir, tmp_path, value,
-                                                                                 shown):
+@pytest.mark.parametrize(
+    "value, shown", [("50.6", "50.6"), ("-0.1", "-0.1"), ("NaN", "nan"), ("Infinity", "inf"), ("true", None)]
+)
+def test_a_published_score_outside_0_1_or_not_finite_is_refused_by_file_and_value(
+    fake_run, blimp_dir, tmp_path, value, shown
+):
     """A percentage, NaN or infinity in models_summary.jsonl was shown as a published figure ("5-gram 5060%")."""
     folder = _bad_folder(tmp_path, blimp_dir, None)
-    row = {"UID": "adjunct_island", "linguistics_term": "island_effects", "ngram": 0.5, "lstm": 0.6, "txl": 0.7,
-           "gpt2": 0.8}
+    row = {
+        "UID": "adjunct_island",
+        "linguistics_term": "island_effects",
+        "ngram": 0.5,
+        "lstm": 0.6,
+        "txl": 0.7,
+        "gpt2": 0.8,
+    }
     (folder / "models_summary.jsonl").write_text(json.dumps(row).replace('"ngram": 0.5', f'"ngram": {value}') + "\n")
     out = tmp_path / "out.json"
-    result = CliRunner().invoke(app, ["blimp", str(fake_run), "--data", str(folder), "--out", str(out),
-                                      "--no-progress"])
+    result = CliRunner().invoke(
+        app, ["blimp", str(fake_run), "--data", str(folder), "--out", str(out), "--no-progress"]
+    )
     assert isinstance(result.exception, MapnetError), result.output
     text = str(result.exception)
     assert text.startswith(f"{folder / 'models_summary.jsonl'}:1: ngram of adjunct_island is ") and "\n" not in text
@@ -178,8 +228,9 @@ def test_a_published_score_outside_0_1_or_not_finite_is_refused_by_file_and_valu
 def test_unknown_paradigm_and_method_are_refused(fake_run, blimp_dir, tmp_path):
     with pytest.raises(MapnetError, match="has no paradigm nope"):
         load_suite(blimp_dir, 0, ["nope"])
-    result = CliRunner().invoke(app, ["blimp", str(fake_run), "--data", str(blimp_dir), "--out", str(tmp_path / "o.json"),
-                                      "--method", "l2r"])
+    result = CliRunner().invoke(
+        app, ["blimp", str(fake_run), "--data", str(blimp_dir), "--out", str(tmp_path / "o.json"), "--method", "l2r"]
+    )
     assert result.exit_code != 0 and "method must be one of pll, word-l2r" in str(result.exception)
 
 
@@ -210,25 +261,59 @@ def test_the_unigram_control_refuses_shards_of_another_tokenizer(fake_run, pretr
     with pytest.raises(MapnetError, match="made with another tokenizer"):
         blimp_run([fake_run], load_suite(blimp_dir, 2, PARADIGMS[:1]), BlimpConfig(random_control=False), shards=other)
     out = tmp_path / "out.json"
-    result = CliRunner().invoke(app, ["blimp", str(fake_run), "--data", str(blimp_dir), "--out", str(out), "--pairs", "2",
-                                      "--paradigms", PARADIGMS[0], "--shards", str(other), "--no-progress"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "blimp",
+            str(fake_run),
+            "--data",
+            str(blimp_dir),
+            "--out",
+            str(out),
+            "--pairs",
+            "2",
+            "--paradigms",
+            PARADIGMS[0],
+            "--shards",
+            str(other),
+            "--no-progress",
+        ],
+    )
     assert result.exit_code != 0 and "made with another tokenizer" in str(result.exception)
     assert not out.exists()
 
 
 def test_a_folder_without_an_mlm_head_is_refused_before_scoring(pretrained_tiny, blimp_dir, tmp_path):
-    """A bare encoder (a BertModel: no cls.predictions.* or lm_head.*) has no predictions to score: one line, no output."""
+    """A bare encoder (a BertModel: no cls.predictions.* or lm_head.*) has no predictions to score: one line, no
+    output."""
     from safetensors.torch import load_file, save_file
 
     from mapnet_cli.export import export
 
     folder = export(pretrained_tiny, tmp_path / "hf")
     weights = load_file(folder / "model.safetensors")
-    save_file({k: v for k, v in weights.items() if not k.startswith(("cls.", "lm_head."))}, folder / "model.safetensors")
+    save_file(
+        {k: v for k, v in weights.items() if not k.startswith(("cls.", "lm_head."))}, folder / "model.safetensors"
+    )
     out = tmp_path / "out.json"
     first = find_targets([pretrained_tiny])[-1].path  # scored first: the refusal must come before it is
-    result = CliRunner().invoke(app, ["blimp", str(first), str(folder), "--data", str(blimp_dir), "--out", str(out),
-                                      "--pairs", "2", "--paradigms", PARADIGMS[0], "--no-progress"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "blimp",
+            str(first),
+            str(folder),
+            "--data",
+            str(blimp_dir),
+            "--out",
+            str(out),
+            "--pairs",
+            "2",
+            "--paradigms",
+            PARADIGMS[0],
+            "--no-progress",
+        ],
+    )
     assert result.exit_code != 0 and "has no MLM head" in str(result.exception)
     assert not out.exists()
 
@@ -252,22 +337,40 @@ def _damaged_export(fake_run: Path, tmp_path: Path, how: str) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("how, message", [
-    ("truncated-weights", "model.safetensors is not a readable safetensors file"),
-    ("broken-config", "config.json is not readable JSON"),
-    ("no-tokenizer", "has no tokenizer.json"),
-    # found when its weights were loaded for scoring: after the good checkpoint listed before it had been scored
-    ("config-of-other-widths", "encoder.blocks.0.ffn_in.weight has shape (64, 32), config.json implies (128, 32)"),
-    ("config-of-more-layers", "model.safetensors lacks bert.encoder.layer.1.attention.self.query.weight"),
-])
+@pytest.mark.parametrize(
+    "how, message",
+    [
+        ("truncated-weights", "model.safetensors is not a readable safetensors file"),
+        ("broken-config", "config.json is not readable JSON"),
+        ("no-tokenizer", "has no tokenizer.json"),
+        # found when its weights were loaded for scoring: after the good checkpoint listed before it had been scored
+        ("config-of-other-widths", "encoder.blocks.0.ffn_in.weight has shape (64, 32), config.json implies (128, 32)"),
+        ("config-of-more-layers", "model.safetensors lacks bert.encoder.layer.1.attention.self.query.weight"),
+    ],
+)
 def test_a_damaged_exported_folder_is_named_in_one_line_before_any_scoring(fake_run, blimp_dir, tmp_path, how, message):
     """The exported folder goes through --init-from's reader (`init_from.open_source`): a truncated model.safetensors
     was a 48-line traceback, a broken config.json "an incomplete checkpoint (no COMPLETE marker)", a missing
     tokenizer.json blamed on --init-from. Listed after a good checkpoint, refused before it is scored."""
     folder = _damaged_export(fake_run, tmp_path, how)
     out = tmp_path / "out.json"
-    result = CliRunner().invoke(app, ["blimp", str(fake_run), str(folder), "--data", str(blimp_dir), "--out", str(out),
-                                      "--pairs", "2", "--paradigms", PARADIGMS[0], "--no-progress"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "blimp",
+            str(fake_run),
+            str(folder),
+            "--data",
+            str(blimp_dir),
+            "--out",
+            str(out),
+            "--pairs",
+            "2",
+            "--paradigms",
+            PARADIGMS[0],
+            "--no-progress",
+        ],
+    )
     assert isinstance(result.exception, MapnetError), result.output
     text = str(result.exception)
     assert message in text and str(folder) in text and "\n" not in text
@@ -287,12 +390,28 @@ def test_an_export_with_another_tokenizer_is_refused_by_both_sizes_before_any_sc
     sentences.write_text("\n".join(load_suite(blimp_dir, 50, PARADIGMS).sentences()), encoding="utf-8")
     save_tokenizer(train_tokenizer([sentences], vocab_size=1000, min_frequency=1), folder / "tokenizer.json")
     out = tmp_path / "out.json"
-    result = CliRunner().invoke(app, ["blimp", str(fake_run), str(folder), "--data", str(blimp_dir), "--out", str(out),
-                                      "--pairs", "5", "--paradigms", PARADIGMS[0], "--no-progress"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "blimp",
+            str(fake_run),
+            str(folder),
+            "--data",
+            str(blimp_dir),
+            "--out",
+            str(out),
+            "--pairs",
+            "5",
+            "--paradigms",
+            PARADIGMS[0],
+            "--no-progress",
+        ],
+    )
     assert isinstance(result.exception, MapnetError), result.output
-    assert str(result.exception).startswith(f"{folder / 'tokenizer.json'} gives token ids up to 999 (1000 tokens), but "
-                                            f"the model in {folder} has {rows} embedding rows (ids 0-{rows - 1}): "
-                                            ), result.exception
+    assert str(result.exception).startswith(
+        f"{folder / 'tokenizer.json'} gives token ids up to 999 (1000 tokens), but "
+        f"the model in {folder} has {rows} embedding rows (ids 0-{rows - 1}): "
+    ), result.exception
     assert "scoring" not in result.output and not out.exists()
 
 
@@ -302,9 +421,27 @@ def test_a_truncated_export_is_exit_2_and_one_line_from_the_shell(fake_run, blim
 
     folder = _damaged_export(fake_run, tmp_path, "truncated-weights")
     out = tmp_path / "out.json"
-    proc = subprocess.run([sys.executable, "-m", "mapnet_cli.cli", "blimp", str(folder), "--data", str(blimp_dir),
-                           "--out", str(out), "--pairs", "2", "--paradigms", PARADIGMS[0], "--no-progress"],
-                          capture_output=True, text=True, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mapnet_cli.cli",
+            "blimp",
+            str(folder),
+            "--data",
+            str(blimp_dir),
+            "--out",
+            str(out),
+            "--pairs",
+            "2",
+            "--paradigms",
+            PARADIGMS[0],
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "OMP_NUM_THREADS": "1"},
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert [line for line in proc.stderr.splitlines() if line.strip()] == [proc.stderr.strip()]
     assert proc.stderr.startswith("error:") and not out.exists()
@@ -335,7 +472,9 @@ def test_identical_pairs_are_counted_and_named_and_a_paradigm_of_nothing_else_is
     made only of such pairs could only score 0%: refused, naming the file."""
     suite = load_suite(blimp_dir, 0, ["passive_1"])
     assert suite.paradigms[0].identical == (325, 811)
-    assert suite.identical_notes()[0].startswith("passive_1: 2 of 1000 pairs have two identical sentences (lines 325, 811)")
+    assert suite.identical_notes()[0].startswith(
+        "passive_1: 2 of 1000 pairs have two identical sentences (lines 325, 811)"
+    )
     # Scores per distinct sentence, looked up as the scorer does: the two pairs tie whatever the model.
     scorer = Scorer(suite)
     scores = np.random.default_rng(0).normal(size=len(scorer.sentences))
@@ -346,7 +485,9 @@ def test_identical_pairs_are_counted_and_named_and_a_paradigm_of_nothing_else_is
     row = {"sentence_good": "The cat sat.", "sentence_bad": "The cat sat. ", "field": "syntax", "UID": "same"}
     (folder / "same.jsonl").write_text((json.dumps(row) + "\n") * 3)
     out = tmp_path / "out.json"
-    result = CliRunner().invoke(app, ["blimp", str(fake_run), "--data", str(folder), "--out", str(out), "--no-progress"])
+    result = CliRunner().invoke(
+        app, ["blimp", str(fake_run), "--data", str(folder), "--out", str(out), "--no-progress"]
+    )
     assert isinstance(result.exception, MapnetError)
     assert "same.jsonl: every pair (3) has two identical sentences" in str(result.exception) and not out.exists()
 
@@ -355,16 +496,43 @@ def test_a_model_too_short_for_the_sentences_is_refused_before_any_is_scored(fak
     """fake_run reads 64 positions; passive_1 has longer sentences in its word-level tokens. Found while scoring, the
     refusal came after every model listed before it had been scored."""
     out = tmp_path / "out.json"
-    result = CliRunner().invoke(app, ["blimp", str(fake_run), "--data", str(blimp_dir), "--out", str(out),
-                                      "--paradigms", "passive_1", "--no-progress"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "blimp",
+            str(fake_run),
+            "--data",
+            str(blimp_dir),
+            "--out",
+            str(out),
+            "--paradigms",
+            "passive_1",
+            "--no-progress",
+        ],
+    )
     assert isinstance(result.exception, MapnetError), result.output
     assert "fake-bert@100 reads 64 positions, its longest sentence is" in str(result.exception)
     assert "scoring" not in result.output and not out.exists()
 
 
 def _blimp(fake_run: Path, blimp_dir: Path, out: Path, *flags: str):
-    return CliRunner().invoke(app, ["blimp", str(fake_run), "--data", str(blimp_dir), "--out", str(out), "--pairs", "5",
-                                    "--paradigms", ",".join(PARADIGMS[1:]), "--no-progress", *flags])
+    return CliRunner().invoke(
+        app,
+        [
+            "blimp",
+            str(fake_run),
+            "--data",
+            str(blimp_dir),
+            "--out",
+            str(out),
+            "--pairs",
+            "5",
+            "--paradigms",
+            ",".join(PARADIGMS[1:]),
+            "--no-progress",
+            *flags,
+        ],
+    )
 
 
 def test_resume_keeps_the_models_already_scored_and_scores_the_rest(fake_run, blimp_dir, tmp_path, monkeypatch):
@@ -377,7 +545,9 @@ def test_resume_keeps_the_models_already_scored_and_scores_the_rest(fake_run, bl
     stopped.write_text(json.dumps({**whole, "complete": False, "models": whole["models"][:1]}))
     scored = []
     original = Scorer.score
-    monkeypatch.setattr(Scorer, "score", lambda self, t, progress=lambda _: None: scored.append(t.label) or original(self, t, progress))
+    monkeypatch.setattr(
+        Scorer, "score", lambda self, t, progress=lambda _: None: scored.append(t.label) or original(self, t, progress)
+    )
     result = _blimp(fake_run, blimp_dir, stopped, "--resume")
     assert result.exit_code == 0, result.output
     assert scored == ["fake-bert@200", "random-init"]
@@ -390,8 +560,9 @@ def test_resume_keeps_the_models_already_scored_and_scores_the_rest(fake_run, bl
     assert _blimp(fake_run, blimp_dir, tmp_path / "new.json", "--resume").exit_code == 0 and len(scored) == 3
 
 
-def test_resume_keeps_models_it_has_not_reached_yet_and_knows_models_by_their_weights(fake_run, blimp_dir, tmp_path,
-                                                                                       monkeypatch):
+def test_resume_keeps_models_it_has_not_reached_yet_and_knows_models_by_their_weights(
+    fake_run, blimp_dir, tmp_path, monkeypatch
+):
     import shutil
 
     full = tmp_path / "full.json"
@@ -415,7 +586,9 @@ def test_resume_keeps_models_it_has_not_reached_yet_and_knows_models_by_their_we
     assert not left["complete"] and [m["label"] for m in left["models"]] == ["fake-bert@100", "random-init"]
     # A run copied elsewhere is the same models (nothing scored again); an entry of the same label with other weights
     # is not (scored again).
-    monkeypatch.setattr(Scorer, "score", lambda self, t, progress=lambda _: None: scored.append(t.label) or original(self, t, progress))
+    monkeypatch.setattr(
+        Scorer, "score", lambda self, t, progress=lambda _: None: scored.append(t.label) or original(self, t, progress)
+    )
     scored.clear()
     copy = tmp_path / "elsewhere" / "fake-bert"
     shutil.copytree(fake_run, copy)
@@ -440,15 +613,18 @@ def test_resume_with_fewer_models_keeps_the_results_of_those_not_named_again(fak
     assert result.output.count("fake-bert@200") >= 2  # in the printed table too, beside the note
 
 
-@pytest.mark.parametrize("flags, content, message", [
-    (("--method", "word-l2r"), None, "was scored with other method and settings than asked"),
-    (("--pairs", "4"), None, "was scored with other pairs than asked"),
-    ((), "{not json", "is not readable JSON"),
-    ((), '{"schema": "something else"}', "is not a BLiMP file of this mapnet"),
-    ((), "scorer-2", "was scored with other scorer (version 2, this one 1)"),
-    ((), "damaged", "model entry 2 is damaged"),
-    (("--overwrite",), None, "--resume keeps what --out holds and --overwrite replaces it"),
-])
+@pytest.mark.parametrize(
+    "flags, content, message",
+    [
+        (("--method", "word-l2r"), None, "was scored with other method and settings than asked"),
+        (("--pairs", "4"), None, "was scored with other pairs than asked"),
+        ((), "{not json", "is not readable JSON"),
+        ((), '{"schema": "something else"}', "is not a BLiMP file of this mapnet"),
+        ((), "scorer-2", "was scored with other scorer (version 2, this one 1)"),
+        ((), "damaged", "model entry 2 is damaged"),
+        (("--overwrite",), None, "--resume keeps what --out holds and --overwrite replaces it"),
+    ],
+)
 def test_resume_refuses_a_file_of_another_scoring_in_one_line(fake_run, blimp_dir, tmp_path, flags, content, message):
     out = tmp_path / "b.json"
     assert _blimp(fake_run, blimp_dir, out).exit_code == 0
@@ -456,7 +632,9 @@ def test_resume_refuses_a_file_of_another_scoring_in_one_line(fake_run, blimp_di
     if content == "scorer-2":
         out.write_text(json.dumps({**doc, "scorer": 2}))
     elif content == "damaged":  # an entry without its per-paradigm scores, and one that is not an object at all
-        out.write_text(json.dumps({**doc, "models": [doc["models"][0], {"sha256": "x", "init": "random", "accuracy": 0.5}, 3]}))
+        out.write_text(
+            json.dumps({**doc, "models": [doc["models"][0], {"sha256": "x", "init": "random", "accuracy": 0.5}, 3]})
+        )
     elif content is not None:
         out.write_text(content)
     before = out.read_text()

@@ -9,13 +9,13 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from mapnet_cli.model import checkpoint
 from mapnet_cli import settings as settings_mod
 from mapnet_cli.cli import app, main
-from mapnet_cli.errors import MapnetError
 from mapnet_cli.data.bpe import save_tokenizer, train_tokenizer
+from mapnet_cli.errors import MapnetError
 from mapnet_cli.evaluation.inspect_masks import SCHEMA, inspect_masks, words_of
 from mapnet_cli.masking.mapnet import ProposalConfig, ProposalNetwork
+from mapnet_cli.model import checkpoint
 from mapnet_cli.model.bert import BertConfig, BertForMLM
 
 CORPUS = ["the computer computes a computation .", "a cat sat on the mat .", "the dog ate the computer ."] * 30
@@ -29,9 +29,16 @@ def make_run(tmp_path):
     tok = train_tokenizer([text], vocab_size=300, min_frequency=1)
     tok_path = tmp_path / "tokenizer.json"
     save_tokenizer(tok, tok_path)
-    settings = settings_mod.resolve(assignments=[
-        "model.layers=1", "model.hidden=32", "model.heads=2", "model.max_position=64", "shard.max_seq_len=64",
-        "masking.strategy=mapnet"])
+    settings = settings_mod.resolve(
+        assignments=[
+            "model.layers=1",
+            "model.hidden=32",
+            "model.heads=2",
+            "model.max_position=64",
+            "shard.max_seq_len=64",
+            "masking.strategy=mapnet",
+        ]
+    )
     torch.manual_seed(0)
     cfg = BertConfig.from_settings(settings.model, tok.get_vocab_size(), 0)
     model = BertForMLM(cfg)
@@ -41,7 +48,9 @@ def make_run(tmp_path):
         proposal.score.weight.normal_(std=2.0)  # a clearly non-uniform proposal
     modules, extra = {"": model, "mapnet": proposal}, {"mapnet": pcfg.to_dict()}
     run = tmp_path / "run"
-    checkpoint.save_checkpoint(run, 7, modules, {"data_position": 0}, cfg, settings.to_toml(), tok_path, "0" * 64, extra)
+    checkpoint.save_checkpoint(
+        run, 7, modules, {"data_position": 0}, cfg, settings.to_toml(), tok_path, "0" * 64, extra
+    )
     return run
 
 
@@ -51,8 +60,9 @@ def mapnet_run(tmp_path_factory):
 
 
 def test_json_schema_on_text(mapnet_run):
-    result = CliRunner().invoke(app, ["inspect-masks", str(mapnet_run), "--text", TEXT, "--json", "--samples", "50",
-                                      "--min-count", "1"])
+    result = CliRunner().invoke(
+        app, ["inspect-masks", str(mapnet_run), "--text", TEXT, "--json", "--samples", "50", "--min-count", "1"]
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["schema"] == SCHEMA and data["source"] == "text" and data["step"] == 7
@@ -79,8 +89,9 @@ def test_same_seed_same_masks_and_rich_view(mapnet_run):
     a = inspect_masks(mapnet_run, text=TEXT, seed=3, samples=20)
     b = inspect_masks(mapnet_run, text=TEXT, seed=3, samples=20)
     assert [s.masked for s in a.sequences] == [s.masked for s in b.sequences]
-    result = CliRunner().invoke(app, ["inspect-masks", str(mapnet_run), "--text", TEXT, "--samples", "20",
-                                      "--min-count", "1"])
+    result = CliRunner().invoke(
+        app, ["inspect-masks", str(mapnet_run), "--text", TEXT, "--samples", "20", "--min-count", "1"]
+    )
     assert result.exit_code == 0, result.output
     assert "proposal p x n" in result.stdout and "masked" in result.stdout and "vs uniform" in result.stdout
 
@@ -115,21 +126,25 @@ def test_a_file_is_read_as_preprocess_reads_it_gz_binary_and_a_megabyte_line(map
     assert long.stat().st_size > 1_200_000
     done = masks("--file", str(long))
     assert done.exit_code == 0, done.output
-    assert [s["tokens"] for s in json.loads(done.stdout)["sequences"]] == \
-        [s["tokens"] for s in json.loads(want.stdout)["sequences"]]
-    piped = CliRunner().invoke(app, ["inspect-masks", str(mapnet_run), "--json", "-n", "2", "--samples", "5"],
-                               input=long.read_text())
+    assert [s["tokens"] for s in json.loads(done.stdout)["sequences"]] == [
+        s["tokens"] for s in json.loads(want.stdout)["sequences"]
+    ]
+    piped = CliRunner().invoke(
+        app, ["inspect-masks", str(mapnet_run), "--json", "-n", "2", "--samples", "5"], input=long.read_text()
+    )
     assert piped.exit_code == 0, piped.output  # stdin is cut the same way
 
     binary = tmp_path / "model.bin"
     binary.write_bytes(b"\x00\x01\x02 weights " * 100)
     not_gzip = tmp_path / "x.txt.gz"
     not_gzip.write_text("not compressed\n")
-    for path, message in ((binary, f"--file {binary} looks binary (NUL bytes"),
-                          (packed.with_name("b.txt.gz"), "looks binary"),
-                          (not_gzip, f"{not_gzip}: corrupt or truncated gzip data"),
-                          (tmp_path, f"--file {tmp_path} is a folder"),
-                          (tmp_path / "nope.txt", "no such file")):
+    for path, message in (
+        (binary, f"--file {binary} looks binary (NUL bytes"),
+        (packed.with_name("b.txt.gz"), "looks binary"),
+        (not_gzip, f"{not_gzip}: corrupt or truncated gzip data"),
+        (tmp_path, f"--file {tmp_path} is a folder"),
+        (tmp_path / "nope.txt", "no such file"),
+    ):
         if path.name == "b.txt.gz":
             path.write_bytes(gzip.compress(binary.read_bytes()))
         res = masks("--file", str(path))
@@ -159,8 +174,10 @@ def test_word_tables_rank_only_word_types_seen_min_count_times_and_say_how_many_
     assert ranked and ranked <= {"the", "cat", "sat", "on", "mat", "."}  # words, not BPE pieces, are counted
     assert result.min_count == 3 and result.left_out == 4  # a, dog, ran, end
     assert inspect_masks(mapnet_run, text=text, samples=20, sentences=10, min_count=1).left_out == 0
-    shown = CliRunner().invoke(app, ["inspect-masks", str(mapnet_run), "--text", text, "--samples", "20",
-                                     "--sentences", "10", "--min-count", "3"])
+    shown = CliRunner().invoke(
+        app,
+        ["inspect-masks", str(mapnet_run), "--text", text, "--samples", "20", "--sentences", "10", "--min-count", "3"],
+    )
     assert shown.exit_code == 0, shown.output
     assert "4 word types seen fewer than 3 times are left out" in " ".join(shown.output.split())
     bad = CliRunner().invoke(app, ["inspect-masks", str(mapnet_run), "--text", text, "--min-count", "0"])
@@ -190,17 +207,34 @@ def test_continuation_prefix_reads_the_tokenizer_model():
 def adaptive_run(tmp_path_factory):
     """A real adaptive run on split-vocabulary tiny shards: theme tokens (ids 5-33) become predictable, noise
     tokens (34-63) never do (tests/masking/test_adaptive.py measures the table this run learns)."""
+    from tiny_shards import write_tiny_shards
+
     from mapnet_cli.settings import resolve
     from mapnet_cli.train import pretrain
-    from tiny_shards import write_tiny_shards
 
     root = tmp_path_factory.mktemp("adaptive")
     shards = write_tiny_shards(root / "shards", train=128, valid=8, seq_len=64, split_vocab=True, bpe=True)
-    s = resolve(None, {"model": {"preset": "tiny"}}, [
-        "train.recipe=paper", "model.max_position=64", "shard.max_seq_len=64", "train.batch_size=16", "train.steps=40",
-        "train.eval_every=0", "train.eval_sequences=8", "train.checkpoint_every=0", "optim.warmup.steps=3",
-        "optim.lr=3e-3", "logging.progress=false", "masking.strategy=adaptive", "masking.adaptive.every=5",
-        "masking.adaptive.weights=ht", "masking.adaptive.mix_uniform=0.5"])
+    s = resolve(
+        None,
+        {"model": {"preset": "tiny"}},
+        [
+            "train.recipe=paper",
+            "model.max_position=64",
+            "shard.max_seq_len=64",
+            "train.batch_size=16",
+            "train.steps=40",
+            "train.eval_every=0",
+            "train.eval_sequences=8",
+            "train.checkpoint_every=0",
+            "optim.warmup.steps=3",
+            "optim.lr=3e-3",
+            "logging.progress=false",
+            "masking.strategy=adaptive",
+            "masking.adaptive.every=5",
+            "masking.adaptive.weights=ht",
+            "masking.adaptive.mix_uniform=0.5",
+        ],
+    )
     return pretrain(s, shards, root / "run")
 
 
@@ -237,8 +271,9 @@ def test_an_adaptive_run_shows_the_tokens_its_table_masks_more_and_less(adaptive
 
 
 @pytest.mark.parametrize("vocab_size, bpe", [(200, True), (64, False)])
-def test_shards_of_another_tokenizer_are_refused_before_any_id_reaches_the_model(adaptive_run, tmp_path, vocab_size,
-                                                                                 bpe):
+def test_shards_of_another_tokenizer_are_refused_before_any_id_reaches_the_model(
+    adaptive_run, tmp_path, vocab_size, bpe
+):
     """`--shards` of another tokenizer: ids past the embedding table were torch's IndexError; ids within it (a
     tokenizer of the same size) would have been read as other words, without a word."""
     from tiny_shards import write_tiny_shards
@@ -248,7 +283,8 @@ def test_shards_of_another_tokenizer_are_refused_before_any_id_reaches_the_model
     assert isinstance(result.exception, MapnetError), result.output
     assert str(result.exception).startswith(
         f"shards {other} were encoded with another tokenizer ({vocab_size} tokens, {other / 'tokenizer.json'}) than "
-        f"{adaptive_run} was trained with (64 embedding rows, its tokenizer.json): their ids would mean other words")
+        f"{adaptive_run} was trained with (64 embedding rows, its tokenizer.json): their ids would mean other words"
+    )
     # The run's own shards are read as before.
     own = adaptive_run.parents[2] / "shards"  # the checkpoint is RUN/checkpoints/step-N, beside RUN: shards
     assert inspect_masks(adaptive_run, shards=own, samples=5).source == "valid"

@@ -24,7 +24,7 @@ def real_sst2(shared_data, tmp_path) -> Path:
     (root / "SST-2").mkdir(parents=True)
     for name, rows in (("train.tsv", 300), ("dev.tsv", 120)):
         lines = (shared_data / "glue" / "SST-2" / name).read_text(encoding="utf-8").splitlines()
-        (root / "SST-2" / name).write_text("\n".join(lines[:rows + 1]) + "\n", encoding="utf-8")
+        (root / "SST-2" / name).write_text("\n".join(lines[: rows + 1]) + "\n", encoding="utf-8")
     return root
 
 
@@ -38,12 +38,20 @@ def test_probe_is_reproducible_for_a_fixed_seed(fake_run, real_sst2, tmp_path):
     a = probe_run(refs, real_sst2, cfg, tmp_path / "a" / "probe.json")
     b = probe_run(refs, real_sst2, cfg)
     assert _without_time(a) == _without_time(b)  # every number, bit for bit
-    assert json.loads((tmp_path / "a" / "probe.json").read_text())["checkpoints"][0]["mean"] == a["checkpoints"][0]["mean"]
+    assert (
+        json.loads((tmp_path / "a" / "probe.json").read_text())["checkpoints"][0]["mean"] == a["checkpoints"][0]["mean"]
+    )
     # Two checkpoints and their one random-init control, each with both poolings scored on the real dev rows.
     assert [(ck["run"], ck["step"], ck["init"]) for ck in a["checkpoints"]] == [
-        ("fake-bert", 100, "pretrained"), ("fake-bert", 200, "pretrained"), ("random-init", 0, "random")]
-    assert a["data"] == {"train_rows": 200, "train_subset_sha256": a["data"]["train_subset_sha256"],
-                         "dev_rows": {"SST-2": 120}}
+        ("fake-bert", 100, "pretrained"),
+        ("fake-bert", 200, "pretrained"),
+        ("random-init", 0, "random"),
+    ]
+    assert a["data"] == {
+        "train_rows": 200,
+        "train_subset_sha256": a["data"]["train_subset_sha256"],
+        "dev_rows": {"SST-2": 120},
+    }
     for ck in a["checkpoints"]:
         for pooling in ("cls", "mean"):
             p = ck[pooling]
@@ -75,13 +83,40 @@ def test_logistic_fit_by_hand():
 
 
 def test_rank_correlation_matches_checkpoints_by_hash():
-    probe = {"task": "SST-2", "config": {"pooling": "mean"}, "checkpoints": [
-        {"run": "r", "step": s, "sha256": f"h{s}", "init": "pretrained", "mean": {"score": p}, "cls": {"score": 1 - p}}
-        for s, p in ((1, 0.5), (2, 0.6), (3, 0.7), (4, 0.8))] + [
-        {"run": "random-init", "step": 0, "sha256": "ctl", "init": "random", "mean": {"score": 0.1}, "cls": {"score": 0.1}}]}
-    glue = {"summary": {"checkpoints": [
-        {"sha256": f"h{s}", "init": "pretrained", "entries": {"SST-2": f}} for s, f in ((1, 0.1), (2, 0.3), (3, 0.2))] + [
-        {"sha256": "ctl", "init": "random", "entries": {"SST-2": 0.9}}]}}
+    probe = {
+        "task": "SST-2",
+        "config": {"pooling": "mean"},
+        "checkpoints": [
+            {
+                "run": "r",
+                "step": s,
+                "sha256": f"h{s}",
+                "init": "pretrained",
+                "mean": {"score": p},
+                "cls": {"score": 1 - p},
+            }
+            for s, p in ((1, 0.5), (2, 0.6), (3, 0.7), (4, 0.8))
+        ]
+        + [
+            {
+                "run": "random-init",
+                "step": 0,
+                "sha256": "ctl",
+                "init": "random",
+                "mean": {"score": 0.1},
+                "cls": {"score": 0.1},
+            }
+        ],
+    }
+    glue = {
+        "summary": {
+            "checkpoints": [
+                {"sha256": f"h{s}", "init": "pretrained", "entries": {"SST-2": f}}
+                for s, f in ((1, 0.1), (2, 0.3), (3, 0.2))
+            ]
+            + [{"sha256": "ctl", "init": "random", "entries": {"SST-2": 0.9}}]
+        }
+    }
     c = rank_correlation(probe, glue)
     # Matched: steps 1-3 (step 4 was not fine-tuned; the control is never a pair). Ranks (1,2,3) vs (1,3,2): rho 0.5.
     assert c["n"] == 3 and [p["step"] for p in c["pairs"]] == [1, 2, 3]
@@ -94,12 +129,35 @@ def test_rank_correlation_matches_checkpoints_by_hash():
 def test_probe_command_writes_json_and_correlation(fake_run, real_sst2, tmp_path):
     results = tmp_path / "results.json"
     refs = find_checkpoints(every=[fake_run])
-    results.write_text(json.dumps({"summary": {"checkpoints": [
-        {"sha256": r.sha, "entries": {"SST-2": 0.5 + 0.1 * i}} for i, r in enumerate(refs)]}}))
+    results.write_text(
+        json.dumps(
+            {
+                "summary": {
+                    "checkpoints": [{"sha256": r.sha, "entries": {"SST-2": 0.5 + 0.1 * i}} for i, r in enumerate(refs)]
+                }
+            }
+        )
+    )
     out = tmp_path / "probe.json"
-    res = CliRunner().invoke(app, ["probe", str(fake_run), "--data", str(real_sst2), "--out", str(out),
-                                   "--examples", "100", "--max-seq-len", "48", "--no-control", "--against", str(results)],
-                             env={"COLUMNS": "200"})
+    res = CliRunner().invoke(
+        app,
+        [
+            "probe",
+            str(fake_run),
+            "--data",
+            str(real_sst2),
+            "--out",
+            str(out),
+            "--examples",
+            "100",
+            "--max-seq-len",
+            "48",
+            "--no-control",
+            "--against",
+            str(results),
+        ],
+        env={"COLUMNS": "200"},
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
     assert [ck["step"] for ck in doc["checkpoints"]] == [100, 200] and doc["config"]["train_examples"] == 100
@@ -109,8 +167,9 @@ def test_probe_command_writes_json_and_correlation(fake_run, real_sst2, tmp_path
         assert f"fake-bert@{ck['step']} │ pretrained │ {100 * ck['mean']['score']:.2f}" in text
     assert "over 2 checkpoints: not computed" in text
     for extra, msg in ((["--task", "stsb"], "regression"), (["--pooling", "max"], "pooling must be one of")):
-        res = CliRunner().invoke(app, ["probe", str(fake_run), "--data", str(real_sst2), "--out", str(out), "--overwrite",
-                                       *extra])
+        res = CliRunner().invoke(
+            app, ["probe", str(fake_run), "--data", str(real_sst2), "--out", str(out), "--overwrite", *extra]
+        )
         assert isinstance(res.exception, MapnetError) and msg in str(res.exception), res.output
         assert json.loads(out.read_text()) == doc  # refused before the first checkpoint: the old result stands
 
@@ -162,8 +221,9 @@ def test_a_damaged_checkpoint_of_a_curve_is_refused_before_the_first_is_probed(f
     assert "probing" not in res.output and not out.exists()
 
 
-def test_a_tokenizer_past_its_models_embedding_table_is_refused_before_the_first_is_probed(fake_run, real_sst2,
-                                                                                          tmp_path):
+def test_a_tokenizer_past_its_models_embedding_table_is_refused_before_the_first_is_probed(
+    fake_run, real_sst2, tmp_path
+):
     """A checkpoint (listed second) whose tokenizer gives ids its embedding table has no row for reached torch as
     IndexError when its turn came, after the checkpoints before it were probed."""
     import torch
@@ -175,14 +235,34 @@ def test_a_tokenizer_past_its_models_embedding_table_is_refused_before_the_first
 
     tokenizer = fake_run / "tokenizer.json"  # 143 tokens
     cfg = BertConfig(vocab_size=100, layers=1, hidden=32, heads=2, intermediate=64, max_position=64)
-    settings = settings_mod.resolve(assignments=["model.hidden=32", "model.layers=1", "model.heads=2",
-                                                 "model.max_position=64", "shard.max_seq_len=64"])
+    settings = settings_mod.resolve(
+        assignments=[
+            "model.hidden=32",
+            "model.layers=1",
+            "model.heads=2",
+            "model.max_position=64",
+            "shard.max_seq_len=64",
+        ]
+    )
     torch.manual_seed(0)
-    save_checkpoint(tmp_path / "small", 100, {"": BertForMLM(cfg)}, {}, cfg, settings.to_toml(), tokenizer,
-                    sha256_file(tokenizer))
+    save_checkpoint(
+        tmp_path / "small", 100, {"": BertForMLM(cfg)}, {}, cfg, settings.to_toml(), tokenizer, sha256_file(tokenizer)
+    )
     out = tmp_path / "probe.json"
-    res = CliRunner().invoke(app, ["probe", str(fake_run), str(tmp_path / "small"), "--data", str(real_sst2), "--out",
-                                   str(out), "--examples", "60"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "probe",
+            str(fake_run),
+            str(tmp_path / "small"),
+            "--data",
+            str(real_sst2),
+            "--out",
+            str(out),
+            "--examples",
+            "60",
+        ],
+    )
     assert isinstance(res.exception, MapnetError), res.output
     assert "tokenizer.json gives token ids up to 142 (143 tokens), but checkpoint " in str(res.exception)
     assert "has 100 embedding rows (ids 0-99)" in str(res.exception)
@@ -192,8 +272,9 @@ def test_a_tokenizer_past_its_models_embedding_table_is_refused_before_the_first
 @pytest.mark.parametrize("l2", ["nan", "inf", "-inf", "-1"])
 def test_a_non_finite_or_negative_l2_is_refused_before_any_checkpoint_is_probed(l2, fake_run, real_sst2, tmp_path):
     """--l2 is a float flag outside the settings tree: its own check refuses NaN and infinities too."""
-    res = CliRunner().invoke(app, ["probe", str(fake_run), "--data", str(real_sst2), "--out", str(tmp_path / "p.json"),
-                                   "--l2", l2])
+    res = CliRunner().invoke(
+        app, ["probe", str(fake_run), "--data", str(real_sst2), "--out", str(tmp_path / "p.json"), "--l2", l2]
+    )
     assert isinstance(res.exception, MapnetError), res.output
     assert f"probe l2 must be a finite number >= 0 (got {float(l2)})" in str(res.exception)
     assert not (tmp_path / "p.json").exists()
@@ -201,8 +282,21 @@ def test_a_non_finite_or_negative_l2_is_refused_before_any_checkpoint_is_probed(
 
 def test_a_negative_seed_is_refused_before_any_checkpoint_is_probed(fake_run, real_sst2, tmp_path):
     """`probe --seed -1` was numpy's "expected non-negative integer" traceback when the training rows were drawn."""
-    res = CliRunner().invoke(app, ["probe", str(fake_run), "--data", str(real_sst2), "--out", str(tmp_path / "p.json"),
-                                   "--seed", "-1", "--examples", "60"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "probe",
+            str(fake_run),
+            "--data",
+            str(real_sst2),
+            "--out",
+            str(tmp_path / "p.json"),
+            "--seed",
+            "-1",
+            "--examples",
+            "60",
+        ],
+    )
     assert isinstance(res.exception, MapnetError), res.output
     assert str(res.exception) == "invalid probe settings: probe seed must be >= 0 (got -1)"
     assert not (tmp_path / "p.json").exists()

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
+from tiny_shards import SPECIAL_IDS, write_tiny_shards
 
 from mapnet_cli import distributed
 from mapnet_cli.errors import MapnetError
@@ -20,7 +21,6 @@ from mapnet_cli.masking.strategy import frequency_masks
 from mapnet_cli.masking.uniform import TRAIN_MASKS, eligible_positions, mask_counts, sequence_keys
 from mapnet_cli.settings import resolve
 from mapnet_cli.train import pretrain
-from tiny_shards import SPECIAL_IDS, write_tiny_shards
 
 V, P = 10, 0.4
 INFO = distributed.DistInfo()
@@ -93,7 +93,9 @@ def learned_table(decay: float = 0.0) -> AdaptiveTable:
     return table
 
 
-def exact_masks(scores: torch.Tensor, ids: list[int], alpha: float) -> tuple[list[float], dict[frozenset, tuple[float, list]]]:
+def exact_masks(
+    scores: torch.Tensor, ids: list[int], alpha: float
+) -> tuple[list[float], dict[frozenset, tuple[float, list]]]:
     """Every mask the adaptive sampler can draw for one row, with its exact probability: all n! orders
     (each of probability 1/n!) x the pieces of the systematic start U in [0, 1) on which the sample is
     constant, each evaluated by the sampler itself (`frequency_masks`, as `AdaptiveTraining` calls it).
@@ -113,8 +115,9 @@ def exact_masks(scores: torch.Tensor, ids: list[int], alpha: float) -> tuple[lis
         cum = cum * K / cum[-1]
         cuts = sorted({0.0, 1.0, *(c - math.floor(c) for c in cum if 0 < c - math.floor(c) < 1)})
         for lo, hi in zip(cuts, cuts[1:]):
-            mask, weights, _ = frequency_masks(targets, eligible, scores, P, alpha, order_u,
-                                               torch.tensor([(lo + hi) / 2], dtype=torch.float64))
+            mask, weights, _ = frequency_masks(
+                targets, eligible, scores, P, alpha, order_u, torch.tensor([(lo + hi) / 2], dtype=torch.float64)
+            )
             s = frozenset(torch.nonzero(mask[0]).flatten().tolist())
             prob, w = out.get(s, (0.0, weights[0].tolist()))
             assert weights[0].tolist() == w  # the weights are a function of the set
@@ -156,16 +159,20 @@ def test_a_type_the_model_always_gets_right_is_floored_not_zero():
     table.update(INFO, takes_effect=0)
     assert table.table[5].item() == 0.0 and table.scores_for(0)[5].item() == pytest.approx(FLOOR * P)
     targets = torch.tensor([[5] * 8 + [6, 7]])
-    mask, _, pi = frequency_masks(targets, eligible_positions(targets, SPECIAL_IDS), table.scores_for(0), P, 0.0,
-                                  torch.rand(1, 10), torch.rand(1))
+    mask, _, pi = frequency_masks(
+        targets, eligible_positions(targets, SPECIAL_IDS), table.scores_for(0), P, 0.0, torch.rand(1, 10), torch.rand(1)
+    )
     assert int(mask.sum()) == 4 and bool((pi > 0).all())  # K = 4 > the two other positions: type 5 fills the rest
 
 
 def strategy(shards: Path, *extra: str) -> tuple[AdaptiveTraining, object]:
     from mapnet_cli.data.shards import ShardReader
 
-    s = resolve(None, {"model": {"preset": "tiny"}}, ["model.max_position=64", "shard.max_seq_len=64", "train.batch_size=8",
-                                                       "masking.strategy=adaptive", *extra])
+    s = resolve(
+        None,
+        {"model": {"preset": "tiny"}},
+        ["model.max_position=64", "shard.max_seq_len=64", "train.batch_size=8", "masking.strategy=adaptive", *extra],
+    )
     reader = ShardReader(shards, "train")
     return AdaptiveTraining(s, None, reader), reader
 
@@ -192,7 +199,8 @@ def test_micro_batches_hold_k_follow_the_table_and_do_not_depend_on_the_split(sh
     assert torch.equal(whole.mask.sum(1), mask_counts(eligible.sum(1), 0.15))  # exactly K per row
     favoured = (whole.targets < 15) & eligible
     share = float((whole.mask & favoured).sum() / whole.mask.sum())
-    # Measured: 0.97 unweighted, 0.51 with the mixture (alpha = 0.5 keeps half the mass uniform), against a share of 0.17.
+    # Measured: 0.97 unweighted, 0.51 with the mixture (alpha = 0.5 keeps half the mass uniform), against a share of
+    # 0.17.
     assert share > (0.9 if weights == "none" else 2.5 * float(favoured.sum() / eligible.sum()))
     if weights == "none":
         assert whole.weights is None
@@ -220,14 +228,28 @@ def test_settings_refuse_ht_without_a_mixture_and_mapnets_importance():
         assert "masking.mapnet.importance" in problems(adaptive, f"masking.mapnet.importance={importance}")  # MAP-Net's
     assert "adaptive.every must be >= 1" in problems(adaptive, "masking.adaptive.every=0")
     assert "adaptive.decay must be in [0, 1)" in problems(adaptive, "masking.adaptive.decay=1")
-    assert "masking.adaptive.every = 50 only applies with masking.strategy 'adaptive'" in problems("masking.adaptive.every=50")
+    assert "masking.adaptive.every = 50 only applies with masking.strategy 'adaptive'" in problems(
+        "masking.adaptive.every=50"
+    )
 
 
 # ---------------------------------------------------------------- end to end
-RUN = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=64", "train.batch_size=8", "train.steps=12",
-       "train.eval_sequences=8", "train.eval_every=0", "train.checkpoint_every=0", "optim.warmup.steps=2",
-       "optim.lr=3e-3", "logging.log_every=3", "logging.progress=false", "masking.strategy=adaptive",
-       "masking.adaptive.every=3"]
+RUN = [
+    "train.recipe=paper",
+    "model.max_position=64",
+    "shard.max_seq_len=64",
+    "train.batch_size=8",
+    "train.steps=12",
+    "train.eval_sequences=8",
+    "train.eval_every=0",
+    "train.checkpoint_every=0",
+    "optim.warmup.steps=2",
+    "optim.lr=3e-3",
+    "logging.log_every=3",
+    "logging.progress=false",
+    "masking.strategy=adaptive",
+    "masking.adaptive.every=3",
+]
 
 
 def rows(run: Path, kind: str = "train") -> list[dict]:
@@ -239,7 +261,9 @@ def test_resume_and_prefetch_are_bitwise_exact_across_table_updates(shards, tmp_
     """T = 3: the table is updated after steps 1, 4, 7, 10 and masks from 3, 6, 9, 12. Stopped after step 5
     (a new table waits for step 6: the lag is in the checkpoint) and after step 9 (pending sums of step 8),
     resumed each time; and once with the next step's batches made in a background thread."""
-    s = resolve(None, {"model": {"preset": "tiny"}}, [*RUN, "masking.adaptive.weights=ht", "masking.adaptive.mix_uniform=0.5"])
+    s = resolve(
+        None, {"model": {"preset": "tiny"}}, [*RUN, "masking.adaptive.weights=ht", "masking.adaptive.mix_uniform=0.5"]
+    )
     straight = pretrain(s, shards, tmp_path / "a")
     pretrain(s, shards, tmp_path / "b", stop_at=5)
     wb5 = load_file(str(tmp_path / "b" / "checkpoints" / "step-00000005" / "model.safetensors"))
@@ -248,9 +272,15 @@ def test_resume_and_prefetch_are_bitwise_exact_across_table_updates(shards, tmp_
     wb9 = load_file(str(tmp_path / "b" / "checkpoints" / "step-00000009" / "model.safetensors"))
     assert int(wb9["adaptive.pending"][0].sum()) > 0  # step 8's counts, not yet folded in
     resumed = pretrain(s, shards, tmp_path / "b", resume=True)
-    prefetched = pretrain(resolve(None, {"model": {"preset": "tiny"}}, [*RUN, "masking.adaptive.weights=ht",
-                                                                         "masking.adaptive.mix_uniform=0.5", "train.prefetch=true"]),
-                          shards, tmp_path / "c")
+    prefetched = pretrain(
+        resolve(
+            None,
+            {"model": {"preset": "tiny"}},
+            [*RUN, "masking.adaptive.weights=ht", "masking.adaptive.mix_uniform=0.5", "train.prefetch=true"],
+        ),
+        shards,
+        tmp_path / "c",
+    )
     wa = load_file(str(straight / "model.safetensors"))
     assert int(wa["adaptive.updates"]) == 4 and int(wa["adaptive.takes_effect"]) == 12
     for other in (resumed, prefetched):
@@ -278,8 +308,11 @@ def test_the_table_stops_masking_what_the_model_predicts_and_keeps_masking_what_
     from the rest of the sequence once the encoder learns to copy) with 1 in 5 positions noise from the upper
     half (predictable by nothing). The hard score pulls the themes' entries down and leaves noise at ~p."""
     shards = write_tiny_shards(tmp_path / "shards", train=128, valid=8, seq_len=64, split_vocab=True)
-    s = resolve(None, {"model": {"preset": "tiny"}}, [*RUN, "train.batch_size=16", "train.steps=40",
-                                                       "masking.adaptive.every=5", "logging.log_every=10"])
+    s = resolve(
+        None,
+        {"model": {"preset": "tiny"}},
+        [*RUN, "train.batch_size=16", "train.steps=40", "masking.adaptive.every=5", "logging.log_every=10"],
+    )
     last = pretrain(s, shards, tmp_path / "run")
     rel = load_file(str(last / "model.safetensors"))["adaptive.table"] / 0.15
     themes, noise = float(rel[5:34].mean()), float(rel[34:].mean())

@@ -108,7 +108,9 @@ def test_equal_inclusion_probabilities_give_uniform_masking_with_unit_weights():
     q = systematic_set_probabilities(pi)
     assert all(p == pytest.approx(1 / math.comb(5, 2)) for p in q.values()) and len(q) == 10
     chosen = torch.tensor([[True, False, True, False, False]])
-    w = designs.ht_weights(torch.tensor([pi], dtype=torch.float64), chosen, torch.tensor([2]), torch.ones(1, 5, dtype=torch.bool))
+    w = designs.ht_weights(
+        torch.tensor([pi], dtype=torch.float64), chosen, torch.tensor([2]), torch.ones(1, 5, dtype=torch.bool)
+    )
     assert w[0, chosen[0]].tolist() == pytest.approx([1.0, 1.0])
 
 
@@ -185,7 +187,7 @@ def test_a_start_at_the_top_of_the_unit_interval_never_hits_a_zero_probability_p
     """U + K' - 1 can round up to the last cumulative sum; the hit must still be a position with pi > 0."""
     pi = torch.tensor([[0.5, 0.5, 0.5, 0.5, 0.0, 0.0]], dtype=torch.float64).expand(64, 6)
     order = torch.rand(64, 6, generator=torch.Generator().manual_seed(4))
-    for u in (1 - 2.0 ** -53, 1 - 2.0 ** -50, 0.0):
+    for u in (1 - 2.0**-53, 1 - 2.0**-50, 0.0):
         chosen = designs.systematic_sample(pi, order, torch.full((64,), u, dtype=torch.float64))
         assert chosen.sum(1).eq(2).all() and not chosen[:, 4:].any()
 

@@ -16,10 +16,10 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from mapnet_cli.masking import pmi_vocab
-from mapnet_cli.model import checkpoint
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
+from mapnet_cli.masking import pmi_vocab
+from mapnet_cli.model import checkpoint
 from mapnet_cli.settings import FrequencySettings, MapnetSettings, MaskingSettings, PmiSettings, SpanSettings, resolve
 from mapnet_cli.train import pretrain
 
@@ -33,7 +33,7 @@ class FakeCorpus:
 
     def chunks(self):
         for i in range(0, len(self.lines), self.per_chunk):
-            part = self.lines[i:i + self.per_chunk]
+            part = self.lines[i : i + self.per_chunk]
             yield SimpleNamespace(lines=part, nbytes=sum(len(x) + 1 for x in part))
 
 
@@ -43,7 +43,7 @@ def exact_counts(lines: list[str], max_n: int = 5) -> tuple[Counter, dict[int, i
         w = line.split()
         for k in range(1, max_n + 1):
             totals[k] += max(0, len(w) - k + 1)
-            counts.update(tuple(w[i:i + k]) for i in range(len(w) - k + 1))
+            counts.update(tuple(w[i : i + k]) for i in range(len(w) - k + 1))
     return counts, totals
 
 
@@ -88,7 +88,9 @@ def test_trigram_pmi_takes_the_best_segmentation_by_hand():
 def test_every_ranked_score_matches_enumeration_on_a_small_corpus():
     g = np.random.default_rng(0)
     words = [f"x{i}" for i in range(8)]
-    lines = [" ".join(g.choice(words, g.integers(3, 12), p=np.array([8, 6, 5, 4, 3, 2, 1, 1]) / 30)) for _ in range(200)]
+    lines = [
+        " ".join(g.choice(words, g.integers(3, 12), p=np.array([8, 6, 5, 4, 3, 2, 1, 1]) / 30)) for _ in range(200)
+    ]
     vocab = pmi_vocab.build_vocabulary(FakeCorpus(lines), size=1000, min_count=2)
     counts, totals = exact_counts(lines)
     assert vocab.entries and vocab.header["exact_counts"] and vocab.header["prune_floor"] == 0
@@ -113,10 +115,12 @@ def test_vocabulary_size_is_split_by_length_as_in_the_paper():
 def test_pruned_counts_are_bounded_and_nothing_above_the_floor_is_lost():
     g = np.random.default_rng(2)
     zipf = 1 / np.arange(1, 60)
-    lines = [" ".join(g.choice([f"z{i}" for i in range(59)], g.integers(4, 15), p=zipf / zipf.sum())) for _ in range(600)]
+    lines = [
+        " ".join(g.choice([f"z{i}" for i in range(59)], g.integers(4, 15), p=zipf / zipf.sum())) for _ in range(600)
+    ]
     counter = pmi_vocab.NgramCounter(max_entries=3000)
     for i in range(0, len(lines), 20):
-        counter.add_sentences(lines[i:i + 20])
+        counter.add_sentences(lines[i : i + 20])
     exact, _ = exact_counts(lines)
     names = {v: k for k, v in counter.words.items()}
     assert counter.prunes > 0 and counter.floor > 0
@@ -130,9 +134,11 @@ def test_pruned_counts_are_bounded_and_nothing_above_the_floor_is_lost():
             assert c <= f <= c + d, gram
         else:
             assert f <= counter.floor, gram
-    unpruned = pmi_vocab.NgramCounter(max_entries=10 ** 7)
+    unpruned = pmi_vocab.NgramCounter(max_entries=10**7)
     unpruned.add_sentences(lines)
-    assert {tuple(names[i] for i in k): c for k, c in unpruned.table.items()} == {k: v for k, v in exact.items() if len(k) >= 2}
+    assert {tuple(names[i] for i in k): c for k, c in unpruned.table.items()} == {
+        k: v for k, v in exact.items() if len(k) >= 2
+    }
 
 
 # ---------------------------------------------------------------- the file
@@ -163,16 +169,27 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
 
 
 # ---------------------------------------------------------------- the command and training
-PMI_TRAIN = ["model.max_position=64", "shard.max_seq_len=64", "train.batch_size=8", "train.steps=6", "train.eval_every=0",
-             "train.eval_sequences=8", "train.checkpoint_every=3", "optim.warmup.steps=2", "logging.progress=false",
-             "masking.strategy=pmi"]
+PMI_TRAIN = [
+    "model.max_position=64",
+    "shard.max_seq_len=64",
+    "train.batch_size=8",
+    "train.steps=6",
+    "train.eval_every=0",
+    "train.eval_sequences=8",
+    "train.checkpoint_every=3",
+    "optim.warmup.steps=2",
+    "logging.progress=false",
+    "masking.strategy=pmi",
+]
 
 
 @pytest.fixture(scope="module")
 def vocab_file(synthetic_shards, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("pmi") / "pmi.tsv"
-    res = CliRunner().invoke(app, ["pmi-vocab", str(synthetic_shards.parent / "prep"), "--out", str(out),
-                                   "--min-count", "3", "--no-progress"])
+    res = CliRunner().invoke(
+        app,
+        ["pmi-vocab", str(synthetic_shards.parent / "prep"), "--out", str(out), "--min-count", "3", "--no-progress"],
+    )
     assert res.exit_code == 0, res.output
     return out
 
@@ -208,8 +225,24 @@ def test_pmi_pretraining_records_the_vocabulary_and_resumes_exactly(vocab_file, 
 
 def test_pmi_without_or_with_a_damaged_vocabulary_is_one_line(vocab_file, synthetic_shards, tmp_path):
     runner = CliRunner()
-    args = ["pretrain", str(synthetic_shards), "--out", str(tmp_path / "r"), "--preset", "tiny", "--masking", "pmi",
-            "--steps", "2", "--set", "model.max_position=64", "--set", "shard.max_seq_len=64", "--set", "logging.progress=false"]
+    args = [
+        "pretrain",
+        str(synthetic_shards),
+        "--out",
+        str(tmp_path / "r"),
+        "--preset",
+        "tiny",
+        "--masking",
+        "pmi",
+        "--steps",
+        "2",
+        "--set",
+        "model.max_position=64",
+        "--set",
+        "shard.max_seq_len=64",
+        "--set",
+        "logging.progress=false",
+    ]
     missing = runner.invoke(app, args)
     assert isinstance(missing.exception, MapnetError) and "mapnet pmi-vocab" in str(missing.exception)
     damaged = tmp_path / "pmi.tsv"
@@ -219,16 +252,17 @@ def test_pmi_without_or_with_a_damaged_vocabulary_is_one_line(vocab_file, synthe
 
 
 def test_settings_refuse_weights_and_foreign_knobs_for_unit_strategies():
-    from mapnet_cli.settings import MaskingSettings
 
     assert not MaskingSettings(strategy="span", mask_prob=0.3).problems()
-    for bad, needle in [({"strategy": "whole-word", "mapnet": MapnetSettings(importance="ht")}, "mapnet.importance"),
-                        ({"strategy": "span", "mapnet": MapnetSettings(importance="none")}, "mapnet.importance"),
-                        ({"strategy": "pmi", "frequency": FrequencySettings(mix_uniform=0.5)}, "mix_uniform"),
-                        ({"strategy": "whole-word", "span": SpanSettings(p=0.3)}, "span.p"),
-                        ({"strategy": "uniform", "pmi": PmiSettings(vocab="x.tsv")}, "pmi.vocab"),
-                        ({"strategy": "span", "span": SpanSettings(max_words=0)}, "span.max_words"),
-                        ({"strategy": "pmi", "mask_count": "bernoulli"}, "mask_count")]:
+    for bad, needle in [
+        ({"strategy": "whole-word", "mapnet": MapnetSettings(importance="ht")}, "mapnet.importance"),
+        ({"strategy": "span", "mapnet": MapnetSettings(importance="none")}, "mapnet.importance"),
+        ({"strategy": "pmi", "frequency": FrequencySettings(mix_uniform=0.5)}, "mix_uniform"),
+        ({"strategy": "whole-word", "span": SpanSettings(p=0.3)}, "span.p"),
+        ({"strategy": "uniform", "pmi": PmiSettings(vocab="x.tsv")}, "pmi.vocab"),
+        ({"strategy": "span", "span": SpanSettings(max_words=0)}, "span.max_words"),
+        ({"strategy": "pmi", "mask_count": "bernoulli"}, "mask_count"),
+    ]:
         problems = MaskingSettings(**bad).problems()
         assert any(needle in p for p in problems), (bad, problems)
 
@@ -236,6 +270,12 @@ def test_settings_refuse_weights_and_foreign_knobs_for_unit_strategies():
 def test_compare_knows_the_unit_arms_and_their_rates():
     from mapnet_cli import compare
 
-    assert compare.parse_strategies("uniform,whole-word,span,pmi,span@0.3") == ["uniform", "whole-word", "span", "pmi", "span@0.3"]
+    assert compare.parse_strategies("uniform,whole-word,span,pmi,span@0.3") == [
+        "uniform",
+        "whole-word",
+        "span",
+        "pmi",
+        "span@0.3",
+    ]
     assert compare.strategy_masking("whole-word@0.4", 100) == {"strategy": "whole-word", "mask_prob": 0.4}
     assert compare.strategy_masking("pmi", 100) == {"strategy": "pmi"}

@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mapnet_cli.masking.uniform import (SequenceRNG, apply_replacement, eligible_positions, mask_counts,
-                                mix_seed, sequence_keys, uniform_mask)
+from mapnet_cli.masking.uniform import (
+    SequenceRNG,
+    apply_replacement,
+    eligible_positions,
+    mask_counts,
+    mix_seed,
+    sequence_keys,
+    uniform_mask,
+)
 from mapnet_cli.settings import MaskingSettings
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
@@ -19,7 +26,7 @@ def batch(B=16, T=40, seed=0):
     ids[:, 0] = SPECIAL["cls"]
     ids[:, 17] = SPECIAL["sep"]
     for b in range(B):  # a different amount of padding per row
-        ids[b, T - b:] = SPECIAL["pad"]
+        ids[b, T - b :] = SPECIAL["pad"]
     ids[min(3, B - 1), 5] = SPECIAL["unk"]
     return ids
 
@@ -54,7 +61,7 @@ def test_exact_is_uniform_over_eligible_positions():
     n = elig.sum().item()
     expected = 4000 * mask_counts(torch.tensor(n), 0.15).item() / n
     assert hits[~elig[0]].sum() == 0
-    assert ((hits[elig[0]] - expected).abs() < 5 * expected ** 0.5).all()  # 5 sigma
+    assert ((hits[elig[0]] - expected).abs() < 5 * expected**0.5).all()  # 5 sigma
 
 
 def test_bernoulli_rate():
@@ -84,14 +91,20 @@ def test_replacement_is_80_10_10_and_never_draws_specials():
     assert len(randoms.unique()) == V - 5  # every ordinary token can be drawn
 
 
-def mask_batch(input_ids: torch.Tensor, special_ids, vocab_size: int, masking,
-               generator: torch.Generator | SequenceRNG | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def mask_batch(
+    input_ids: torch.Tensor,
+    special_ids,
+    vocab_size: int,
+    masking,
+    generator: torch.Generator | SequenceRNG | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Uniform mask + replacement with the `masking` settings section: (corrupted inputs, mask). (The tests' own: the
     training strategies compose these pieces themselves.)"""
     eligible = eligible_positions(input_ids, special_ids)
     mask = uniform_mask(input_ids, eligible, masking.mask_prob, masking.mask_count, generator)
-    inputs = apply_replacement(input_ids, mask, vocab_size, special_ids,
-                               masking.replace_mask, masking.replace_random, generator)
+    inputs = apply_replacement(
+        input_ids, mask, vocab_size, special_ids, masking.replace_mask, masking.replace_random, generator
+    )
     return inputs, mask
 
 
@@ -105,7 +118,7 @@ def test_sequence_rng_masks_do_not_depend_on_how_the_batch_is_split():
     ids = batch(B=8)
     keys = sequence_keys(seed=7, step=3, slots=range(8))
     whole = mask_batch(ids, SPECIAL, V, MaskingSettings(), SequenceRNG(keys))
-    halves = [mask_batch(ids[i:i + 4], SPECIAL, V, MaskingSettings(), SequenceRNG(keys[i:i + 4])) for i in (0, 4)]
+    halves = [mask_batch(ids[i : i + 4], SPECIAL, V, MaskingSettings(), SequenceRNG(keys[i : i + 4])) for i in (0, 4)]
     for part in range(2):
         assert torch.equal(whole[part], torch.cat([h[part] for h in halves]))
 

@@ -14,8 +14,15 @@ import torch
 from mapnet_cli.masking import pmi_vocab
 from mapnet_cli.masking.pmi_units import PmiTraining, greedy_chain, pmi_units
 from mapnet_cli.masking.uniform import TRAIN_MASKS, SequenceRNG, eligible_positions, mask_counts, sequence_keys
-from mapnet_cli.masking.units import (SpanTraining, WholeWordTraining, budget_mask, span_length_probs, span_lengths,
-                                      span_units, word_start_table, words_of)
+from mapnet_cli.masking.units import (
+    SpanTraining,
+    WholeWordTraining,
+    budget_mask,
+    span_length_probs,
+    span_lengths,
+    word_start_table,
+    words_of,
+)
 from mapnet_cli.settings import MaskingSettings, PmiSettings, SpanSettings
 
 SPECIAL_IDS = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
@@ -52,14 +59,15 @@ def random_batch(rows: int, T: int, seed: int, cont: float = 0.4) -> torch.Tenso
     pad = g.integers(0, T // 4, rows)
     for r in range(rows):
         if pad[r]:
-            ids[r, T - 1 - pad[r]:T - 1] = SPECIAL_IDS["pad"]
+            ids[r, T - 1 - pad[r] : T - 1] = SPECIAL_IDS["pad"]
     return torch.from_numpy(ids)
 
 
 def strategy(cls, tokenizer: Path, **masking):
     settings = SimpleNamespace(masking=MaskingSettings(**masking), train=SimpleNamespace(seed=0))
-    data = SimpleNamespace(special_ids=SPECIAL_IDS, vocab_size=VOCAB, tokenizer_path=tokenizer, dir=tokenizer.parent,
-                           manifest={})
+    data = SimpleNamespace(
+        special_ids=SPECIAL_IDS, vocab_size=VOCAB, tokenizer_path=tokenizer, dir=tokenizer.parent, manifest={}
+    )
     return cls(settings, None, data)
 
 
@@ -134,12 +142,16 @@ def test_budget_rule_on_a_hand_made_case():
     keys = torch.tensor([[0.0, 0.9, 0.0, 0.0, 0.1, 0.5, 0.0, 0.0]])
     take = lambda k: budget_mask(word, start, keys, torch.tensor([k]))[0].nonzero().flatten().tolist()
     assert take(1) == [4]
-    assert take(2) == [4, 5, 6]        # crossing word (5-6): 3 is as close to 2 as 1 is -> kept (ties kept)
+    assert take(2) == [4, 5, 6]  # crossing word (5-6): 3 is as close to 2 as 1 is -> kept (ties kept)
     assert take(3) == [4, 5, 6]
-    assert take(4) == [4, 5, 6]        # (1-3) would give 6: |6-4| > |3-4|
+    assert take(4) == [4, 5, 6]  # (1-3) would give 6: |6-4| > |3-4|
     assert take(5) == [1, 2, 3, 4, 5, 6]  # 6 is closer to 5 than 3 is
     big = torch.tensor([[0.0, 0.1, 0.0, 0.0, 0.9, 0.5, 0.0, 0.0]])  # the 3-token word comes first
-    assert budget_mask(word, start, big, torch.tensor([1]))[0].nonzero().flatten().tolist() == [1, 2, 3]  # at least one word
+    assert budget_mask(word, start, big, torch.tensor([1]))[0].nonzero().flatten().tolist() == [
+        1,
+        2,
+        3,
+    ]  # at least one word
 
 
 def test_whole_word_masks_per_token_replacement_and_span_per_span(tokenizer):
@@ -152,13 +164,15 @@ def test_whole_word_masks_per_token_replacement_and_span_per_span(tokenizer):
         for w in words_list(ids[r], table):
             if span.mask[r, w[0]]:
                 mixed_span += len(set((span.inputs[r, w] == SPECIAL_IDS["mask"]).tolist())) > 1
-    ww = strategy(WholeWordTraining, tokenizer, strategy="whole-word").micro_batch(ids.numpy(), 5, range(400), keys, "cpu")
+    ww = strategy(WholeWordTraining, tokenizer, strategy="whole-word").micro_batch(
+        ids.numpy(), 5, range(400), keys, "cpu"
+    )
     for r in range(400):
         for w in words_list(ids[r], table):
             if ww.mask[r, w[0]] and len(w) > 1:
                 mixed_word += len(set((ww.inputs[r, w] == SPECIAL_IDS["mask"]).tolist())) > 1
-    assert mixed_span == 0   # one decision per span (so per word inside it)
-    assert mixed_word > 20   # BERT's whole-word masking decides per token
+    assert mixed_span == 0  # one decision per span (so per word inside it)
+    assert mixed_word > 20  # BERT's whole-word masking decides per token
     share = (ww.inputs[ww.mask] == SPECIAL_IDS["mask"]).float().mean().item()
     assert 0.75 < share < 0.85
 
@@ -168,7 +182,7 @@ def test_span_length_distribution_is_the_truncated_geometric():
     probs = span_length_probs(0.2, 10)
     mean = float((torch.arange(1, 11) * probs).sum())
     assert abs(mean - 3.8) < 0.05  # SpanBERT: "mean span length 3.8"
-    assert math.isclose(float(probs[0]), 0.2 / (1 - 0.8 ** 10))
+    assert math.isclose(float(probs[0]), 0.2 / (1 - 0.8**10))
     l = span_lengths(torch.rand(200_000, generator=torch.Generator().manual_seed(0)), 0.2, 10)
     assert l.min() == 1 and l.max() == 10
 
@@ -307,12 +321,18 @@ def test_masks_do_not_depend_on_the_batch_split(tokenizer, tmp_path, name):
     path = tmp_path / "pmi.tsv"
     pmi_vocab.write_vocabulary(pmi_vocab.Vocabulary([("w1 w2", 2, 10, 1.0), ("w3 w4 w5", 3, 10, 1.0)], {}), path)
     extra = {"pmi": PmiSettings(vocab=str(path))} if name == "pmi" else {}
-    s = strategy({"whole-word": WholeWordTraining, "span": SpanTraining, "pmi": PmiTraining}[name], tokenizer,
-                 strategy=name, **extra)
+    s = strategy(
+        {"whole-word": WholeWordTraining, "span": SpanTraining, "pmi": PmiTraining}[name],
+        tokenizer,
+        strategy=name,
+        **extra,
+    )
     ids = random_batch(8, 48, 6).numpy()
     whole = s.micro_batch(ids, 3, range(8), sequence_keys(7, 3, range(8), TRAIN_MASKS), "cpu")
-    parts = [s.micro_batch(ids[a:b], 3, range(a, b), sequence_keys(7, 3, range(a, b), TRAIN_MASKS), "cpu")
-             for a, b in ((0, 4), (4, 8))]
+    parts = [
+        s.micro_batch(ids[a:b], 3, range(a, b), sequence_keys(7, 3, range(a, b), TRAIN_MASKS), "cpu")
+        for a, b in ((0, 4), (4, 8))
+    ]
     assert torch.equal(whole.mask, torch.cat([p.mask for p in parts]))
     assert torch.equal(whole.inputs, torch.cat([p.inputs for p in parts]))
     again = s.micro_batch(ids, 3, range(8), sequence_keys(7, 3, range(8), TRAIN_MASKS), "cpu")
@@ -325,11 +345,14 @@ def test_whole_word_is_exactly_uniform_masking_when_every_word_is_one_token(tmp_
     """With single-token words the unit keys are uniform's scores and the crossing rule never cuts:
     the same rows get the same masks and inputs as the uniform strategy (the embedded synthetic corpus's case)."""
     from tiny_shards import write_tokenizer
+
     from mapnet_cli.masking.strategy import UniformTraining
 
     write_tokenizer(tmp_path / "wl.json", VOCAB)
     ids = random_batch(32, 40, 7, cont=0.0).numpy()
     keys = sequence_keys(3, 1, range(32), TRAIN_MASKS)
-    ww = strategy(WholeWordTraining, tmp_path / "wl.json", strategy="whole-word").micro_batch(ids, 1, range(32), keys, "cpu")
+    ww = strategy(WholeWordTraining, tmp_path / "wl.json", strategy="whole-word").micro_batch(
+        ids, 1, range(32), keys, "cpu"
+    )
     uni = strategy(UniformTraining, tmp_path / "wl.json").micro_batch(ids, 1, range(32), keys, "cpu")
     assert torch.equal(ww.mask, uni.mask) and torch.equal(ww.inputs, uni.inputs)

@@ -28,8 +28,16 @@ def test_base_preset_has_bert_base_size():
     assert n == V * H + P * H + 2 * H + L * per_block + (H * H + H + 2 * H + V)
 
 
-@pytest.mark.parametrize("name,shape", [("tiny", (2, 128, 2)), ("mini", (4, 256, 4)), ("small", (4, 512, 8)),
-                                        ("medium", (8, 512, 8)), ("base", (12, 768, 12))])
+@pytest.mark.parametrize(
+    "name,shape",
+    [
+        ("tiny", (2, 128, 2)),
+        ("mini", (4, 256, 4)),
+        ("small", (4, 512, 8)),
+        ("medium", (8, 512, 8)),
+        ("base", (12, 768, 12)),
+    ],
+)
 def test_presets_map_to_config(name, shape):
     cfg = BertConfig.from_settings(settings_mod.preset(name).model, vocab_size=1000, pad_id=0)
     assert (cfg.layers, cfg.hidden, cfg.heads) == shape
@@ -99,7 +107,7 @@ def test_block_matches_a_hand_written_post_ln_layer():
     x = torch.randn(2, 5, 32)
     q, k, v = b.qkv(x).split(32, -1)
     heads = lambda t: t.view(2, 5, 4, 8).transpose(1, 2)
-    att = torch.softmax(heads(q) @ heads(k).transpose(-1, -2) / 8 ** 0.5, -1) @ heads(v)
+    att = torch.softmax(heads(q) @ heads(k).transpose(-1, -2) / 8**0.5, -1) @ heads(v)
     h = b.attn_norm(x + b.attn_out(att.transpose(1, 2).reshape(2, 5, 32)))
     want = b.ffn_norm(h + b.ffn_out(F.gelu(b.ffn_in(h))))
     torch.testing.assert_close(b(x), want, atol=1e-5, rtol=1e-5)
@@ -115,7 +123,7 @@ def test_pre_ln_block_matches_a_hand_written_pre_ln_layer():
     x = torch.randn(2, 5, 32) * 3
     q, k, v = b.qkv(b.attn_norm(x)).split(32, -1)
     heads = lambda t: t.view(2, 5, 4, 8).transpose(1, 2)
-    att = torch.softmax(heads(q) @ heads(k).transpose(-1, -2) / 8 ** 0.5, -1) @ heads(v)
+    att = torch.softmax(heads(q) @ heads(k).transpose(-1, -2) / 8**0.5, -1) @ heads(v)
     h = x + b.attn_out(att.transpose(1, 2).reshape(2, 5, 32))
     want = h + b.ffn_out(F.gelu(b.ffn_in(b.ffn_norm(h))))
     torch.testing.assert_close(b(x), want, atol=1e-5, rtol=1e-5)
@@ -196,14 +204,16 @@ def test_flops_per_token_counts_only_the_work_at_masked_positions():
     assert flops_per_token(cfg, T, 1.0) == pytest.approx(3 * (L * block + head))
     # ... and at 15%: the head and the last block, save its K and V, scale with the mask.
     last_at_mask = block - 2 * 2 * H * H
-    assert flops_per_token(cfg, T, 1.0) - flops_per_token(cfg, T, 0.15) == pytest.approx(3 * 0.85 * (last_at_mask + head))
+    assert flops_per_token(cfg, T, 1.0) - flops_per_token(cfg, T, 0.15) == pytest.approx(
+        3 * 0.85 * (last_at_mask + head)
+    )
 
 
 def _uneven_batch(B=4, T=16, padded_row=1):
     """Ids, a key-padding mask and positions with a different count in every row (one row empty)."""
     ids = torch.randint(5, 97, (B, T))
     attn = torch.ones(B, T, dtype=torch.bool)
-    attn[padded_row, T - 5:] = False
+    attn[padded_row, T - 5 :] = False
     ids[~attn] = 0
     mask = (torch.rand(B, T) < 0.3) & attn
     mask[2] = False
@@ -219,8 +229,11 @@ def test_last_layer_at_masked_positions_is_exact(attn_kind, norm):
     torch.manual_seed(0)
     model = BertForMLM(tiny_cfg(layers=3, norm=norm)).eval()
     ids, attn, mask = _uneven_batch()
-    att = {"none": None, "keys": attn,
-           "full": attn[:, None, None, :] & torch.rand(4, 1, 16, 16).lt(0.8) | torch.eye(16, dtype=torch.bool)}[attn_kind]
+    att = {
+        "none": None,
+        "keys": attn,
+        "full": attn[:, None, None, :] & torch.rand(4, 1, 16, 16).lt(0.8) | torch.eye(16, dtype=torch.bool),
+    }[attn_kind]
     if attn_kind == "none":
         mask = mask | (torch.rand(4, 16) < 0.2)  # no padding: any position may be masked
         mask[2] = False
@@ -252,8 +265,9 @@ def test_positions_interleaved_across_sequences_are_refused():
     with pytest.raises(ValueError, match="grouped by sequence"):
         model(ids, None, torch.tensor([16, 0, 17]))
     # Order within one sequence is free.
-    torch.testing.assert_close(model(ids, None, torch.tensor([3, 1, 20, 17])), model(ids).flatten(0, 1)[[3, 1, 20, 17]],
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        model(ids, None, torch.tensor([3, 1, 20, 17])), model(ids).flatten(0, 1)[[3, 1, 20, 17]], atol=1e-5, rtol=1e-5
+    )
 
 
 def test_compiling_a_block_covers_its_masked_positions_path():
@@ -313,5 +327,6 @@ def test_vmap_over_single_sequences_runs_the_last_layer_shortcut():
         for name in ("encoder.blocks.1.qkv.weight", "encoder.tok_embeddings.weight"):
             torch.testing.assert_close(per_example[name][k], one[name], atol=1e-5, rtol=1e-5)
     full = torch.func.functional_call(model, params, (ids[:1],))[0, pos[0]]
-    torch.testing.assert_close(torch.func.functional_call(model, params, (ids[:1], None, pos[0])), full,
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        torch.func.functional_call(model, params, (ids[:1], None, pos[0])), full, atol=1e-5, rtol=1e-5
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import random
 import shutil
 import signal
@@ -15,23 +16,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tiny_shards import write_tiny_shards
 from torch import nn
 
 from mapnet_cli import atomic
-from mapnet_cli.model import checkpoint
 from mapnet_cli.errors import MapnetError
+from mapnet_cli.model import checkpoint
 from mapnet_cli.model.bert import BertConfig, BertForMLM
-from mapnet_cli.train.optim import build_optimizer, build_scheduler
 from mapnet_cli.settings import OptimSettings, Settings, WarmupSettings
-from tiny_shards import write_tiny_shards
+from mapnet_cli.train.optim import build_optimizer, build_scheduler
 
 CFG = BertConfig(vocab_size=40, layers=1, hidden=16, heads=2, intermediate=32, max_position=16)
 
 
 def fake_checkpoint(run: Path, step: int, tokenizer: Path, model: BertForMLM | None = None) -> Path:
     model = model or BertForMLM(CFG)
-    return checkpoint.save_checkpoint(run, step, {"": model}, {"data_position": step}, CFG, Settings().to_toml(),
-                                      tokenizer, "abc")
+    return checkpoint.save_checkpoint(
+        run, step, {"": model}, {"data_position": step}, CFG, Settings().to_toml(), tokenizer, "abc"
+    )
 
 
 @pytest.fixture
@@ -64,9 +66,13 @@ def test_weights_of_several_modules_with_a_shared_embedding(tmp_path):
     # The encoder alone loads from a file that also holds MAP-Net; a different model does not.
     checkpoint.load_weights(tmp_path / "w.safetensors", {"": BertForMLM(CFG)})
     with pytest.raises(MapnetError, match="shape"):
-        checkpoint.load_weights(tmp_path / "w.safetensors", {"": BertForMLM(BertConfig(**{**CFG.to_dict(), "vocab_size": 41}))})
+        checkpoint.load_weights(
+            tmp_path / "w.safetensors", {"": BertForMLM(BertConfig(**{**CFG.to_dict(), "vocab_size": 41}))}
+        )
     with pytest.raises(MapnetError, match="lacks"):
-        checkpoint.load_weights(tmp_path / "w.safetensors", {"": BertForMLM(BertConfig(**{**CFG.to_dict(), "layers": 2}))})
+        checkpoint.load_weights(
+            tmp_path / "w.safetensors", {"": BertForMLM(BertConfig(**{**CFG.to_dict(), "layers": 2}))}
+        )
 
 
 def test_state_loads_with_weights_only_and_restores_rng(tmp_path, tokenizer):
@@ -93,12 +99,15 @@ def test_state_loads_with_weights_only_and_restores_rng(tmp_path, tokenizer):
     assert got[0] == expected[0] and got[1] == expected[1] and torch.equal(got[2], expected[2])
 
 
-def test_unsafe_state_is_refused_before_publishing(tmp_path, tokenizer):
-    class Opaque:
-        pass
+class Opaque:
+    """Picklable (module level), so torch.save writes it; `torch.load(weights_only=True)` must refuse it."""
 
-    with pytest.raises(Exception):
-        checkpoint.save_checkpoint(tmp_path / "run", 1, {"": BertForMLM(CFG)}, {"x": Opaque()}, CFG, "", tokenizer, "abc")
+
+def test_unsafe_state_is_refused_before_publishing(tmp_path, tokenizer):
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):  # refused by weights_only
+        checkpoint.save_checkpoint(
+            tmp_path / "run", 1, {"": BertForMLM(CFG)}, {"x": Opaque()}, CFG, "", tokenizer, "abc"
+        )
     assert checkpoint.list_checkpoints(tmp_path / "run") == []
     assert not list((tmp_path / "run" / "checkpoints").iterdir())  # the staging folder is gone too
 
@@ -142,16 +151,36 @@ def test_kill_9_while_checkpointing_leaves_only_complete_checkpoints(tmp_path):
     """A real run checkpointing every step is SIGKILLed at random moments; what is left must load and resume."""
     shards = write_tiny_shards(tmp_path / "shards", train=64, valid=8)
     run = tmp_path / "run"
-    args = [sys.executable, "-m", "mapnet_cli.cli", "pretrain", str(shards), "--out", str(run), "--preset", "tiny",
-            "--steps", "400", "--batch-size", "4"]
-    for kv in ("model.max_position=32", "shard.max_seq_len=32", "train.checkpoint_every=1", "train.keep_last=3",
-               "train.eval_every=0", "logging.progress=false"):
+    args = [
+        sys.executable,
+        "-m",
+        "mapnet_cli.cli",
+        "pretrain",
+        str(shards),
+        "--out",
+        str(run),
+        "--preset",
+        "tiny",
+        "--steps",
+        "400",
+        "--batch-size",
+        "4",
+    ]
+    for kv in (
+        "model.max_position=32",
+        "shard.max_seq_len=32",
+        "train.checkpoint_every=1",
+        "train.keep_last=3",
+        "train.eval_every=0",
+        "logging.progress=false",
+    ):
         args += ["--set", kv]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     rng = random.Random(0)
     for attempt in range(2):
-        proc = subprocess.Popen(args + (["--resume"] if attempt else []), env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            args + (["--resume"] if attempt else []), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
         deadline = time.time() + 60
         start = checkpoint.latest_checkpoint(run)
         while checkpoint.latest_checkpoint(run) == start and time.time() < deadline and proc.poll() is None:
@@ -220,8 +249,10 @@ def test_checkpoint_without_manifest_is_refused_in_one_line(tmp_path, tokenizer)
     for load in (checkpoint.load_model, lambda c: checkpoint.verify(c, "size")):
         with pytest.raises(MapnetError) as exc:
             load(ckpt)
-        assert str(exc.value) == (f"{ckpt} has no manifest.json, which every mapnet checkpoint has: it cannot be "
-                                  "verified (damaged, or not written by mapnet)")
+        assert str(exc.value) == (
+            f"{ckpt} has no manifest.json, which every mapnet checkpoint has: it cannot be "
+            "verified (damaged, or not written by mapnet)"
+        )
     with pytest.raises(MapnetError, match="has no manifest.json"):
         checkpoint.resolve_checkpoint(tmp_path / "run")
     (ckpt / "manifest.json").write_text("{not json")
@@ -234,7 +265,9 @@ def test_unreadable_weights_and_state_are_one_line_errors(tmp_path, tokenizer, d
     ckpt = fake_checkpoint(tmp_path / "run", 3, tokenizer)
     for name in ("model.safetensors", "state.pt"):
         data = (ckpt / name).read_bytes()
-        (ckpt / name).write_bytes({"truncated": data[: len(data) // 2], "garbage": b"\x07garbage" * 50, "empty": b""}[damage])
+        (ckpt / name).write_bytes(
+            {"truncated": data[: len(data) // 2], "garbage": b"\x07garbage" * 50, "empty": b""}[damage]
+        )
     checkpoint.write_manifest(ckpt)  # past the manifest: the loaders themselves must not raise a traceback
     with pytest.raises(MapnetError, match=r"model\.safetensors is not a readable safetensors file") as exc:
         checkpoint.load_model(ckpt)

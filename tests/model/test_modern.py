@@ -19,8 +19,20 @@ from mapnet_cli.model.modern import ModernBlock, ModernEncoder, rope_tables, rot
 
 
 def modern_cfg(**kw) -> BertConfig:
-    base = dict(vocab_size=97, layers=2, hidden=32, heads=4, intermediate=48, max_position=64, pad_id=0, norm="pre",
-                block="modern", dropout=0.0, attention_dropout=0.0, layer_norm_eps=1e-5)
+    base = dict(
+        vocab_size=97,
+        layers=2,
+        hidden=32,
+        heads=4,
+        intermediate=48,
+        max_position=64,
+        pad_id=0,
+        norm="pre",
+        block="modern",
+        dropout=0.0,
+        attention_dropout=0.0,
+        layer_norm_eps=1e-5,
+    )
     return BertConfig(**{**base, **kw})
 
 
@@ -174,13 +186,23 @@ def test_glue_and_blimp_read_the_modern_encoder_as_they_read_berts():
 def test_the_bert_block_is_bit_for_bit_what_it_was():
     """Digests of the default models (post- and pre-LN) made with the code before the modern block existed
     (commit fae7175): the same parameters from the same seed, bit for bit, and the same logits."""
-    want = {"post": ("d8025a5e8d6ab1c7e9214331939f34df28d5fc96472f63c5fe6f60515f61a26a", -11.6868433749,
-                     [0.24795281887054443, 0.10893771052360535, -0.14712977409362793]),
-            "pre": ("8121521b15124cacae9aa9705bc1048557543a57f5002256c3e127e202681c5a", -11.6867951083,
-                    [0.24795351922512054, 0.10893779247999191, -0.14713066816329956])}
+    want = {
+        "post": (
+            "d8025a5e8d6ab1c7e9214331939f34df28d5fc96472f63c5fe6f60515f61a26a",
+            -11.6868433749,
+            [0.24795281887054443, 0.10893771052360535, -0.14712977409362793],
+        ),
+        "pre": (
+            "8121521b15124cacae9aa9705bc1048557543a57f5002256c3e127e202681c5a",
+            -11.6867951083,
+            [0.24795351922512054, 0.10893779247999191, -0.14713066816329956],
+        ),
+    }
     for norm, (digest, total, first) in want.items():
         torch.manual_seed(0)
-        cfg = BertConfig(vocab_size=97, layers=2, hidden=32, heads=4, intermediate=64, max_position=64, pad_id=0, norm=norm)
+        cfg = BertConfig(
+            vocab_size=97, layers=2, hidden=32, heads=4, intermediate=64, max_position=64, pad_id=0, norm=norm
+        )
         assert cfg.block == "bert"
         model = BertForMLM(cfg).eval()
         sd = model.state_dict()
@@ -210,10 +232,23 @@ def shards(tmp_path_factory):
     return write_tiny_shards(tmp_path_factory.mktemp("modern-shards") / "shards")
 
 
-MODERN = ["train.recipe=fast", "model.block=modern", "model.max_position=64", "shard.max_seq_len=32",
-          "train.batch_size=8", "train.steps=40", "train.short_seq.len=0", "train.short_seq.steps=0",
-          "train.eval_every=20", "train.eval_sequences=16", "train.checkpoint_every=20", "optim.warmup.steps=3", "optim.lr=3e-3",
-          "logging.log_every=5", "logging.progress=false"]
+MODERN = [
+    "train.recipe=fast",
+    "model.block=modern",
+    "model.max_position=64",
+    "shard.max_seq_len=32",
+    "train.batch_size=8",
+    "train.steps=40",
+    "train.short_seq.len=0",
+    "train.short_seq.steps=0",
+    "train.eval_every=20",
+    "train.eval_sequences=16",
+    "train.checkpoint_every=20",
+    "optim.warmup.steps=3",
+    "optim.lr=3e-3",
+    "logging.log_every=5",
+    "logging.progress=false",
+]
 
 
 def test_pretrain_with_the_modern_block_learns_and_checkpoints_it(shards, tmp_path):
@@ -222,19 +257,27 @@ def test_pretrain_with_the_modern_block_learns_and_checkpoints_it(shards, tmp_pa
 
     s = settings_mod.resolve(None, {"model": {"preset": "tiny"}}, MODERN)
     last = pretrain(s, shards, tmp_path / "run")
-    evals = [r for r in map(json.loads, (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()) if r["kind"] == "eval"]
+    evals = [
+        r for r in map(json.loads, (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()) if r["kind"] == "eval"
+    ]
     assert evals[-1]["eval_loss"] < evals[0]["eval_loss"] - 0.3  # it learns
     meta = checkpoint.read_config(last)
     assert (meta["model"]["block"], meta["model"]["norm"], meta["model"]["intermediate"]) == ("modern", "pre", 352)
     model = checkpoint.load_model(last)[0]
     assert isinstance(model.encoder, ModernEncoder)
-    # --init-from the run: the block and size are the run's; `--preset tiny` names that size (352 is tiny's modern width).
+    # --init-from the run: the block and size are the run's; `--preset tiny` names that size (352 is tiny's modern
+    # width).
     from mapnet_cli.train import init_from
 
-    s2 = init_from.resolve(None, {"model": {"preset": "tiny"}}, [f"model.init_from={tmp_path / 'run'}", "shard.max_seq_len=32"])
+    s2 = init_from.resolve(
+        None, {"model": {"preset": "tiny"}}, [f"model.init_from={tmp_path / 'run'}", "shard.max_seq_len=32"]
+    )
     assert (s2.model.block, s2.model.norm, s2.model.intermediate, s2.model.preset) == ("modern", "pre", 0, "tiny")
-    start, _ = init_from.start_model(BertConfig.from_settings(s2.model, model.cfg.vocab_size, model.cfg.pad_id), 1,
-                                     init_from.open_source(tmp_path / "run"))
+    start, _ = init_from.start_model(
+        BertConfig.from_settings(s2.model, model.cfg.vocab_size, model.cfg.pad_id),
+        1,
+        init_from.open_source(tmp_path / "run"),
+    )
     assert all(torch.equal(start.state_dict()[k], v) for k, v in model.state_dict().items())
     with pytest.raises(MapnetError, match="model.block = 'bert'"):
         init_from.resolve(None, {}, [f"model.init_from={tmp_path / 'run'}", "shard.max_seq_len=32", "model.block=bert"])
@@ -246,8 +289,11 @@ def test_mapnet_masking_and_exact_resume_with_the_modern_block(shards, tmp_path)
 
     from mapnet_cli.train import pretrain
 
-    s = settings_mod.resolve(None, {"model": {"preset": "tiny"}}, [*MODERN, "masking.strategy=mapnet", "train.steps=20",
-                                                                     "train.checkpoint_every=10"])
+    s = settings_mod.resolve(
+        None,
+        {"model": {"preset": "tiny"}},
+        [*MODERN, "masking.strategy=mapnet", "train.steps=20", "train.checkpoint_every=10"],
+    )
     straight = pretrain(s, shards, tmp_path / "a")
     pretrain(s, shards, tmp_path / "b", stop_at=10)
     resumed = pretrain(s, shards, tmp_path / "b", resume=True)
@@ -275,6 +321,7 @@ def test_vmap_over_single_sequences_runs_the_last_layer_shortcut():
             # fp32 gradients summed in another order: one element of 3,104 differed by 1.2e-5 on an AMX Xeon (as
             # test_bert's gradient checks, 1e-4); a wrong shortcut is off by orders of magnitude more.
             torch.testing.assert_close(per_example[name][k], one[name], atol=1e-4, rtol=1e-4)
-        full = model(ids[k:k + 1])[0, pos[k]]
-        torch.testing.assert_close(torch.func.functional_call(model, params, (ids[k:k + 1], None, pos[k])), full,
-                                   atol=1e-5, rtol=1e-5)
+        full = model(ids[k : k + 1])[0, pos[k]]
+        torch.testing.assert_close(
+            torch.func.functional_call(model, params, (ids[k : k + 1], None, pos[k])), full, atol=1e-5, rtol=1e-5
+        )

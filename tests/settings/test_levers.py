@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from tiny_shards import SPECIAL_IDS, write_tiny_shards
 
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.masking.uniform import sequence_keys
@@ -15,7 +16,6 @@ from mapnet_cli.settings.recipes import FAST_BY_PRESET
 from mapnet_cli.train import make_batch, pretrain
 from mapnet_cli.train.budget import lr_factor_at
 from mapnet_cli.train.optim import lr_factor
-from tiny_shards import SPECIAL_IDS, write_tiny_shards
 
 V = 64
 
@@ -29,10 +29,25 @@ def shards(tmp_path_factory):
 def test_a_shape_set_over_a_preset_keeps_the_presets_recipe_and_trains_that_shape(shards, tmp_path):
     # The search's shape arms are `--preset mini --set model.layers=6 --set model.hidden=128 ...`: the sizes are
     # the ones set, the fast recipe's values stay mini's (a `custom` preset would bring other ones).
-    s = resolve(None, {"model": {"preset": "mini"}},
-                ["model.layers=3", "model.hidden=32", "model.heads=2", "model.max_position=64", "shard.max_seq_len=32",
-                 "train.batch_size=4", "train.steps=2", "train.eval_every=0", "train.eval_sequences=8",
-                 "train.short_seq.len=0", "train.short_seq.steps=0", "optim.warmup.steps=1", "logging.progress=false"])
+    s = resolve(
+        None,
+        {"model": {"preset": "mini"}},
+        [
+            "model.layers=3",
+            "model.hidden=32",
+            "model.heads=2",
+            "model.max_position=64",
+            "shard.max_seq_len=32",
+            "train.batch_size=4",
+            "train.steps=2",
+            "train.eval_every=0",
+            "train.eval_sequences=8",
+            "train.short_seq.len=0",
+            "train.short_seq.steps=0",
+            "optim.warmup.steps=1",
+            "logging.progress=false",
+        ],
+    )
     lr, _, init_std, _ = FAST_BY_PRESET["mini"]
     assert (s.model.preset, s.train.recipe, s.optim.lr, s.model.init_std) == ("mini", "fast", lr, init_std)
     last = pretrain(s, shards, tmp_path / "run", command_line=["mapnet", "pretrain"])
@@ -64,12 +79,15 @@ def test_the_paper_split_is_the_default_and_another_split_reaches_the_masks():
     assert masked == pytest.approx(0.5, abs=0.03) and random == pytest.approx(0.3 * 58 / 59, abs=0.03)
 
 
-@pytest.mark.parametrize("sets, words", [
-    (["model.hidden=192", "model.heads=5"], "model.hidden (192) must be divisible by model.heads (5)"),
-    (["masking.replace_mask=0.9", "masking.replace_random=0.2"], "sum to <= 1"),
-    (["masking.replace_mask=-0.1"], "must be >= 0"),
-    (["masking.mask_prob=1.0"], "masking.mask_prob must be in (0, 1)"),
-])
+@pytest.mark.parametrize(
+    "sets, words",
+    [
+        (["model.hidden=192", "model.heads=5"], "model.hidden (192) must be divisible by model.heads (5)"),
+        (["masking.replace_mask=0.9", "masking.replace_random=0.2"], "sum to <= 1"),
+        (["masking.replace_mask=-0.1"], "must be >= 0"),
+        (["masking.mask_prob=1.0"], "masking.mask_prob must be in (0, 1)"),
+    ],
+)
 def test_a_shape_split_or_rate_out_of_range_is_refused(sets, words):
     with pytest.raises(MapnetError) as err:
         resolve(None, {"model": {"preset": "mini"}}, sets)
@@ -85,5 +103,9 @@ def test_one_cycle_is_linear_to_zero_with_half_the_run_warming_up():
     assert [lr_factor(k, 50, 100) for k in (24, 49, 50, 75, 100)] == pytest.approx([0.5, 1.0, 1.0, 0.5, 0.0])
     # Linear-to-zero after a short warm-up (the baseline) spends more of the run near the peak.
     assert lr_factor_at(0.25, 0.05) == pytest.approx(0.75 / 0.95)
-    assert resolve(None, None, ["train.time_budget=20m", "optim.warmup.steps=0", "optim.warmup.fraction=0.5"]
-                   ).optim.warmup.fraction == 0.5
+    assert (
+        resolve(
+            None, None, ["train.time_budget=20m", "optim.warmup.steps=0", "optim.warmup.fraction=0.5"]
+        ).optim.warmup.fraction
+        == 0.5
+    )

@@ -10,7 +10,9 @@ from typing import Literal, get_args, get_origin
 
 import pytest
 import tomli_w
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from mapnet_cli import settings as S
@@ -35,7 +37,14 @@ def test_defaults_follow_the_paper_tables():
 
 
 @pytest.mark.parametrize(
-    "name, dims", [("tiny", (2, 128, 2)), ("mini", (4, 256, 4)), ("small", (4, 512, 8)), ("medium", (8, 512, 8)), ("base", (12, 768, 12))]
+    "name, dims",
+    [
+        ("tiny", (2, 128, 2)),
+        ("mini", (4, 256, 4)),
+        ("small", (4, 512, 8)),
+        ("medium", (8, 512, 8)),
+        ("base", (12, 768, 12)),
+    ],
 )
 def test_presets(name, dims):
     m = S.preset(name).model
@@ -49,7 +58,13 @@ def test_precedence_defaults_preset_file_flags(tmp_path):
     assert (s.model.layers, s.model.hidden, s.optim.lr, s.optim.warmup.steps) == (3, 256, 5e-4, 7)
     # CLI flags beat the file; --set beats typed flags; a CLI preset beats the file's preset.
     s = S.resolve(cfg, {"optim": {"lr": 1e-3}, "model": {"preset": "tiny"}}, ["optim.warmup.steps=9"])
-    assert (s.optim.lr, s.optim.warmup.steps, s.model.preset, s.model.hidden, s.model.layers) == (1e-3, 9, "tiny", 128, 3)
+    assert (s.optim.lr, s.optim.warmup.steps, s.model.preset, s.model.hidden, s.model.layers) == (
+        1e-3,
+        9,
+        "tiny",
+        128,
+        3,
+    )
     # None means "flag not given": it must not override.
     assert S.resolve(cfg, {"optim": {"lr": None}}).optim.lr == 5e-4
 
@@ -106,12 +121,15 @@ def test_a_protocol_sits_between_the_preset_and_the_config_file(tmp_path):
 
 def test_a_recipe_with_a_shape_trains_it_when_no_preset_is_named_and_a_named_preset_wins(tmp_path, monkeypatch):
     from mapnet_cli.settings import recipes
+
     monkeypatch.setitem(recipes.SHAPES, "fast", recipes.Shape("mini", (("layers", 6), ("hidden", 128), ("heads", 2))))
     s = S.resolve(None, {"train": {"recipe": "fast"}})
     m = s.model
     assert (m.preset, m.layers, m.hidden, m.heads) == ("custom", 6, 128, 2)
     # The recipe's per-preset values are the shape's preset's (mini: LR 2e-3, 500 steps of pieces), not custom's.
-    assert (s.optim.lr, s.train.short_seq.steps, m.norm) == (2e-3, 500, "pre") and recipes.FAST_BY_PRESET["custom"][0] != 2e-3
+    assert (s.optim.lr, s.train.short_seq.steps, m.norm) == (2e-3, 500, "pre") and recipes.FAST_BY_PRESET["custom"][
+        0
+    ] != 2e-3
     assert S.resolve(None, {"train": {"recipe": "fast"}}, ["model.layers=3"]).model.layers == 3  # a flag still wins
     named = S.resolve(None, {"model": {"preset": "tiny"}, "train": {"recipe": "fast"}})
     assert (named.model.preset, named.model.layers, named.model.hidden) == ("tiny", 2, 128)
@@ -122,8 +140,10 @@ def test_a_recipe_with_a_shape_trains_it_when_no_preset_is_named_and_a_named_pre
     assert S.resolve(None, {"train": {"recipe": "fast"}}, base=named).model.layers == 2
     # Without sizes the shape is the preset itself, recorded by its name.
     monkeypatch.setitem(recipes.SHAPES, "fast", recipes.Shape("mini"))
-    assert (S.resolve(None, {"train": {"recipe": "fast"}}).model
-            == S.resolve(None, {"model": {"preset": "mini"}, "train": {"recipe": "fast"}}).model)
+    assert (
+        S.resolve(None, {"train": {"recipe": "fast"}}).model
+        == S.resolve(None, {"model": {"preset": "mini"}, "train": {"recipe": "fast"}}).model
+    )
     # `fast` itself has no shape: without a preset it trains the defaults' base.
     monkeypatch.delitem(recipes.SHAPES, "fast")
     assert S.resolve(None, {"train": {"recipe": "fast"}}).model.layers == 12
@@ -131,32 +151,56 @@ def test_a_recipe_with_a_shape_trains_it_when_no_preset_is_named_and_a_named_pre
 
 def test_the_hour_recipe_is_fast_with_the_joined_levers_and_brings_its_shape():
     from mapnet_cli.settings import recipes
+
     s = S.resolve(None, {"train": {"recipe": "hour", "time_budget": "60m"}})
     fast = S.resolve(None, {"model": {"preset": "mini"}, "train": {"recipe": "fast", "time_budget": "60m"}})
     # L4/H192, section G's amendment's choice, as its 60-minute runs trained it (`--recipe hour` with `tiny`'s shape
     # then, and these sizes as flags): the same settings but the preset's name.
-    assert (s.model.preset, s.model.layers, s.model.hidden, s.model.heads, s.model.intermediate) == ("custom", 4, 192, 3, 0)
-    chosen_by = S.resolve(None, {"train": {"recipe": "hour", "time_budget": "60m"}},
-                          ["model.preset=tiny", "model.layers=4", "model.hidden=192", "model.heads=3"])
+    assert (s.model.preset, s.model.layers, s.model.hidden, s.model.heads, s.model.intermediate) == (
+        "custom",
+        4,
+        192,
+        3,
+        0,
+    )
+    chosen_by = S.resolve(
+        None,
+        {"train": {"recipe": "hour", "time_budget": "60m"}},
+        ["model.preset=tiny", "model.layers=4", "model.hidden=192", "model.heads=3"],
+    )
     assert dataclasses.replace(chosen_by, model=dataclasses.replace(chosen_by.model, preset="custom")) == s
     # bf16 where the hardware has it (the Xeon of sections G and H has AMX), fp32 where emulated (18x slower).
-    assert (s.model.block, s.train.precision, s.train.batch_size, s.masking.mask_prob) == ("modern", "bf16-native", 64,
-                                                                                          0.3)
+    assert (s.model.block, s.train.precision, s.train.batch_size, s.masking.mask_prob) == (
+        "modern",
+        "bf16-native",
+        64,
+        0.3,
+    )
     # Everything else is `fast`'s at that size, the budget's warm-up fractions included.
     assert (s.optim, s.model.norm, s.model.init_std, s.train.short_seq.fraction) == (
-        fast.optim, fast.model.norm, fast.model.init_std, fast.train.short_seq.fraction)
+        fast.optim,
+        fast.model.norm,
+        fast.model.init_std,
+        fast.train.short_seq.fraction,
+    )
     assert recipes.MEASURED_ON["hour"] == {"max_seq_len": 64, "vocab_size": 16384}
     # A named preset wins over the shape, and a flag over a lever.
     named = S.resolve(None, {"model": {"preset": "tiny"}, "train": {"recipe": "hour"}}, ["masking.mask_prob=0.15"])
-    assert (named.model.layers, named.model.hidden, named.model.block, named.masking.mask_prob) == (2, 128, "modern", 0.15)
+    assert (named.model.layers, named.model.hidden, named.model.block, named.masking.mask_prob) == (
+        2,
+        128,
+        "modern",
+        0.15,
+    )
 
 
 def test_resuming_a_run_with_its_own_recipe_named_again_changes_nothing():
     # `pretrain --resume` with the command line that started the run (hour_cpu.sh reruns it): the hour recipe's run
     # records preset `custom` (its shape's sizes); re-applying the recipe over it gave `custom`'s LR and init
     # (5e-4, 0.02) instead of the shape's `mini` values the run trained with (2e-3, 0.05), and the resume was refused.
-    from mapnet_cli.train.run_settings import refuse_fixed_changes
     from mapnet_cli.settings import recipes
+    from mapnet_cli.train.run_settings import refuse_fixed_changes
+
     flags = {"train": {"recipe": "hour", "time_budget": "60m"}}
     run = S.resolve(None, flags, ["optim.lr=1e-3"])
     again = S.resolve(None, flags, ["optim.lr=1e-3"], base=run, base_is_run=True)
@@ -250,8 +294,13 @@ def test_type_errors_are_reported_with_range_errors_at_once():
     with pytest.raises(MapnetError) as exc:
         S.resolve(None, assignments=["optim.lr=abc", "masking.mask_prob=1.5", "train.steps=-1", "optim.lrr=1", "lr=1"])
     text = str(exc.value)
-    for part in ("optim.lr must be a number (got 'abc')", "masking.mask_prob must be in (0, 1) (got 1.5)",
-                 "train.steps must be >= 1 (got -1)", "unknown setting 'optim.lrr'", "--set expects section.key=value"):
+    for part in (
+        "optim.lr must be a number (got 'abc')",
+        "masking.mask_prob must be in (0, 1) (got 1.5)",
+        "train.steps must be >= 1 (got -1)",
+        "unknown setting 'optim.lrr'",
+        "--set expects section.key=value",
+    ):
         assert part in text, part
     assert "\n" not in text
 
@@ -262,8 +311,12 @@ def test_config_file_and_flags_errors_are_reported_together(tmp_path):
     with pytest.raises(MapnetError) as exc:
         S.resolve(cfg, {"train": {"steps": 0}}, ["train.batch_size=many"])
     text = str(exc.value)
-    for part in ("optim.lr must be a number", "unknown settings section 'nope'", "train.batch_size must be an integer",
-                 "train.steps must be >= 1"):
+    for part in (
+        "optim.lr must be a number",
+        "unknown settings section 'nope'",
+        "train.batch_size must be an integer",
+        "train.steps must be >= 1",
+    ):
         assert part in text, part
 
 
@@ -272,11 +325,18 @@ SECTION_CLASSES = typing.get_type_hints(S.Settings)
 
 
 def leaf_keys(cls, prefix: str = "") -> list[tuple[str, object]]:
-    """(dotted key under its section, annotation) of every setting of `cls`, tables inside it walked (masking.mapnet)."""
+    """(dotted key under its section, annotation) of every setting of `cls`, tables inside it walked
+    (masking.mapnet)."""
     hints = typing.get_type_hints(cls)
-    return [item for f in dc_fields(cls) for item in (leaf_keys(hints[f.name], f"{prefix}{f.name}.")
-                                                      if dataclasses.is_dataclass(hints[f.name])
-                                                      else [(f"{prefix}{f.name}", hints[f.name])])]
+    return [
+        item
+        for f in dc_fields(cls)
+        for item in (
+            leaf_keys(hints[f.name], f"{prefix}{f.name}.")
+            if dataclasses.is_dataclass(hints[f.name])
+            else [(f"{prefix}{f.name}", hints[f.name])]
+        )
+    ]
 
 
 KEYS = [(sec.name, key, ann) for sec in dc_fields(S.Settings) for key, ann in leaf_keys(SECTION_CLASSES[sec.name])]
@@ -292,8 +352,12 @@ def values_of(annotation) -> st.SearchStrategy:
         if len(args) == 2 and args[1] is Ellipsis:
             return st.lists(values_of(args[0]), max_size=4)
         return st.tuples(*map(values_of, args)).map(list)
-    return {bool: st.booleans(), int: st.integers(-10**6, 10**6), str: st.text(max_size=12),
-            float: st.floats(-1e6, 1e6, allow_nan=False)}[annotation]
+    return {
+        bool: st.booleans(),
+        int: st.integers(-(10**6), 10**6),
+        str: st.text(max_size=12),
+        float: st.floats(-1e6, 1e6, allow_nan=False),
+    }[annotation]
 
 
 def wrong_value(annotation):
@@ -390,7 +454,11 @@ def test_every_float_setting_refuses_nan_and_infinities_beside_the_other_bad_key
     setting, and every float in a list setting, is refused at resolution, in the one report."""
     assert len(FLOAT_KEYS) > 30  # every float of the tree, not a hand-picked few
     for sec, key, ann in FLOAT_KEYS:
-        value = bad if ann is float else "[" + ", ".join(bad if a in (float, Ellipsis) else "1" for a in get_args(ann)) + "]"
+        value = (
+            bad
+            if ann is float
+            else "[" + ", ".join(bad if a in (float, Ellipsis) else "1" for a in get_args(ann)) + "]"
+        )
         with pytest.raises(MapnetError) as exc:
             S.resolve(None, assignments=[f"{sec}.{key}={value}", "train.steps=-1"])
         text = str(exc.value)
@@ -401,8 +469,11 @@ def test_every_float_setting_refuses_nan_and_infinities_beside_the_other_bad_key
 def test_nan_in_a_config_file_or_a_run_settings_toml_is_refused(tmp_path):
     cfg = tmp_path / "run.toml"
     cfg.write_text("[optim]\nlr = nan\n[masking]\nmask_prob = inf\n")
-    with pytest.raises(MapnetError, match=r"optim.lr must be a finite number \(got nan\); masking.mask_prob must be a "
-                                          r"finite number \(got inf\)"):
+    with pytest.raises(
+        MapnetError,
+        match=r"optim.lr must be a finite number \(got nan\); masking.mask_prob must be a "
+        r"finite number \(got inf\)",
+    ):
         S.resolve(cfg)
     with pytest.raises(MapnetError, match="in settings.toml: optim.lr must be a finite number"):
         S.from_dict({"optim": {"lr": float("nan")}}, "settings.toml")
@@ -419,12 +490,17 @@ def run_main(argv: list, monkeypatch, capsys) -> tuple[int, list[str]]:
     return done.value.code, capsys.readouterr().err.strip().splitlines()
 
 
-@pytest.mark.parametrize("argv", [
-    ["--set", "optim.lr=nan", "--set", "masking.mask_prob=1.5"],
-    ["--set", "optim.lr=inf", "--mask-prob", "nan"],          # a float flag goes through the same check
-    ["--set", "optim.lr=-inf", "--set", "optim.betas=[0.9, nan]"],
-])
-def test_pretrain_refuses_nan_and_infinities_in_one_line_before_anything_is_written(argv, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--set", "optim.lr=nan", "--set", "masking.mask_prob=1.5"],
+        ["--set", "optim.lr=inf", "--mask-prob", "nan"],  # a float flag goes through the same check
+        ["--set", "optim.lr=-inf", "--set", "optim.betas=[0.9, nan]"],
+    ],
+)
+def test_pretrain_refuses_nan_and_infinities_in_one_line_before_anything_is_written(
+    argv, tmp_path, monkeypatch, capsys
+):
     code, lines = run_main(["pretrain", tmp_path / "shards", "--out", tmp_path / "run", *argv], monkeypatch, capsys)
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: invalid settings: "), lines
     assert lines[0].count("must be") == 2 and ("nan" in lines[0] or "inf" in lines[0]), lines[0]
@@ -432,8 +508,20 @@ def test_pretrain_refuses_nan_and_infinities_in_one_line_before_anything_is_writ
 
 
 def test_shard_refuses_a_nan_valid_fraction_with_the_other_bad_settings(tmp_path, monkeypatch, capsys):
-    code, lines = run_main(["shard", tmp_path / "prep", "--out", tmp_path / "shards", "--valid-fraction", "nan",
-                            "--set", "shard.max_seq_len=1"], monkeypatch, capsys)
+    code, lines = run_main(
+        [
+            "shard",
+            tmp_path / "prep",
+            "--out",
+            tmp_path / "shards",
+            "--valid-fraction",
+            "nan",
+            "--set",
+            "shard.max_seq_len=1",
+        ],
+        monkeypatch,
+        capsys,
+    )
     assert code == 2 and len(lines) == 1, lines
     assert "shard.valid_fraction must be a finite number (got nan)" in lines[0] and "shard.max_seq_len" in lines[0]
 
@@ -447,8 +535,10 @@ def test_a_warm_up_half_given_names_the_other_half_and_where_its_value_came_from
     assert "train.short_seq.steps = 1 would be ignored: train.short_seq.len is 0 (no sequence-length warm-up" in text
     assert "the paper recipe has none, the fast recipe's pieces are 16 tokens" in text
     assert "set train.short_seq.len too, or leave train.short_seq.steps at 0" in text
-    with pytest.raises(MapnetError, match="train.short_seq.len = 8 turns the sequence-length warm-up on: give its "
-                                          "length, train.short_seq.steps"):
+    with pytest.raises(
+        MapnetError,
+        match="train.short_seq.len = 8 turns the sequence-length warm-up on: give its length, train.short_seq.steps",
+    ):
         S.resolve(None, {"model": {"preset": "tiny"}, "train": {"recipe": "paper"}}, ["train.short_seq.len=8"])
     # The fast recipe sets both: lowering its steps alone is fine.
     assert S.resolve(None, {"model": {"preset": "tiny"}}, ["train.short_seq.steps=1"]).train.short_seq.len == 16
@@ -489,21 +579,30 @@ def test_every_seed_declares_its_minimum():
 
 
 def test_pretrain_refuses_a_negative_seed_before_anything_is_written(tmp_path, monkeypatch, capsys):
-    code, lines = run_main(["pretrain", tmp_path / "shards", "--out", tmp_path / "run", "--seed", "-1"],
-                           monkeypatch, capsys)
+    code, lines = run_main(
+        ["pretrain", tmp_path / "shards", "--out", tmp_path / "run", "--seed", "-1"], monkeypatch, capsys
+    )
     assert code == 2 and lines == ["error: invalid settings: train.seed must be >= 0 (got -1)"], lines
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("content, expected", [
-    (bytes(range(128, 256)), "is not UTF-8 text (byte 0x80 at offset 0)"),
-    (b"\xef\xbb\xbf[optim]\nlr = 1e-3\n", "starts with a UTF-8 byte-order mark, which the TOML reader refuses; save "
-                                          "it without one"),
-], ids=["binary", "bom"])
-@pytest.mark.parametrize("command", [["config", "show"], ["pretrain", "SHARDS", "--out", "OUT"],
-                                     ["preprocess", "TEXT", "--out", "OUT"]])
-def test_a_config_file_not_utf8_or_with_a_bom_is_one_line_in_every_command(command, content, expected, tmp_path,
-                                                                           monkeypatch, capsys):
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        (bytes(range(128, 256)), "is not UTF-8 text (byte 0x80 at offset 0)"),
+        (
+            b"\xef\xbb\xbf[optim]\nlr = 1e-3\n",
+            "starts with a UTF-8 byte-order mark, which the TOML reader refuses; save it without one",
+        ),
+    ],
+    ids=["binary", "bom"],
+)
+@pytest.mark.parametrize(
+    "command", [["config", "show"], ["pretrain", "SHARDS", "--out", "OUT"], ["preprocess", "TEXT", "--out", "OUT"]]
+)
+def test_a_config_file_not_utf8_or_with_a_bom_is_one_line_in_every_command(
+    command, content, expected, tmp_path, monkeypatch, capsys
+):
     """A binary --config was a UnicodeDecodeError traceback in pretrain, preprocess and config show; a BOM said
     "Invalid statement (at line 1, column 1)", pointing at nothing the user can see."""
     cfg = tmp_path / "run.toml"

@@ -9,17 +9,27 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_shards import write_tiny_shards
 
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.settings import resolve
 from mapnet_cli.train import loop, pretrain
 from mapnet_cli.train.batch_ramp import BatchRamp
 from mapnet_cli.train.run_loader import load_run
-from tiny_shards import write_tiny_shards
 
-TINY = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8",
-        "train.eval_every=0", "train.eval_sequences=16", "train.checkpoint_every=0", "optim.warmup.steps=0",
-        "optim.lr=3e-3", "logging.log_every=1", "logging.progress=false"]
+TINY = [
+    "train.recipe=paper",
+    "model.max_position=64",
+    "shard.max_seq_len=32",
+    "train.batch_size=8",
+    "train.eval_every=0",
+    "train.eval_sequences=16",
+    "train.checkpoint_every=0",
+    "optim.warmup.steps=0",
+    "optim.lr=3e-3",
+    "logging.log_every=1",
+    "logging.progress=false",
+]
 MASKED = 5  # masked positions in each 32-token sequence of the tiny shards at 15%
 
 
@@ -64,8 +74,9 @@ def test_the_sizes_follow_the_formula_in_steps_and_in_time():
     assert [by_time.size(0, e) for e in (0.0, 0.99, 1.0, 2.0, 2.99, 3.0, 9.0)] == [8, 8, 16, 24, 24, 32, 32]
 
 
-def test_a_ramped_run_trains_and_consumes_each_steps_batch_and_resumes_and_prefetches_exactly(shards, tmp_path,
-                                                                                                monkeypatch):
+def test_a_ramped_run_trains_and_consumes_each_steps_batch_and_resumes_and_prefetches_exactly(
+    shards, tmp_path, monkeypatch
+):
     ramp = ["train.steps=8", "train.batch_ramp.start=2", "train.batch_ramp.steps=6"]
     straight = pretrain(settings(*ramp), shards, tmp_path / "a")
     sizes = [formula(2, 8, s / 6) for s in range(8)]
@@ -94,8 +105,13 @@ def test_a_ramped_run_trains_and_consumes_each_steps_batch_and_resumes_and_prefe
 def test_under_a_modelled_budget_a_ramped_step_counts_its_share_and_resumes_and_prefetches_exactly(shards, tmp_path):
     full, budget, fraction = 0.125, 1.0, 0.5  # powers of two: every sum below is exact
     # No learning-rate warm-up: the paper recipe's (1% of the budget) is shorter than the first step, and refused.
-    s_extra = ["train.time_budget=1s", "optim.warmup.fraction=0", f"train.step_seconds={full}", "train.batch_ramp.start=2",
-               f"train.batch_ramp.fraction={fraction}"]
+    s_extra = [
+        "train.time_budget=1s",
+        "optim.warmup.fraction=0",
+        f"train.step_seconds={full}",
+        "train.batch_ramp.start=2",
+        f"train.batch_ramp.fraction={fraction}",
+    ]
     s = settings(*s_extra)
     slow = pretrain(s, shards, tmp_path / "slow", clock=FakeClock(0.3))
     fast = pretrain(s, shards, tmp_path / "fast", clock=FakeClock(0.01))
@@ -126,19 +142,41 @@ def test_under_a_modelled_budget_a_ramped_step_counts_its_share_and_resumes_and_
     assert [r["masked_tokens"] for r in train_lines(tmp_path / "stopped")] == [MASKED * b for b in sizes]
 
 
-@pytest.mark.parametrize("extra, says", [
-    (["train.batch_ramp.start=2"], "turns the batch-size ramp on: give its length, train.batch_ramp.steps"),
-    (["train.batch_ramp.start=3", "train.batch_ramp.steps=5"], "must be smaller than train.batch_size (8) and divide it"),
-    (["train.batch_ramp.start=8", "train.batch_ramp.steps=5"], "must be smaller than train.batch_size (8) and divide it"),
-    (["train.batch_ramp.start=2", "train.batch_ramp.fraction=0.5"], "applies to a train.time_budget"),
-    (["train.batch_ramp.steps=5"], "train.batch_ramp.steps = 5 would be ignored: train.batch_ramp.start is 0"),
-    (["train.time_budget=1m", "train.batch_ramp.start=2", "train.batch_ramp.steps=5", "train.batch_ramp.fraction=0.5"],
-     "train.batch_ramp.steps (5) counts steps, which a train.time_budget does not fix"),
-    (["train.time_budget=1m", "train.batch_ramp.start=2", "train.batch_ramp.fraction=1.5"], "must be in [0, 1]"),
-    (["train.time_budget=1m", "train.batch_ramp.start=2"], "under a train.time_budget give its share of the budget"),
-    (["train.batch_ramp.start=-2"], "must be >= 0"),
-    (["train.steps=4", "train.batch_ramp.start=2", "train.batch_ramp.steps=5"], "would never reach train.batch_size"),
-])
+@pytest.mark.parametrize(
+    "extra, says",
+    [
+        (["train.batch_ramp.start=2"], "turns the batch-size ramp on: give its length, train.batch_ramp.steps"),
+        (
+            ["train.batch_ramp.start=3", "train.batch_ramp.steps=5"],
+            "must be smaller than train.batch_size (8) and divide it",
+        ),
+        (
+            ["train.batch_ramp.start=8", "train.batch_ramp.steps=5"],
+            "must be smaller than train.batch_size (8) and divide it",
+        ),
+        (["train.batch_ramp.start=2", "train.batch_ramp.fraction=0.5"], "applies to a train.time_budget"),
+        (["train.batch_ramp.steps=5"], "train.batch_ramp.steps = 5 would be ignored: train.batch_ramp.start is 0"),
+        (
+            [
+                "train.time_budget=1m",
+                "train.batch_ramp.start=2",
+                "train.batch_ramp.steps=5",
+                "train.batch_ramp.fraction=0.5",
+            ],
+            "train.batch_ramp.steps (5) counts steps, which a train.time_budget does not fix",
+        ),
+        (["train.time_budget=1m", "train.batch_ramp.start=2", "train.batch_ramp.fraction=1.5"], "must be in [0, 1]"),
+        (
+            ["train.time_budget=1m", "train.batch_ramp.start=2"],
+            "under a train.time_budget give its share of the budget",
+        ),
+        (["train.batch_ramp.start=-2"], "must be >= 0"),
+        (
+            ["train.steps=4", "train.batch_ramp.start=2", "train.batch_ramp.steps=5"],
+            "would never reach train.batch_size",
+        ),
+    ],
+)
 def test_a_ramp_that_cannot_be_what_was_asked_is_refused_in_one_line(extra, says):
     with pytest.raises(MapnetError) as exc:
         settings(*extra)

@@ -10,13 +10,27 @@ import pytest
 from mapnet_cli import settings as settings_mod
 from mapnet_cli.data.cleaning import cleaning_settings
 from mapnet_cli.errors import MapnetError
-from mapnet_cli.train.run_settings import run_settings
 from mapnet_cli.model.checkpoint import latest_checkpoint, load_settings
+from mapnet_cli.train.run_settings import run_settings
 
-TINY = ["preprocess.vocab_size=300", "preprocess.workers=1", "shard.max_seq_len=32", "shard.valid_fraction=0.1",
-        "model.layers=1", "model.hidden=32", "model.heads=2", "model.intermediate=64", "model.max_position=32",
-        "train.batch_size=4", "train.steps=2", "train.eval_sequences=4", "train.checkpoint_every=2",
-        "optim.warmup.steps=1", "logging.progress=false", "train.device=cpu"]
+TINY = [
+    "preprocess.vocab_size=300",
+    "preprocess.workers=1",
+    "shard.max_seq_len=32",
+    "shard.valid_fraction=0.1",
+    "model.layers=1",
+    "model.hidden=32",
+    "model.heads=2",
+    "model.intermediate=64",
+    "model.max_position=32",
+    "train.batch_size=4",
+    "train.steps=2",
+    "train.eval_sequences=4",
+    "train.checkpoint_every=2",
+    "optim.warmup.steps=1",
+    "logging.progress=false",
+    "train.device=cpu",
+]
 
 
 @pytest.mark.slow
@@ -27,8 +41,10 @@ def test_a_cased_corpus_makes_a_cased_run(shared_data, tmp_path):
 
     with gzip.open(shared_data / "books" / "carroll-alice.txt.gz", "rt", encoding="utf-8") as fh:
         (tmp_path / "alice.txt").write_text("\n".join(fh.read().split("\n")[:600]), encoding="utf-8")
-    corpus = settings_mod.resolve(overrides={"model": {"preset": "tiny"}},
-                                  assignments=[*TINY, "preprocess.lowercase=false", "preprocess.normalize_punctuation=false"])
+    corpus = settings_mod.resolve(
+        overrides={"model": {"preset": "tiny"}},
+        assignments=[*TINY, "preprocess.lowercase=false", "preprocess.normalize_punctuation=false"],
+    )
     run_preprocess([tmp_path / "alice.txt"], tmp_path / "prep", corpus)
     run_shard(tmp_path / "prep", tmp_path / "shards", corpus)
     # Resolved alone, the settings have the defaults (lower-cased, punctuation normalised), as when the user does
@@ -39,16 +55,24 @@ def test_a_cased_corpus_makes_a_cased_run(shared_data, tmp_path):
     with pytest.raises(MapnetError, match="were made with .*'lowercase': False.*resolve a run's settings"):
         pretrain(defaults, tmp_path / "shards", tmp_path / "run")
     assert not (tmp_path / "run").exists()
-    resolved = run_settings(tmp_path / "shards", tmp_path / "run", resume=False, flags={"model": {"preset": "tiny"}},
-                            assignments=TINY)
+    resolved = run_settings(
+        tmp_path / "shards", tmp_path / "run", resume=False, flags={"model": {"preset": "tiny"}}, assignments=TINY
+    )
     pretrain(resolved, tmp_path / "shards", tmp_path / "run")
     recorded = load_settings(latest_checkpoint(tmp_path / "run")).preprocess
-    assert cleaning_settings(recorded) == {"normalize_punctuation": False, "moses_tokenize": True, "moses_lang": "en",
-                                           "lowercase": False}
+    assert cleaning_settings(recorded) == {
+        "normalize_punctuation": False,
+        "moses_tokenize": True,
+        "moses_lang": "en",
+        "lowercase": False,
+    }
     # ...and what reads text through the run's settings keeps the case the vocabulary was trained on.
     from mapnet_cli.evaluation.blimp.models import find_targets
 
     target = find_targets([tmp_path / "run"])[-1]
     tok = target.text.tokenise.__self__.tokenizer
-    assert any(ch.isupper() for i in target.text.tokenise(["Alice was beginning to get very tired."])[0]
-               for ch in tok.id_to_token(int(i)))
+    assert any(
+        ch.isupper()
+        for i in target.text.tokenise(["Alice was beginning to get very tired."])[0]
+        for ch in tok.id_to_token(int(i))
+    )

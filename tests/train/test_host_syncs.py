@@ -9,19 +9,27 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_shards import write_tiny_shards
 
 from mapnet_cli import distributed
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.masking.strategy import UniformTraining, mlm_loss, to_device
 from mapnet_cli.model import checkpoint
 from mapnet_cli.settings import resolve
-from mapnet_cli.train import Run, pretrain, train_step
-from mapnet_cli.train import host_syncs
-from tiny_shards import write_tiny_shards
+from mapnet_cli.train import Run, host_syncs, pretrain, train_step
 
-BASE = ["model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8", "train.steps=20",
-        "train.eval_every=10", "train.eval_sequences=16", "train.checkpoint_every=10", "optim.warmup.steps=3",
-        "logging.log_every=5", "logging.progress=false"]
+BASE = [
+    "model.max_position=64",
+    "shard.max_seq_len=32",
+    "train.batch_size=8",
+    "train.steps=20",
+    "train.eval_every=10",
+    "train.eval_sequences=16",
+    "train.checkpoint_every=10",
+    "optim.warmup.steps=3",
+    "logging.log_every=5",
+    "logging.progress=false",
+]
 
 
 def settings(*extra: str):
@@ -38,25 +46,56 @@ def step_syncs(run: Run, step: int, read: bool, stats: bool | None = None) -> di
     batches = run.batches(step)  # drawn on the host by design: not part of the count
     with_stats = read if stats is None else stats
     with host_syncs.counting() as prof:
-        train_step(run.ddp, run.optimizer, run.scheduler, batches, scale=1 / 8, grad_clip=1.0, autocast=run.autocast,
-                   info=run.info, batch_size=8, loss_fn=run.strategy.loss_fn(step, with_stats=with_stats),
-                   read=read, frozen=run.strategy.frozen(step))
+        train_step(
+            run.ddp,
+            run.optimizer,
+            run.scheduler,
+            batches,
+            scale=1 / 8,
+            grad_clip=1.0,
+            autocast=run.autocast,
+            info=run.info,
+            batch_size=8,
+            loss_fn=run.strategy.loss_fn(step, with_stats=with_stats),
+            read=read,
+            frozen=run.strategy.frozen(step),
+        )
     return host_syncs.count(prof.events())
 
 
-ARMS = {"uniform": ["masking.strategy=uniform"], "stratified": ["masking.strategy=stratified"],
-        "frequency": ["masking.strategy=frequency", "masking.frequency.mix_uniform=0.5"], "whole-word": ["masking.strategy=whole-word"],
-        # MAP-Net draws its masks on the device, from the proposal: its randomness, K and the mask's size
-        # come from the host (`mapnet.host_draws`), so its step waits for nothing either.
-        "mapnet": ["masking.strategy=mapnet", "masking.mapnet.explore_steps=2"],
-        "mapnet-ht": ["masking.strategy=mapnet", "masking.mapnet.importance=ht", "masking.mapnet.mix_uniform=0.5",
-                      "masking.mapnet.explore_start=0", "masking.mapnet.explore_end=0", "masking.mapnet.target=gradnorm"],
-        "mapnet-ht-frozen": ["masking.strategy=mapnet", "masking.mapnet.importance=ht", "masking.mapnet.mix_uniform=0.5",
-                             "masking.mapnet.explore_start=0", "masking.mapnet.explore_end=0", "masking.mapnet.train_every=2"],
-        # The adaptive table is drawn from on the host; its scores are gathered on the device, read once per update.
-        "adaptive": ["masking.strategy=adaptive"],
-        "adaptive-soft-ht": ["masking.strategy=adaptive", "masking.adaptive.score=soft", "masking.adaptive.weights=ht",
-                             "masking.adaptive.mix_uniform=0.5"]}
+ARMS = {
+    "uniform": ["masking.strategy=uniform"],
+    "stratified": ["masking.strategy=stratified"],
+    "frequency": ["masking.strategy=frequency", "masking.frequency.mix_uniform=0.5"],
+    "whole-word": ["masking.strategy=whole-word"],
+    # MAP-Net draws its masks on the device, from the proposal: its randomness, K and the mask's size
+    # come from the host (`mapnet.host_draws`), so its step waits for nothing either.
+    "mapnet": ["masking.strategy=mapnet", "masking.mapnet.explore_steps=2"],
+    "mapnet-ht": [
+        "masking.strategy=mapnet",
+        "masking.mapnet.importance=ht",
+        "masking.mapnet.mix_uniform=0.5",
+        "masking.mapnet.explore_start=0",
+        "masking.mapnet.explore_end=0",
+        "masking.mapnet.target=gradnorm",
+    ],
+    "mapnet-ht-frozen": [
+        "masking.strategy=mapnet",
+        "masking.mapnet.importance=ht",
+        "masking.mapnet.mix_uniform=0.5",
+        "masking.mapnet.explore_start=0",
+        "masking.mapnet.explore_end=0",
+        "masking.mapnet.train_every=2",
+    ],
+    # The adaptive table is drawn from on the host; its scores are gathered on the device, read once per update.
+    "adaptive": ["masking.strategy=adaptive"],
+    "adaptive-soft-ht": [
+        "masking.strategy=adaptive",
+        "masking.adaptive.score=soft",
+        "masking.adaptive.weights=ht",
+        "masking.adaptive.mix_uniform=0.5",
+    ],
+}
 
 
 @pytest.mark.parametrize("strategy", list(ARMS))
@@ -71,14 +110,31 @@ def test_a_step_that_is_not_read_waits_for_nothing_and_a_read_step_once(shards, 
 def test_the_adaptive_table_is_read_once_per_update_and_never_in_between(shards, tmp_path):
     """masking.adaptive.every = 4: the table is updated after steps 2 and 6 (one read of the pooled scores
     each, `AdaptiveTable.update`); the steps in between, unread, wait for nothing, the update included."""
-    run = Run(settings("masking.strategy=adaptive", "masking.adaptive.every=4"), shards, tmp_path / "run",
-              distributed.DistInfo(), False, [])
+    run = Run(
+        settings("masking.strategy=adaptive", "masking.adaptive.every=4"),
+        shards,
+        tmp_path / "run",
+        distributed.DistInfo(),
+        False,
+        [],
+    )
     counts = {}
     for step in range(8):
         batches = run.batches(step)
         with host_syncs.counting() as prof:
-            train_step(run.ddp, run.optimizer, run.scheduler, batches, scale=1 / 8, grad_clip=1.0, autocast=run.autocast,
-                       info=run.info, batch_size=8, loss_fn=run.strategy.loss_fn(step, with_stats=False), read=False)
+            train_step(
+                run.ddp,
+                run.optimizer,
+                run.scheduler,
+                batches,
+                scale=1 / 8,
+                grad_clip=1.0,
+                autocast=run.autocast,
+                info=run.info,
+                batch_size=8,
+                loss_fn=run.strategy.loss_fn(step, with_stats=False),
+                read=False,
+            )
             run.strategy.after_step()
         counts[step] = host_syncs.count(prof.events())
     none, once = dict.fromkeys(host_syncs.KINDS, 0), {**dict.fromkeys(host_syncs.KINDS, 0), "tolist": 1}
@@ -104,9 +160,19 @@ def test_the_counter_sees_the_reads_of_a_mask_passed_as_bools(shards, tmp_path):
 
 @pytest.mark.parametrize("strategy", ["uniform", "stratified", "frequency"])
 def test_host_positions_give_exactly_the_loss_of_the_bool_mask(shards, tmp_path, strategy):
-    run = Run(settings(f"masking.strategy={strategy}", "model.dropout=0.0", "model.attention_dropout=0.0",
-                       *(["masking.frequency.mix_uniform=0.5"] if strategy == "frequency" else [])),
-              shards, tmp_path / "run", distributed.DistInfo(), False, [])
+    run = Run(
+        settings(
+            f"masking.strategy={strategy}",
+            "model.dropout=0.0",
+            "model.attention_dropout=0.0",
+            *(["masking.frequency.mix_uniform=0.5"] if strategy == "frequency" else []),
+        ),
+        shards,
+        tmp_path / "run",
+        distributed.DistInfo(),
+        False,
+        [],
+    )
     batch = run.batches(3)[0]
     assert batch.positions is not None and batch.width is not None  # the loop's batches carry them
     as_bools = dataclasses.replace(batch, positions=None, width=None)
@@ -135,8 +201,9 @@ def test_a_non_finite_step_between_reads_is_named_and_never_checkpointed(shards,
         fn = plain(self, step, with_stats, pieces)
         if step + 1 != bad:
             return fn
-        return lambda model, batch, scale: tuple(x * float("nan") if i < 2 else x
-                                                 for i, x in enumerate(fn(model, batch, scale)))
+        return lambda model, batch, scale: tuple(
+            x * float("nan") if i < 2 else x for i, x in enumerate(fn(model, batch, scale))
+        )
 
     monkeypatch.setattr(UniformTraining, "loss_fn", poisoned)
     s = settings("logging.log_every=7", "train.eval_every=0", "train.checkpoint_every=10", "train.steps=30")
@@ -153,9 +220,25 @@ def profile(shards: Path, tmp_path: Path, *extra: str) -> str:
     from scripts import run_script
 
     root = Path(__file__).resolve().parents[2]
-    return run_script(root / "benchmarks" / "profile_step.py", "--data", str(shards), "--preset", "tiny", "--steps", "4",
-                      "--warmup", "1", "--batch", "8", "--threads", "1", "--set", "logging.log_every=2", *extra,
-                      cwd=tmp_path)
+    return run_script(
+        root / "benchmarks" / "profile_step.py",
+        "--data",
+        str(shards),
+        "--preset",
+        "tiny",
+        "--steps",
+        "4",
+        "--warmup",
+        "1",
+        "--batch",
+        "8",
+        "--threads",
+        "1",
+        "--set",
+        "logging.log_every=2",
+        *extra,
+        cwd=tmp_path,
+    )
 
 
 def part_ms(out: str) -> dict[str, float]:

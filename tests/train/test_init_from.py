@@ -9,25 +9,33 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tiny_shards import SPECIAL_IDS, write_tiny_shards
 from typer.testing import CliRunner
 
-from mapnet_cli.train import init_from
-from mapnet_cli.model import checkpoint
 from mapnet_cli.atomic import sha256_file
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.export import export
+from mapnet_cli.model import checkpoint
 from mapnet_cli.model.bert import BertConfig, BertForMLM
 from mapnet_cli.settings import Settings
-from tiny_shards import SPECIAL_IDS, write_tiny_shards
+from mapnet_cli.train import init_from
 
 transformers = pytest.importorskip("transformers")
 
 # Not a preset size: the model size must come from SOURCE.
 CFG = BertConfig(vocab_size=64, layers=2, hidden=32, heads=4, intermediate=64, max_position=64)
-RUN = ["shard.max_seq_len=32", "train.batch_size=8", "train.eval_every=2", "train.eval_sequences=16",
-       "train.checkpoint_every=2", "optim.warmup.steps=1", "optim.lr=3e-3", "logging.log_every=1",
-       "logging.progress=false"]
+RUN = [
+    "shard.max_seq_len=32",
+    "train.batch_size=8",
+    "train.eval_every=2",
+    "train.eval_sequences=16",
+    "train.checkpoint_every=2",
+    "optim.warmup.steps=1",
+    "optim.lr=3e-3",
+    "logging.log_every=1",
+    "logging.progress=false",
+]
 
 
 def run_args(shards: Path, out: Path, *extra: str) -> list[str]:
@@ -45,15 +53,24 @@ def shards(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def source(shards, tmp_path_factory) -> tuple[Path, BertForMLM]:
-    """A mapnet checkpoint with trained-looking weights (biases and LayerNorms off their init), the shards' tokenizer."""
+    """A mapnet checkpoint with trained-looking weights (biases and LayerNorms off their init), the shards'
+    tokenizer."""
     root = tmp_path_factory.mktemp("source")
     torch.manual_seed(0)
     model = BertForMLM(CFG)
     with torch.no_grad():
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.1)
-    checkpoint.save_checkpoint(root / "run", 5, {"": model}, {}, CFG, Settings().to_toml(),
-                               shards / "tokenizer.json", sha256_file(shards / "tokenizer.json"))
+    checkpoint.save_checkpoint(
+        root / "run",
+        5,
+        {"": model},
+        {},
+        CFG,
+        Settings().to_toml(),
+        shards / "tokenizer.json",
+        sha256_file(shards / "tokenizer.json"),
+    )
     return root / "run", model.eval()
 
 
@@ -93,8 +110,16 @@ def test_pre_ln_export_then_init_from_gives_identical_weights_and_logits(shards,
     with torch.no_grad():
         for p in original.parameters():
             p.add_(torch.randn_like(p) * 0.1)
-    checkpoint.save_checkpoint(tmp_path / "run", 5, {"": original}, {}, cfg, Settings().to_toml(),
-                               shards / "tokenizer.json", sha256_file(shards / "tokenizer.json"))
+    checkpoint.save_checkpoint(
+        tmp_path / "run",
+        5,
+        {"": original},
+        {},
+        cfg,
+        Settings().to_toml(),
+        shards / "tokenizer.json",
+        sha256_file(shards / "tokenizer.json"),
+    )
     folder = export(tmp_path / "run", tmp_path / "hf")
     src = init_from.open_source(folder)
     assert src.arch["norm"] == "pre" and src.arch["max_position"] == cfg.max_position  # the RoBERTa offset undone
@@ -110,10 +135,17 @@ def test_pre_ln_export_then_init_from_gives_identical_weights_and_logits(shards,
 def test_hf_roberta_prelayernorm_gives_its_own_logits(tmp_path, shards):
     """Written by transformers (pad_token_id 1, positions from 2, non-zero token types): same logits here."""
     torch.manual_seed(4)
-    hf_cfg = transformers.RobertaPreLayerNormConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
-                                                    num_attention_heads=4, intermediate_size=64,
-                                                    max_position_embeddings=66, hidden_dropout_prob=0.0,
-                                                    attention_probs_dropout_prob=0.0, type_vocab_size=1)
+    hf_cfg = transformers.RobertaPreLayerNormConfig(
+        vocab_size=64,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=66,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        type_vocab_size=1,
+    )
     hf = transformers.RobertaPreLayerNormForMaskedLM(hf_cfg).eval()
     with torch.no_grad():
         for p in hf.parameters():
@@ -134,9 +166,16 @@ def test_hf_roberta_prelayernorm_gives_its_own_logits(tmp_path, shards):
 def test_hf_bert_for_masked_lm_gives_its_own_logits(tmp_path, shards):
     """A BertForMaskedLM written by transformers (non-zero token-type embeddings, NSP-free): same logits here."""
     torch.manual_seed(4)
-    hf_cfg = transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0,
-                                     attention_probs_dropout_prob=0.0)
+    hf_cfg = transformers.BertConfig(
+        vocab_size=64,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     hf = transformers.BertForMaskedLM(hf_cfg).eval()
     with torch.no_grad():
         for p in hf.parameters():
@@ -152,8 +191,14 @@ def test_hf_bert_for_masked_lm_gives_its_own_logits(tmp_path, shards):
 
 
 def test_bert_model_without_head_loads_with_the_head_initialised(tmp_path, shards):
-    hf_cfg = transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=64, max_position_embeddings=64)
+    hf_cfg = transformers.BertConfig(
+        vocab_size=64,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     torch.manual_seed(5)
     hf = transformers.BertModel(hf_cfg).eval()
     hf.save_pretrained(tmp_path / "hf")
@@ -168,7 +213,9 @@ def test_bert_model_without_head_loads_with_the_head_initialised(tmp_path, shard
             assert torch.equal(model.state_dict()[key], value), key
     assert any("no MLM head" in n for n in notes) and any("pooler" in n for n in notes), notes
     # Through the CLI the note is printed and recorded.
-    res = CliRunner().invoke(app, run_args(shards, tmp_path / "run", "--init-from", str(tmp_path / "hf"), "--steps", "1"))
+    res = CliRunner().invoke(
+        app, run_args(shards, tmp_path / "run", "--init-from", str(tmp_path / "hf"), "--steps", "1")
+    )
     assert res.exit_code == 0, res.output
     assert "no MLM head" in res.output
     record = json.loads((tmp_path / "run" / "run.json").read_text())["init_from"]
@@ -182,8 +229,10 @@ def test_pretrain_init_from_starts_at_source_and_records_it(shards, source, hf_f
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, run_args(shards, tmp_path / "ckpt-run", "--init-from", str(source[0]), "--steps", "2"))
     assert res.exit_code == 0, res.output
-    res = runner.invoke(app, run_args(shards, tmp_path / "scratch", "--preset", "tiny", "--set", "model.max_position=64",
-                                      "--steps", "2"))
+    res = runner.invoke(
+        app,
+        run_args(shards, tmp_path / "scratch", "--preset", "tiny", "--set", "model.max_position=64", "--steps", "2"),
+    )
     assert res.exit_code == 0, res.output
     step0 = {name: metrics(tmp_path / name, "eval")[0]["eval_loss"] for name in ("hf-run", "ckpt-run", "scratch")}
     assert step0["hf-run"] == pytest.approx(step0["ckpt-run"], rel=1e-6)  # the same weights, either way in
@@ -203,20 +252,27 @@ def test_conflicting_preset_or_size_is_refused(shards, hf_folder, tmp_path):
     res = runner.invoke(app, run_args(shards, tmp_path / "a", "--init-from", str(hf_folder), "--preset", "tiny"))
     assert isinstance(res.exception, MapnetError) and "--preset tiny (L2/H128/A2)" in str(res.exception)
     assert "L2/H32/A4" in str(res.exception) and res.exit_code != 0
-    res = runner.invoke(app, run_args(shards, tmp_path / "b", "--init-from", str(hf_folder), "--set", "model.hidden=64"))
+    res = runner.invoke(
+        app, run_args(shards, tmp_path / "b", "--init-from", str(hf_folder), "--set", "model.hidden=64")
+    )
     assert isinstance(res.exception, MapnetError) and "model.hidden = 64" in str(res.exception)
     # A size that agrees with SOURCE is no conflict.
-    res = runner.invoke(app, run_args(shards, tmp_path / "c", "--init-from", str(hf_folder), "--set", "model.hidden=32",
-                                      "--print-settings"))
+    res = runner.invoke(
+        app,
+        run_args(shards, tmp_path / "c", "--init-from", str(hf_folder), "--set", "model.hidden=32", "--print-settings"),
+    )
     assert res.exit_code == 0 and "hidden = 32" in res.output
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
-@pytest.mark.parametrize("damage, says", [
-    ("truncated", "model.safetensors is not a readable safetensors file"),
-    ("garbage", "model.safetensors is not a readable safetensors file"),
-    ("config", "config.json is not readable JSON"),
-])
+@pytest.mark.parametrize(
+    "damage, says",
+    [
+        ("truncated", "model.safetensors is not a readable safetensors file"),
+        ("garbage", "model.safetensors is not a readable safetensors file"),
+        ("config", "config.json is not readable JSON"),
+    ],
+)
 def test_a_damaged_source_is_one_line_before_any_work(shards, hf_folder, tmp_path, damage, says):
     """`open_source` is the one reader of a folder a user hands us: it reads the safetensors header, so a truncated
     file is refused when the settings are resolved, before the shards are read or any folder is made, in
@@ -256,12 +312,14 @@ def test_wrong_tokenizer_is_refused_naming_both_hashes(shards, hf_folder, tmp_pa
 
 
 def _tokenizer_source(tokenizer: Path) -> init_from.Source:
-    return init_from.Source(path=tokenizer.parent, kind="huggingface", arch={}, weights=tokenizer,
-                            tokenizer=tokenizer, config_sha256="")
+    return init_from.Source(
+        path=tokenizer.parent, kind="huggingface", arch={}, weights=tokenizer, tokenizer=tokenizer, config_sha256=""
+    )
 
 
 def test_exported_tokenizer_counts_as_the_shards_tokenizer(shards, tmp_path):
-    """`export` adds a post-processor, the cleaning (normalizers, pre-tokenizers) and lstrip on [MASK]: ids still mean the
+    """`export` adds a post-processor, the cleaning (normalizers, pre-tokenizers) and lstrip on [MASK]: ids still mean
+    the
     same words."""
     from mapnet_cli.export import write_tokenizer
 
@@ -283,20 +341,30 @@ def test_added_token_with_another_id_is_still_refused(shards, tmp_path):
     doc["added_tokens"][0]["content"] = "[OTHER]"
     (tmp_path / "tokenizer.json").write_text(json.dumps(doc))
     with pytest.raises(MapnetError, match="token ids would mean other words"):
-        init_from.check_tokenizer(_tokenizer_source(tmp_path / "tokenizer.json"), shards / "tokenizer.json", "the shards")
+        init_from.check_tokenizer(
+            _tokenizer_source(tmp_path / "tokenizer.json"), shards / "tokenizer.json", "the shards"
+        )
 
 
-@pytest.mark.parametrize("text", ['{"model": {"vocab"', '{"added_tokens": []}', '[1, 2]'])
+@pytest.mark.parametrize("text", ['{"model": {"vocab"', '{"added_tokens": []}', "[1, 2]"])
 def test_corrupt_tokenizer_json_is_a_one_line_error(shards, tmp_path, text):
     (tmp_path / "tokenizer.json").write_text(text)
     with pytest.raises(MapnetError) as info:
-        init_from.check_tokenizer(_tokenizer_source(tmp_path / "tokenizer.json"), shards / "tokenizer.json", "the shards")
+        init_from.check_tokenizer(
+            _tokenizer_source(tmp_path / "tokenizer.json"), shards / "tokenizer.json", "the shards"
+        )
     assert "tokenizer.json" in str(info.value) and "\n" not in str(info.value)
 
 
 def test_roberta_style_source_is_refused(shards, tmp_path):
-    cfg = transformers.RobertaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=64, max_position_embeddings=66)
+    cfg = transformers.RobertaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=66,
+    )
     transformers.RobertaForMaskedLM(cfg).save_pretrained(tmp_path / "roberta")
     shutil.copyfile(shards / "tokenizer.json", tmp_path / "roberta" / "tokenizer.json")
     res = CliRunner().invoke(app, run_args(shards, tmp_path / "run", "--init-from", str(tmp_path / "roberta")))
@@ -306,22 +374,34 @@ def test_roberta_style_source_is_refused(shards, tmp_path):
     assert isinstance(res.exception, MapnetError) and "no such folder" in str(res.exception)
 
 
-@pytest.mark.parametrize("masking", [["--masking", "uniform"], ["--masking", "mapnet"], ["--masking", "stratified"],
-                                     ["--masking", "frequency", "--set", "masking.frequency.mix_uniform=0.5"]])
+@pytest.mark.parametrize(
+    "masking",
+    [
+        ["--masking", "uniform"],
+        ["--masking", "mapnet"],
+        ["--masking", "stratified"],
+        ["--masking", "frequency", "--set", "masking.frequency.mix_uniform=0.5"],
+    ],
+)
 def test_every_masking_strategy_starts_from_source(shards, hf_folder, tmp_path, masking):
-    res = CliRunner().invoke(app, run_args(shards, tmp_path / "run", "--init-from", str(hf_folder), "--steps", "2", *masking))
+    res = CliRunner().invoke(
+        app, run_args(shards, tmp_path / "run", "--init-from", str(hf_folder), "--steps", "2", *masking)
+    )
     assert res.exit_code == 0, res.output
     ckpt = checkpoint.latest_checkpoint(tmp_path / "run")
     assert checkpoint.read_config(ckpt)["masking"] == masking[1]
     # The start was SOURCE's: the step-0 held-out loss is the same whatever the strategy.
-    assert metrics(tmp_path / "run", "eval")[0]["eval_loss"] == pytest.approx(_source_eval_loss(shards, hf_folder, tmp_path),
-                                                                           rel=1e-6)
+    assert metrics(tmp_path / "run", "eval")[0]["eval_loss"] == pytest.approx(
+        _source_eval_loss(shards, hf_folder, tmp_path), rel=1e-6
+    )
 
 
 def _source_eval_loss(shards: Path, hf_folder: Path, tmp_path: Path) -> float:
     out = tmp_path / "ref"
     if not out.exists():
-        assert CliRunner().invoke(app, run_args(shards, out, "--init-from", str(hf_folder), "--steps", "1")).exit_code == 0
+        assert (
+            CliRunner().invoke(app, run_args(shards, out, "--init-from", str(hf_folder), "--steps", "1")).exit_code == 0
+        )
     return metrics(out, "eval")[0]["eval_loss"]
 
 
@@ -344,8 +424,20 @@ def test_resume_continues_the_continued_run_not_source(shards, hf_folder, tmp_pa
     info = json.loads((tmp_path / "part" / "run.json").read_text())
     assert info["resumes"][0]["step"] == 2 and info["init_from"]["path"] == str(src.resolve())
     # Another SOURCE on resume is refused by name.
-    res = runner.invoke(app, ["pretrain", str(shards), "--out", str(tmp_path / "part"), "--resume", "--steps", "6",
-                              "--init-from", str(hf_folder)])
+    res = runner.invoke(
+        app,
+        [
+            "pretrain",
+            str(shards),
+            "--out",
+            str(tmp_path / "part"),
+            "--resume",
+            "--steps",
+            "6",
+            "--init-from",
+            str(hf_folder),
+        ],
+    )
     assert isinstance(res.exception, MapnetError) and "model.init_from" in str(res.exception)
 
 
@@ -356,13 +448,22 @@ def write_wordpiece(path: Path) -> int:
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
     chars = list("abcdefghijklmnopqrstuvwxyz0123456789.,;:!?'\"-()")
-    vocab = ["[PAD]", *[f"[unused{i}]" for i in range(99)], "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars,
-             *["##" + c for c in chars]]
+    vocab = [
+        "[PAD]",
+        *[f"[unused{i}]" for i in range(99)],
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        *chars,
+        *["##" + c for c in chars],
+    ]
     tok = Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-                                                       special_tokens=[("[CLS]", 101), ("[SEP]", 102)])
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 101), ("[SEP]", 102)]
+    )
     tok.decoder = decoders.WordPiece()
     tok.add_special_tokens(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
     tok.save(str(path))
@@ -377,22 +478,56 @@ def test_wordpiece_tokenizer_preprocess_shard_and_pretrain(tmp_path, hf_folder):
     bert.mkdir()
     vocab = write_wordpiece(bert / "tokenizer.json")
     torch.manual_seed(0)
-    transformers.BertForMaskedLM(transformers.BertConfig(
-        vocab_size=vocab, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-        max_position_embeddings=64)).save_pretrained(bert)
-    res = runner.invoke(app, ["preprocess", "synthetic:", "--out", str(tmp_path / "prep"), "--tokenizer",
-                              str(bert / "tokenizer.json"), "--bert-text", "--workers", "1",
-                              "--set", "synthetic.documents=30"])
+    transformers.BertForMaskedLM(
+        transformers.BertConfig(
+            vocab_size=vocab,
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+        )
+    ).save_pretrained(bert)
+    res = runner.invoke(
+        app,
+        [
+            "preprocess",
+            "synthetic:",
+            "--out",
+            str(tmp_path / "prep"),
+            "--tokenizer",
+            str(bert / "tokenizer.json"),
+            "--bert-text",
+            "--workers",
+            "1",
+            "--set",
+            "synthetic.documents=30",
+        ],
+    )
     assert res.exit_code == 0, res.output
     pre = json.loads((tmp_path / "prep" / "manifest.json").read_text())["settings"]
     assert (pre["moses_tokenize"], pre["normalize_punctuation"], pre["lowercase"]) == (False, False, False)
     lines = (tmp_path / "prep" / "sentences" / "part-00000.txt").read_text().splitlines()
-    assert any(ln[:1].isupper() for ln in lines) and any(ln.endswith(("a.", "e.", "s.")) for ln in lines)  # case kept, "word." unsplit
-    shard = ["shard", str(tmp_path / "prep"), "--out", str(tmp_path / "shards"), "--max-seq-len", "32",
-             "--valid-fraction", "0.2", "--set", "shard.workers=1"]
+    assert any(ln[:1].isupper() for ln in lines) and any(
+        ln.endswith(("a.", "e.", "s.")) for ln in lines
+    )  # case kept, "word." unsplit
+    shard = [
+        "shard",
+        str(tmp_path / "prep"),
+        "--out",
+        str(tmp_path / "shards"),
+        "--max-seq-len",
+        "32",
+        "--valid-fraction",
+        "0.2",
+        "--set",
+        "shard.workers=1",
+    ]
     res = runner.invoke(app, [*shard, "--init-from", str(hf_folder)])  # SOURCE with another vocabulary: refused first
     assert isinstance(res.exception, MapnetError) and sha256_file(hf_folder / "tokenizer.json") in str(res.exception)
-    assert sha256_file(tmp_path / "prep" / "tokenizer.json") in str(res.exception) and not (tmp_path / "shards").exists()
+    assert (
+        sha256_file(tmp_path / "prep" / "tokenizer.json") in str(res.exception) and not (tmp_path / "shards").exists()
+    )
     res = runner.invoke(app, [*shard, "--init-from", str(bert)])
     assert res.exit_code == 0, res.output
     manifest = json.loads((tmp_path / "shards" / "manifest.json").read_text())
@@ -401,17 +536,36 @@ def test_wordpiece_tokenizer_preprocess_shard_and_pretrain(tmp_path, hf_folder):
 
     rows = ShardReader(tmp_path / "shards", "train").take(range(4))
     assert (rows[:, 0] == 101).all() and (rows >= 104).mean() > 0.5  # [CLS] first; most tokens are letters
-    res = runner.invoke(app, run_args(tmp_path / "shards", tmp_path / "run", "--init-from", str(bert), "--steps", "2",
-                                      "--masking", "mapnet"))
+    res = runner.invoke(
+        app,
+        run_args(
+            tmp_path / "shards", tmp_path / "run", "--init-from", str(bert), "--steps", "2", "--masking", "mapnet"
+        ),
+    )
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, run_args(tmp_path / "shards", tmp_path / "run2", "--init-from", str(hf_folder)))
     assert isinstance(res.exception, MapnetError) and "tokenizer" in str(res.exception)
 
 
 def test_compare_passes_init_from_to_every_run(shards, hf_folder, tmp_path):
-    res = CliRunner().invoke(app, ["compare", str(shards), "--out", str(tmp_path / "cmp"), "--init-from", str(hf_folder),
-                                   "--strategies", "uniform,stratified", "--seeds", "1", "--steps", "2",
-                                   *[a for kv in RUN for a in ("--set", kv)]])
+    res = CliRunner().invoke(
+        app,
+        [
+            "compare",
+            str(shards),
+            "--out",
+            str(tmp_path / "cmp"),
+            "--init-from",
+            str(hf_folder),
+            "--strategies",
+            "uniform,stratified",
+            "--seeds",
+            "1",
+            "--steps",
+            "2",
+            *[a for kv in RUN for a in ("--set", kv)],
+        ],
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads((tmp_path / "cmp" / "results.json").read_text())
     assert all(doc["checks"].values()), doc["checks"]
@@ -436,10 +590,27 @@ def launched(shards, hf_folder, tmp_path_factory) -> tuple[Path, list[str], int,
     from signalled import signal_once_training
 
     out = tmp_path_factory.mktemp("launched") / "two"
-    sets = [*RUN, "model.dropout=0.0", "model.attention_dropout=0.0", f"model.init_from={hf_folder}",
-            "train.steps=100000", "train.checkpoint_every=0", "train.micro_batch_size=4"]
-    cmd = [sys.executable, "-m", "mapnet_cli.cli", "pretrain", str(shards), "--out", str(out), "--nproc", "2",
-           *[a for kv in sets for a in ("--set", kv)]]
+    sets = [
+        *RUN,
+        "model.dropout=0.0",
+        "model.attention_dropout=0.0",
+        f"model.init_from={hf_folder}",
+        "train.steps=100000",
+        "train.checkpoint_every=0",
+        "train.micro_batch_size=4",
+    ]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mapnet_cli.cli",
+        "pretrain",
+        str(shards),
+        "--out",
+        str(out),
+        "--nproc",
+        "2",
+        *[a for kv in sets for a in ("--set", kv)],
+    ]
     code, err = signal_once_training(cmd, out, env=_clean_env(), within=300, after_step=2)
     return out, sets, code, err
 
@@ -466,6 +637,7 @@ def test_two_gloo_processes_start_from_source_as_one(shards, launched, tmp_path)
     """The launched run (2 processes x 4 sequences, from SOURCE) against one process x 8 stopped at the same step:
     the same losses step by step, the same held-out losses, the same weights; run.json records what was typed."""
     from signalled import stopped_step
+
     from mapnet_cli.train import pretrain
 
     two, sets, code, err = launched
@@ -496,26 +668,33 @@ def test_two_gloo_processes_start_from_source_as_one(shards, launched, tmp_path)
 def bert_folders(shared_data, tmp_path_factory) -> dict[str, Path]:
     """{"uncased", "cased"}: local Hugging Face BERT folders as `save_pretrained` writes them: a WordPiece
     vocabulary trained on real text (tokenizers), BertTokenizerFast's tokenizer.json, a BertForMaskedLM."""
-    from tokenizers import BertWordPieceTokenizer
-
     from real_text import training_text
+    from tokenizers import BertWordPieceTokenizer
 
     paragraphs = training_text(shared_data)[:3000]
     root = tmp_path_factory.mktemp("bert-folders")
     out = {}
     for name in ("uncased", "cased"):
         wordpiece = BertWordPieceTokenizer(lowercase=name == "uncased")
-        wordpiece.train_from_iterator(paragraphs, vocab_size=3000, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]",
-                                                                                  "[MASK]"])
+        wordpiece.train_from_iterator(
+            paragraphs, vocab_size=3000, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+        )
         folder = root / name
         folder.mkdir()
         wordpiece.save_model(str(folder))  # vocab.txt
         tok = transformers.BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=name == "uncased")
         tok.save_pretrained(folder)
         torch.manual_seed(0)
-        transformers.BertForMaskedLM(transformers.BertConfig(
-            vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
-            max_position_embeddings=64)).save_pretrained(folder)
+        transformers.BertForMaskedLM(
+            transformers.BertConfig(
+                vocab_size=len(tok),
+                hidden_size=32,
+                num_hidden_layers=1,
+                num_attention_heads=2,
+                intermediate_size=64,
+                max_position_embeddings=64,
+            )
+        ).save_pretrained(folder)
         out[name] = folder
     return out
 
@@ -527,19 +706,29 @@ def test_bert_text_path_gives_berts_own_ids_on_real_text(case, bert_folders, sha
     --bert-text`: spaCy's sentences, mapnet's cleaning, then `shard`'s encoding) is, document by document, the ids
     BERT's own tokenizer gives the raw text (2,000 real sentences: GLUE, Wikipedia, books, BLiMP; and a "▁",
     which mapnet's BPE cleaning would make "_")."""
+    from real_text import real_sentences
+
     from mapnet_cli.data.preprocess import run_preprocess
     from mapnet_cli.data.preprocessed import open_preprocessed
     from mapnet_cli.data.shard_writer import encode_lines
     from mapnet_cli.settings import resolve
-    from real_text import real_sentences
 
     folder = bert_folders[case]
     texts = [" ".join(text.split()) for _, text in real_sentences(shared_data)]  # one document per line
     texts.append("Typed as key\u2581value, as BERT reads it.")
     (tmp_path / "docs.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
-    settings = resolve(None, {"preprocess": {"tokenizer": str(folder / "tokenizer.json"), "lowercase": False,
-                                             "normalize_punctuation": False, "moses_tokenize": False}},
-                       ["preprocess.doc_separator=line", "preprocess.workers=1"])
+    settings = resolve(
+        None,
+        {
+            "preprocess": {
+                "tokenizer": str(folder / "tokenizer.json"),
+                "lowercase": False,
+                "normalize_punctuation": False,
+                "moses_tokenize": False,
+            }
+        },
+        ["preprocess.doc_separator=line", "preprocess.workers=1"],
+    )
     run_preprocess([tmp_path / "docs.txt"], tmp_path / "prep", settings)
     init_from.check_tokenizer(init_from.open_source(folder), tmp_path / "prep" / "tokenizer.json", "the corpus")
     by_doc: dict[int, list[str]] = {}

@@ -8,24 +8,43 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_shards import write_tiny_shards
 
 from mapnet_cli.settings import resolve
 from mapnet_cli.train import pretrain
 from mapnet_cli.train.prefetch import StepPrefetcher
-from tiny_shards import write_tiny_shards
 
 # Dropout on: the loop reseeds the global torch RNG for it every step, so a batch maker that drew from that
 # RNG in the background thread would change the losses.
-BASE = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8",
-        "train.steps=12", "train.eval_every=6", "train.eval_sequences=16", "train.checkpoint_every=6",
-        "optim.warmup.steps=3", "optim.lr=3e-3", "logging.log_every=1", "logging.progress=false",
-        "model.dropout=0.1", "train.micro_batch_size=3"]
-ARMS = {"uniform": ["masking.strategy=uniform"],
-        "stratified": ["masking.strategy=stratified"],
-        "whole-word": ["masking.strategy=whole-word"],
-        "mapnet-ht": ["masking.strategy=mapnet", "masking.mapnet.importance=ht", "masking.mapnet.mix_uniform=0.5",
-                      "masking.mapnet.explore_steps=6", "masking.mapnet.train_every=2"],
-        "short pieces": ["train.short_seq.len=8", "train.short_seq.steps=5"]}
+BASE = [
+    "train.recipe=paper",
+    "model.max_position=64",
+    "shard.max_seq_len=32",
+    "train.batch_size=8",
+    "train.steps=12",
+    "train.eval_every=6",
+    "train.eval_sequences=16",
+    "train.checkpoint_every=6",
+    "optim.warmup.steps=3",
+    "optim.lr=3e-3",
+    "logging.log_every=1",
+    "logging.progress=false",
+    "model.dropout=0.1",
+    "train.micro_batch_size=3",
+]
+ARMS = {
+    "uniform": ["masking.strategy=uniform"],
+    "stratified": ["masking.strategy=stratified"],
+    "whole-word": ["masking.strategy=whole-word"],
+    "mapnet-ht": [
+        "masking.strategy=mapnet",
+        "masking.mapnet.importance=ht",
+        "masking.mapnet.mix_uniform=0.5",
+        "masking.mapnet.explore_steps=6",
+        "masking.mapnet.train_every=2",
+    ],
+    "short pieces": ["train.short_seq.len=8", "train.short_seq.steps=5"],
+}
 
 
 @pytest.fixture(scope="module")

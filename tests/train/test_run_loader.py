@@ -9,8 +9,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from mapnet_cli.model import checkpoint
 from mapnet_cli.errors import MapnetError
+from mapnet_cli.model import checkpoint
 from mapnet_cli.train.run_loader import load_run
 
 
@@ -95,5 +95,7 @@ def test_mapnet_weights_without_their_recorded_size_are_refused(trained_runs, tm
     checkpoint.write_manifest(ckpt)
     with pytest.raises(MapnetError) as info:
         load_run(copy)
-    assert str(info.value) == (f"{ckpt / 'config.json'} has MAP-Net weights but no \"mapnet\" entry (its size); "
-                               "every mapnet checkpoint with MAP-Net records it")
+    assert str(info.value) == (
+        f'{ckpt / "config.json"} has MAP-Net weights but no "mapnet" entry (its size); '
+        "every mapnet checkpoint with MAP-Net records it"
+    )

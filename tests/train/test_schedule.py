@@ -39,8 +39,14 @@ def walk(sched, start: int = 0, seconds: float = 0.0):
 
 
 def test_a_step_schedule_counts_its_warm_ups_and_ramp_in_steps():
-    sched = schedule("train.steps=8", "optim.warmup.steps=2", "train.short_seq.len=8", "train.short_seq.steps=3",
-                     "train.batch_ramp.start=4", "train.batch_ramp.steps=4")
+    sched = schedule(
+        "train.steps=8",
+        "optim.warmup.steps=2",
+        "train.short_seq.len=8",
+        "train.short_seq.steps=3",
+        "train.batch_ramp.start=4",
+        "train.batch_ramp.steps=4",
+    )
     assert isinstance(sched, StepSchedule) and not isinstance(sched, TimeSchedule)
     sched.start(0, 8)
     seen = walk(sched, seconds=0.5)
@@ -51,9 +57,17 @@ def test_a_step_schedule_counts_its_warm_ups_and_ramp_in_steps():
 
 
 def test_a_time_schedule_follows_the_modelled_clock_and_its_replay_is_the_real_end():
-    sets = ("train.time_budget=10s", "optim.warmup.steps=0", "optim.warmup.fraction=0.2", "train.step_seconds=1.0",
-            "train.short_seq.len=8", "train.short_seq.fraction=0.3", "train.short_step_seconds=0.5",
-            "train.batch_ramp.start=4", "train.batch_ramp.fraction=0.4")
+    sets = (
+        "train.time_budget=10s",
+        "optim.warmup.steps=0",
+        "optim.warmup.fraction=0.2",
+        "train.step_seconds=1.0",
+        "train.short_seq.len=8",
+        "train.short_seq.fraction=0.3",
+        "train.short_step_seconds=0.5",
+        "train.batch_ramp.start=4",
+        "train.batch_ramp.fraction=0.4",
+    )
     sched = schedule(*sets)
     assert isinstance(sched, TimeSchedule)
     sched.start(0, 1_000_000)

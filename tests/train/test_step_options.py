@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
+from tiny_shards import write_tiny_shards
 
 from mapnet_cli import distributed
 from mapnet_cli.errors import MapnetError
@@ -15,13 +16,24 @@ from mapnet_cli.model.bert import BertForMLM
 from mapnet_cli.settings import OptimSettings, resolve
 from mapnet_cli.train import Run, train_step
 from mapnet_cli.train.optim import build_optimizer
-from tiny_shards import write_tiny_shards
 
 # Dropout off: compiled code draws its dropout masks from another generator than eager code does.
-BASE = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8", "train.steps=20",
-        "train.eval_every=0", "train.eval_sequences=8", "train.checkpoint_every=0", "optim.warmup.steps=2",
-        "optim.lr=3e-3", "logging.progress=false", "model.dropout=0.0", "model.attention_dropout=0.0",
-        "train.micro_batch_size=4"]
+BASE = [
+    "train.recipe=paper",
+    "model.max_position=64",
+    "shard.max_seq_len=32",
+    "train.batch_size=8",
+    "train.steps=20",
+    "train.eval_every=0",
+    "train.eval_sequences=8",
+    "train.checkpoint_every=0",
+    "optim.warmup.steps=2",
+    "optim.lr=3e-3",
+    "logging.progress=false",
+    "model.dropout=0.0",
+    "model.attention_dropout=0.0",
+    "train.micro_batch_size=4",
+]
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +49,17 @@ def losses(shards: Path, out: Path, *extra: str, steps: int = 3, info=None) -> t
     seen = []
     for step in range(steps):
         torch.manual_seed(step)
-        st = train_step(run.ddp, run.optimizer, run.scheduler, run.batches(step), scale=1 / 8, grad_clip=0.0,
-                        autocast=run.autocast, info=info, batch_size=8)
+        st = train_step(
+            run.ddp,
+            run.optimizer,
+            run.scheduler,
+            run.batches(step),
+            scale=1 / 8,
+            grad_clip=0.0,
+            autocast=run.autocast,
+            info=info,
+            batch_size=8,
+        )
         seen += [st.loss, st.grad_norm]
         run.position += run.schedule.batch(step) // run.strategy.copies
     return seen, run

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from signalled import signal_once_training, stopped_step
+from test_train import TINY, metrics, tiny_settings, weights
+from tiny_shards import write_tiny_shards
 
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.model import checkpoint
 from mapnet_cli.train import pretrain
 from mapnet_cli.train.stop_signals import Stopped
-from signalled import signal_once_training, stopped_step
-from test_train import TINY, metrics, tiny_settings, weights
-from tiny_shards import write_tiny_shards
 
 
 @pytest.fixture(scope="module")
@@ -28,9 +28,11 @@ def shards(tmp_path_factory) -> Path:
 
 def signal_at(step: int, signum: int):
     """An on_report that sends this process `signum` when the run reports `step` (inside the loop, mid-run)."""
+
     def report(kind: str, data: dict) -> None:
         if kind == "step" and data["step"] == step:
             os.kill(os.getpid(), signum)
+
     return report
 
 
@@ -39,8 +41,11 @@ def test_a_stop_signal_checkpoints_the_step_it_arrived_in_and_resume_continues_e
     s = tiny_settings()  # 20 steps, a checkpoint every 10: step 7's would otherwise be lost
     straight = pretrain(s, shards, tmp_path / "a")
     before = signal.getsignal(signum)
-    with pytest.raises(Stopped, match=rf"^stopped by {signal.Signals(signum).name} after step 7; its checkpoint is "
-                                      rf".*step-00000007; --resume continues the run") as stopped:
+    with pytest.raises(
+        Stopped,
+        match=rf"^stopped by {signal.Signals(signum).name} after step 7; its checkpoint is "
+        rf".*step-00000007; --resume continues the run",
+    ) as stopped:
         pretrain(s, shards, tmp_path / "b", on_report=signal_at(7, signum))
     assert stopped.value.exit_code == 128 + signum
     assert signal.getsignal(signum) == before  # the run's handler is gone with the run
@@ -71,10 +76,18 @@ def test_a_signal_the_caller_ignores_stays_ignored(shards, tmp_path):
 def test_a_stop_after_an_unseen_non_finite_step_saves_nothing(shards, tmp_path):
     # One process stops on any step, also one whose gradient norm was not read: a non-finite one since the last
     # read is found then, and no checkpoint is written from those weights.
-    s = tiny_settings("optim.lr=1e30", "optim.warmup.steps=0", "train.eval_every=0", "train.checkpoint_every=0",
-                      "logging.log_every=100")
-    with pytest.raises(MapnetError, match=r"non-finite loss at step \d+ \(found when SIGTERM stopped the run\); "
-                                          r"stopped, no checkpoint was written yet"):
+    s = tiny_settings(
+        "optim.lr=1e30",
+        "optim.warmup.steps=0",
+        "train.eval_every=0",
+        "train.checkpoint_every=0",
+        "logging.log_every=100",
+    )
+    with pytest.raises(
+        MapnetError,
+        match=r"non-finite loss at step \d+ \(found when SIGTERM stopped the run\); "
+        r"stopped, no checkpoint was written yet",
+    ):
         pretrain(s, shards, tmp_path / "run", on_report=signal_at(7, signal.SIGTERM))
     assert not checkpoint.list_checkpoints(tmp_path / "run")
 
@@ -99,8 +112,24 @@ def test_the_cli_says_so_in_one_line_and_exits_as_the_shell_expects(shards, tmp_
     # `kill PID` on a real `mapnet pretrain`: exit status 143 and one line, the checkpoint of the last step on disk.
     out = tmp_path / "run"
     sets = [a for kv in TINY if not kv.startswith("train.steps") for a in ("--set", kv)]
-    cmd = [sys.executable, "-m", "mapnet_cli.cli", "pretrain", str(shards), "--out", str(out), "--preset", "tiny",
-           *sets, "--steps", "100000", "--set", "train.eval_every=0", "--set", "train.checkpoint_every=0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mapnet_cli.cli",
+        "pretrain",
+        str(shards),
+        "--out",
+        str(out),
+        "--preset",
+        "tiny",
+        *sets,
+        "--steps",
+        "100000",
+        "--set",
+        "train.eval_every=0",
+        "--set",
+        "train.checkpoint_every=0",
+    ]
     code, err = signal_once_training(cmd, out)
     assert code == 143, err
     lines = [ln for ln in err.splitlines() if "stopped by" in ln]
@@ -150,9 +179,11 @@ def test_a_step_that_outlasts_its_grace_after_a_stop_is_abandoned_in_one_line(tr
         assert exits.wait(10) == [143] and 0.4 < exits.at - sent < 2.0, exits.at - sent
         assert stop.received == signal.SIGTERM
     err = capfd.readouterr().err.strip().splitlines()
-    assert err == [f"error: stopped by SIGTERM, step 4 still running 1 s after it (longer than 0 s): abandoned step 4 "
-                   f"without a checkpoint; --resume continues from the newest checkpoint, {newest(run)} (the steps "
-                   "after it are trained again)"], err
+    assert err == [
+        f"error: stopped by SIGTERM, step 4 still running 1 s after it (longer than 0 s): abandoned step 4 "
+        f"without a checkpoint; --resume continues from the newest checkpoint, {newest(run)} (the steps "
+        "after it are trained again)"
+    ], err
 
 
 def newest(run: Path) -> Path:
@@ -178,8 +209,10 @@ def test_a_second_request_abandons_at_once_and_a_stop_the_loop_took_up_is_left_a
             sent = time.monotonic()
             os.kill(os.getpid(), second)
             assert exits.wait(5) == [128 + second] and exits.at - sent < 1.0
-        assert (f"error: stopped by {signal.Signals(second).name} again: abandoned step 2 without a checkpoint; no "
-                "checkpoint was written yet") in capfd.readouterr().err
+        assert (
+            f"error: stopped by {signal.Signals(second).name} again: abandoned step 2 without a checkpoint; no "
+            "checkpoint was written yet"
+        ) in capfd.readouterr().err
 
     # The loop reads the request after its step and checkpoints: however long that takes, nothing is abandoned.
     exits = Exits()
@@ -230,11 +263,29 @@ def test_a_real_run_stuck_in_a_step_ends_on_sigterm_and_resumes_exactly(shards, 
     s = tiny_settings("train.steps=4", "train.checkpoint_every=2", "logging.log_every=1", "train.eval_every=0")
     straight = pretrain(s, shards, tmp_path / "straight")
     out, stuck = tmp_path / "run", tmp_path / "stuck"
-    kept = [kv for kv in TINY if not kv.startswith(("train.steps", "train.eval_every", "train.checkpoint_every",
-                                                    "logging.log_every"))]
-    argv = ["mapnet", "pretrain", str(shards), "--out", str(out), "--preset", "tiny",
-            *[a for kv in kept for a in ("--set", kv)], "--steps", "4", "--set", "train.checkpoint_every=2",
-            "--set", "logging.log_every=1", "--set", "train.eval_every=0"]
+    kept = [
+        kv
+        for kv in TINY
+        if not kv.startswith(("train.steps", "train.eval_every", "train.checkpoint_every", "logging.log_every"))
+    ]
+    argv = [
+        "mapnet",
+        "pretrain",
+        str(shards),
+        "--out",
+        str(out),
+        "--preset",
+        "tiny",
+        *[a for kv in kept for a in ("--set", kv)],
+        "--steps",
+        "4",
+        "--set",
+        "train.checkpoint_every=2",
+        "--set",
+        "logging.log_every=1",
+        "--set",
+        "train.eval_every=0",
+    ]
     script = f"""
 import sys, time
 from pathlib import Path
@@ -252,8 +303,13 @@ loop.train_step = train_step
 sys.argv = {argv!r}
 main()
 """
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     try:
         deadline = time.monotonic() + 120
         while not stuck.exists():

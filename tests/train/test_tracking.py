@@ -7,18 +7,28 @@ import struct
 from pathlib import Path
 
 import pytest
+from tiny_shards import write_tiny_shards
 from typer.testing import CliRunner
 
-from mapnet_cli.train import tracking
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.settings import resolve
-from mapnet_cli.train import pretrain
-from tiny_shards import write_tiny_shards
+from mapnet_cli.train import pretrain, tracking
 
-TINY = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8", "train.steps=20",
-        "train.eval_every=10", "train.eval_sequences=16", "train.checkpoint_every=10", "optim.warmup.steps=3",
-        "optim.lr=3e-3", "logging.log_every=5", "logging.progress=false"]
+TINY = [
+    "train.recipe=paper",
+    "model.max_position=64",
+    "shard.max_seq_len=32",
+    "train.batch_size=8",
+    "train.steps=20",
+    "train.eval_every=10",
+    "train.eval_sequences=16",
+    "train.checkpoint_every=10",
+    "optim.warmup.steps=3",
+    "optim.lr=3e-3",
+    "logging.log_every=5",
+    "logging.progress=false",
+]
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +41,25 @@ def settings(*extra: str):
 
 
 def mapnet_settings(steps: int, *extra: str):
-    """A short MAP-Net run on the synthetic corpus (its token kinds give the per-kind metrics), logging every 2 steps."""
-    return resolve(None, {"model": {"preset": "tiny"}},
-                   ["train.recipe=paper", "train.batch_size=8", f"train.steps={steps}", f"train.eval_every={steps}", "train.eval_sequences=8",
-                    f"train.checkpoint_every={steps}", "optim.warmup.steps=1", "logging.log_every=2",
-                    "logging.progress=false", "masking.strategy=mapnet", *extra])
+    """A short MAP-Net run on the synthetic corpus (its token kinds give the per-kind metrics), logging every 2
+    steps."""
+    return resolve(
+        None,
+        {"model": {"preset": "tiny"}},
+        [
+            "train.recipe=paper",
+            "train.batch_size=8",
+            f"train.steps={steps}",
+            f"train.eval_every={steps}",
+            "train.eval_sequences=8",
+            f"train.checkpoint_every={steps}",
+            "optim.warmup.steps=1",
+            "logging.log_every=2",
+            "logging.progress=false",
+            "masking.strategy=mapnet",
+            *extra,
+        ],
+    )
 
 
 def jsonl(run: Path) -> list[dict]:
@@ -74,8 +98,17 @@ def assert_same(found: dict[str, dict[int, float]], want: dict[str, dict[int, fl
 
 
 def test_scalars_names_every_number_by_its_path_and_skips_the_rest():
-    record = {"kind": "eval", "step": 3, "eval_loss": 2.5, "eval_loss/noise": 4, "eval_sha256": "ab", "flag": True,
-              "mapnet/log_ratio": None, "nan": float("nan"), "schemes": {"uniform": {"total": 1.5, "name": "u"}}}
+    record = {
+        "kind": "eval",
+        "step": 3,
+        "eval_loss": 2.5,
+        "eval_loss/noise": 4,
+        "eval_sha256": "ab",
+        "flag": True,
+        "mapnet/log_ratio": None,
+        "nan": float("nan"),
+        "schemes": {"uniform": {"total": 1.5, "name": "u"}},
+    }
     assert dict(tracking.scalars(record)) == {"eval_loss": 2.5, "eval_loss/noise": 4.0, "schemes/uniform/total": 1.5}
 
 
@@ -115,7 +148,9 @@ def test_mapnet_histograms_reach_tensorboard_and_stay_out_of_metrics_jsonl(synth
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     run = tmp_path / "run"
-    s = mapnet_settings(4, "masking.mapnet.importance=ht", "masking.mapnet.mix_uniform=0.25", "logging.tensorboard=true")
+    s = mapnet_settings(
+        4, "masking.mapnet.importance=ht", "masking.mapnet.mix_uniform=0.25", "logging.tensorboard=true"
+    )
     pretrain(s, synthetic_shards, run)
     assert not any("histogram" in key for record in jsonl(run) for key in record)
     acc = EventAccumulator(str(run / tracking.TB_DIR), size_guidance={"histograms": 0})
@@ -149,11 +184,11 @@ def wandb_records(path: Path):
         if left < 7:  # a block's tail too short for a header is padding
             pos += left
             continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
         if length == 0 and kind == 0:
             pos += left
             continue
-        buf += data[pos + 7:pos + 7 + length]
+        buf += data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         if kind in (1, 4):  # FULL or LAST: one record complete
             record = pb.Record()
@@ -218,8 +253,22 @@ def test_a_sink_without_its_package_is_one_line_naming_the_extra(shards, tmp_pat
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorboard" else real(name, *a))
     out = tmp_path / "run"
-    result = CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(out), "--preset", "tiny", "--recipe", "paper",
-                                      *[a for kv in TINY for a in ("--set", kv)], "--set", "logging.tensorboard=true"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "pretrain",
+            str(shards),
+            "--out",
+            str(out),
+            "--preset",
+            "tiny",
+            "--recipe",
+            "paper",
+            *[a for kv in TINY for a in ("--set", kv)],
+            "--set",
+            "logging.tensorboard=true",
+        ],
+    )
     assert isinstance(result.exception, MapnetError) and result.exit_code != 0
     assert "pip install 'mapnet[tensorboard]'" in str(result.exception) and "\n" not in str(result.exception)
     assert not out.exists()  # refused before anything was written
@@ -263,7 +312,7 @@ class FakeWandb:
         return kwargs
 
 
-@pytest.mark.parametrize("text", ["{\"id\": \"ab", "[1]", "{}", "{\"id\": 3}"])
+@pytest.mark.parametrize("text", ['{"id": "ab', "[1]", "{}", '{"id": 3}'])
 def test_a_corrupt_wandb_run_file_is_one_line(tmp_path, monkeypatch, text):
     import sys
 

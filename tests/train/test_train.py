@@ -8,24 +8,35 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tiny_shards import SPECIAL_IDS, write_tiny_shards
 from typer.testing import CliRunner
 
 from mapnet_cli import distributed
-from mapnet_cli.model import checkpoint
 from mapnet_cli.cli import app
 from mapnet_cli.data.shards import ShardReader
 from mapnet_cli.data.unigram import entropy, unigram_log_probs
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.masking.uniform import sequence_keys
+from mapnet_cli.model import checkpoint
 from mapnet_cli.settings import MaskingSettings, resolve
-from mapnet_cli.train import (DataOrder, Run, build_eval_set, make_batch, pretrain, rank_micro_slots, train_step)
+from mapnet_cli.train import DataOrder, Run, build_eval_set, make_batch, pretrain, rank_micro_slots, train_step
 from mapnet_cli.train.batches import pieces
-from tiny_shards import SPECIAL_IDS, write_tiny_shards
 
 # The paper's recipe: these tests are about the loop's mechanics, calibrated on it (the recipes have their own).
-TINY = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=32", "train.batch_size=8", "train.steps=20",
-        "train.eval_every=10", "train.eval_sequences=16", "train.checkpoint_every=10", "optim.warmup.steps=3",
-        "optim.lr=3e-3", "logging.log_every=5", "logging.progress=false"]
+TINY = [
+    "train.recipe=paper",
+    "model.max_position=64",
+    "shard.max_seq_len=32",
+    "train.batch_size=8",
+    "train.steps=20",
+    "train.eval_every=10",
+    "train.eval_sequences=16",
+    "train.checkpoint_every=10",
+    "optim.warmup.steps=3",
+    "optim.lr=3e-3",
+    "logging.log_every=5",
+    "logging.progress=false",
+]
 
 
 def tiny_settings(*extra: str):
@@ -76,7 +87,7 @@ def test_batch_masks_do_not_depend_on_the_split():
     keys = sequence_keys(0, 5, range(8))
     args = (SPECIAL_IDS, 64, MaskingSettings(), torch.device("cpu"))
     whole = make_batch(ids, keys, *args)
-    parts = [make_batch(ids[i:i + 4], keys[i:i + 4], *args) for i in (0, 4)]
+    parts = [make_batch(ids[i : i + 4], keys[i : i + 4], *args) for i in (0, 4)]
     for field in ("inputs", "targets", "mask"):
         assert torch.equal(getattr(whole, field), torch.cat([getattr(p, field) for p in parts]))
     assert whole.attention_mask is None and whole.tokens == 8 * 32
@@ -101,8 +112,17 @@ def test_accumulation_gives_the_gradient_of_one_big_batch(shards, tmp_path):
         batches = run.batches(0)
         assert [len(b.targets) for b in batches] == ([8] if micro == 8 else [3, 3, 2])
         before = {k: v.clone() for k, v in run.model.state_dict().items()}
-        st = train_step(run.ddp, run.optimizer, run.scheduler, batches, scale=1 / 8, grad_clip=0.0,
-                        autocast=run.autocast, info=info, batch_size=8)
+        st = train_step(
+            run.ddp,
+            run.optimizer,
+            run.scheduler,
+            batches,
+            scale=1 / 8,
+            grad_clip=0.0,
+            autocast=run.autocast,
+            info=info,
+            batch_size=8,
+        )
         after.append((st, {k: v - before[k] for k, v in run.model.state_dict().items()}))
     (st1, u1), (st2, u2) = after
     assert st1.loss == pytest.approx(st2.loss, rel=1e-6) and st1.grad_norm == pytest.approx(st2.grad_norm, rel=1e-5)
@@ -143,11 +163,15 @@ def test_short_seq_warm_up_trains_on_pieces_then_on_whole_sequences(shards, tmp_
     whole = Run(tiny_settings(), shards, tmp_path / "whole", distributed.DistInfo(), False, []).batches(2)
     assert torch.equal(torch.cat([b.targets for b in during]).reshape(8, 32), torch.cat([b.targets for b in whole]))
     assert all(b.mask.sum(1).min() >= 1 for b in during)  # every piece has a question
-    for bad, message in ((["train.short_seq.len=12", "train.short_seq.steps=3"], "must divide"),
-                         (["train.short_seq.len=32", "train.short_seq.steps=3"], "at least two pieces")):
+    for bad, message in (
+        (["train.short_seq.len=12", "train.short_seq.steps=3"], "must divide"),
+        (["train.short_seq.len=32", "train.short_seq.steps=3"], "at least two pieces"),
+    ):
         with pytest.raises(MapnetError, match=message):
             Run(tiny_settings(*bad), shards, tmp_path / "bad", distributed.DistInfo(), False, [])
-    with pytest.raises(MapnetError, match="turns the sequence-length warm-up on: give its length, train.short_seq.steps"):
+    with pytest.raises(
+        MapnetError, match="turns the sequence-length warm-up on: give its length, train.short_seq.steps"
+    ):
         tiny_settings("train.short_seq.len=8")
 
 
@@ -248,9 +272,14 @@ def test_a_machine_where_torch_compile_cannot_build_gets_one_line(shards, tmp_pa
     # inductor's own patch, not monkeypatch: monkeypatch's undo deletes the entry from inductor's config module,
     # and a later test in the same process that compiles then fails with "cpp.cxx does not exist".
     try:
-        with inductor.patch({"cpp.cxx": ("/nonexistent-cxx",)}), pytest.raises(
-                MapnetError, match=r"^torch.compile failed on this machine \(.*C\+\+ compiler.*\); "
-                                   r"--set train.compile=false trains without it$"):
+        with (
+            inductor.patch({"cpp.cxx": ("/nonexistent-cxx",)}),
+            pytest.raises(
+                MapnetError,
+                match=r"^torch.compile failed on this machine \(.*C\+\+ compiler.*\); "
+                r"--set train.compile=false trains without it$",
+            ),
+        ):
             pretrain(tiny_settings("train.compile=true", "train.steps=2"), shards, tmp_path / "run")
     finally:
         torch._dynamo.reset()  # no failed compilation cached for later tests
@@ -315,9 +344,16 @@ def test_extra_eval_sets_are_evaluated_beside_the_main_one(shards, tmp_path):
 
 def test_the_unigram_plateau_is_recorded_once_and_printed_beside_every_held_out_loss(shards, tmp_path):
     other = write_tiny_shards(tmp_path / "other", seed=7)
-    res = CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(tmp_path / "run"),
-                                   *tiny_args("--steps", "4", "--set", "train.eval_every=2",
-                                              "--set", f'train.extra_eval=["other={other}"]')])
+    res = CliRunner().invoke(
+        app,
+        [
+            "pretrain",
+            str(shards),
+            "--out",
+            str(tmp_path / "run"),
+            *tiny_args("--steps", "4", "--set", "train.eval_every=2", "--set", f'train.extra_eval=["other={other}"]'),
+        ],
+    )
     assert res.exit_code == 0, res.output
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     unigram = [r for r in records if r["kind"] == "unigram"]
@@ -326,13 +362,21 @@ def test_the_unigram_plateau_is_recorded_once_and_printed_beside_every_held_out_
     log_p = unigram_log_probs(ShardReader(shards, "train"))
     s = tiny_settings()
     for key, folder in (("eval_unigram", shards), ("eval_unigram@other", other)):
-        data = build_eval_set(ShardReader(folder, "valid"), s.train.eval_sequences, s.train.eval_seed, s.masking,
-                              replace=s.train.eval_replace)
+        data = build_eval_set(
+            ShardReader(folder, "valid"),
+            s.train.eval_sequences,
+            s.train.eval_seed,
+            s.masking,
+            replace=s.train.eval_replace,
+        )
         assert unigram[0][key] == pytest.approx(-log_p[data.ids[data.mask.numpy()]].mean(), rel=1e-12)
     assert unigram[0]["train_entropy"] == pytest.approx(entropy(log_p))
     assert f"training tokens' entropy {unigram[0]['train_entropy']:.3f} nats" in res.output
     final = [r for r in records if r["kind"] == "eval"][-1]
-    assert f"loss {final['eval_loss']:.4f} (vs unigram {final['eval_loss'] - unigram[0]['eval_unigram']:+.3f})" in res.output
+    assert (
+        f"loss {final['eval_loss']:.4f} (vs unigram {final['eval_loss'] - unigram[0]['eval_unigram']:+.3f})"
+        in res.output
+    )
     assert f"other: loss {final['eval_loss@other']:.4f} (vs unigram " in res.output
     # A resumed run keeps the record and does not write a second one.
     res = CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(tmp_path / "run"), "--steps", "6", "--resume"])
@@ -380,9 +424,13 @@ def test_cli_run_resume_and_refusals(shards, tmp_path):
     more = runner.invoke(app, ["pretrain", "--data", str(shards), "--out", str(out), "--resume", "--steps", "8"])
     assert more.exit_code == 0, more.output
     assert "resumed from" in more.output and checkpoint.latest_checkpoint(out).name == "step-00000008"
-    changed = runner.invoke(app, ["pretrain", str(shards), "--out", str(out), "--resume", "--set", "model.hidden=64",
-                                  "--set", "model.heads=2"])
-    assert isinstance(changed.exception, MapnetError) and "--resume cannot change model.hidden" in str(changed.exception)
+    changed = runner.invoke(
+        app,
+        ["pretrain", str(shards), "--out", str(out), "--resume", "--set", "model.hidden=64", "--set", "model.heads=2"],
+    )
+    assert isinstance(changed.exception, MapnetError) and "--resume cannot change model.hidden" in str(
+        changed.exception
+    )
     nothing = runner.invoke(app, ["pretrain", str(shards), "--out", str(tmp_path / "empty"), "--resume"])
     assert isinstance(nothing.exception, MapnetError) and "no complete checkpoint" in str(nothing.exception)
     neither = runner.invoke(app, ["pretrain", "--out", str(out), "--resume"])
@@ -431,11 +479,21 @@ def test_a_fresh_run_does_not_append_to_an_interrupted_runs_metrics(shards, tmp_
     run = tmp_path / "run"
     run.mkdir()
     # An earlier run killed before its first checkpoint left these lines; none of them is this run's.
-    (run / "metrics.jsonl").write_text(json.dumps({"kind": "eval", "step": 0, "eval_loss": 99.0}) + "\n"
-                                       + json.dumps({"kind": "train", "step": 5, "loss": 99.0}) + "\n{torn")
+    (run / "metrics.jsonl").write_text(
+        json.dumps({"kind": "eval", "step": 0, "eval_loss": 99.0})
+        + "\n"
+        + json.dumps({"kind": "train", "step": 5, "loss": 99.0})
+        + "\n{torn"
+    )
     pretrain(tiny_settings("train.steps=4", "train.eval_every=2", "logging.log_every=2"), shards, run)
     assert [(r["kind"], r["step"]) for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())] == [
-        ("unigram", 0), ("eval", 0), ("train", 2), ("eval", 2), ("train", 4), ("eval", 4)]
+        ("unigram", 0),
+        ("eval", 0),
+        ("train", 2),
+        ("eval", 2),
+        ("train", 4),
+        ("eval", 4),
+    ]
     assert all(r["eval_loss"] != 99.0 for r in metrics(run, "eval"))
 
 
@@ -447,16 +505,30 @@ def test_a_damaged_metrics_line_is_one_line_on_resume_and_a_torn_last_line_is_re
     runner = CliRunner()
     good = trained_runs["uniform"] / "metrics.jsonl"
     lines = good.read_bytes().splitlines(keepends=True)
-    damages = {"utf8-appended": b"".join(lines) + b"\xff\xfe oops\n",
-               "garbage-middle": b"".join([*lines[:1], b"{not json\n", *lines[1:]]),
-               "list-middle": b"".join([*lines[:1], b"[1, 2]\n", *lines[1:]]),
-               "step-not-int": b"".join([*lines[:1], b'{"kind": "train", "step": "2"}\n', *lines[1:]])}
+    damages = {
+        "utf8-appended": b"".join(lines) + b"\xff\xfe oops\n",
+        "garbage-middle": b"".join([*lines[:1], b"{not json\n", *lines[1:]]),
+        "list-middle": b"".join([*lines[:1], b"[1, 2]\n", *lines[1:]]),
+        "step-not-int": b"".join([*lines[:1], b'{"kind": "train", "step": "2"}\n', *lines[1:]]),
+    }
     for name, data in damages.items():
         run = shutil.copytree(trained_runs["uniform"], tmp_path / name)
         (run / "metrics.jsonl").write_bytes(data)
         before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
-        res = runner.invoke(app, ["pretrain", str(trained_runs["shards"]), "--out", str(run), "--resume",
-                                  "--steps", "4", "--set", "logging.progress=false"])
+        res = runner.invoke(
+            app,
+            [
+                "pretrain",
+                str(trained_runs["shards"]),
+                "--out",
+                str(run),
+                "--resume",
+                "--steps",
+                "4",
+                "--set",
+                "logging.progress=false",
+            ],
+        )
         assert isinstance(res.exception, MapnetError), (name, res.exception, res.output)
         text = str(res.exception)
         assert "\n" not in text and f"{run / 'metrics.jsonl'}, line " in text, (name, text)
@@ -466,8 +538,20 @@ def test_a_damaged_metrics_line_is_one_line_on_resume_and_a_torn_last_line_is_re
     run = shutil.copytree(trained_runs["uniform"], tmp_path / "torn")
     with open(run / "metrics.jsonl", "ab") as fh:
         fh.write(b'{"kind": "train", "step": 4, "lo')  # what a kill mid-write leaves
-    res = runner.invoke(app, ["pretrain", str(trained_runs["shards"]), "--out", str(run), "--resume", "--steps", "4",
-                              "--set", "logging.progress=false"])
+    res = runner.invoke(
+        app,
+        [
+            "pretrain",
+            str(trained_runs["shards"]),
+            "--out",
+            str(run),
+            "--resume",
+            "--steps",
+            "4",
+            "--set",
+            "logging.progress=false",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert all(json.loads(ln)["step"] <= 4 for ln in (run / "metrics.jsonl").read_text().splitlines())
     assert (run / "metrics.jsonl").read_bytes().startswith(good.read_bytes())  # the kept lines as they were
@@ -477,28 +561,52 @@ def test_resume_refuses_flags_it_cannot_honour_and_settings_toml_tells_the_truth
     runner = CliRunner()
     out = tmp_path / "run"
     assert runner.invoke(app, ["pretrain", str(shards), "--out", str(out), *tiny_args("--steps", "2")]).exit_code == 0
-    for flags, named in ((["--preset", "mini"], "model.preset (the run has 'tiny', asked 'mini')"),
-                         (["--masking", "mapnet"], "masking.strategy"),
-                         (["--seed", "3", "--set", "model.dropout=0.2"], "model.dropout (the run has 0.1, asked 0.2), train.seed")):
+    for flags, named in (
+        (["--preset", "mini"], "model.preset (the run has 'tiny', asked 'mini')"),
+        (["--masking", "mapnet"], "masking.strategy"),
+        (["--seed", "3", "--set", "model.dropout=0.2"], "model.dropout (the run has 0.1, asked 0.2), train.seed"),
+    ):
         res = runner.invoke(app, ["pretrain", str(shards), "--out", str(out), "--resume", "--steps", "4", *flags])
         assert isinstance(res.exception, MapnetError) and named in str(res.exception), (flags, res.exception)
     assert 'preset = "tiny"' in (out / "settings.toml").read_text()
     # Whatever made the run what it is, not only the model: the batch, the optimiser, the held-out set, the masks.
     before = (out / "settings.toml").read_bytes()
-    for flags, named in ((["--batch-size", "16"], ["train.batch_size (the run has 8, asked 16)"]),
-                         (["--set", "optim.lr=1e-3", "--set", "train.eval_sequences=4"],
-                          ["optim.lr (the run has", "asked 0.001)", "train.eval_sequences (the run has 16, asked 4)"]),
-                         (["--mask-prob", "0.3"], ["masking.mask_prob (the run has 0.15, asked 0.3)"]),
-                         # logging may change on resume, but not the file the run's metrics go to (two halves)
-                         (["--set", "logging.metrics_file=other.jsonl"], ["logging.metrics_file (the run has"])):
+    for flags, named in (
+        (["--batch-size", "16"], ["train.batch_size (the run has 8, asked 16)"]),
+        (
+            ["--set", "optim.lr=1e-3", "--set", "train.eval_sequences=4"],
+            ["optim.lr (the run has", "asked 0.001)", "train.eval_sequences (the run has 16, asked 4)"],
+        ),
+        (["--mask-prob", "0.3"], ["masking.mask_prob (the run has 0.15, asked 0.3)"]),
+        # logging may change on resume, but not the file the run's metrics go to (two halves)
+        (["--set", "logging.metrics_file=other.jsonl"], ["logging.metrics_file (the run has"]),
+    ):
         res = runner.invoke(app, ["pretrain", str(shards), "--out", str(out), "--resume", "--steps", "4", *flags])
         assert isinstance(res.exception, MapnetError), (flags, res.output)
         assert all(n in str(res.exception) for n in named) and "\n" not in str(res.exception), str(res.exception)
     assert (out / "settings.toml").read_bytes() == before and checkpoint.latest_checkpoint(out).name == "step-00000002"
     # Naming the run's own preset is no change; --steps is honoured and recorded.
     # So is what only changes how it runs and what it records (MAY_CHANGE_ON_RESUME).
-    res = runner.invoke(app, ["pretrain", str(shards), "--out", str(out), "--resume", "--steps", "4", "--preset", "tiny",
-                              "--set", "logging.log_every=1", "--set", "train.eval_every=2", "--set", "train.keep_last=3"])
+    res = runner.invoke(
+        app,
+        [
+            "pretrain",
+            str(shards),
+            "--out",
+            str(out),
+            "--resume",
+            "--steps",
+            "4",
+            "--preset",
+            "tiny",
+            "--set",
+            "logging.log_every=1",
+            "--set",
+            "train.eval_every=2",
+            "--set",
+            "train.keep_last=3",
+        ],
+    )
     assert res.exit_code == 0, res.output
     recorded = (out / "settings.toml").read_text()
     assert 'preset = "tiny"' in recorded and "steps = 4" in recorded and "hidden = 128" in recorded
@@ -520,7 +628,9 @@ def test_resume_on_shards_of_another_tokenizer_is_refused_before_reading_them(sh
     """The tokenizer check ran in `_restore`, after the held-out sets were built and the training shards read in
     full for the unigram levels; it now comes right after the shards are opened."""
     out = tmp_path / "run"
-    assert CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(out), *tiny_args("--steps", "2")]).exit_code == 0
+    assert (
+        CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(out), *tiny_args("--steps", "2")]).exit_code == 0
+    )
     other = write_tiny_shards(tmp_path / "other", vocab_size=72, seed=3)
 
     def unreached(self):
@@ -546,15 +656,29 @@ def cli_lines(argv: list, monkeypatch, capsys) -> tuple[int, list[str]]:
 
 
 @pytest.mark.parametrize("batch", ["128", "1000000000000"])
-def test_a_batch_the_training_split_cannot_fill_is_refused_before_any_work(batch, shards, tmp_path, monkeypatch,
-                                                                             capsys):
+def test_a_batch_the_training_split_cannot_fill_is_refused_before_any_work(
+    batch, shards, tmp_path, monkeypatch, capsys
+):
     """`train.batch_size = 1e12` on a 573-sequence corpus was accepted: evaluation ran, then the first step grew past
     12 GB building a batch that wraps through the data order's epochs again and again."""
-    code, lines = cli_lines(["pretrain", shards, "--out", tmp_path / "run", *tiny_args("--steps", "4"),
-                             "--set", f"train.batch_size={batch}"], monkeypatch, capsys)
+    code, lines = cli_lines(
+        [
+            "pretrain",
+            shards,
+            "--out",
+            tmp_path / "run",
+            *tiny_args("--steps", "4"),
+            "--set",
+            f"train.batch_size={batch}",
+        ],
+        monkeypatch,
+        capsys,
+    )
     assert code == 2 and len(lines) == 1, lines
-    assert (f"train.batch_size ({batch}) asks for {batch} distinct sequences per step, but shards {shards} hold 96 "
-            "training sequences: use --batch-size 96 or less") in lines[0], lines
+    assert (
+        f"train.batch_size ({batch}) asks for {batch} distinct sequences per step, but shards {shards} hold 96 "
+        "training sequences: use --batch-size 96 or less"
+    ) in lines[0], lines
     assert not (tmp_path / "run").exists()
     # A stratified batch holds each sequence twice: 128 slots are 64 sequences, which 96 can fill.
     from mapnet_cli.train.inputs import batch_problems
@@ -570,62 +694,111 @@ def test_a_micro_batch_beyond_the_machines_memory_is_refused_with_the_estimate(s
     need = inputs.activation_bytes(s, ShardReader(shards), 64)
     assert need > 64 * 32 * 2 * (10 * 128 + 2 * 512) * 2  # two layers of H 128 and I 512, 2 bytes a value
     monkeypatch.setattr(inputs, "machine_memory_bytes", lambda: need // 2)
-    with pytest.raises(MapnetError, match=rf"a micro-batch of 64 sequences of 32 tokens keeps at least "
-                                          rf"{inputs.human_bytes(need)} of activations .* more than this machine's "
-                                          r".* set --micro-batch-size 4 \(the batch is then accumulated\)"):
+    with pytest.raises(
+        MapnetError,
+        match=rf"a micro-batch of 64 sequences of 32 tokens keeps at least "
+        rf"{inputs.human_bytes(need)} of activations .* more than this machine's "
+        r".* set --micro-batch-size 4 \(the batch is then accumulated\)",
+    ):
         pretrain(s, shards, tmp_path / "run")
     assert not (tmp_path / "run").exists()
-    assert inputs.batch_problems(tiny_settings("train.batch_size=64", "train.micro_batch_size=8"), ShardReader(shards),
-                                 shards) == []
+    assert (
+        inputs.batch_problems(
+            tiny_settings("train.batch_size=64", "train.micro_batch_size=8"), ShardReader(shards), shards
+        )
+        == []
+    )
 
 
 def test_nproc_that_does_not_divide_the_batch_is_one_line_from_the_launcher(shards, tmp_path, monkeypatch, capsys):
     """`--nproc 2 --batch-size 7` said its error twice (once per worker) and torchrun added a 30-line report: the
     launcher now checks what the loop will split before it starts torchrun."""
+
     def unreached(*args, **kwargs):
         raise AssertionError("torchrun was started")
 
     monkeypatch.setattr(distributed, "launch", unreached)
-    code, lines = cli_lines(["pretrain", shards, "--out", tmp_path / "run", *tiny_args("--steps", "4"), "--nproc", "2",
-                             "--set", "train.batch_size=7"], monkeypatch, capsys)
-    assert code == 2 and lines == ["error: train.batch_size (7) must be divisible by the world size (2): each process "
-                                   "trains an equal part of the batch (e.g. --batch-size 6)"], lines
-    code, lines = cli_lines(["pretrain", shards, "--out", tmp_path / "run", *tiny_args("--steps", "4"), "--nproc", "2",
-                             "--set", "train.batch_size=200"], monkeypatch, capsys)  # the shards' checks too, once
+    code, lines = cli_lines(
+        [
+            "pretrain",
+            shards,
+            "--out",
+            tmp_path / "run",
+            *tiny_args("--steps", "4"),
+            "--nproc",
+            "2",
+            "--set",
+            "train.batch_size=7",
+        ],
+        monkeypatch,
+        capsys,
+    )
+    assert code == 2 and lines == [
+        "error: train.batch_size (7) must be divisible by the world size (2): each process "
+        "trains an equal part of the batch (e.g. --batch-size 6)"
+    ], lines
+    code, lines = cli_lines(
+        [
+            "pretrain",
+            shards,
+            "--out",
+            tmp_path / "run",
+            *tiny_args("--steps", "4"),
+            "--nproc",
+            "2",
+            "--set",
+            "train.batch_size=200",
+        ],
+        monkeypatch,
+        capsys,
+    )  # the shards' checks too, once
     assert code == 2 and len(lines) == 1 and "hold 96 training sequences" in lines[0], lines
     assert not (tmp_path / "run").exists()
 
 
-def test_resume_with_fewer_steps_than_the_run_took_is_refused_and_settings_toml_kept(shards, tmp_path, monkeypatch,
-                                                                                    capsys):
+def test_resume_with_fewer_steps_than_the_run_took_is_refused_and_settings_toml_kept(
+    shards, tmp_path, monkeypatch, capsys
+):
     """`--resume --steps 2` on a run at step 4 said "done" and rewrote settings.toml to steps = 2 beside the step-4
     checkpoint."""
     out = tmp_path / "run"
-    assert CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(out), *tiny_args("--steps", "4")]).exit_code == 0
+    assert (
+        CliRunner().invoke(app, ["pretrain", str(shards), "--out", str(out), *tiny_args("--steps", "4")]).exit_code == 0
+    )
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     code, lines = cli_lines(["pretrain", shards, "--out", out, "--resume", "--steps", "2"], monkeypatch, capsys)
-    assert code == 2 and lines == [f"error: --resume: the run in {out} is at step 4 already (step-00000004), past "
-                                   "train.steps = 2 (--steps): a run cannot train back; resume with --steps 4 or "
-                                   "more, or read that checkpoint as it is (export, blimp, finetune-glue)"], lines
+    assert code == 2 and lines == [
+        f"error: --resume: the run in {out} is at step 4 already (step-00000004), past "
+        "train.steps = 2 (--steps): a run cannot train back; resume with --steps 4 or "
+        "more, or read that checkpoint as it is (export, blimp, finetune-glue)"
+    ], lines
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
     with pytest.raises(MapnetError, match="is at step 4 already"):  # the library's callers too
         pretrain(tiny_settings("train.steps=3"), shards, out, resume=True)
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
 
 
-def test_evaluation_asked_of_shards_without_a_validation_split_is_refused_and_the_default_warned(tmp_path, monkeypatch,
-                                                                                               capsys):
+def test_evaluation_asked_of_shards_without_a_validation_split_is_refused_and_the_default_warned(
+    tmp_path, monkeypatch, capsys
+):
     """Shards without a validation split and train.eval_every=2: no evaluation ever ran, and nothing said so. A
     train.eval_every the user set asks for the curve: refused before any work. The default asks nothing: the run
     goes on, with one warning at its start."""
     novalid = write_tiny_shards(tmp_path / "novalid", valid=0)
-    args = ["--preset", "tiny", "--steps", "4",
-            *[a for kv in TINY if not kv.startswith(("train.steps", "train.eval_every")) for a in ("--set", kv)]]
-    code, lines = cli_lines(["pretrain", novalid, "--out", tmp_path / "a", *args, "--set", "train.eval_every=2"],
-                            monkeypatch, capsys)
+    args = [
+        "--preset",
+        "tiny",
+        "--steps",
+        "4",
+        *[a for kv in TINY if not kv.startswith(("train.steps", "train.eval_every")) for a in ("--set", kv)],
+    ]
+    code, lines = cli_lines(
+        ["pretrain", novalid, "--out", tmp_path / "a", *args, "--set", "train.eval_every=2"], monkeypatch, capsys
+    )
     assert code == 2 and len(lines) == 1, lines
-    assert (f"train.eval_every = 2 asks for held-out evaluation, but shards {novalid} have no validation split"
-            in lines[0]) and "--valid-fraction 0.01" in lines[0], lines
+    assert (
+        f"train.eval_every = 2 asks for held-out evaluation, but shards {novalid} have no validation split" in lines[0]
+    ) and "--valid-fraction 0.01" in lines[0], lines
     assert not (tmp_path / "a").exists()
     res = CliRunner().invoke(app, ["pretrain", str(novalid), "--out", str(tmp_path / "b"), *args])
     assert res.exit_code == 0, res.output

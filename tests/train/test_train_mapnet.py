@@ -9,20 +9,31 @@ import pytest
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
+from tiny_shards import write_tiny_shards
 from typer.testing import CliRunner
 
-from mapnet_cli.model import checkpoint
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.masking.mapnet import summary_keys
+from mapnet_cli.model import checkpoint
 from mapnet_cli.settings import resolve
 from mapnet_cli.train import pretrain
-from tiny_shards import write_tiny_shards
 
 # Tiny encoder (2 layers, H=128) and MAP-Net (2 layers, H=64), 64-token sequences.
-BASE = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=64", "train.batch_size=8", "train.eval_sequences=8",
-        "train.eval_every=0", "train.checkpoint_every=0", "optim.warmup.steps=3", "optim.lr=3e-3",
-        "logging.log_every=2", "logging.progress=false", "train.device=cpu"]
+BASE = [
+    "train.recipe=paper",
+    "model.max_position=64",
+    "shard.max_seq_len=64",
+    "train.batch_size=8",
+    "train.eval_sequences=8",
+    "train.eval_every=0",
+    "train.checkpoint_every=0",
+    "optim.warmup.steps=3",
+    "optim.lr=3e-3",
+    "logging.log_every=2",
+    "logging.progress=false",
+    "train.device=cpu",
+]
 ALWAYS = ["p_uniform", "uniform_fraction", "entropy", "ess", "weight", "map_objective"]  # defined at every step
 
 
@@ -42,9 +53,27 @@ def tiny_shards(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def cli_run(synthetic_shards, tmp_path_factory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("cli") / "run"
-    args = ["pretrain", str(synthetic_shards), "--out", str(out), "--preset", "tiny", "--recipe", "paper", "--steps", "8",
-            "--masking", "mapnet", "--set", "masking.mapnet.importance=unclipped", *[a for kv in BASE for a in ("--set", kv)],
-            "--set", "masking.mapnet.explore_steps=4", "--set", "train.eval_every=4"]
+    args = [
+        "pretrain",
+        str(synthetic_shards),
+        "--out",
+        str(out),
+        "--preset",
+        "tiny",
+        "--recipe",
+        "paper",
+        "--steps",
+        "8",
+        "--masking",
+        "mapnet",
+        "--set",
+        "masking.mapnet.importance=unclipped",
+        *[a for kv in BASE for a in ("--set", kv)],
+        "--set",
+        "masking.mapnet.explore_steps=4",
+        "--set",
+        "train.eval_every=4",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     return out, result.output
@@ -109,8 +138,9 @@ def test_mapnet_resume_is_bitwise_identical_for_both_networks(tiny_shards, tmp_p
         assert torch.equal(wa[k], wb[k]), k  # bitwise, encoder and MAP-Net
     ra, rb = rows(tmp_path / "a"), rows(tmp_path / "b")
     drop = ("tokens_per_s", "memory_bytes", "elapsed")
-    assert [{k: v for k, v in r.items() if k not in drop} for r in ra] == \
-           [{k: v for k, v in r.items() if k not in drop} for r in rb]
+    assert [{k: v for k, v in r.items() if k not in drop} for r in ra] == [
+        {k: v for k, v in r.items() if k not in drop} for r in rb
+    ]
     assert checkpoint.read_config(resumed)["mapnet"]["hidden"] == 64  # half the encoder's width
     # Training really moved MAP-Net off its (uniform) initialisation.
     assert wa["mapnet.score.weight"].abs().sum() > 0
@@ -118,13 +148,27 @@ def test_mapnet_resume_is_bitwise_identical_for_both_networks(tiny_shards, tmp_p
 
 # ---------------------------------------------------------------- (c) 1 process x 8 vs 2 processes x 4
 TWO_PROCESS_RUNS = {
-    "mapnet": [*BASE, "model.dropout=0.0", "model.attention_dropout=0.0", "train.steps=6", "logging.log_every=1",
-               "masking.strategy=mapnet", "masking.mapnet.explore_steps=3"],
+    "mapnet": [
+        *BASE,
+        "model.dropout=0.0",
+        "model.attention_dropout=0.0",
+        "train.steps=6",
+        "logging.log_every=1",
+        "masking.strategy=mapnet",
+        "masking.mapnet.explore_steps=3",
+    ],
     # `masking.mapnet.train_every`: the frozen steps' zero gradients keep DDP's reducer whole, and every rank drops
     # them alike, so 2 x 4 still equals 1 x 8.
-    "every-other-step": [*BASE, "model.dropout=0.0", "model.attention_dropout=0.0", "train.steps=5",
-                         "logging.log_every=1", "masking.strategy=mapnet", "masking.mapnet.explore_steps=2",
-                         "masking.mapnet.train_every=2"],
+    "every-other-step": [
+        *BASE,
+        "model.dropout=0.0",
+        "model.attention_dropout=0.0",
+        "train.steps=5",
+        "logging.log_every=1",
+        "masking.strategy=mapnet",
+        "masking.mapnet.explore_steps=2",
+        "masking.mapnet.train_every=2",
+    ],
 }
 
 
@@ -178,8 +222,15 @@ def test_proposal_learns_only_on_every_kth_step_and_draws_the_same_masks(tiny_sh
     from mapnet_cli.masking.mapnet import ProposalConfig, ProposalNetwork, draw_masks
     from mapnet_cli.model.bert import BertConfig, BertForMLM
 
-    s = mapnet_settings("train.steps=4", "train.checkpoint_every=1", "train.keep_last=10", "masking.mapnet.explore_steps=2",
-                        "masking.mapnet.train_every=3", "model.dropout=0.0", "model.attention_dropout=0.0")
+    s = mapnet_settings(
+        "train.steps=4",
+        "train.checkpoint_every=1",
+        "train.keep_last=10",
+        "masking.mapnet.explore_steps=2",
+        "masking.mapnet.train_every=3",
+        "model.dropout=0.0",
+        "model.attention_dropout=0.0",
+    )
     pretrain(s, tiny_shards, tmp_path / "run")
     ckpts = sorted((tmp_path / "run" / "checkpoints").glob("step-*"))
     w = [load_file(str(c / "model.safetensors")) for c in ckpts]  # after steps 1..4 = 0-based steps 0..3
@@ -194,8 +245,10 @@ def test_proposal_learns_only_on_every_kth_step_and_draws_the_same_masks(tiny_sh
     # A frozen step draws exactly the masks a learning step draws from the same weights, with no graph.
     torch.manual_seed(0)
     model = BertForMLM(BertConfig(vocab_size=60, hidden=32, layers=1, heads=2, intermediate=64, max_position=16))
-    prop = ProposalNetwork(ProposalConfig.from_settings(s.model.__class__(hidden=32, heads=2, layers=1, max_position=16),
-                                                        s.masking), model.encoder.tok_embeddings)
+    prop = ProposalNetwork(
+        ProposalConfig.from_settings(s.model.__class__(hidden=32, heads=2, layers=1, max_position=16), s.masking),
+        model.encoder.tok_embeddings,
+    )
     torch.nn.init.normal_(prop.score.weight, std=1.0)  # a non-uniform proposal
     ids = torch.randint(5, 60, (4, 16))
     special = {"pad": 0, "cls": 1, "sep": 2, "mask": 3, "unk": 4}
@@ -218,17 +271,33 @@ def test_the_loops_host_drawn_masks_are_those_drawn_from_the_rows_streams(tiny_s
     from mapnet_cli.masking.uniform import SequenceRNG
     from mapnet_cli.train import Run
 
-    for extra in (["masking.mapnet.explore_steps=2"],
-                  ["masking.mapnet.importance=ht", "masking.mapnet.mix_uniform=0.5", "masking.mapnet.explore_start=0", "masking.mapnet.explore_end=0",
-                   "masking.mapnet.target=gradnorm"]):
+    for extra in (
+        ["masking.mapnet.explore_steps=2"],
+        [
+            "masking.mapnet.importance=ht",
+            "masking.mapnet.mix_uniform=0.5",
+            "masking.mapnet.explore_start=0",
+            "masking.mapnet.explore_end=0",
+            "masking.mapnet.target=gradnorm",
+        ],
+    ):
         s = mapnet_settings("train.steps=4", *extra)
         run = Run(s, tiny_shards, tmp_path / extra[0], distributed.DistInfo(), False, [])
         torch.nn.init.normal_(run.strategy.proposal.score.weight, std=1.0)  # a proposal that is not uniform
         batch = run.batches(3)[0]
-        kw = dict(special_ids=run.strategy.special_ids, vocab_size=run.strategy.vocab_size, step=3, total_steps=4,
-                  seed=0, slots=batch.slots, masking=s.masking)
+        kw = dict(
+            special_ids=run.strategy.special_ids,
+            vocab_size=run.strategy.vocab_size,
+            step=3,
+            total_steps=4,
+            seed=0,
+            slots=batch.slots,
+            masking=s.masking,
+        )
         loop = draw_masks(run.strategy.proposal, batch.targets, batch.attention_mask, draws=batch.draws, **kw)
-        streams = draw_masks(run.strategy.proposal, batch.targets, batch.attention_mask, rng=SequenceRNG(batch.keys), **kw)
+        streams = draw_masks(
+            run.strategy.proposal, batch.targets, batch.attention_mask, rng=SequenceRNG(batch.keys), **kw
+        )
         assert not loop.uniform_rows.all()  # some rows were masked by the proposal
         for name in ("chosen", "corrupted", "weights", "positions"):
             assert torch.equal(getattr(loop, name), getattr(streams, name)), name
@@ -239,8 +308,14 @@ def test_the_loops_host_drawn_masks_are_those_drawn_from_the_rows_streams(tiny_s
         nan = draw_masks(run.strategy.proposal, batch.targets, batch.attention_mask, draws=batch.draws, **kw)
         assert torch.equal(nan.chosen.sum(1), batch.draws.counts)
         with pytest.raises(ValueError, match="not both"):
-            draw_masks(run.strategy.proposal, batch.targets, batch.attention_mask, draws=batch.draws,
-                       rng=SequenceRNG(batch.keys), **kw)
+            draw_masks(
+                run.strategy.proposal,
+                batch.targets,
+                batch.attention_mask,
+                draws=batch.draws,
+                rng=SequenceRNG(batch.keys),
+                **kw,
+            )
 
 
 # ---------------------------------------------------------------- (d) export and inspect-masks
@@ -273,8 +348,14 @@ def test_export_keeps_only_the_encoder_and_inspect_masks_reads_the_checkpoint(cl
 def test_proposal_moves_mass_off_determined_tokens(synthetic_shards, tmp_path):
     """Determined tokens (agreement particles, brackets) are the first the encoder predicts well: their
     loss falls below their sequence's mean, so eq. 10 lowers their proposal probability."""
-    s = mapnet_settings("train.steps=50", "train.batch_size=16", "optim.lr=1e-3", "optim.warmup.steps=5",
-                        "logging.log_every=10", "masking.mapnet.explore_steps=20")
+    s = mapnet_settings(
+        "train.steps=50",
+        "train.batch_size=16",
+        "optim.lr=1e-3",
+        "optim.warmup.steps=5",
+        "logging.log_every=10",
+        "masking.mapnet.explore_steps=20",
+    )
     pretrain(s, synthetic_shards, tmp_path / "run")
     train = rows(tmp_path / "run")
     first, last = train[0], train[-1]
@@ -304,10 +385,29 @@ def test_proposal_moves_mass_off_determined_tokens(synthetic_shards, tmp_path):
 @pytest.mark.slow
 def test_variance_every_records_the_decomposition_during_training(synthetic_shards, tmp_path):
     out = tmp_path / "run"
-    args = ["pretrain", str(synthetic_shards), "--out", str(out), "--preset", "tiny", "--recipe", "paper", "--steps", "4",
-            "--masking", "mapnet", "--set", "variance.every=2", *[a for kv in BASE for a in ("--set", kv)],
-            "--set", "variance.snapshot_sentences=3", "--set", "variance.snapshot_masks=2",
-            "--set", "variance.snapshot_project_dim=256"]
+    args = [
+        "pretrain",
+        str(synthetic_shards),
+        "--out",
+        str(out),
+        "--preset",
+        "tiny",
+        "--recipe",
+        "paper",
+        "--steps",
+        "4",
+        "--masking",
+        "mapnet",
+        "--set",
+        "variance.every=2",
+        *[a for kv in BASE for a in ("--set", kv)],
+        "--set",
+        "variance.snapshot_sentences=3",
+        "--set",
+        "variance.snapshot_masks=2",
+        "--set",
+        "variance.snapshot_project_dim=256",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     snaps = rows(out, "variance")

@@ -30,11 +30,11 @@ REFERENCE_MODELS = {"ngram": "5-gram", "lstm": "LSTM", "txl": "Transformer-XL", 
 @dataclass(frozen=True)
 class Paradigm:
     uid: str
-    field: str            # morphology, syntax, semantics or syntax_semantics
-    term: str             # the linguistic phenomenon (linguistics_term), several paradigms share one
+    field: str  # morphology, syntax, semantics or syntax_semantics
+    term: str  # the linguistic phenomenon (linguistics_term), several paradigms share one
     good: tuple[str, ...]
     bad: tuple[str, ...]
-    identical: tuple[int, ...] = ()   # file lines of pairs whose two sentences are the same (see `_paradigm`)
+    identical: tuple[int, ...] = ()  # file lines of pairs whose two sentences are the same (see `_paradigm`)
 
     def __len__(self) -> int:
         return len(self.good)
@@ -44,8 +44,8 @@ class Paradigm:
 class Suite:
     folder: Path
     paradigms: tuple[Paradigm, ...]
-    pairs_per_paradigm: int                       # 0: every pair of each file
-    sha256: str                                   # of the paradigm files' bytes, in name order
+    pairs_per_paradigm: int  # 0: every pair of each file
+    sha256: str  # of the paradigm files' bytes, in name order
     references: dict[str, dict[str, float]] = field(default_factory=dict)  # model -> {uid: accuracy}
 
     @property
@@ -54,10 +54,13 @@ class Suite:
 
     def identical_notes(self) -> list[str]:
         """One note per paradigm holding pairs of two identical sentences, naming their lines."""
-        return [f"{p.uid}: {len(p.identical)} of {len(p)} pairs have two identical sentences (lines "
-                f"{', '.join(map(str, p.identical[:5]))}{', ...' if len(p.identical) > 5 else ''}): every model ties "
-                "on them and they count wrong (as in BLiMP's published figures); \"identical\" counts them"
-                for p in self.paradigms if p.identical]
+        return [
+            f"{p.uid}: {len(p.identical)} of {len(p)} pairs have two identical sentences (lines "
+            f"{', '.join(map(str, p.identical[:5]))}{', ...' if len(p.identical) > 5 else ''}): every model ties "
+            'on them and they count wrong (as in BLiMP\'s published figures); "identical" counts them'
+            for p in self.paradigms
+            if p.identical
+        ]
 
     def sentences(self) -> list[str]:
         """Every distinct sentence, in first-seen order (a sentence of several pairs is scored once)."""
@@ -99,8 +102,9 @@ def _paradigm(path: Path, limit: int) -> Paradigm:
         if uid is None:
             uid, fld, term = row["UID"], row["field"], str(row.get("linguistics_term", ""))
         elif row["UID"] != uid:
-            raise MapnetError(f"{path}:{number}: UID {row['UID']!r} differs from the file's first, {uid!r} "
-                              "(one paradigm per file)")
+            raise MapnetError(
+                f"{path}:{number}: UID {row['UID']!r} differs from the file's first, {uid!r} (one paradigm per file)"
+            )
         good.append(row["sentence_good"].strip())
         bad.append(row["sentence_bad"].strip())
     # A pair of one sentence twice is no minimal pair: every model ties on it, and a tie is wrong. BLiMP's
@@ -108,8 +112,10 @@ def _paradigm(path: Path, limit: int) -> Paradigm:
     # ("identical" beside "ties") and named in a note; a paradigm of nothing else could only score 0%.
     identical = tuple(number for (number, _), g, b in zip(rows, good, bad) if g == b)
     if len(identical) == len(good):
-        raise MapnetError(f"{path}: every pair ({len(good)}) has two identical sentences: not minimal pairs, every "
-                          "model would tie and score 0%; fix or remove the file")
+        raise MapnetError(
+            f"{path}: every pair ({len(good)}) has two identical sentences: not minimal pairs, every "
+            "model would tie and score 0%; fix or remove the file"
+        )
     return Paradigm(uid, fld, term, tuple(good), tuple(bad), identical)
 
 
@@ -126,8 +132,10 @@ def _references(path: Path, uids: set[str]) -> dict[str, dict[str, float]]:
             # Shown beside the models as published figures: a NaN, an infinity or a percentage (50.6 for 0.506)
             # would print as one ("5-gram 5060%").
             if not 0.0 <= value <= 1.0:  # False for NaN too
-                raise MapnetError(f"{path}:{number}: {key} of {uid} is {value!r}, not an accuracy: the published "
-                                  "figures are fractions between 0 and 1 (BLiMP writes 0.439 for 43.9%)")
+                raise MapnetError(
+                    f"{path}:{number}: {key} of {uid} is {value!r}, not an accuracy: the published "
+                    "figures are fractions between 0 and 1 (BLiMP writes 0.439 for 43.9%)"
+                )
             out[key][uid] = float(value)
     return {k: v for k, v in out.items() if v}
 

@@ -15,9 +15,9 @@ The published models' figures (`models_summary.jsonl`) are averaged over exactly
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -33,10 +33,10 @@ ENTRY_KEYS = ("sha256", "init", "accuracy", "fields", "paradigms")  # what a kep
 
 @dataclass(frozen=True)
 class BlimpConfig:
-    method: str = "pll"            # "pll" (Salazar et al. 2020) or "word-l2r" (Kauf & Ivanova 2023)
-    max_tokens: int = 16384        # tokens per forward pass (rows of one length batched up to this)
-    random_control: bool = True    # score each architecture with random weights too
-    unigram_control: bool = True   # score the training shards' unigram model too (needs the shards)
+    method: str = "pll"  # "pll" (Salazar et al. 2020) or "word-l2r" (Kauf & Ivanova 2023)
+    max_tokens: int = 16384  # tokens per forward pass (rows of one length batched up to this)
+    random_control: bool = True  # score each architecture with random weights too
+    unigram_control: bool = True  # score the training shards' unigram model too (needs the shards)
 
     def problems(self) -> list[str]:
         out = []
@@ -52,15 +52,23 @@ def summarise(suite: Suite, good: np.ndarray, bad: np.ndarray) -> dict:
     paradigms, fields = {}, {}
     lo = 0
     for p in suite.paradigms:
-        g, b = good[lo:lo + len(p)], bad[lo:lo + len(p)]
+        g, b = good[lo : lo + len(p)], bad[lo : lo + len(p)]
         lo += len(p)
         right = int((g > b).sum())
-        paradigms[p.uid] = {"accuracy": right / len(p), "right": right, "ties": int((g == b).sum()), "pairs": len(p),
-                            "identical": len(p.identical), "field": p.field}
+        paradigms[p.uid] = {
+            "accuracy": right / len(p),
+            "right": right,
+            "ties": int((g == b).sum()),
+            "pairs": len(p),
+            "identical": len(p.identical),
+            "field": p.field,
+        }
         fields.setdefault(p.field, []).append(right / len(p))
-    return {"accuracy": float(np.mean([v["accuracy"] for v in paradigms.values()])),
-            "fields": {f: float(np.mean(v)) for f, v in sorted(fields.items())},
-            "paradigms": paradigms}
+    return {
+        "accuracy": float(np.mean([v["accuracy"] for v in paradigms.values()])),
+        "fields": {f: float(np.mean(v)) for f, v in sorted(fields.items())},
+        "paradigms": paradigms,
+    }
 
 
 def references(suite: Suite) -> dict:
@@ -73,18 +81,20 @@ def references(suite: Suite) -> dict:
         fields = {}
         for p in suite.paradigms:
             fields.setdefault(p.field, []).append(table[p.uid])
-        out[name] = {"accuracy": float(np.mean([table[p.uid] for p in suite.paradigms])),
-                     "fields": {f: float(np.mean(v)) for f, v in sorted(fields.items())},
-                     "paradigms": {p.uid: table[p.uid] for p in suite.paradigms}}
+        out[name] = {
+            "accuracy": float(np.mean([table[p.uid] for p in suite.paradigms])),
+            "fields": {f: float(np.mean(v)) for f, v in sorted(fields.items())},
+            "paradigms": {p.uid: table[p.uid] for p in suite.paradigms},
+        }
     return out
 
 
 class Scorer:
     """Scores models on one suite: each text path tokenises the suite once, then any number of models.
 
-        scorer = Scorer(suite, cfg)
-        scorer.tokenise(targets)                         # before any model runs: text problems surface first
-        entry = scorer.score(target, progress=advance)   # {accuracy, fields, paradigms, seconds, ...}
+    scorer = Scorer(suite, cfg)
+    scorer.tokenise(targets)                         # before any model runs: text problems surface first
+    entry = scorer.score(target, progress=advance)   # {accuracy, fields, paradigms, seconds, ...}
     """
 
     def __init__(self, suite: Suite, cfg: BlimpConfig = BlimpConfig(), device=None):
@@ -114,8 +124,10 @@ class Scorer:
             if t.init != "unigram" and limit is not None and longest > limit:
                 too_short.append(f"{t.label} reads {limit} positions, its longest sentence is {longest} tokens")
         if too_short:
-            raise MapnetError(f"BLiMP sentences too long for the model ([CLS] and [SEP] included): {'; '.join(too_short)}; "
-                              "score other paradigms (--paradigms)")
+            raise MapnetError(
+                f"BLiMP sentences too long for the model ([CLS] and [SEP] included): {'; '.join(too_short)}; "
+                "score other paradigms (--paradigms)"
+            )
 
     def rows(self, targets: list[Target]) -> int:
         """Masked copies that scoring `targets` runs through an encoder (`tokenise` them first)."""
@@ -129,18 +141,41 @@ class Scorer:
             scores = unigram_scores(t.build(), seqs)
         else:
             try:
-                scores = pll_scores(t.build(), seqs, t.text.cls_id, t.text.sep_id, t.text.mask_id, t.text.word_start,
-                                    self.cfg.method, self.cfg.max_tokens, self.device, progress)
+                scores = pll_scores(
+                    t.build(),
+                    seqs,
+                    t.text.cls_id,
+                    t.text.sep_id,
+                    t.text.mask_id,
+                    t.text.word_start,
+                    self.cfg.method,
+                    self.cfg.max_tokens,
+                    self.device,
+                    progress,
+                )
             except ValueError as exc:
                 raise MapnetError(f"{t.label}: {exc}") from None
-        return {"label": t.label, "run": t.run, "step": t.step, "init": t.init, "sha256": t.sha, "path": str(t.path),
-                **summarise(self.suite, scores[self.good_at], scores[self.bad_at]),
-                "seconds": round(time.perf_counter() - t0, 3)}
+        return {
+            "label": t.label,
+            "run": t.run,
+            "step": t.step,
+            "init": t.init,
+            "sha256": t.sha,
+            "path": str(t.path),
+            **summarise(self.suite, scores[self.good_at], scores[self.bad_at]),
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
 
     def describe(self) -> dict:
         s = self.suite
-        return {"folder": str(s.folder), "sha256": s.sha256, "paradigms": len(s.paradigms),
-                "pairs_per_paradigm": s.pairs_per_paradigm, "pairs": s.pairs, "sentences": len(self.sentences)}
+        return {
+            "folder": str(s.folder),
+            "sha256": s.sha256,
+            "paradigms": len(s.paradigms),
+            "pairs_per_paradigm": s.pairs_per_paradigm,
+            "pairs": s.pairs,
+            "sentences": len(self.sentences),
+        }
 
 
 def kept_scores(kept: dict, cfg: BlimpConfig, data: dict, where: str) -> dict[tuple[str, str], dict]:
@@ -149,30 +184,53 @@ def kept_scores(kept: dict, cfg: BlimpConfig, data: dict, where: str) -> dict[tu
     shards' manifest), so an entry is the same model's score whatever folder it was read from; it counts only when
     the document scored the same pairs (data, their sha256 included) by the same method and settings."""
     if not isinstance(kept, dict) or kept.get("schema") != SCHEMA or not isinstance(kept.get("models"), list):
-        raise MapnetError(f"{where} is not a BLiMP file of this mapnet (schema {SCHEMA}): pass --overwrite to replace it")
+        raise MapnetError(
+            f"{where} is not a BLiMP file of this mapnet (schema {SCHEMA}): pass --overwrite to replace it"
+        )
 
     def pairs(d: object) -> object:  # the suite by its contents: the folder it was read from may have moved
         return {k: v for k, v in d.items() if k != "folder"} if isinstance(d, dict) else d
 
     asked = {"method": (cfg.method, "method"), "config": (asdict(cfg), "settings"), "data": (pairs(data), "pairs")}
-    differ = [words for key, (ours, words) in asked.items()
-              if (pairs(kept.get(key)) if key == "data" else kept.get(key)) != ours]
+    differ = [
+        words
+        for key, (ours, words) in asked.items()
+        if (pairs(kept.get(key)) if key == "data" else kept.get(key)) != ours
+    ]
     if kept.get("scorer", 1) != SCORER_VERSION:
         differ.append(f"scorer (version {kept.get('scorer')}, this one {SCORER_VERSION})")
     if differ:
-        raise MapnetError(f"{where} was scored with other {' and '.join(differ)} than asked: resuming would mix two "
-                          "measurements; pass --overwrite to start again")
-    bad = [i for i, m in enumerate(kept["models"]) if not isinstance(m, dict) or any(k not in m for k in ENTRY_KEYS)
-           or not isinstance(m["fields"], dict) or not isinstance(m["paradigms"], dict)]
+        raise MapnetError(
+            f"{where} was scored with other {' and '.join(differ)} than asked: resuming would mix two "
+            "measurements; pass --overwrite to start again"
+        )
+    bad = [
+        i
+        for i, m in enumerate(kept["models"])
+        if not isinstance(m, dict)
+        or any(k not in m for k in ENTRY_KEYS)
+        or not isinstance(m["fields"], dict)
+        or not isinstance(m["paradigms"], dict)
+    ]
     if bad:
-        raise MapnetError(f"{where}: model entry {bad[0] + 1} is damaged (it needs {', '.join(ENTRY_KEYS)}); "
-                          "pass --overwrite to replace the file")
+        raise MapnetError(
+            f"{where}: model entry {bad[0] + 1} is damaged (it needs {', '.join(ENTRY_KEYS)}); "
+            "pass --overwrite to replace the file"
+        )
     return {(m["sha256"], m["init"]): m for m in kept["models"] if m["accuracy"] is not None}
 
 
-def blimp_run(paths: list[Path], suite: Suite, cfg: BlimpConfig = BlimpConfig(), out_path: Path | None = None,
-              shards: Path | None = None, device=None, note: Callable[[str], None] = lambda _: None,
-              progress: Callable[[int, int], None] = lambda done, total: None, kept: dict | None = None) -> dict:
+def blimp_run(
+    paths: list[Path],
+    suite: Suite,
+    cfg: BlimpConfig = BlimpConfig(),
+    out_path: Path | None = None,
+    shards: Path | None = None,
+    device=None,
+    note: Callable[[str], None] = lambda _: None,
+    progress: Callable[[int, int], None] = lambda done, total: None,
+    kept: dict | None = None,
+) -> dict:
     """Score every checkpoint `paths` name, then their controls; the document is written to `out_path`
     (atomically, "complete": false until the last model) after every model when given.
     `progress(rows done, rows in all)` counts masked copies run through an encoder. `kept`: an earlier document
@@ -201,9 +259,19 @@ def blimp_run(paths: list[Path], suite: Suite, cfg: BlimpConfig = BlimpConfig(),
     label_of = {t.sha: t.label for t in todo}
     # The headline: the newest checkpoint of the first path (a run's last step, or the one folder given).
     first = max((t for t in targets if t.origin == 0), key=lambda t: -1 if t.step is None else t.step)
-    doc = {"schema": SCHEMA, "complete": False, "accuracy": None, "headline": first.label, "method": cfg.method,
-           "config": asdict(cfg), "data": scorer.describe(), "scorer": SCORER_VERSION, "references": references(suite),
-           "notes": notes, "models": []}
+    doc = {
+        "schema": SCHEMA,
+        "complete": False,
+        "accuracy": None,
+        "headline": first.label,
+        "method": cfg.method,
+        "config": asdict(cfg),
+        "data": scorer.describe(),
+        "scorer": SCORER_VERSION,
+        "references": references(suite),
+        "notes": notes,
+        "models": [],
+    }
 
     def kept_entry(t: Target) -> dict:
         entry = {**reuse[t.sha, t.init], "label": t.label, "run": t.run, "step": t.step, "path": str(t.path)}
@@ -236,7 +304,7 @@ def blimp_run(paths: list[Path], suite: Suite, cfg: BlimpConfig = BlimpConfig(),
         if t is first:
             doc["accuracy"] = entry["accuracy"]
         if out_path is not None:  # with the kept models still ahead: a stop now must not lose them
-            ahead = [kept_entry(u) for u in todo[i + 1:] if (u.sha, u.init) in reuse]
+            ahead = [kept_entry(u) for u in todo[i + 1 :] if (u.sha, u.init) in reuse]
             write_json(Path(out_path), json_safe({**doc, "models": doc["models"] + ahead + others}))
     doc["models"] += others
     doc["complete"] = True

@@ -19,25 +19,26 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from ...atomic import sha256_file
 from ...errors import MapnetError
 
+
 @dataclass
 class TextPath:
     """Raw sentence -> token ids (no specials), as one model's pretraining read text."""
 
-    key: str                                      # identity: tokenizer bytes + cleaning
+    key: str  # identity: tokenizer bytes + cleaning
     tokenise: Callable[[list[str]], list[np.ndarray]]
     cls_id: int
     sep_id: int
     mask_id: int
-    word_start: np.ndarray                        # (V,) bool, `scoring.word_starts`
+    word_start: np.ndarray  # (V,) bool, `scoring.word_starts`
 
 
 def _specials(tok, where: Path) -> tuple[int, int, int]:
@@ -51,16 +52,17 @@ def mapnet_text(ckpt: Path, settings, rows: int | None = None) -> TextPath:
     """`ckpt`'s cleaning and tokenizer; `rows`: its model's embedding rows, which every id must index (None: a
     tokenizer with no model yet, `compare`'s shards before training)."""
     from ...data.bpe import check_fits
+    from ...data.cleaning import cleaning_settings
     from ..glue.encode import TextEncoder
     from .scoring import word_starts
-
-    from ...data.cleaning import cleaning_settings
 
     encoder = TextEncoder(ckpt / "tokenizer.json", settings.preprocess, max_len=1 << 30)
     if rows is not None:
         check_fits(encoder.tokenizer, ckpt / "tokenizer.json", rows, f"checkpoint {ckpt}")
     clean = cleaning_settings(settings.preprocess)
-    key = hashlib.sha256(json.dumps({"tok": sha256_file(ckpt / "tokenizer.json"), "clean": clean}, sort_keys=True).encode()).hexdigest()
+    key = hashlib.sha256(
+        json.dumps({"tok": sha256_file(ckpt / "tokenizer.json"), "clean": clean}, sort_keys=True).encode()
+    ).hexdigest()
     cls_id, sep_id, mask_id = _specials(encoder.tokenizer, ckpt / "tokenizer.json")
     return TextPath(key, encoder.tokenise, cls_id, sep_id, mask_id, word_starts(encoder.tokenizer))
 
@@ -92,16 +94,16 @@ class Target:
 
     run: str
     step: int | None
-    sha: str                                      # weights sha256 (a control: its identity)
+    sha: str  # weights sha256 (a control: its identity)
     path: Path
-    init: str                                     # "pretrained" | "random" | "unigram"
+    init: str  # "pretrained" | "random" | "unigram"
     text: TextPath
-    build: Callable[[], object] = field(repr=False)   # -> BertForMLM (pretrained, random), or (V,) log p (unigram)
+    build: Callable[[], object] = field(repr=False)  # -> BertForMLM (pretrained, random), or (V,) log p (unigram)
     arch: dict = field(default_factory=dict, repr=False)
     pretraining_seed: int = 0
-    shards: Path | None = None                    # training shards, for the unigram control
-    origin: int = 0                               # which of the paths given it came from
-    tokenizer_sha: str | None = None              # the pretraining tokenizer's (shards must match it)
+    shards: Path | None = None  # training shards, for the unigram control
+    origin: int = 0  # which of the paths given it came from
+    tokenizer_sha: str | None = None  # the pretraining tokenizer's (shards must match it)
 
     @property
     def label(self) -> str:
@@ -123,18 +125,30 @@ def _hf_target(folder: Path) -> Target:
     from ...model.bert import BertConfig, BertForMLM
     from ...train.init_from import has_mlm_head, load_into, open_source
 
-    source = open_source(folder, role="")  # what --init-from accepts: a BERT or pre-LN RoBERTa MLM folder, safetensors only
+    source = open_source(
+        folder, role=""
+    )  # what --init-from accepts: a BERT or pre-LN RoBERTa MLM folder, safetensors only
     if not has_mlm_head(source):  # refused here, before any model is scored: never a partial output
         raise MapnetError(f"{folder} has no MLM head (a BertModel): BLiMP scores the masked-LM's own predictions")
     a = source.arch
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     init_std = config.get("initializer_range", 0.02)
-    cfg = BertConfig(vocab_size=a["vocab_size"], layers=a["layers"], hidden=a["hidden"], heads=a["heads"],
-                     intermediate=a["intermediate"], max_position=a["max_position"],
-                     dropout=float(config.get("hidden_dropout_prob", config.get("embedding_dropout", 0.1))),  # BERT's, ModernBERT's
-                     attention_dropout=float(config.get("attention_probs_dropout_prob", config.get("attention_dropout", 0.1))),
-                     layer_norm_eps=a["layer_norm_eps"], init_std=float(init_std), pad_id=a["pad_id"], norm=a["norm"],
-                     block=a["block"], rope_theta=a["rope_theta"])
+    cfg = BertConfig(
+        vocab_size=a["vocab_size"],
+        layers=a["layers"],
+        hidden=a["hidden"],
+        heads=a["heads"],
+        intermediate=a["intermediate"],
+        max_position=a["max_position"],
+        dropout=float(config.get("hidden_dropout_prob", config.get("embedding_dropout", 0.1))),  # BERT's, ModernBERT's
+        attention_dropout=float(config.get("attention_probs_dropout_prob", config.get("attention_dropout", 0.1))),
+        layer_norm_eps=a["layer_norm_eps"],
+        init_std=float(init_std),
+        pad_id=a["pad_id"],
+        norm=a["norm"],
+        block=a["block"],
+        rope_theta=a["rope_theta"],
+    )
     # A mapnet export records its pretraining seed: its random control is then the checkpoint's own.
     record = read_export_record(folder)  # damaged: one line naming it, as everywhere
     seed, tokenizer_sha = (record.pretraining_seed, record.tokenizer_sha256) if record else (0, None)
@@ -149,9 +163,19 @@ def _hf_target(folder: Path) -> Target:
     # Loaded once here and dropped: weights that do not fit config.json (a tensor of another shape, a layer
     # missing) were found when this model's turn came, after every model before it had been scored.
     build()
-    return Target(folder.name, None, sha256_file(source.weights), folder.resolve(), "pretrained",
-                  hf_text(folder, cfg.vocab_size), build,
-                  cfg.to_dict(), seed, None, tokenizer_sha=tokenizer_sha)
+    return Target(
+        folder.name,
+        None,
+        sha256_file(source.weights),
+        folder.resolve(),
+        "pretrained",
+        hf_text(folder, cfg.vocab_size),
+        build,
+        cfg.to_dict(),
+        seed,
+        None,
+        tokenizer_sha=tokenizer_sha,
+    )
 
 
 def _mapnet_targets(path: Path) -> list[Target]:
@@ -166,16 +190,32 @@ def _mapnet_targets(path: Path) -> list[Target]:
     for ref in find_checkpoints(every=[path]):
         settings = load_settings(ref.path)
         arch = BertConfig.from_dict({"norm": "post", **read_config(ref.path)["model"]}).to_dict()
-        cleaning = (sha256_file(ref.path / "tokenizer.json"), arch["vocab_size"],
-                    *cleaning_settings(settings.preprocess).values())
+        cleaning = (
+            sha256_file(ref.path / "tokenizer.json"),
+            arch["vocab_size"],
+            *cleaning_settings(settings.preprocess).values(),
+        )
         text = texts.get(cleaning) or texts.setdefault(cleaning, mapnet_text(ref.path, settings, arch["vocab_size"]))
 
         def build(p=ref.path):
             return load_run(p, with_proposal=False).model
 
         shards = recorded_shards(ref.path.parent.parent / "run.json")
-        out.append(Target(ref.run, ref.step, ref.sha, ref.path, "pretrained", text, build, arch, settings.train.seed, shards,
-                          tokenizer_sha=read_config(ref.path).get("tokenizer_sha256")))
+        out.append(
+            Target(
+                ref.run,
+                ref.step,
+                ref.sha,
+                ref.path,
+                "pretrained",
+                text,
+                build,
+                arch,
+                settings.train.seed,
+                shards,
+                tokenizer_sha=read_config(ref.path).get("tokenizer_sha256"),
+            )
+        )
     return out
 
 
@@ -186,7 +226,7 @@ def find_targets(paths: list[Path]) -> list[Target]:
     for origin, p in enumerate(map(Path, paths)):
         if not p.is_dir():
             raise MapnetError(f"{p}: no such folder (a run, a checkpoint or an exported Hugging Face folder)")
-        for t in ([_hf_target(p)] if _is_hf_folder(p) else _mapnet_targets(p)):
+        for t in [_hf_target(p)] if _is_hf_folder(p) else _mapnet_targets(p):
             if t.sha not in seen:
                 seen.add(t.sha)
                 t.origin = origin
@@ -207,9 +247,21 @@ def _random_control(t: Target, name: str) -> Target:
             torch.manual_seed(random_init_seed(t.pretraining_seed, 0))
             return BertForMLM(cfg)
 
-    identity = json.dumps({"init": "random", "arch": t.arch, "text": t.text.key, "seed": t.pretraining_seed}, sort_keys=True)
-    return Target(name, None, hashlib.sha256(identity.encode()).hexdigest(), t.path, "random", t.text, build, t.arch,
-                  t.pretraining_seed, t.shards)
+    identity = json.dumps(
+        {"init": "random", "arch": t.arch, "text": t.text.key, "seed": t.pretraining_seed}, sort_keys=True
+    )
+    return Target(
+        name,
+        None,
+        hashlib.sha256(identity.encode()).hexdigest(),
+        t.path,
+        "random",
+        t.text,
+        build,
+        t.arch,
+        t.pretraining_seed,
+        t.shards,
+    )
 
 
 def _training_shards_manifest(t: Target, shards: Path) -> str:
@@ -219,8 +271,10 @@ def _training_shards_manifest(t: Target, shards: Path) -> str:
 
     with ShardReader(shards, "train") as reader:
         if reader.vocab_size != t.arch["vocab_size"] or t.tokenizer_sha not in (None, reader.tokenizer_sha256):
-            raise MapnetError(f"shards {shards} were made with another tokenizer than {t.path} was pretrained "
-                              "with: not its training data")
+            raise MapnetError(
+                f"shards {shards} were made with another tokenizer than {t.path} was pretrained "
+                "with: not its training data"
+            )
         return sha256_file(reader.dir / "manifest.json")
 
 
@@ -234,12 +288,24 @@ def _unigram_control(t: Target, shards: Path, name: str, manifest: str) -> Targe
 
     # By the shards' contents (their manifest), not their path: shards rebuilt in place are another control.
     identity = json.dumps({"init": "unigram", "shards": manifest, "text": t.text.key}, sort_keys=True)
-    return Target(name, None, hashlib.sha256(identity.encode()).hexdigest(), shards, "unigram", t.text, build, t.arch,
-                  t.pretraining_seed, shards, tokenizer_sha=t.tokenizer_sha)
+    return Target(
+        name,
+        None,
+        hashlib.sha256(identity.encode()).hexdigest(),
+        shards,
+        "unigram",
+        t.text,
+        build,
+        t.arch,
+        t.pretraining_seed,
+        shards,
+        tokenizer_sha=t.tokenizer_sha,
+    )
 
 
-def control_targets(targets: list[Target], shards: Path | None = None, random: bool = True,
-                    unigram: bool = True) -> tuple[list[Target], dict[str, dict[str, str]], list[str]]:
+def control_targets(
+    targets: list[Target], shards: Path | None = None, random: bool = True, unigram: bool = True
+) -> tuple[list[Target], dict[str, dict[str, str]], list[str]]:
     """The controls of `targets`, one per distinct architecture + text path + pretraining seed (random) and
     per shards + text path (unigram), {target sha: {"random": control sha, "unigram": control sha}}, and
     notes on controls that could not be made. `shards` overrides the recorded training shards (an
@@ -260,7 +326,9 @@ def control_targets(targets: list[Target], shards: Path | None = None, random: b
             notes.append(f"no unigram control for {t.label}: it records no training shards (give --shards)")
         if unigram and where is not None:
             if not Path(where).is_dir():
-                raise MapnetError(f"training shards {where} of {t.label}: no such folder (give --shards, or --no-unigram)")
+                raise MapnetError(
+                    f"training shards {where} of {t.label}: no such folder (give --shards, or --no-unigram)"
+                )
             key = (Path(where), t.arch["vocab_size"], t.tokenizer_sha)
             if key not in manifests:
                 manifests[key] = _training_shards_manifest(t, Path(where))

@@ -17,7 +17,7 @@ docs/evaluation.md#zero-shot-grammar-at-every-checkpoint-mapnet-blimp.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -41,8 +41,9 @@ def word_starts(tokenizer) -> np.ndarray:
     return out
 
 
-def masked_rows(seqs: list[np.ndarray], cls_id: int, sep_id: int, mask_id: int, word_start: np.ndarray,
-                method: str) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+def masked_rows(
+    seqs: list[np.ndarray], cls_id: int, sep_id: int, mask_id: int, word_start: np.ndarray, method: str
+) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
     """Every masked copy of every sentence, grouped by length L = n + 2:
     {L: (ids (R, L) int64, position (R,), target (R,), sentence (R,))}."""
     if method not in METHODS:
@@ -57,7 +58,7 @@ def masked_rows(seqs: list[np.ndarray], cls_id: int, sep_id: int, mask_id: int, 
         base = np.empty((len(members), L), dtype=np.int64)
         base[:, 0], base[:, -1] = cls_id, sep_id
         base[:, 1:-1] = np.stack([seqs[k] for k in members])
-        rows = np.repeat(base, n, axis=0)                         # (m * n, L): copy j of a sentence masks t_{j+1}
+        rows = np.repeat(base, n, axis=0)  # (m * n, L): copy j of a sentence masks t_{j+1}
         pos = np.tile(np.arange(1, n + 1), len(members))
         sentence = np.repeat(np.asarray(members, dtype=np.int64), n)
         r = np.arange(len(rows))
@@ -82,16 +83,27 @@ def count_rows(seqs: list[np.ndarray]) -> int:
 
 
 @torch.inference_mode()
-def pll_scores(model, seqs: list[np.ndarray], cls_id: int, sep_id: int, mask_id: int, word_start: np.ndarray,
-               method: str = "pll", max_tokens: int = 16384, device=None,
-               progress: Callable[[int], None] = lambda _: None) -> np.ndarray:
+def pll_scores(
+    model,
+    seqs: list[np.ndarray],
+    cls_id: int,
+    sep_id: int,
+    mask_id: int,
+    word_start: np.ndarray,
+    method: str = "pll",
+    max_tokens: int = 16384,
+    device=None,
+    progress: Callable[[int], None] = lambda _: None,
+) -> np.ndarray:
     """(len(seqs),) float64: the PLL (or word-l2r PLL) of each token sequence (ids without specials) under
     `model` (a `BertForMLM`, put in eval mode here). `progress(rows)` after each batch of masked copies."""
     device = device or torch.device("cpu")
     model = model.to(device).eval()
     if any(len(t) + 2 > model.cfg.max_position for t in seqs):
         longest = max(len(t) for t in seqs) + 2
-        raise ValueError(f"a sentence of {longest} tokens (specials included) exceeds max_position {model.cfg.max_position}")
+        raise ValueError(
+            f"a sentence of {longest} tokens (specials included) exceeds max_position {model.cfg.max_position}"
+        )
     scores = np.zeros(len(seqs), dtype=np.float64)
     embedding = model.encoder.tok_embeddings.weight
     for L, (rows, pos, target, sentence) in masked_rows(seqs, cls_id, sep_id, mask_id, word_start, method).items():

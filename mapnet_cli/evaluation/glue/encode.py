@@ -36,10 +36,10 @@ class Encoded:
     """One split, encoded: variable-length id sequences (specials included) and targets."""
 
     entry: str
-    ids: list[np.ndarray]       # int64 each
-    lengths: np.ndarray         # int64 (n,)
+    ids: list[np.ndarray]  # int64 each
+    lengths: np.ndarray  # int64 (n,)
     labels: np.ndarray
-    truncated: int              # examples that lost tokens to the length limit
+    truncated: int  # examples that lost tokens to the length limit
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -79,8 +79,7 @@ class TextEncoder:
 
     def _cache_key(self, texts: list[str]) -> str:
         h = hashlib.sha256()
-        meta = {"v": CACHE_VERSION, "tok": self._tokenizer_sha,
-                "clean": cleaning_settings(self.settings)}
+        meta = {"v": CACHE_VERSION, "tok": self._tokenizer_sha, "clean": cleaning_settings(self.settings)}
         h.update(json.dumps(meta, sort_keys=True).encode())
         for t in texts:
             h.update(t.encode("utf-8"))
@@ -97,7 +96,7 @@ class TextEncoder:
                 with np.load(path) as z:
                     flat, offsets = z["flat"], z["offsets"]
                 if len(offsets) == len(texts) + 1:
-                    return [flat[offsets[i]:offsets[i + 1]] for i in range(len(texts))]
+                    return [flat[offsets[i] : offsets[i + 1]] for i in range(len(texts))]
             except (OSError, ValueError, KeyError):
                 pass  # a damaged cache file is rebuilt below, never trusted
         seqs = self._tokenise(texts)

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import torch
@@ -50,7 +50,7 @@ class RunConfig:
 
 @dataclass
 class RunResult:
-    epochs: list[dict]                 # per epoch: {"epoch", "train_loss", "entries": {entry: {"metrics", "score"}}, "score"}
+    epochs: list[dict]  # per epoch: {"epoch", "train_loss", "entries": {entry: {"metrics", "score"}}, "score"}
     seconds: float
     steps: int
 
@@ -59,7 +59,9 @@ def steps_per_epoch(n: int, batch_size: int) -> int:
     return math.ceil(n / batch_size)
 
 
-def length_grouped_batches(lengths: np.ndarray, batch_size: int, group: int, rng: np.random.Generator) -> list[np.ndarray]:
+def length_grouped_batches(
+    lengths: np.ndarray, batch_size: int, group: int, rng: np.random.Generator
+) -> list[np.ndarray]:
     """Shuffle, sort by length inside chunks of `group` batches, batch, shuffle the batches.
 
     Sorting inside a chunk keeps padding low; chunking keeps the order random
@@ -69,10 +71,10 @@ def length_grouped_batches(lengths: np.ndarray, batch_size: int, group: int, rng
     chunk = batch_size * max(group, 1)
     batches = []
     for start in range(0, len(perm), chunk):
-        idx = perm[start:start + chunk]
+        idx = perm[start : start + chunk]
         if group > 1:
             idx = idx[np.argsort(lengths[idx], kind="stable")]
-        batches.extend(idx[i:i + batch_size] for i in range(0, len(idx), batch_size))
+        batches.extend(idx[i : i + batch_size] for i in range(0, len(idx), batch_size))
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
@@ -81,7 +83,7 @@ def collate(data: Encoded, idx: np.ndarray, pad_id: int, device: torch.device, r
     ids = np.full((len(idx), width), pad_id, dtype=np.int64)
     for row, i in enumerate(idx):
         seq = data.ids[i]
-        ids[row, :len(seq)] = seq
+        ids[row, : len(seq)] = seq
     input_ids = torch.from_numpy(ids)
     lengths = data.lengths[idx]
     # Built from lengths, not `ids != pad_id`: correct even if a text contains the pad token.
@@ -95,10 +97,12 @@ def collate(data: Encoded, idx: np.ndarray, pad_id: int, device: torch.device, r
 
 def lr_lambda(total: int, warmup: int) -> Callable[[int], float]:
     """Linear warm-up to the peak, then linear decay; never exactly 0 for an update that happens."""
+
     def f(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
         return max(0.0, (total - step) / max(1, total - warmup))
+
     return f
 
 
@@ -108,14 +112,21 @@ def autocast(device: torch.device, precision: str):
 
 
 @torch.inference_mode()
-def predict(model: nn.Module, data: Encoded, pad_id: int, device: torch.device, precision: str,
-            batch_size: int, regression: bool) -> np.ndarray:
+def predict(
+    model: nn.Module,
+    data: Encoded,
+    pad_id: int,
+    device: torch.device,
+    precision: str,
+    batch_size: int,
+    regression: bool,
+) -> np.ndarray:
     """Class ids (or scores) for every example, in the split's order."""
     model.eval()
     order = np.argsort(data.lengths, kind="stable")
     out = np.empty(len(data), dtype=np.float32 if regression else np.int64)
     for start in range(0, len(order), batch_size):
-        idx = order[start:start + batch_size]
+        idx = order[start : start + batch_size]
         ids, mask, _ = collate(data, idx, pad_id, device, regression)
         with autocast(device, precision):
             logits = model(ids, mask).float()
@@ -124,8 +135,15 @@ def predict(model: nn.Module, data: Encoded, pad_id: int, device: torch.device, 
     return out
 
 
-def evaluate(model: nn.Module, spec: TaskSpec, devs: list[Encoded], pad_id: int, device: torch.device,
-             precision: str, batch_size: int) -> dict:
+def evaluate(
+    model: nn.Module,
+    spec: TaskSpec,
+    devs: list[Encoded],
+    pad_id: int,
+    device: torch.device,
+    precision: str,
+    batch_size: int,
+) -> dict:
     entries = {}
     for dev in devs:
         pred = predict(model, dev, pad_id, device, precision, batch_size, spec.is_regression)
@@ -136,20 +154,33 @@ def evaluate(model: nn.Module, spec: TaskSpec, devs: list[Encoded], pad_id: int,
     return {"entries": entries, "score": score}
 
 
-def finetune_run(make_encoder: Callable[[], nn.Module], spec: TaskSpec, train: Encoded, devs: list[Encoded],
-                 cfg: RunConfig, pad_id: int, device: torch.device, precision: str = "auto",
-                 on_step: Callable[[int], None] | None = None) -> RunResult:
+def finetune_run(
+    make_encoder: Callable[[], nn.Module],
+    spec: TaskSpec,
+    train: Encoded,
+    devs: list[Encoded],
+    cfg: RunConfig,
+    pad_id: int,
+    device: torch.device,
+    precision: str = "auto",
+    on_step: Callable[[int], None] | None = None,
+) -> RunResult:
     t0 = time.perf_counter()
     torch.manual_seed(cfg.seed)  # head init and dropout
     rng = np.random.default_rng(cfg.seed)  # data order
     encoder = make_encoder()
-    model = SequenceClassifier(encoder, spec.num_outputs, cfg.dropout, getattr(encoder.cfg, "init_std", 0.02),
-                               cfg.pooling).to(device)
+    model = SequenceClassifier(
+        encoder, spec.num_outputs, cfg.dropout, getattr(encoder.cfg, "init_std", 0.02), cfg.pooling
+    ).to(device)
     decay = [p for n, p in model.named_parameters() if not no_decay(n, p)]
     keep = [p for n, p in model.named_parameters() if no_decay(n, p)]
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": keep, "weight_decay": 0.0}],
-        lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, fused=device.type == "cuda")
+        lr=cfg.lr,
+        betas=cfg.betas,
+        eps=cfg.eps,
+        fused=device.type == "cuda",
+    )
     per_epoch = steps_per_epoch(len(train), cfg.batch_size)
     total = per_epoch * cfg.epochs
     warmup = int(round(cfg.warmup_ratio * total))

@@ -23,8 +23,9 @@ from torch import nn
 
 
 class SequenceClassifier(nn.Module):
-    def __init__(self, encoder: nn.Module, num_outputs: int, dropout: float, init_std: float = 0.02,
-                 pooling: str = "cls"):
+    def __init__(
+        self, encoder: nn.Module, num_outputs: int, dropout: float, init_std: float = 0.02, pooling: str = "cls"
+    ):
         super().__init__()
         if pooling not in ("cls", "mean"):
             raise ValueError(f"pooling must be cls or mean (got {pooling!r})")

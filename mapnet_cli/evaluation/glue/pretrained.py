@@ -31,9 +31,9 @@ CONTROL = "random-init"  # the run name of a random-init control (a row of every
 @dataclass(frozen=True)
 class CheckpointRef:
     path: Path
-    run: str        # the pretraining run's folder name (a row of the paper's Table 2)
-    step: int       # a column of Table 2
-    sha: str        # sha256 of model.safetensors: results are keyed by it, not by the path
+    run: str  # the pretraining run's folder name (a row of the paper's Table 2)
+    step: int  # a column of Table 2
+    sha: str  # sha256 of model.safetensors: results are keyed by it, not by the path
     # "pretrained": the checkpoint's weights; "random": its architecture from random weights
     # (a control: `sha` then identifies architecture + tokenizer + cleaning + pretraining seed, not a file).
     init: str = "pretrained"
@@ -60,7 +60,9 @@ def _describe(path: Path) -> CheckpointRef:
     return CheckpointRef(path=path.resolve(), run=run, step=step, sha=sha256_file(weights))
 
 
-def find_checkpoints(latest: list[Path] | tuple[Path, ...] = (), every: list[Path] | tuple[Path, ...] = ()) -> list[CheckpointRef]:
+def find_checkpoints(
+    latest: list[Path] | tuple[Path, ...] = (), every: list[Path] | tuple[Path, ...] = ()
+) -> list[CheckpointRef]:
     """`latest`: each path's newest complete checkpoint (or the checkpoint folder itself);
     `every`: every complete checkpoint of each run folder (a checkpoint folder counts as itself).
 
@@ -115,10 +117,14 @@ def random_init_ref(ref: CheckpointRef, run: str = CONTROL) -> CheckpointRef:
     if not (ref.path / TOKENIZER).is_file():
         raise MapnetError(f"checkpoint {ref.path} lacks {TOKENIZER}")
     settings = load_settings(ref.path)
-    identity = {"init": "random", "version": 1, "model": read_config(ref.path)["model"],
-                "tokenizer": sha256_file(ref.path / TOKENIZER),
-                "clean": {k: getattr(settings.preprocess, k) for k in ("lowercase", "normalize_punctuation", "moses_lang")},
-                "pretraining_seed": settings.train.seed}
+    identity = {
+        "init": "random",
+        "version": 1,
+        "model": read_config(ref.path)["model"],
+        "tokenizer": sha256_file(ref.path / TOKENIZER),
+        "clean": {k: getattr(settings.preprocess, k) for k in ("lowercase", "normalize_punctuation", "moses_lang")},
+        "pretraining_seed": settings.train.seed,
+    }
     sha = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
     return CheckpointRef(path=ref.path, run=run, step=0, sha=sha, init="random", init_seed=settings.train.seed)
 
@@ -141,7 +147,7 @@ def with_controls(refs: list[CheckpointRef], init: str) -> tuple[list[Checkpoint
         controls.setdefault(ctl.sha, (ctl, ref.run))
         of[ref.key] = ctl.key
     names: dict[str, str] = {}
-    for sha, (ctl, run) in controls.items():
+    for sha, (_, run) in controls.items():
         name = CONTROL if len(controls) == 1 else f"{CONTROL}/{run}"
         names[sha] = name if name not in names.values() else f"{name}/{sha[:8]}"
     made = [replace(ctl, run=names[sha]) for sha, (ctl, _) in controls.items()]
@@ -150,8 +156,8 @@ def with_controls(refs: list[CheckpointRef], init: str) -> tuple[list[Checkpoint
 
 def load_architecture(ref: CheckpointRef):
     """(BertConfig, the checkpoint's Settings) without reading its weights."""
-    from ...model.checkpoint import TOKENIZER, load_settings, read_config
     from ...model.bert import BertConfig
+    from ...model.checkpoint import TOKENIZER, load_settings, read_config
 
     if not (ref.path / TOKENIZER).is_file():
         raise MapnetError(f"checkpoint {ref.path} lacks {TOKENIZER}")
@@ -166,5 +172,7 @@ def load_encoder_state(ref: CheckpointRef):
 
     if not (ref.path / TOKENIZER).is_file():
         raise MapnetError(f"checkpoint {ref.path} lacks {TOKENIZER}")
-    run = load_run(ref.path, with_proposal=False)  # verified on read, as everywhere (hashed once per process while unchanged)
+    run = load_run(
+        ref.path, with_proposal=False
+    )  # verified on read, as everywhere (hashed once per process while unchanged)
     return run.model.encoder.state_dict(), run.model.cfg, run.settings

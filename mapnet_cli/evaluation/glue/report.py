@@ -43,17 +43,29 @@ def result_rows(summary: dict) -> list[list[str]]:
             best = t["best"]
             for entry in TASKS[task].entries:
                 if best is None:
-                    entries.append((entry, [label, entry, "-", "-", "not run yet", f"0/{t['configs'][0]['seeds_planned']}"]))
+                    entries.append(
+                        (entry, [label, entry, "-", "-", "not run yet", f"0/{t['configs'][0]['seeds_planned']}"])
+                    )
                     continue
                 e = best["entries"][entry]
                 metrics = " / ".join(f"{name} {pm(v['mean'], v['std'])}" for name, v in e["metrics"].items())
                 cfg = f"bs {best['batch_size']}, lr {best['lr']:g}"
-                seeds = f"{best['seeds_done']}/{best['seeds_planned']}" + ("" if t["complete"] else " (sweep incomplete)")
+                seeds = f"{best['seeds_done']}/{best['seeds_planned']}" + (
+                    "" if t["complete"] else " (sweep incomplete)"
+                )
                 entries.append((entry, [label, entry, metrics, pm(e["score"], e["score_std"]), cfg, seeds]))
         rows.extend(r for _, r in sorted(entries, key=lambda x: _entry_order(x[0])))
         g = ck["glue"]
-        rows.append([label, "GLUE", f"mean over {len(g['entries'])}/{g['of']}: {', '.join(g['entries']) or '-'}",
-                     points(g["score"]), "", ""])
+        rows.append(
+            [
+                label,
+                "GLUE",
+                f"mean over {len(g['entries'])}/{g['of']}: {', '.join(g['entries']) or '-'}",
+                points(g["score"]),
+                "",
+                "",
+            ]
+        )
     return rows
 
 
@@ -127,17 +139,36 @@ def curves(summary: dict) -> list[dict]:
     """Flat learning-curve records: one per (run, step, entry), entry "GLUE" included."""
     out = []
     for ck in summary["checkpoints"]:
-        for task, t in ck["tasks"].items():
+        for t in ck["tasks"].values():
             best = t["best"]
             if best is None:
                 continue
             for entry, e in best["entries"].items():
-                out.append({"run": ck["run"], "step": ck["step"], "entry": entry, "score": e["score"],
-                            "std": e["score_std"], "seeds": best["seeds_done"],
-                            "batch_size": best["batch_size"], "lr": best["lr"]})
+                out.append(
+                    {
+                        "run": ck["run"],
+                        "step": ck["step"],
+                        "entry": entry,
+                        "score": e["score"],
+                        "std": e["score_std"],
+                        "seeds": best["seeds_done"],
+                        "batch_size": best["batch_size"],
+                        "lr": best["lr"],
+                    }
+                )
         if ck["glue"]["score"] is not None:
-            out.append({"run": ck["run"], "step": ck["step"], "entry": "GLUE", "score": ck["glue"]["score"],
-                        "std": None, "seeds": None, "batch_size": None, "lr": None})
+            out.append(
+                {
+                    "run": ck["run"],
+                    "step": ck["step"],
+                    "entry": "GLUE",
+                    "score": ck["glue"]["score"],
+                    "std": None,
+                    "seeds": None,
+                    "batch_size": None,
+                    "lr": None,
+                }
+            )
     return sorted(out, key=lambda r: (_entry_order(r["entry"]), r["run"], r["step"]))
 
 
@@ -146,8 +177,9 @@ def write_curves(summary: dict, out_dir) -> list[str]:
     records = curves(summary)
     write_json(out_dir / "learning_curves.json", records)
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=["run", "step", "entry", "score", "std", "seeds", "batch_size", "lr"],
-                            lineterminator="\n")
+    writer = csv.DictWriter(
+        buf, fieldnames=["run", "step", "entry", "score", "std", "seeds", "batch_size", "lr"], lineterminator="\n"
+    )
     writer.writeheader()
     writer.writerows(records)
     write_text(out_dir / "learning_curves.csv", buf.getvalue())
@@ -173,8 +205,11 @@ def plot_curves(records: list[dict], path) -> None:
     fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.4 * rows), squeeze=False)
     for ax, entry in zip(axes.flat, entries):
         for run in dict.fromkeys(r["run"] for r in records):
-            pts = sorted((r["step"], 100 * r["score"], 100 * (r["std"] or 0.0)) for r in records
-                         if r["entry"] == entry and r["run"] == run)
+            pts = sorted(
+                (r["step"], 100 * r["score"], 100 * (r["std"] or 0.0))
+                for r in records
+                if r["entry"] == entry and r["run"] == run
+            )
             if not pts:
                 continue
             xs, ys, es = zip(*pts)
@@ -184,7 +219,7 @@ def plot_curves(records: list[dict], path) -> None:
         ax.set_ylabel("dev score")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
-    for ax in list(axes.flat)[len(entries):]:
+    for ax in list(axes.flat)[len(entries) :]:
         ax.set_visible(False)
     fig.tight_layout()
     save_figure(fig, Path(path))

@@ -60,9 +60,16 @@ class PlanItem:
 def protocol(ft) -> dict:
     """The settings that change a run's outcome (and so belong in its key)."""
     return {
-        "epochs": ft.epochs, "warmup_ratio": ft.warmup_ratio, "weight_decay": ft.weight_decay,
-        "betas": list(ft.betas), "eps": ft.eps, "max_seq_len": ft.max_seq_len, "max_train": ft.max_train,
-        "max_dev": ft.max_dev, "length_group": ft.length_group, "precision": ft.precision,
+        "epochs": ft.epochs,
+        "warmup_ratio": ft.warmup_ratio,
+        "weight_decay": ft.weight_decay,
+        "betas": list(ft.betas),
+        "eps": ft.eps,
+        "max_seq_len": ft.max_seq_len,
+        "max_train": ft.max_train,
+        "max_dev": ft.max_dev,
+        "length_group": ft.length_group,
+        "precision": ft.precision,
         "malformed_rows": ft.malformed_rows,
         # Only when set: the keys (and so the stored runs) of sweeps from before these settings stay valid.
         **({"dropout": ft.dropout} if ft.dropout != -1.0 else {}),
@@ -80,9 +87,14 @@ def run_key(ref: CheckpointRef, task: str, batch_size: int, lr: float, seed: int
 
 def make_plan(refs: list[CheckpointRef], tasks: list[str], ft) -> list[PlanItem]:
     proto = protocol_hash(ft)
-    return [PlanItem(ref, task, bs, lr, seed, run_key(ref, task, bs, lr, seed, proto))
-            for ref in refs for task in tasks for bs in ft.batch_sizes for lr in ft.learning_rates
-            for seed in range(ft.seed, ft.seed + ft.seeds)]
+    return [
+        PlanItem(ref, task, bs, lr, seed, run_key(ref, task, bs, lr, seed, proto))
+        for ref in refs
+        for task in tasks
+        for bs in ft.batch_sizes
+        for lr in ft.learning_rates
+        for seed in range(ft.seed, ft.seed + ft.seeds)
+    ]
 
 
 # ---------------------------------------------------------------- data
@@ -91,9 +103,15 @@ def _subset(split: Split, n: int) -> Split:
     if n <= 0 or len(split) <= n:
         return split
     keep = np.sort(np.random.default_rng(DATA_SEED).choice(len(split), size=n, replace=False))
-    return Split(split.entry, split.path, [split.text_a[i] for i in keep],
-                 None if split.text_b is None else [split.text_b[i] for i in keep],
-                 split.labels[keep], split.skipped, split.skipped_lines)
+    return Split(
+        split.entry,
+        split.path,
+        [split.text_a[i] for i in keep],
+        None if split.text_b is None else [split.text_b[i] for i in keep],
+        split.labels[keep],
+        split.skipped,
+        split.skipped_lines,
+    )
 
 
 def load_tasks(tasks: list[str], glue_dir: Path, ft) -> dict[str, TaskData]:
@@ -119,9 +137,13 @@ def data_report(data: dict[str, TaskData]) -> dict:
     for name, d in data.items():
         rep[name] = {
             split.entry: {
-                "path": str(split.path), "rows": len(split), "skipped_malformed": split.skipped,
-                "skipped_lines": split.skipped_lines}
-            for split in [d.train, *d.dev]}
+                "path": str(split.path),
+                "rows": len(split),
+                "skipped_malformed": split.skipped,
+                "skipped_lines": split.skipped_lines,
+            }
+            for split in [d.train, *d.dev]
+        }
     return rep
 
 
@@ -199,22 +221,38 @@ def summarize(runs: dict, plan: list[PlanItem], rule: str, controls: dict[str, s
                 row = {"batch_size": bs, "lr": lr, "seeds_done": len(done), "seeds_planned": cfg["planned"]}
                 if done:
                     chosen = [_chosen(r, rule) for r in done]
-                    row["score"], row["score_std"] = _mean_std([c["score"] if c["score"] is not None else 0.0 for c in chosen])
+                    row["score"], row["score_std"] = _mean_std(
+                        [c["score"] if c["score"] is not None else 0.0 for c in chosen]
+                    )
                     row["epochs"] = [c["epoch"] for c in chosen]
                     row["seeds"] = list(cfg["seeds"])
                     row["entries"] = {}
                     for entry in TASKS[task].entries:
                         e_scores = [c["entries"][entry]["score"] or 0.0 for c in chosen]
                         m, s = _mean_std(e_scores)
-                        row["entries"][entry] = {"score": m, "score_std": s, "ci95": _ci(e_scores)["ci95"],
-                                                 "seed_scores": e_scores, "metrics": {
-                            name: dict(zip(("mean", "std"), _mean_std([c["entries"][entry]["metrics"][name] or 0.0 for c in chosen])))
-                            for name in TASKS[task].metrics}}
+                        row["entries"][entry] = {
+                            "score": m,
+                            "score_std": s,
+                            "ci95": _ci(e_scores)["ci95"],
+                            "seed_scores": e_scores,
+                            "metrics": {
+                                name: dict(
+                                    zip(
+                                        ("mean", "std"),
+                                        _mean_std([c["entries"][entry]["metrics"][name] or 0.0 for c in chosen]),
+                                    )
+                                )
+                                for name in TASKS[task].metrics
+                            },
+                        }
                 rows.append(row)
             scored = [r for r in rows if "score" in r]
             best = max(scored, key=lambda r: r["score"]) if scored else None  # max keeps the first of equals
-            tasks_out[task] = {"configs": rows, "best": best,
-                               "complete": all(r["seeds_done"] == r["seeds_planned"] for r in rows)}
+            tasks_out[task] = {
+                "configs": rows,
+                "best": best,
+                "complete": all(r["seeds_done"] == r["seeds_planned"] for r in rows),
+            }
             if best is not None:
                 for entry, e in best["entries"].items():
                     entry_scores[entry] = e["score"]
@@ -225,29 +263,55 @@ def summarize(runs: dict, plan: list[PlanItem], rule: str, controls: dict[str, s
         glue_seeds = [s for s in (stats[used[0]]["seeds"] if used else []) if all(s in d for d in per_seed)]
         if glue_seeds:
             stats["GLUE"] = _seed_stats(glue_seeds, [float(np.mean([d[s] for d in per_seed])) for s in glue_seeds])
-        checkpoints.append({
-            "checkpoint": ref.key, "run": ref.run, "step": ref.step, "path": str(ref.path), "sha256": ref.sha,
-            "init": ref.init, "tasks": tasks_out, "entries": entry_scores,
-            "glue": {"score": score if used else None, "entries": used, "of": len(M.SCORE_ENTRIES),
-                     "ci95": stats["GLUE"]["ci95"] if "GLUE" in stats else None},
-            "stats": stats,
-        })
+        checkpoints.append(
+            {
+                "checkpoint": ref.key,
+                "run": ref.run,
+                "step": ref.step,
+                "path": str(ref.path),
+                "sha256": ref.sha,
+                "init": ref.init,
+                "tasks": tasks_out,
+                "entries": entry_scores,
+                "glue": {
+                    "score": score if used else None,
+                    "entries": used,
+                    "of": len(M.SCORE_ENTRIES),
+                    "ci95": stats["GLUE"]["ci95"] if "GLUE" in stats else None,
+                },
+                "stats": stats,
+            }
+        )
     by_key = {ck["checkpoint"]: ck for ck in checkpoints}
     for ck in checkpoints:
         control = by_key.get((controls or {}).get(ck["checkpoint"]))
         if control is None:
             continue
-        margin = {entry: _paired(st, control["stats"][entry]) for entry, st in ck["stats"].items()
-                  if entry in control["stats"]}
-        ck["margin"] = {"control": control["checkpoint"], "control_run": control["run"],
-                        "pairing": "fine-tuning seed", "entries": {e: m for e, m in margin.items() if m is not None}}
+        margin = {
+            entry: _paired(st, control["stats"][entry])
+            for entry, st in ck["stats"].items()
+            if entry in control["stats"]
+        }
+        ck["margin"] = {
+            "control": control["checkpoint"],
+            "control_run": control["run"],
+            "pairing": "fine-tuning seed",
+            "entries": {e: m for e, m in margin.items() if m is not None},
+        }
     return {"run_score": rule, "checkpoints": checkpoints}
 
 
 # ---------------------------------------------------------------- the sweep
-def run_sweep(refs: list[CheckpointRef], tasks: list[str], glue_dir: Path, out_dir: Path, ft,
-              events: Events | None = None, controls: dict[str, str] | None = None,
-              preset: str | None = None) -> dict:
+def run_sweep(
+    refs: list[CheckpointRef],
+    tasks: list[str],
+    glue_dir: Path,
+    out_dir: Path,
+    ft,
+    events: Events | None = None,
+    controls: dict[str, str] | None = None,
+    preset: str | None = None,
+) -> dict:
     """Run every planned run that the results file lacks; returns the results document.
 
     `refs` may hold random-init controls (`pretrained.with_controls`); `controls` maps a checkpoint's
@@ -271,15 +335,25 @@ def run_sweep(refs: list[CheckpointRef], tasks: list[str], glue_dir: Path, out_d
     for name, d in data.items():
         for split in [d.train, *d.dev]:
             if split.skipped:
-                events.note(f"{name} {split.path.name}: skipped {split.skipped} malformed rows "
-                            f"(lines {', '.join(map(str, split.skipped_lines))}{', ...' if split.skipped > len(split.skipped_lines) else ''})")
+                more = ", ..." if split.skipped > len(split.skipped_lines) else ""
+                events.note(
+                    f"{name} {split.path.name}: skipped {split.skipped} malformed rows "
+                    f"(lines {', '.join(map(str, split.skipped_lines))}{more})"
+                )
     plan = make_plan(refs, tasks, ft)
     pending = [p for p in plan if p.key not in doc["runs"]]
     total = sum(ft.epochs * steps_per_epoch(len(data[p.task].train), p.batch_size) for p in pending)
 
-    doc["protocol"] = {**protocol(ft), "batch_sizes": list(ft.batch_sizes), "learning_rates": list(ft.learning_rates),
-                       "seeds": ft.seeds, "first_seed": ft.seed, "run_score": ft.run_score, "hash": protocol_hash(ft),
-                       "preset": preset or "paper"}
+    doc["protocol"] = {
+        **protocol(ft),
+        "batch_sizes": list(ft.batch_sizes),
+        "learning_rates": list(ft.learning_rates),
+        "seeds": ft.seeds,
+        "first_seed": ft.seed,
+        "run_score": ft.run_score,
+        "hash": protocol_hash(ft),
+        "preset": preset or "paper",
+    }
     doc["data"] = data_report(data)
     doc["tasks"] = tasks
     doc["init"] = sorted({ref.init for ref in refs})
@@ -334,22 +408,63 @@ def run_sweep(refs: list[CheckpointRef], tasks: list[str], glue_dir: Path, out_d
                     events.note(f"{item.task}: {cut} examples truncated to {max_len} tokens")
             train, devs = encoded[item.task]
             events.run_started(f"{ref.run}@{ref.step} {item.task} bs={item.batch_size} lr={item.lr:g} seed={item.seed}")
-            rc = RunConfig(batch_size=item.batch_size, lr=item.lr, seed=item.seed, epochs=ft.epochs,
-                           warmup_ratio=ft.warmup_ratio, weight_decay=ft.weight_decay, betas=tuple(ft.betas),
-                           eps=ft.eps, length_group=ft.length_group, eval_batch_size=ft.eval_batch_size,
-                           dropout=cfg.dropout, pooling=ft.pooling)
-            result = finetune_run(lambda seed=item.seed: make_encoder(seed), TASKS[item.task], train, devs, rc,
-                                  encoder_text.pad_id, dev, precision, on_step=events.advance)
-            record = {"checkpoint": {"key": ref.key, "run": ref.run, "step": ref.step, "sha256": ref.sha,
-                                     "path": str(ref.path), "init": ref.init},
-                      "init": ref.init,
-                      **({"init_seed": {"pretraining_seed": ref.init_seed,
-                                        "torch_seed": random_init_seed(ref.init_seed, item.seed)}}
-                         if ref.init == "random" else {}),
-                      "task": item.task, "batch_size": item.batch_size, "lr": item.lr, "seed": item.seed,
-                      "epochs": result.epochs, "steps": result.steps, "seconds": round(result.seconds, 3),
-                      "device": str(dev), "precision": precision, "train_examples": len(train),
-                      "config": asdict(rc)}
+            rc = RunConfig(
+                batch_size=item.batch_size,
+                lr=item.lr,
+                seed=item.seed,
+                epochs=ft.epochs,
+                warmup_ratio=ft.warmup_ratio,
+                weight_decay=ft.weight_decay,
+                betas=tuple(ft.betas),
+                eps=ft.eps,
+                length_group=ft.length_group,
+                eval_batch_size=ft.eval_batch_size,
+                dropout=cfg.dropout,
+                pooling=ft.pooling,
+            )
+            result = finetune_run(
+                lambda seed=item.seed: make_encoder(seed),
+                TASKS[item.task],
+                train,
+                devs,
+                rc,
+                encoder_text.pad_id,
+                dev,
+                precision,
+                on_step=events.advance,
+            )
+            record = {
+                "checkpoint": {
+                    "key": ref.key,
+                    "run": ref.run,
+                    "step": ref.step,
+                    "sha256": ref.sha,
+                    "path": str(ref.path),
+                    "init": ref.init,
+                },
+                "init": ref.init,
+                **(
+                    {
+                        "init_seed": {
+                            "pretraining_seed": ref.init_seed,
+                            "torch_seed": random_init_seed(ref.init_seed, item.seed),
+                        }
+                    }
+                    if ref.init == "random"
+                    else {}
+                ),
+                "task": item.task,
+                "batch_size": item.batch_size,
+                "lr": item.lr,
+                "seed": item.seed,
+                "epochs": result.epochs,
+                "steps": result.steps,
+                "seconds": round(result.seconds, 3),
+                "device": str(dev),
+                "precision": precision,
+                "train_examples": len(train),
+                "config": asdict(rc),
+            }
             doc["runs"][item.key] = json_safe(record)
             save()
             events.run_finished(item.key, record)

@@ -29,16 +29,16 @@ from ...errors import MapnetError
 
 @dataclass(frozen=True)
 class TaskSpec:
-    name: str                                   # canonical GLUE spelling, also the folder name
-    header: tuple[str, ...] | None              # the official header (None: the file has none)
-    n_columns: int                              # fields per row
-    text_a: str | int                           # column name (header files) or index (no header)
-    text_b: str | int | None                    # None: a single-sentence task
+    name: str  # canonical GLUE spelling, also the folder name
+    header: tuple[str, ...] | None  # the official header (None: the file has none)
+    n_columns: int  # fields per row
+    text_a: str | int  # column name (header files) or index (no header)
+    text_b: str | int | None  # None: a single-sentence task
     label: str | int
-    labels: tuple[str, ...] | None              # class names in id order; None: regression (STS-B)
-    dev: tuple[tuple[str, str], ...]            # (score entry, file) per dev set
+    labels: tuple[str, ...] | None  # class names in id order; None: regression (STS-B)
+    dev: tuple[tuple[str, str], ...]  # (score entry, file) per dev set
     metrics: tuple[str, ...]
-    skip_malformed: bool = False                # the known convention for this task's files
+    skip_malformed: bool = False  # the known convention for this task's files
 
     @property
     def is_regression(self) -> bool:
@@ -53,39 +53,140 @@ class TaskSpec:
         return tuple(entry for entry, _ in self.dev)
 
 
-_NLI_HEADER_TRAIN = ("index", "promptID", "pairID", "genre", "sentence1_binary_parse", "sentence2_binary_parse",
-                     "sentence1_parse", "sentence2_parse", "sentence1", "sentence2", "label1", "gold_label")
+_NLI_HEADER_TRAIN = (
+    "index",
+    "promptID",
+    "pairID",
+    "genre",
+    "sentence1_binary_parse",
+    "sentence2_binary_parse",
+    "sentence1_parse",
+    "sentence2_parse",
+    "sentence1",
+    "sentence2",
+    "label1",
+    "gold_label",
+)
 
-TASKS: dict[str, TaskSpec] = {t.name: t for t in (
-    TaskSpec(name="CoLA", header=None, n_columns=4, text_a=3, text_b=None, label=1,
-             labels=("0", "1"), dev=(("CoLA", "dev.tsv"),), metrics=("mcc",)),
-    TaskSpec(name="SST-2", header=("sentence", "label"), n_columns=2, text_a="sentence", text_b=None,
-             label="label", labels=("0", "1"), dev=(("SST-2", "dev.tsv"),), metrics=("acc",)),
-    TaskSpec(name="MRPC", header=("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"), n_columns=5,
-             text_a="#1 String", text_b="#2 String", label="Quality", labels=("0", "1"),
-             dev=(("MRPC", "dev.tsv"),), metrics=("f1", "acc")),
-    TaskSpec(name="STS-B", header=("index", "genre", "filename", "year", "old_index", "source1", "source2",
-                                   "sentence1", "sentence2", "score"), n_columns=10,
-             text_a="sentence1", text_b="sentence2", label="score", labels=None,
-             dev=(("STS-B", "dev.tsv"),), metrics=("pearson", "spearman")),
-    TaskSpec(name="QQP", header=("id", "qid1", "qid2", "question1", "question2", "is_duplicate"), n_columns=6,
-             text_a="question1", text_b="question2", label="is_duplicate", labels=("0", "1"),
-             dev=(("QQP", "dev.tsv"),), metrics=("f1", "acc"), skip_malformed=True),
-    # MNLI's dev files carry five annotator labels (label1..label5) before gold_label; train only label1.
-    # Both are read by column name, so the differing widths need no special case.
-    TaskSpec(name="MNLI", header=_NLI_HEADER_TRAIN, n_columns=12, text_a="sentence1", text_b="sentence2",
-             label="gold_label", labels=("contradiction", "entailment", "neutral"),
-             dev=(("MNLI-m", "dev_matched.tsv"), ("MNLI-mm", "dev_mismatched.tsv")), metrics=("acc",)),
-    TaskSpec(name="QNLI", header=("index", "question", "sentence", "label"), n_columns=4,
-             text_a="question", text_b="sentence", label="label", labels=("entailment", "not_entailment"),
-             dev=(("QNLI", "dev.tsv"),), metrics=("acc",)),
-    TaskSpec(name="RTE", header=("index", "sentence1", "sentence2", "label"), n_columns=4,
-             text_a="sentence1", text_b="sentence2", label="label", labels=("entailment", "not_entailment"),
-             dev=(("RTE", "dev.tsv"),), metrics=("acc",)),
-    TaskSpec(name="WNLI", header=("index", "sentence1", "sentence2", "label"), n_columns=4,
-             text_a="sentence1", text_b="sentence2", label="label", labels=("0", "1"),
-             dev=(("WNLI", "dev.tsv"),), metrics=("acc",)),
-)}
+TASKS: dict[str, TaskSpec] = {
+    t.name: t
+    for t in (
+        TaskSpec(
+            name="CoLA",
+            header=None,
+            n_columns=4,
+            text_a=3,
+            text_b=None,
+            label=1,
+            labels=("0", "1"),
+            dev=(("CoLA", "dev.tsv"),),
+            metrics=("mcc",),
+        ),
+        TaskSpec(
+            name="SST-2",
+            header=("sentence", "label"),
+            n_columns=2,
+            text_a="sentence",
+            text_b=None,
+            label="label",
+            labels=("0", "1"),
+            dev=(("SST-2", "dev.tsv"),),
+            metrics=("acc",),
+        ),
+        TaskSpec(
+            name="MRPC",
+            header=("Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"),
+            n_columns=5,
+            text_a="#1 String",
+            text_b="#2 String",
+            label="Quality",
+            labels=("0", "1"),
+            dev=(("MRPC", "dev.tsv"),),
+            metrics=("f1", "acc"),
+        ),
+        TaskSpec(
+            name="STS-B",
+            header=(
+                "index",
+                "genre",
+                "filename",
+                "year",
+                "old_index",
+                "source1",
+                "source2",
+                "sentence1",
+                "sentence2",
+                "score",
+            ),
+            n_columns=10,
+            text_a="sentence1",
+            text_b="sentence2",
+            label="score",
+            labels=None,
+            dev=(("STS-B", "dev.tsv"),),
+            metrics=("pearson", "spearman"),
+        ),
+        TaskSpec(
+            name="QQP",
+            header=("id", "qid1", "qid2", "question1", "question2", "is_duplicate"),
+            n_columns=6,
+            text_a="question1",
+            text_b="question2",
+            label="is_duplicate",
+            labels=("0", "1"),
+            dev=(("QQP", "dev.tsv"),),
+            metrics=("f1", "acc"),
+            skip_malformed=True,
+        ),
+        # MNLI's dev files carry five annotator labels (label1..label5) before gold_label; train only label1.
+        # Both are read by column name, so the differing widths need no special case.
+        TaskSpec(
+            name="MNLI",
+            header=_NLI_HEADER_TRAIN,
+            n_columns=12,
+            text_a="sentence1",
+            text_b="sentence2",
+            label="gold_label",
+            labels=("contradiction", "entailment", "neutral"),
+            dev=(("MNLI-m", "dev_matched.tsv"), ("MNLI-mm", "dev_mismatched.tsv")),
+            metrics=("acc",),
+        ),
+        TaskSpec(
+            name="QNLI",
+            header=("index", "question", "sentence", "label"),
+            n_columns=4,
+            text_a="question",
+            text_b="sentence",
+            label="label",
+            labels=("entailment", "not_entailment"),
+            dev=(("QNLI", "dev.tsv"),),
+            metrics=("acc",),
+        ),
+        TaskSpec(
+            name="RTE",
+            header=("index", "sentence1", "sentence2", "label"),
+            n_columns=4,
+            text_a="sentence1",
+            text_b="sentence2",
+            label="label",
+            labels=("entailment", "not_entailment"),
+            dev=(("RTE", "dev.tsv"),),
+            metrics=("acc",),
+        ),
+        TaskSpec(
+            name="WNLI",
+            header=("index", "sentence1", "sentence2", "label"),
+            n_columns=4,
+            text_a="sentence1",
+            text_b="sentence2",
+            label="label",
+            labels=("0", "1"),
+            dev=(("WNLI", "dev.tsv"),),
+            metrics=("acc",),
+        ),
+    )
+}
+
 
 def _task_key(name: str) -> str:
     return name.lower().replace("-", "").replace("_", "")
@@ -114,12 +215,12 @@ def task_spec(name: str) -> TaskSpec:
 class Split:
     """One labelled file, read and checked."""
 
-    entry: str                       # the score entry: "RTE", "MNLI-m", ... ("train" for training data)
+    entry: str  # the score entry: "RTE", "MNLI-m", ... ("train" for training data)
     path: Path
     text_a: list[str]
     text_b: list[str] | None
-    labels: np.ndarray               # int64 class ids, or float32 scores for STS-B
-    skipped: int = 0                 # malformed rows skipped (QQP's convention)
+    labels: np.ndarray  # int64 class ids, or float32 scores for STS-B
+    skipped: int = 0  # malformed rows skipped (QQP's convention)
     skipped_lines: list[int] = field(default_factory=list)  # the first few, for the report
 
     def __len__(self) -> int:
@@ -217,7 +318,11 @@ def load_task(spec: TaskSpec, glue_dir: Path, skip_malformed: bool | None = None
     folder = glue_dir / spec.name
     if not folder.is_dir():
         # Accept the lower-case, dash-less folder names some copies use (sst2, stsb).
-        alt = [p for p in glue_dir.iterdir() if p.is_dir() and p.name.lower().replace("-", "") == spec.name.lower().replace("-", "")]
+        alt = [
+            p
+            for p in glue_dir.iterdir()
+            if p.is_dir() and p.name.lower().replace("-", "") == spec.name.lower().replace("-", "")
+        ]
         if not alt:
             raise MapnetError(f"GLUE {spec.name}: folder not found: {folder}")
         folder = alt[0]

@@ -18,13 +18,20 @@ which bootstrap replicates re-index. The derivation: docs/internals.md#evaluatio
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 
-TERMS = ("mask_variance", "sentence_variance", "total_variance", "sum_of_terms", "between_sentence_raw", "pooled_biased",
-         "mean_gradient_sq")
+TERMS = (
+    "mask_variance",
+    "sentence_variance",
+    "total_variance",
+    "sum_of_terms",
+    "between_sentence_raw",
+    "pooled_biased",
+    "mean_gradient_sq",
+)
 SCALE_FREE = ("noise_scale", "mask_noise_scale")  # ratio -> its variance term: noise_scale = total / mean_gradient_sq
 _SCALE_FREE_TERM = {"noise_scale": "total_variance", "mask_noise_scale": "mask_variance"}
 
@@ -56,12 +63,16 @@ def gram_matrix(n: int, example_gradient: Callable[[int], Sequence[torch.Tensor]
             for store, b in zip(panel, blocks):
                 store[i - start] = b.reshape(-1)
         # Float32 products per block, summed in float64 across blocks.
-        block = sum(((p @ p.T).double().cpu() for p in panel), torch.zeros(stop - start, stop - start, dtype=torch.float64))
+        block = sum(
+            ((p @ p.T).double().cpu() for p in panel), torch.zeros(stop - start, stop - start, dtype=torch.float64)
+        )
         gram[start:stop, start:stop] = block
         for j in range(stop, n):
             blocks = example_gradient(j)
-            col = sum(((p @ b.reshape(-1)).double().cpu() for p, b in zip(panel, blocks)),
-                      torch.zeros(stop - start, dtype=torch.float64))
+            col = sum(
+                ((p @ b.reshape(-1)).double().cpu() for p, b in zip(panel, blocks)),
+                torch.zeros(stop - start, dtype=torch.float64),
+            )
             gram[start:stop, j] = col
             gram[j, start:stop] = col
         del panel
@@ -121,9 +132,15 @@ def decompose(norms: torch.Tensor, means: torch.Tensor, masks: int) -> dict[str,
     cross = (total_means - trace_means) / (S * (S - 1))  # mean <gbar_s, gbar_t> over s != t
     total = norms.sum(-1) / (S * M) - cross
     pooled = (norms.sum(-1) - total_means * M / S) / (S * M - 1)  # sum ||g - gbar||^2 / (SM - 1)
-    return {"mask_variance": mask_var, "sentence_variance": sentence_var, "total_variance": total,
-            "sum_of_terms": mask_var + sentence_var, "between_sentence_raw": between_raw, "pooled_biased": pooled,
-            "mean_gradient_sq": cross}
+    return {
+        "mask_variance": mask_var,
+        "sentence_variance": sentence_var,
+        "total_variance": total,
+        "sum_of_terms": mask_var + sentence_var,
+        "between_sentence_raw": between_raw,
+        "pooled_biased": pooled,
+        "mean_gradient_sq": cross,
+    }
 
 
 def scale_free(terms: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -178,16 +195,21 @@ def mean_distance(means_aa: torch.Tensor, means_uu: torch.Tensor, means_au: torc
     # is <= 0), a relative distance means nothing: NaN, reported as null.
     ref_u = torch.where(ref_sq_unbiased > 0, ref_sq_unbiased, torch.full_like(ref_sq_unbiased, math.nan))
     dist, dist_u = dbar_sq.clamp(min=0).sqrt(), delta_sq.clamp(min=0).sqrt()
-    return {"distance": dist, "distance_unbiased": dist_u, "distance_sq_unbiased": delta_sq,
-            "relative": dist / ref_sq.sqrt(),
-            "relative_unbiased": dist_u / ref_u.sqrt(),
-            "relative_sq_unbiased": delta_sq / ref_u,
-            "reference_norm": ref_sq.sqrt()}
+    return {
+        "distance": dist,
+        "distance_unbiased": dist_u,
+        "distance_sq_unbiased": delta_sq,
+        "relative": dist / ref_sq.sqrt(),
+        "relative_unbiased": dist_u / ref_u.sqrt(),
+        "relative_sq_unbiased": delta_sq / ref_u,
+        "reference_norm": ref_sq.sqrt(),
+    }
 
 
 # ---------------------------------------------------------------- bootstrap
-def bootstrap(gram6: torch.Tensor, replicates: int, generator: torch.Generator, resample_masks: bool = False,
-              chunk: int = 100):
+def bootstrap(
+    gram6: torch.Tensor, replicates: int, generator: torch.Generator, resample_masks: bool = False, chunk: int = 100
+):
     """Yield `Summaries` of bootstrap replicates (leading dim = replicates in the chunk).
 
     Sentences are resampled with replacement, the same draw for every scheme
@@ -218,7 +240,9 @@ def bootstrap(gram6: torch.Tensor, replicates: int, generator: torch.Generator, 
             # counts[r, s, m]: how often mask m of resampled sentence s was drawn; the summaries of
             # a resample are count-weighted sums, so no per-example index is ever materialised.
             mask = torch.randint(0, M, (r, S, M), generator=generator)
-            counts = torch.zeros(r, S, M, dtype=torch.float64).scatter_add_(2, mask, torch.ones(r, S, M, dtype=torch.float64))
+            counts = torch.zeros(r, S, M, dtype=torch.float64).scatter_add_(
+                2, mask, torch.ones(r, S, M, dtype=torch.float64)
+            )
             g = gram6[:, sent].movedim(1, 0)  # (r, A, S, M, A, S, M) with sentences resampled in the first slot
             g = torch.stack([g[k][:, :, :, :, sent[k]] for k in range(r)])
             norms = torch.einsum("rsm,rasm->ras", counts, diag[:, sent].movedim(1, 0))
@@ -246,7 +270,9 @@ def interval(replicates: torch.Tensor, estimate: float | None = None, level: flo
 
 
 # ---------------------------------------------------------------- the mini-batch view
-def minibatch_direct(gram_a: torch.Tensor, batch_size: int, draws: int, generator: torch.Generator) -> dict[str, float] | None:
+def minibatch_direct(
+    gram_a: torch.Tensor, batch_size: int, draws: int, generator: torch.Generator
+) -> dict[str, float] | None:
     """tr Var of a mini-batch mean (B sentences x 1 mask), measured by drawing batches.
 
     Each draw takes 2B distinct sentences at random, one random mask each,
@@ -268,8 +294,23 @@ def minibatch_direct(gram_a: torch.Tensor, batch_size: int, draws: int, generato
     sign = torch.cat([torch.full((batch_size,), 1.0), torch.full((batch_size,), -1.0)]).double() / batch_size
     coef = torch.zeros(draws, S * M, dtype=torch.float64).scatter_(1, idx, sign.expand(draws, -1).contiguous())
     values = 0.5 * ((coef @ G) * coef).sum(1)
-    return {"estimate": float(values.mean()), "mc_stderr": float(values.std() / math.sqrt(draws)) if draws > 1 else float("nan")}
+    return {
+        "estimate": float(values.mean()),
+        "mc_stderr": float(values.std() / math.sqrt(draws)) if draws > 1 else float("nan"),
+    }
 
 
-__all__ = ["TERMS", "SCALE_FREE", "gram_matrix", "Summaries", "summarise", "decompose", "scale_free",
-           "inverse_interval", "mean_distance", "bootstrap", "interval", "minibatch_direct"]
+__all__ = [
+    "TERMS",
+    "SCALE_FREE",
+    "gram_matrix",
+    "Summaries",
+    "summarise",
+    "decompose",
+    "scale_free",
+    "inverse_interval",
+    "mean_distance",
+    "bootstrap",
+    "interval",
+    "minibatch_direct",
+]

@@ -20,8 +20,8 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -64,7 +64,9 @@ def select_parameters(model: nn.Module, patterns: Sequence[str] = ()) -> list[tu
     unmatched = [pat for pat in patterns if not any(fnmatch.fnmatchcase(n, pat) for n, _ in named)]
     if unmatched:
         some = ", ".join(n for n, _ in named[:4])
-        raise MapnetError(f"--params pattern(s) {', '.join(map(repr, unmatched))} match no parameter (names look like: {some}, ...)")
+        raise MapnetError(
+            f"--params pattern(s) {', '.join(map(repr, unmatched))} match no parameter (names look like: {some}, ...)"
+        )
     return chosen
 
 
@@ -101,14 +103,15 @@ class CountSketch:
         acc = torch.zeros(2 * self.dim, dtype=torch.float32, device=self.index[0].device if self.index else "cpu")
         for idx, g in zip(self.index, grads):
             acc.index_add_(0, idx, g.reshape(-1).float())
-        return acc[: self.dim] - acc[self.dim:]
+        return acc[: self.dim] - acc[self.dim :]
 
 
 class ExampleGradients:
     """Gradients of single masked sequences w.r.t. a chosen set of parameters, exact or sketched."""
 
-    def __init__(self, model: nn.Module, patterns: Sequence[str] = (), project_dim: int = 0, seed: int = 0,
-                 method: str = "loop"):
+    def __init__(
+        self, model: nn.Module, patterns: Sequence[str] = (), project_dim: int = 0, seed: int = 0, method: str = "loop"
+    ):
         if method not in ("loop", "vmap"):
             raise ValueError(f"method must be 'loop' or 'vmap' (got {method!r})")
         self.model = model
@@ -118,7 +121,9 @@ class ExampleGradients:
         self.params = [p for _, p in self.named]
         self.numel = sum(p.numel() for p in self.params)
         device = self.params[0].device
-        self.sketch = CountSketch([(n, p.numel()) for n, p in self.named], project_dim, seed, device) if project_dim else None
+        self.sketch = (
+            CountSketch([(n, p.numel()) for n, p in self.named], project_dim, seed, device) if project_dim else None
+        )
         self.dim = project_dim or self.numel
         self.evaluations = 0  # gradient evaluations so far (recomputation included)
 
@@ -142,16 +147,24 @@ class ExampleGradients:
         per_position = first.token_weights is not None
 
         def loss(p, inputs, positions, labels, weight, token_weights):
-            ex = MaskedExample(inputs, positions, labels, weight, first.attention_mask,
-                               token_weights if per_position else None)
+            ex = MaskedExample(
+                inputs, positions, labels, weight, first.attention_mask, token_weights if per_position else None
+            )
             return example_loss(self.model, ex, p)
 
-        token_weights = (torch.stack([e.token_weights for e in examples]) if per_position
-                         else torch.zeros(len(examples), device=first.inputs.device))  # unused placeholder
+        token_weights = (
+            torch.stack([e.token_weights for e in examples])
+            if per_position
+            else torch.zeros(len(examples), device=first.inputs.device)
+        )  # unused placeholder
         stacked = torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0, 0, 0, 0))(
-            params, torch.stack([e.inputs for e in examples]), torch.stack([e.positions for e in examples]),
+            params,
+            torch.stack([e.inputs for e in examples]),
+            torch.stack([e.positions for e in examples]),
             torch.stack([e.labels for e in examples]),
-            torch.tensor([float(e.weight) for e in examples], device=first.inputs.device), token_weights)
+            torch.tensor([float(e.weight) for e in examples], device=first.inputs.device),
+            token_weights,
+        )
         self.evaluations += len(examples)
         return [[stacked[n][i] for n in self.names] for i in range(len(examples))]
 
@@ -161,7 +174,7 @@ class ExampleGradients:
         if self.sketch is None:
             raise ValueError("vectors() needs project_dim > 0; use blocks() for exact gradients")
         out = []
-        for group in (self._runs(examples) if self.method == "vmap" else ([e] for e in examples)):
+        for group in self._runs(examples) if self.method == "vmap" else ([e] for e in examples):
             grads = self.blocks_vmap(group) if self.method == "vmap" else [self.blocks(group[0])]
             out.extend(self.sketch.project(g) for g in grads)
         return torch.stack(out)
@@ -171,8 +184,11 @@ class ExampleGradients:
         """Consecutive runs that vmap can batch: same mask size, same padding, same kind of weight."""
         run: list[MaskedExample] = []
         for e in examples:
-            if run and (e.positions.numel() != run[0].positions.numel() or e.attention_mask is not run[0].attention_mask
-                        or (e.token_weights is None) != (run[0].token_weights is None)):
+            if run and (
+                e.positions.numel() != run[0].positions.numel()
+                or e.attention_mask is not run[0].attention_mask
+                or (e.token_weights is None) != (run[0].token_weights is None)
+            ):
                 yield run
                 run = []
             run.append(e)
@@ -202,5 +218,12 @@ def example_gradient_fn(grads: ExampleGradients, examples: Sequence[MaskedExampl
     return fn
 
 
-__all__ = ["MaskedExample", "example_loss", "select_parameters", "eval_mode", "CountSketch", "ExampleGradients",
-           "example_gradient_fn"]
+__all__ = [
+    "MaskedExample",
+    "example_loss",
+    "select_parameters",
+    "eval_mode",
+    "CountSketch",
+    "ExampleGradients",
+    "example_gradient_fn",
+]

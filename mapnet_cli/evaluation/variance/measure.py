@@ -63,12 +63,15 @@ def pick_sentences(reader, count: int, seed: int) -> tuple[list[int], torch.Tens
     return idx, torch.from_numpy(reader.take(idx).astype("int64"))
 
 
-def split_available(schemes, proposal: Proposal | None, type_scores: torch.Tensor | None,
-                    counts_reason: str | None = None) -> tuple[list[str], dict[str, str]]:
+def split_available(
+    schemes, proposal: Proposal | None, type_scores: torch.Tensor | None, counts_reason: str | None = None
+) -> tuple[list[str], dict[str, str]]:
     """(schemes that can be measured, in the given order; {scheme: why not} for the rest)."""
     unknown = [s for s in schemes if s not in SOURCES]
     if unknown:
-        raise MapnetError(f"unknown variance scheme(s) {', '.join(map(repr, unknown))} (known: {', '.join(ALL_SCHEMES)})")
+        raise MapnetError(
+            f"unknown variance scheme(s) {', '.join(map(repr, unknown))} (known: {', '.join(ALL_SCHEMES)})"
+        )
     measured, unavailable = [], {}
     for s in dict.fromkeys(schemes):  # de-duplicated, order kept
         if SOURCES[s] in ("mapnet", "ht") and proposal is None:
@@ -80,8 +83,18 @@ def split_available(schemes, proposal: Proposal | None, type_scores: torch.Tenso
     return measured, unavailable
 
 
-def _drawer(src: str, model, proposal, special_ids, vocab_size: int, masking, masks: int, type_scores,
-            oracle_rounds: int, oracle_grads: ExampleGradients | None):
+def _drawer(
+    src: str,
+    model,
+    proposal,
+    special_ids,
+    vocab_size: int,
+    masking,
+    masks: int,
+    type_scores,
+    oracle_rounds: int,
+    oracle_grads: ExampleGradients | None,
+):
     """`(ids, key) -> SentenceDraw` for one source; the oracle scores each sentence first (key-derived seeds)."""
     args = (special_ids, vocab_size, masking, masks)
     if src == "uniform":
@@ -97,8 +110,9 @@ def _drawer(src: str, model, proposal, special_ids, vocab_size: int, masking, ma
     basis = "gradient" if oracle_grads is not None else "proxy"
 
     def oracle(ids, key):
-        scores, cost = sch.oracle_scores(model, ids, special_ids, vocab_size, masking, oracle_rounds, mix_seed(key, 1),
-                                         basis, oracle_grads)
+        scores, cost = sch.oracle_scores(
+            model, ids, special_ids, vocab_size, masking, oracle_rounds, mix_seed(key, 1), basis, oracle_grads
+        )
         return sch.draw_oracle(ids, *args, mix_seed(key, 2), scores, cost)
 
     return oracle
@@ -113,7 +127,9 @@ def _gram(grads: ExampleGradients, examples: list[MaskedExample], memory_gb: flo
     return est.gram_matrix(len(examples), example_gradient_fn(grads, examples), panel)
 
 
-def _scheme_gram(base: torch.Tensor, sources: list[str], schemes: list[str], weights: dict[str, torch.Tensor]) -> torch.Tensor:
+def _scheme_gram(
+    base: torch.Tensor, sources: list[str], schemes: list[str], weights: dict[str, torch.Tensor]
+) -> torch.Tensor:
     """(A, S, M, A, S, M): each scheme's block of its source's Gram, scaled by its per-mask weights."""
     S, M = base.shape[1:3]
     A = len(schemes)
@@ -125,10 +141,26 @@ def _scheme_gram(base: torch.Tensor, sources: list[str], schemes: list[str], wei
     return gram6
 
 
-def measure(model, proposal: Proposal | None, sequences: torch.Tensor, special_ids, vocab_size: int, masking,
-            *, masks: int, project_dim: int = 0, params=(), seed: int = 0, method: str = "loop",
-            memory_gb: float = 4.0, schemes=SCHEMES, type_scores: torch.Tensor | None = None,
-            counts_reason: str | None = None, oracle_rounds: int = 4, oracle_basis: str = "proxy") -> Measurement:
+def measure(
+    model,
+    proposal: Proposal | None,
+    sequences: torch.Tensor,
+    special_ids,
+    vocab_size: int,
+    masking,
+    *,
+    masks: int,
+    project_dim: int = 0,
+    params=(),
+    seed: int = 0,
+    method: str = "loop",
+    memory_gb: float = 4.0,
+    schemes=SCHEMES,
+    type_scores: torch.Tensor | None = None,
+    counts_reason: str | None = None,
+    oracle_rounds: int = 4,
+    oracle_basis: str = "proxy",
+) -> Measurement:
     """Draw `masks` masks per sequence for each scheme and form the Gram matrix of the weighted gradients.
 
     Schemes that cannot be measured are returned in `unavailable` with the reason: the
@@ -138,19 +170,29 @@ def measure(model, proposal: Proposal | None, sequences: torch.Tensor, special_i
     """
     schemes, unavailable = split_available(schemes, proposal, type_scores, counts_reason)
     if not schemes:
-        raise MapnetError(f"no variance scheme can be measured here ({'; '.join(f'{k}: {v}' for k, v in unavailable.items())})")
+        raise MapnetError(
+            f"no variance scheme can be measured here ({'; '.join(f'{k}: {v}' for k, v in unavailable.items())})"
+        )
     sources = sorted({SOURCES[s] for s in schemes}, key=_SOURCE_ORDER.index)
     device = next(model.parameters()).device
     S, M = sequences.shape[0], masks
     grads = ExampleGradients(model, params, project_dim, seed, method)
     oracle_grads = ExampleGradients(model, params) if "oracle" in sources and oracle_basis == "gradient" else None
     t0 = time.perf_counter()
-    with eval_mode(model, proposal if isinstance(proposal, torch.nn.Module) else None), \
-            torch.autocast(device.type, enabled=False):
-        drawers = {src: _drawer(src, model, proposal, special_ids, vocab_size, masking, M, type_scores, oracle_rounds,
-                                oracle_grads) for src in sources}
-        draws = {src: [drawers[src](sequences[s].to(device), mix_seed(seed, _SOURCE_DOMAIN[src], s)) for s in range(S)]
-                 for src in sources}
+    with (
+        eval_mode(model, proposal if isinstance(proposal, torch.nn.Module) else None),
+        torch.autocast(device.type, enabled=False),
+    ):
+        drawers = {
+            src: _drawer(
+                src, model, proposal, special_ids, vocab_size, masking, M, type_scores, oracle_rounds, oracle_grads
+            )
+            for src in sources
+        }
+        draws = {
+            src: [drawers[src](sequences[s].to(device), mix_seed(seed, _SOURCE_DOMAIN[src], s)) for s in range(S)]
+            for src in sources
+        }
         examples: list[MaskedExample] = [e for src in sources for d in draws[src] for e in d.examples]
         gram = _gram(grads, examples, memory_gb)
     seconds = time.perf_counter() - t0
@@ -162,21 +204,46 @@ def measure(model, proposal: Proposal | None, sequences: torch.Tensor, special_i
         lr = log_ratio if SOURCES[name] == "mapnet" else torch.zeros(S, M, dtype=torch.float64)
         weights[name] = sch.scheme_weights(name, lr, masking.mapnet.clip_epsilon).reshape(S, M)
     gram6 = _scheme_gram(base, sources, schemes, weights)
-    position_weights = {n: torch.cat([e.token_weights.double().cpu() for d in draws[SOURCES[n]] for e in d.examples])
-                        for n in schemes if n in sch.POSITION_SCHEMES}
-    inclusion = {n: torch.stack([d.inclusion for d in draws[SOURCES[n]]]) for n in schemes
-                 if draws[SOURCES[n]][0].inclusion is not None}
+    position_weights = {
+        n: torch.cat([e.token_weights.double().cpu() for d in draws[SOURCES[n]] for e in d.examples])
+        for n in schemes
+        if n in sch.POSITION_SCHEMES
+    }
+    inclusion = {
+        n: torch.stack([d.inclusion for d in draws[SOURCES[n]]])
+        for n in schemes
+        if draws[SOURCES[n]][0].inclusion is not None
+    }
     ref = draws[sources[0]]
-    info = {"parameters": grads.numel, "tensors": len(grads.names), "dimension": grads.dim,
-            "mode": "sketch" if grads.sketch is not None else "exact", "method": method,
-            "examples": len(examples), "evaluations": grads.evaluations, "seconds": seconds}
+    info = {
+        "parameters": grads.numel,
+        "tensors": len(grads.names),
+        "dimension": grads.dim,
+        "mode": "sketch" if grads.sketch is not None else "exact",
+        "method": method,
+        "examples": len(examples),
+        "evaluations": grads.evaluations,
+        "seconds": seconds,
+    }
     if "oracle" in sources:
         passes = sum(d.cost for d in draws["oracle"])
-        info["oracle"] = {"basis": oracle_basis, "rounds": max(1, oracle_rounds),
-                          ("backward_passes" if oracle_basis == "gradient" else "forward_rows"): passes}
-    return Measurement(schemes, unavailable, gram6, weights, log_ratio,
-                       torch.tensor([d.examples[0].positions.numel() for d in ref]),
-                       torch.tensor([d.eligible for d in ref]), info, position_weights, inclusion)
+        info["oracle"] = {
+            "basis": oracle_basis,
+            "rounds": max(1, oracle_rounds),
+            ("backward_passes" if oracle_basis == "gradient" else "forward_rows"): passes,
+        }
+    return Measurement(
+        schemes,
+        unavailable,
+        gram6,
+        weights,
+        log_ratio,
+        torch.tensor([d.examples[0].positions.numel() for d in ref]),
+        torch.tensor([d.eligible for d in ref]),
+        info,
+        position_weights,
+        inclusion,
+    )
 
 
 def _ci(values: list[torch.Tensor] | None, estimate: float) -> list[float] | None:
@@ -218,15 +285,26 @@ def _scale_free_entries(point: dict, reps: list[dict] | None) -> dict:
     return out
 
 
-def analyse(meas: Measurement, batch_sizes=(1, 8, 32), bootstrap: int = 1000, bootstrap_masks: bool = False,
-            batch_draws: int = 2000, seed: int = 0, clip_epsilon: float | None = None) -> dict:
-    """Point estimates, bootstrap intervals, scale-free figures, the bias of weighted schemes and the mini-batch view."""
+def analyse(
+    meas: Measurement,
+    batch_sizes=(1, 8, 32),
+    bootstrap: int = 1000,
+    bootstrap_masks: bool = False,
+    batch_draws: int = 2000,
+    seed: int = 0,
+    clip_epsilon: float | None = None,
+) -> dict:
+    """Point estimates, bootstrap intervals, scale-free figures, the bias of weighted schemes and the mini-batch
+    view."""
     schemes, M = meas.schemes, meas.gram6.shape[2]
     full = est.summarise(meas.gram6)
     ref = schemes.index("uniform") if "uniform" in schemes else None
     point = {n: est.decompose(full.norms[a], full.means[a, a], M) for a, n in enumerate(schemes)}
-    dist = {n: est.mean_distance(full.means[a, a], full.means[ref, ref], full.means[a, ref])
-            for a, n in enumerate(schemes) if ref is not None and a != ref}
+    dist = {
+        n: est.mean_distance(full.means[a, a], full.means[ref, ref], full.means[a, ref])
+        for a, n in enumerate(schemes)
+        if ref is not None and a != ref
+    }
     reps = {n: {k: [] for k in est.TERMS} for n in schemes}
     rep_terms = {n: [] for n in schemes}  # whole replicate dicts, chunk by chunk (for ratios of terms)
     dist_reps = {n: {k: [] for k in ("distance_sq_unbiased", "relative_sq_unbiased")} for n in dist}
@@ -243,7 +321,7 @@ def analyse(meas: Measurement, batch_sizes=(1, 8, 32), bootstrap: int = 1000, bo
                     for k in dist_reps[n]:
                         dist_reps[n][k].append(dd[k])
     out: dict = {}
-    for a, n in enumerate(schemes):
+    for n in schemes:
         p = point[n]
         entry = {k: {"estimate": float(p[k]), "ci95": _ci(reps[n][k], float(p[k]))} for k in est.TERMS}
         total = float(p["total_variance"])
@@ -253,11 +331,16 @@ def analyse(meas: Measurement, batch_sizes=(1, 8, 32), bootstrap: int = 1000, bo
         if n in dist:
             dd = dist[n]
             entry["bias_vs_uniform"] = {
-                "distance": float(dd["distance"]), "relative": float(dd["relative"]),
-                "distance_unbiased": {"estimate": float(dd["distance_unbiased"]),
-                                      "ci95": _sqrt_ci(dist_reps[n]["distance_sq_unbiased"], float(dd["distance_sq_unbiased"]))},
-                "relative_unbiased": {"estimate": float(dd["relative_unbiased"]),
-                                      "ci95": _sqrt_ci(dist_reps[n]["relative_sq_unbiased"], float(dd["relative_sq_unbiased"]))},
+                "distance": float(dd["distance"]),
+                "relative": float(dd["relative"]),
+                "distance_unbiased": {
+                    "estimate": float(dd["distance_unbiased"]),
+                    "ci95": _sqrt_ci(dist_reps[n]["distance_sq_unbiased"], float(dd["distance_sq_unbiased"])),
+                },
+                "relative_unbiased": {
+                    "estimate": float(dd["relative_unbiased"]),
+                    "ci95": _sqrt_ci(dist_reps[n]["relative_sq_unbiased"], float(dd["relative_sq_unbiased"])),
+                },
                 "uniform_mean_norm": float(dd["reference_norm"]),
             }
         out[n] = entry
@@ -268,13 +351,21 @@ def analyse(meas: Measurement, batch_sizes=(1, 8, 32), bootstrap: int = 1000, bo
         t_ci = _ci(reps[n]["total_variance"], float(p["total_variance"]))
         for B in batch_sizes:
             direct = est.minibatch_direct(meas.gram6[a, :, :, a], B, batch_draws, g)
-            rows.append({
-                "batch_size": B,
-                "predicted": {"estimate": float(p["total_variance"]) / B, "ci95": [c / B for c in t_ci] if t_ci else None},
-                "mask_part": float(p["mask_variance"]) / B, "sentence_part": float(p["sentence_variance"]) / B,
-                "direct": direct,
-                "direct_unavailable": None if direct else f"needs 2B <= S sentences (B={B}, S={meas.gram6.shape[1]})",
-            })
+            rows.append(
+                {
+                    "batch_size": B,
+                    "predicted": {
+                        "estimate": float(p["total_variance"]) / B,
+                        "ci95": [c / B for c in t_ci] if t_ci else None,
+                    },
+                    "mask_part": float(p["mask_variance"]) / B,
+                    "sentence_part": float(p["sentence_variance"]) / B,
+                    "direct": direct,
+                    "direct_unavailable": None
+                    if direct
+                    else f"needs 2B <= S sentences (B={B}, S={meas.gram6.shape[1]})",
+                }
+            )
         minibatch[n] = rows
     return {"schemes": out, "minibatch": minibatch}
 
@@ -298,16 +389,31 @@ def frequency_scores(shard_dir, power: float, verify: str = "full") -> tuple[tor
         return None, "the frequency proposal needs the training split, and no shard folder is known here"
     try:
         folder = find_shard_dir(shard_dir)
-        key = (str(folder), json.dumps([f for f in load_manifest(folder)["files"] if f.get("split") == "train"], sort_keys=True))
+        key = (
+            str(folder),
+            json.dumps([f for f in load_manifest(folder)["files"] if f.get("split") == "train"], sort_keys=True),
+        )
         if key not in _COUNTS_CACHE:
             reader = ShardReader(folder, "train", verify=verify)
             if len(reader) == 0:
                 return None, f"the training split of {shard_dir} is empty: no token counts for the frequency proposal"
             _COUNTS_CACHE[key] = torch.from_numpy(token_counts(reader))
     except (OSError, ValueError, MapnetError) as exc:
-        return None, f"the training split of {shard_dir} cannot be read ({str(exc).splitlines()[0]}): no token counts for the frequency proposal"
+        return (
+            None,
+            f"the training split of {shard_dir} cannot be read ({str(exc).splitlines()[0]}): no token counts for the "
+            "frequency proposal",
+        )
     return sch.frequency_type_scores(_COUNTS_CACHE[key], power), None
 
 
-__all__ = ["Measurement", "pick_sentences", "split_available", "measure", "analyse", "frequency_scores", "NO_PROPOSAL",
-           "NO_COUNTS"]
+__all__ = [
+    "Measurement",
+    "pick_sentences",
+    "split_available",
+    "measure",
+    "analyse",
+    "frequency_scores",
+    "NO_PROPOSAL",
+    "NO_COUNTS",
+]

@@ -35,17 +35,23 @@ def build_report(meas: Measurement, analysis: dict, *, settings, checkpoint: dic
             schemes[name] = {"available": True, **analysis["schemes"][name]}
         elif name in meas.unavailable:
             schemes[name] = {"available": False, "reason": meas.unavailable[name]}
-    data = {**data, "eligible_mean": float(meas.eligible.double().mean()),
-            "mask_size_mean": float(meas.mask_sizes.double().mean()), "masks_per_sentence": meas.gram6.shape[2]}
-    return json_safe({
-        "schema": SCHEMA,
-        "checkpoint": checkpoint,
-        "data": data,
-        "gradient": meas.gradient,
-        "schemes": schemes,
-        "minibatch": analysis["minibatch"],
-        "settings": {"variance": _plain(asdict(settings.variance)), "masking": _plain(asdict(settings.masking))},
-    })
+    data = {
+        **data,
+        "eligible_mean": float(meas.eligible.double().mean()),
+        "mask_size_mean": float(meas.mask_sizes.double().mean()),
+        "masks_per_sentence": meas.gram6.shape[2],
+    }
+    return json_safe(
+        {
+            "schema": SCHEMA,
+            "checkpoint": checkpoint,
+            "data": data,
+            "gradient": meas.gradient,
+            "schemes": schemes,
+            "minibatch": analysis["minibatch"],
+            "settings": {"variance": _plain(asdict(settings.variance)), "masking": _plain(asdict(settings.masking))},
+        }
+    )
 
 
 def _plain(d: dict) -> dict:
@@ -61,16 +67,35 @@ def variance_report(target: Target, settings, schemes=None) -> dict:
     """
     v, m = settings.variance, settings.masking
     wanted = tuple(schemes) if schemes is not None else (v.schemes or default_schemes(m))
-    type_scores, reason = (measure_mod.frequency_scores(target.reader.dir, m.frequency.power, settings.shard.verify)
-                           if "frequency" in wanted else (None, None))
+    type_scores, reason = (
+        measure_mod.frequency_scores(target.reader.dir, m.frequency.power, settings.shard.verify)
+        if "frequency" in wanted
+        else (None, None)
+    )
     idx, sequences = measure_mod.pick_sentences(target.reader, v.sentences, v.seed)
-    meas = measure_mod.measure(target.model, target.proposal, sequences, target.reader.special_ids, target.reader.vocab_size,
-                   m, masks=v.masks, project_dim=v.project_dim, params=v.params, seed=v.seed,
-                   method=v.method, memory_gb=v.memory_gb, schemes=wanted, type_scores=type_scores,
-                   counts_reason=reason, oracle_rounds=v.oracle_rounds, oracle_basis=v.oracle_basis)
-    analysis = measure_mod.analyse(meas, v.batch_sizes, v.bootstrap, v.bootstrap_masks, v.batch_draws, v.seed, m.mapnet.clip_epsilon)
-    ckpt = {"path": target.meta.get("path"), "step": target.meta.get("step"),
-            "masking": target.meta["masking"]}
+    meas = measure_mod.measure(
+        target.model,
+        target.proposal,
+        sequences,
+        target.reader.special_ids,
+        target.reader.vocab_size,
+        m,
+        masks=v.masks,
+        project_dim=v.project_dim,
+        params=v.params,
+        seed=v.seed,
+        method=v.method,
+        memory_gb=v.memory_gb,
+        schemes=wanted,
+        type_scores=type_scores,
+        counts_reason=reason,
+        oracle_rounds=v.oracle_rounds,
+        oracle_basis=v.oracle_basis,
+    )
+    analysis = measure_mod.analyse(
+        meas, v.batch_sizes, v.bootstrap, v.bootstrap_masks, v.batch_draws, v.seed, m.mapnet.clip_epsilon
+    )
+    ckpt = {"path": target.meta.get("path"), "step": target.meta.get("step"), "masking": target.meta["masking"]}
     data = {"shards": str(target.reader.dir), "split": "valid", "sentences": idx}
     return build_report(meas, analysis, settings=settings, checkpoint=ckpt, data=data)
 

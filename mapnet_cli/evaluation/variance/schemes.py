@@ -17,26 +17,39 @@ measured and why so: docs/internals.md#evaluationvarianceschemespy.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 import torch
 
 from ...masking import designs
-from ...masking.uniform import apply_replacement, eligible_positions, mask_counts, uniform_mask
 from ...masking.mapnet import sampling
 from ...masking.mapnet.objective import ht_inclusion
 from ...masking.mapnet.targets import gradnorm_proxy
 from ...masking.strategy import frequency_masks, strata_of, stratified_masks
+from ...masking.uniform import apply_replacement, eligible_positions, mask_counts, uniform_mask
 from .gradients import ExampleGradients, MaskedExample
 
 SCHEMES = ("uniform", "mapnet_clipped", "mapnet_unclipped", "mapnet_unweighted")  # one weight per mask
 POSITION_SCHEMES = ("ht", "stratified", "frequency", "oracle")  # one weight per masked position
 ALL_SCHEMES = SCHEMES + POSITION_SCHEMES  # report order
 MAPNET_SCHEMES = SCHEMES[1:]
-SOURCES = {"uniform": "uniform", "mapnet_clipped": "mapnet", "mapnet_unclipped": "mapnet", "mapnet_unweighted": "mapnet",
-           "ht": "ht", "stratified": "stratified", "frequency": "frequency", "oracle": "oracle"}
-_IMPORTANCE = {"uniform": "none", "mapnet_clipped": "clipped", "mapnet_unclipped": "unclipped", "mapnet_unweighted": "none"}
+SOURCES = {
+    "uniform": "uniform",
+    "mapnet_clipped": "mapnet",
+    "mapnet_unclipped": "mapnet",
+    "mapnet_unweighted": "mapnet",
+    "ht": "ht",
+    "stratified": "stratified",
+    "frequency": "frequency",
+    "oracle": "oracle",
+}
+_IMPORTANCE = {
+    "uniform": "none",
+    "mapnet_clipped": "clipped",
+    "mapnet_unclipped": "unclipped",
+    "mapnet_unweighted": "none",
+}
 ORACLE_BASES = ("proxy", "gradient")
 
 # log_p = proposal(input_ids (B, T), attention_mask (B, T), eligible (B, T)), -inf off `eligible`
@@ -54,8 +67,9 @@ class SentenceDraw:
     cost: int = 0  # extra passes spent building the design (the oracle's scoring rows or backward passes)
 
 
-def _examples(ids: torch.Tensor, inputs: torch.Tensor, chosen: torch.Tensor, pad_id: int,
-              weights: torch.Tensor | None = None) -> list[MaskedExample]:
+def _examples(
+    ids: torch.Tensor, inputs: torch.Tensor, chosen: torch.Tensor, pad_id: int, weights: torch.Tensor | None = None
+) -> list[MaskedExample]:
     """One example per mask; with `weights` (M, T) each example carries its masked positions' weights."""
     attention = ids != pad_id
     attention = None if bool(attention.all()) else attention  # None lets attention use its fastest kernel
@@ -79,20 +93,31 @@ def _uniforms(g: torch.Generator, shape, device) -> torch.Tensor:
     return torch.rand(shape, generator=g, dtype=torch.float64).to(device)
 
 
-def draw_uniform(ids: torch.Tensor, special_ids: Mapping[str, int], vocab_size: int, masking, masks: int,
-                 seed: int) -> SentenceDraw:
+def draw_uniform(
+    ids: torch.Tensor, special_ids: Mapping[str, int], vocab_size: int, masking, masks: int, seed: int
+) -> SentenceDraw:
     """M i.i.d. RandMask masks of the 1-D sequence `ids` (same K rule as pretraining)."""
     rows = ids[None].expand(masks, -1)
     eligible = eligible_positions(rows, special_ids)
     g = torch.Generator().manual_seed(seed)
     chosen = uniform_mask(rows, eligible, masking.mask_prob, masking.mask_count, g)
     inputs = apply_replacement(rows, chosen, vocab_size, special_ids, masking.replace_mask, masking.replace_random, g)
-    return SentenceDraw(_examples(ids, inputs, chosen, special_ids["pad"]), torch.zeros(masks, dtype=torch.float64),
-                        int(eligible[0].sum()))
+    return SentenceDraw(
+        _examples(ids, inputs, chosen, special_ids["pad"]),
+        torch.zeros(masks, dtype=torch.float64),
+        int(eligible[0].sum()),
+    )
 
 
-def draw_proposal(ids: torch.Tensor, special_ids: Mapping[str, int], vocab_size: int, masking, masks: int, seed: int,
-                  proposal: Proposal) -> SentenceDraw:
+def draw_proposal(
+    ids: torch.Tensor,
+    special_ids: Mapping[str, int],
+    vocab_size: int,
+    masking,
+    masks: int,
+    seed: int,
+    proposal: Proposal,
+) -> SentenceDraw:
     """M i.i.d. masks of `ids` sampled from the proposal (K = round(mask_prob n) without replacement) + log r."""
     rows = ids[None].expand(masks, -1)
     eligible = eligible_positions(rows, special_ids)
@@ -108,20 +133,42 @@ def draw_proposal(ids: torch.Tensor, special_ids: Mapping[str, int], vocab_size:
     return SentenceDraw(_examples(ids, inputs, chosen, special_ids["pad"]), log_r, int(eligible[0].sum()))
 
 
-def _pps_draw(ids: torch.Tensor, special_ids: Mapping[str, int], vocab_size: int, masking, seed: int,
-              rows: torch.Tensor, eligible: torch.Tensor, k: torch.Tensor, pi: torch.Tensor, cost: int = 0) -> SentenceDraw:
+def _pps_draw(
+    ids: torch.Tensor,
+    special_ids: Mapping[str, int],
+    vocab_size: int,
+    masking,
+    seed: int,
+    rows: torch.Tensor,
+    eligible: torch.Tensor,
+    k: torch.Tensor,
+    pi: torch.Tensor,
+    cost: int = 0,
+) -> SentenceDraw:
     """M systematic-PPS masks with inclusion probabilities `pi` (M, T) and their HT weights (K/n)/pi_i."""
     g = torch.Generator().manual_seed(seed)
     order, start = _uniforms(g, rows.shape, ids.device), _uniforms(g, rows.shape[:1], ids.device)
     chosen = designs.systematic_sample(pi, order, start)
     weights = designs.ht_weights(pi, chosen, k, eligible)
     inputs = apply_replacement(rows, chosen, vocab_size, special_ids, masking.replace_mask, masking.replace_random, g)
-    return SentenceDraw(_examples(ids, inputs, chosen, special_ids["pad"], weights),
-                        torch.zeros(rows.shape[0], dtype=torch.float64), int(eligible[0].sum()), pi[0].double().cpu(), cost)
+    return SentenceDraw(
+        _examples(ids, inputs, chosen, special_ids["pad"], weights),
+        torch.zeros(rows.shape[0], dtype=torch.float64),
+        int(eligible[0].sum()),
+        pi[0].double().cpu(),
+        cost,
+    )
 
 
-def draw_ht(ids: torch.Tensor, special_ids: Mapping[str, int], vocab_size: int, masking, masks: int, seed: int,
-            proposal: Proposal) -> SentenceDraw:
+def draw_ht(
+    ids: torch.Tensor,
+    special_ids: Mapping[str, int],
+    vocab_size: int,
+    masking,
+    masks: int,
+    seed: int,
+    proposal: Proposal,
+) -> SentenceDraw:
     """M masks from MAP-Net's HT design (`objective.ht_inclusion` with the checkpoint's masking settings)."""
     rows, eligible, k = _rows(ids, special_ids, masks, masking.mask_prob)
     with torch.no_grad():
@@ -130,8 +177,9 @@ def draw_ht(ids: torch.Tensor, special_ids: Mapping[str, int], vocab_size: int, 
     return _pps_draw(ids, special_ids, vocab_size, masking, seed, rows, eligible, k, pi)
 
 
-def draw_stratified(ids: torch.Tensor, special_ids: Mapping[str, int], vocab_size: int, masking, masks: int,
-                    seed: int) -> SentenceDraw:
+def draw_stratified(
+    ids: torch.Tensor, special_ids: Mapping[str, int], vocab_size: int, masking, masks: int, seed: int
+) -> SentenceDraw:
     """M masks, each one uniformly random stratum of its own random partition, with weights m |S_j| / n."""
     rows, eligible, _ = _rows(ids, special_ids, masks, masking.mask_prob)
     g = torch.Generator().manual_seed(seed)
@@ -139,8 +187,11 @@ def draw_stratified(ids: torch.Tensor, special_ids: Mapping[str, int], vocab_siz
     copy_index = torch.zeros(masks, dtype=torch.long, device=ids.device)
     chosen, weights = stratified_masks(rows, eligible, masking.mask_prob, partition, offsets, copy_index)
     inputs = apply_replacement(rows, chosen, vocab_size, special_ids, masking.replace_mask, masking.replace_random, g)
-    return SentenceDraw(_examples(ids, inputs, chosen, special_ids["pad"], weights),
-                        torch.zeros(masks, dtype=torch.float64), int(eligible[0].sum()))
+    return SentenceDraw(
+        _examples(ids, inputs, chosen, special_ids["pad"], weights),
+        torch.zeros(masks, dtype=torch.float64),
+        int(eligible[0].sum()),
+    )
 
 
 def frequency_type_scores(counts: torch.Tensor, power: float) -> torch.Tensor:
@@ -148,17 +199,29 @@ def frequency_type_scores(counts: torch.Tensor, power: float) -> torch.Tensor:
     return (counts.double() + 1.0).pow(-power)
 
 
-def draw_frequency(ids: torch.Tensor, special_ids: Mapping[str, int], vocab_size: int, masking, masks: int,
-                   seed: int, type_scores: torch.Tensor) -> SentenceDraw:
+def draw_frequency(
+    ids: torch.Tensor,
+    special_ids: Mapping[str, int],
+    vocab_size: int,
+    masking,
+    masks: int,
+    seed: int,
+    type_scores: torch.Tensor,
+) -> SentenceDraw:
     """M masks from the static frequency proposal (`strategy.frequency_masks`), HT weights."""
     rows, eligible, _ = _rows(ids, special_ids, masks, masking.mask_prob)
     g = torch.Generator().manual_seed(seed)
     order, start = _uniforms(g, rows.shape, ids.device), _uniforms(g, (masks,), ids.device)
-    chosen, weights, pi = frequency_masks(rows, eligible, type_scores.to(ids.device), masking.mask_prob,
-                                          masking.mix_uniform, order, start)
+    chosen, weights, pi = frequency_masks(
+        rows, eligible, type_scores.to(ids.device), masking.mask_prob, masking.mix_uniform, order, start
+    )
     inputs = apply_replacement(rows, chosen, vocab_size, special_ids, masking.replace_mask, masking.replace_random, g)
-    return SentenceDraw(_examples(ids, inputs, chosen, special_ids["pad"], weights),
-                        torch.zeros(masks, dtype=torch.float64), int(eligible[0].sum()), pi[0].double().cpu())
+    return SentenceDraw(
+        _examples(ids, inputs, chosen, special_ids["pad"], weights),
+        torch.zeros(masks, dtype=torch.float64),
+        int(eligible[0].sum()),
+        pi[0].double().cpu(),
+    )
 
 
 # ---------------------------------------------------------------- the oracle
@@ -168,8 +231,9 @@ def _strata_rows(ids: torch.Tensor, eligible: torch.Tensor, k: torch.Tensor, g: 
     return stratum[0][None, :] == torch.arange(int(m[0]), device=ids.device)[:, None]
 
 
-def _proxy_values(model, inputs: torch.Tensor, chosen: torch.Tensor, ids: torch.Tensor,
-                  attention: torch.Tensor | None) -> torch.Tensor:
+def _proxy_values(
+    model, inputs: torch.Tensor, chosen: torch.Tensor, ids: torch.Tensor, attention: torch.Tensor | None
+) -> torch.Tensor:
     """(N,) ||softmax - onehot|| at the chosen positions of each row (row-major), one batched forward."""
     att = None if attention is None else attention[None].expand(chosen.shape[0], -1)
     with torch.no_grad():
@@ -177,8 +241,13 @@ def _proxy_values(model, inputs: torch.Tensor, chosen: torch.Tensor, ids: torch.
     return gradnorm_proxy(logits, ids[None].expand_as(chosen)[chosen]).double()
 
 
-def _gradient_values(grads: ExampleGradients, inputs: torch.Tensor, chosen: torch.Tensor, ids: torch.Tensor,
-                     attention: torch.Tensor | None) -> torch.Tensor:
+def _gradient_values(
+    grads: ExampleGradients,
+    inputs: torch.Tensor,
+    chosen: torch.Tensor,
+    ids: torch.Tensor,
+    attention: torch.Tensor | None,
+) -> torch.Tensor:
     """(N,) exact ||d l_i / d theta|| at the chosen positions of each row (row-major), one backward each."""
     out = []
     for j in range(chosen.shape[0]):
@@ -189,8 +258,17 @@ def _gradient_values(grads: ExampleGradients, inputs: torch.Tensor, chosen: torc
     return torch.stack(out).to(ids.device) if out else torch.zeros(0, dtype=torch.float64, device=ids.device)
 
 
-def oracle_scores(model, ids: torch.Tensor, special_ids: Mapping[str, int], vocab_size: int, masking, rounds: int,
-                  seed: int, basis: str = "proxy", grads: ExampleGradients | None = None) -> tuple[torch.Tensor, int]:
+def oracle_scores(
+    model,
+    ids: torch.Tensor,
+    special_ids: Mapping[str, int],
+    vocab_size: int,
+    masking,
+    rounds: int,
+    seed: int,
+    basis: str = "proxy",
+    grads: ExampleGradients | None = None,
+) -> tuple[torch.Tensor, int]:
     """((T,) float64 score per position, 0 off the eligible set; passes spent), see the module doc.
 
     `basis` "proxy": RMS over `rounds` partitions of the encoder's ||softmax - onehot|| at each
@@ -212,7 +290,9 @@ def oracle_scores(model, ids: torch.Tensor, special_ids: Mapping[str, int], voca
     for _ in range(max(1, rounds)):
         chosen = _strata_rows(ids, eligible, k, g)
         rows = ids[None].expand(chosen.shape[0], -1)
-        inputs = apply_replacement(rows, chosen, vocab_size, special_ids, masking.replace_mask, masking.replace_random, g)
+        inputs = apply_replacement(
+            rows, chosen, vocab_size, special_ids, masking.replace_mask, masking.replace_random, g
+        )
         if basis == "proxy":
             values, cost = _proxy_values(model, inputs, chosen, ids, attention), cost + chosen.shape[0]
         else:
@@ -223,15 +303,24 @@ def oracle_scores(model, ids: torch.Tensor, special_ids: Mapping[str, int], voca
 
 
 def oracle_inclusion(scores: torch.Tensor, eligible: torch.Tensor, k: torch.Tensor, masking) -> torch.Tensor:
-    """pi (B, T): capped PPS proportional to the floored scores, mixed with uniform only if the run's mix_uniform > 0."""
+    """pi (B, T): capped PPS proportional to the floored scores, mixed with uniform only if the run's mix_uniform >
+    0."""
     top = torch.where(eligible, scores, torch.zeros_like(scores)).amax(1, keepdim=True)
     floor = masking.mapnet.target_floor * torch.where(top > 0, top, torch.ones_like(top))
     floored = torch.where(eligible, scores.clamp(min=0).maximum(floor), torch.zeros_like(scores))
     return designs.mix_with_uniform(designs.inclusion_probabilities(floored, k), eligible, k, masking.mix_uniform)
 
 
-def draw_oracle(ids: torch.Tensor, special_ids: Mapping[str, int], vocab_size: int, masking, masks: int, seed: int,
-                scores: torch.Tensor, cost: int = 0) -> SentenceDraw:
+def draw_oracle(
+    ids: torch.Tensor,
+    special_ids: Mapping[str, int],
+    vocab_size: int,
+    masking,
+    masks: int,
+    seed: int,
+    scores: torch.Tensor,
+    cost: int = 0,
+) -> SentenceDraw:
     """M masks from the oracle design built on `scores` (`oracle_scores`), HT weights."""
     rows, eligible, k = _rows(ids, special_ids, masks, masking.mask_prob)
     pi = oracle_inclusion(scores[None].to(ids.device), eligible[:1], k[:1], masking).expand(masks, -1)
@@ -253,7 +342,9 @@ def own_schemes(masking) -> tuple[str, ...]:
     if masking.strategy == "mapnet":
         return ("ht",) if masking.mapnet.importance == "ht" else MAPNET_SCHEMES
     # Unit masks (whole-word, span, pmi) are not measured yet: nothing of their own, uniform stays the reference.
-    return {"uniform": ("uniform",), "stratified": ("stratified",), "frequency": ("frequency",)}.get(masking.strategy, ())
+    return {"uniform": ("uniform",), "stratified": ("stratified",), "frequency": ("frequency",)}.get(
+        masking.strategy, ()
+    )
 
 
 def default_schemes(masking) -> tuple[str, ...]:
@@ -271,7 +362,26 @@ def snapshot_schemes(masking) -> tuple[str, ...]:
     return ("uniform",) + tuple(s for s in own if s != "uniform")
 
 
-__all__ = ["SCHEMES", "POSITION_SCHEMES", "ALL_SCHEMES", "MAPNET_SCHEMES", "SOURCES", "ORACLE_BASES", "Proposal",
-           "SentenceDraw", "draw_uniform", "draw_proposal", "draw_ht", "draw_stratified", "frequency_type_scores",
-           "draw_frequency", "oracle_scores", "oracle_inclusion", "draw_oracle", "scheme_weights", "own_schemes",
-           "default_schemes", "snapshot_schemes"]
+__all__ = [
+    "SCHEMES",
+    "POSITION_SCHEMES",
+    "ALL_SCHEMES",
+    "MAPNET_SCHEMES",
+    "SOURCES",
+    "ORACLE_BASES",
+    "Proposal",
+    "SentenceDraw",
+    "draw_uniform",
+    "draw_proposal",
+    "draw_ht",
+    "draw_stratified",
+    "frequency_type_scores",
+    "draw_frequency",
+    "oracle_scores",
+    "oracle_inclusion",
+    "draw_oracle",
+    "scheme_weights",
+    "own_schemes",
+    "default_schemes",
+    "snapshot_schemes",
+]

@@ -36,13 +36,29 @@ def variance_snapshot(model, proposal_or_None, reader, settings, step: int) -> d
     """
     v, m = settings.variance, settings.masking
     wanted = sch.snapshot_schemes(m)
-    type_scores, reason = (frequency_scores(getattr(reader, "dir", None), m.frequency.power, "size")
-                           if "frequency" in wanted else (None, None))
+    type_scores, reason = (
+        frequency_scores(getattr(reader, "dir", None), m.frequency.power, "size")
+        if "frequency" in wanted
+        else (None, None)
+    )
     _, sequences = pick_sentences(reader, v.snapshot_sentences, v.seed)
-    meas = measure(model, proposal_or_None, sequences, reader.special_ids, reader.vocab_size, m,
-                   masks=v.snapshot_masks, project_dim=v.snapshot_project_dim, params=v.params, seed=v.seed,
-                   method=v.method, memory_gb=v.memory_gb, schemes=wanted, type_scores=type_scores,
-                   counts_reason=reason)
+    meas = measure(
+        model,
+        proposal_or_None,
+        sequences,
+        reader.special_ids,
+        reader.vocab_size,
+        m,
+        masks=v.snapshot_masks,
+        project_dim=v.snapshot_project_dim,
+        params=v.params,
+        seed=v.seed,
+        method=v.method,
+        memory_gb=v.memory_gb,
+        schemes=wanted,
+        type_scores=type_scores,
+        counts_reason=reason,
+    )
     full = est.summarise(meas.gram6)
     M = v.snapshot_masks
     out = {}
@@ -50,17 +66,30 @@ def variance_snapshot(model, proposal_or_None, reader, settings, step: int) -> d
         d = est.decompose(full.norms[a], full.means[a, a], M)
         sf = est.scale_free(d)
         total = float(d["total_variance"])
-        out[n] = {"mask_variance": float(d["mask_variance"]), "sentence_variance": float(d["sentence_variance"]),
-                  "total_variance": total, "mask_share": float(d["mask_variance"]) / total if total > 0 else math.nan,
-                  "noise_scale": float(sf["noise_scale"]), "mask_noise_scale": float(sf["mask_noise_scale"])}
+        out[n] = {
+            "mask_variance": float(d["mask_variance"]),
+            "sentence_variance": float(d["sentence_variance"]),
+            "total_variance": total,
+            "mask_share": float(d["mask_variance"]) / total if total > 0 else math.nan,
+            "noise_scale": float(sf["noise_scale"]),
+            "mask_noise_scale": float(sf["mask_noise_scale"]),
+        }
         if n != "uniform" and "uniform" in meas.schemes:
             ref = meas.schemes.index("uniform")
             dist = est.mean_distance(full.means[a, a], full.means[ref, ref], full.means[a, ref])
             out[n]["relative_bias"] = float(dist["relative_unbiased"])
     from ...atomic import json_safe  # NaN (an undefined relative bias) would make the metrics line invalid JSON
 
-    return json_safe({"step": int(step), "sentences": v.snapshot_sentences, "masks": M,
-                    "project_dim": v.snapshot_project_dim, "seconds": meas.gradient["seconds"], "schemes": out})
+    return json_safe(
+        {
+            "step": int(step),
+            "sentences": v.snapshot_sentences,
+            "masks": M,
+            "project_dim": v.snapshot_project_dim,
+            "seconds": meas.gradient["seconds"],
+            "schemes": out,
+        }
+    )
 
 
 __all__ = ["variance_snapshot"]

@@ -35,11 +35,16 @@ def load_target(path, data=None) -> Target:
     if data is None:
         data = run.shards
         if data is None:
-            raise MapnetError(f"cannot tell which shards {ckpt} was trained on ({run.run_json} is missing or has no "
-                              "shards.path); pass --data SHARDS")
+            raise MapnetError(
+                f"cannot tell which shards {ckpt} was trained on ({run.run_json} is missing or has no "
+                "shards.path); pass --data SHARDS"
+            )
     reader = ShardReader(Path(data), "valid", verify=settings.shard.verify)
     if len(reader) == 0:
-        raise MapnetError(f"{reader.dir} has no validation sequences (shard.valid_fraction was 0); the variance is measured on held-out data")
+        raise MapnetError(
+            f"{reader.dir} has no validation sequences (shard.valid_fraction was 0); the variance is measured on "
+            "held-out data"
+        )
     if reader.manifest.get("tokenizer_sha256") != meta.get("tokenizer_sha256"):
         raise MapnetError(f"{reader.dir} was encoded with another tokenizer than {ckpt}")
     return Target(run.model, run.proposal, reader, settings, meta)

@@ -9,15 +9,43 @@
 - `training`: the strategy object `train.Run` uses with `masking.strategy = "mapnet"`
 """
 
-from .objective import MapnetJoint, MaskDraw, MicroBatchLoss, draw_masks, map_training_sequences, mapnet_micro_batch_loss, mapnet_objective
-from .proposal import (ProposalConfig, ProposalNetwork, has_proposal_weights, load_proposal_state_dict,
-                       proposal_state_dict)
-from .sampling import explore_probability, exploration_coins, gumbel_top_k, importance_weights, log_importance_ratio
+from .objective import (
+    MapnetJoint,
+    MaskDraw,
+    MicroBatchLoss,
+    draw_masks,
+    map_training_sequences,
+    mapnet_micro_batch_loss,
+    mapnet_objective,
+)
+from .proposal import (
+    ProposalConfig,
+    ProposalNetwork,
+    has_proposal_weights,
+    load_proposal_state_dict,
+    proposal_state_dict,
+)
+from .sampling import exploration_coins, explore_probability, gumbel_top_k, importance_weights, log_importance_ratio
 from .stats import MapnetStats, summary_keys
 
 __all__ = [
-    "MapnetJoint", "MaskDraw", "MicroBatchLoss", "draw_masks", "map_training_sequences", "mapnet_micro_batch_loss", "mapnet_objective",
-    "ProposalConfig", "ProposalNetwork", "has_proposal_weights", "load_proposal_state_dict", "proposal_state_dict",
-    "explore_probability", "exploration_coins", "gumbel_top_k", "importance_weights", "log_importance_ratio",
-    "MapnetStats", "summary_keys",
+    "MapnetJoint",
+    "MaskDraw",
+    "MicroBatchLoss",
+    "draw_masks",
+    "map_training_sequences",
+    "mapnet_micro_batch_loss",
+    "mapnet_objective",
+    "ProposalConfig",
+    "ProposalNetwork",
+    "has_proposal_weights",
+    "load_proposal_state_dict",
+    "proposal_state_dict",
+    "explore_probability",
+    "exploration_coins",
+    "gumbel_top_k",
+    "importance_weights",
+    "log_importance_ratio",
+    "MapnetStats",
+    "summary_keys",
 ]

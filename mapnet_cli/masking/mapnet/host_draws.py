@@ -17,14 +17,14 @@ two uniforms per position): a uniformly masked row gets the very mask and replac
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Mapping, Sequence
 
 import torch
 
-from .. import uniform
 from ...settings import MaskingSettings
-from .sampling import explore_probability, exploration_coins
+from .. import uniform
+from .sampling import exploration_coins, explore_probability
 
 
 @dataclass
@@ -40,7 +40,7 @@ class HostDraws:
     total: int  # sum of K: the micro-batch's masked positions
     width: int  # max K: the most masked positions in one row
 
-    def to(self, device: torch.device | str) -> "HostDraws":
+    def to(self, device: torch.device | str) -> HostDraws:
         """On `device`: pinned, non-blocking copies on CUDA (the host goes on while they travel)."""
         device = torch.device(device)
         pin = device.type == "cuda"
@@ -50,13 +50,24 @@ class HostDraws:
                 return t
             return (t.pin_memory() if pin and t.device.type == "cpu" else t).to(device, non_blocking=True)
 
-        return replace(self, **{f.name: move(t) for f in fields(self)
-                                if isinstance(t := getattr(self, f.name), torch.Tensor)})
+        return replace(
+            self, **{f.name: move(t) for f in fields(self) if isinstance(t := getattr(self, f.name), torch.Tensor)}
+        )
 
 
-def draw_on_host(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, *, special_ids: Mapping[str, int],
-                 vocab_size: int, step: int, total_steps: int, seed: int, slots: Sequence[int],
-                 masking: MaskingSettings, rng: uniform.SequenceRNG | None = None) -> HostDraws:
+def draw_on_host(
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    *,
+    special_ids: Mapping[str, int],
+    vocab_size: int,
+    step: int,
+    total_steps: int,
+    seed: int,
+    slots: Sequence[int],
+    masking: MaskingSettings,
+    rng: uniform.SequenceRNG | None = None,
+) -> HostDraws:
     """The draws of one micro-batch from CPU tensors; `rng` as in `objective.draw_masks` (default: the
     training loop's keys (seed, step, slot) in the `uniform.TRAIN_MASKS` domain)."""
     B, T = input_ids.shape
@@ -68,15 +79,21 @@ def draw_on_host(input_ids: torch.Tensor, attention_mask: torch.Tensor | None, *
     if attention_mask is not None:
         eligible &= attention_mask.bool()
     k = uniform.mask_counts(eligible.sum(1), masking.mask_prob)
-    p_uniform = explore_probability(step, total_steps, masking.mapnet.explore_start, masking.mapnet.explore_end, masking.mapnet.explore_steps)
+    p_uniform = explore_probability(
+        step, total_steps, masking.mapnet.explore_start, masking.mapnet.explore_end, masking.mapnet.explore_steps
+    )
     coins = exploration_coins(seed, step, slots, p_uniform)
     order = rng.uniform(T)
-    start = (uniform.keyed_uniforms(seed, step, slots, uniform.SYSTEMATIC_START)
-             if masking.mapnet.importance == "ht" else None)
+    start = (
+        uniform.keyed_uniforms(seed, step, slots, uniform.SYSTEMATIC_START)
+        if masking.mapnet.importance == "ht"
+        else None
+    )
     choice, random_ids = uniform.replacement_draws((B, T), vocab_size, special_ids, "cpu", rng)
     counts = k.tolist()  # host tensors: no device is involved
-    return HostDraws(eligible, k, coins, order, start, choice, random_ids, p_uniform,
-                     total=sum(counts), width=max(counts, default=0))
+    return HostDraws(
+        eligible, k, coins, order, start, choice, random_ids, p_uniform, total=sum(counts), width=max(counts, default=0)
+    )
 
 
 __all__ = ["HostDraws", "draw_on_host"]

@@ -17,20 +17,26 @@ however the batch is split. The steps, lambda, train_every and the rest: docs/in
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import torch
 from torch import nn
 
-from .. import designs, uniform
 from ...settings import MaskingSettings
+from .. import designs, uniform
 from . import stats as stats_mod
 from .host_draws import HostDraws, draw_on_host
 from .proposal import ProposalNetwork
+from .sampling import (
+    exploration_coins,
+    explore_probability,
+    gumbel_keys,
+    importance_weights,
+    log_importance_ratio,
+    top_k_mask,
+)
 from .targets import TokenLossReference, gradnorm_proxy, regression_objective
-from .sampling import (explore_probability, exploration_coins, gumbel_keys, importance_weights, log_importance_ratio,
-                       top_k_mask)
 
 
 def mapnet_objective(log_probs: torch.Tensor, chosen: torch.Tensor, token_losses: torch.Tensor) -> torch.Tensor:
@@ -62,8 +68,9 @@ class MicroBatchLoss:
     map_sequences: torch.Tensor  # sequences that train MAP-Net here
     masked: torch.Tensor  # masked positions
 
-    def total(self, masking: MaskingSettings, enc_scale: float | None = None,
-              map_scale: float | None = None) -> torch.Tensor:
+    def total(
+        self, masking: MaskingSettings, enc_scale: float | None = None, map_scale: float | None = None
+    ) -> torch.Tensor:
         """L_enc + lambda L_MAP ("map", default) or L_MAP + lambda L_enc ("encoder"); see the module doc.
 
         With gradient accumulation over ranks whose gradients DDP averages,
@@ -78,8 +85,14 @@ class MicroBatchLoss:
         return enc + lam * mp if masking.mapnet.loss_on == "map" else mp + lam * enc
 
 
-def map_training_sequences(step: int, total_steps: int, seed: int, slots: Sequence[int], masking: MaskingSettings,
-                           eligible_counts: Sequence[int] | torch.Tensor | None = None) -> int:
+def map_training_sequences(
+    step: int,
+    total_steps: int,
+    seed: int,
+    slots: Sequence[int],
+    masking: MaskingSettings,
+    eligible_counts: Sequence[int] | torch.Tensor | None = None,
+) -> int:
     """How many of `slots` will train MAP-Net at `step` — computable before any forward pass.
 
     The coins are pure functions of (seed, step, slot), so a loop can count
@@ -92,7 +105,9 @@ def map_training_sequences(step: int, total_steps: int, seed: int, slots: Sequen
     if masking.mapnet.train_on_uniform:
         rows = torch.ones(len(slots), dtype=torch.bool)
     else:
-        p = explore_probability(step, total_steps, masking.mapnet.explore_start, masking.mapnet.explore_end, masking.mapnet.explore_steps)
+        p = explore_probability(
+            step, total_steps, masking.mapnet.explore_start, masking.mapnet.explore_end, masking.mapnet.explore_steps
+        )
         rows = ~exploration_coins(seed, step, slots, p)
     if eligible_counts is not None:
         rows &= torch.as_tensor(eligible_counts).cpu() > 0
@@ -121,10 +136,14 @@ class MaskDraw:
 PROPOSAL_FLOOR = 1e-9  # smallest proposal probability of an eligible position under importance "ht"
 
 
-def ht_inclusion(log_p: torch.Tensor, eligible: torch.Tensor, k: torch.Tensor, masking: MaskingSettings) -> torch.Tensor:
-    """pi (B, T) of `masking.mapnet.importance = "ht"`: the proposal at temperature T, capped PPS, mixed with uniform."""
-    tempered = torch.softmax((log_p.detach().to(torch.float64) / masking.mapnet.temperature)
-                             .masked_fill(~eligible, float("-inf")), dim=-1).nan_to_num(0.0)
+def ht_inclusion(
+    log_p: torch.Tensor, eligible: torch.Tensor, k: torch.Tensor, masking: MaskingSettings
+) -> torch.Tensor:
+    """pi (B, T) of `masking.mapnet.importance = "ht"`: the proposal at temperature T, capped PPS, mixed with
+    uniform."""
+    tempered = torch.softmax(
+        (log_p.detach().to(torch.float64) / masking.mapnet.temperature).masked_fill(~eligible, float("-inf")), dim=-1
+    ).nan_to_num(0.0)
     # Every eligible position keeps pi > 0 even when the softmax underflows (alpha = 0, low T): HT is
     # unbiased only over positions that can be drawn. The mixture is what bounds the weights.
     tempered = torch.where(eligible, tempered.clamp(min=PROPOSAL_FLOOR), tempered)
@@ -132,10 +151,22 @@ def ht_inclusion(log_p: torch.Tensor, eligible: torch.Tensor, k: torch.Tensor, m
     return designs.mix_with_uniform(pi, eligible, k, masking.mix_uniform)
 
 
-def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, *,
-               special_ids: Mapping[str, int], vocab_size: int, step: int, total_steps: int, seed: int,
-               slots: Sequence[int], masking: MaskingSettings,
-               rng: uniform.SequenceRNG | None = None, learn: bool = True, draws: HostDraws | None = None) -> MaskDraw:
+def draw_masks(
+    proposal: ProposalNetwork,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    *,
+    special_ids: Mapping[str, int],
+    vocab_size: int,
+    step: int,
+    total_steps: int,
+    seed: int,
+    slots: Sequence[int],
+    masking: MaskingSettings,
+    rng: uniform.SequenceRNG | None = None,
+    learn: bool = True,
+    draws: HostDraws | None = None,
+) -> MaskDraw:
     """Steps 1-2 of the module doc: coin, proposal, Gumbel-top-k, weights, replacement.
 
     `draws`: the micro-batch's randomness, drawn on the host beforehand (`host_draws`; the training
@@ -152,9 +183,18 @@ def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mas
     if draws is not None and rng is not None:
         raise ValueError("draw_masks takes its randomness from draws or from rng, not both")
     if draws is None:
-        draws = draw_on_host(input_ids.cpu(), None if attention_mask is None else attention_mask.cpu(),
-                             special_ids=special_ids, vocab_size=vocab_size, step=step, total_steps=total_steps,
-                             seed=seed, slots=slots, masking=masking, rng=rng).to(device)
+        draws = draw_on_host(
+            input_ids.cpu(),
+            None if attention_mask is None else attention_mask.cpu(),
+            special_ids=special_ids,
+            vocab_size=vocab_size,
+            step=step,
+            total_steps=total_steps,
+            seed=seed,
+            slots=slots,
+            masking=masking,
+            rng=rng,
+        ).to(device)
     elif len(slots) != B:
         raise ValueError(f"{len(slots)} slots for a batch of {B}")
     eligible, k, uniform_rows, u = draws.eligible, draws.counts, draws.coins, draws.order
@@ -185,21 +225,44 @@ def draw_masks(proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mas
         chosen = torch.where(uniform_rows[:, None], uniform_chosen, top_k_mask(keys, k))
 
     log_r = log_importance_ratio(log_p, chosen, eligible)
-    mode = "none" if masking.mapnet.importance == "ht" else masking.mapnet.importance  # HT weighs positions, not sequences
+    mode = (
+        "none" if masking.mapnet.importance == "ht" else masking.mapnet.importance
+    )  # HT weighs positions, not sequences
     weights = importance_weights(log_r, mode, masking.mapnet.clip_epsilon)
     weights = torch.where(uniform_rows, torch.ones_like(weights), weights)
-    corrupted = uniform.apply_replacement(input_ids, chosen, vocab_size, special_ids, masking.replace_mask,
-                                          masking.replace_random, drawn=(draws.choice, draws.random_ids))
+    corrupted = uniform.apply_replacement(
+        input_ids,
+        chosen,
+        vocab_size,
+        special_ids,
+        masking.replace_mask,
+        masking.replace_random,
+        drawn=(draws.choice, draws.random_ids),
+    )
     # Every row holds exactly its K (both designs draw exactly K): the flat positions have a size known
     # on the host, so finding them waits for nothing. The assert is checked on the device, asynchronously.
     torch._assert_async(chosen.sum() == draws.total, "MAP-Net drew a mask of another size than sum(K)")
     positions = torch.nonzero_static(chosen.flatten(), size=draws.total).squeeze(1)
-    return MaskDraw(eligible, k, uniform_rows, log_p, chosen, log_r, weights, corrupted, draws.p_uniform, token_weights,
-                    inclusion, positions, draws.width)
+    return MaskDraw(
+        eligible,
+        k,
+        uniform_rows,
+        log_p,
+        chosen,
+        log_r,
+        weights,
+        corrupted,
+        draws.p_uniform,
+        token_weights,
+        inclusion,
+        positions,
+        draws.width,
+    )
 
 
-def proposal_terms(draw: MaskDraw, out, dense_losses: torch.Tensor, masking: MaskingSettings,
-                   reference: TokenLossReference | None) -> torch.Tensor:
+def proposal_terms(
+    draw: MaskDraw, out, dense_losses: torch.Tensor, masking: MaskingSettings, reference: TokenLossReference | None
+) -> torch.Tensor:
     """(B,) MAP-Net's objective per sequence for `masking.mapnet.target` (see `targets`)."""
     if masking.mapnet.target == "loss":
         return mapnet_objective(draw.log_probs, draw.chosen, dense_losses)
@@ -216,11 +279,24 @@ def proposal_terms(draw: MaskDraw, out, dense_losses: torch.Tensor, masking: Mas
 
 
 def mapnet_micro_batch_loss(
-    model: nn.Module, proposal: ProposalNetwork, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, *,
-    special_ids: Mapping[str, int], vocab_size: int, step: int, total_steps: int, seed: int, slots: Sequence[int],
-    masking: MaskingSettings, rng: uniform.SequenceRNG | None = None,
-    token_kinds: Mapping[str, torch.Tensor] | None = None, with_stats: bool = True,
-    reference: TokenLossReference | None = None, learn: bool = True, draws: HostDraws | None = None,
+    model: nn.Module,
+    proposal: ProposalNetwork,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    *,
+    special_ids: Mapping[str, int],
+    vocab_size: int,
+    step: int,
+    total_steps: int,
+    seed: int,
+    slots: Sequence[int],
+    masking: MaskingSettings,
+    rng: uniform.SequenceRNG | None = None,
+    token_kinds: Mapping[str, torch.Tensor] | None = None,
+    with_stats: bool = True,
+    reference: TokenLossReference | None = None,
+    learn: bool = True,
+    draws: HostDraws | None = None,
 ) -> tuple[MicroBatchLoss, stats_mod.MapnetStats | None]:
     """Mask one micro-batch with MAP-Net (or uniformly, by the exploration coin) and compute both losses.
 
@@ -232,17 +308,32 @@ def mapnet_micro_batch_loss(
     `reference`: the learnability target's per-type loss average (observed here, updated per step).
     `learn=False`: MAP-Net draws the masks but does not learn (`masking.mapnet.train_every`, module doc).
     """
-    draw = draw_masks(proposal, input_ids, attention_mask, special_ids=special_ids, vocab_size=vocab_size,
-                      step=step, total_steps=total_steps, seed=seed, slots=slots, masking=masking, rng=rng,
-                      learn=learn, draws=draws)
+    draw = draw_masks(
+        proposal,
+        input_ids,
+        attention_mask,
+        special_ids=special_ids,
+        vocab_size=vocab_size,
+        step=step,
+        total_steps=total_steps,
+        seed=seed,
+        slots=slots,
+        masking=masking,
+        rng=rng,
+        learn=learn,
+        draws=draws,
+    )
     B, T = input_ids.shape
     device = input_ids.device
     chosen = draw.chosen
     # Through forward (not .mlm_losses) so DDP hooks stay in the path if `model` is wrapped.
     out = model(draw.corrupted, attention_mask, draw.positions, targets=input_ids, width=draw.width)
     # Dense (B, T) token losses: the positions are row-major, the order of out.token_losses.
-    dense = (torch.zeros(B * T, dtype=out.token_losses.dtype, device=device)
-             .index_copy(0, draw.positions, out.token_losses.detach()).view(B, T))
+    dense = (
+        torch.zeros(B * T, dtype=out.token_losses.dtype, device=device)
+        .index_copy(0, draw.positions, out.token_losses.detach())
+        .view(B, T)
+    )
 
     train_rows = (~draw.uniform_rows | masking.mapnet.train_on_uniform) & (draw.counts > 0)
     # A frozen step needs the proposal's objective only for its logged statistics.
@@ -263,15 +354,32 @@ def mapnet_micro_batch_loss(
     if reference is not None:
         reference.observe(out.labels, out.token_losses, flat_w)
 
-    part = MicroBatchLoss(enc_sum=enc_sum, map_sum=map_sum, loss_sum=out.sequence_losses.detach().float().sum(),
-                          sequences=B, map_sequences=train_rows.sum(), masked=chosen.sum())
+    part = MicroBatchLoss(
+        enc_sum=enc_sum,
+        map_sum=map_sum,
+        loss_sum=out.sequence_losses.detach().float().sum(),
+        sequences=B,
+        map_sequences=train_rows.sum(),
+        masked=chosen.sum(),
+    )
     if not with_stats:
         return part, None
-    st = stats_mod.collect(log_probs=draw.log_probs, eligible=draw.eligible, input_ids=input_ids, chosen=chosen,
-                           uniform_rows=draw.uniform_rows, log_ratio=draw.log_ratio, weights=draw.weights,
-                           token_losses=dense, train_rows=train_rows, map_terms=terms, p_uniform=draw.p_uniform,
-                           clip_epsilon=masking.mapnet.clip_epsilon, token_kinds=token_kinds,
-                           token_weights=draw.token_weights)
+    st = stats_mod.collect(
+        log_probs=draw.log_probs,
+        eligible=draw.eligible,
+        input_ids=input_ids,
+        chosen=chosen,
+        uniform_rows=draw.uniform_rows,
+        log_ratio=draw.log_ratio,
+        weights=draw.weights,
+        token_losses=dense,
+        train_rows=train_rows,
+        map_terms=terms,
+        p_uniform=draw.p_uniform,
+        clip_epsilon=masking.mapnet.clip_epsilon,
+        token_kinds=token_kinds,
+        token_weights=draw.token_weights,
+    )
     return part, st
 
 
@@ -293,4 +401,14 @@ class MapnetJoint(nn.Module):
         return mapnet_micro_batch_loss(self.model, self.proposal, input_ids, attention_mask, **kwargs)
 
 
-__all__ = ["mapnet_objective", "MicroBatchLoss", "MaskDraw", "ht_inclusion", "draw_masks", "proposal_terms", "map_training_sequences", "mapnet_micro_batch_loss", "MapnetJoint"]
+__all__ = [
+    "mapnet_objective",
+    "MicroBatchLoss",
+    "MaskDraw",
+    "ht_inclusion",
+    "draw_masks",
+    "proposal_terms",
+    "map_training_sequences",
+    "mapnet_micro_batch_loss",
+    "MapnetJoint",
+]

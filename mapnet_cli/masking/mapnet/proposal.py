@@ -40,7 +40,7 @@ class ProposalConfig:
     init_std: float = 0.02
 
     @classmethod
-    def from_settings(cls, model: ModelSettings, masking: MaskingSettings) -> "ProposalConfig":
+    def from_settings(cls, model: ModelSettings, masking: MaskingSettings) -> ProposalConfig:
         """0 in masking.mapnet.layers/hidden/heads means the paper's scaling: same depth, half width, half heads.
 
         Dropout is MAP-Net's own (`masking.mapnet.dropout`, default 0), not the encoder's: the
@@ -53,12 +53,22 @@ class ProposalConfig:
         hidden = masking.mapnet.hidden or max(1, model.hidden // 2)
         heads = masking.mapnet.heads or max(1, model.heads // 2)
         if hidden % heads:
-            raise MapnetError(f"MAP-Net width {hidden} is not divisible by its {heads} heads "
-                              "(set masking.mapnet.hidden / masking.mapnet.heads)")
-        return cls(layers=layers, hidden=hidden, heads=heads, intermediate=4 * hidden,
-                   max_position=model.max_position, embed_dim=model.hidden, dropout=masking.mapnet.dropout,
-                   attention_dropout=masking.mapnet.dropout, layer_norm_eps=model.layer_norm_eps,
-                   init_std=model.init_std)
+            raise MapnetError(
+                f"MAP-Net width {hidden} is not divisible by its {heads} heads "
+                "(set masking.mapnet.hidden / masking.mapnet.heads)"
+            )
+        return cls(
+            layers=layers,
+            hidden=hidden,
+            heads=heads,
+            intermediate=4 * hidden,
+            max_position=model.max_position,
+            embed_dim=model.hidden,
+            dropout=masking.mapnet.dropout,
+            attention_dropout=masking.mapnet.dropout,
+            layer_norm_eps=model.layer_norm_eps,
+            init_std=model.init_std,
+        )
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -83,7 +93,8 @@ class ProposalNetwork(nn.Module):
         self.embed_dropout = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(
             Block(cfg.hidden, cfg.heads, cfg.intermediate, cfg.dropout, cfg.attention_dropout, cfg.layer_norm_eps)
-            for _ in range(cfg.layers))
+            for _ in range(cfg.layers)
+        )
         self.score = nn.Linear(cfg.hidden, 1)
         self.reset_parameters()
 
@@ -124,7 +135,9 @@ class ProposalNetwork(nn.Module):
             x = block(x, attn)
         return self.score(x).squeeze(-1).float()
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, eligible: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, eligible: torch.Tensor
+    ) -> torch.Tensor:
         """log p_prop(position) over `eligible` positions (not special, not pad); -inf elsewhere.
 
         A row with no eligible position is all -inf (it will get K = 0).
@@ -142,17 +155,27 @@ def proposal_state_dict(proposal: ProposalNetwork, prefix: str = "mapnet.") -> d
     return {prefix + k: v for k, v in proposal.state_dict().items()}
 
 
-def load_proposal_state_dict(proposal: ProposalNetwork, tensors: dict[str, torch.Tensor], prefix: str = "mapnet.") -> None:
+def load_proposal_state_dict(
+    proposal: ProposalNetwork, tensors: dict[str, torch.Tensor], prefix: str = "mapnet."
+) -> None:
     """Load the `prefix`ed entries of `tensors` into `proposal`, strictly (missing or extra keys are errors)."""
-    own = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+    own = {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
     result = proposal.load_state_dict(own, strict=False)
     if result.missing_keys or result.unexpected_keys:
-        raise MapnetError(f"MAP-Net weights do not match the network (missing: {result.missing_keys[:3]}, "
-                          f"unexpected: {result.unexpected_keys[:3]})")
+        raise MapnetError(
+            f"MAP-Net weights do not match the network (missing: {result.missing_keys[:3]}, "
+            f"unexpected: {result.unexpected_keys[:3]})"
+        )
 
 
 def has_proposal_weights(tensors_or_keys, prefix: str = "mapnet.") -> bool:
     return any(str(k).startswith(prefix) for k in tensors_or_keys)
 
 
-__all__ = ["ProposalConfig", "ProposalNetwork", "proposal_state_dict", "load_proposal_state_dict", "has_proposal_weights"]
+__all__ = [
+    "ProposalConfig",
+    "ProposalNetwork",
+    "proposal_state_dict",
+    "load_proposal_state_dict",
+    "has_proposal_weights",
+]

@@ -33,7 +33,7 @@ COIN_DOMAIN = 0x4D4150  # "MAP"
 MAX_LOG_RATIO = 30.0
 
 # Uniforms from torch.rand lie in [0, 1); 0 would give an infinite Gumbel key.
-_U_MIN = 2.0 ** -30
+_U_MIN = 2.0**-30
 
 
 # ---------------------------------------------------------------- which positions, how many
@@ -121,11 +121,18 @@ def exploration_coins(seed: int, step: int, slots, p_uniform: float, device=None
     a pure function of the sequence's identity, so the coin does not depend on
     the batch split, and it does not consume draws from the mask streams.
     """
-    u = [(mix_seed(COIN_DOMAIN, seed, step, int(s)) >> 10) * 2.0 ** -53 for s in slots]
+    u = [(mix_seed(COIN_DOMAIN, seed, step, int(s)) >> 10) * 2.0**-53 for s in slots]
     return torch.tensor(u, dtype=torch.float64, device=device) < p_uniform
 
 
 __all__ = [
-    "COIN_DOMAIN", "MAX_LOG_RATIO", "gumbel_keys", "top_k_mask", "gumbel_top_k", "log_importance_ratio", "importance_weights",
-    "explore_probability", "exploration_coins",
+    "COIN_DOMAIN",
+    "MAX_LOG_RATIO",
+    "gumbel_keys",
+    "top_k_mask",
+    "gumbel_top_k",
+    "log_importance_ratio",
+    "importance_weights",
+    "explore_probability",
+    "exploration_coins",
 ]

@@ -18,7 +18,7 @@ a few sequences or positions carry the skew: docs/pretraining.md#watching-a-run.
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import torch
@@ -43,7 +43,7 @@ class MapnetStats:
         else:
             self.totals[name] = [total, count]
 
-    def add(self, other: "MapnetStats") -> "MapnetStats":
+    def add(self, other: MapnetStats) -> MapnetStats:
         for name, (s, c) in other.totals.items():
             self.put(name, s, c)
         for name, parts in other.samples.items():
@@ -52,8 +52,11 @@ class MapnetStats:
 
     def histograms(self) -> dict[str, np.ndarray]:
         """{"mapnet/histogram/<name>": float64 values} of the samples taken (this process only)."""
-        return {f"{_P}histogram/{name}": torch.cat(parts).to("cpu", torch.float64).numpy()
-                for name, parts in sorted(self.samples.items()) if sum(p.numel() for p in parts)}
+        return {
+            f"{_P}histogram/{name}": torch.cat(parts).to("cpu", torch.float64).numpy()
+            for name, parts in sorted(self.samples.items())
+            if sum(p.numel() for p in parts)
+        }
 
     def names(self) -> list[str]:
         return sorted(self.totals)
@@ -63,15 +66,18 @@ class MapnetStats:
         vals = []
         for name in self.names():
             for v in self.totals[name]:
-                vals.append(v.detach().to(torch.float64).reshape(()) if torch.is_tensor(v)
-                            else torch.tensor(float(v), dtype=torch.float64))
+                vals.append(
+                    v.detach().to(torch.float64).reshape(())
+                    if torch.is_tensor(v)
+                    else torch.tensor(float(v), dtype=torch.float64)
+                )
         if not vals:
             return torch.zeros(0, dtype=torch.float64, device=device)
         dev = device or next((v.device for v in vals if v.device.type != "cpu"), torch.device("cpu"))
         return torch.stack([v.to(dev) for v in vals])
 
     @classmethod
-    def from_tensor(cls, names: list[str], flat: torch.Tensor) -> "MapnetStats":
+    def from_tensor(cls, names: list[str], flat: torch.Tensor) -> MapnetStats:
         values = flat.tolist()
         return cls({n: (values[2 * i], values[2 * i + 1]) for i, n in enumerate(names)})
 
@@ -99,18 +105,43 @@ class MapnetStats:
 
 def summary_keys(kinds=()) -> list[str]:
     """Every key `MapnetStats.summary` can give (the list in the module doc), for token kinds `kinds`."""
-    names = ["p_uniform", "uniform_fraction", "entropy", "ess", "weight", "clipped_fraction", "log_ratio",
-             "loss_map_tokens", "loss_uniform_tokens", "map_objective", "token_weight", "token_ess", "max_token_weight"]
+    names = [
+        "p_uniform",
+        "uniform_fraction",
+        "entropy",
+        "ess",
+        "weight",
+        "clipped_fraction",
+        "log_ratio",
+        "loss_map_tokens",
+        "loss_uniform_tokens",
+        "map_objective",
+        "token_weight",
+        "token_ess",
+        "max_token_weight",
+    ]
     names += [f"{what}/{kind}" for kind in kinds for what in ("mass", "share")]
     return [_P + n for n in names]
 
 
 @torch.no_grad()
-def collect(*, log_probs: torch.Tensor, eligible: torch.Tensor, input_ids: torch.Tensor, chosen: torch.Tensor,
-            uniform_rows: torch.Tensor, log_ratio: torch.Tensor, weights: torch.Tensor, token_losses: torch.Tensor,
-            train_rows: torch.Tensor, map_terms: torch.Tensor, p_uniform: float, clip_epsilon: float,
-            token_kinds: Mapping[str, torch.Tensor] | None = None,
-            token_weights: torch.Tensor | None = None) -> MapnetStats:
+def collect(
+    *,
+    log_probs: torch.Tensor,
+    eligible: torch.Tensor,
+    input_ids: torch.Tensor,
+    chosen: torch.Tensor,
+    uniform_rows: torch.Tensor,
+    log_ratio: torch.Tensor,
+    weights: torch.Tensor,
+    token_losses: torch.Tensor,
+    train_rows: torch.Tensor,
+    map_terms: torch.Tensor,
+    p_uniform: float,
+    clip_epsilon: float,
+    token_kinds: Mapping[str, torch.Tensor] | None = None,
+    token_weights: torch.Tensor | None = None,
+) -> MapnetStats:
     """The numbers of one micro-batch (all tensors (B, T) or (B,); `token_losses` dense (B, T), 0 off `chosen`)."""
     st = MapnetStats()
     B = input_ids.shape[0]
@@ -143,8 +174,11 @@ def collect(*, log_probs: torch.Tensor, eligible: torch.Tensor, input_ids: torch
     uni_tok = chosen & uniform_rows[:, None]
     st.put("loss_map_tokens", torch.where(map_tok, tl, torch.zeros_like(tl)).sum(), map_tok.sum())
     st.put("loss_uniform_tokens", torch.where(uni_tok, tl, torch.zeros_like(tl)).sum(), uni_tok.sum())
-    st.put("map_objective", torch.where(train_rows, map_terms.detach().to(f), torch.zeros(B, dtype=f, device=tl.device)).sum(),
-           train_rows.sum())
+    st.put(
+        "map_objective",
+        torch.where(train_rows, map_terms.detach().to(f), torch.zeros(B, dtype=f, device=tl.device)).sum(),
+        train_rows.sum(),
+    )
 
     if token_weights is not None:  # HT: per-position weights at chosen positions
         tw = torch.where(chosen, token_weights.to(f), torch.zeros_like(tl))

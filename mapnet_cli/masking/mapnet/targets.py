@@ -60,7 +60,7 @@ class TokenLossReference(nn.Module):
 
     def __init__(self, vocab_size: int, decay: float):
         super().__init__()
-        self.decay, self.fast_decay = decay, decay ** FAST_DECAY_POWER
+        self.decay, self.fast_decay = decay, decay**FAST_DECAY_POWER
         self.register_buffer("mean", torch.zeros(vocab_size, dtype=torch.float64))
         self.register_buffer("fast", torch.zeros(vocab_size, dtype=torch.float64))
         self.register_buffer("seen", torch.zeros(vocab_size, dtype=torch.float64))

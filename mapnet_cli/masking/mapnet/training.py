@@ -22,8 +22,8 @@ import torch
 
 from ... import distributed
 from ...errors import MapnetError
-from ..uniform import SequenceRNG, piece_slots
 from ..strategy import MicroBatch, batch_tensors
+from ..uniform import SequenceRNG, piece_slots
 from .host_draws import draw_on_host
 from .objective import MapnetJoint, map_training_sequences
 from .proposal import ProposalConfig, ProposalNetwork
@@ -48,8 +48,11 @@ class MapnetTraining:
         self.stats = MapnetStats()
         m = settings.masking
         # Held apart from the DDP-wrapped module: a buffer-only average every rank updates identically.
-        self.reference = (TokenLossReference(self.vocab_size, m.mapnet.learnability_decay).to(info.device)
-                          if m.mapnet.target == "learnability" else None)
+        self.reference = (
+            TokenLossReference(self.vocab_size, m.mapnet.learnability_decay).to(info.device)
+            if m.mapnet.target == "learnability"
+            else None
+        )
 
     @property
     def modules(self) -> dict[str, torch.nn.Module]:
@@ -72,9 +75,18 @@ class MapnetTraining:
         streams, the coins, K) is drawn here, on the host (`host_draws`), and travels with the batch."""
         targets, attn, tokens = batch_tensors(ids, self.special_ids, device)
         t = self.settings.train
-        draws = draw_on_host(targets.cpu(), None if attn is None else attn.cpu(), special_ids=self.special_ids,
-                             vocab_size=self.vocab_size, step=step, total_steps=t.steps, seed=t.seed, slots=slots,
-                             masking=self.settings.masking, rng=SequenceRNG(keys)).to(targets.device)
+        draws = draw_on_host(
+            targets.cpu(),
+            None if attn is None else attn.cpu(),
+            special_ids=self.special_ids,
+            vocab_size=self.vocab_size,
+            step=step,
+            total_steps=t.steps,
+            seed=t.seed,
+            slots=slots,
+            masking=self.settings.masking,
+            rng=SequenceRNG(keys),
+        ).to(targets.device)
         return MicroBatch(None, targets, None, attn, tokens, slots=slots, keys=list(keys), draws=draws)
 
     def learns(self, step: int) -> bool:
@@ -97,15 +109,29 @@ class MapnetTraining:
         s, t = self.settings, self.settings.train
         # Counted over the whole global batch from the seeded coins: every rank gets the same M with no collective;
         # the warm-up's pieces are the sequences.
-        m = map_training_sequences(step, t.steps, t.seed, piece_slots(range(t.batch_size), pieces, t.batch_size), s.masking)
+        m = map_training_sequences(
+            step, t.steps, t.seed, piece_slots(range(t.batch_size), pieces, t.batch_size), s.masking
+        )
         map_scale = self.info.world_size / max(m, 1)
         learn = self.learns(step)
 
         def mapnet_loss(ddp, batch, scale: float):
-            part, st = ddp(batch.targets, batch.attention_mask, special_ids=self.special_ids,
-                           vocab_size=self.vocab_size, step=step, total_steps=t.steps, seed=t.seed, slots=batch.slots,
-                           masking=s.masking, draws=batch.draws, token_kinds=self.kinds,
-                           with_stats=with_stats, reference=self.reference, learn=learn)
+            part, st = ddp(
+                batch.targets,
+                batch.attention_mask,
+                special_ids=self.special_ids,
+                vocab_size=self.vocab_size,
+                step=step,
+                total_steps=t.steps,
+                seed=t.seed,
+                slots=batch.slots,
+                masking=s.masking,
+                draws=batch.draws,
+                token_kinds=self.kinds,
+                with_stats=with_stats,
+                reference=self.reference,
+                learn=learn,
+            )
             if st is not None:
                 self.stats.add(st)
             return part.total(s.masking, enc_scale=scale, map_scale=map_scale), part.loss_sum, part.masked
@@ -113,7 +139,8 @@ class MapnetTraining:
         return mapnet_loss
 
     def metrics(self) -> dict[str, Any]:
-        """The `mapnet/...` numbers of the steps since the last call, over all ranks (a collective: every rank calls it).
+        """The `mapnet/...` numbers of the steps since the last call, over all ranks (a collective: every rank calls
+        it).
 
         Every key is present at every log step; a number with nothing to average
         (e.g. `log_ratio` while every sequence is still masked uniformly) is None.
@@ -138,17 +165,26 @@ class MapnetTraining:
         m = self.settings.masking.mapnet
         missing = [key for key in ("map_lr", "proposal_target", "mapnet") if key not in meta]
         if missing:  # every MAP-Net checkpoint records them (under their mapnet 0.1 names)
-            raise MapnetError(f"--resume: {ckpt}/config.json lacks {', '.join(missing)}, which every MAP-Net checkpoint "
-                              "records; it cannot be continued")
+            raise MapnetError(
+                f"--resume: {ckpt}/config.json lacks {', '.join(missing)}, which every MAP-Net checkpoint "
+                "records; it cannot be continued"
+            )
         for record, key in (("map_lr", "lr"), ("proposal_target", "target")):
             if meta[record] != getattr(m, key):
-                raise MapnetError(f"--resume: {ckpt} was trained with masking.mapnet.{key} = {meta[record]!r}, not "
-                                  f"{getattr(m, key)!r}; masking.mapnet.{key} cannot change on resume (the optimizer's "
-                                  "groups and the proposal's training state depend on it)")
+                raise MapnetError(
+                    f"--resume: {ckpt} was trained with masking.mapnet.{key} = {meta[record]!r}, not "
+                    f"{getattr(m, key)!r}; masking.mapnet.{key} cannot change on resume (the optimizer's "
+                    "groups and the proposal's training state depend on it)"
+                )
         saved, now = meta["mapnet"], self.proposal_cfg.to_dict()
         if saved != now:
-            changed = {k: (saved.get(k), now.get(k)) for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)}
-            raise MapnetError(f"--resume: {ckpt} has a different MAP-Net (checkpoint vs now: {changed}); "
-                              "the proposal's size (masking.mapnet.layers, hidden, heads, dropout) cannot change")
+            changed = {
+                k: (saved.get(k), now.get(k)) for k in sorted(set(saved) | set(now)) if saved.get(k) != now.get(k)
+            }
+            raise MapnetError(
+                f"--resume: {ckpt} has a different MAP-Net (checkpoint vs now: {changed}); "
+                "the proposal's size (masking.mapnet.layers, hidden, heads, dropout) cannot change"
+            )
+
 
 __all__ = ["MapnetTraining"]

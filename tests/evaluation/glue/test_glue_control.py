@@ -18,10 +18,17 @@ from mapnet_cli import settings as settings_mod
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.evaluation.glue import report, sweep
-from mapnet_cli.evaluation.glue.pretrained import (CheckpointRef, find_checkpoints, load_encoder_state, random_encoder,
-                                        random_init_ref, random_init_seed, with_controls)
-from mapnet_cli.settings import PROTOCOLS
+from mapnet_cli.evaluation.glue.pretrained import (
+    CheckpointRef,
+    find_checkpoints,
+    load_encoder_state,
+    random_encoder,
+    random_init_ref,
+    random_init_seed,
+    with_controls,
+)
 from mapnet_cli.evaluation.glue.sweep import Events, make_plan, run_sweep, summarize
+from mapnet_cli.settings import PROTOCOLS
 
 EVALUATION_PAGE = Path(__file__).resolve().parents[3] / "docs" / "evaluation.md"  # where the protocol table lives
 
@@ -100,7 +107,7 @@ def test_sweep_fine_tunes_random_weights_paired_with_the_checkpoint(fake_run, gl
     refs, controls = with_controls([ref], "both")
     doc = run_sweep(refs, ["RTE"], glue_dir, tmp_path / "a", _ft(), _Capture(), controls=controls)
     assert [s for s, _, _ in seen] == [0, 1, 0, 1]  # the checkpoint's two seeds, then the control's
-    for seed, enc, _ in seen[:2]:
+    for _, enc, _ in seen[:2]:
         assert all(torch.equal(enc[k], state[k]) for k in state)
     # Paired by seed: after the encoder is built, the RNG stream (head init, dropout) is the same in both arms.
     assert torch.equal(seen[0][2], seen[2][2]) and torch.equal(seen[1][2], seen[3][2])
@@ -143,8 +150,11 @@ def test_sweep_fine_tunes_random_weights_paired_with_the_checkpoint(fake_run, gl
 
 # ---------------------------------------------------------------- statistics on hand-made records
 def _record(seed, score):
-    return {"task": "RTE", "seed": seed,
-            "epochs": [{"epoch": 1, "score": score, "entries": {"RTE": {"metrics": {"acc": score}, "score": score}}}]}
+    return {
+        "task": "RTE",
+        "seed": seed,
+        "epochs": [{"epoch": 1, "score": score, "entries": {"RTE": {"metrics": {"acc": score}, "score": score}}}],
+    }
 
 
 def test_summary_intervals_and_margin_by_hand():
@@ -153,8 +163,12 @@ def test_summary_intervals_and_margin_by_hand():
     ft = _ft(seeds=3, learning_rates=(1e-5, 2e-5))
     plan = make_plan([ck, ctl], ["RTE"], ft)
     # checkpoint: lr 1e-5 mean 0.6, lr 2e-5 mean 0.7 (best); control: lr 1e-5 best (0.55).
-    scores = {("a", 1e-5): [0.5, 0.6, 0.7], ("a", 2e-5): [0.72, 0.66, 0.72],
-              ("b", 1e-5): [0.5, 0.6, 0.55], ("b", 2e-5): [0.5, 0.5, 0.5]}
+    scores = {
+        ("a", 1e-5): [0.5, 0.6, 0.7],
+        ("a", 2e-5): [0.72, 0.66, 0.72],
+        ("b", 1e-5): [0.5, 0.6, 0.55],
+        ("b", 2e-5): [0.5, 0.5, 0.5],
+    }
     runs = {item.key: _record(item.seed, scores[item.ref.sha[0], item.lr][item.seed]) for item in plan}
     s = summarize(runs, plan, "best_epoch", {ck.key: ctl.key})
     a, b = s["checkpoints"]
@@ -185,21 +199,45 @@ def test_summary_intervals_and_margin_by_hand():
 # ---------------------------------------------------------------- the command
 def test_cli_init_both_prints_intervals_and_margins(fake_run, glue_dir, tmp_path):
     out = tmp_path / "out"
-    args = ["finetune-glue", "--task", "rte", "--checkpoints", str(fake_run), "--init", "both", "--data", str(glue_dir),
-            "--out", str(out), "--grid", "8x1e-3", "--seeds", "2", "--epochs", "1", "--set", "finetune.max_seq_len=64"]
+    args = [
+        "finetune-glue",
+        "--task",
+        "rte",
+        "--checkpoints",
+        str(fake_run),
+        "--init",
+        "both",
+        "--data",
+        str(glue_dir),
+        "--out",
+        str(out),
+        "--grid",
+        "8x1e-3",
+        "--seeds",
+        "2",
+        "--epochs",
+        "1",
+        "--set",
+        "finetune.max_seq_len=64",
+    ]
     res = CliRunner().invoke(app, args, env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
     doc = json.loads((out / "results.json").read_text())
     cks = doc["summary"]["checkpoints"]
     assert [(c["run"], c["step"], c["init"]) for c in cks] == [
-        ("fake-bert", 100, "pretrained"), ("fake-bert", 200, "pretrained"), ("random-init", 0, "random")]
+        ("fake-bert", 100, "pretrained"),
+        ("fake-bert", 200, "pretrained"),
+        ("random-init", 0, "random"),
+    ]
     assert len(doc["runs"]) == 3 * 2 and doc["protocol"]["preset"] == "paper"
     text = " ".join(res.output.split())
     for ck in cks[:2]:
         m = ck["margin"]["entries"]["RTE"]
         assert m["n"] == 2 and ck["margin"]["control"] == cks[2]["checkpoint"]
-        row = (f"fake-bert@{ck['step']} │ RTE │ 2 │ {report.ci_points(ck['stats']['RTE'])} │ "
-               f"{report.ci_points(m, signed=True)} (n=2)")
+        row = (
+            f"fake-bert@{ck['step']} │ RTE │ 2 │ {report.ci_points(ck['stats']['RTE'])} │ "
+            f"{report.ci_points(m, signed=True)} (n=2)"
+        )
         assert row in text
     assert "random-init@0 │ RTE │ 2 │" in text and "│ control" in text
     res = CliRunner().invoke(app, [*args[:5], "--init", "scratch", *args[7:]])
@@ -228,14 +266,29 @@ def _numbers(cell: str, kind):
 @pytest.mark.parametrize("name", ["paper", "quick", "small"])
 def test_protocol_resolves_as_the_manual_says(name, fake_run, glue_dir, tmp_path):
     row = _manual_protocols()[name]
-    res = CliRunner().invoke(app, ["finetune-glue", "--data", str(glue_dir), "--out", str(tmp_path), "--checkpoint",
-                                   str(fake_run), "--print-settings", "--protocol", name])
+    res = CliRunner().invoke(
+        app,
+        [
+            "finetune-glue",
+            "--data",
+            str(glue_dir),
+            "--out",
+            str(tmp_path),
+            "--checkpoint",
+            str(fake_run),
+            "--print-settings",
+            "--protocol",
+            name,
+        ],
+    )
     assert res.exit_code == 0, res.output
     ft = tomllib.loads(res.output)["finetune"]
     assert ft["batch_sizes"] == _numbers(row["batch sizes"], int)
     assert ft["learning_rates"] == _numbers(row["learning rates"], float)
     assert [ft["seeds"]] == _numbers(row["seeds"], int) and [ft["epochs"]] == _numbers(row["epochs"], int)
-    assert ft["max_train"] == (0 if row["training examples per task"] == "all" else _numbers(row["training examples per task"], int)[0])
+    assert ft["max_train"] == (
+        0 if row["training examples per task"] == "all" else _numbers(row["training examples per task"], int)[0]
+    )
     assert [ft["max_seq_len"]] == _numbers(row["max_seq_len"], int)
     assert ft["max_dev"] == 0 and ft["run_score"] == "best_epoch"
     tasks = [t.strip() for t in row["tasks"].split(",")] if not row["tasks"].startswith("(") else []
@@ -243,8 +296,18 @@ def test_protocol_resolves_as_the_manual_says(name, fake_run, glue_dir, tmp_path
 
 
 def test_protocol_is_a_preset_below_the_config_and_flags(fake_run, glue_dir, tmp_path):
-    base = ["finetune-glue", "--data", str(glue_dir), "--out", str(tmp_path), "--checkpoint", str(fake_run),
-            "--print-settings", "--protocol", "small"]
+    base = [
+        "finetune-glue",
+        "--data",
+        str(glue_dir),
+        "--out",
+        str(tmp_path),
+        "--checkpoint",
+        str(fake_run),
+        "--print-settings",
+        "--protocol",
+        "small",
+    ]
     res = CliRunner().invoke(app, base + ["--seeds", "5", "--set", "finetune.epochs=4"])
     ft = tomllib.loads(res.output)["finetune"]
     assert (ft["seeds"], ft["epochs"], ft["learning_rates"]) == (5, 4, [1e-4, 3e-4])
@@ -252,8 +315,10 @@ def test_protocol_is_a_preset_below_the_config_and_flags(fake_run, glue_dir, tmp
     cfg.write_text("[finetune]\nmax_seq_len = 256\n")
     ft = tomllib.loads(CliRunner().invoke(app, base + ["--config", str(cfg)]).output)["finetune"]
     assert ft["max_seq_len"] == 256 and ft["max_train"] == 20000
-    for extra, msg in ((["--protocol", "small", "--quick"], "--quick is --protocol quick"),
-                       (["--protocol", "huge"], "unknown fine-tuning protocol 'huge'")):
+    for extra, msg in (
+        (["--protocol", "small", "--quick"], "--quick is --protocol quick"),
+        (["--protocol", "huge"], "unknown fine-tuning protocol 'huge'"),
+    ):
         res = CliRunner().invoke(app, base[:-2] + extra)
         assert isinstance(res.exception, MapnetError) and msg in str(res.exception), res.output
     # Without --task, a protocol with tasks supplies them; one without says what is missing.

@@ -9,7 +9,6 @@ import pytest
 
 from mapnet_cli.evaluation.glue import metrics as M
 
-
 PRED = np.array([1, 1, 0, 0, 1])
 GOLD = np.array([1, 0, 0, 1, 1])  # tp=2 (0, 4), fp=1 (1), tn=1 (2), fn=1 (3)
 
@@ -51,8 +50,8 @@ def test_spearman_with_ties_by_hand():
     assert M.spearman([1, 2, 2, 3], [1, 3, 2, 4]) == pytest.approx(3 / math.sqrt(10))
     # Monotone but non-linear: Spearman 1, Pearson below 1.
     x = np.array([1.0, 2.0, 3.0, 4.0])
-    assert M.spearman(x, x ** 3) == pytest.approx(1.0)
-    assert M.pearson(x, x ** 3) < 0.99
+    assert M.spearman(x, x**3) == pytest.approx(1.0)
+    assert M.pearson(x, x**3) < 0.99
 
 
 def test_spearman_matches_brute_force_ranks():

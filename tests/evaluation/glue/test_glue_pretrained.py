@@ -18,9 +18,28 @@ def test_tiny_pretrained_on_books_beats_majority_on_sst2(pretrained_tiny, shared
     out = tmp_path / "sst2"
     # A short fine-tune: 2000 training sentences, 2 epochs, one seed. The learning rate is above the
     # paper's grid (tuned for BERT-base); a 2-layer, 128-wide model needs a larger step.
-    res = CliRunner().invoke(app, [
-        "finetune-glue", "--task", "sst2", "--checkpoint", str(pretrained_tiny), "--data", str(glue),
-        "--out", str(out), "--grid", "32x1e-3", "--seeds", "1", "--epochs", "2", "--max-train", "2000"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "finetune-glue",
+            "--task",
+            "sst2",
+            "--checkpoint",
+            str(pretrained_tiny),
+            "--data",
+            str(glue),
+            "--out",
+            str(out),
+            "--grid",
+            "32x1e-3",
+            "--seeds",
+            "1",
+            "--epochs",
+            "2",
+            "--max-train",
+            "2000",
+        ],
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads((out / "results.json").read_text())
     (run,) = doc["runs"].values()

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from glue_fixtures import make_checkpoint, make_glue_dir
 from typer.testing import CliRunner
 
 from mapnet_cli import settings as settings_mod
@@ -21,8 +22,6 @@ from mapnet_cli.evaluation.glue.encode import TextEncoder
 from mapnet_cli.evaluation.glue.finetune import length_grouped_batches, lr_lambda, select_epoch
 from mapnet_cli.evaluation.glue.pretrained import find_checkpoints
 from mapnet_cli.evaluation.glue.sweep import Events, make_plan, run_sweep, summarize
-
-from glue_fixtures import make_checkpoint, make_glue_dir
 
 
 def _ft(**kw):
@@ -136,8 +135,13 @@ def test_select_epoch_rules():
 # ---------------------------------------------------------------- selection (summary) on hand-made records
 def _record(task, scores):
     """A run record whose epochs carry `scores` for a single-entry accuracy task."""
-    return {"task": task, "epochs": [{"epoch": i + 1, "score": s,
-                                      "entries": {task: {"metrics": {"acc": s}, "score": s}}} for i, s in enumerate(scores)]}
+    return {
+        "task": task,
+        "epochs": [
+            {"epoch": i + 1, "score": s, "entries": {task: {"metrics": {"acc": s}, "score": s}}}
+            for i, s in enumerate(scores)
+        ],
+    }
 
 
 def test_best_configuration_is_the_best_mean_not_the_best_run(fake_run):
@@ -150,7 +154,11 @@ def test_best_configuration_is_the_best_mean_not_the_best_run(fake_run):
         runs[item.key] = _record("RTE", scores)
     s = summarize(runs, plan, "best_epoch")["checkpoints"][0]
     best = s["tasks"]["RTE"]["best"]
-    assert best["lr"] == 2e-5 and best["score"] == pytest.approx(0.7) and best["score_std"] == pytest.approx(0.0, abs=1e-12)
+    assert (
+        best["lr"] == 2e-5
+        and best["score"] == pytest.approx(0.7)
+        and best["score_std"] == pytest.approx(0.0, abs=1e-12)
+    )
     assert s["glue"]["score"] == pytest.approx(0.7) and s["glue"]["entries"] == ["RTE"]
     # best_epoch vs last_epoch: the per-run score follows the rule.
     runs = {item.key: _record("RTE", [0.8, 0.6]) for item in plan}
@@ -227,9 +235,26 @@ def _cells(output: str) -> str:
 def test_cli_checkpoint_sweep_json_and_tables_agree(fake_run, glue_dir, tmp_path):
     out = tmp_path / "out"
     # `--checkpoints RUN MORE...`: the extra path (a checkpoint of the same run) is de-duplicated by weights hash.
-    args = ["finetune-glue", "--task", "rte,mrpc,wnli", "--checkpoints", str(fake_run),
-            str(fake_run / "checkpoints" / "step-00000100"), "--data", str(glue_dir),
-            "--out", str(out), "--grid", "8x1e-3", "--seeds", "2", "--epochs", "1", "--set", "finetune.max_seq_len=64"]
+    args = [
+        "finetune-glue",
+        "--task",
+        "rte,mrpc,wnli",
+        "--checkpoints",
+        str(fake_run),
+        str(fake_run / "checkpoints" / "step-00000100"),
+        "--data",
+        str(glue_dir),
+        "--out",
+        str(out),
+        "--grid",
+        "8x1e-3",
+        "--seeds",
+        "2",
+        "--epochs",
+        "1",
+        "--set",
+        "finetune.max_seq_len=64",
+    ]
     res = CliRunner().invoke(app, args, env={"COLUMNS": "250"})
     assert res.exit_code == 0, res.output
     doc = json.loads((out / "results.json").read_text())
@@ -241,12 +266,17 @@ def test_cli_checkpoint_sweep_json_and_tables_agree(fake_run, glue_dir, tmp_path
         mrpc = ck["tasks"]["MRPC"]["best"]["entries"]["MRPC"]
         f1, acc = mrpc["metrics"]["f1"], mrpc["metrics"]["acc"]
         assert mrpc["score"] == pytest.approx((f1["mean"] + acc["mean"]) / 2)
-        row = f"fake-bert@{ck['step']} │ MRPC │ f1 {report.pm(f1['mean'], f1['std'])} / acc {report.pm(acc['mean'], acc['std'])} │ {report.pm(mrpc['score'], mrpc['score_std'])}"
+        row = (
+            f"fake-bert@{ck['step']} │ MRPC │ f1 {report.pm(f1['mean'], f1['std'])} / acc "
+            f"{report.pm(acc['mean'], acc['std'])} │ {report.pm(mrpc['score'], mrpc['score_std'])}"
+        )
         assert row in text
         # GLUE = mean of the paper's entries run here; WNLI is shown but not averaged.
         assert ck["glue"]["entries"] == ["MRPC", "RTE"]
         assert ck["glue"]["score"] == pytest.approx((ck["entries"]["MRPC"] + ck["entries"]["RTE"]) / 2)
-        assert f"fake-bert@{ck['step']} │ GLUE │ mean over 2/9: MRPC, RTE │ {report.points(ck['glue']['score'])}" in text
+        assert (
+            f"fake-bert@{ck['step']} │ GLUE │ mean over 2/9: MRPC, RTE │ {report.points(ck['glue']['score'])}" in text
+        )
     g = [report.points(ck["glue"]["score"]) for ck in summary["checkpoints"]]
     assert f"│ fake-bert │ {g[0]} │ {g[1]} │" in text  # Table 2: a row per run, a column per step
     for entry in ("MRPC", "RTE", "WNLI"):  # and per entry, the learning curves as numbers
@@ -281,19 +311,42 @@ def test_cli_errors_are_one_line(fake_run, glue_dir, tmp_path):
 
 
 def test_quick_preset_sits_below_flags(fake_run, glue_dir, tmp_path):
-    base = ["finetune-glue", "--task", "rte", "--data", str(glue_dir), "--out", str(tmp_path), "--checkpoint",
-            str(fake_run), "--print-settings", "--quick"]
+    base = [
+        "finetune-glue",
+        "--task",
+        "rte",
+        "--data",
+        str(glue_dir),
+        "--out",
+        str(tmp_path),
+        "--checkpoint",
+        str(fake_run),
+        "--print-settings",
+        "--quick",
+    ]
     res = CliRunner().invoke(app, base)
     ft = tomllib.loads(res.output)["finetune"]
-    assert (ft["batch_sizes"], ft["learning_rates"], ft["seeds"], ft["epochs"], ft["max_train"]) == ([32], [8e-5], 2, 2, 2000)
+    assert (ft["batch_sizes"], ft["learning_rates"], ft["seeds"], ft["epochs"], ft["max_train"]) == (
+        [32],
+        [8e-5],
+        2,
+        2,
+        2000,
+    )
     res = CliRunner().invoke(app, base + ["--seeds", "3"])
     assert tomllib.loads(res.output)["finetune"]["seeds"] == 3
 
 
 def test_bf16_autocast_path_runs_on_cpu(fake_run, glue_dir, tmp_path):
     # The CUDA default is bf16 autocast; CPU autocast exercises the same code (losses in fp32, metrics finite).
-    doc = run_sweep(find_checkpoints([fake_run]), ["STS-B", "RTE"], glue_dir, tmp_path / "o",
-                    _ft(seeds=1, epochs=1, precision="bf16"), Counting())
+    doc = run_sweep(
+        find_checkpoints([fake_run]),
+        ["STS-B", "RTE"],
+        glue_dir,
+        tmp_path / "o",
+        _ft(seeds=1, epochs=1, precision="bf16"),
+        Counting(),
+    )
     for rec in doc["runs"].values():
         assert rec["precision"] == "bf16" and math.isfinite(rec["epochs"][0]["train_loss"])
 
@@ -346,8 +399,18 @@ def test_mean_pooling_is_the_mean_over_real_tokens_and_ignores_padding():
     from mapnet_cli.model.bert import BertConfig, Encoder
 
     torch.manual_seed(0)
-    enc = Encoder(BertConfig(vocab_size=50, hidden=16, layers=1, heads=2, intermediate=32, max_position=16,
-                             dropout=0.0, attention_dropout=0.0)).eval()
+    enc = Encoder(
+        BertConfig(
+            vocab_size=50,
+            hidden=16,
+            layers=1,
+            heads=2,
+            intermediate=32,
+            max_position=16,
+            dropout=0.0,
+            attention_dropout=0.0,
+        )
+    ).eval()
     model = SequenceClassifier(enc, 2, 0.0, pooling="mean").eval()
     ids = torch.randint(5, 50, (2, 6))
     mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]], dtype=torch.bool)
@@ -360,7 +423,8 @@ def test_mean_pooling_is_the_mean_over_real_tokens_and_ignores_padding():
         want = model.out(torch.tanh(model.pooler(want)))
         assert torch.allclose(got, want, atol=1e-5)
         # A padded position's token changes nothing.
-        ids2 = ids.clone(); ids2[1, 4] = 7
+        ids2 = ids.clone()
+        ids2[1, 4] = 7
         assert torch.allclose(model(ids2, mask), got, atol=1e-6)
     with pytest.raises(ValueError, match="pooling"):
         SequenceClassifier(enc, 2, 0.0, pooling="max")
@@ -379,9 +443,12 @@ def test_finetune_dropout_and_pooling_reach_the_run_and_its_key(fake_run, glue_d
         return real(make_encoder, spec, train, devs, rc, *a, **kw)
 
     import unittest.mock as mock
+
     with mock.patch.object(sweep_mod, "finetune_run", spy):
         plain = run_sweep(refs, ["RTE"], glue_dir, tmp_path / "a", _ft(seeds=1, pooling="cls"), Counting())
-        tuned = run_sweep(refs, ["RTE"], glue_dir, tmp_path / "b", _ft(seeds=1, dropout=0.25, pooling="mean"), Counting())
+        tuned = run_sweep(
+            refs, ["RTE"], glue_dir, tmp_path / "b", _ft(seeds=1, dropout=0.25, pooling="mean"), Counting()
+        )
     from mapnet_cli.evaluation.glue.pretrained import load_architecture
 
     ck, _ = load_architecture(refs[0])  # what the checkpoint recorded
@@ -394,7 +461,17 @@ def test_finetune_dropout_and_pooling_reach_the_run_and_its_key(fake_run, glue_d
     # settings existed, so results made then are still found; the mean default is in the key, so they are not
     # taken for mean-pooled ones.
     assert sweep_mod.protocol(_ft(pooling="cls")).keys() == {
-        "epochs", "warmup_ratio", "weight_decay", "betas", "eps", "max_seq_len", "max_train", "max_dev", "length_group",
-        "precision", "malformed_rows"}
+        "epochs",
+        "warmup_ratio",
+        "weight_decay",
+        "betas",
+        "eps",
+        "max_seq_len",
+        "max_train",
+        "max_dev",
+        "length_group",
+        "precision",
+        "malformed_rows",
+    }
     assert sweep_mod.protocol(_ft())["pooling"] == "mean"
     assert settings_mod.Settings().finetune.__class__(dropout=1.0).problems()

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
+from glue_fixtures import make_glue_dir, official_rows, write_tsv
 
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.evaluation.glue.tasks import TASKS, load_task, read_split, task_names, task_spec
-
-from glue_fixtures import make_glue_dir, official_rows, write_tsv
 
 
 def test_task_names_accept_common_spellings():
@@ -22,17 +20,20 @@ def test_task_names_accept_common_spellings():
 
 
 # ---------------------------------------------------------------- real files (counts from SOURCES.md)
-@pytest.mark.parametrize("task, split, rows, counts", [
-    ("CoLA", "dev.tsv", 1043, {0: 322, 1: 721}),
-    ("CoLA", "train.tsv", 8551, {0: 2528, 1: 6023}),
-    ("SST-2", "dev.tsv", 872, {0: 428, 1: 444}),
-    ("SST-2", "train.tsv", 67349, {0: 29780, 1: 37569}),
-    ("MRPC", "train.tsv", 3668, {0: 1194, 1: 2474}),
-    ("MRPC", "dev.tsv", 408, None),
-    ("WNLI", "train.tsv", 635, None),
-    ("WNLI", "dev.tsv", 71, None),
-    ("QNLI", "dev.tsv", 5463, {0: 2702, 1: 2761}),  # entailment, not_entailment
-])
+@pytest.mark.parametrize(
+    "task, split, rows, counts",
+    [
+        ("CoLA", "dev.tsv", 1043, {0: 322, 1: 721}),
+        ("CoLA", "train.tsv", 8551, {0: 2528, 1: 6023}),
+        ("SST-2", "dev.tsv", 872, {0: 428, 1: 444}),
+        ("SST-2", "train.tsv", 67349, {0: 29780, 1: 37569}),
+        ("MRPC", "train.tsv", 3668, {0: 1194, 1: 2474}),
+        ("MRPC", "dev.tsv", 408, None),
+        ("WNLI", "train.tsv", 635, None),
+        ("WNLI", "dev.tsv", 71, None),
+        ("QNLI", "dev.tsv", 5463, {0: 2702, 1: 2761}),  # entailment, not_entailment
+    ],
+)
 def test_real_files(shared_data, task, split, rows, counts):
     s = read_split(TASKS[task], shared_data / "glue" / task / split, task)
     assert len(s) == rows and s.skipped == 0
@@ -102,7 +103,9 @@ def test_malformed_rows_error_with_line(tmp_path):
         read_split(TASKS["RTE"], path, "RTE")
     rows[2] = (2, "a", "b", "contradiction")
     path = write_tsv(tmp_path / "dev2.tsv", header, rows)
-    with pytest.raises(MapnetError, match=r"dev2.tsv:4: .*label 'contradiction' is not one of entailment, not_entailment"):
+    with pytest.raises(
+        MapnetError, match=r"dev2.tsv:4: .*label 'contradiction' is not one of entailment, not_entailment"
+    ):
         read_split(TASKS["RTE"], path, "RTE")
 
 

@@ -12,7 +12,9 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.evaluation.glue.tasks import TASKS, TaskSpec, read_split
@@ -20,8 +22,31 @@ from mapnet_cli.evaluation.glue.tasks import TASKS, TaskSpec, read_split
 SPECS = list(TASKS.values())
 # Field text without the separators the format cannot carry (tab, line ends); surrogates are not text.
 FIELD = st.text(st.characters(blacklist_characters="\t\n\r", blacklist_categories=("Cs",)), max_size=20)
-JUNK = st.sampled_from(["", " ", '"', "'", '""', "\t", "\r", "\x00", "\ufeff", "nan", "inf", "-1", "5.0001", "1e400",
-                        "x" * 5000, "label", "0", "1", "2.5", "entailment", "neutral"])
+JUNK = st.sampled_from(
+    [
+        "",
+        " ",
+        '"',
+        "'",
+        '""',
+        "\t",
+        "\r",
+        "\x00",
+        "\ufeff",
+        "nan",
+        "inf",
+        "-1",
+        "5.0001",
+        "1e400",
+        "x" * 5000,
+        "label",
+        "0",
+        "1",
+        "2.5",
+        "entailment",
+        "neutral",
+    ]
+)
 
 
 def header_of(spec: TaskSpec) -> list[str]:
@@ -44,8 +69,11 @@ def tsv_like(draw, spec: TaskSpec) -> bytes:
         fields = [draw(FIELD | JUNK) for _ in range(max(n, 0))]
         if fields and draw(st.booleans()):
             label = spec.labels and draw(st.sampled_from(spec.labels)) or f"{draw(st.floats(0, 5)):.3f}"
-            fields[spec.label if isinstance(spec.label, int) else min(header.index(spec.label) if spec.label in header
-                                                                      else 0, len(fields) - 1)] = label
+            fields[
+                spec.label
+                if isinstance(spec.label, int)
+                else min(header.index(spec.label) if spec.label in header else 0, len(fields) - 1)
+            ] = label
         lines.append("\t".join(fields))
         if draw(st.integers(0, 5)) == 0:
             lines.append("")
@@ -87,8 +115,10 @@ def test_property_any_bytes_are_rows_or_one_line(spec, data, skip):
 
 
 @hsettings(max_examples=80, deadline=None)
-@given(st.sampled_from(SPECS).flatmap(lambda spec: st.tuples(st.just(spec), tsv_like(spec))),
-       st.sampled_from([None, True, False]))
+@given(
+    st.sampled_from(SPECS).flatmap(lambda spec: st.tuples(st.just(spec), tsv_like(spec))),
+    st.sampled_from([None, True, False]),
+)
 def test_property_tsv_like_text_is_rows_or_one_line(case, skip):
     check(*case, skip)
 

@@ -7,18 +7,28 @@ import json
 import pytest
 import torch
 from typer.testing import CliRunner
+from variance_fixtures import tiny_settings
 
-from mapnet_cli.model import checkpoint
 from mapnet_cli.cli import app
 from mapnet_cli.data.shards import ShardReader
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.evaluation.variance.measure import NO_PROPOSAL
 from mapnet_cli.evaluation.variance.snapshot import variance_snapshot
 from mapnet_cli.evaluation.variance.target import load_target
+from mapnet_cli.model import checkpoint
 
-from variance_fixtures import tiny_settings
-
-ARGS = ["--sentences", "8", "--masks", "3", "--bootstrap", "60", "--batch-sizes", "1,2,5", "--set", "variance.batch_draws=200"]
+ARGS = [
+    "--sentences",
+    "8",
+    "--masks",
+    "3",
+    "--bootstrap",
+    "60",
+    "--batch-sizes",
+    "1,2,5",
+    "--set",
+    "variance.batch_draws=200",
+]
 
 
 def run_json(path, *extra):
@@ -60,13 +70,19 @@ def test_mapnet_checkpoint_reports_all_four_schemes(tiny_runs):
     eps = doc["settings"]["masking"]["mapnet"]["clip_epsilon"]
     w = s["mapnet_clipped"]["weights"]
     assert 1 - eps - 1e-6 <= w["min"] <= w["max"] <= 1 + eps + 1e-6
-    assert s["mapnet_unweighted"]["weights"] == {"mean": 1.0, "min": 1.0, "max": 1.0,
-                                                 "mean_unclipped_ratio": s["mapnet_unclipped"]["weights"]["mean_unclipped_ratio"]}
+    assert s["mapnet_unweighted"]["weights"] == {
+        "mean": 1.0,
+        "min": 1.0,
+        "max": 1.0,
+        "mean_unclipped_ratio": s["mapnet_unclipped"]["weights"]["mean_unclipped_ratio"],
+    }
     assert s["mapnet_unclipped"]["weights"]["max"] > 1 + eps  # a non-uniform proposal: some ratios beyond the clip
     references = []
     for name in ("mapnet_clipped", "mapnet_unclipped", "mapnet_unweighted"):
         bias = s[name]["bias_vs_uniform"]
-        assert bias["distance"] >= 0 and 0 <= bias["distance_unbiased"]["ci95"][0] <= bias["distance_unbiased"]["ci95"][1]
+        assert (
+            bias["distance"] >= 0 and 0 <= bias["distance_unbiased"]["ci95"][0] <= bias["distance_unbiased"]["ci95"][1]
+        )
         # The uniform mean gradient here is distinguishable from 0 (its unbiased squared norm is > 0), so
         # the relative distance is a number: the unbiased distance over one reference shared by all schemes.
         rel = bias["relative_unbiased"]
@@ -80,7 +96,9 @@ def test_mapnet_checkpoint_reports_all_four_schemes(tiny_runs):
 
 
 def test_table_output_and_parameter_subsets(tiny_runs):
-    result = CliRunner(env={"COLUMNS": "220"}).invoke(app, ["variance", str(tiny_runs["uniform"]), *ARGS, "--params", "encoder.blocks.*"])
+    result = CliRunner(env={"COLUMNS": "220"}).invoke(
+        app, ["variance", str(tiny_runs["uniform"]), *ARGS, "--params", "encoder.blocks.*"]
+    )
     assert result.exit_code == 0, result.output
     assert "mask variance" in result.stdout and "unavailable" in result.stdout and "Mini-batch" in result.stdout
     assert "[min, max]" in result.stdout  # the header's brackets are text: rich took them for a tag and dropped them
@@ -95,7 +113,9 @@ def test_table_output_and_parameter_subsets(tiny_runs):
 
 def test_subset_gradients_have_smaller_variance_than_all(tiny_runs):
     full = run_json(tiny_runs["uniform"])["schemes"]["uniform"]["mask_variance"]["estimate"]
-    part = run_json(tiny_runs["uniform"], "--params", "encoder.blocks.*")["schemes"]["uniform"]["mask_variance"]["estimate"]
+    part = run_json(tiny_runs["uniform"], "--params", "encoder.blocks.*")["schemes"]["uniform"]["mask_variance"][
+        "estimate"
+    ]
     assert 0 < part < full  # a trace over a subset of coordinates, same masks
 
 

@@ -7,19 +7,36 @@ import math
 
 import pytest
 from typer.testing import CliRunner
+from variance_fixtures import tiny_settings, write_tiny_shards
 
-from mapnet_cli.model import checkpoint
 from mapnet_cli import settings as settings_mod
 from mapnet_cli.cli import app
 from mapnet_cli.data.shards import ShardReader
 from mapnet_cli.evaluation.variance.measure import NO_PROPOSAL
 from mapnet_cli.evaluation.variance.snapshot import variance_snapshot
 from mapnet_cli.evaluation.variance.target import load_target
+from mapnet_cli.model import checkpoint
 
-from variance_fixtures import tiny_settings, write_tiny_shards
-
-ARGS = ["--sentences", "8", "--masks", "3", "--bootstrap", "60", "--batch-sizes", "1,2", "--set", "variance.batch_draws=100"]
-SNAPSHOT_KEYS = {"mask_variance", "sentence_variance", "total_variance", "mask_share", "noise_scale", "mask_noise_scale"}
+ARGS = [
+    "--sentences",
+    "8",
+    "--masks",
+    "3",
+    "--bootstrap",
+    "60",
+    "--batch-sizes",
+    "1,2",
+    "--set",
+    "variance.batch_draws=100",
+]
+SNAPSHOT_KEYS = {
+    "mask_variance",
+    "sentence_variance",
+    "total_variance",
+    "mask_share",
+    "noise_scale",
+    "mask_noise_scale",
+}
 
 
 def run_json(path, *extra):
@@ -52,7 +69,11 @@ def test_oracle_json_on_a_uniform_checkpoint(tiny_runs):
         check_scale_free(s[name])
         assert s[name]["total_variance"]["estimate"] > 0
     assert s["oracle"]["weights"]["per_position"] is True and "bias_vs_uniform" in s["oracle"]
-    assert doc["gradient"]["oracle"] == {"basis": "proxy", "rounds": 4, "forward_rows": doc["gradient"]["oracle"]["forward_rows"]}
+    assert doc["gradient"]["oracle"] == {
+        "basis": "proxy",
+        "rounds": 4,
+        "forward_rows": doc["gradient"]["oracle"]["forward_rows"],
+    }
     assert doc["gradient"]["oracle"]["forward_rows"] >= 8 * 4  # ~n/K rows per sentence and round
     assert list(doc["minibatch"]) == ["uniform", "oracle"]
     # without --oracle the scheme is not measured (and costs nothing)
@@ -60,8 +81,14 @@ def test_oracle_json_on_a_uniform_checkpoint(tiny_runs):
 
 
 def test_every_scheme_on_a_mapnet_checkpoint(tiny_runs):
-    doc = run_json(tiny_runs["mapnet"], "--project-dim", "256", "--oracle", "--schemes",
-                   "uniform,mapnet_clipped,ht,stratified,frequency")
+    doc = run_json(
+        tiny_runs["mapnet"],
+        "--project-dim",
+        "256",
+        "--oracle",
+        "--schemes",
+        "uniform,mapnet_clipped,ht,stratified,frequency",
+    )
     s = doc["schemes"]
     assert list(s) == ["uniform", "mapnet_clipped", "ht", "stratified", "frequency", "oracle"]
     for name, entry in s.items():
@@ -73,12 +100,18 @@ def test_every_scheme_on_a_mapnet_checkpoint(tiny_runs):
     assert s["ht"]["weights"]["max"] > 1.5  # a non-uniform proposal: some positions weighted up
     # the default on this checkpoint: the paper's three and ht, not stratified / frequency / oracle
     assert list(run_json(tiny_runs["mapnet"], "--project-dim", "64")["schemes"]) == [
-        "uniform", "mapnet_clipped", "mapnet_unclipped", "mapnet_unweighted", "ht"]
+        "uniform",
+        "mapnet_clipped",
+        "mapnet_unclipped",
+        "mapnet_unweighted",
+        "ht",
+    ]
 
 
 def test_table_shows_the_noise_scale(tiny_runs):
-    result = CliRunner(env={"COLUMNS": "240"}).invoke(app, ["variance", str(tiny_runs["uniform"]), *ARGS, "--schemes",
-                                                            "uniform,stratified"])
+    result = CliRunner(env={"COLUMNS": "240"}).invoke(
+        app, ["variance", str(tiny_runs["uniform"]), *ARGS, "--schemes", "uniform,stratified"]
+    )
     assert result.exit_code == 0, result.output
     assert "noise scale" in result.stdout and "stratified (per position)" in result.stdout
 
@@ -91,12 +124,15 @@ def test_frequency_without_a_training_split_is_unavailable(tiny_runs, tmp_path):
     assert not doc["schemes"]["frequency"]["available"] and "training split" in reason and "\n" not in reason
 
 
-@pytest.mark.parametrize("strategy, masking, expected", [
-    ("uniform", {}, {"uniform"}),
-    ("mapnet", {"mapnet": {"importance": "ht", "mix_uniform": 0.2}}, {"uniform", "ht"}),
-    ("stratified", {}, {"uniform", "stratified"}),
-    ("frequency", {"frequency": {"mix_uniform": 0.5}}, {"uniform", "frequency"}),
-])
+@pytest.mark.parametrize(
+    "strategy, masking, expected",
+    [
+        ("uniform", {}, {"uniform"}),
+        ("mapnet", {"mapnet": {"importance": "ht", "mix_uniform": 0.2}}, {"uniform", "ht"}),
+        ("stratified", {}, {"uniform", "stratified"}),
+        ("frequency", {"frequency": {"mix_uniform": 0.5}}, {"uniform", "frequency"}),
+    ],
+)
 def test_snapshot_measures_the_runs_own_scheme(tiny_runs, strategy, masking, expected):
     """compare.SCHEME looks up the run's own scheme in every snapshot; its scale-free figures come along."""
     target = load_target(checkpoint.resolve_checkpoint(tiny_runs["mapnet" if strategy == "mapnet" else "uniform"]))

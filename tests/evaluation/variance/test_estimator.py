@@ -6,9 +6,9 @@ import math
 
 import pytest
 import torch
+from variance_fixtures import summarise_vectors
 
 from mapnet_cli.evaluation.variance import estimator as est
-from variance_fixtures import summarise_vectors
 
 
 def two_level(reps: int, S: int, M: int, D: int, seed: int, between: float = 1.0, log_sd: float = 0.5):
@@ -46,8 +46,14 @@ def test_terms_match_their_definitions_and_add_up():
     w = torch.stack([x[i].var(0, unbiased=True).sum() for i in range(5)]).mean()
     gbar = x.mean(1)
     b = gbar.var(0, unbiased=True).sum()
-    pairs = [0.5 * ((x[i, m] - x[j, k]) ** 2).sum() for i in range(5) for j in range(5) if i != j
-             for m in range(4) for k in range(4)]
+    pairs = [
+        0.5 * ((x[i, m] - x[j, k]) ** 2).sum()
+        for i in range(5)
+        for j in range(5)
+        if i != j
+        for m in range(4)
+        for k in range(4)
+    ]
     pooled = x.reshape(20, 7).var(0, unbiased=True).sum()
     assert float(d["mask_variance"]) == pytest.approx(float(w), rel=1e-12)
     assert float(d["between_sentence_raw"]) == pytest.approx(float(b), rel=1e-12)
@@ -122,8 +128,12 @@ def test_two_stage_bootstrap_resamples_masks_as_documented():
         s = summarise_vectors(xs[None])
         assert torch.allclose(rep.norms[k], s.norms) and torch.allclose(rep.means[k], s.means)
     # and the shrink of w_s by (M-1)/M under mask resampling, on average
-    many = torch.cat([est.decompose(r.norms[:, 0], r.means[:, 0, 0], M)["mask_variance"]
-                      for r in est.bootstrap(gram6, 4000, torch.Generator().manual_seed(12), resample_masks=True, chunk=8)])
+    many = torch.cat(
+        [
+            est.decompose(r.norms[:, 0], r.means[:, 0, 0], M)["mask_variance"]
+            for r in est.bootstrap(gram6, 4000, torch.Generator().manual_seed(12), resample_masks=True, chunk=8)
+        ]
+    )
     full = est.summarise(gram6)
     point = float(est.decompose(full.norms[0], full.means[0, 0], M)["mask_variance"])
     assert float(many.mean()) == pytest.approx(point * (M - 1) / M, rel=0.05)
@@ -182,7 +192,7 @@ def test_gram_matrix_in_panels_is_exact_and_counts_its_recomputation():
     for panel in (1, 3, 7, 100):
         calls = []
 
-        def fn(i):
+        def fn(i, calls=calls):
             calls.append(i)
             return [b[i] for b in blocks]
 

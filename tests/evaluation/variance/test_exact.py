@@ -16,15 +16,15 @@ import math
 
 import pytest
 import torch
+from variance_fixtures import summarise_vectors
 
-from mapnet_cli.masking.uniform import mix_seed
-from mapnet_cli.model.bert import BertConfig, BertForMLM
-from mapnet_cli.settings import MapnetSettings, MaskingSettings
 from mapnet_cli.evaluation.variance import estimator as est
 from mapnet_cli.evaluation.variance.gradients import ExampleGradients, MaskedExample
 from mapnet_cli.evaluation.variance.measure import _SOURCE_DOMAIN, analyse, measure
 from mapnet_cli.evaluation.variance.schemes import SCHEMES, SOURCES, draw_proposal, draw_uniform, scheme_weights
-from variance_fixtures import summarise_vectors
+from mapnet_cli.masking.uniform import mix_seed
+from mapnet_cli.model.bert import BertConfig, BertForMLM
+from mapnet_cli.settings import MapnetSettings, MaskingSettings
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 V = 20
@@ -32,8 +32,18 @@ V = 20
 
 def tiny_model() -> BertForMLM:
     torch.manual_seed(0)
-    return BertForMLM(BertConfig(vocab_size=V, layers=1, hidden=8, heads=2, intermediate=16, max_position=8,
-                                 dropout=0.0, attention_dropout=0.0))
+    return BertForMLM(
+        BertConfig(
+            vocab_size=V,
+            layers=1,
+            hidden=8,
+            heads=2,
+            intermediate=16,
+            max_position=8,
+            dropout=0.0,
+            attention_dropout=0.0,
+        )
+    )
 
 
 SENTENCES = torch.tensor([[2, 5, 9, 13, 17, 3], [2, 6, 6, 11, 19, 3], [2, 8, 12, 7, 15, 3], [2, 18, 10, 14, 5, 3]])
@@ -89,7 +99,9 @@ def exact_terms(model, proposal: TableProposal, K: int, eps: float):
                     prob, w = 1 / len(subsets), 1.0
                 else:
                     prob = subset_probability(p, sub)
-                    log_r = torch.tensor([K * math.log(1 / 4) - sum(math.log(float(p[i - 1])) for i in sub)], dtype=torch.float64)
+                    log_r = torch.tensor(
+                        [K * math.log(1 / 4) - sum(math.log(float(p[i - 1])) for i in sub)], dtype=torch.float64
+                    )
                     w = float(scheme_weights(scheme, log_r, eps)[0])
                 g = cache[(s, sub)]
                 mu = mu + prob * w * g
@@ -121,7 +133,9 @@ def sampled_vectors(proposal, masking, cache, sentence_ids: list[int], M: int, s
     log_r = torch.stack(log_r)
     out = []
     for scheme in SCHEMES:
-        w = scheme_weights(scheme, log_r if SOURCES[scheme] == "mapnet" else torch.zeros_like(log_r), masking.mapnet.clip_epsilon)
+        w = scheme_weights(
+            scheme, log_r if SOURCES[scheme] == "mapnet" else torch.zeros_like(log_r), masking.mapnet.clip_epsilon
+        )
         out.append(w[:, :, None] * torch.stack(vec[SOURCES[scheme]]))
     return torch.stack(out)
 
@@ -130,8 +144,12 @@ def sampled_vectors(proposal, masking, cache, sentence_ids: list[int], M: int, s
 def setup():
     model = tiny_model()
     g = torch.Generator().manual_seed(1)
-    proposal = TableProposal({tuple(s.tolist()): 1.2 * torch.randn(4, generator=g, dtype=torch.float64) for s in SENTENCES})
-    masking = MaskingSettings(mask_prob=0.5, replace_mask=1.0, replace_random=0.0, mapnet=MapnetSettings(clip_epsilon=0.2))
+    proposal = TableProposal(
+        {tuple(s.tolist()): 1.2 * torch.randn(4, generator=g, dtype=torch.float64) for s in SENTENCES}
+    )
+    masking = MaskingSettings(
+        mask_prob=0.5, replace_mask=1.0, replace_random=0.0, mapnet=MapnetSettings(clip_epsilon=0.2)
+    )
     exact, cache = exact_terms(model, proposal, K=2, eps=0.2)
     return model, proposal, masking, exact, cache
 
@@ -149,7 +167,11 @@ def test_samplers_and_estimators_are_unbiased_for_the_exact_terms(setup):
             for k in ("mask_variance", "sentence_variance", "total_variance"):
                 results[scheme][k].append(float(d[k]))
             if a:
-                results[scheme]["bias_sq"].append(float(est.mean_distance(summ.means[a, a], summ.means[0, 0], summ.means[a, 0])["distance_sq_unbiased"]))
+                results[scheme]["bias_sq"].append(
+                    float(
+                        est.mean_distance(summ.means[a, a], summ.means[0, 0], summ.means[a, 0])["distance_sq_unbiased"]
+                    )
+                )
     for scheme in SCHEMES:
         for k, values in results[scheme].items():
             if not values:
@@ -160,7 +182,10 @@ def test_samplers_and_estimators_are_unbiased_for_the_exact_terms(setup):
             assert abs(float(v.mean()) - truth) < 4.5 * se + 1e-9, (scheme, k, float(v.mean()), truth, se)
     # the comparison is meaningful: the schemes really differ, and clipping really biases
     assert exact["mapnet_unweighted"]["bias_sq"] > 0.05 * exact["mapnet_clipped"]["bias_sq"] > 0
-    assert abs(exact["mapnet_unclipped"]["mask_variance"] - exact["uniform"]["mask_variance"]) > 0.05 * exact["uniform"]["mask_variance"]
+    assert (
+        abs(exact["mapnet_unclipped"]["mask_variance"] - exact["uniform"]["mask_variance"])
+        > 0.05 * exact["uniform"]["mask_variance"]
+    )
 
 
 def test_measure_builds_the_gram_the_samplers_and_gradients_imply(setup):
@@ -185,7 +210,9 @@ def test_gradient_norm_proposal_lowers_mask_variance_and_stays_unbiased():
     with torch.no_grad():  # the head predicts token 5 almost surely: masking a 5 gives a tiny gradient
         model.head.bias[5] = 8.0
     grads = ExampleGradients(model)
-    masking = MaskingSettings(mask_prob=0.25, replace_mask=1.0, replace_random=0.0, mapnet=MapnetSettings(clip_epsilon=0.2))
+    masking = MaskingSettings(
+        mask_prob=0.25, replace_mask=1.0, replace_random=0.0, mapnet=MapnetSettings(clip_epsilon=0.2)
+    )
     logits, exact_uniform, exact_is = {}, [], []
     for ids in THEOREM2_SENTENCES:
         g = torch.stack([flat_gradient(grads, ids, (i,)) for i in range(1, 5)])

@@ -8,14 +8,30 @@ import pytest
 import torch
 
 from mapnet_cli.errors import MapnetError
+from mapnet_cli.evaluation.variance.gradients import (
+    CountSketch,
+    ExampleGradients,
+    MaskedExample,
+    eval_mode,
+    select_parameters,
+)
 from mapnet_cli.model.bert import BertConfig, BertForMLM
-from mapnet_cli.evaluation.variance.gradients import CountSketch, ExampleGradients, MaskedExample, eval_mode, select_parameters
 
 
 def tiny_model(seed: int = 0, dropout: float = 0.0) -> BertForMLM:
     torch.manual_seed(seed)
-    return BertForMLM(BertConfig(vocab_size=20, layers=1, hidden=8, heads=2, intermediate=16, max_position=8,
-                                 dropout=dropout, attention_dropout=dropout))
+    return BertForMLM(
+        BertConfig(
+            vocab_size=20,
+            layers=1,
+            hidden=8,
+            heads=2,
+            intermediate=16,
+            max_position=8,
+            dropout=dropout,
+            attention_dropout=dropout,
+        )
+    )
 
 
 def example(seed: int, weight: float = 1.0, k: int = 2) -> MaskedExample:

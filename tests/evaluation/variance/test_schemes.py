@@ -6,17 +6,23 @@ import math
 
 import pytest
 import torch
+from test_exact import SENTENCES, SPECIAL, THEOREM2_SENTENCES, TableProposal, V, flat_gradient, tiny_model
 
-from mapnet_cli.masking import designs
-from mapnet_cli.masking.uniform import eligible_positions, mask_counts
-from mapnet_cli.settings import MapnetSettings, MaskingSettings
 from mapnet_cli.evaluation.variance import estimator as est
 from mapnet_cli.evaluation.variance.gradients import ExampleGradients, MaskedExample
 from mapnet_cli.evaluation.variance.measure import analyse, measure
-from mapnet_cli.evaluation.variance.schemes import (draw_frequency, draw_ht, draw_oracle, draw_stratified, frequency_type_scores,
-                                         oracle_inclusion, oracle_scores)
-
-from test_exact import SENTENCES, SPECIAL, THEOREM2_SENTENCES, V, TableProposal, flat_gradient, tiny_model
+from mapnet_cli.evaluation.variance.schemes import (
+    draw_frequency,
+    draw_ht,
+    draw_oracle,
+    draw_stratified,
+    frequency_type_scores,
+    oracle_inclusion,
+    oracle_scores,
+)
+from mapnet_cli.masking import designs
+from mapnet_cli.masking.uniform import eligible_positions, mask_counts
+from mapnet_cli.settings import MapnetSettings, MaskingSettings
 
 
 def test_per_position_weights_differentiate_the_weighted_training_loss():
@@ -47,15 +53,26 @@ def test_vmap_takes_per_position_weights():
     model = tiny_model()
     grads = ExampleGradients(model, method="vmap")
     ids = SENTENCES[1]
-    examples = [MaskedExample(torch.where(torch.arange(6) == i, SPECIAL["mask"], ids), torch.tensor([i, 4]),
-                              ids[torch.tensor([i, 4])], 1.0, None, torch.tensor([0.3 + i, 1.7])) for i in (1, 2)]
+    examples = [
+        MaskedExample(
+            torch.where(torch.arange(6) == i, SPECIAL["mask"], ids),
+            torch.tensor([i, 4]),
+            ids[torch.tensor([i, 4])],
+            1.0,
+            None,
+            torch.tensor([0.3 + i, 1.7]),
+        )
+        for i in (1, 2)
+    ]
     for ex, batched in zip(examples, grads.blocks_vmap(examples)):
         for a, b in zip(grads.blocks(ex), batched):
             assert torch.allclose(a, b, atol=1e-6)
 
 
 def test_position_scheme_draws_carry_their_designs_weights():
-    masking = MaskingSettings(strategy="mapnet", mask_prob=0.5, mapnet=MapnetSettings(importance="ht", mix_uniform=0.25))
+    masking = MaskingSettings(
+        strategy="mapnet", mask_prob=0.5, mapnet=MapnetSettings(importance="ht", mix_uniform=0.25)
+    )
     ids = torch.tensor([2, 5, 9, 13, 17, 6, 8, 11, 3, 0])  # n = 7 eligible (pad at the end), K = 4
     n, K = 7, 4
 
@@ -64,8 +81,10 @@ def test_position_scheme_draws_carry_their_designs_weights():
         return torch.log_softmax(logits.masked_fill(~eligible[0], -math.inf), 0)[None]
 
     M = 4000
-    draws = {"ht": draw_ht(ids, SPECIAL, V, masking, M, 1, log_p),
-             "frequency": draw_frequency(ids, SPECIAL, V, masking, M, 2, frequency_type_scores(torch.arange(V) * 10, 0.5))}
+    draws = {
+        "ht": draw_ht(ids, SPECIAL, V, masking, M, 1, log_p),
+        "frequency": draw_frequency(ids, SPECIAL, V, masking, M, 2, frequency_type_scores(torch.arange(V) * 10, 0.5)),
+    }
     for name, d in draws.items():
         pi = d.inclusion
         assert float(pi.sum()) == pytest.approx(K) and float(pi.max()) <= 1 and (pi[[0, 8, 9]] == 0).all()
@@ -100,7 +119,9 @@ def test_oracle_scores_are_the_proxy_or_gradient_norm_and_pi_follows_them():
             with torch.no_grad():
                 p = torch.softmax(model(masked[None])[0, i].float(), -1)
             want = torch.linalg.vector_norm(p - torch.nn.functional.one_hot(ids[i], V).float())
-            assert float(proxy[i]) == pytest.approx(float(want), rel=1e-3, abs=1e-5)  # float32 sqrt(sum p^2 - 2 p_y + 1)
+            assert float(proxy[i]) == pytest.approx(
+                float(want), rel=1e-3, abs=1e-5
+            )  # float32 sqrt(sum p^2 - 2 p_y + 1)
             assert float(exact[i]) == pytest.approx(float(flat_gradient(grads, ids, (i,)).norm()), rel=1e-5)
         assert float(proxy[0]) == float(proxy[5]) == 0.0  # [CLS], [SEP]
         assert float(exact[ids == 5].max()) < float(exact[(ids != 5) & (ids > 4)].min())
@@ -125,13 +146,29 @@ def test_ht_and_oracle_are_unbiased_relative_to_uniform_and_lower_mask_variance(
     with torch.no_grad():
         model.head.bias[5] = 8.0
     grads = ExampleGradients(model)
-    masking = MaskingSettings(mask_prob=0.25, replace_mask=1.0, replace_random=0.0, mapnet=MapnetSettings(clip_epsilon=0.2))
+    masking = MaskingSettings(
+        mask_prob=0.25, replace_mask=1.0, replace_random=0.0, mapnet=MapnetSettings(clip_epsilon=0.2)
+    )
     # MAP-Net's table: the Theorem-2 proposal, p_i proportional to the gradient norm of masking i
-    proposal = TableProposal({tuple(ids.tolist()): torch.stack([flat_gradient(grads, ids, (i,)).norm() for i in range(1, 5)]).log()
-                              for ids in THEOREM2_SENTENCES})
+    proposal = TableProposal(
+        {
+            tuple(ids.tolist()): torch.stack([flat_gradient(grads, ids, (i,)).norm() for i in range(1, 5)]).log()
+            for ids in THEOREM2_SENTENCES
+        }
+    )
     sentences = THEOREM2_SENTENCES[torch.randint(0, 4, (16,), generator=torch.Generator().manual_seed(5))]
-    meas = measure(model, proposal, sentences, SPECIAL, V, masking, masks=8, seed=3,
-                   schemes=("uniform", "mapnet_unweighted", "ht", "oracle"), oracle_rounds=1)
+    meas = measure(
+        model,
+        proposal,
+        sentences,
+        SPECIAL,
+        V,
+        masking,
+        masks=8,
+        seed=3,
+        schemes=("uniform", "mapnet_unweighted", "ht", "oracle"),
+        oracle_rounds=1,
+    )
     assert meas.schemes == ["uniform", "mapnet_unweighted", "ht", "oracle"]
     assert meas.gradient["oracle"] == {"basis": "proxy", "rounds": 1, "forward_rows": 16 * 4}
     res = analyse(meas, batch_sizes=(1,), bootstrap=1000, seed=3)["schemes"]
@@ -149,12 +186,25 @@ def test_a_constant_weight_cancels_in_the_noise_scales():
     """Common random numbers: mapnet_clipped and mapnet_unweighted share masks; when every ratio
     is clipped to 1 - eps, clipped = 0.8 x unweighted, gradient by gradient."""
     model = tiny_model()
-    peaked = TableProposal({tuple(s.tolist()): torch.tensor([8.0, 8.0, -8.0, -8.0], dtype=torch.float64) for s in SENTENCES})
+    peaked = TableProposal(
+        {tuple(s.tolist()): torch.tensor([8.0, 8.0, -8.0, -8.0], dtype=torch.float64) for s in SENTENCES}
+    )
     # positions are (almost surely) always {1, 2}, r = (1/16) / (1/4) = 0.25; the replacement is random
-    masking = MaskingSettings(mask_prob=0.5, replace_mask=0.5, replace_random=0.5, mapnet=MapnetSettings(clip_epsilon=0.2))
+    masking = MaskingSettings(
+        mask_prob=0.5, replace_mask=0.5, replace_random=0.5, mapnet=MapnetSettings(clip_epsilon=0.2)
+    )
     sentences = SENTENCES[torch.randint(0, 4, (12,), generator=torch.Generator().manual_seed(0))]
-    meas = measure(model, peaked, sentences, SPECIAL, V, masking, masks=4, seed=1,
-                   schemes=("uniform", "mapnet_clipped", "mapnet_unweighted"))
+    meas = measure(
+        model,
+        peaked,
+        sentences,
+        SPECIAL,
+        V,
+        masking,
+        masks=4,
+        seed=1,
+        schemes=("uniform", "mapnet_clipped", "mapnet_unweighted"),
+    )
     w = meas.weights["mapnet_clipped"]
     c = float(w[0, 0])
     assert c == pytest.approx(0.8) and bool((w == c).all())
@@ -173,7 +223,11 @@ def test_noise_scale_is_total_over_an_unbiased_squared_mean():
     g = torch.Generator().manual_seed(0)
     S, M, D, reps = 6, 3, 5, 20000
     mu = torch.randn(D, generator=g, dtype=torch.float64)
-    x = mu + torch.randn(reps, S, 1, D, generator=g, dtype=torch.float64) + torch.randn(reps, S, M, D, generator=g, dtype=torch.float64)
+    x = (
+        mu
+        + torch.randn(reps, S, 1, D, generator=g, dtype=torch.float64)
+        + torch.randn(reps, S, M, D, generator=g, dtype=torch.float64)
+    )
     norms, gbar = (x * x).sum(dim=(-1, -2)), x.mean(2)
     d = est.decompose(norms, gbar @ gbar.transpose(-1, -2), M)
     values = d["mean_gradient_sq"]

@@ -11,19 +11,26 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/tiny_shards.py: shards in the real format
 from tiny_shards import write_tiny_shards  # noqa: E402,F401  (re-exported to the tests)
 
-from mapnet_cli.model import checkpoint  # noqa: E402
 from mapnet_cli import settings as settings_mod  # noqa: E402
 from mapnet_cli.atomic import write_json  # noqa: E402
 from mapnet_cli.masking.mapnet.proposal import ProposalConfig, ProposalNetwork  # noqa: E402
+from mapnet_cli.model import checkpoint  # noqa: E402
 from mapnet_cli.model.bert import BertConfig, BertForMLM  # noqa: E402
 
 
 def tiny_settings(strategy: str):
-    return settings_mod.apply(settings_mod.Settings(), {
-        "model": {"layers": 1, "hidden": 16, "heads": 2, "intermediate": 32, "max_position": 32},
-        "shard": {"max_seq_len": 32},
-        "masking": {"strategy": strategy, **({"mapnet": {"layers": 1, "hidden": 8, "heads": 2}} if strategy == "mapnet" else {})},
-    }, "test")
+    return settings_mod.apply(
+        settings_mod.Settings(),
+        {
+            "model": {"layers": 1, "hidden": 16, "heads": 2, "intermediate": 32, "max_position": 32},
+            "shard": {"max_seq_len": 32},
+            "masking": {
+                "strategy": strategy,
+                **({"mapnet": {"layers": 1, "hidden": 8, "heads": 2}} if strategy == "mapnet" else {}),
+            },
+        },
+        "test",
+    )
 
 
 def save_run(root: Path, shards: Path, strategy: str) -> Path:
@@ -39,8 +46,17 @@ def save_run(root: Path, shards: Path, strategy: str) -> Path:
         torch.nn.init.normal_(proposal.score.weight, std=0.5)  # not uniform, so the weights are not all 1
         modules["mapnet"] = proposal
     manifest_sha = json.loads((shards / "manifest.json").read_text())["tokenizer_sha256"]
-    checkpoint.save_checkpoint(root, 7, modules, {"data_position": 0}, model.cfg, settings.to_toml(),
-                               shards / "tokenizer.json", manifest_sha, extra)
+    checkpoint.save_checkpoint(
+        root,
+        7,
+        modules,
+        {"data_position": 0},
+        model.cfg,
+        settings.to_toml(),
+        shards / "tokenizer.json",
+        manifest_sha,
+        extra,
+    )
     write_json(root / "run.json", {"shards": {"path": str(shards)}})
     return root
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mapnet_cli.model import checkpoint
 from mapnet_cli.errors import MapnetError
 from mapnet_cli.masking.mapnet import ProposalConfig, ProposalNetwork, load_proposal_state_dict, proposal_state_dict
 from mapnet_cli.masking.uniform import eligible_positions
+from mapnet_cli.model import checkpoint
 from mapnet_cli.model.bert import BertConfig, BertForMLM, Block
-from mapnet_cli.train.optim import build_optimizer
 from mapnet_cli.settings import MapnetSettings, MaskingSettings, ModelSettings, OptimSettings, WarmupSettings, preset
+from mapnet_cli.train.optim import build_optimizer
 
 SPECIAL = {"pad": 0, "unk": 1, "cls": 2, "sep": 3, "mask": 4}
 V = 60
@@ -19,10 +19,28 @@ V = 60
 
 def tiny(seed: int = 0, dropout: float = 0.0):
     torch.manual_seed(seed)
-    model = BertForMLM(BertConfig(vocab_size=V, layers=2, hidden=32, heads=2, intermediate=64, max_position=32,
-                                  dropout=dropout, attention_dropout=dropout))
-    cfg = ProposalConfig(layers=2, hidden=16, heads=2, intermediate=32, max_position=32, embed_dim=32,
-                         dropout=dropout, attention_dropout=dropout)
+    model = BertForMLM(
+        BertConfig(
+            vocab_size=V,
+            layers=2,
+            hidden=32,
+            heads=2,
+            intermediate=64,
+            max_position=32,
+            dropout=dropout,
+            attention_dropout=dropout,
+        )
+    )
+    cfg = ProposalConfig(
+        layers=2,
+        hidden=16,
+        heads=2,
+        intermediate=32,
+        max_position=32,
+        embed_dim=32,
+        dropout=dropout,
+        attention_dropout=dropout,
+    )
     return model, ProposalNetwork(cfg, model.encoder.tok_embeddings)
 
 
@@ -50,8 +68,12 @@ def test_sizes_follow_the_paper_and_the_presets():
     assert (noisy.dropout, noisy.attention_dropout) == (0.1, 0.1)
     assert any("mapnet.dropout" in p for p in MaskingSettings(mapnet=MapnetSettings(dropout=1.0)).problems())
     with pytest.raises(MapnetError, match="divisible"):
-        ProposalConfig.from_settings(ModelSettings(hidden=100, heads=4), MaskingSettings(mapnet=MapnetSettings(heads=3)))
-    problems = MaskingSettings(strategy="mapnet", mask_count="bernoulli", mapnet=MapnetSettings(hidden=50, heads=4)).problems()
+        ProposalConfig.from_settings(
+            ModelSettings(hidden=100, heads=4), MaskingSettings(mapnet=MapnetSettings(heads=3))
+        )
+    problems = MaskingSettings(
+        strategy="mapnet", mask_count="bernoulli", mapnet=MapnetSettings(hidden=50, heads=4)
+    ).problems()
     assert any("mapnet.hidden" in p for p in problems) and any("mask_count" in p for p in problems)
 
 

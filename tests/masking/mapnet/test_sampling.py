@@ -8,8 +8,15 @@ import math
 import pytest
 import torch
 
-from mapnet_cli.masking.mapnet.sampling import (MAX_LOG_RATIO, explore_probability, exploration_coins, gumbel_top_k,
-                                        importance_weights, log_importance_ratio, top_k_mask)
+from mapnet_cli.masking.mapnet.sampling import (
+    MAX_LOG_RATIO,
+    exploration_coins,
+    explore_probability,
+    gumbel_top_k,
+    importance_weights,
+    log_importance_ratio,
+    top_k_mask,
+)
 
 # Chi-square thresholds: the 0.999 quantiles for the degrees of freedom used below
 # (scipy.stats.chi2.ppf(0.999, df)). A correct sampler fails each test with

@@ -9,18 +9,34 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from tiny_shards import write_tiny_shards
 
 from mapnet_cli import distributed
 from mapnet_cli.masking.mapnet.targets import TokenLossReference, gradnorm_proxy, regression_objective
 from mapnet_cli.settings import resolve
 from mapnet_cli.train import pretrain
-from tiny_shards import write_tiny_shards
 
-BASE = ["train.recipe=paper", "model.max_position=64", "shard.max_seq_len=64", "train.batch_size=8", "train.eval_sequences=8",
-        "train.eval_every=0", "train.checkpoint_every=0", "optim.warmup.steps=3", "optim.lr=3e-3",
-        "logging.log_every=2", "logging.progress=false", "train.device=cpu"]
-HT = ["masking.strategy=mapnet", "masking.mapnet.importance=ht", "masking.mapnet.mix_uniform=0.5", "masking.mapnet.explore_start=0",
-      "masking.mapnet.explore_end=0"]
+BASE = [
+    "train.recipe=paper",
+    "model.max_position=64",
+    "shard.max_seq_len=64",
+    "train.batch_size=8",
+    "train.eval_sequences=8",
+    "train.eval_every=0",
+    "train.checkpoint_every=0",
+    "optim.warmup.steps=3",
+    "optim.lr=3e-3",
+    "logging.log_every=2",
+    "logging.progress=false",
+    "train.device=cpu",
+]
+HT = [
+    "masking.strategy=mapnet",
+    "masking.mapnet.importance=ht",
+    "masking.mapnet.mix_uniform=0.5",
+    "masking.mapnet.explore_start=0",
+    "masking.mapnet.explore_end=0",
+]
 
 
 def rows(run: Path, kind: str = "train") -> list[dict]:
@@ -33,7 +49,7 @@ def test_gradnorm_proxy_is_the_norm_of_the_cross_entropy_gradient_at_the_logits(
     labels = torch.randint(0, 30, (6,), generator=g)
     torch.nn.functional.cross_entropy(logits, labels, reduction="sum").backward()
     assert torch.allclose(gradnorm_proxy(logits, labels), logits.grad.norm(dim=1), atol=1e-6)
-    assert float(gradnorm_proxy(logits, labels).max()) <= 2 ** 0.5
+    assert float(gradnorm_proxy(logits, labels).max()) <= 2**0.5
 
 
 def test_regression_is_zero_exactly_when_log_p_matches_the_target_up_to_a_constant():
@@ -50,7 +66,7 @@ def test_regression_is_zero_exactly_when_log_p_matches_the_target_up_to_a_consta
 
 def test_reference_tracks_a_slow_and_a_fast_average_and_progress_is_their_gap():
     ref = TokenLossReference(8, decay=0.9)
-    fast = 0.9 ** 20
+    fast = 0.9**20
     info = distributed.DistInfo()
     labels = torch.tensor([5, 5, 6])
     assert ref.progress(labels).tolist() == [0.0, 0.0, 0.0]  # nothing seen yet
@@ -73,8 +89,18 @@ def test_reference_tracks_a_slow_and_a_fast_average_and_progress_is_their_gap():
 @pytest.mark.slow
 def test_ht_learnability_resume_is_bitwise_identical_including_the_reference(tmp_path):
     shards = write_tiny_shards(tmp_path / "shards", train=64, valid=8, seq_len=64)
-    s = resolve(None, {"model": {"preset": "tiny"}}, [*BASE, *HT, "masking.mapnet.target=learnability",
-                                                      "masking.mapnet.lr=1e-2", "train.steps=10", "logging.log_every=5"])
+    s = resolve(
+        None,
+        {"model": {"preset": "tiny"}},
+        [
+            *BASE,
+            *HT,
+            "masking.mapnet.target=learnability",
+            "masking.mapnet.lr=1e-2",
+            "train.steps=10",
+            "logging.log_every=5",
+        ],
+    )
     straight = pretrain(s, shards, tmp_path / "a")
     pretrain(s, shards, tmp_path / "b", stop_at=5)
     resumed = pretrain(s, shards, tmp_path / "b", resume=True)
@@ -88,9 +114,21 @@ def test_ht_learnability_resume_is_bitwise_identical_including_the_reference(tmp
 
 
 def _mass_run(shards: Path, out: Path, target: str) -> list[dict]:
-    s = resolve(None, {"model": {"preset": "tiny"}}, [*BASE, *HT, f"masking.mapnet.target={target}",
-                                                      "masking.mapnet.lr=1e-2", "train.steps=60", "train.batch_size=16",
-                                                      "optim.lr=1e-3", "optim.warmup.steps=5", "logging.log_every=10"])
+    s = resolve(
+        None,
+        {"model": {"preset": "tiny"}},
+        [
+            *BASE,
+            *HT,
+            f"masking.mapnet.target={target}",
+            "masking.mapnet.lr=1e-2",
+            "train.steps=60",
+            "train.batch_size=16",
+            "optim.lr=1e-3",
+            "optim.warmup.steps=5",
+            "logging.log_every=10",
+        ],
+    )
     pretrain(s, shards, out)
     return rows(out)
 
@@ -112,12 +150,23 @@ def test_gradnorm_moves_mass_off_predictable_tokens_onto_large_gradients(tmp_pat
     """tiny shards: each sequence repeats one theme token, 1 in 5 positions is random noise. Once the
     encoder predicts the theme (softmax ~ onehot there), the gradient-norm proxy is small at theme
     positions and ~1 at noise positions, so the regressed proposal moves mass off the theme."""
-    from mapnet_cli.masking.uniform import eligible_positions
     from mapnet_cli.evaluation.variance.target import load_target
+    from mapnet_cli.masking.uniform import eligible_positions
 
     shards = write_tiny_shards(tmp_path / "shards", train=256, valid=32, seq_len=64)
-    s = resolve(None, {"model": {"preset": "tiny"}}, [*BASE, *HT, "masking.mapnet.target=gradnorm", "masking.mapnet.lr=1e-2",
-                                                      "train.steps=200", "train.batch_size=16", "logging.log_every=50"])
+    s = resolve(
+        None,
+        {"model": {"preset": "tiny"}},
+        [
+            *BASE,
+            *HT,
+            "masking.mapnet.target=gradnorm",
+            "masking.mapnet.lr=1e-2",
+            "train.steps=200",
+            "train.batch_size=16",
+            "logging.log_every=50",
+        ],
+    )
     target = load_target(pretrain(s, shards, tmp_path / "run"), shards)
     ids = torch.from_numpy(target.reader.take(list(range(len(target.reader)))).astype("int64"))
     eligible = eligible_positions(ids, target.reader.special_ids)
@@ -136,11 +185,25 @@ def test_resume_refuses_a_changed_map_lr_or_proposal_target(tmp_path):
     from mapnet_cli.errors import MapnetError
 
     shards = write_tiny_shards(tmp_path / "shards", train=32, valid=8, seq_len=64)
-    base = ["pretrain", str(shards), "--out", str(tmp_path / "run"), "--preset", "tiny", "--recipe", "paper", "--steps", "2",
-            *[a for kv in [*BASE, *HT, "masking.mapnet.target=gradnorm"] for a in ("--set", kv)]]
+    base = [
+        "pretrain",
+        str(shards),
+        "--out",
+        str(tmp_path / "run"),
+        "--preset",
+        "tiny",
+        "--recipe",
+        "paper",
+        "--steps",
+        "2",
+        *[a for kv in [*BASE, *HT, "masking.mapnet.target=gradnorm"] for a in ("--set", kv)],
+    ]
     runner = CliRunner()
     assert runner.invoke(app, base).exit_code == 0
-    for change, name in (("masking.mapnet.lr=1e-2", "masking.mapnet.lr"), ("masking.mapnet.target=loss", "masking.mapnet.target")):
+    for change, name in (
+        ("masking.mapnet.lr=1e-2", "masking.mapnet.lr"),
+        ("masking.mapnet.target=loss", "masking.mapnet.target"),
+    ):
         result = runner.invoke(app, [*base, "--resume", "--steps", "4", "--set", change])
         assert isinstance(result.exception, MapnetError) and name in str(result.exception), result.output
     # A config.json without what every MAP-Net checkpoint records is refused in one line, not given defaults.
@@ -149,8 +212,10 @@ def test_resume_refuses_a_changed_map_lr_or_proposal_target(tmp_path):
     from mapnet_cli.model import checkpoint
 
     ckpt = checkpoint.latest_checkpoint(tmp_path / "run")
-    for key, message in (("map_lr", "lacks map_lr, which every MAP-Net checkpoint records"),
-                         ("masking", "does not say which masking it was trained with")):
+    for key, message in (
+        ("map_lr", "lacks map_lr, which every MAP-Net checkpoint records"),
+        ("masking", "does not say which masking it was trained with"),
+    ):
         meta = json.loads((ckpt / "config.json").read_text())
         del meta[key]
         (ckpt / "config.json").write_text(json.dumps(meta))
