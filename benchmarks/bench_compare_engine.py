@@ -7,8 +7,9 @@ Not a timed test: run it alone on an otherwise idle machine (it prints the load 
 comparison runs three times into fresh folders: serial with 1 torch thread (each run's work exactly as a worker
 does it), serial with all the machine's threads (what a one-process `compare` gets), and on a local Dask cluster
 of 2 single-threaded workers (`--engine dask`). It prints each wall time, the speed-ups, the cluster's start-up
-(a trivial task on a fresh cluster, every worker importing mapnet and torch), and the overhead per run: the Dask
-wall time beyond the serial one-thread wall time shared by the workers, per run.
+(a trivial task on a fresh cluster, every worker importing mapnet and torch), and each run's training seconds in
+each way: on a worker beside another run a step can be slower than alone (cores that share what a step is bound by),
+which is not scheduling overhead and is printed apart from it.
 """
 
 from __future__ import annotations
@@ -43,6 +44,17 @@ def timed(argv: list[str], threads: int) -> float:
     if done.returncode:
         sys.exit(f"failed: {' '.join(argv)}\n{done.stderr[-2000:]}")
     return time.perf_counter() - start
+
+
+def training_seconds(out: Path) -> dict[str, float]:
+    """Each run's training time (its metrics.jsonl's last train `elapsed`), by run folder."""
+    import json
+
+    found = {}
+    for metrics in sorted(out.glob("runs/*/seed-*/metrics.jsonl")):
+        rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+        found[str(metrics.parent.relative_to(out / "runs"))] = [r for r in rows if r["kind"] == "train"][-1]["elapsed"]
+    return found
 
 
 def cluster_start(workers: int) -> float:
@@ -96,6 +108,7 @@ def main() -> int:
             1,
         )
         start = cluster_start(2)
+        trained = {name: training_seconds(Path(tmp) / name) for name in ("serial-1", f"serial-{cores}", "dask")}
     print(f"serial, 1 thread:          {serial_1:7.1f} s")
     print(f"serial, {cores} threads:         {serial_n:7.1f} s")
     print(
@@ -103,7 +116,14 @@ def main() -> int:
         f"{serial_n / dask:.2f}x serial {cores}-thread)"
     )
     print(f"local cluster start-up (2 workers, a trivial task): {start:.1f} s")
-    print(f"overhead per run: (dask - serial_1 / 2) / ({runs} / 2) = {(dask - serial_1 / 2) / (runs / 2):.1f} s")
+    print("training seconds per run (serial 1 thread / serial all threads / on a Dask worker beside another):")
+    for run, alone in trained["serial-1"].items():
+        side = trained["dask"].get(run, float("nan"))
+        print(f"  {run:18} {alone:7.1f} / {trained[f'serial-{cores}'].get(run, float('nan')):7.1f} / {side:7.1f}"
+              f"   (beside another: {side / alone:.2f}x alone)")  # fmt: skip
+    wait = dask - sum(trained["dask"].values()) / 2
+    print(f"Dask wall time beyond its runs' training shared by 2 workers: {wait:.1f} s ({wait / runs:.1f} s a run: "
+          "start-up, evaluation, checkpoints, scheduling)")  # fmt: skip
     print(f"load after: {os.getloadavg()}")
     return 0
 

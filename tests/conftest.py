@@ -97,3 +97,19 @@ def gloo_runs(tmp_path_factory) -> dict[str, Path]:
     from gloo_runs import build
 
     return built_once(tmp_path_factory, "gloo", build)
+
+
+@pytest.fixture(scope="session")
+def dask_scheduler() -> str:
+    """The address of a local Dask cluster of 2 single-threaded worker processes (nannies restart a killed one),
+    shared by the tests that send runs to a cluster (--engine dask --engine-address). Each worker starts torch once,
+    on its first task; a test that has mapnet start a cluster of its own (engine.workers) does not need this."""
+    pytest.importorskip("distributed")
+    import logging
+
+    from distributed import LocalCluster
+
+    with LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.ERROR
+    ) as cluster:
+        yield cluster.scheduler_address

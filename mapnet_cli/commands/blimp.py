@@ -26,9 +26,10 @@ from rich.table import Table
 from .. import artefacts
 from ..comma_list import comma_list
 from ..errors import MapnetError
+from ..evaluation.device import evaluation_device
 from ..output_paths import check_output
 from ..run_lock import output_lock
-from .options import DeviceOpt, OverwriteOpt, evaluation_device
+from .options import DeviceOpt, OverwriteOpt
 from .shown import cells
 
 HELP = (

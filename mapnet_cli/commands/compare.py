@@ -28,8 +28,10 @@ from rich.table import Column, Table
 from .. import artefacts
 from .. import compare as cmp
 from .. import settings as settings_mod
+from .. import spread as spreading
 from ..atomic import make_dirs, sha256_file, write_json, write_text
 from ..errors import MapnetError
+from ..evaluation.device import evaluation_device
 from ..output_paths import check_output
 from ..run_lock import output_lock
 from ..settings import PROTOCOLS, protocol
@@ -43,7 +45,6 @@ from .options import (
     SetOpt,
     TimeBudgetOpt,
     check_engine_address,
-    evaluation_device,
 )
 from .progress import RunsProgress, SweepProgress, train_with_progress
 from .shown import cells, shown
@@ -150,9 +151,9 @@ def compare(
         Engine | None,
         typer.Option(
             "--engine",
-            help="Where the runs train: local (one after another in this process, the default) or dask (side by side "
-            "as tasks of a Dask cluster: --engine-address or DASK_SCHEDULER_ADDRESS, else a local one of "
-            "engine.workers processes); every run the same as alone; sets engine.name.",
+            help="Where the runs train and are scored (GLUE, BLiMP): local (one after another in this process, the "
+            "default) or dask (side by side as tasks of a Dask cluster: --engine-address or DASK_SCHEDULER_ADDRESS, "
+            "else a local one of engine.workers processes); every run the same as alone; sets engine.name.",
             show_default=False,
         ),
     ] = None,
@@ -202,14 +203,7 @@ def compare(
         protocol=proto.name,
     )
     check_engine_address(engine_address, base.engine.name)
-    parallel = bool(gpus) or base.engine.name == "dask"
-    if gpus and base.engine.name == "dask":
-        raise MapnetError(
-            "--gpus trains on this node's GPUs (a local cluster of its own); with --engine dask the "
-            "cluster's workers bring theirs: give one of them"
-        )
-    if gpus_per_run != 1 and not gpus:
-        raise MapnetError("--gpus-per-run needs --gpus")
+    spreading.check_options(base.engine, gpus, gpus_per_run)
     from ..train.run_settings import with_corpus_cleaning
 
     base = with_corpus_cleaning(base, shards)  # as pretrain records it: a reused run's settings then match
@@ -228,8 +222,9 @@ def compare(
             "mapnet compare starts its runs itself; leave distributed.gpus and distributed.nproc at 0 "
             "(--gpus N --gpus-per-run K trains runs on K GPUs each)"
         )
+    # before any work: more GPUs than this machine has, or none
+    spread = spreading.from_options(base.engine, engine_address, gpus, gpus_per_run)
     if gpus:
-        cmp.check_gpus(gpus, gpus_per_run)  # before any work: more GPUs than this machine has, or none
         if gpus_per_run > 1:  # each run on K GPUs through torchrun, as `pretrain --gpus K`
             plan = [
                 replace(
@@ -266,14 +261,15 @@ def compare(
     with output_lock(out):
         make_dirs(out)
         write_text(out / "command.txt", shlex.join(sys.argv) + "\n")
-        if parallel:
+        if spread is not None:
             todo = cmp.runs_to_train(plan, note)
-            note(
-                f"training {len(todo)} runs side by side ({f'{gpus} GPUs' if gpus else 'Dask'}); each run's log and "
-                "metrics are in its folder"
-            )
+            if todo:
+                note(
+                    f"training {len(todo)} runs side by side ({spread.where()}); each run's log and "
+                    "metrics are in its folder"
+                )
             with RunsProgress(err, base.logging.progress) as shown_runs:
-                cmp.train_in_parallel(todo, shards, base.engine, engine_address, shown_runs.tick, gpus, gpus_per_run)
+                cmp.train_in_parallel(todo, shards, spread, shown_runs.tick)
             reused = cmp.reused_of(plan, todo)
         else:
             reused = cmp.run_all(
@@ -284,7 +280,15 @@ def compare(
             events = SweepProgress(err, base.logging.progress)
             with events.progress:
                 glue = cmp.glue_results(
-                    plan, tasks, glue_data, out, base.finetune, events, glue_every_checkpoint, preset=proto.name
+                    plan,
+                    tasks,
+                    glue_data,
+                    out,
+                    base.finetune,
+                    events,
+                    glue_every_checkpoint,
+                    preset=proto.name,
+                    spread=spread,
                 )
         if variance:
             note("measuring the gradient variance at every checkpoint")
@@ -301,6 +305,8 @@ def compare(
                 blimp_every_checkpoint,
                 note,
                 device=evaluation_device(base.train.device),
+                spread=spread,
+                device_setting=base.train.device,
             )
         runs = cmp.collect(plan, shards, reused, variance=variance, glue=glue, blimp=scores)
         doc = cmp.results_document(

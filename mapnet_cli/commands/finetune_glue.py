@@ -7,6 +7,8 @@
     mapnet finetune-glue --task mrpc --checkpoint runs/bert --data glue_data --out out/g --grid "16,32x1e-5,2e-5"
     --seeds 3
     mapnet finetune-glue --protocol small --init both --checkpoints runs/mini --data glue_data --out out/small
+    mapnet finetune-glue --protocol small --checkpoints runs/mini --data glue_data --out out/small --gpus 8
+    mapnet finetune-glue --protocol small --checkpoints runs/mini --data glue_data --out out/small --engine dask
 
 Settings: defaults < --protocol (--quick = --protocol quick) < --config < flags
 (`--set finetune.key=value` reaches every field, e.g. finetune.run_score=last_epoch);
@@ -27,12 +29,13 @@ from rich.table import Table
 
 from .. import artefacts
 from .. import settings as settings_mod
+from .. import spread as spreading
 from ..comma_list import comma_list
 from ..errors import MapnetError
 from ..output_paths import check_output
 from ..run_lock import output_lock
 from ..settings import PROTOCOLS
-from .options import ConfigOpt, PrintSettingsOpt, SetOpt
+from .options import ConfigOpt, Engine, EngineAddressOpt, PrintSettingsOpt, SetOpt, check_engine_address
 from .progress import SweepProgress
 from .shown import cells
 
@@ -150,6 +153,21 @@ def finetune_glue(
     device: Annotated[
         str | None, typer.Option("--device", help="auto, cpu or cuda; sets finetune.device.", show_default=False)
     ] = None,
+    engine: Annotated[
+        Engine | None,
+        typer.Option(
+            "--engine",
+            help="Where the runs run: local (one after another in this process, the default) or dask (side by side as "
+            "tasks of a Dask cluster: --engine-address or DASK_SCHEDULER_ADDRESS, else a local one of engine.workers "
+            "processes); every run the same as alone, results.json written here; sets engine.name.",
+            show_default=False,
+        ),
+    ] = None,
+    engine_address: EngineAddressOpt = None,
+    gpus: Annotated[
+        int,
+        typer.Option("--gpus", help="Run up to N fine-tuning runs at once on this node's GPUs, one GPU each."),
+    ] = 0,
     config: ConfigOpt = None,
     set_: SetOpt = None,
     print_settings: PrintSettingsOpt = False,
@@ -186,10 +204,13 @@ def finetune_glue(
         if value is not None:
             flags[key] = value
     # A protocol is a preset: below the config file and the flags, so either can still change any of it.
-    settings = settings_mod.resolve(config, {"finetune": flags}, set_ or (), protocol=protocol)
+    engine_flags = {"name": engine.value} if engine else {}
+    settings = settings_mod.resolve(config, {"finetune": flags, "engine": engine_flags}, set_ or (), protocol=protocol)
     if print_settings:
         typer.echo(settings.to_toml(), nl=False)
         return
+    check_engine_address(engine_address, settings.engine.name)
+    spread = spreading.from_options(settings.engine, engine_address, gpus, 1)
     if task is None and not (proto and proto.tasks):
         raise MapnetError(
             "name the tasks: --task T (or a --protocol that has its own, e.g. small: "
@@ -216,7 +237,9 @@ def finetune_glue(
     with output_lock(out):
         events = SweepProgress(err, settings.logging.progress)
         with events.progress:
-            doc = sweep.run_sweep(refs, tasks, data, out, settings.finetune, events, controls=controls, preset=protocol)
+            doc = sweep.run_sweep(
+                refs, tasks, data, out, settings.finetune, events, controls=controls, preset=protocol, spread=spread
+            )
         summary = doc["summary"]
         console = Console()
         table = Table(*report.RESULT_HEADER, title=f"GLUE dev ({summary['run_score'].replace('_', ' ')} per run)")

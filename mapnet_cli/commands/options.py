@@ -56,17 +56,6 @@ OverwriteOpt = Annotated[
 ]
 
 
-def evaluation_device(device: str):
-    """--device of an evaluating command (probe, blimp) as a torch.device: "auto" is CUDA where there is one."""
-    import torch
-
-    if device not in ("cpu", "cuda", "auto"):
-        raise MapnetError(f"--device must be cpu, cuda or auto (got {device!r})")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise MapnetError("--device cuda but no CUDA device is available")
-    return torch.device("cuda" if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else "cpu")
-
-
 class Engine(str, Enum):
     """`--engine`: where preprocess and shard run their per-file work (settings.ENGINES)."""
 

@@ -25,9 +25,10 @@ from rich.table import Table
 
 from .. import artefacts
 from ..errors import MapnetError
+from ..evaluation.device import evaluation_device
 from ..output_paths import check_output
 from ..run_lock import output_lock
-from .options import DeviceOpt, OverwriteOpt, evaluation_device
+from .options import DeviceOpt, OverwriteOpt
 from .shown import cells, shown
 
 HELP = (

@@ -19,7 +19,7 @@ from ..intervals import mean_ci, t_quantile_975
 from ..metrics_file import read_metrics
 from .blimp_scores import blimp_controls, blimp_results
 from .glue_scores import control_label, glue_controls, glue_results
-from .parallel import RunState, check_gpus, train_in_parallel
+from .parallel import RunState, train_in_parallel
 from .plan import SCHEME, STRATEGIES, PlannedRun, eval_steps, parse_strategies, plan_runs, split_name, strategy_masking
 from .plots import write_plots
 from .records import collect, data_order_sha256, initial_weights_sha256, run_record, tensors_sha256, variance_curve
@@ -51,7 +51,6 @@ __all__ = [
     "reused_of",
     "train_in_parallel",
     "RunState",
-    "check_gpus",
     "pretraining_part",
     "recorded_settings",
     "tensors_sha256",

@@ -22,6 +22,7 @@ def glue_results(
     events=None,
     every_checkpoint: bool = False,
     preset: str | None = None,
+    spread=None,
 ) -> dict:
     """The GLUE sweep (settings.finetune) on every run's final checkpoint, or on all its kept
     checkpoints (`every_checkpoint`: a GLUE-vs-step curve); {label: {entries, score, curve}}.
@@ -58,6 +59,7 @@ def glue_results(
         events,
         controls=of,
         preset=preset,
+        spread=spread,
     )
     by_sha = {ck["sha256"]: ck for ck in doc["summary"]["checkpoints"]}
     results = {}

@@ -14,7 +14,6 @@ per run (`engine.threads`); on GPUs nondeterministic kernels may differ in the l
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import time
@@ -24,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import MapnetError
+from ..spread import Spread, set_task_threads
 from .plan import PlannedRun
 
 
@@ -64,15 +64,12 @@ class RunState:
 
 def train_task(spec: dict) -> str:
     """On a worker: train (or resume) one planned run; its label. A top-level function, as Dask pickles it."""
-    import torch
-
     from .. import settings as settings_mod
     from ..model import checkpoint
     from ..run_lock import output_lock
     from ..train import pretrain
 
-    if spec["threads"]:
-        torch.set_num_threads(spec["threads"])
+    set_task_threads(spec["threads"])
     settings = settings_mod.from_dict(tomllib.loads(spec["settings"]), f"run {spec['label']}")
     path, shards = Path(spec["path"]), Path(spec["shards"])
     snapshot = None
@@ -106,48 +103,24 @@ def run_specs(todo: list[tuple[PlannedRun, bool]], shards: Path, threads: int) -
     ]
 
 
-def local_shape(runs: int, workers: int, threads: int) -> tuple[int, int]:
-    """(worker processes, torch threads per run) of a local cluster for `runs` runs: what engine.workers and
-    engine.threads ask, 0 meaning the machine's cores shared out (one run per worker, at most one per core)."""
-    cores = os.cpu_count() or 1
-    if not workers:
-        workers = max(1, min(runs, cores // max(threads, 1)))
-    return workers, threads or max(1, cores // workers)
-
-
 def train_in_parallel(
     todo: list[tuple[PlannedRun, bool]],
     shards: Path,
-    engine_settings,
-    address: str | None,
+    spread: Spread,
     on_tick: Callable[[list[RunState]], None] = lambda states: None,
-    gpus: int = 0,
-    per_run: int = 1,
 ) -> None:
-    """Train every run of `todo` ({run, resume}) as Dask tasks, `on_tick` called with every run's state about once a
-    second and when one finishes; returns when all are done (the first failure stops the rest, in one line). `gpus`:
-    a local cluster of gpus / per_run workers on this node instead, each seeing its own `per_run` GPUs."""
-    from ..data.engine import dask_engine, scheduler_address
-
+    """Train every run of `todo` ({run, resume}) as tasks of `spread`'s engine, `on_tick` called with every run's
+    state about once a second and when one finishes; returns when all are done (the first failure stops the rest,
+    in one line)."""
     if not todo:
         return
-    envs = None
-    if gpus:
-        envs = [
-            {"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in range(i * per_run, (i + 1) * per_run))}
-            for i in range(gpus // per_run)
-        ]
-        workers, threads = len(envs), engine_settings.threads
-    elif scheduler_address(address) is None:
-        workers, threads = local_shape(len(todo), engine_settings.workers, engine_settings.threads)
-    else:
-        workers, threads = 0, engine_settings.threads  # a cluster's workers: torch's own default unless asked
     states = [
         RunState(pr.label, pr.path, None if pr.settings.train.time_budget else pr.settings.train.steps)
         for pr, _ in todo
     ]
-    with dask_engine(engine_settings, address, workers, worker_envs=envs) as engine:
-        for index, _ in engine.as_completed(train_task, run_specs(todo, shards, threads), "compare"):
+    with spread.engine(len(todo)) as engine:
+        specs = run_specs(todo, shards, spread.threads(len(todo)))
+        for index, _ in engine.as_completed(train_task, specs, "compare"):
             for state in states:
                 if state.status != "done":
                     state.read_step()
@@ -158,20 +131,4 @@ def train_in_parallel(
             on_tick(states)
 
 
-def check_gpus(gpus: int, per_run: int) -> None:
-    """`--gpus N [--gpus-per-run K]`: N no more than the GPUs this machine has, K dividing N; one line otherwise,
-    before any work."""
-    if gpus < 1 or per_run < 1 or gpus % per_run:
-        raise MapnetError(f"--gpus ({gpus}) must be a positive multiple of --gpus-per-run ({per_run})")
-    import torch
-
-    have = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if have == 0:
-        raise MapnetError(
-            f"--gpus {gpus}: this machine has no CUDA device; compare on the CPU without --gpus, or with --engine dask"
-        )
-    if gpus > have:
-        raise MapnetError(f"--gpus {gpus}: this machine has {have} CUDA device(s)")
-
-
-__all__ = ["RunState", "train_task", "run_specs", "local_shape", "train_in_parallel", "check_gpus"]
+__all__ = ["RunState", "train_task", "run_specs", "train_in_parallel"]

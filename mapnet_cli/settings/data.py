@@ -140,10 +140,11 @@ ENGINES = ("local", "dask")
 class EngineSettings:
     name: Literal["local", "dask"] = setting(
         "local",
-        "where preprocess and shard run their per-file work and compare its runs: local (this machine's "
-        "process pool of preprocess.workers / shard.workers; compare: one run after another) or dask (tasks on the "
-        "Dask cluster at --engine-address or DASK_SCHEDULER_ADDRESS, else on a local one of that many worker "
-        "processes, engine.workers for compare); the output bytes are the same",
+        "where preprocess and shard run their per-file work, and compare and finetune-glue their runs: local "
+        "(this machine's process pool of preprocess.workers / shard.workers; compare, finetune-glue: one run after "
+        "another) or dask (tasks on the Dask cluster at --engine-address or DASK_SCHEDULER_ADDRESS, else on a local "
+        "one of that many worker processes, engine.workers for compare and finetune-glue); the output bytes are the "
+        "same",
     )
     tasks: int = setting(
         0,
@@ -157,15 +158,15 @@ class EngineSettings:
     )
     workers: int = setting(
         0,
-        "compare with --engine dask and no scheduler address: the local cluster's worker "
-        "processes, each training one run at a time (0: as many as runs, at most the machine's "
+        "compare and finetune-glue with --engine dask and no scheduler address: the local cluster's worker "
+        "processes, each running one run at a time (0: as many as runs, at most the machine's "
         "cores / engine.threads)",
     )
     threads: int = setting(
         0,
-        "compare with --engine dask: torch threads of each run on its worker (0: the machine's "
-        "cores shared among the local workers, 1 on a cluster's); a run is bit-identical to the "
-        "serial one trained with as many threads",
+        "compare and finetune-glue with --engine dask or --gpus: torch threads of each run on its worker (0: the "
+        "machine's cores shared among the local workers, torch's default on a cluster's); a run is bit-identical to "
+        "the serial one run with as many threads",
     )
 
     def problems(self) -> list[str]:

@@ -112,18 +112,10 @@ def shards(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> list[str]:
-    """A local Dask cluster of 2 single-threaded worker processes (nannies restart a killed one), for the tests after
-    the first: the compare options that send the runs to it. Each worker starts torch once, on its first run; the
-    first test has compare start a cluster of its own (engine.workers), as a user's `--engine dask` does."""
-    import logging
-
-    from distributed import LocalCluster
-
-    with LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=logging.ERROR
-    ) as c:
-        yield ["--engine", "dask", "--engine-address", c.scheduler_address, "--set", "engine.threads=1"]
+def cluster(dask_scheduler) -> list[str]:
+    """The compare options that send the runs to the session's cluster (the tests after the first: the first has
+    compare start a cluster of its own, engine.workers, as a user's `--engine dask` does)."""
+    return ["--engine", "dask", "--engine-address", dask_scheduler, "--set", "engine.threads=1"]
 
 
 @pytest.fixture(scope="module")
@@ -197,3 +189,39 @@ def test_a_run_that_fails_with_a_user_error_stops_the_comparison_in_one_line(ser
     assert isinstance(res.exception, MapnetError), res.output
     assert "does not match its sha256" in str(res.exception) and "\n" not in str(res.exception)
     assert "retries" not in str(res.exception)  # a user error is not tried again
+
+
+@pytest.mark.slow
+def test_glue_and_blimp_scored_on_the_cluster_are_the_serial_scores(serial, shards, cluster, shared_data, tmp_path):
+    """compare --glue-tasks and --blimp on the cluster: every fine-tuning run and every BLiMP score (the runs' and the
+    controls') as a task, the same records as scored one after another here; this process writes every file."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "evaluation"))
+    from glue_fixtures import make_glue_dir
+
+    glue = make_glue_dir(tmp_path / "glue", tasks=("SST-2",))
+    scored = ["--glue-tasks", "sst2", "--glue-data", str(glue), "--set", "finetune.max_seq_len=32",
+              "--blimp", str(shared_data / "blimp"), "--blimp-pairs", "2"]  # fmt: skip
+    here, there = tmp_path / "here", tmp_path / "there"
+    for out in (here, there):
+        shutil.copytree(serial, out)  # the runs are reused: only the scoring runs
+    res = compare(here, shards, *scored)
+    assert res.exit_code == 0, (res.output, res.exception)
+    res = compare(there, shards, *scored, *cluster)
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert "fine-tuning runs side by side (Dask)" in res.output and "models side by side (Dask)" in res.output
+
+    def sweep_runs(out: Path) -> dict:
+        runs = json.loads((out / "glue" / "results.json").read_text())["runs"]
+        return {key: untimed({k: v for k, v in r.items() if k != "seconds"}) for key, r in runs.items()}
+
+    a, b = sweep_runs(here), sweep_runs(there)
+    assert a == b and len(a) == (4 + 2) * 2  # 4 runs and 2 random-init controls, 2 fine-tuning seeds each
+    assert list(a) == list(b)  # in the plan's order, whichever finished first
+    caches = ["blimp-controls.json", *(str(p.relative_to(here)) for p in here.glob("runs/*/seed-*/compare-blimp.json"))]
+    assert len(caches) == 1 + 4
+    for name in caches:
+        assert json.loads((here / name).read_text()) == json.loads((there / name).read_text()), name
+    a, b = (json.loads((o / "results.json").read_text()) for o in (here, there))
+    assert untimed(a) == untimed(b)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,8 +27,9 @@ import numpy as np
 from ...atomic import json_safe, make_dirs, write_json
 from ...errors import MapnetError
 from . import metrics as M
-from .finetune import RunConfig, finetune_run, select_epoch, steps_per_epoch
-from .pretrained import CheckpointRef, load_architecture, load_encoder_state, random_encoder, random_init_seed
+from .finetune import select_epoch, steps_per_epoch
+from .pretrained import CheckpointRef
+from .runs import Prepared, device_of, encode_task, finetune_task, prepare, run_one
 from .tasks import TASKS, Split, TaskData, load_task
 
 SCHEMA = "mapnet.glue/1"
@@ -311,22 +312,17 @@ def run_sweep(
     events: Events | None = None,
     controls: dict[str, str] | None = None,
     preset: str | None = None,
+    spread=None,
 ) -> dict:
     """Run every planned run that the results file lacks; returns the results document.
 
     `refs` may hold random-init controls (`pretrained.with_controls`); `controls` maps a checkpoint's
-    key to its control's, for the margins; `preset` is the protocol's name, recorded.
+    key to its control's, for the margins; `preset` is the protocol's name, recorded. `spread` (a
+    `spread.Spread`): the runs as tasks of its Dask engine, side by side; this process alone writes results.json.
     """
-    import torch
-
-    from .encode import TextEncoder
-
     events = events or Events()
-    if ft.device == "cuda" and not torch.cuda.is_available():
-        raise MapnetError("finetune.device is cuda but no CUDA device is available")
-    dev = torch.device("cuda" if ft.device == "cuda" or (ft.device == "auto" and torch.cuda.is_available()) else "cpu")
-    # Resolved once and recorded with every run: "auto" means bf16 autocast on CUDA, fp32 elsewhere.
-    precision = "bf16" if ft.precision == "bf16" or (ft.precision == "auto" and dev.type == "cuda") else "fp32"
+    if spread is None or spread.gpus:  # a cluster's workers bring their own devices
+        device_of(ft)  # finetune.device = cuda without one: refused before anything is written
     out_dir = Path(out_dir)
     path = out_dir / RESULTS
     doc = load_results(path)
@@ -360,8 +356,16 @@ def run_sweep(
     doc["controls"] = dict(controls or {})
 
     def save() -> None:
+        # The plan's order whatever order the runs finished in, so a sweep's file does not depend on its engine.
+        order = [p.key for p in plan if p.key in doc["runs"]]
+        doc["runs"] = {**{k: doc["runs"][k] for k in order}, **doc["runs"]}
         doc["summary"] = summarize(doc["runs"], plan, ft.run_score, controls)
         write_json(path, json_safe(doc))
+
+    def finished(item: PlanItem, record: dict) -> None:
+        doc["runs"][item.key] = record
+        save()
+        events.run_finished(item.key, record)
 
     # Written once a run has finished, not before: a sweep that fails first leaves no results.json
     # that looks like a result (a summary whose every score is missing).
@@ -371,101 +375,43 @@ def run_sweep(
         doc["summary"] = summarize(doc["runs"], plan, ft.run_score, controls)
     events.start(total, len(pending), len(plan) - len(pending))
 
-    for ref in refs:
-        todo = [p for p in pending if p.ref.sha == ref.sha]
-        if not todo:
-            continue
-        if ref.init == "random":
-            cfg, ck_settings = load_architecture(ref)
-            state = None
-        else:
-            state, cfg, ck_settings = load_encoder_state(ref)
-        if ft.dropout != -1.0:  # fine-tuning's own dropout, in the encoder too (weights are unaffected)
-            cfg = replace(cfg, dropout=ft.dropout, attention_dropout=ft.dropout)
-        max_len = min(ft.max_seq_len, cfg.max_position)
-        encoder_text = TextEncoder(ref.path / "tokenizer.json", ck_settings.preprocess, max_len, out_dir / "cache")
-
-        def make_encoder(seed: int, cfg=cfg, state=state, ref=ref):
-            from ...model.bert import build_encoder
-
-            # Built the same way in both arms, so the global RNG that the head init and dropout draw from
-            # next is in the same state: seed s of the control differs from seed s of the checkpoint only
-            # in the encoder weights (random_encoder draws them in a forked RNG).
-            enc = build_encoder(cfg)
-            # copies: every run starts from the pretrained weights, or from this seed's random ones (the control)
-            enc.load_state_dict(state if state is not None else random_encoder(cfg, ref.init_seed, seed).state_dict())
-            return enc
-
-        encoded: dict[str, tuple] = {}
-        for item in todo:
-            if item.task not in encoded:
-                events.run_started(f"{ref.run}@{ref.step} {item.task}: encoding")
-                d = data[item.task]
-                enc = [encoder_text.encode(s.entry, s.text_a, s.text_b, s.labels) for s in (d.train, *d.dev)]
-                encoded[item.task] = (enc[0], enc[1:])
-                cut = sum(e.truncated for e in enc)
-                if cut:
-                    events.note(f"{item.task}: {cut} examples truncated to {max_len} tokens")
-            train, devs = encoded[item.task]
-            events.run_started(f"{ref.run}@{ref.step} {item.task} bs={item.batch_size} lr={item.lr:g} seed={item.seed}")
-            rc = RunConfig(
-                batch_size=item.batch_size,
-                lr=item.lr,
-                seed=item.seed,
-                epochs=ft.epochs,
-                warmup_ratio=ft.warmup_ratio,
-                weight_decay=ft.weight_decay,
-                betas=tuple(ft.betas),
-                eps=ft.eps,
-                length_group=ft.length_group,
-                eval_batch_size=ft.eval_batch_size,
-                dropout=cfg.dropout,
-                pooling=ft.pooling,
+    # Each checkpoint's texts encoded here first, once per task: the notes come from this process, and the cache
+    # (out_dir/cache) is then what the workers read.
+    encoded: dict[tuple[str, str], tuple] = {}
+    prepared: dict[str, Prepared] = {}
+    for item in pending:
+        if item.ref.key not in prepared:
+            prepared = {item.ref.key: prepare(item.ref, ft, out_dir)}  # one checkpoint's weights at a time
+            encoded = {}
+        if item.task not in {task for _, task in encoded}:
+            events.run_started(f"{item.ref.run}@{item.ref.step} {item.task}: encoding")
+            train, devs, cut = encode_task(prepared[item.ref.key], data[item.task])
+            if cut:
+                events.note(f"{item.task}: {cut} examples truncated to {prepared[item.ref.key].max_len} tokens")
+            encoded[(item.ref.key, item.task)] = (train, devs)
+        if spread is None:
+            train, devs = encoded[(item.ref.key, item.task)]
+            events.run_started(
+                f"{item.ref.run}@{item.ref.step} {item.task} bs={item.batch_size} lr={item.lr:g} seed={item.seed}"
             )
-            result = finetune_run(
-                lambda seed=item.seed: make_encoder(seed),
-                TASKS[item.task],
-                train,
-                devs,
-                rc,
-                encoder_text.pad_id,
-                dev,
-                precision,
-                on_step=events.advance,
-            )
-            record = {
-                "checkpoint": {
-                    "key": ref.key,
-                    "run": ref.run,
-                    "step": ref.step,
-                    "sha256": ref.sha,
-                    "path": str(ref.path),
-                    "init": ref.init,
-                },
-                "init": ref.init,
-                **(
-                    {
-                        "init_seed": {
-                            "pretraining_seed": ref.init_seed,
-                            "torch_seed": random_init_seed(ref.init_seed, item.seed),
-                        }
-                    }
-                    if ref.init == "random"
-                    else {}
-                ),
-                "task": item.task,
-                "batch_size": item.batch_size,
-                "lr": item.lr,
-                "seed": item.seed,
-                "epochs": result.epochs,
-                "steps": result.steps,
-                "seconds": round(result.seconds, 3),
-                "device": str(dev),
-                "precision": precision,
-                "train_examples": len(train),
-                "config": asdict(rc),
-            }
-            doc["runs"][item.key] = json_safe(record)
-            save()
-            events.run_finished(item.key, record)
+            dev, precision = device_of(ft)
+            finished(item, run_one(item, prepared[item.ref.key], train, devs, ft, dev, precision, events.advance))
+    if spread is not None and pending:
+        prepared = encoded = {}
+        _run_side_by_side(pending, spread, ft, glue_dir, out_dir, events, finished)
     return doc
+
+
+def _run_side_by_side(pending: list[PlanItem], spread, ft, glue_dir: Path, out_dir: Path, events, finished) -> None:
+    """Every pending run as a task of `spread`'s engine (runs.finetune_task); `finished` with each record, here."""
+    threads = spread.threads(len(pending))
+    specs = [
+        {"item": item, "ft": ft, "glue_dir": str(glue_dir), "out_dir": str(out_dir), "threads": threads}
+        for item in pending
+    ]
+    events.note(f"{len(pending)} fine-tuning runs side by side ({spread.where()})")
+    with spread.engine(len(pending)) as engine:
+        for index, record in engine.as_completed(finetune_task, specs, "finetune-glue"):
+            if index is not None:
+                finished(pending[index], record)
+                events.advance(record["steps"])

@@ -17,7 +17,8 @@ from mapnet_cli import compare as cmp
 from mapnet_cli import settings as settings_mod
 from mapnet_cli.cli import app
 from mapnet_cli.errors import MapnetError
-from mapnet_cli.evaluation.glue import report, sweep
+from mapnet_cli.evaluation.glue import report
+from mapnet_cli.evaluation.glue import runs as glue_runs
 from mapnet_cli.evaluation.glue.pretrained import (
     CheckpointRef,
     find_checkpoints,
@@ -95,7 +96,7 @@ def test_sweep_fine_tunes_random_weights_paired_with_the_checkpoint(fake_run, gl
     (ref,) = find_checkpoints([fake_run])
     state, cfg, _ = load_encoder_state(ref)
     seen = []
-    real = sweep.finetune_run
+    real = glue_runs.finetune_run
 
     def spy(make_encoder, spec, train, devs, rc, *args, **kw):
         torch.manual_seed(rc.seed)  # as finetune_run seeds before it builds the encoder
@@ -103,7 +104,7 @@ def test_sweep_fine_tunes_random_weights_paired_with_the_checkpoint(fake_run, gl
         seen.append((rc.seed, weights, torch.rand(4)))  # what the head init and dropout draw from next
         return real(make_encoder, spec, train, devs, rc, *args, **kw)
 
-    monkeypatch.setattr(sweep, "finetune_run", spy)
+    monkeypatch.setattr(glue_runs, "finetune_run", spy)
     refs, controls = with_controls([ref], "both")
     doc = run_sweep(refs, ["RTE"], glue_dir, tmp_path / "a", _ft(), _Capture(), controls=controls)
     assert [s for s, _, _ in seen] == [0, 1, 0, 1]  # the checkpoint's two seeds, then the control's
@@ -141,7 +142,7 @@ def test_sweep_fine_tunes_random_weights_paired_with_the_checkpoint(fake_run, gl
     assert "margin" not in ctl
 
     # Deterministic: the control fine-tuned again gives the same runs.
-    monkeypatch.setattr(sweep, "finetune_run", real)
+    monkeypatch.setattr(glue_runs, "finetune_run", real)
     again = run_sweep(refs[1:], ["RTE"], glue_dir, tmp_path / "b", _ft(), _Capture())
     first = sorted((r["seed"], r["epochs"][-1]["train_loss"]) for r in doc["runs"].values() if r["init"] == "random")
     second = sorted((r["seed"], r["epochs"][-1]["train_loss"]) for r in again["runs"].values())

@@ -431,11 +431,12 @@ def test_mean_pooling_is_the_mean_over_real_tokens_and_ignores_padding():
 
 
 def test_finetune_dropout_and_pooling_reach_the_run_and_its_key(fake_run, glue_dir, tmp_path):
+    from mapnet_cli.evaluation.glue import runs as runs_mod
     from mapnet_cli.evaluation.glue import sweep as sweep_mod
 
     refs = find_checkpoints([fake_run])
     seen = []
-    real = sweep_mod.finetune_run
+    real = runs_mod.finetune_run
 
     def spy(make_encoder, spec, train, devs, rc, *a, **kw):
         enc = make_encoder()
@@ -444,7 +445,7 @@ def test_finetune_dropout_and_pooling_reach_the_run_and_its_key(fake_run, glue_d
 
     import unittest.mock as mock
 
-    with mock.patch.object(sweep_mod, "finetune_run", spy):
+    with mock.patch.object(runs_mod, "finetune_run", spy):
         plain = run_sweep(refs, ["RTE"], glue_dir, tmp_path / "a", _ft(seeds=1, pooling="cls"), Counting())
         tuned = run_sweep(
             refs, ["RTE"], glue_dir, tmp_path / "b", _ft(seeds=1, dropout=0.25, pooling="mean"), Counting()
