@@ -29,8 +29,20 @@ SMALL = [
 def test_quickstart_runs_the_chain_and_reuses_finished_stages(tmp_path):
     out = tmp_path / "qs"
     runner = CliRunner()
-    res = runner.invoke(app, ["quickstart", "--out", str(out), "--steps", "60", *SMALL])
+    warmup = ["--set", "train.short_seq.steps=30"]  # the sequence-length warm-up ends halfway, as in the recipe
+    res = runner.invoke(app, ["quickstart", "--out", str(out), "--steps", "60", *SMALL, *warmup])
     assert res.exit_code == 0, res.output
+    # Each phase named where it starts and ends; an evaluation during the warm-up says why it reads high.
+    err = res.stderr.splitlines()
+    assert "phase: learning-rate warm-up to 0.004, until step 5" in err
+    assert "phase: sequence-length warm-up: 16-token pieces (8 a sequence), until step 30; then whole sequences" in err
+    assert "step 5: learning-rate warm-up over (peak 0.004)" in err
+    assert any(line.startswith("step 31: sequence-length warm-up over: whole sequences from here") for line in err)
+    evals_shown = {line.split(":")[0]: line for line in err if line.startswith("eval @ ")}
+    assert "[sequence-length warm-up: trained on 16-token pieces only" in evals_shown["eval @ 20"]
+    assert "[sequence-length" not in evals_shown["eval @ 40"] and "[sequence-length" not in evals_shown["eval @ 0"]
+    table = {line.split("│")[1].strip(): line for line in res.stdout.splitlines() if line.count("│") >= 5}
+    assert "warm-up: 16-token pieces" in table["20"] and "whole sequences" in table["40"]
     for stage in ("corpus", "shards"):
         assert (out / stage / "manifest.json").is_file()
     assert (out / "run" / "checkpoints" / "step-00000060" / "COMPLETE").is_file()
@@ -45,7 +57,7 @@ def test_quickstart_runs_the_chain_and_reuses_finished_stages(tmp_path):
 
     # A rerun reuses every finished stage and only summarises.
     mtime = (out / "shards" / "manifest.json").stat().st_mtime_ns
-    res = runner.invoke(app, ["quickstart", "--out", str(out), "--steps", "60", *SMALL])
+    res = runner.invoke(app, ["quickstart", "--out", str(out), "--steps", "60", *SMALL, *warmup])
     assert res.exit_code == 0, res.output
     assert "reusing" in res.stderr and (out / "shards" / "manifest.json").stat().st_mtime_ns == mtime
     lines = (out / "run" / "metrics.jsonl").read_text().splitlines()

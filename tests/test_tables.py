@@ -130,3 +130,48 @@ def test_the_marking_check_finds_a_table_typed_by_hand():
     assert unmarked_tables(f"<!-- table: step-profile -->\n{table}<!-- /table -->\n") == []
     assert unmarked_tables(f"<!-- table: a -->\n<!-- /table -->\n\n{table}") == ["| preset | ms |"]
     assert unmarked_tables("| section | page |\n|---|---|\n| A2 | 15 arms |\n") == []  # no figures: an index
+
+
+def test_the_readme_figure_is_drawn_from_what_the_raw_results_give_now():
+    """docs/img/headline.png records the points it was drawn from (its PNG metadata); they must be what the kept
+    raw results give now, so a changed raw figure fails here until the figure is drawn again
+    (`uv run python experiments/common/headline_figure.py`)."""
+    import json
+
+    import headline_figure
+
+    assert headline_figure.recorded() == json.loads(json.dumps(headline_figure.points()))
+
+
+# Numbers in the README's prose that are settings or names, not measurements.
+NOT_MEASURED = ("30% masking", "30% instead of 15%", "Python ≥ 3.11")
+
+
+def prose_figures(text: str) -> list[str]:
+    """The measured-looking numbers of a page outside its generated blocks and code blocks, with their context."""
+    kept, inside, fenced = [], False, False
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif line.startswith("<!-- table: "):
+            inside = True
+        elif line.startswith("<!-- /table -->"):
+            inside = False
+        elif not inside and not fenced:
+            for phrase in NOT_MEASURED:
+                line = line.replace(phrase, "")
+            kept += [line[max(0, m.start() - 30) : m.end() + 10] for m in FIGURE.finditer(line)]
+    return kept
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md"])
+def test_the_front_door_types_no_figure_by_hand(page):
+    """Issue 66: every measured figure of the README and the getting-started page sits in a generated block."""
+    found = prose_figures((REPO / page).read_text(encoding="utf-8"))
+    assert not found, f"{page}: figures typed by hand: {found}"
+
+
+def test_the_prose_check_finds_a_typed_figure():
+    assert prose_figures("It falls to 2.79 nats.\n") == ["It falls to 2.79 nats."]
+    assert prose_figures("<!-- table: a -->\nIt falls to 2.79 nats.\n<!-- /table -->\n") == []
+    assert prose_figures("```\nmapnet x --set train.lr=1.5\n```\n") == []

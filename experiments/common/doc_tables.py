@@ -1,7 +1,6 @@
 """Every table of figures in the manual, made from the raw results kept under experiments/.
 
-    uv run python experiments/common/doc_tables.py --write     # rewrite the tables in place (and README's headline
-    copy)
+    uv run python experiments/common/doc_tables.py --write     # rewrite the tables in place
     uv run python experiments/common/doc_tables.py --check     # exit 1, naming each table that differs
 
 A page holds a generated table between two marker comments; everything outside them is hand-written:
@@ -14,8 +13,9 @@ NAME is a key of TABLES below, a function that reads raw files under experiments
 To add a table: write its function (beside the experiment's other table code in experiments/common/), add it
 to TABLES, put the two markers where it goes and run --write. A table that cannot be traced to kept raw data
 is not generated: it carries `<!-- not generated: why -->` on the line above it instead (tests/test_tables.py
-holds every table of README.md, docs/results.md and docs/performance.md to one of the two). README's headline
-is a copy of docs/_snippets/headline.md, made here too.
+holds every table of README.md, docs/results.md and docs/performance.md to one of the two). A block may hold
+prose instead of a table: the README's answer and quickstart figures are sentences generated the same way, so a
+changed raw figure changes them (and fails the check until written).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from functools import partial
 from itertools import zip_longest
 from pathlib import Path
 
+import headline_figure
 import headline_tables
 import hour_table
 import levers_costs
@@ -34,6 +35,7 @@ import levers_table
 import masking_tables
 import performance_tables
 import pooling_table
+import quickstart_table
 import shape_choice
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,6 +43,9 @@ REPO = Path(__file__).resolve().parents[2]
 TABLES: dict[str, Callable[[], str]] = {
     "headline-tiny": headline_tables.tiny,
     "headline-mini": headline_tables.mini,
+    "headline-answer": headline_figure.answer,
+    "headline-figure": headline_figure.caption,
+    "quickstart-figures": quickstart_table.figures,
     "gpu-throughput": performance_tables.gpu_throughput,
     "step-profile": performance_tables.step_profile,
     "prefetch": performance_tables.prefetch,
@@ -62,8 +67,6 @@ TABLES: dict[str, Callable[[], str]] = {
 }
 
 BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>(?:(?!<!-- /table -->).)*)(<!-- /table -->)", re.S)
-HEADLINE_COPY = re.compile(r"(<!-- headline:[^>]*-->\n)(.*?)(\n<!-- /headline -->)", re.S)
-SNIPPET = REPO / "docs" / "_snippets" / "headline.md"
 
 
 def pages() -> list[Path]:
@@ -92,11 +95,8 @@ def generate() -> dict[Path, tuple[str, str]]:
     out = {}
     for page in pages():
         now = page.read_text(encoding="utf-8")
-        if "<!-- table: " in now or (page.name == "README.md" and page.parent == REPO):
+        if "<!-- table: " in now:
             out[page] = (now, render(now, page.relative_to(REPO).as_posix(), made))
-    snippet = out[SNIPPET][1].strip() if SNIPPET in out else SNIPPET.read_text(encoding="utf-8").strip()
-    readme = REPO / "README.md"
-    out[readme] = (out[readme][0], HEADLINE_COPY.sub(lambda m: m.group(1) + snippet + m.group(3), out[readme][1]))
     unused = set(TABLES) - set(made)
     if unused:
         raise SystemExit(

@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from ..errors import ARGV_ENV, warn
+from .phases_shown import PhaseNotes
 from .shown import shown
 
 
@@ -151,11 +152,14 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
     )
     command_line = json.loads(os.environ[ARGV_ENV]) if ARGV_ENV in os.environ else sys.argv
     levels: dict = {}  # the unigram plateau of each held-out set, from the run's first report
+    phases = PhaseNotes(settings)  # the warm-ups named where they start and end
     with Progress(*columns, console=console, disable=not show_bar) as bar:
         task = bar.add_task("pretrain", total=settings.train.steps, stats="")
 
         def report(kind: str, data: dict) -> None:  # markup=False: paths, set names and notes are the user's text
             if kind == "step":
+                for line in phases.on_step(data):
+                    console.print(line, highlight=False, markup=False)
                 # total: a time-budget run's projected steps (the loop's estimate from the fraction spent)
                 if data["tokens_per_s"] is None:  # a step the loop did not read back (between logging steps)
                     bar.update(task, completed=data["step"], total=data["total"])
@@ -180,7 +184,8 @@ def train_with_progress(shards: Path, out: Path, settings, resume: bool, stop_at
                     f"eval @ {data['step']}: loss "
                     f"{data['eval_loss']:.4f}{below(levels.get('eval_unigram'), data['eval_loss'])}"
                     f"  accuracy {data['eval_accuracy']:.4f}"
-                    f"  ({data['eval_masked_tokens']} masked tokens, set {data['eval_sha256'][:12]})",
+                    f"  ({data['eval_masked_tokens']} masked tokens, set {data['eval_sha256'][:12]})"
+                    f"{phases.eval_note()}",
                     highlight=False,
                     markup=False,
                 )

@@ -22,6 +22,7 @@ from .. import quickstart as qs
 from ..output_paths import check_output
 from ..run_lock import output_lock
 from .options import ConfigOpt, PrintSettingsOpt, RecipeOpt, SetOpt
+from .phases_shown import phase_at
 
 HELP = "Run the whole chain on the embedded synthetic corpus: preprocess, shard, pretrain `tiny`, summary."
 
@@ -94,9 +95,20 @@ def _summary(console: Console, stages: qs.Stages, settings, seconds: float) -> N
     table.add_column("step", justify="right")
     table.add_column("loss", justify="right")
     table.add_column("accuracy", justify="right")
+    phased = bool(settings.train.short_seq.len)
+    if phased:
+        table.add_column("what the model had trained on")
     for ev in evals:
-        table.add_row(str(ev["step"]), f"{ev['eval_loss']:.4f}", f"{ev['eval_accuracy']:.2%}")
+        phase = [phase_at(settings, ev["step"]) if ev["step"] else "nothing yet"] if phased else []
+        table.add_row(str(ev["step"]), f"{ev['eval_loss']:.4f}", f"{ev['eval_accuracy']:.2%}", *phase)
     console.print(table)
+    if phased:
+        console.print(
+            f"(held-out sequences are read whole: during the sequence-length warm-up, steps 1-"
+            f"{settings.train.short_seq.steps}, their positions past {settings.train.short_seq.len} are untrained, so "
+            "the loss there can rise; it falls once whole sequences are trained)",
+            highlight=False,
+        )
     if len(evals) >= 2:
         first, last = evals[0], evals[-1]
         console.print(

@@ -395,7 +395,7 @@ class Run:
             self.step, self.position = self.step + 1, self.position + size // self.strategy.copies
             final = sched.complete(self.step)  # the run's own last step: logged, evaluated, saved
             window[1] += dt
-            self._record(st, log_step or final, window, report)
+            self._record(st, log_step or final, window, report, n_pieces, size)
             if (self.settings.train.eval_every and self.step % self.settings.train.eval_every == 0) or final:
                 self._log_eval(report)
             if self.settings.variance.every and self.step % self.settings.variance.every == 0:
@@ -463,9 +463,9 @@ class Run:
         self.strategy.after_step()
         return st, first_bad
 
-    def _record(self, st, logged: bool, window: list, report: Report) -> None:
+    def _record(self, st, logged: bool, window: list, report: Report, pieces: int, size: int) -> None:
         """The step's numbers: to metrics.jsonl on a logged step (with the strategy's, a collective), to the
-        progress display on every step."""
+        progress display on every step (with the step's pieces per sequence and batch: the phase it is in)."""
         record = {
             "step": self.step,
             "loss": st.loss,
@@ -484,7 +484,7 @@ class Run:
             window[0], window[1] = 0, 0.0
         else:
             window[0] += st.local_tokens
-        report("step", {**record, "total": self.schedule.total(self.step)})
+        report("step", {**record, "total": self.schedule.total(self.step), "pieces": pieces, "batch": size})
 
     def _maybe_save(
         self, must: bool, read: bool, first_bad: torch.Tensor, stopped_by: int | None, last: Path | None, report: Report
