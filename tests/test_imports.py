@@ -78,7 +78,7 @@ LAYERS = [
         },
     ),
     ("settings", {"settings"}),
-    ("data", {"data"}),
+    ("data", {"data", "spread"}),
     ("model", {"model"}),
     ("masking", {"masking"}),
     ("train", {"train"}),
@@ -135,6 +135,7 @@ def test_no_command_imports_another_command():
         "mapnet_cli.commands",
         "mapnet_cli.commands.options",
         "mapnet_cli.commands.progress",
+        "mapnet_cli.commands.phases_shown",
         "mapnet_cli.commands.shown",
     }
     graph = import_graph()

@@ -36,8 +36,9 @@ def test_quickstart_runs_the_chain_and_reuses_finished_stages(tmp_path):
     err = res.stderr.splitlines()
     assert "phase: learning-rate warm-up to 0.004, until step 5" in err
     assert "phase: sequence-length warm-up: 16-token pieces (8 a sequence), until step 30; then whole sequences" in err
-    assert "step 5: learning-rate warm-up over (peak 0.004)" in err
-    assert any(line.startswith("step 31: sequence-length warm-up over: whole sequences from here") for line in err)
+    assert "phase: learning-rate warm-up over at step 5 (peak 0.004)" in err
+    over = "phase: sequence-length warm-up over at step 31: whole sequences from here"
+    assert any(line.startswith(over) for line in err)
     evals_shown = {line.split(":")[0]: line for line in err if line.startswith("eval @ ")}
     assert "[sequence-length warm-up: trained on 16-token pieces only" in evals_shown["eval @ 20"]
     assert "[sequence-length" not in evals_shown["eval @ 40"] and "[sequence-length" not in evals_shown["eval @ 0"]

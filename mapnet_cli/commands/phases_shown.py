@@ -50,14 +50,14 @@ class PhaseNotes:
             self.lr_done = peaked
         else:
             if not self.lr_done and peaked:
-                lines.append(f"step {step:,}: learning-rate warm-up over (peak {s.optim.lr:g})")
+                lines.append(f"phase: learning-rate warm-up over at step {step:,} (peak {s.optim.lr:g})")
             if self.pieces > 1 and pieces == 1:
                 lines.append(
-                    f"step {step:,}: sequence-length warm-up over: whole sequences from here; the positions past "
-                    f"{s.train.short_seq.len} are new to the model, so the losses rise for a while before they fall"
+                    f"phase: sequence-length warm-up over at step {step:,}: whole sequences from here; the positions "
+                    f"past {s.train.short_seq.len} are new to the model, so the losses rise for a while, then fall"
                 )
             if self.batch < s.train.batch_size <= batch:
-                lines.append(f"step {step:,}: batch ramp over ({batch} sequences a step)")
+                lines.append(f"phase: batch ramp over at step {step:,} ({batch} sequences a step)")
         self.lr_done = self.lr_done or peaked
         self.pieces, self.batch = pieces, batch
         return lines

@@ -85,14 +85,14 @@ def train_subset(split: Split, n: int, seed: int) -> tuple[Split, np.ndarray]:
 
 
 def load_probe_data(glue_dir: Path, cfg: ProbeConfig) -> tuple[TaskData, np.ndarray]:
-    from .glue.sweep import _subset
+    from .glue.tasks import subset
 
     spec = task_spec(cfg.task)
     if spec.is_regression:
         raise MapnetError(f"the probe is a classifier; {spec.name} is a regression task")
     data = load_task(spec, glue_dir)
     data.train, keep = train_subset(data.train, cfg.train_examples, cfg.seed)
-    data.dev = [_subset(d, cfg.dev_examples) for d in data.dev]
+    data.dev = [subset(d, cfg.dev_examples) for d in data.dev]
     return data, keep
 
 

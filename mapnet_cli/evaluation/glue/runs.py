@@ -18,7 +18,7 @@ from ...atomic import json_safe
 from ...errors import MapnetError
 from .finetune import RunConfig, finetune_run
 from .pretrained import CheckpointRef, load_architecture, load_encoder_state, random_encoder, random_init_seed
-from .tasks import TASKS, TaskData
+from .tasks import TASKS, TaskData, load_tasks
 
 
 @dataclass
@@ -145,7 +145,6 @@ def finetune_task(spec: dict) -> dict:
     """On a worker: one planned run (spec: item, ft, glue_dir, out_dir, threads); its record. A top-level function,
     as Dask pickles it."""
     from ...spread import set_task_threads
-    from .sweep import load_tasks
 
     set_task_threads(spec["threads"])
     item, ft = spec["item"], spec["ft"]

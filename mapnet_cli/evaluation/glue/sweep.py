@@ -30,11 +30,10 @@ from . import metrics as M
 from .finetune import select_epoch, steps_per_epoch
 from .pretrained import CheckpointRef
 from .runs import Prepared, device_of, encode_task, finetune_task, prepare, run_one
-from .tasks import TASKS, Split, TaskData, load_task
+from .tasks import TASKS, TaskData, load_tasks
 
 SCHEMA = "mapnet.glue/1"
 RESULTS = "results.json"
-DATA_SEED = 0  # the max_train / max_dev subsets: the same for every run, checkpoint and seed
 
 
 class Events:
@@ -99,40 +98,6 @@ def make_plan(refs: list[CheckpointRef], tasks: list[str], ft) -> list[PlanItem]
 
 
 # ---------------------------------------------------------------- data
-def _subset(split: Split, n: int) -> Split:
-    """A fixed random subset of at most n rows (seeded by DATA_SEED, order kept)."""
-    if n <= 0 or len(split) <= n:
-        return split
-    keep = np.sort(np.random.default_rng(DATA_SEED).choice(len(split), size=n, replace=False))
-    return Split(
-        split.entry,
-        split.path,
-        [split.text_a[i] for i in keep],
-        None if split.text_b is None else [split.text_b[i] for i in keep],
-        split.labels[keep],
-        split.skipped,
-        split.skipped_lines,
-    )
-
-
-def load_tasks(tasks: list[str], glue_dir: Path, ft) -> dict[str, TaskData]:
-    """Read every task first, so that all missing files are named in one error before any training."""
-    skip = {"task": None, "error": False, "skip": True}[ft.malformed_rows]
-    out, problems = {}, []
-    for name in tasks:
-        try:
-            data = load_task(TASKS[name], glue_dir, skip)
-        except MapnetError as exc:
-            problems.append(str(exc))
-            continue
-        data.train = _subset(data.train, ft.max_train)
-        data.dev = [_subset(d, ft.max_dev) for d in data.dev]
-        out[name] = data
-    if problems:
-        raise MapnetError("; ".join(problems))
-    return out
-
-
 def data_report(data: dict[str, TaskData]) -> dict:
     rep = {}
     for name, d in data.items():

@@ -329,3 +329,41 @@ def load_task(spec: TaskSpec, glue_dir: Path, skip_malformed: bool | None = None
     train = read_split(spec, folder / "train.tsv", "train", skip_malformed)
     dev = [read_split(spec, folder / name, entry, skip_malformed) for entry, name in spec.dev]
     return TaskData(spec, train, dev)
+
+
+# ---------------------------------------------------------------- the subsets a sweep reads
+DATA_SEED = 0  # the max_train / max_dev subsets: the same for every run, checkpoint and seed
+
+
+def subset(split: Split, n: int) -> Split:
+    """A fixed random subset of at most n rows (seeded by DATA_SEED, order kept)."""
+    if n <= 0 or len(split) <= n:
+        return split
+    keep = np.sort(np.random.default_rng(DATA_SEED).choice(len(split), size=n, replace=False))
+    return Split(
+        split.entry,
+        split.path,
+        [split.text_a[i] for i in keep],
+        None if split.text_b is None else [split.text_b[i] for i in keep],
+        split.labels[keep],
+        split.skipped,
+        split.skipped_lines,
+    )
+
+
+def load_tasks(tasks: list[str], glue_dir: Path, ft) -> dict[str, TaskData]:
+    """Read every task first, so that all missing files are named in one error before any training."""
+    skip = {"task": None, "error": False, "skip": True}[ft.malformed_rows]
+    out, problems = {}, []
+    for name in tasks:
+        try:
+            data = load_task(TASKS[name], glue_dir, skip)
+        except MapnetError as exc:
+            problems.append(str(exc))
+            continue
+        data.train = subset(data.train, ft.max_train)
+        data.dev = [subset(d, ft.max_dev) for d in data.dev]
+        out[name] = data
+    if problems:
+        raise MapnetError("; ".join(problems))
+    return out
