@@ -7,7 +7,7 @@ the sequence-length warm-up reads higher than the training loss.
 
 A held-out sequence is always read whole; during the sequence-length warm-up the model has trained on short pieces
 only, so the positions past a piece's length are read untrained and the held-out loss can rise while the training
-loss falls. Without a word that looks like divergence (`mapnet quickstart` did exactly this).
+loss falls. Left unsaid, that looks like divergence (the quickstart's printout did exactly this).
 """
 
 from __future__ import annotations
@@ -74,11 +74,16 @@ class PhaseNotes:
 
 
 def phase_at(settings, step: int) -> str:
-    """The phase of a step run's evaluation at `step` (the quickstart's table): which sequences the model had seen."""
+    """The phase of a step run's evaluation at `step` (the quickstart's table): which sequences the model had seen
+    ('' for a run without the warm-up, or a budget run, whose warm-up ends at a time, not a known step)."""
     t = settings.train
-    if t.short_seq.len and not t.time_budget and step <= t.short_seq.steps:
-        return f"warm-up: {t.short_seq.len}-token pieces (later positions untrained)"
-    return "whole sequences" if t.short_seq.len else ""
+    if not t.short_seq.len or t.time_budget:
+        return ""
+    return (
+        f"warm-up: {t.short_seq.len}-token pieces (later positions untrained)"
+        if step <= t.short_seq.steps
+        else "whole sequences"
+    )
 
 
 __all__ = ["PhaseNotes", "phase_at"]

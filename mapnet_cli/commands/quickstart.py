@@ -95,7 +95,7 @@ def _summary(console: Console, stages: qs.Stages, settings, seconds: float) -> N
     table.add_column("step", justify="right")
     table.add_column("loss", justify="right")
     table.add_column("accuracy", justify="right")
-    phased = bool(settings.train.short_seq.len)
+    phased = bool(phase_at(settings, 0))  # a step run with the sequence-length warm-up
     if phased:
         table.add_column("what the model had trained on")
     for ev in evals:
