@@ -33,7 +33,7 @@ from ..atomic import sha256_file, staged_output, write_json, write_text
 from ..errors import MapnetError
 from ..output_paths import check_output
 from ..settings import PreprocessSettings, Settings
-from . import bpe
+from . import bpe, synthetic
 from .cleaning import METASPACE, word_marker
 from .export_record import refuse_cleaning_twice
 from .inputs import SYNTHETIC, InputFile, ReadStats, discover, invalid_utf8_count
@@ -330,8 +330,10 @@ def run_preprocess(
             invalid_before -= stage.invalid_utf8_replaced  # counted by the tasks, not in this process
             workers = stage.workers
         else:
+            # The generated corpus needs neither spaCy nor Moses: its sentences are known (the same bytes).
+            generated = all(f.format == "synthetic" for f in files) and synthetic.cleans_like_this(pre)
             sentences_cut = _local_sentences(
-                feed, pre, marker, workers, writer, docs_per_input, on_progress, total_bytes
+                feed, pre, marker, workers, writer, docs_per_input, on_progress, total_bytes, generated
             )
         writer.close()
         sentence_seconds = time.perf_counter() - started
@@ -349,8 +351,6 @@ def run_preprocess(
 
         extra = {}
         if any(f.format == "synthetic" for f in files):
-            from . import synthetic
-
             write_json(staging / "word_kinds.json", synthetic.word_kinds())
             extra["word_kinds"] = "word_kinds.json"
         write_text(staging / "settings.toml", settings.to_toml())
@@ -422,10 +422,17 @@ def _local_sentences(
     docs_per_input: list[int],
     on_progress,
     total_bytes: int,
+    generated: bool = False,
 ) -> int:
-    """The sentence stage in this process's worker pool, in input order, into `writer`; the sentences cut."""
+    """The sentence stage in this process's worker pool, in input order, into `writer`; the sentences cut.
+    `generated`: every input is the synthetic corpus, whose sentences `synthetic.sentences` gives in this process."""
     sentences_cut = 0
-    for batch, (sentences, cut) in _ordered_results(_batches(iter(feed)), pre, marker, workers):
+    batches = _batches(iter(feed))
+    if generated:
+        results = ((b, ([synthetic.sentences(t) for t in b.texts], 0)) for b in batches)
+    else:
+        results = _ordered_results(batches, pre, marker, workers)
+    for batch, (sentences, cut) in results:
         sentences_cut += cut
         results = iter(sentences)
         for idx, text in batch.items:

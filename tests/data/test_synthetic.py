@@ -181,3 +181,34 @@ def test_tiny_recipe_resolves_and_shows():
     assert s.model.layers == 2 and s.train.steps <= 1000 and s.optim.warmup.steps < s.train.steps
     shown = CliRunner().invoke(app, ["config", "show", "--config", str(recipe)])
     assert shown.exit_code == 0 and "vocab_size = 4096" in shown.output
+
+
+def test_the_generated_sentences_are_what_spacy_and_moses_make_of_the_text():
+    """synthetic.sentences (what preprocess writes for the generated corpus, without spaCy or Moses) is the cleaning
+    pipeline's output line for line, under the settings cleans_like_this accepts; other settings are refused."""
+    from mapnet_cli.data.textproc import TextProcessor
+
+    texts = docs(400, seed=11)
+    pre = PreprocessSettings()
+    assert synthetic.cleans_like_this(pre)
+    assert [synthetic.sentences(t) for t in texts] == [r.sentences for r in TextProcessor(pre).process(texts)]
+    for changed in ({"lowercase": False}, {"moses_tokenize": False}, {"normalize_punctuation": False},
+                    {"moses_lang": "de"}, {"max_sentence_chars": 100}):  # fmt: skip
+        assert not synthetic.cleans_like_this(PreprocessSettings(**changed)), changed
+
+
+def test_preprocess_of_the_generated_corpus_writes_the_same_bytes_with_or_without_the_cleaning_pipeline(
+    tmp_path, monkeypatch
+):
+    from mapnet_cli.data.preprocess import run_preprocess
+    from mapnet_cli.settings import resolve
+
+    settings = resolve(assignments=["synthetic.documents=300", "preprocess.vocab_size=600"])
+    run_preprocess(["synthetic:"], tmp_path / "fast", settings)
+    monkeypatch.setattr(synthetic, "cleans_like_this", lambda pre: False)  # through spaCy and Moses
+    run_preprocess(["synthetic:"], tmp_path / "piped", settings)
+    for name in ("sentences/part-00000.txt", "tokenizer.json", "word_kinds.json"):
+        assert (tmp_path / "fast" / name).read_bytes() == (tmp_path / "piped" / name).read_bytes(), name
+    fast, piped = ((tmp_path / d / "manifest.json").read_text() for d in ("fast", "piped"))
+    strip = lambda text: re.sub(r'"(seconds|sentence_seconds|[a-z_]*_seconds|created|workers)": [^,\n]*', "", text)  # noqa: E731
+    assert strip(fast) == strip(piped)
