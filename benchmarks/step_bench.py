@@ -92,10 +92,11 @@ def model_config(size: str, vocab: int, dropout: float | None = None, block: str
     return BertConfig.from_settings(m, vocab, SPECIAL_IDS["pad"])
 
 
-def draw_batch(ids: np.ndarray, step: int, vocab: int, device: torch.device):
+def draw_batch(ids: np.ndarray, step: int, vocab: int, device: torch.device, mask_prob: float = 0.15):
     """One micro-batch as the loop makes it: masks drawn on the host, copied with positions and width."""
     keys = sequence_keys(0, step, range(len(ids)))
-    return to_device(make_batch(ids, keys, SPECIAL_IDS, vocab, MaskingSettings(), HOST), device)
+    masking = MaskingSettings(mask_prob=mask_prob)
+    return to_device(make_batch(ids, keys, SPECIAL_IDS, vocab, masking, HOST), device)
 
 
 class MapnetStep:
@@ -112,11 +113,12 @@ class MapnetStep:
         scope: str = "blocks",
         mode: str = "default",
         precision: str = "auto",
+        mask_prob: float = 0.15,
     ):
         from mapnet_cli.train.step import precision_context
 
         torch.manual_seed(0)
-        self.cfg, self.device = cfg, device
+        self.cfg, self.device, self.mask_prob = cfg, device, mask_prob
         self.model = BertForMLM(cfg).to(device)
         self.optimizer = build_optimizer([self.model], replace(OptimSettings(), impl=impl))
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: 1.0)
@@ -134,7 +136,7 @@ class MapnetStep:
 
     def __call__(self, ids: np.ndarray) -> None:
         """One step on `ids`, its masks drawn on the host inside the step, as the loop does (without prefetch)."""
-        batch = draw_batch(ids, self.step_no, self.cfg.vocab_size, self.device)
+        batch = draw_batch(ids, self.step_no, self.cfg.vocab_size, self.device, self.mask_prob)
         train_step(
             self.model,
             self.optimizer,

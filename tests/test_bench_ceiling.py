@@ -92,3 +92,22 @@ def test_both_scripts_smoke_print_the_floor_and_each_arms_fraction_of_it(tmp_pat
     assert all(a["tokens_per_s"] > 0 and a["mfu_measured"] > 0 for a in arms.values())
     # Each arm's own FLOPs: Hugging Face computes its head and last block at every position, mapnet at the masked ones.
     assert arms["hf"]["flops_per_token"] > arms["eager"]["flops_per_token"]
+
+
+def test_the_cpu_ceiling_script_counts_what_the_step_performs_and_writes_its_figures(tmp_path):
+    """bench_cpu_ceiling.py --smoke: every step's FLOPs as FlopCounterMode counts them, split by operator (the
+    shares add up to the total), its fraction of the ceilings at its own shapes, and HF's step beside `mini`'s."""
+    from scripts import run_script
+
+    out = tmp_path / "cpu.json"
+    printed = run_script(ROOT / "benchmarks" / "bench_cpu_ceiling.py", "--smoke", "--json", str(out))
+    doc = json.loads(out.read_text())
+    assert set(doc["steps"]) == {"hour", "mini fast", "HF BertForMaskedLM, mini"}
+    for name, step in doc["steps"].items():
+        assert step["flops"] > 0 and step["step_ms"] > 0 and step["products"] > 0, name
+        assert abs(sum(step["flops_per_op"].values()) - step["flops"]) < 1e-6 * step["flops"]
+        assert 0 < step["shapes_ceiling_fp32"]["fraction"] and f"{name}: " in printed
+    assert doc["square"]["fp32_tflops"] > 0 and doc["copy_gb_s"] > 0
+    # HF computes the head over every position, mapnet at the masked ones only: more FLOPs for the same batch.
+    assert doc["steps"]["HF BertForMaskedLM, mini"]["flops"] > doc["steps"]["mini fast"]["flops"]
+    assert "mini fast against HF at the same batch:" in printed
