@@ -134,6 +134,16 @@ class HFStep:
         self.optimizer.zero_grad(set_to_none=True)
 
 
+def top_operators(step, ids_list, rows: int) -> str:
+    """The profiler's table of the operators that cost a step most (self CPU time, over 5 steps)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for i in range(5):
+            step(ids_list[i % len(ids_list)])
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows, max_name_column_width=50)
+
+
 def measure(name: str, step, ids_list, shapes_dtype_bf16: bool, a, native: bool) -> dict:
     """Every figure of one step: FLOPs performed, its time and rate, the ceilings at its shapes and their fractions."""
     for ids in ids_list[:2]:
@@ -148,6 +158,8 @@ def measure(name: str, step, ids_list, shapes_dtype_bf16: bool, a, native: bool)
     for label, dtype in (("fp32", torch.float32), *((("bf16", torch.bfloat16),) if native else ())):
         ceiling, products_ms = shapes_ceiling(shapes, dtype, a.repeats)
         out[f"shapes_ceiling_{label}"] = {"tflops": ceiling, "products_ms": products_ms, "fraction": rate / ceiling}
+    if a.ops:
+        print(f"{name}: the costliest operators over 5 steps\n{top_operators(step, ids_list, a.ops)}", flush=True)
     return out
 
 
@@ -159,6 +171,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=None, help="steps per timed round (default 5; --smoke 1)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--ops", type=int, default=0, help="also print each step's N costliest operators (self CPU time)")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
