@@ -23,6 +23,7 @@ call. Real-text shards are not needed: the step's cost depends on its shapes, no
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -144,6 +145,24 @@ def top_operators(step, ids_list, rows: int) -> str:
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows, max_name_column_width=50)
 
 
+def math_attention(make_step, ids_list, a) -> dict:
+    """ms a step with SDPA's default kernel and with its math kernel (two steps built alike), alternated round by
+    round so that the machine's drift falls on both; their ratios per round."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    steps = {"default": make_step(), "math": make_step()}
+    for name, step in steps.items():
+        with sdpa_kernel(SDPBackend.MATH) if name == "math" else contextlib.nullcontext():
+            for ids in ids_list[:2]:
+                step(ids)
+    ms: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(a.rounds + 1):
+        for name, step in steps.items():
+            with sdpa_kernel(SDPBackend.MATH) if name == "math" else contextlib.nullcontext():
+                ms[name] += time_steps(step, ids_list, CPU, 1, a.steps)
+    return {**ms, "ratios": [m / d for m, d in zip(ms["math"], ms["default"])]}
+
+
 def measure(name: str, step, ids_list, shapes_dtype_bf16: bool, a, native: bool) -> dict:
     """Every figure of one step: FLOPs performed, its time and rate, the ceilings at its shapes and their fractions."""
     for ids in ids_list[:2]:
@@ -172,6 +191,11 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--ops", type=int, default=0, help="also print each step's N costliest operators (self CPU time)")
+    ap.add_argument(
+        "--math-attention",
+        action="store_true",
+        help="also time each mapnet step with SDPA's math kernel against the default one, alternated round by round",
+    )
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -207,6 +231,15 @@ def main() -> int:
         ids = [corpus(batch, seq_len, cfg.vocab_size, seed=i) for i in range(4)]
         step = MapnetStep(cfg, CPU, impl="fused", precision=precision, mask_prob=mask_prob)
         r = measure(name, step, ids, precision != "fp32", a, native)
+        if a.math_attention:
+            r["math_attention"] = math_attention(
+                lambda cfg=cfg, p=precision, m=mask_prob: MapnetStep(cfg, CPU, impl="fused", precision=p, mask_prob=m),
+                ids,
+                a,
+            )
+            ratios = r["math_attention"]["ratios"]
+            print(f"{name}: SDPA's math kernel against the default, per round: "
+                  f"{', '.join(f'{x:.3f}' for x in ratios)}x the time", flush=True)  # fmt: skip
         result["steps"][name] = r
         if name == "mini fast":
             result["steps"]["HF BertForMaskedLM, mini"] = measure("HF", HFStep(cfg, mask_prob), ids, False, a, native)

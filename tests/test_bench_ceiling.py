@@ -100,7 +100,9 @@ def test_the_cpu_ceiling_script_counts_what_the_step_performs_and_writes_its_fig
     from scripts import run_script
 
     out = tmp_path / "cpu.json"
-    printed = run_script(ROOT / "benchmarks" / "bench_cpu_ceiling.py", "--smoke", "--json", str(out))
+    printed = run_script(
+        ROOT / "benchmarks" / "bench_cpu_ceiling.py", "--smoke", "--math-attention", "--json", str(out)
+    )
     doc = json.loads(out.read_text())
     assert set(doc["steps"]) == {"hour", "mini fast", "HF BertForMaskedLM, mini"}
     for name, step in doc["steps"].items():
@@ -111,3 +113,7 @@ def test_the_cpu_ceiling_script_counts_what_the_step_performs_and_writes_its_fig
     # HF computes the head over every position, mapnet at the masked ones only: more FLOPs for the same batch.
     assert doc["steps"]["HF BertForMaskedLM, mini"]["flops"] > doc["steps"]["mini fast"]["flops"]
     assert "mini fast against HF at the same batch:" in printed
+    for name in ("hour", "mini fast"):  # the math kernel timed against the default, round by round
+        both = doc["steps"][name]["math_attention"]
+        assert len(both["ratios"]) == len(both["default"]) == len(both["math"]) >= 2
+        assert both["ratios"] == [m / d for m, d in zip(both["math"], both["default"])]
