@@ -163,7 +163,7 @@ def math_attention(make_step, ids_list, a) -> dict:
     return {**ms, "ratios": [m / d for m, d in zip(ms["math"], ms["default"])]}
 
 
-def measure(name: str, step, ids_list, shapes_dtype_bf16: bool, a, native: bool) -> dict:
+def measure(name: str, step, ids_list, a, native: bool) -> dict:
     """Every figure of one step: FLOPs performed, its time and rate, the ceilings at its shapes and their fractions."""
     for ids in ids_list[:2]:
         step(ids)  # first-call allocations
@@ -230,7 +230,7 @@ def main() -> int:
             cfg = replace(cfg, layers=1, hidden=64, heads=2, intermediate=128 if cfg.intermediate else 0)
         ids = [corpus(batch, seq_len, cfg.vocab_size, seed=i) for i in range(4)]
         step = MapnetStep(cfg, CPU, impl="fused", precision=precision, mask_prob=mask_prob)
-        r = measure(name, step, ids, precision != "fp32", a, native)
+        r = measure(name, step, ids, a, native)
         if a.math_attention:
             r["math_attention"] = math_attention(
                 lambda cfg=cfg, p=precision, m=mask_prob: MapnetStep(cfg, CPU, impl="fused", precision=p, mask_prob=m),
@@ -242,7 +242,7 @@ def main() -> int:
                   f"{', '.join(f'{x:.3f}' for x in ratios)}x the time", flush=True)  # fmt: skip
         result["steps"][name] = r
         if name == "mini fast":
-            result["steps"]["HF BertForMaskedLM, mini"] = measure("HF", HFStep(cfg, mask_prob), ids, False, a, native)
+            result["steps"]["HF BertForMaskedLM, mini"] = measure("HF", HFStep(cfg, mask_prob), ids, a, native)
 
     for name, r in result["steps"].items():
         fractions = [f"{k.split('_')[-1]} at its shapes {v['tflops'] * 1e3:.0f} GFLOP/s: {v['fraction']:.0%}"

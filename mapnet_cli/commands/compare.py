@@ -31,7 +31,6 @@ from .. import settings as settings_mod
 from .. import spread as spreading
 from ..atomic import make_dirs, sha256_file, write_json, write_text
 from ..errors import MapnetError
-from ..evaluation.device import evaluation_device
 from ..output_paths import check_output
 from ..run_lock import output_lock
 from ..settings import PROTOCOLS, protocol
@@ -304,9 +303,8 @@ def compare(
                 out,
                 blimp_every_checkpoint,
                 note,
-                device=evaluation_device(base.train.device),
+                device=base.train.device,  # the runs' own device: a GPU machine scores on its GPU
                 spread=spread,
-                device_setting=base.train.device,
             )
         runs = cmp.collect(plan, shards, reused, variance=variance, glue=glue, blimp=scores)
         doc = cmp.results_document(

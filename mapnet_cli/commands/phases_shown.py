@@ -47,7 +47,6 @@ class PhaseNotes:
                     f"phase: batch ramp from {batch} to {s.train.batch_size} sequences, "
                     f"{self._span(s.train.batch_ramp, 'until')}"
                 )
-            self.lr_done = peaked
         else:
             if not self.lr_done and peaked:
                 lines.append(f"phase: learning-rate warm-up over at step {step:,} (peak {s.optim.lr:g})")

@@ -55,15 +55,15 @@ def blimp_results(
     out: Path,
     every_checkpoint: bool = False,
     note: Callable[[str], None] = lambda _: None,
-    device=None,
+    device: str = "auto",
     spread=None,
-    device_setting: str = "auto",
 ) -> dict:
     """{run label: {accuracy, fields, paradigms, curve}} for every planned run (BLiMP at its final checkpoint;
     `curve`: at each kept one with `every_checkpoint`), plus `control_label(k)` for the random-init encoder of
     seed index k (seed k's uniform run, else its first, gives architecture, tokenizer and pretraining seed,
-    as for GLUE) and "unigram" for the frequencies-only model of `shards`. `spread`: the models not yet cached are
-    scored as tasks of its engine (each on its worker's `device_setting`); this process writes every cache."""
+    as for GLUE) and "unigram" for the frequencies-only model of `shards`. `device`: cpu, cuda or auto, resolved
+    where the models are scored. `spread`: the models not yet cached are scored as tasks of its engine (each on its
+    worker's device); this process writes every cache."""
     from ..evaluation.blimp.models import control_targets, find_targets
 
     key = {
@@ -111,15 +111,16 @@ def blimp_results(
 
     if spread is None:
         from ..evaluation.blimp.evaluate import Scorer
+        from ..evaluation.device import evaluation_device
 
-        scorer = Scorer(suite, cfg, device)
+        scorer = Scorer(suite, cfg, evaluation_device(device))
         for job in jobs:
             entry = scorer.score(job.target)
             scored(job, _brief(entry), entry["seconds"])
     elif jobs:
         note(f"scoring {len(jobs)} models side by side ({spread.where()})")
         threads = spread.threads(len(jobs))
-        specs = [{**job.spec, "suite": suite, "cfg": cfg, "device": device_setting, "threads": threads} for job in jobs]
+        specs = [{**job.spec, "suite": suite, "cfg": cfg, "device": device, "threads": threads} for job in jobs]
         with spread.engine(len(jobs)) as engine:
             for index, (brief, seconds) in engine.as_completed(blimp_task, specs, "blimp"):
                 if index is not None:

@@ -286,8 +286,8 @@ def run_sweep(
     `spread.Spread`): the runs as tasks of its Dask engine, side by side; this process alone writes results.json.
     """
     events = events or Events()
-    if spread is None or spread.gpus:  # a cluster's workers bring their own devices
-        device_of(ft)  # finetune.device = cuda without one: refused before anything is written
+    # finetune.device = cuda without one is refused before anything is written; a cluster's workers bring theirs.
+    dev, precision = device_of(ft) if spread is None or spread.gpus else (None, None)
     out_dir = Path(out_dir)
     path = out_dir / RESULTS
     doc = load_results(path)
@@ -359,10 +359,9 @@ def run_sweep(
             events.run_started(
                 f"{item.ref.run}@{item.ref.step} {item.task} bs={item.batch_size} lr={item.lr:g} seed={item.seed}"
             )
-            dev, precision = device_of(ft)
             finished(item, run_one(item, prepared[item.ref.key], train, devs, ft, dev, precision, events.advance))
     if spread is not None and pending:
-        prepared = encoded = {}
+        del prepared, encoded  # the coordinator's copies: the workers load their own
         _run_side_by_side(pending, spread, ft, glue_dir, out_dir, events, finished)
     return doc
 
