@@ -78,12 +78,14 @@ def pretrain(
         str | None, typer.Option("--device", help="auto, cpu or cuda; sets train.device.", show_default=False)
     ] = None,
     masking: Annotated[
-        Literal["uniform", "mapnet", "stratified", "frequency", "adaptive", "whole-word", "span", "pmi"] | None,
+        Literal["uniform", "mapnet", "stratified", "frequency", "adaptive", "whole-word", "span", "pmi", "hybrid"]
+        | None,
         typer.Option(
             "--masking",
             help="uniform (RandMask), mapnet (learned proposals), stratified (disjoint masks per sequence), frequency "
             "(static proposal, HT weights), adaptive (AMLM: a per-token table moved by the model's scores), "
-            "whole-word, span (SpanBERT) or pmi (PMI-Masking; needs mapnet pmi-vocab); sets masking.strategy.",
+            "whole-word, span (SpanBERT), pmi (PMI-Masking; needs mapnet pmi-vocab) or hybrid (GPT-BERT: one row "
+            "in masking.hybrid.causal_every causal); sets masking.strategy.",
             show_default=False,
         ),
     ] = None,

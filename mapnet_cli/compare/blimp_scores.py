@@ -122,9 +122,9 @@ def blimp_results(
         threads = spread.threads(len(jobs))
         specs = [{**job.spec, "suite": suite, "cfg": cfg, "device": device, "threads": threads} for job in jobs]
         with spread.engine(len(jobs)) as engine:
-            for index, (brief, seconds) in engine.as_completed(blimp_task, specs, "blimp"):
-                if index is not None:
-                    scored(jobs[index], brief, seconds)
+            for index, answer in engine.as_completed(blimp_task, specs, "blimp"):
+                if index is not None:  # (None, None): a second passed with none finished
+                    scored(jobs[index], *answer)
 
     results = {}
     for pr in plan:

@@ -56,6 +56,8 @@ STRATEGIES = {
     "whole-word": {"strategy": "whole-word"},
     "span": {"strategy": "span"},
     "pmi": {"strategy": "pmi"},
+    # GPT-BERT's hybrid objective (masking/hybrid.py): one slot in 16 a causal row, the others uniform.
+    "hybrid": {"strategy": "hybrid"},
 }
 # The variance-decomposition scheme that matches what each strategy trains with.
 SCHEME = {
@@ -76,6 +78,7 @@ SCHEME = {
     "whole-word": None,
     "span": None,
     "pmi": None,
+    "hybrid": None,
     "adaptive": None,
     "adaptive-soft": None,
     "adaptive-ht": None,

@@ -2,7 +2,7 @@
 
     [masking]            strategy, mask_prob, mask_count, replace_mask, replace_random
     [masking.mapnet]     MAP-Net: the proposal's size and learning, its importance weights, the exploration schedule
-    [masking.stratified], [masking.frequency], [masking.adaptive], [masking.span], [masking.pmi]
+    [masking.stratified], [masking.frequency], [masking.adaptive], [masking.span], [masking.pmi], [masking.hybrid]
 
 A table other than the chosen strategy's stays at its defaults (a value set there would be ignored: refused by
 name), and a strategy's table says which of its own keys its other values make unused (`unused`).
@@ -241,20 +241,38 @@ class PmiSettings:
         return []
 
 
+@dataclass(frozen=True, kw_only=True)
+class HybridSettings:
+    causal_every: int = setting(
+        16,
+        "one batch slot in this many is a causal row, the others masked (masking/hybrid.py; GPT-BERT's 1:15 "
+        "causal-to-masked share is 16)",
+    )
+
+    def unused(self) -> dict[str, str]:
+        return {}
+
+    def problems(self) -> list[str]:
+        if self.causal_every < 1:
+            return [f"masking.hybrid.causal_every must be >= 1 (got {self.causal_every})"]
+        return []
+
+
 # The strategies with a table of their own, by the table's name (= the strategy's).
-STRATEGY_TABLES = ("mapnet", "stratified", "frequency", "adaptive", "span", "pmi")
+STRATEGY_TABLES = ("mapnet", "stratified", "frequency", "adaptive", "span", "pmi", "hybrid")
 
 
 @dataclass(frozen=True, kw_only=True)
 class MaskingSettings:
-    strategy: Literal["uniform", "mapnet", "stratified", "frequency", "adaptive", "whole-word", "span", "pmi"] = (
-        setting(
-            "uniform",
-            "uniform RandMask baseline; MAP-Net proposals; stratified (fully-explored, Zheng et al. 2020: disjoint "
-            "masks of one sequence); frequency (static proposal from token counts, HT weights); adaptive (AMLM, "
-            "Edman & Fraser 2025: a per-token table moved by the model's own scores); whole-word; span (SpanBERT "
-            "random spans); pmi (PMI-Masking n-grams, needs mapnet pmi-vocab)",
-        )
+    strategy: Literal[
+        "uniform", "mapnet", "stratified", "frequency", "adaptive", "whole-word", "span", "pmi", "hybrid"
+    ] = setting(
+        "uniform",
+        "uniform RandMask baseline; MAP-Net proposals; stratified (fully-explored, Zheng et al. 2020: disjoint "
+        "masks of one sequence); frequency (static proposal from token counts, HT weights); adaptive (AMLM, "
+        "Edman & Fraser 2025: a per-token table moved by the model's own scores); whole-word; span (SpanBERT "
+        "random spans); pmi (PMI-Masking n-grams, needs mapnet pmi-vocab); hybrid (GPT-BERT's masked and causal "
+        "rows in one encoder)",
     )
     mask_prob: float = setting(0.15, "fraction of eligible tokens masked (paper: 0.15)")
     mask_count: Literal["exact", "bernoulli"] = setting(
@@ -270,6 +288,7 @@ class MaskingSettings:
     adaptive: AdaptiveSettings = field(default_factory=AdaptiveSettings)
     span: SpanSettings = field(default_factory=SpanSettings)
     pmi: PmiSettings = field(default_factory=PmiSettings)
+    hybrid: HybridSettings = field(default_factory=HybridSettings)
 
     @property
     def mix_uniform(self) -> float:

@@ -1,7 +1,7 @@
 """The strategy hookup: `masking.strategy` -> the object that masks, weights and scores a run's batches.
 
 A strategy object (`masking/strategy.py`: uniform, stratified, frequency;
-`masking/adaptive.py`: the AMLM table; the
+`masking/adaptive.py`: the AMLM table; `masking/hybrid.py`: masked and causal rows; the
 unit strategies of `masking/units.py` and `masking/pmi_units.py`;
 `masking/mapnet/training.py`: `MapnetTraining`) owns what
 differs — how a micro-batch is masked and weighted, the modules DDP wraps and
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from .. import distributed
 from ..masking.adaptive import AdaptiveTraining
+from ..masking.hybrid import HybridTraining
 from ..masking.mapnet.training import MapnetTraining
 from ..masking.pmi_units import PmiTraining
 from ..masking.strategy import FrequencyTraining, Strategy, StratifiedTraining, UniformTraining
@@ -28,6 +29,7 @@ STRATEGIES = {
     "whole-word": WholeWordTraining,
     "span": SpanTraining,
     "pmi": PmiTraining,
+    "hybrid": HybridTraining,
 }
 
 
