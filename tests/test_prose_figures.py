@@ -1,0 +1,150 @@
+"""No number typed by hand (issue 66, item 3): every figure of a page's prose is verified against the raw results it
+comes from (tests/prose_check.py: a generated table as made now, a pinned raw number, or the page's registry in
+tests/prose_figures/), and a changed raw figure fails here.
+
+COMPLETE pages must verify every figure. The other pages are held by a ratchet (tests/prose_figures/ratchet.tsv:
+page, figure, context of each figure not verified yet): a figure not verified that the ratchet does not list (a
+newly typed one) fails, and so does a ratchet line whose figure is now verified or gone, so the list only shrinks.
+
+    uv run python tests/prose_check.py PAGE       # what is unverified on a page, and why
+    uv run python tests/prose_check.py --pin      # pin the raw number each figure is (after a rerun or an edit)
+    uv run python tests/prose_check.py --ratchet  # rewrite the ratchet (only to drop what is now verified)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import prose_check
+import pytest
+
+# The CHANGELOG's latest entry (its first `### ` section) and the pages whose every figure is verified.
+COMPLETE = [
+    "CHANGELOG.md",
+    "README.md",
+    "docs/adding-an-experiment.md",
+    "docs/formats.md",
+    "docs/getting-started.md",
+    "experiments/hour-syntax/README.md",
+]
+RATCHETED = [p for p in prose_check.checked_pages() if p not in COMPLETE]
+
+
+def listing(figures) -> str:
+    return "\n".join(f"  {f.page}:{f.line} {f.text!r} in {f.context!r}: {f.note}" for f in figures)
+
+
+@pytest.mark.parametrize("page", COMPLETE)
+def test_every_figure_of_the_page_is_verified(page):
+    result = prose_check.checked(page)
+    assert not result.problems, "\n".join(result.problems)
+    assert not result.unverified(), f"{page}: figures not verified against the raw files:\n" + listing(
+        result.unverified()
+    )
+
+
+def test_the_ratchet_only_shrinks():
+    kept = prose_check.read_ratchet()
+    now, problems = [], []
+    for page in RATCHETED:
+        result = prose_check.checked(page)
+        problems += result.problems
+        now += [(prose_check.ratchet_key(f), f) for f in result.unverified()]
+    new = [f for key, f in now if key not in set(kept)]
+    gone = sorted(set(kept) - {key for key, _ in now})
+    assert not problems, "\n".join(problems)
+    assert not new, "figures typed by hand, not verified (see tests/prose_check.py):\n" + listing(new)
+    assert not gone, (
+        "verified or gone, so drop them from tests/prose_figures/ratchet.tsv (`uv run python tests/prose_check.py "
+        "--ratchet`):\n" + "\n".join(map(str, gone))
+    )
+
+
+def test_every_pin_is_a_figure_of_its_page():
+    figures = {
+        prose_check.ratchet_key(f) for page in prose_check.checked_pages() for f in prose_check.checked(page).figures
+    }
+    stale = [key for key in prose_check.read_pins() if key not in figures]
+    assert not stale, "pins of figures no page holds now (`uv run python tests/prose_check.py --pin`):\n" + "\n".join(
+        map(str, stale)
+    )
+
+
+def test_a_changed_raw_figure_is_no_longer_verified(tmp_path):
+    """Real data, the real matcher: the CHANGELOG's 2.17× is pinned to the first CPU-ceiling printout; the same
+    printout with that ratio changed no longer verifies it."""
+    page, figure = "CHANGELOG.md", "2.17×"
+    verified = next(f for f in prose_check.checked(page).figures if f.text == figure)
+    assert verified.how == "raw" and verified.note == "experiments/profile-cpu/cpu-ceiling.txt line 9"
+    source = prose_check.REPO / "experiments/profile-cpu/cpu-ceiling.txt"
+    changed = tmp_path / "cpu-ceiling.txt"
+    text = source.read_text(encoding="utf-8")
+    assert "same batch: 2.17x its tokens" in text
+    changed.write_text(text.replace("same batch: 2.17x", "same batch: 2.31x"), encoding="utf-8")
+    after = prose_check.check(page, files={"experiments/profile-cpu/cpu-ceiling.txt": changed})
+    assert next(f for f in after.figures if f.text == figure).how == ""
+
+
+def test_a_changed_raw_json_value_is_no_longer_verified(tmp_path):
+    """The same with a JSON file: the first figure of the manual pinned to a number of a JSON file, that number changed
+    by a tenth in a copy."""
+    pins = prose_check.read_pins()
+    key, (file, where, _) = next(
+        (k, v)
+        for k, v in pins.items()
+        if k[0].startswith("docs/") and v[0].endswith(".json") and isinstance(prose_check.raw(v[0], v[1]), float)
+    )
+    assert next(f for f in prose_check.check(key[0]).figures if prose_check.ratchet_key(f) == key).how == "raw"
+    doc = json.loads((prose_check.REPO / file).read_text(encoding="utf-8"))
+    obj, parts = doc, prose_check.path_parts(where)
+    for part in parts[:-1]:
+        obj = obj[part]
+    obj[parts[-1]] *= 1.1
+    changed = tmp_path / "changed.json"
+    changed.write_text(json.dumps(doc), encoding="utf-8")
+    after = prose_check.check(key[0], files={file: changed})
+    assert next(f for f in after.figures if prose_check.ratchet_key(f) == key).how == ""
+
+
+def test_a_registry_value_is_recomputed(tmp_path, monkeypatch):
+    """A registry `value` reads the raw files when the check runs: the CHANGELOG's 0.86 (the hour step's fastest
+    ratio with SDPA's math kernel) fails against a copy of the repository's raw file with that ratio changed."""
+    ceiling = "experiments/profile-cpu/cpu-ceiling-3.json"
+    root = tmp_path / "repo"
+    (root / ceiling).parent.mkdir(parents=True)
+    doc = json.loads((prose_check.REPO / ceiling).read_text(encoding="utf-8"))
+    ratios = doc["steps"]["hour"]["math_attention"]["ratios"]
+    ratios[ratios.index(min(ratios))] = 0.8749
+    (root / ceiling).write_text(json.dumps(doc), encoding="utf-8")
+    for name in ("experiments/profile-cpu/cpu-ceiling.txt", "experiments/profile-cpu/cpu-ceiling-2.json"):
+        shutil.copy(prose_check.REPO / name, root / name)
+    monkeypatch.setattr(prose_check, "REPO", root)  # where raw() and text() read; the page is read before
+    body = (prose_check.REGISTRY.parent.parent / "CHANGELOG.md").read_text(encoding="utf-8")
+    result = prose_check.check("CHANGELOG.md", body=prose_check.latest_entry(body), pins={})
+    assert any("'0.86'" in p and "0.8749" in p for p in result.problems), result.problems
+
+
+def test_the_figures_of_a_line_are_read_whole():
+    figures = prose_check.figures_of("It scores 62.1 ± 1.1 (+7.9, −0.22, 7,976 steps, 1.46×, 30% masking).\n", "p")
+    assert [(f.text, f.value, f.decimals, f.signed) for f in figures] == [
+        ("62.1", 62.1, 1, False),
+        ("1.1", 1.1, 1, False),
+        ("+7.9", 7.9, 1, True),
+        ("−0.22", -0.22, 2, True),
+        ("7,976", 7976.0, 0, False),
+        ("1.46×", 1.46, 2, False),
+        ("30%", 30.0, 0, False),
+    ]
+    assert figures[0].partner is figures[1]
+    assert prose_check.figures_of("`uniform@0.3` and <!-- 1.5 --> and [x](a/1.2.md)\n", "p") == []
+
+
+def test_a_figure_is_met_at_its_printed_precision():
+    index = prose_check.Index.of([prose_check.Raw(0.6213, "", 4, False), prose_check.Raw(-0.2249, "", 4, False)])
+    (one,) = prose_check.figures_of("62.1%\n", "p")
+    (two,) = prose_check.figures_of("62.2%\n", "p")
+    (three,) = prose_check.figures_of("a −0.22 and\n", "p")
+    (four,) = prose_check.figures_of("a +0.22 and\n", "p")
+    assert prose_check.meets(index, one) and not prose_check.meets(index, two)
+    assert prose_check.meets(index, three) and not prose_check.meets(index, four)  # a sign must match
