@@ -15,7 +15,9 @@
 # The clock: the recipe's step is pinned at section G's Xeon cost (0.4385 s, short 0.5007 s: the clock section H's
 # hour runs counted, experiments/hour-levers/step-costs/xeon-2026-11-27/costs.json) and the hybrid's is that times
 # the ratio measured here in lock-step, so 20 minutes buy both arms what they would buy alone on that machine,
-# whatever runs beside them (the runs go two at a time, one thread each). DATA: the recipe's shards
+# whatever runs beside them. One after another, each on both cores (`compare`'s local engine): on this 2-vCPU VM two
+# runs side by side on one thread each take 1.7x as long in all (experiments/engine-cpu: 813 s against 486 s for the
+# same comparison; here 1.0 s a step each against 0.36 s alone). DATA: the recipe's shards
 # (vocab16k-seq64: 16,384-token BPE, 64-token sequences; built by section G's `levers_cpu.sh OUT prepare base
 # vocab16k-seq64`).
 set -euo pipefail
@@ -73,7 +75,7 @@ compare() {
     loadline compare start
     "${mapnet[@]}" compare "$SHARDS" --out "$OUT/compare" --strategies uniform,hybrid --seeds "$SEEDS" \
         --time-budget "$BUDGET" --step-costs "$OUT/costs.json" --blimp "$OUT/blimp-choose" --blimp-pairs "$PAIRS" \
-        --engine dask --set engine.workers=2 --set engine.threads=1 "${RUN[@]}" 2>&1 | tee -a "$OUT/compare.log"
+        "${RUN[@]}" 2>&1 | tee -a "$OUT/compare.log"
     loadline compare end
 }
 
