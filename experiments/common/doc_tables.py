@@ -37,6 +37,7 @@ import performance_tables
 import pooling_table
 import quickstart_table
 import shape_choice
+import syntax_tables
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -64,6 +65,10 @@ TABLES: dict[str, Callable[[], str]] = {
     "hour-masking-precision": partial(masking_tables.costs, masking_tables.RAW / "precision-costs.json"),
     "hour-masking-runs": masking_tables.runs,
     "hour-masking-scored": masking_tables.scored,
+    "hour-syntax-costs": syntax_tables.costs,
+    "hour-syntax-runs": syntax_tables.runs,
+    "hour-syntax-decision": syntax_tables.decision,
+    "hour-syntax-report": syntax_tables.report,
 }
 
 BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>(?:(?!<!-- /table -->).)*)(<!-- /table -->)", re.S)
