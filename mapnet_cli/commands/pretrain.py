@@ -82,6 +82,7 @@ def pretrain(
         | None,
         typer.Option(
             "--masking",
+            metavar="<strategy>",
             help="uniform (RandMask), mapnet (learned proposals), stratified (disjoint masks per sequence), frequency "
             "(static proposal, HT weights), adaptive (AMLM: a per-token table moved by the model's scores), "
             "whole-word, span (SpanBERT), pmi (PMI-Masking; needs mapnet pmi-vocab) or hybrid (GPT-BERT: one row "
