@@ -167,6 +167,13 @@ class TrainSettings:
         "recipe's: an emulated bf16 step cost 18x its fp32 step on an AMD EPYC without them); run.json records "
         "which ran",
     )
+    attention_kernel: Literal["auto", "math"] = setting(
+        "auto",
+        "SDPA's kernel in the training steps: auto (PyTorch's pick: its flash kernels where they apply) or math (its "
+        "reference kernel; the same function: on the 2-core Xeon the `hour` step's 64-token rows took 0.86-0.90x "
+        "the time with it, `mini` fast's 128-token ones 1.01-1.04x, experiments/profile-cpu); held-out evaluation "
+        "keeps auto",
+    )
     compile: Literal["auto", True, False] = setting(
         "auto",
         "compile with torch.compile (what and how: train.compile_scope, train.compile_mode): auto = on CUDA "

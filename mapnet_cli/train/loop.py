@@ -46,7 +46,7 @@ from .record import MetricsLog, memory_bytes, record_budget, write_run_files
 from .run_loader import load_run
 from .run_settings import check_corpus_cleaning
 from .schedule import make_schedule
-from .step import NonFiniteLoss, precision_context, train_step
+from .step import NonFiniteLoss, StepContext, precision_context, train_step
 from .stop_signals import Stopped, StopSignals, signal_name
 from .strategies import training_strategy
 
@@ -197,7 +197,8 @@ class Run:
             compile_model(self.model, self.strategy, t)  # train.compile_scope / compile_mode (compile.py)
         d = s.distributed  # distributed.static_graph with accumulation: refused by check_world
         self.ddp = distributed.wrap_model(self.strategy.net, info, d.bucket_cap_mb, d.static_graph)
-        self.autocast = precision_context(t.autocasts_bf16(info.device), info.device)
+        self.autocast = precision_context(t.autocasts_bf16(info.device), info.device)  # held-out evaluation's
+        self.step_context = StepContext(t.autocasts_bf16(info.device), info.device, t.attention_kernel)
         resume_step = self.step if resume else None
         self.metrics = MetricsLog(out / s.logging.metrics_file, info.is_main, resume_step)
         if info.is_main:
@@ -446,7 +447,7 @@ class Run:
                 batches,
                 scale=self.info.world_size / rows,
                 grad_clip=self.settings.optim.grad_clip,
-                autocast=self.autocast,
+                autocast=self.step_context,
                 info=self.info,
                 batch_size=rows,
                 loss_fn=self.strategy.loss_fn(step, with_stats=log_step, pieces=n_pieces),

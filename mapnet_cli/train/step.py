@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import record_function
 
 from .. import distributed
@@ -126,6 +127,30 @@ def train_step(
     return stats
 
 
+class StepContext:
+    """What a training step's forward runs under: `precision_context`'s autocast and SDPA's kernel
+    (`train.attention_kernel`: "math" restricts it to the reference kernel). The kernel chosen in the forward pass
+    fixes the backward's too (autograd records the ops the forward ran). Reusable, one `with` after another, as
+    torch.autocast is (sdpa_kernel's own context is single-use)."""
+
+    def __init__(self, bf16: bool, device: torch.device, attention: str = "auto"):
+        if attention not in ("auto", "math"):
+            raise ValueError(f"attention kernel must be auto or math (got {attention!r})")
+        self.autocast, self.attention = precision_context(bf16, device), attention
+        self._stack: contextlib.ExitStack | None = None
+
+    def __enter__(self):
+        self._stack = contextlib.ExitStack()
+        self._stack.enter_context(self.autocast)
+        if self.attention == "math":
+            self._stack.enter_context(sdpa_kernel(SDPBackend.MATH))
+        return self
+
+    def __exit__(self, *exc):
+        stack, self._stack = self._stack, None
+        return stack.__exit__(*exc)
+
+
 def precision_context(bf16: bool, device: torch.device):
     """bf16 autocast on `device`, or nothing (fp32): `bf16` is train.autocasts_bf16(device), the setting resolved."""
     if not isinstance(bf16, bool):  # a setting's value ("fp32" is truthy) would silently turn bf16 on
@@ -133,4 +158,4 @@ def precision_context(bf16: bool, device: torch.device):
     return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
 
-__all__ = ["NonFiniteLoss", "StepStats", "train_step", "precision_context"]
+__all__ = ["NonFiniteLoss", "StepContext", "StepStats", "train_step", "precision_context"]
