@@ -162,7 +162,7 @@ def answer() -> str:
         f"reaches uniform's final loss in {t30['time_to_uniforms_final']:.2f}× its wall time on 2 CPU cores "
         f"({t30['step_cost']:.2f}× the step cost) and {m30['time_to_uniforms_final']:.2f}× its time on an H200 "
         "(read on the mean curves); on "
-        f"the hour encoder, 15% ends behind 30% at equal time ({ci(h15)}). "
+        f"the hour encoder, 15% ends behind 30% at equal time on an Intel Xeon's modelled clock ({ci(h15)}). "
         f"{'No' if not below else len(below)} MAP-Net or loss-adaptive arm{'s' if below else ''} "
         f"{'has an interval below zero' if not below else 'below zero'} in any panel; the closest is "
         f"{best['label']} ({ci(best)}). The paper's MAP-Net arm leaves the unigram plateau on "
