@@ -44,7 +44,7 @@ class MicroBatch:
     inputs: torch.Tensor | None  # (b, T) corrupted ids; None with MAP-Net (masked in the forward pass)
     targets: torch.Tensor  # (b, T) original ids
     mask: torch.Tensor | None  # (b, T) bool, positions to predict; None with MAP-Net
-    attention_mask: torch.Tensor | None  # (b, T) bool, None when nothing is padded
+    attention_mask: torch.Tensor | None  # (b, T) bool, None when nothing is padded; (b, 1, T, T): hybrid.py's
     tokens: int  # non-pad tokens
     slots: range | None = None  # the rows' global batch slots (key MAP-Net's exploration coins)
     keys: Sequence[int] | None = None  # the rows' mask-stream keys (MAP-Net's `draws` were drawn from them)
