@@ -19,7 +19,8 @@ lower"). A figure is verified, in this order, by:
 1. **registry** (`tests/prose_figures/<page>.toml`, `/` written `__`): `[[figure]]` entries with `figure` (as printed),
    optional `near` (a piece of its context, to pick one occurrence), and either `value`, an expression over the raw
    files that the check recomputes now (`raw(json_file, "a.b[2]")`, `text(text_file, regex)`, `min`, `max`, `mean`,
-   arithmetic), or `not_measured = "why"` (a setting, a constant, a goal, an example input, a version);
+   arithmetic), or `not_measured = "why"` (a setting, a constant, a goal, an example input, a version; without
+   `near` it covers `occurrences` occurrences of its figure, default 1, so a figure typed again is looked at);
 2. **table**: an `A ± B` that a generated table made now (any of doc_tables.TABLES) holds as a pair, both halves at
    their precision; or any figure that one of the page's own generated tables holds;
 3. **derived**: an `A ± B` pair held by a committed derived table (`tables.md` and the like, scripts' outputs kept in
@@ -409,7 +410,11 @@ def evaluate(expression: str):
 
     names = {"raw": raw, "text": text, "mean": mean, "median": median, "stdev": stdev, "abs": abs, "min": min,
              "max": max, "sum": sum, "len": len, "round": round}  # fmt: skip
-    return eval(expression, {"__builtins__": {}}, names)  # noqa: S307 - the registry is the repository's own file
+    import warnings
+
+    with warnings.catch_warnings():  # an expression Python warns about (a regex without r'') is a registry error
+        warnings.simplefilter("error")
+        return eval(expression, {"__builtins__": {}}, names)  # noqa: S307 - the registry is the repository's own file
 
 
 # ------------------------------------------------------------------ pins: which raw number each figure is
@@ -476,6 +481,13 @@ def check(
         if not n:
             result.problems.append(
                 f"{page}: the registry's {e['figure']!r} near {e.get('near', '')!r} is not on the page"
+            )
+        elif "not_measured" in e and "near" not in e and n != e.get("occurrences", 1):
+            # Without `near` an entry would pass every later occurrence of its figure, a measured one included: it
+            # covers the count it names (default 1), and a figure typed again fails until it is looked at.
+            result.problems.append(
+                f"{page}: the registry's not_measured {e['figure']!r} has no `near` and is on the page {n} times, not "
+                f"{e.get('occurrences', 1)}: give each occurrence its own entry with `near`, or set `occurrences`"
             )
     import doc_tables
 

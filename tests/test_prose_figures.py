@@ -148,3 +148,12 @@ def test_a_figure_is_met_at_its_printed_precision():
     (four,) = prose_check.figures_of("a +0.22 and\n", "p")
     assert prose_check.meets(index, one) and not prose_check.meets(index, two)
     assert prose_check.meets(index, three) and not prose_check.meets(index, four)  # a sign must match
+
+
+def test_a_setting_typed_again_is_looked_at():
+    """A `not_measured` entry without `near` covers the occurrences it names: the README's "Python ≥ 3.11" once. The
+    same figure typed a second time (it could be a measurement) fails until it gets its own entry."""
+    body = (prose_check.REPO / "README.md").read_text(encoding="utf-8")
+    assert not prose_check.check("README.md", body=body).problems
+    again = prose_check.check("README.md", body=body + "\nThe step took 3.11 s.\n")
+    assert any("'3.11' has no `near` and is on the page 2 times, not 1" in p for p in again.problems), again.problems
