@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import masking_tables
-from hour_table import PLATEAU_NATS, read, runs_table
+from hour_table import PLATEAU_NATS, metrics, read, runs_table
 
 from mapnet_cli.evaluation.blimp.data import load_suite
 from mapnet_cli.intervals import mean_ci
@@ -43,7 +43,19 @@ def runs(raw: Path = RAW) -> str:
         for arm in ARMS
         if (raw / "runs" / arm).is_dir()
     ]
-    return "\n\n".join(parts) if parts else "*No run finished yet.*"
+    if not parts:
+        return "*No run finished yet.*"
+    done = {arm: {int(r.name.split("-")[1]): r for r in (raw / "runs" / arm).glob("seed-*")} for arm in ARMS}
+    paired = sorted(set(done["uniform"]) & set(done.get("hybrid", {})))
+    if paired:
+        last = lambda run: [m["eval_loss"] for m in metrics(run) if m.get("kind") == "eval"][-1]  # noqa: E731
+        deltas = [last(done["hybrid"][k]) - last(done["uniform"][k]) for k in paired]
+        parts.append(
+            "Held-out loss (the mixed validation set), hybrid − uniform on the same seed: "
+            + ", ".join(f"{d:+.3f}" for d in deltas)
+            + f"; mean {pm(mean_ci(deltas))} nats ({len(deltas)} paired comparison{'s' if len(deltas) > 1 else ''})."
+        )
+    return "\n\n".join(parts)
 
 
 def five_gram(uids: list[str]) -> tuple[float, float]:
