@@ -10,6 +10,7 @@
 #   bash experiments/hour-syntax/syntax_cpu.sh OUT compare   # 2 arms x 3 seeds, 20 modelled minutes each, then BLiMP
 #                                                            # (rerun = resume: finished runs and scores are kept)
 #   bash experiments/hour-syntax/syntax_cpu.sh OUT report    # BLiMP on the reporting half, after the decision
+#   bash experiments/hour-syntax/syntax_cpu.sh OUT keep      # the small raw files into experiments/hour-syntax/raw
 #   bash experiments/hour-syntax/syntax_cpu.sh OUT smoke     # every stage on the embedded synthetic data
 #
 # The clock: the recipe's step is pinned at section G's Xeon cost (0.4385 s, short 0.5007 s: the clock section H's
@@ -24,7 +25,8 @@ set -euo pipefail
 source experiments/common/bench_settings.sh
 source experiments/common/real_text_kinds.sh
 OUT=$(realpath -m "$1"); WHICH=${2:-}
-case $WHICH in costs | compare | report | smoke) ;; *) echo "usage: syntax_cpu.sh OUT costs|compare|report|smoke" >&2; exit 2 ;; esac
+case $WHICH in costs | compare | report | keep | smoke) ;;
+    *) echo "usage: syntax_cpu.sh OUT costs|compare|report|keep|smoke" >&2; exit 2 ;; esac
 read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
 BUDGET=20m; SEEDS=3; REFERENCE=(0.4385 0.5007); COST_ARGS=(); PAIRS=0  # 0: every pair
 real_text_kind vocab16k-seq64; SHARDS=$KIND_SHARDS; RT=$KIND_HELDOUT
@@ -87,7 +89,23 @@ report() {  # the reporting half on each run's final checkpoint, each seed's ran
         --no-progress --resume --paradigms "$(uv run python experiments/common/blimp_halves.py report)"
 }
 
+keep() {  # what the README's tables read: costs, load, each finished run's small files, compare's and the report's JSON
+    local raw=experiments/hour-syntax/raw run dest f
+    mkdir -p "$raw"
+    cp "$OUT/costs.json" "$OUT/costs.log" "$OUT/load.tsv" "$raw/"
+    for run in "$OUT"/compare/runs/*/seed-*; do
+        grep -qs '"finished": true' "$run/run.json" || continue
+        dest=$raw/runs/$(basename "$(dirname "$run")")/$(basename "$run"); mkdir -p "$dest"
+        for f in run.json metrics.jsonl settings.toml compare-blimp.json; do [[ ! -f $run/$f ]] || cp "$run/$f" "$dest/"; done
+    done
+    for f in compare/results.json compare/command.txt compare/blimp-controls.json blimp-report.json; do
+        [[ ! -f $OUT/$f ]] || cp "$OUT/$f" "$raw/"
+    done
+    uv run python experiments/common/doc_tables.py --write
+}
+
 case $WHICH in
+    keep) keep ;;
     costs) costs ;;
     compare) compare ;;
     report) report ;;
