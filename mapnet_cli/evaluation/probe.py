@@ -72,16 +72,7 @@ def train_subset(split: Split, n: int, seed: int) -> tuple[Split, np.ndarray]:
         keep = np.arange(len(split))
     else:
         keep = np.sort(np.random.default_rng(seed).choice(len(split), size=n, replace=False))
-    sub = Split(
-        split.entry,
-        split.path,
-        [split.text_a[i] for i in keep],
-        None if split.text_b is None else [split.text_b[i] for i in keep],
-        split.labels[keep],
-        split.skipped,
-        split.skipped_lines,
-    )
-    return sub, keep
+    return split.rows(keep), keep
 
 
 def load_probe_data(glue_dir: Path, cfg: ProbeConfig) -> tuple[TaskData, np.ndarray]:

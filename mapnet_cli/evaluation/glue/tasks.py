@@ -226,6 +226,18 @@ class Split:
     def __len__(self) -> int:
         return len(self.text_a)
 
+    def rows(self, keep: np.ndarray) -> Split:
+        """The rows at the indices `keep`, in that order (the file, its entry and its skipped rows as they were)."""
+        return Split(
+            self.entry,
+            self.path,
+            [self.text_a[i] for i in keep],
+            None if self.text_b is None else [self.text_b[i] for i in keep],
+            self.labels[keep],
+            self.skipped,
+            self.skipped_lines,
+        )
+
 
 @dataclass
 class TaskData:
@@ -339,16 +351,7 @@ def subset(split: Split, n: int) -> Split:
     """A fixed random subset of at most n rows (seeded by DATA_SEED, order kept)."""
     if n <= 0 or len(split) <= n:
         return split
-    keep = np.sort(np.random.default_rng(DATA_SEED).choice(len(split), size=n, replace=False))
-    return Split(
-        split.entry,
-        split.path,
-        [split.text_a[i] for i in keep],
-        None if split.text_b is None else [split.text_b[i] for i in keep],
-        split.labels[keep],
-        split.skipped,
-        split.skipped_lines,
-    )
+    return split.rows(np.sort(np.random.default_rng(DATA_SEED).choice(len(split), size=n, replace=False)))
 
 
 def load_tasks(tasks: list[str], glue_dir: Path, ft) -> dict[str, TaskData]:
