@@ -43,6 +43,8 @@ for k in $GLUE_SEEDS; do
 done
 # The costs' reference takes --common, SETS included: a SETS that reshapes the model would reshape the baseline too.
 # Refused here, before `data` builds shards (minutes on a fresh clone) for a measurement that would not run.
+# SMOKE=1 gives any one stage the smoke's settings (another script's smoke drives this one stage by stage).
+SMOKE=${SMOKE:-0}; [[ $WHICH == smoke ]] && SMOKE=1
 if [[ ($WHICH == costs || $WHICH == smoke) && -z ${LEVERS_COSTS:-} && ${SETS:-} == *model.* ]]; then
     echo "SETS changes the model ($SETS): the mini fast reference of the costs would take it too; measure them without it, or take them with LEVERS_COSTS" >&2
     exit 2
@@ -60,7 +62,7 @@ RUN=(--recipe "$RECIPE" ${PRESET:+--preset "$PRESET"} --set model.max_position=1
      --set train.eval_sequences=512 --set train.eval_pick=spread --set logging.log_every=50 --set logging.progress=false
      --set train.keep_last=100 --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]"
      ${SETS:-})
-if [[ $WHICH == smoke ]]; then
+if ((SMOKE)); then
     # The synthetic language, a tiny model and a 20 s budget: every stage and the table, not a measurement.
     RECIPE=${SMOKE_RECIPE:-fast}; PRESET=${SMOKE_PRESET:-tiny}; BUDGET=20s; SEEDS=2; JOBS=2; CHECKPOINT_MINUTES=0.1
     PAIRS=2; FINAL_PAIRS=3; SHARDS=$OUT/data/shards; BASE_SHARDS=$SHARDS
@@ -75,7 +77,7 @@ mkdir -p "$OUT"
 loadline() { echo -e "$1\t$2\t$(date -u +%FT%TZ)\t$(cut -d' ' -f1-3 /proc/loadavg)\t$(nproc)${3:+\t$3}" >> "$OUT/load.tsv"; }
 
 data() {
-    if [[ $WHICH == smoke ]]; then
+    if ((SMOKE)); then
         [[ -f $SHARDS/manifest.json ]] && return
         "${mapnet[@]}" preprocess --recipe data_recipes/tiny.toml --out "$OUT/data/prep" --set synthetic.documents=300 \
             --vocab-size 1024 --overwrite

@@ -167,12 +167,12 @@ class TrainSettings:
         "recipe's: an emulated bf16 step cost 18x its fp32 step on an AMD EPYC without them); run.json records "
         "which ran",
     )
-    attention_kernel: Literal["auto", "math"] = setting(
+    attention_kernel: Literal["auto", "math", "math-cpu"] = setting(
         "auto",
-        "SDPA's kernel in the training steps: auto (PyTorch's pick: its flash kernels where they apply) or math (its "
+        "SDPA's kernel in the training steps: auto (PyTorch's pick: its flash kernels where they apply), math (its "
         "reference kernel; the same function: on the 2-core Xeon the `hour` step's 64-token rows took 0.86-0.90x "
-        "the time with it, `mini` fast's 128-token ones 1.01-1.04x, experiments/profile-cpu); held-out evaluation "
-        "keeps auto",
+        "the time with it, `mini` fast's 128-token ones 1.01-1.04x, experiments/profile-cpu) or math-cpu (math on a "
+        "CPU, auto elsewhere: the `hour` recipe's, experiments/hour-wall); held-out evaluation keeps auto",
     )
     compile: Literal["auto", True, False] = setting(
         "auto",
@@ -342,6 +342,14 @@ class TrainSettings:
 
             return cpu_native_bf16() is True
         return False
+
+    def attention_kernel_on(self, device) -> str:
+        """The kernel training steps on `device` (a torch.device) run with: "auto" or "math". `math-cpu` is the
+        `hour` recipe's: the reference kernel paid on the CPU it was measured on, and on a GPU the flash kernels are
+        the fast ones, so there it stays PyTorch's pick."""
+        if self.attention_kernel == "math-cpu":
+            return "math" if device.type == "cpu" else "auto"
+        return self.attention_kernel
 
     def pieces_per_sequence(self, step: int, seq_len: int) -> int:
         """Pieces each training sequence of `seq_len` tokens is cut into at `step` of a step run (1: whole)."""

@@ -198,7 +198,7 @@ class Run:
         d = s.distributed  # distributed.static_graph with accumulation: refused by check_world
         self.ddp = distributed.wrap_model(self.strategy.net, info, d.bucket_cap_mb, d.static_graph)
         self.autocast = precision_context(t.autocasts_bf16(info.device), info.device)  # held-out evaluation's
-        self.step_context = StepContext(t.autocasts_bf16(info.device), info.device, t.attention_kernel)
+        self.step_context = StepContext(t.autocasts_bf16(info.device), info.device, t.attention_kernel_on(info.device))
         resume_step = self.step if resume else None
         self.metrics = MetricsLog(out / s.logging.metrics_file, info.is_main, resume_step)
         if info.is_main:

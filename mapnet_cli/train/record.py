@@ -22,6 +22,7 @@ import torch
 
 from .. import __version__ as mapnet_version
 from .. import atomic
+from ..cpu_features import cpu_description
 from ..metrics_file import read_lines
 from ..model import checkpoint
 from . import tracking
@@ -105,6 +106,10 @@ def write_run_files(run, shards: Path, argv: list[str]) -> None:
         "compiled": t.compiles(run.info.device),
         "precision": "bf16" if t.autocasts_bf16(run.info.device) else "fp32",
         "prefetch": t.prefetch,
+        # The machine: a wall-clock budget buys what this CPU and thread count give (the hour recipe buys far fewer
+        # steps on an AMD EPYC in fp32 than on a Xeon with AMX in bf16), so each start names both.
+        "cpu": cpu_description(),
+        "threads": torch.get_num_threads(),
     }
     path = run.out / "run.json"
     if run.resumed_from is not None and path.exists():

@@ -75,3 +75,15 @@ def test_a_run_on_the_math_kernel_trains_as_the_default_one(synthetic_shards, tm
     assert len(auto) == 8 and math == pytest.approx(auto, rel=1e-4)
     with pytest.raises(MapnetError, match="attention_kernel"):
         resolve(None, None, ["train.attention_kernel=flash"])
+
+
+def test_math_cpu_is_math_on_a_cpu_and_pytorchs_pick_elsewhere():
+    """The `hour` recipe's value: the reference kernel paid on the CPU it was measured on; a GPU keeps flash."""
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    t = resolve(None, None, ["train.attention_kernel=math-cpu"]).train
+    assert (t.attention_kernel_on(cpu), t.attention_kernel_on(cuda)) == ("math", "auto")
+    for kernel in ("auto", "math"):  # the others mean the same on every device
+        t = resolve(None, None, [f"train.attention_kernel={kernel}"]).train
+        assert t.attention_kernel_on(cpu) == t.attention_kernel_on(cuda) == kernel
+    assert resolve(None, None, ["train.recipe=hour"]).train.attention_kernel_on(cpu) == "math"
+    assert resolve(None, None, ["train.recipe=fast"]).train.attention_kernel == "auto"  # the other recipes as they were
