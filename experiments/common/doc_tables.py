@@ -38,6 +38,7 @@ import pooling_table
 import quickstart_table
 import shape_choice
 import syntax_tables
+import wall_tables
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -69,6 +70,9 @@ TABLES: dict[str, Callable[[], str]] = {
     "hour-syntax-runs": syntax_tables.runs,
     "hour-syntax-decision": syntax_tables.decision,
     "hour-syntax-report": syntax_tables.report,
+    "hour-wall-kernel": wall_tables.kernel,
+    "hour-wall-runs": wall_tables.runs,
+    "hour-wall-blimp": wall_tables.blimp,
 }
 
 BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>(?:(?!<!-- /table -->).)*)(<!-- /table -->)", re.S)

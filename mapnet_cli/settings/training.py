@@ -125,8 +125,8 @@ class TrainSettings:
         "training recipe, a layer under the config file and flags (settings/recipes.py): paper = the defaults here; "
         "fast = pre-LN, no dropout, eps 1e-12, clipping, a higher LR (the default of the tiny, mini and small "
         "presets); hour = fast with bf16 where the hardware computes it (train.precision=bf16-native), the modern "
-        "block, 30% masking and batch 64, its own shape (L4/H192), for 64-token shards of a 16,384-token BPE "
-        "(experiments/hour-levers)",
+        "block, 30% masking, batch 64 and on a CPU the reference attention kernel (train.attention_kernel=math-cpu), "
+        "its own shape (L4/H192), for 64-token shards of a 16,384-token BPE (experiments/hour-levers)",
     )
     steps: int = setting(
         1_000_000,

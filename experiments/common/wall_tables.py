@@ -1,0 +1,142 @@
+"""Section K's tables (experiments/hour-wall, issue 67 item 4), made from its kept raw files by doc_tables.py:
+
+- `kernel`: the `benchmarks/step_costs.py` output (the math kernel's step in lock-step with PyTorch's pick, the
+  latter's cost measured alone) and the README's rule applied to it;
+- `runs`: every seed that spent its budget (raw/runs/seed-K): the machine its run.json names, the steps 60 wall
+  minutes bought, the counted and wall seconds, training tokens a second (the steps' tokens over the counted
+  seconds), the held-out loss against the training tokens' unigram entropy (the plateau);
+- `blimp`: BLiMP at each seed's last checkpoint by method (PLL, word-l2r) on the reporting half (the headline), the
+  choosing half and all 45 paradigms: the trained encoders, their random weights, trained − random paired by seed
+  (one comparison per seed), the unigram model and the published 5-gram on the same paradigms.
+
+A half's accuracy is the mean of its paradigms' accuracies, as `mapnet blimp` averages all 45 (every pair: 1,000 a
+paradigm, so the same as pooling the pairs).
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import blimp_halves
+import masking_tables
+from hour_table import PLATEAU_NATS, fmt, metrics, read
+
+from mapnet_cli.intervals import mean_ci
+
+RAW = Path(__file__).resolve().parents[2] / "experiments" / "hour-wall" / "raw"
+# The README's rule for the kernel, written before the measurement: every round's whole step faster, median ≤ 0.97.
+KERNEL_MEDIAN = 0.97
+METHODS = {"pll": "blimp-final-pll.json", "word-l2r": "blimp-final-l2r.json"}
+
+
+def kernel_rule(doc: dict, arm: str = "math") -> tuple[bool, str]:
+    """The README's rule on a step_costs.py file: (taken?, why)."""
+    a = doc["arms"][arm]
+    rounds = [r["ratio"]["full"] for r in a["rounds"]] if "rounds" in a else None
+    low, high = a["ratio_range"]["full"]
+    every = high < 1 if rounds is None else all(r < 1 for r in rounds)
+    taken = every and a["ratio"]["full"] <= KERNEL_MEDIAN
+    why = (
+        f"whole step {a['ratio']['full']:.3f}× (range {low:.3f}–{high:.3f}) over {doc['rounds_run']} rounds "
+        f"(the rule: below 1 in every round and a median ≤ {KERNEL_MEDIAN})"
+    )
+    return taken, why
+
+
+def kernel(raw: Path = RAW) -> str:
+    if not (raw / "kernel.json").is_file():
+        return "*Not measured yet.*"
+    taken, why = kernel_rule(read(raw / "kernel.json"))
+    return (
+        masking_tables.costs(raw / "kernel.json")
+        + f"\n\n**The rule: {'taken' if taken else 'not taken'}** — {why}."
+    )
+
+
+def runs(raw: Path = RAW) -> str:
+    done = sorted(
+        p for p in (raw / "runs").glob("seed-*") if read(p / "run.json").get("budget", {}).get("finished")
+    ) if (raw / "runs").is_dir() else []
+    if not done:
+        return "*No seed finished yet.*"
+    lines = [
+        "| seed | machine (run.json) | threads | steps bought | counted s | wall s | tokens/s | held-out loss | "
+        "unigram entropy | left the plateau? |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in done:
+        info, ms = read(run / "run.json"), metrics(run)
+        budget = info["budget"]
+        tokens = sum(m["tokens"] for m in ms if m.get("kind") == "train")
+        logged = sum(1 for m in ms if m.get("kind") == "train")
+        loss = [m["eval_loss"] for m in ms if m.get("kind") == "eval"][-1]
+        entropy = next(m["train_entropy"] for m in ms if m.get("kind") == "unigram")
+        # Train lines are logged every logging.log_every steps, each with its own step's tokens: a step's tokens
+        # are the same throughout (the warm-up's pieces cut the same sequences), so the mean logged step stands
+        # for every step.
+        per_second = tokens / logged * budget["steps"] / budget["spent_seconds"]
+        lines.append(
+            f"| {run.name} | {info.get('cpu') or 'not recorded'} | {info.get('threads', '–')} | "
+            f"{budget['steps']:,} | {budget['spent_seconds']:,.0f} | {budget['wall_seconds']:,.0f} | "
+            f"{per_second:,.0f} | {loss:.3f} | {entropy:.3f} | {'yes' if loss <= entropy - PLATEAU_NATS else 'no'} |"
+        )
+    return "\n".join(lines)
+
+
+def half_accuracy(model: dict, uids: list[str]) -> float:
+    return statistics.mean(model["paradigms"][uid]["accuracy"] for uid in uids)
+
+
+def five_gram(doc: dict, uids: list[str]) -> float:
+    return statistics.mean(doc["references"]["5-gram"]["paradigms"][uid] for uid in uids)
+
+
+def half_rows(doc: dict, halves: dict[str, list[str]]) -> list[str]:
+    """One row a half: the trained encoders, their random weights (each seed's own), the paired difference."""
+    trained = {m["run"]: m for m in doc["models"] if m["init"] == "pretrained"}
+    by_label = {m["label"]: m for m in doc["models"]}
+    unigram = next((m for m in doc["models"] if m["init"] == "unigram"), None)
+    seeds = sorted(trained)
+    rows = []
+    for half, uids in halves.items():
+        acc = {s: half_accuracy(trained[s], uids) for s in seeds}
+        random = {
+            s: half_accuracy(by_label[trained[s]["controls"]["random"]], uids)
+            for s in seeds
+            if trained[s].get("controls", {}).get("random") in by_label
+        }
+        paired = [acc[s] - random[s] for s in seeds if s in random]
+        five = five_gram(doc, uids)
+        mean = mean_ci(list(acc.values()))
+        rows.append(
+            f"| {doc['method']} | {half} ({len(uids)}) | {', '.join(f'{100 * acc[s]:.1f}' for s in seeds)} | "
+            f"{fmt(mean)} | {', '.join(f'{100 * random[s]:.1f}' for s in seeds if s in random) or '–'} | "
+            f"{', '.join(f'{100 * d:+.1f}' for d in paired) or '–'} | "
+            f"{fmt(mean_ci(paired), f='+.1f') if paired else '–'} | {len(paired)} | "
+            f"{'–' if unigram is None else f'{100 * half_accuracy(unigram, uids):.1f}'} | {100 * five:.1f} | "
+            f"{'yes' if mean['mean'] >= five else 'no'} |"
+        )
+    return rows
+
+
+def blimp(raw: Path = RAW, data: Path = blimp_halves.BLIMP) -> str:
+    docs = {method: read(raw / name) for method, name in METHODS.items() if (raw / name).is_file()}
+    if not docs:
+        return "*Not scored yet.*"
+    cut = blimp_halves.halves(blimp_halves.paradigm_rows(data))
+    lines = [
+        "BLiMP in %, every pair, at each seed's last checkpoint; the reporting half is the headline (no choice was "
+        "made on it), the choosing half and all 45 (the development set) beside it. Trained − random: each seed "
+        "against its own random weights (the same init), a 95% t-interval over the seeds, one comparison per seed.",
+        "",
+        "| method | paradigms | trained, per seed | trained, mean ± 95% | random weights, per seed | trained − random, "
+        "per seed | trained − random | n | unigram | 5-gram | ≥ 5-gram? |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for doc in docs.values():
+        every = sorted(next(m for m in doc["models"] if m["init"] == "pretrained")["paradigms"])
+        if doc["data"]["pairs_per_paradigm"]:
+            raise SystemExit(f"{doc['method']}: {doc['data']['pairs_per_paradigm']} pairs a paradigm, not every pair")
+        lines += half_rows(doc, {"reporting": cut["report"], "choosing": cut["choose"], "all": every})
+    return "\n".join(lines)
