@@ -414,7 +414,8 @@ def evaluate(expression: str):
 
     with warnings.catch_warnings():  # an expression Python warns about (a regex without r'') is a registry error
         warnings.simplefilter("error")
-        return eval(expression, {"__builtins__": {}}, names)  # noqa: S307 - the registry is the repository's own file
+        # The names as globals: a comprehension in an expression (a min over a file's models) sees globals only.
+        return eval(expression, {"__builtins__": {}, **names})  # noqa: S307 - the registry is the repository's own file
 
 
 # ------------------------------------------------------------------ pins: which raw number each figure is

@@ -27,6 +27,7 @@ COMPLETE = [
     "docs/formats.md",
     "docs/getting-started.md",
     "experiments/hour-syntax/README.md",
+    "experiments/hour-wall/README.md",
 ]
 RATCHETED = [p for p in prose_check.checked_pages() if p not in COMPLETE]
 
@@ -72,9 +73,9 @@ def test_every_pin_is_a_figure_of_its_page():
 
 
 def test_a_changed_raw_figure_is_no_longer_verified(tmp_path):
-    """Real data, the real matcher: the CHANGELOG's 2.17× is pinned to the first CPU-ceiling printout; the same
+    """Real data, the real matcher: docs/performance.md's 2.17× is pinned to the first CPU-ceiling printout; the same
     printout with that ratio changed no longer verifies it."""
-    page, figure = "CHANGELOG.md", "2.17×"
+    page, figure = "docs/performance.md", "2.17×"
     verified = next(f for f in prose_check.checked(page).figures if f.text == figure)
     assert verified.how == "raw" and verified.note == "experiments/profile-cpu/cpu-ceiling.txt line 9"
     source = prose_check.REPO / "experiments/profile-cpu/cpu-ceiling.txt"
@@ -108,21 +109,18 @@ def test_a_changed_raw_json_value_is_no_longer_verified(tmp_path):
 
 
 def test_a_registry_value_is_recomputed(tmp_path, monkeypatch):
-    """A registry `value` reads the raw files when the check runs: the CHANGELOG's 0.86 (the hour step's fastest
-    ratio with SDPA's math kernel) fails against a copy of the repository's raw file with that ratio changed."""
-    ceiling = "experiments/profile-cpu/cpu-ceiling-3.json"
+    """A registry `value` reads the raw files when the check runs: the CHANGELOG's 0.903× (the hour recipe's step with
+    SDPA's math kernel, section K) fails against a copy of the repository's raw file with that ratio changed."""
+    kernel = "experiments/hour-wall/raw/kernel.json"
     root = tmp_path / "repo"
-    (root / ceiling).parent.mkdir(parents=True)
-    doc = json.loads((prose_check.REPO / ceiling).read_text(encoding="utf-8"))
-    ratios = doc["steps"]["hour"]["math_attention"]["ratios"]
-    ratios[ratios.index(min(ratios))] = 0.8749
-    (root / ceiling).write_text(json.dumps(doc), encoding="utf-8")
-    for name in ("experiments/profile-cpu/cpu-ceiling.txt", "experiments/profile-cpu/cpu-ceiling-2.json"):
-        shutil.copy(prose_check.REPO / name, root / name)
+    (root / kernel).parent.mkdir(parents=True)
+    doc = json.loads((prose_check.REPO / kernel).read_text(encoding="utf-8"))
+    doc["arms"]["math"]["ratio"]["full"] = 0.9149
+    (root / kernel).write_text(json.dumps(doc), encoding="utf-8")
     monkeypatch.setattr(prose_check, "REPO", root)  # where raw() and text() read; the page is read before
     body = (prose_check.REGISTRY.parent.parent / "CHANGELOG.md").read_text(encoding="utf-8")
     result = prose_check.check("CHANGELOG.md", body=prose_check.latest_entry(body), pins={})
-    assert any("'0.86'" in p and "0.8749" in p for p in result.problems), result.problems
+    assert any("'0.903×'" in p and "0.9149" in p for p in result.problems), result.problems
 
 
 def test_the_figures_of_a_line_are_read_whole():
