@@ -15,9 +15,10 @@ Run it alone on an otherwise idle machine (the load average is printed before an
 - Memory bandwidth: a 256 MB copy, bytes read plus written per second.
 - The step: median ms of rounds of steps, each timed to its end; its FLOP/s; its fraction of each ceiling.
 The steps: the `hour` recipe's (L4/H192, the modern block, 64 x 64 tokens, 16,384 vocabulary, 30% masking,
-bf16 where native), `mini` under `fast` (L4/H256, 32 x 128 tokens, 8,192 vocabulary, 15%, fp32), and Hugging Face
-`BertForMaskedLM` at `mini` on the same batch (forward, backward, AdamW), so the ">= 3x HF" goal is read in the same
-call. Real-text shards are not needed: the step's cost depends on its shapes, not on the tokens.
+bf16 where native, SDPA's kernel as the recipe resolves it on a CPU: `train.attention_kernel`), `mini` under `fast`
+(L4/H256, 32 x 128 tokens, 8,192 vocabulary, 15%, fp32), and Hugging Face `BertForMaskedLM` at `mini` on the same
+batch (forward, backward, AdamW), so the ">= 3x HF" goal is read in the same call. Real-text shards are not needed:
+the step's cost depends on its shapes, not on the tokens.
 """
 
 from __future__ import annotations
@@ -49,6 +50,19 @@ def step_config(recipe: str, preset: str | None, vocab: int, max_position: int) 
     overrides = {"train": {"recipe": recipe}, **({"model": {"preset": preset}} if preset else {})}
     model = replace(resolve(overrides=overrides).model, max_position=max_position)
     return BertConfig.from_settings(model, vocab, 0)
+
+
+def recipe_kernel(recipe: str) -> str:
+    """The SDPA kernel a run of `recipe` trains with on this CPU (`train.attention_kernel` resolved): each step is
+    timed as its recipe runs it."""
+    return resolve(overrides={"train": {"recipe": recipe}}).train.attention_kernel_on(CPU)
+
+
+def attention(kernel: str):
+    """A context running SDPA on `kernel` ("math": its reference kernel; "auto": PyTorch's pick)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel(SDPBackend.MATH) if kernel == "math" else contextlib.nullcontext()
 
 
 def performed_flops(step, ids) -> tuple[float, dict[str, float]]:
@@ -148,17 +162,15 @@ def top_operators(step, ids_list, rows: int) -> str:
 def math_attention(make_step, ids_list, a) -> dict:
     """ms a step with SDPA's default kernel and with its math kernel (two steps built alike), alternated round by
     round so that the machine's drift falls on both; their ratios per round."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
     steps = {"default": make_step(), "math": make_step()}
     for name, step in steps.items():
-        with sdpa_kernel(SDPBackend.MATH) if name == "math" else contextlib.nullcontext():
+        with attention("math" if name == "math" else "auto"):
             for ids in ids_list[:2]:
                 step(ids)
     ms: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(a.rounds + 1):
         for name, step in steps.items():
-            with sdpa_kernel(SDPBackend.MATH) if name == "math" else contextlib.nullcontext():
+            with attention("math" if name == "math" else "auto"):
                 ms[name] += time_steps(step, ids_list, CPU, 1, a.steps)
     return {**ms, "ratios": [m / d for m, d in zip(ms["math"], ms["default"])]}
 
@@ -218,19 +230,23 @@ def main() -> int:
         + f"; copy {result['copy_gb_s']:.1f} GB/s (read + written)"
     )
 
-    plans = {  # name: (config, batch, seq_len, mask_prob, precision)
+    plans = {  # name: (config, batch, seq_len, mask_prob, precision, recipe)
         "hour": (step_config("hour", None, 512 if a.smoke else 16384, 64), 8 if a.smoke else 64, 64, 0.3,
-                 "bf16-native"),
+                 "bf16-native", "hour"),
         "mini fast": (step_config("fast", "mini", 512 if a.smoke else 8192, 128), 4 if a.smoke else 32, 128, 0.15,
-                      "fp32"),
+                      "fp32", "fast"),
     }  # fmt: skip
     result["steps"] = {}
-    for name, (cfg, batch, seq_len, mask_prob, precision) in plans.items():
+    kernels = {}
+    for name, (cfg, batch, seq_len, mask_prob, precision, recipe) in plans.items():
         if a.smoke:
             cfg = replace(cfg, layers=1, hidden=64, heads=2, intermediate=128 if cfg.intermediate else 0)
         ids = [corpus(batch, seq_len, cfg.vocab_size, seed=i) for i in range(4)]
         step = MapnetStep(cfg, CPU, impl="fused", precision=precision, mask_prob=mask_prob)
-        r = measure(name, step, ids, a, native)
+        kernels[name] = recipe_kernel(recipe)
+        with attention(kernels[name]):
+            r = measure(name, step, ids, a, native)
+        r["attention_kernel"] = kernels[name]
         if a.math_attention:
             r["math_attention"] = math_attention(
                 lambda cfg=cfg, p=precision, m=mask_prob: MapnetStep(cfg, CPU, impl="fused", precision=p, mask_prob=m),
@@ -256,6 +272,8 @@ def main() -> int:
         print(f"{name}: {r['step_ms']:.1f} ms a step ({r['tokens_per_s']:,.0f} tok/s), {total / 1e9:.2f} GFLOP as "
               f"performed ({shares})")  # fmt: skip
         print(f"    {r['tflops'] * 1e3:.0f} GFLOP/s = {of_square}; {'; '.join(fractions)}")
+    print("SDPA's kernel in each mapnet step, as its recipe trains on this CPU: "
+          + ", ".join(f"{name} {kernel}" for name, kernel in kernels.items()))  # fmt: skip
     mapnet, hf = result["steps"]["mini fast"], result["steps"]["HF BertForMaskedLM, mini"]
     print(f"mini fast against HF at the same batch: {hf['step_ms'] / mapnet['step_ms']:.2f}x its tokens per second")
     result["load_after"] = os.getloadavg()

@@ -117,3 +117,7 @@ def test_the_cpu_ceiling_script_counts_what_the_step_performs_and_writes_its_fig
         both = doc["steps"][name]["math_attention"]
         assert len(both["ratios"]) == len(both["default"]) == len(both["math"]) >= 2
         assert both["ratios"] == [m / d for m, d in zip(both["math"], both["default"])]
+    # each step timed as its recipe trains on a CPU: the hour recipe's math-cpu kernel, fast's PyTorch pick
+    kernels = {name: doc["steps"][name]["attention_kernel"] for name in ("hour", "mini fast")}
+    assert kernels == {"hour": "math", "mini fast": "auto"}
+    assert "SDPA's kernel in each mapnet step, as its recipe trains on this CPU: hour math, mini fast auto" in printed

@@ -14,7 +14,6 @@ newly typed one) fails, and so does a ratchet line whose figure is now verified 
 from __future__ import annotations
 
 import json
-import shutil
 
 import prose_check
 import pytest

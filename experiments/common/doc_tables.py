@@ -51,6 +51,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "gpu-throughput": performance_tables.gpu_throughput,
     "step-profile": performance_tables.step_profile,
     "prefetch": performance_tables.prefetch,
+    "cpu-ceiling": performance_tables.cpu_ceiling,
     "arm-step-costs": performance_tables.arm_costs_all,
     "lite-step-costs": performance_tables.arm_costs_lite,
     "hour-levers": levers_table.kept,

@@ -172,3 +172,50 @@ def arm_costs_lite() -> str:
 
 if __name__ == "__main__":
     print(gpu_throughput(), step_profile(), prefetch(), arm_costs_all(), arm_costs_lite(), sep="\n\n")
+
+
+# ---------------------------------------------------------------- the CPU's ceiling (experiments/profile-cpu)
+CEILING_RUNS = ("cpu-ceiling.txt", "cpu-ceiling-2.txt", "cpu-ceiling-3.txt")  # runs 1-3 of issue 67 part 1
+CEILING_STEPS = {"hour": "`hour` step (bf16)", "mini fast": "`mini` `fast` (fp32)",
+                 "HF BertForMaskedLM, mini": "HF `BertForMaskedLM` at `mini` (fp32)"}  # fmt: skip
+STEP_LINE = re.compile(
+    r"^(?P<name>[^:\n]+): (?P<ms>[\d.]+) ms a step \([\d,]+ tok/s\), (?P<gflop>[\d.]+) GFLOP as performed.*\n"
+    r"\s+(?P<rate>\d+) GFLOP/s = .*?; fp32 at its shapes (?P<fp32>\d+) GFLOP/s: (?P<fp32_pct>\d+)%; "
+    r"bf16 at its shapes (?P<bf16>\d+) GFLOP/s: (?P<bf16_pct>\d+)%",
+    re.M,
+)
+
+
+def read_ceiling(path: Path) -> dict[str, dict[str, str]]:
+    """{step name: its figures as printed} of one `benchmarks/bench_cpu_ceiling.py` printout."""
+    steps = {m["name"]: m.groupdict() for m in STEP_LINE.finditer(path.read_text(encoding="utf-8"))}
+    if set(steps) != set(CEILING_STEPS):
+        raise SystemExit(f"{path}: the steps {sorted(steps)}, not {sorted(CEILING_STEPS)}")
+    return steps
+
+
+def cpu_ceiling() -> str:
+    """Each step's time, FLOPs as performed, rate and fractions of the fp32 (and, for the bf16 step, bf16) ceiling at
+    its own shapes, run by run (experiments/profile-cpu's three printouts)."""
+    runs = [read_ceiling(EXPERIMENTS / "profile-cpu" / name) for name in CEILING_RUNS]
+
+    def each(name: str, key: str, f=str) -> str:
+        return " / ".join(f(run[name][key]) for run in runs)
+
+    def flops(name: str) -> str:  # the same in every run (one count of the same step): printed once
+        counts = {run[name]["gflop"] for run in runs}
+        return f"{float(counts.pop()):.1f}" if len(counts) == 1 else each(name, "gflop")
+
+    rows = [
+        f"| figure (run 1 / 2 / 3) | {' | '.join(CEILING_STEPS.values())} |",
+        "|---|---|---|---|",
+        "| ms a step | " + " | ".join(each(n, "ms", lambda v: f"{float(v):.0f}") for n in CEILING_STEPS) + " |",
+        "| GFLOP as performed | " + " | ".join(flops(n) for n in CEILING_STEPS) + " |",
+        "| GFLOP/s | " + " | ".join(each(n, "rate") for n in CEILING_STEPS) + " |",
+        "| fp32 ceiling at its shapes, fraction | "
+        + " | ".join(f"{each(n, 'fp32')}: {each(n, 'fp32_pct', lambda v: v + '%')}" for n in CEILING_STEPS)
+        + " |",
+        "| bf16 ceiling at its shapes, fraction | "
+        + f"{each('hour', 'bf16', lambda v: f'{int(v):,}')}: {each('hour', 'bf16_pct', lambda v: v + '%')} | – | – |",
+    ]
+    return "\n".join(rows)

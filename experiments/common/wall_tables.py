@@ -48,10 +48,7 @@ def kernel(raw: Path = RAW) -> str:
     if not (raw / "kernel.json").is_file():
         return "*Not measured yet.*"
     taken, why = kernel_rule(read(raw / "kernel.json"))
-    return (
-        masking_tables.costs(raw / "kernel.json")
-        + f"\n\n**The rule: {'taken' if taken else 'not taken'}** — {why}."
-    )
+    return masking_tables.costs(raw / "kernel.json") + f"\n\n**The rule: {'taken' if taken else 'not taken'}** — {why}."
 
 
 def waited(raw: Path) -> dict[str, float]:
@@ -69,14 +66,16 @@ def waited(raw: Path) -> dict[str, float]:
 
 
 def runs(raw: Path = RAW) -> str:
-    done = sorted(
-        p for p in (raw / "runs").glob("seed-*") if read(p / "run.json").get("budget", {}).get("finished")
-    ) if (raw / "runs").is_dir() else []
+    done = (
+        sorted(p for p in (raw / "runs").glob("seed-*") if read(p / "run.json").get("budget", {}).get("finished"))
+        if (raw / "runs").is_dir()
+        else []
+    )
     if not done:
         return "*No seed finished yet.*"
     lines = [
-        "| seed | machine (run.json) | threads | steps bought | counted s | start to end, s | tokens/s | held-out loss | "
-        "unigram entropy | left the plateau? |",
+        "| seed | machine (run.json) | threads | steps bought | counted s | start to end, s | tokens/s | "
+        "held-out loss | unigram entropy | left the plateau? |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     took = waited(raw)

@@ -96,8 +96,8 @@ def write_run_files(run, shards: Path, argv: list[str]) -> None:
     checkpoint.clean_leftovers(run.out)
     atomic.write_text(run.out / "settings.toml", run.settings.to_toml())
     now = datetime.now(UTC).isoformat(timespec="seconds")
-    # How the step ran (train.compile / train.precision / train.prefetch resolved on this device): throughput figures
-    # depend on it, and a resume on another machine may resolve them otherwise (so each start records its own).
+    # How the step ran (train.compile / precision / prefetch / attention_kernel resolved on this device): throughput
+    # figures depend on it, and a resume on another machine may resolve them otherwise (so each start records its own).
     this = {
         "command": argv,
         "started": now,
@@ -106,6 +106,7 @@ def write_run_files(run, shards: Path, argv: list[str]) -> None:
         "compiled": t.compiles(run.info.device),
         "precision": "bf16" if t.autocasts_bf16(run.info.device) else "fp32",
         "prefetch": t.prefetch,
+        "attention_kernel": t.attention_kernel_on(run.info.device),
         # The machine: a wall-clock budget buys what this CPU and thread count give (the hour recipe buys far fewer
         # steps on an AMD EPYC in fp32 than on a Xeon with AMX in bf16), so each start names both.
         "cpu": cpu_description(),

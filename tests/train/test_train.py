@@ -230,7 +230,7 @@ def test_pretrain_learns_logs_evaluates_and_keeps_checkpoints(shards, tmp_path):
 
     info = json.loads((run / "run.json").read_text())
     assert info["world_size"] == 1 and info["seeds"] == {"train": 0, "eval": 1234}
-    assert info["compiled"] is False and info["prefetch"] is False  # the CPU's defaults
+    assert info["compiled"] is False and info["prefetch"] is False and info["attention_kernel"] == "auto"  # defaults
     assert info["cpu"] == cpu_description() and info["threads"] == torch.get_num_threads()  # the machine it ran on
     assert info["shards"]["manifest_sha256"] and info["eval_set"]["sha256"] == evals[0]["eval_sha256"]
     assert info["command"] == ["mapnet", "pretrain"] and "torch" in info["versions"]
