@@ -83,9 +83,11 @@ keep() {  # what the README's tables read
     local raw=experiments/hour-wall/raw run dest f
     [[ $WHICH == smoke ]] && raw=$OUT/raw
     mkdir -p "$raw"
-    for f in kernel.json kernel.log costs.json load.tsv blimp-final-pll.json blimp-final-l2r.json seed-0.log seed-1.log \
-        seed-2.log; do
+    for f in kernel.json kernel.log costs.json load.tsv seed-0.log seed-1.log seed-2.log; do
         [[ ! -f $OUT/$f ]] || cp "$OUT/$f" "$raw/"
+    done
+    for f in blimp-final-pll.json blimp-final-l2r.json; do  # a scoring stopped part-way stays out until it ends
+        if grep -qs '"complete": true' "$OUT/$f"; then cp "$OUT/$f" "$raw/"; fi
     done
     for run in "$OUT"/runs/seed-*; do
         grep -qs '"finished": true' "$run/run.json" || continue
