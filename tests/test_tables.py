@@ -5,6 +5,8 @@ docs/results.md and docs/performance.md is either generated or marked as typed f
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -29,6 +31,20 @@ FIGURE = re.compile(r"\d[.,]\d|\d%|\d×")  # a measured number, not a section le
 def test_every_committed_table_is_what_the_raw_data_gives():
     problems = doc_tables.stale()
     assert not problems, "run `uv run python experiments/common/doc_tables.py --write`:\n" + "\n".join(problems)
+
+
+def test_no_kept_result_is_left_out_of_git_by_an_ignore_rule():
+    """A raw file the tables or the prose read, kept under experiments/ but matched by an ignore rule (`runs/` is
+    ignored: a kept `raw/runs/seed-0/run.json` needs its exception in .gitignore), passes every check here and fails
+    on a clean clone; listed here, it fails before the commit."""
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    ignored = subprocess.run(
+        ["git", "ls-files", "--others", "--ignored", "--exclude-standard", "--directory", "experiments", "docs"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout.split()
+    kept = [path for path in ignored if "__pycache__" not in path and not path.endswith(".pyc")]
+    assert not kept, "ignored by .gitignore, so missing from a clone: " + ", ".join(kept)
 
 
 def test_a_figure_edited_by_hand_is_found():

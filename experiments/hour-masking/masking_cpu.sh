@@ -36,19 +36,17 @@ case $WHICH in costs | run | table | score | smoke) ;;
 IFS=, read -r -a ARMS <<<"$STRATEGIES"
 COST_ARGS=(); BLIMP=(--blimp "$(realpath -m ../shared/data/blimp)" --blimp-pairs 200)
 source experiments/common/real_text_kinds.sh
+source experiments/common/hour_run.sh
 [[ $RECIPE == hour ]] && : "${DATA:=vocab16k-seq64}"  # the shards the recipe was measured on (recipes.MEASURED_ON)
 real_text_kind "${DATA:=base}" || { echo "DATA must be base, seq64, vocab16k or vocab16k-seq64 (got $DATA)" >&2; exit 2; }
 SHARDS=$KIND_SHARDS; RT=$KIND_HELDOUT; SEQ=$KIND_SEQ; PREP=$KIND_PREP
 # The lever search's run flags (experiments/hour-levers/levers_cpu.sh), held-out books and wiki besides.
-RUN=(--recipe "$RECIPE" ${PRESET:+--preset "$PRESET"} --set model.max_position=128 --set shard.max_seq_len=$SEQ
-     --set train.eval_every=500 --set train.eval_sequences=512 --set train.eval_pick=spread --set logging.log_every=50
-     --set logging.progress=false --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]"
-     ${SETS:-})
+hour_run_flags "$SEQ" "$RT"
+RUN=(--recipe "$RECIPE" ${PRESET:+--preset "$PRESET"} "${HOUR_RUN[@]}" --set train.eval_every=500 ${SETS:-})
 if [[ $WHICH == smoke ]]; then
     RECIPE=${SMOKE_RECIPE:-fast}; PRESET=tiny; BUDGET=20s; SEEDS=2; SHARDS=$OUT/shards
     COST_ARGS=(--steps 4 --skip 1 --rounds 1 --alone 1); BLIMP=(--blimp "$(realpath -m ../shared/data/blimp)" --blimp-pairs 1)
-    RUN=(--recipe "$RECIPE" --preset "$PRESET" --set train.batch_size=8 --set train.eval_every=5
-         --set train.eval_sequences=16 --set logging.log_every=5 --set logging.progress=false)
+    smoke_run_flags 8 "$RECIPE" "$PRESET"; RUN=("${SMOKE_RUN[@]}" --set train.eval_every=5)
 fi
 [[ -z ${REFERENCE:-} || $WHICH == smoke ]] || COST_ARGS+=(--reference $REFERENCE)  # word-split: FULL SHORT
 COSTS=$OUT/costs.json

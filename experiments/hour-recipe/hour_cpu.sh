@@ -51,6 +51,7 @@ if [[ ($WHICH == costs || $WHICH == smoke) && -z ${LEVERS_COSTS:-} && ${SETS:-} 
 fi
 
 source experiments/common/real_text_kinds.sh
+source experiments/common/hour_run.sh
 [[ $RECIPE == hour ]] && : "${DATA:=vocab16k-seq64}"  # the shards the recipe was measured on (recipes.MEASURED_ON)
 real_text_kind "${DATA:=base}" || { echo "DATA must be base, seq64, vocab16k or vocab16k-seq64 (got $DATA)" >&2; exit 2; }
 SHARDS=$KIND_SHARDS; RT=$KIND_HELDOUT; SEQ=$KIND_SEQ
@@ -58,18 +59,15 @@ real_text_kind base; BASE_SHARDS=$KIND_SHARDS  # `mini` `fast`'s shards (8,192 B
 GLUE=$(realpath -m ../shared/data/glue); BLIMP=$(realpath -m ../shared/data/blimp)
 COST_ARGS=(); GLUE_SMALL=(--max-train 5000); FEW_SHOT=(500 1000); FEW_SHOT_ARGS=(--seeds 5 --epochs 10)
 # The lever search's run flags (experiments/hour-levers/levers_cpu.sh), so the recipe trains as its arms did.
-RUN=(--recipe "$RECIPE" ${PRESET:+--preset "$PRESET"} --set model.max_position=128 --set shard.max_seq_len=$SEQ
-     --set train.eval_sequences=512 --set train.eval_pick=spread --set logging.log_every=50 --set logging.progress=false
-     --set train.keep_last=100 --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]"
-     ${SETS:-})
+hour_run_flags "$SEQ" "$RT"
+RUN=(--recipe "$RECIPE" ${PRESET:+--preset "$PRESET"} "${HOUR_RUN[@]}" --set train.keep_last=100 ${SETS:-})
 if ((SMOKE)); then
     # The synthetic language, a tiny model and a 20 s budget: every stage and the table, not a measurement.
     RECIPE=${SMOKE_RECIPE:-fast}; PRESET=${SMOKE_PRESET:-tiny}; BUDGET=20s; SEEDS=2; JOBS=2; CHECKPOINT_MINUTES=0.1
     PAIRS=2; FINAL_PAIRS=3; SHARDS=$OUT/data/shards; BASE_SHARDS=$SHARDS
     COST_ARGS=(--steps 4 --skip 1 --alone 1); GLUE_SMALL=(--max-train 64 --max-dev 64 --seeds 1 --epochs 1)
     FEW_SHOT=(32); FEW_SHOT_ARGS=(--max-dev 64 --seeds 1 --epochs 1)
-    RUN=(--recipe "$RECIPE" --preset "$PRESET" --set train.batch_size=8 --set train.eval_sequences=16
-         --set logging.log_every=5 --set logging.progress=false --set train.keep_last=100 ${SETS:-})
+    smoke_run_flags 8 "$RECIPE" "$PRESET"; RUN=("${SMOKE_RUN[@]}" --set train.keep_last=100 ${SETS:-})
 fi
 COSTS=$OUT/costs.json
 mkdir -p "$OUT"
@@ -77,13 +75,7 @@ mkdir -p "$OUT"
 loadline() { echo -e "$1\t$2\t$(date -u +%FT%TZ)\t$(cut -d' ' -f1-3 /proc/loadavg)\t$(nproc)${3:+\t$3}" >> "$OUT/load.tsv"; }
 
 data() {
-    if ((SMOKE)); then
-        [[ -f $SHARDS/manifest.json ]] && return
-        "${mapnet[@]}" preprocess --recipe data_recipes/tiny.toml --out "$OUT/data/prep" --set synthetic.documents=300 \
-            --vocab-size 1024 --overwrite
-        "${mapnet[@]}" shard "$OUT/data/prep" --out "$SHARDS" --set shard.valid_fraction=0.1 --overwrite
-        return
-    fi
+    if ((SMOKE)); then synthetic_shards "$OUT/data/prep" "$SHARDS"; return; fi
     if [[ $DATA != base ]]; then  # section G's shards, built by its script (the held-out sets with them)
         [[ -f $SHARDS/manifest.json ]] || bash experiments/hour-levers/levers_cpu.sh "$OUT/levers" prepare base "$DATA"
         return

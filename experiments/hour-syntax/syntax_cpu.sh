@@ -24,6 +24,7 @@
 set -euo pipefail
 source experiments/common/bench_settings.sh
 source experiments/common/real_text_kinds.sh
+source experiments/common/hour_run.sh
 OUT=$(realpath -m "$1"); WHICH=${2:-}
 case $WHICH in costs | compare | report | keep | smoke) ;;
     *) echo "usage: syntax_cpu.sh OUT costs|compare|report|keep|smoke" >&2; exit 2 ;; esac
@@ -31,18 +32,11 @@ read -r -a mapnet <<<"${MAPNET:-uv run mapnet}"
 BUDGET=20m; SEEDS=3; REFERENCE=(0.4385 0.5007); COST_ARGS=(); PAIRS=0  # 0: every pair
 real_text_kind vocab16k-seq64; SHARDS=$KIND_SHARDS; RT=$KIND_HELDOUT
 BLIMP=$(realpath -m ../shared/data/blimp)
-RUN=(--recipe hour --set model.max_position=128 --set shard.max_seq_len=64 --set train.eval_sequences=512
-     --set train.eval_pick=spread --set logging.log_every=50 --set logging.progress=false
-     --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]")
+hour_run_flags "$KIND_SEQ" "$RT"; RUN=(--recipe hour "${HOUR_RUN[@]}")
 if [[ $WHICH == smoke ]]; then  # the synthetic language and `tiny`: every stage in seconds, not a measurement
     SHARDS=$OUT/data/shards; BUDGET=20s; SEEDS=2; COST_ARGS=(--steps 4 --skip 1); PAIRS=3
-    RUN=(--recipe fast --preset tiny --set train.batch_size=16 --set train.eval_sequences=16
-         --set logging.log_every=5 --set logging.progress=false)
-    if [[ ! -f $SHARDS/manifest.json ]]; then
-        "${mapnet[@]}" preprocess --recipe data_recipes/tiny.toml --out "$OUT/data/prep" --set synthetic.documents=300 \
-            --vocab-size 1024 --overwrite
-        "${mapnet[@]}" shard "$OUT/data/prep" --out "$SHARDS" --set shard.valid_fraction=0.1 --overwrite
-    fi
+    smoke_run_flags 16; RUN=("${SMOKE_RUN[@]}")
+    synthetic_shards "$OUT/data/prep" "$SHARDS"
 fi
 [[ -f $SHARDS/manifest.json ]] || { echo "no $SHARDS: bash experiments/hour-levers/levers_cpu.sh OUT prepare base vocab16k-seq64" >&2; exit 2; }
 mkdir -p "$OUT"
@@ -98,9 +92,11 @@ keep() {  # what the README's tables read: costs, load, each finished run's smal
         dest=$raw/runs/$(basename "$(dirname "$run")")/$(basename "$run"); mkdir -p "$dest"
         for f in run.json metrics.jsonl settings.toml compare-blimp.json; do [[ ! -f $run/$f ]] || cp "$run/$f" "$dest/"; done
     done
-    for f in compare/results.json compare/command.txt compare/blimp-controls.json blimp-report.json; do
+    for f in compare/results.json compare/command.txt compare/blimp-controls.json; do
         [[ ! -f $OUT/$f ]] || cp "$OUT/$f" "$raw/"
     done
+    # the reporting half stays out until its scoring ends: a part-scored file would read as the half's result
+    if grep -qs '"complete": true' "$OUT/blimp-report.json"; then cp "$OUT/blimp-report.json" "$raw/"; fi
     uv run python experiments/common/doc_tables.py --write
 }
 

@@ -16,6 +16,7 @@
 set -euo pipefail
 source experiments/common/bench_settings.sh
 source experiments/common/real_text_kinds.sh
+source experiments/common/hour_run.sh
 OUT=$(realpath -m "$1"); WHICH=${2:-}
 case $WHICH in kernel | pretrain | blimp | keep | smoke) ;;
     *) echo "usage: wall_cpu.sh OUT kernel|pretrain|blimp|keep|smoke" >&2; exit 2 ;; esac
@@ -25,20 +26,13 @@ real_text_kind vocab16k-seq64; SHARDS=$KIND_SHARDS; RT=$KIND_HELDOUT
 BLIMP=$(realpath -m ../shared/data/blimp)
 PAIRS=0; COST_ARGS=(--rounds 5)
 # hour_cpu.sh's RUN for `--recipe hour` (the kernel's arms train exactly as the seeds do).
-RUN=(--recipe hour --set model.max_position=128 --set shard.max_seq_len=64 --set train.eval_sequences=512
-     --set train.eval_pick=spread --set logging.log_every=50 --set logging.progress=false
-     --set "train.extra_eval=[\"books=$RT/heldout-books\", \"wiki=$RT/heldout-wiki\"]")
+hour_run_flags "$KIND_SEQ" "$RT"; RUN=(--recipe hour "${HOUR_RUN[@]}")
 HOUR=(env CLOCK=wall bash experiments/hour-recipe/hour_cpu.sh "$OUT")
 if [[ $WHICH == smoke ]]; then  # the synthetic language and `tiny`, as hour_cpu.sh's smoke (which trains it here)
     SHARDS=$OUT/data/shards; PAIRS=3; COST_ARGS=(--steps 4 --skip 1 --rounds 2 --alone 1); export SEEDS=2
-    RUN=(--recipe fast --preset tiny --set train.batch_size=8 --set train.eval_sequences=16
-         --set logging.log_every=5 --set logging.progress=false)
+    smoke_run_flags 8; RUN=("${SMOKE_RUN[@]}")
     HOUR=(env CLOCK=wall SMOKE=1 bash experiments/hour-recipe/hour_cpu.sh "$OUT")
-    if [[ ! -f $SHARDS/manifest.json ]]; then
-        "${mapnet[@]}" preprocess --recipe data_recipes/tiny.toml --out "$OUT/data/prep" --set synthetic.documents=300 \
-            --vocab-size 1024 --overwrite
-        "${mapnet[@]}" shard "$OUT/data/prep" --out "$SHARDS" --set shard.valid_fraction=0.1 --overwrite
-    fi
+    synthetic_shards "$OUT/data/prep" "$SHARDS"
 fi
 mkdir -p "$OUT"
 
