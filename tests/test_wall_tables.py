@@ -88,3 +88,47 @@ def test_the_kept_runs_tokens_a_second_are_their_steps_tokens_over_the_counted_s
         # the recipe's batch: 64 sequences of 64 tokens a step, the same tokens in the sequence-length warm-up
         expected = budget["steps"] * 64 * 64 / budget["spent_seconds"]
         assert f"| {budget['steps']:,} |" in table and f"| {expected:,.0f} |" in table
+
+
+def kept_run(raw: Path, seed: int, steps: int, loss: float) -> None:
+    run = raw / "runs" / f"seed-{seed}"
+    run.mkdir(parents=True)
+    budget = {"finished": True, "steps": steps, "spent_seconds": 3600}
+    (run / "run.json").write_text(json.dumps({"budget": budget, "cpu": "a test CPU", "threads": 2}))
+    lines = [{"kind": "unigram", "train_entropy": 7.0}, {"kind": "eval", "step": steps, "eval_loss": loss}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in lines))
+
+
+def test_the_answer_is_the_reporting_halfs_pll_against_the_5_gram_and_each_seeds_random_weights(tmp_path):
+    cut = wall_tables.blimp_halves.halves(wall_tables.blimp_halves.paradigm_rows(wall_tables.blimp_halves.BLIMP))
+    report, choose = cut["report"], cut["choose"]
+
+    def scores(on_report: float, on_choose: float) -> dict[str, float]:
+        return {**dict.fromkeys(report, on_report), **dict.fromkeys(choose, on_choose)}
+
+    doc = {
+        "method": "pll",
+        "data": {"pairs_per_paradigm": 0},
+        "references": {"5-gram": {"paradigms": scores(0.72, 0.50)}},
+        "models": [
+            model("seed-0@9", "pretrained", scores(0.70, 0.60), "random-init/seed-0"),
+            model("seed-1@9", "pretrained", scores(0.74, 0.60), "random-init/seed-1"),
+            model("random-init/seed-0", "random", scores(0.50, 0.50)),
+            model("random-init/seed-1", "random", scores(0.52, 0.52)),
+        ],
+    }
+    (tmp_path / "blimp-final-pll.json").write_text(json.dumps(doc))
+    kept_run(tmp_path, 0, 13000, 3.5)
+    kept_run(tmp_path, 1, 12000, 6.9)  # 0.1 nats under the unigram entropy: still on the plateau
+    text = wall_tables.answer(tmp_path)
+    assert "13,000, 12,000 steps in its 60 minutes (2 seeds; 1 of 2 past the unigram plateau" in text
+    # reporting half: 70 and 74, mean 72.0 (t(1) 12.706 x sd 2.83 / sqrt 2 = 25.4), the 5-gram 72.0 there: at it;
+    # against their random weights 20 and 22: +21.0 ± 12.7, an interval above 0
+    assert (
+        "on the reporting half (22 paradigms, which chose nothing) 72.0 ± 25.4 (at or above the 5-gram's 72.0 on the "
+        "same paradigms), trained − random-init +21.0 ± 12.7 (the interval excludes 0)" in text
+    )
+    # all 45: seed 0 (22 x 70 + 23 x 60) / 45 = 64.9, seed 1 66.8: mean 65.9 against the 5-gram's 60.8
+    assert "on all 45 (the development set, which chose the recipe) 65.9 ± " in text
+    assert "(at or above the 5-gram's 60.8 on the same paradigms)" in text
+    assert "word-l2r" not in text  # not scored: no clause for it

@@ -74,6 +74,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "hour-wall-kernel": wall_tables.kernel,
     "hour-wall-runs": wall_tables.runs,
     "hour-wall-blimp": wall_tables.blimp,
+    "hour-wall-answer": wall_tables.answer,
 }
 
 BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>(?:(?!<!-- /table -->).)*)(<!-- /table -->)", re.S)

@@ -65,12 +65,22 @@ def waited(raw: Path) -> dict[str, float]:
     return {k: (v["end"] - v["start"]).total_seconds() for k, v in stamps.items() if v.keys() == {"start", "end"}}
 
 
+def finished(raw: Path) -> list[Path]:
+    """The kept seeds that spent their budget (raw/runs/seed-K)."""
+    if not (raw / "runs").is_dir():
+        return []
+    return sorted(p for p in (raw / "runs").glob("seed-*") if read(p / "run.json").get("budget", {}).get("finished"))
+
+
+def left_plateau(run: Path) -> bool:
+    """The last held-out loss at least PLATEAU_NATS below the training tokens' unigram entropy."""
+    ms = metrics(run)
+    loss = [m["eval_loss"] for m in ms if m.get("kind") == "eval"][-1]
+    return loss <= next(m["train_entropy"] for m in ms if m.get("kind") == "unigram") - PLATEAU_NATS
+
+
 def runs(raw: Path = RAW) -> str:
-    done = (
-        sorted(p for p in (raw / "runs").glob("seed-*") if read(p / "run.json").get("budget", {}).get("finished"))
-        if (raw / "runs").is_dir()
-        else []
-    )
+    done = finished(raw)
     if not done:
         return "*No seed finished yet.*"
     lines = [
@@ -107,28 +117,37 @@ def five_gram(doc: dict, uids: list[str]) -> float:
     return statistics.mean(doc["references"]["5-gram"]["paradigms"][uid] for uid in uids)
 
 
-def half_rows(doc: dict, halves: dict[str, list[str]]) -> list[str]:
-    """One row a half: the trained encoders, their random weights (each seed's own), the paired difference."""
+def half_scores(doc: dict, uids: list[str]) -> dict:
+    """One half's figures: each seed's trained and random-weight accuracy (its own init), their paired differences,
+    the trained mean with its interval and the paired difference's, and the 5-gram on the same paradigms."""
     trained = {m["run"]: m for m in doc["models"] if m["init"] == "pretrained"}
     by_label = {m["label"]: m for m in doc["models"]}
-    unigram = next((m for m in doc["models"] if m["init"] == "unigram"), None)
     seeds = sorted(trained)
+    acc = {s: half_accuracy(trained[s], uids) for s in seeds}
+    random = {
+        s: half_accuracy(by_label[trained[s]["controls"]["random"]], uids)
+        for s in seeds
+        if trained[s].get("controls", {}).get("random") in by_label
+    }
+    paired = [acc[s] - random[s] for s in seeds if s in random]
+    return {
+        "seeds": seeds, "acc": acc, "random": random, "paired": paired, "mean": mean_ci(list(acc.values())),
+        "difference": mean_ci(paired) if paired else None, "five": five_gram(doc, uids),
+    }  # fmt: skip
+
+
+def half_rows(doc: dict, halves: dict[str, list[str]]) -> list[str]:
+    """One row a half: the trained encoders, their random weights (each seed's own), the paired difference."""
+    unigram = next((m for m in doc["models"] if m["init"] == "unigram"), None)
     rows = []
     for half, uids in halves.items():
-        acc = {s: half_accuracy(trained[s], uids) for s in seeds}
-        random = {
-            s: half_accuracy(by_label[trained[s]["controls"]["random"]], uids)
-            for s in seeds
-            if trained[s].get("controls", {}).get("random") in by_label
-        }
-        paired = [acc[s] - random[s] for s in seeds if s in random]
-        five = five_gram(doc, uids)
-        mean = mean_ci(list(acc.values()))
+        h = half_scores(doc, uids)
+        seeds, acc, random, paired, five, mean = h["seeds"], h["acc"], h["random"], h["paired"], h["five"], h["mean"]
         rows.append(
             f"| {doc['method']} | {half} ({len(uids)}) | {', '.join(f'{100 * acc[s]:.1f}' for s in seeds)} | "
             f"{fmt(mean)} | {', '.join(f'{100 * random[s]:.1f}' for s in seeds if s in random) or '–'} | "
             f"{', '.join(f'{100 * d:+.1f}' for d in paired) or '–'} | "
-            f"{fmt(mean_ci(paired), f='+.1f') if paired else '–'} | {len(paired)} | "
+            f"{fmt(h['difference'], f='+.1f') if paired else '–'} | {len(paired)} | "
             f"{'–' if unigram is None else f'{100 * half_accuracy(unigram, uids):.1f}'} | {100 * five:.1f} | "
             f"{'yes' if mean['mean'] >= five else 'no'} |"
         )
@@ -155,3 +174,44 @@ def blimp(raw: Path = RAW, data: Path = blimp_halves.BLIMP) -> str:
             raise SystemExit(f"{doc['method']}: {doc['data']['pairs_per_paradigm']} pairs a paradigm, not every pair")
         lines += half_rows(doc, {"reporting": cut["report"], "choosing": cut["choose"], "all": every})
     return "\n".join(lines)
+
+
+def excludes_zero(ci: dict) -> bool:
+    return ci["ci95"] is not None and (ci["ci95"][0] > 0 or ci["ci95"][1] < 0)
+
+
+def answer(raw: Path = RAW, data: Path = blimp_halves.BLIMP) -> str:
+    """The hour's headline as a user gets it, in one paragraph (the README, docs/pretraining.md and section K quote
+    it): the steps 60 wall minutes bought, the plateau, and BLiMP by PLL on the reporting half against the 5-gram
+    and against each seed's random weights, all 45 beside it; word-l2r's reporting half when it is scored."""
+    done = finished(raw)
+    if not done or not (raw / METHODS["pll"]).is_file():
+        return "*Section K is not scored yet.*"
+    info = read(done[0] / "run.json")
+    steps = [read(run / "run.json")["budget"]["steps"] for run in done]
+    past = sum(left_plateau(run) for run in done)
+    cut = blimp_halves.halves(blimp_halves.paradigm_rows(data))
+    pll = read(raw / METHODS["pll"])
+    all45 = sorted(next(m for m in pll["models"] if m["init"] == "pretrained")["paradigms"])
+    report, every = half_scores(pll, cut["report"]), half_scores(pll, all45)
+
+    def versus(h: dict) -> str:
+        return (
+            f"{fmt(h['mean'])} ({'at or above' if h['mean']['mean'] >= h['five'] else 'below'} the 5-gram's "
+            f"{100 * h['five']:.1f} on the same paradigms), trained − random-init {fmt(h['difference'], f='+.1f')} "
+            f"(the interval {'excludes' if excludes_zero(h['difference']) else 'includes'} 0)"
+        )
+
+    text = (
+        f"`--recipe hour --time-budget 60m` on the wall clock of a 2-core {info.get('cpu', 'CPU')} "
+        f"({info.get('threads', '?')} threads), each seed alone: {', '.join(f'{n:,}' for n in steps)} steps in its 60 "
+        f"minutes ({len(done)} seeds; {past} of {len(done)} past the unigram plateau on the 16,384-token BPE). BLiMP by "
+        f"PLL, every pair, {len(report['paired'])} seed{'' if len(report['paired']) == 1 else 's'} each paired with its own random weights (one comparison a "
+        f"seed): on the reporting half ({len(cut['report'])} paradigms, which chose nothing) {versus(report)}; on "
+        f"all {len(all45)} (the development set, which chose the "
+        f"recipe) {versus(every)}."
+    )
+    if (raw / METHODS["word-l2r"]).is_file():
+        l2r = half_scores(read(raw / METHODS["word-l2r"]), cut["report"])
+        text += f" By word-l2r on the reporting half: {versus(l2r)}."
+    return text
