@@ -41,7 +41,10 @@ def test_no_kept_result_is_left_out_of_git_by_an_ignore_rule():
         pytest.skip("not a git checkout")
     ignored = subprocess.run(
         ["git", "ls-files", "--others", "--ignored", "--exclude-standard", "--directory", "experiments", "docs"],
-        cwd=REPO, capture_output=True, text=True, check=True,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     kept = [path for path in ignored if "__pycache__" not in path and not path.endswith(".pyc")]
     assert not kept, "ignored by .gitignore, so missing from a clone: " + ", ".join(kept)

@@ -94,7 +94,8 @@ def kept_run(raw: Path, seed: int, steps: int, loss: float) -> None:
     run = raw / "runs" / f"seed-{seed}"
     run.mkdir(parents=True)
     budget = {"finished": True, "steps": steps, "spent_seconds": 3600}
-    (run / "run.json").write_text(json.dumps({"budget": budget, "cpu": "a test CPU", "threads": 2}))
+    info = {"budget": budget, "cpu": "a test CPU", "threads": 2, "model": {"vocab_size": 4096}}
+    (run / "run.json").write_text(json.dumps(info))
     lines = [{"kind": "unigram", "train_entropy": 7.0}, {"kind": "eval", "step": steps, "eval_loss": loss}]
     (run / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in lines))
 
@@ -121,7 +122,10 @@ def test_the_answer_is_the_reporting_halfs_pll_against_the_5_gram_and_each_seeds
     kept_run(tmp_path, 0, 13000, 3.5)
     kept_run(tmp_path, 1, 12000, 6.9)  # 0.1 nats under the unigram entropy: still on the plateau
     text = wall_tables.answer(tmp_path)
-    assert "13,000, 12,000 steps in its 60 minutes (2 seeds; 1 of 2 past the unigram plateau" in text
+    assert (
+        "13,000, 12,000 steps in its 60 minutes (2 seeds; 1 of 2 past the unigram plateau on the 4,096-token BPE"
+        in text
+    )
     # reporting half: 70 and 74, mean 72.0 (t(1) 12.706 x sd 2.83 / sqrt 2 = 25.4), the 5-gram 72.0 there: at it;
     # against their random weights 20 and 22: +21.0 ± 12.7, an interval above 0
     assert (

@@ -202,14 +202,16 @@ def answer(raw: Path = RAW, data: Path = blimp_halves.BLIMP) -> str:
             f"(the interval {'excludes' if excludes_zero(h['difference']) else 'includes'} 0)"
         )
 
+    seeds = len(report["paired"])
     text = (
         f"`--recipe hour --time-budget 60m` on the wall clock of a 2-core {info.get('cpu', 'CPU')} "
-        f"({info.get('threads', '?')} threads), each seed alone: {', '.join(f'{n:,}' for n in steps)} steps in its 60 "
-        f"minutes ({len(done)} seeds; {past} of {len(done)} past the unigram plateau on the 16,384-token BPE). BLiMP by "
-        f"PLL, every pair, {len(report['paired'])} seed{'' if len(report['paired']) == 1 else 's'} each paired with its own random weights (one comparison a "
-        f"seed): on the reporting half ({len(cut['report'])} paradigms, which chose nothing) {versus(report)}; on "
-        f"all {len(all45)} (the development set, which chose the "
-        f"recipe) {versus(every)}."
+        f"({info.get('threads', '?')} threads), each seed alone: {', '.join(f'{n:,}' for n in steps)} steps in its "
+        f"60 minutes ({len(done)} seeds; {past} of {len(done)} past the unigram plateau on the "
+        f"{info['model']['vocab_size']:,}-token BPE). BLiMP by PLL, every pair, {seeds} "
+        f"seed{'' if seeds == 1 else 's'} each paired with its own random weights (one comparison a seed): on the "
+        f"reporting half "
+        f"({len(cut['report'])} paradigms, which chose nothing) {versus(report)}; on all {len(all45)} (the development "
+        f"set, which chose the recipe) {versus(every)}."
     )
     if (raw / METHODS["word-l2r"]).is_file():
         l2r = half_scores(read(raw / METHODS["word-l2r"]), cut["report"])
