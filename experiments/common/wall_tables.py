@@ -203,10 +203,13 @@ def answer(raw: Path = RAW, data: Path = blimp_halves.BLIMP) -> str:
         )
 
     seeds = len(report["paired"])
+    # run.json's cpu: "NAME; bf16: FLAGS" where the CPU has native bf16
+    cpu, _, bf16 = (info.get("cpu") or "CPU").partition("; ")
+    features = f"{bf16}; " if bf16 else ""
     text = (
-        f"`--recipe hour --time-budget 60m` on the wall clock of a 2-core {info.get('cpu', 'CPU')} "
-        f"({info.get('threads', '?')} threads), each seed alone: {', '.join(f'{n:,}' for n in steps)} steps in its "
-        f"60 minutes ({len(done)} seeds; {past} of {len(done)} past the unigram plateau on the "
+        f"`--recipe hour --time-budget 60m` on the wall clock of a 2-core {cpu} "
+        f"({features}{info.get('threads', '?')} threads), each seed alone: {', '.join(f'{n:,}' for n in steps)} "
+        f"steps in its 60 minutes ({len(done)} seeds; {past} of {len(done)} past the unigram plateau on the "
         f"{info['model']['vocab_size']:,}-token BPE). BLiMP by PLL, every pair, {seeds} "
         f"seed{'' if seeds == 1 else 's'} each paired with its own random weights (one comparison a seed): on the "
         f"reporting half "
