@@ -136,3 +136,18 @@ def test_the_answer_is_the_reporting_halfs_pll_against_the_5_gram_and_each_seeds
     assert "on all 45 (the development set, which chose the recipe) 65.9 ± " in text
     assert "(at or above the 5-gram's 60.8 on the same paradigms)" in text
     assert "word-l2r" not in text  # not scored: no clause for it
+
+
+def test_the_answer_without_random_weights_scored_says_so(tmp_path):
+    cut = wall_tables.blimp_halves.halves(wall_tables.blimp_halves.paradigm_rows(wall_tables.blimp_halves.BLIMP))
+    every = dict.fromkeys(cut["report"] + cut["choose"], 0.6)
+    doc = {
+        "method": "pll",
+        "data": {"pairs_per_paradigm": 0},
+        "references": {"5-gram": {"paradigms": every}},
+        "models": [model("seed-0@9", "pretrained", every, "random-init/seed-0")],  # its control not in the file
+    }
+    (tmp_path / "blimp-final-pll.json").write_text(json.dumps(doc))
+    kept_run(tmp_path, 0, 100, 3.5)
+    text = wall_tables.answer(tmp_path)
+    assert "0 seeds each paired" in text and text.count("no random-weight control scored") == 2

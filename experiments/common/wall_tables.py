@@ -196,9 +196,14 @@ def answer(raw: Path = RAW, data: Path = blimp_halves.BLIMP) -> str:
     report, every = half_scores(pll, cut["report"]), half_scores(pll, all45)
 
     def versus(h: dict) -> str:
-        return (
+        text = (
             f"{fmt(h['mean'])} ({'at or above' if h['mean']['mean'] >= h['five'] else 'below'} the 5-gram's "
-            f"{100 * h['five']:.1f} on the same paradigms), trained − random-init {fmt(h['difference'], f='+.1f')} "
+            f"{100 * h['five']:.1f} on the same paradigms)"
+        )
+        if h["difference"] is None:  # no random-weight control scored: no difference to state
+            return text + ", no random-weight control scored"
+        return (
+            f"{text}, trained − random-init {fmt(h['difference'], f='+.1f')} "
             f"(the interval {'excludes' if excludes_zero(h['difference']) else 'includes'} 0)"
         )
 
@@ -207,7 +212,7 @@ def answer(raw: Path = RAW, data: Path = blimp_halves.BLIMP) -> str:
     cpu, _, bf16 = (info.get("cpu") or "CPU").partition("; ")
     features = f"{bf16}; " if bf16 else ""
     text = (
-        f"`--recipe hour --time-budget 60m` on the wall clock of a 2-core {cpu} "
+        f"`--recipe hour --time-budget 60m` on the wall clock of the machine its run.json names, {cpu} "
         f"({features}{info.get('threads', '?')} threads), each seed alone: {', '.join(f'{n:,}' for n in steps)} "
         f"steps in its 60 minutes ({len(done)} seeds; {past} of {len(done)} past the unigram plateau on the "
         f"{info['model']['vocab_size']:,}-token BPE). BLiMP by PLL, every pair, {seeds} "
