@@ -151,3 +151,12 @@ def test_the_answer_without_random_weights_scored_says_so(tmp_path):
     kept_run(tmp_path, 0, 100, 3.5)
     text = wall_tables.answer(tmp_path)
     assert "0 seeds each paired" in text and text.count("no random-weight control scored") == 2
+
+
+def test_the_modelled_clocks_figure_is_section_hs_three_seeds_on_all_45():
+    pll = json.loads((wall_tables.MODELLED / "blimp-final-pll.json").read_text())
+    trained = [m["accuracy"] for m in pll["models"] if m["init"] == "pretrained"]
+    assert len(trained) == 3
+    text = wall_tables.modelled()
+    # section H's Xeon seeds each bought 7,976 steps on the modelled clock (0.4385 s a step)
+    assert "7,976 steps and " in text and f"{100 * sum(trained) / 3:.1f} ± " in text and "(3 seeds)" in text

@@ -75,6 +75,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "hour-wall-runs": wall_tables.runs,
     "hour-wall-blimp": wall_tables.blimp,
     "hour-wall-answer": wall_tables.answer,
+    "hour-modelled": wall_tables.modelled,
 }
 
 BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>(?:(?!<!-- /table -->).)*)(<!-- /table -->)", re.S)

@@ -225,3 +225,19 @@ def answer(raw: Path = RAW, data: Path = blimp_halves.BLIMP) -> str:
         l2r = half_scores(read(raw / METHODS["word-l2r"]), cut["report"])
         text += f" By word-l2r on the reporting half: {versus(l2r)}."
     return text
+
+
+MODELLED = RAW.parents[1] / "hour-recipe" / "raw" / "hour"  # section H's Xeon seeds, counted on the modelled clock
+
+
+def modelled(raw: Path = MODELLED) -> str:
+    """Section H's hour beside the answer, labelled: the steps the Xeon's modelled clock bought and BLiMP by PLL on
+    all 45 (the figure the hour was quoted by before section K)."""
+    pll = read(raw / "blimp-final-pll.json")
+    trained = [m["accuracy"] for m in pll["models"] if m["init"] == "pretrained"]
+    steps = sorted({read(run / "run.json")["budget"]["steps"] for run in (raw / "runs").glob("seed-*")})
+    return (
+        f"Beside it, counted on the same Xeon's modelled clock before the faster step (section H): "
+        f"{', '.join(f'{n:,}' for n in steps)} steps and {fmt(mean_ci(trained))} by PLL on all 45 "
+        f"({len(trained)} seeds)."
+    )
