@@ -72,11 +72,12 @@ def finished(raw: Path) -> list[Path]:
     return sorted(p for p in (raw / "runs").glob("seed-*") if read(p / "run.json").get("budget", {}).get("finished"))
 
 
-def left_plateau(run: Path) -> bool:
-    """The last held-out loss at least PLATEAU_NATS below the training tokens' unigram entropy."""
-    ms = metrics(run)
+def plateau(ms: list[dict]) -> tuple[float, float, bool]:
+    """A run's last held-out loss, its training tokens' unigram entropy, and whether the loss is at least
+    PLATEAU_NATS below it (the run left the plateau)."""
     loss = [m["eval_loss"] for m in ms if m.get("kind") == "eval"][-1]
-    return loss <= next(m["train_entropy"] for m in ms if m.get("kind") == "unigram") - PLATEAU_NATS
+    entropy = next(m["train_entropy"] for m in ms if m.get("kind") == "unigram")
+    return loss, entropy, loss <= entropy - PLATEAU_NATS
 
 
 def runs(raw: Path = RAW) -> str:
@@ -94,8 +95,7 @@ def runs(raw: Path = RAW) -> str:
         budget = info["budget"]
         tokens = sum(m["tokens"] for m in ms if m.get("kind") == "train")
         logged = sum(1 for m in ms if m.get("kind") == "train")
-        loss = [m["eval_loss"] for m in ms if m.get("kind") == "eval"][-1]
-        entropy = next(m["train_entropy"] for m in ms if m.get("kind") == "unigram")
+        loss, entropy, left = plateau(ms)
         # Train lines are logged every logging.log_every steps, each with its own step's tokens: a step's tokens
         # are the same throughout (the warm-up's pieces cut the same sequences), so the mean logged step stands
         # for every step.
@@ -104,7 +104,7 @@ def runs(raw: Path = RAW) -> str:
             f"| {run.name} | {info.get('cpu') or 'not recorded'} | {info.get('threads', '–')} | "
             f"{budget['steps']:,} | {budget['spent_seconds']:,.0f} | "
             f"{format(took[run.name], ',.0f') if run.name in took else '–'} | "
-            f"{per_second:,.0f} | {loss:.3f} | {entropy:.3f} | {'yes' if loss <= entropy - PLATEAU_NATS else 'no'} |"
+            f"{per_second:,.0f} | {loss:.3f} | {entropy:.3f} | {'yes' if left else 'no'} |"
         )
     return "\n".join(lines)
 
@@ -189,7 +189,7 @@ def answer(raw: Path = RAW, data: Path = blimp_halves.BLIMP) -> str:
         return "*Section K is not scored yet.*"
     info = read(done[0] / "run.json")
     steps = [read(run / "run.json")["budget"]["steps"] for run in done]
-    past = sum(left_plateau(run) for run in done)
+    past = sum(plateau(metrics(run))[2] for run in done)
     cut = blimp_halves.halves(blimp_halves.paradigm_rows(data))
     pll = read(raw / METHODS["pll"])
     all45 = sorted(next(m for m in pll["models"] if m["init"] == "pretrained")["paradigms"])
