@@ -1,6 +1,7 @@
 """Every table of figures in the manual, made from the raw results kept under experiments/.
 
     uv run python experiments/common/doc_tables.py --write     # rewrite the tables in place
+    uv run python experiments/common/doc_tables.py --write experiments/x/README.md   # only this page's
     uv run python experiments/common/doc_tables.py --check     # exit 1, naming each table that differs
 
 A page holds a generated table between two marker comments; everything outside them is hand-written:
@@ -11,15 +12,17 @@ A page holds a generated table between two marker comments; everything outside t
 
 NAME is a key of TABLES below, a function that reads raw files under experiments/ and returns the Markdown.
 To add a table: write its function (beside the experiment's other table code in experiments/common/), add it
-to TABLES, put the two markers where it goes and run --write. A table that cannot be traced to kept raw data
-is not generated: it carries `<!-- not generated: why -->` on the line above it instead (tests/test_tables.py
-holds every table of README.md, docs/results.md and docs/performance.md to one of the two). A block may hold
+to TABLES (or to the `TABLES` of the experiment's own `tables_<experiment>.py`, most built from compare_tables.py),
+put the two markers where it goes and run --write. A table that cannot be traced to kept raw data is not generated:
+it carries `<!-- not generated: why -->` on the line above it instead (tests/test_tables.py holds every table of
+README.md, docs/results.md and docs/performance.md to one of the two). A block may hold
 prose instead of a table: the README's answer and quickstart figures are sentences generated the same way, so a
 changed raw figure changes them (and fails the check until written).
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 import sys
 from collections.abc import Callable
@@ -78,6 +81,22 @@ TABLES: dict[str, Callable[[], str]] = {
     "hour-modelled": wall_tables.modelled,
 }
 
+
+def experiments_tables() -> dict[str, Callable[[], str]]:
+    """The tables each experiment declares in its own module, `tables_<experiment>.py` beside this file (a dict
+    `TABLES`), so an experiment's README tables live with one another and not in this list."""
+    found: dict[str, Callable[[], str]] = {}
+    for path in sorted(Path(__file__).parent.glob("tables_*.py")):
+        module = importlib.import_module(path.stem)
+        clash = (set(found) | set(TABLES)) & set(module.TABLES)
+        if clash:
+            raise SystemExit(f"{path.name}: table names already taken: {', '.join(sorted(clash))}")
+        found.update(module.TABLES)
+    return found
+
+
+TABLES.update(experiments_tables())
+
 BLOCK = re.compile(r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>(?:(?!<!-- /table -->).)*)(<!-- /table -->)", re.S)
 
 
@@ -128,11 +147,18 @@ def stale() -> list[str]:
     return found
 
 
-def write() -> list[Path]:
+def write(only: list[str] | None = None) -> list[Path]:
+    """Rewrite the pages whose tables differ (or only the pages named, relative to the repository)."""
     from mapnet_cli.atomic import write_text  # a page is replaced whole or not at all
 
+    made = generate()
+    unknown = sorted(set(only or ()) - {page.relative_to(REPO).as_posix() for page in made})
+    if unknown:
+        raise SystemExit(f"no generated table on {', '.join(unknown)} (a page relative to the repository root)")
     changed = []
-    for page, (now, want) in generate().items():
+    for page, (now, want) in made.items():
+        if only is not None and page.relative_to(REPO).as_posix() not in only:
+            continue
         if now != want:
             write_text(page, want)
             changed.append(page)
@@ -140,8 +166,8 @@ def write() -> list[Path]:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--write"]:
-        for page in write():
+    if sys.argv[1:2] == ["--write"]:
+        for page in write(sys.argv[2:] or None):
             print(f"wrote {page.relative_to(REPO)}")
     elif sys.argv[1:] == ["--check"]:
         problems = stale()
