@@ -50,6 +50,17 @@ def test_no_kept_result_is_left_out_of_git_by_an_ignore_rule():
     assert not kept, "ignored by .gitignore, so missing from a clone: " + ", ".join(kept)
 
 
+def test_no_kept_result_file_is_empty():
+    """An empty file under experiments/ is a result lost, not kept: a shell redirect (`> file`) leaves one behind when
+    its command fails. Section 3's uniform variance file was committed empty so; nothing may read one as a result."""
+    empty = sorted(
+        path.relative_to(REPO).as_posix()
+        for path in (REPO / "experiments").rglob("*")
+        if path.is_file() and path.stat().st_size == 0 and "__pycache__" not in path.parts
+    )
+    assert not empty, "empty files kept as results: " + ", ".join(empty)
+
+
 def test_a_figure_edited_by_hand_is_found():
     """The check above can fail: one figure changed inside a generated table is put back by the generator."""
     page = REPO / "docs" / "_snippets" / "headline.md"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -365,6 +366,14 @@ def test_proposal_moves_mass_off_determined_tokens(synthetic_shards, tmp_path):
     assert last[mass] < 0.5 * first[mass]
     assert last[mass] < 0.5 * last[share]
     assert last["mapnet/entropy"] < first["mapnet/entropy"]
+    # docs/masking.md quotes this run's three numbers ("tested: 0.15 -> ~0.02 against a uniform share of ~0.14"):
+    # each within its printed precision, one unit of the last digit where the page says "about" (≈).
+    page = (Path(__file__).resolve().parents[2] / "docs" / "masking.md").read_text(encoding="utf-8")
+    quoted = re.search(r"tested: (\d\.\d\d) → ≈(\d\.\d\d) against a uniform share of ≈(\d\.\d\d)", page)
+    assert quoted, "docs/masking.md no longer quotes this test's figures where it did"
+    start_mass, end_mass, end_share = map(float, quoted.groups())
+    assert first[mass] == pytest.approx(start_mass, abs=0.005)
+    assert last[mass] == pytest.approx(end_mass, abs=0.01) and last[share] == pytest.approx(end_share, abs=0.01)
 
     # The held-out loss per token kind, under the fixed uniform eval masks.
     start, end = rows(tmp_path / "run", "eval")[0], rows(tmp_path / "run", "eval")[-1]
