@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "experiments" / "common"))  # the table scripts import each other by name, as scripts
 
 import bench_printout  # noqa: E402
+import compare_tables  # noqa: E402
 import doc_tables  # noqa: E402
 import headline_tables  # noqa: E402
 
@@ -48,6 +49,20 @@ def test_no_kept_result_is_left_out_of_git_by_an_ignore_rule():
     ).stdout.split()
     kept = [path for path in ignored if "__pycache__" not in path and not path.endswith(".pyc")]
     assert not kept, "ignored by .gitignore, so missing from a clone: " + ", ".join(kept)
+
+
+def test_a_compare_table_is_made_only_from_a_compare_result_and_reads_its_figures():
+    """compare_tables refuses a file that is not a `mapnet compare` result, and a cell is the file's own number."""
+    with pytest.raises(ValueError, match="schema"):
+        compare_tables.load("experiments/long-tiny/blimp-final.json")
+    path = "experiments/real-text-cpu/tiny/results-ablations.json"
+    doc = compare_tables.load(path)
+    ci = doc["aggregate"]["strategies"]["uniform"]["final"]["eval_loss"]
+    made = compare_tables.table(
+        path, [("u", "uniform")], [compare_tables.Column("mixed", compare_tables.final("eval_loss"))]
+    )
+    assert made.splitlines()[-1] == f"| u | {ci['mean']:.3f} ± {(ci['ci95'][1] - ci['ci95'][0]) / 2:.3f} |"
+    assert compare_tables.signed(-0.0734, 3) == "−0.073" and compare_tables.signed(0.0, 2) == "0.00"
 
 
 def test_no_kept_result_file_is_empty():

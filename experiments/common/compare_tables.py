@@ -40,6 +40,13 @@ class Column:
     cell: Cell
 
 
+def signed(x: float, decimals: int = 3) -> str:
+    """`+0.047`, `−0.073`: a signed difference as the pages print it (a Unicode minus); an exact zero unsigned."""
+    if x == 0:
+        return f"{0:.{decimals}f}"
+    return f"{x:+.{decimals}f}".replace("-", "−")
+
+
 def load(path: str | Path) -> dict:
     """A kept `compare` results file, refused when it is not one (a table must not be made from the wrong file)."""
     path = REPO / path

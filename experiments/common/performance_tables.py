@@ -19,32 +19,47 @@ EXPERIMENTS = Path(__file__).resolve().parents[1]
 
 
 # ---------------------------------------------------------------- GPU throughput (experiments/gpu-h100)
+def read_gpu_throughput() -> list[dict[str, str]]:
+    """gpu_check.log's `bench_pretrain.py` sections at `base`, one dict of printed figures per shape: batch, seq,
+    eager (mapnet, hf, ratio, mfu_mapnet, mfu_hf) and compiled (mapnet_c, hf_c, ratio_c, mfu_mapnet_c, mfu_hf_c)."""
+    path = EXPERIMENTS / "gpu-h100" / "gpu_check.log"
+    sections = re.findall(
+        r"=== throughput and MFU, base, \d+ tokens.*?\n(.*?)(?=\n===|\Z)", path.read_text(encoding="utf-8"), re.S
+    )
+    if not sections:
+        raise SystemExit(f"{path}: no throughput section")
+    rows = []
+    for text in sections:
+        shape = re.search(r"batch (?P<batch>\d+) x seq (?P<seq>\d+)", text)
+        eager = re.search(
+            r"mapnet (?P<mapnet>[\d,]+) tok/s \| hf (?P<hf>[\d,]+) tok/s.*?\| ratio (?P<ratio>[\d.]+)x \| "
+            r"MFU mapnet (?P<mfu_mapnet>[\d.]+)%, hf (?P<mfu_hf>[\d.]+)%",
+            text,
+        )
+        comp = re.search(
+            r"torch.compile: mapnet (?P<mapnet_c>[\d,]+) tok/s \| hf (?P<hf_c>[\d,]+) tok/s.*?"
+            r"mapnet\+compile / hf\+compile (?P<ratio_c>[\d.]+)x \| "
+            r"MFU mapnet\+compile (?P<mfu_mapnet_c>[\d.]+)%, hf\+compile (?P<mfu_hf_c>[\d.]+)%",
+            text,
+        )
+        if not (shape and eager and comp):
+            raise SystemExit(f"{path}: a throughput section without its figures")
+        rows.append(shape.groupdict() | eager.groupdict() | comp.groupdict())
+    return rows
+
+
 def gpu_throughput() -> str:
     """mapnet vs Hugging Face at `base` on the H100, eager and compiled, with MFU: gpu_check.log's throughput
     sections."""
-    log = (EXPERIMENTS / "gpu-h100" / "gpu_check.log").read_text(encoding="utf-8")
     rows = [
         "| `base`, tokens × batch | mapnet tok/s (MFU) | HF tok/s (MFU) | ratio | compiled: mapnet (MFU) | compiled: "
         "HF (MFU) |",
         "|---|---|---|---|---|---|",
     ]
-    sections = re.findall(r"=== throughput and MFU, base, \d+ tokens.*?\n(.*?)(?=\n===|\Z)", log, re.S)
-    if not sections:
-        raise SystemExit("experiments/gpu-h100/gpu_check.log: no throughput section")
-    for text in sections:
-        shape = re.search(r"batch (\d+) x seq (\d+)", text)
-        eager = re.search(
-            r"mapnet ([\d,]+) tok/s \| hf ([\d,]+) tok/s.*?\| ratio ([\d.]+)x \| MFU mapnet ([\d.]+)%, hf ([\d.]+)%",
-            text,
-        )
-        comp = re.search(
-            r"torch.compile: mapnet ([\d,]+) tok/s \| hf ([\d,]+) tok/s.*?"
-            r"MFU mapnet\+compile ([\d.]+)%, hf\+compile ([\d.]+)%",
-            text,
-        )
+    for r in read_gpu_throughput():
         rows.append(
-            f"| {shape[2]} × {shape[1]} | {eager[1]} ({eager[4]}%) | {eager[2]} ({eager[5]}%) | {eager[3]}× | "
-            f"{comp[1]} ({comp[3]}%) | {comp[2]} ({comp[4]}%) |"
+            f"| {r['seq']} × {r['batch']} | {r['mapnet']} ({r['mfu_mapnet']}%) | {r['hf']} ({r['mfu_hf']}%) | "
+            f"{r['ratio']}× | {r['mapnet_c']} ({r['mfu_mapnet_c']}%) | {r['hf_c']} ({r['mfu_hf_c']}%) |"
         )
     return "\n".join(rows)
 

@@ -50,23 +50,6 @@ TINY_ROWS = [
     ("adaptive-ht", "adaptive-ht"),
     ("adaptive-soft-ht", "adaptive-soft-ht"),
 ]
-TINY_CURVE_ROWS = [
-    ("uniform", "uniform"),
-    ("30% masking", "uniform@0.3"),
-    ("40% masking", "uniform@0.4"),
-    ("`mapnet-ht-lite`", "mapnet-ht-lite"),
-    ("adaptive", "adaptive"),
-    ("`mapnet-ht`", "mapnet-ht"),
-    ("whole-word", "whole-word"),
-    ("span", "span"),
-    ("PMI", "pmi"),
-    ("the paper's MAP-Net", "mapnet"),
-    ("stratified", "stratified"),
-    ("frequency-HT", "frequency-ht"),
-    ("adaptive-soft", "adaptive-soft"),
-    ("adaptive-ht", "adaptive-ht"),
-    ("adaptive-soft-ht", "adaptive-soft-ht"),
-]
 MINI_ROWS = [
     ("uniform", "uniform"),
     ("30% masking", "uniform@0.3"),
@@ -260,7 +243,7 @@ def mini_blimp() -> str:
 
 TABLES: dict[str, Callable[[], str]] = {
     "blimp-arms-tiny": tiny_arms,
-    "blimp-arms-tiny-curve": partial(blimp_curve, TINY, TINY_CURVE_ROWS),
+    "blimp-arms-tiny-curve": partial(blimp_curve, TINY, TINY_ROWS),
     "blimp-arms-mini-loss": mini_loss,
     "blimp-arms-mini-blimp": mini_blimp,
 }

@@ -14,6 +14,7 @@ import statistics
 from functools import partial
 from pathlib import Path
 
+from compare_tables import signed
 from downstream_table import read_runs
 
 from mapnet_cli.intervals import mean_ci
@@ -23,13 +24,6 @@ GPU = "experiments/downstream-gpu"
 TINY = "experiments/downstream-tiny"
 MINI = "experiments/downstream-mini"
 PROTOCOL = "experiments/downstream-protocol"
-
-
-def signed(x: float, decimals: int) -> str:
-    """`+0.047`, `−0.073` (a Unicode minus, as the pages print it); an exact zero unsigned."""
-    if x == 0:
-        return f"{0:.{decimals}f}"
-    return f"{x:+.{decimals}f}".replace("-", "−")
 
 
 def rate(lr: float) -> str:

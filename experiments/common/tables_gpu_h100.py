@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import bench_printout
+import performance_tables
 from compare_tables import load, markdown, strategy
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,36 +29,20 @@ def log_text() -> str:
 # ---------------------------------------------------------------- 4a: bench_pretrain.py at base
 def throughput() -> str:
     """mapnet against Hugging Face at `base`, eager and compiled, with each arm's MFU: one row per printout."""
-    sections = re.findall(r"=== throughput and MFU, base, \d+ tokens.*?\n(.*?)(?=\n===|\Z)", log_text(), re.S)
-    if not sections:
-        raise SystemExit(f"{LOG}: no throughput section")
-    body = []
-    for text in sections:
-        shape = re.search(r"batch (\d+) x seq (\d+)", text)
-        eager = re.search(
-            r"mapnet ([\d,]+) tok/s \| hf ([\d,]+) tok/s.*?\| ratio ([\d.]+)x \| MFU mapnet ([\d.]+)%, hf ([\d.]+)%",
-            text,
-        )
-        comp = re.search(
-            r"torch.compile: mapnet ([\d,]+) tok/s \| hf ([\d,]+) tok/s.*?"
-            r"mapnet\+compile / hf\+compile ([\d.]+)x \| MFU mapnet\+compile ([\d.]+)%, hf\+compile ([\d.]+)%",
-            text,
-        )
-        if not (shape and eager and comp):
-            raise SystemExit(f"{LOG}: a throughput section without its figures")
-        body.append(
-            [
-                f"{shape[2]} × {shape[1]}",
-                eager[1],
-                eager[2],
-                f"{eager[3]}×",
-                comp[1],
-                comp[2],
-                f"{comp[3]}×",
-                f"{eager[4]}% / {comp[4]}%",
-                f"{eager[5]}% / {comp[5]}%",
-            ]
-        )
+    body = [
+        [
+            f"{r['seq']} × {r['batch']}",
+            r["mapnet"],
+            r["hf"],
+            f"{r['ratio']}×",
+            r["mapnet_c"],
+            r["hf_c"],
+            f"{r['ratio_c']}×",
+            f"{r['mfu_mapnet']}% / {r['mfu_mapnet_c']}%",
+            f"{r['mfu_hf']}% / {r['mfu_hf_c']}%",
+        ]
+        for r in performance_tables.read_gpu_throughput()
+    ]
     headings = [
         "tokens × batch",
         "mapnet (tok/s)",

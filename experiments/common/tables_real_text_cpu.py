@@ -63,18 +63,15 @@ def curve_lists(path: str, rows, sets, fmt: str = ".3f", first: str = "strategy"
     return markdown([first, *(heading for heading, _ in sets)], body)
 
 
-FINAL = [
+FINAL_LOSSES = [  # the three held-out sets' final loss and the mixed set's accuracy, in every final table here
     Column("mixed", final("eval_loss")),
     Column("held-out books", final("eval_loss@books")),
     Column("held-out Wikipedia", final("eval_loss@wiki")),
     Column("accuracy (mixed)", final("eval_accuracy", ".1%")),
-    Column("steps to uniform's final loss (mixed)", steps_to_target()),
 ]
+FINAL = [*FINAL_LOSSES, Column("steps to uniform's final loss (mixed)", steps_to_target())]
 MINI_FINAL = [
-    Column("mixed", final("eval_loss")),
-    Column("held-out books", final("eval_loss@books")),
-    Column("held-out Wikipedia", final("eval_loss@wiki")),
-    Column("accuracy (mixed)", final("eval_accuracy", ".1%")),
+    *FINAL_LOSSES,
     Column("s/step", seconds_per_step()),
     Column("GLUE quick", glue()),
 ]

@@ -12,6 +12,8 @@ from functools import partial
 from pathlib import Path
 from statistics import mean
 
+from compare_tables import signed
+
 REPO = Path(__file__).resolve().parents[2]
 RAW = REPO / "experiments" / "recipe-cpu"
 
@@ -25,11 +27,6 @@ def _recipe_table():
 
 
 recipe_table = _recipe_table()
-
-
-def signed(x: float) -> str:
-    """A signed difference as the page prints it (a minus sign, not a hyphen)."""
-    return f"{x:+.3f}".replace("-", "−")
 
 
 # ------------------------------------------------------------------ 0a: mapnet beside BertForMaskedLM
