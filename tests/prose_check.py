@@ -20,7 +20,9 @@ lower"). A figure is verified, in this order, by:
    optional `near` (a piece of its context, to pick one occurrence), and either `value`, an expression over the raw
    files that the check recomputes now (`raw(json_file, "a.b[2]")`, `text(text_file, regex)`, `min`, `max`, `mean`,
    arithmetic), or `not_measured = "why"` (a setting, a constant, a goal, an example input, a version; without
-   `near` it covers `occurrences` occurrences of its figure, default 1, so a figure typed again is looked at);
+   `near` it covers `occurrences` occurrences of its figure, default 1, so a figure typed again is looked at), or
+   `no_raw = "why"`: a measured figure whose source was not kept. It stays unverified (in the ratchet), and no
+   table number or pin may verify it by chance (a pin found by `--pin` for it would be a coincidence);
 2. **table**: an `A ± B` that a generated table made now (any of doc_tables.TABLES) holds as a pair, both halves at
    their precision; or any figure that one of the page's own generated tables holds;
 3. **derived**: an `A ± B` pair held by a committed derived table (`tables.md` and the like, scripts' outputs kept in
@@ -80,6 +82,7 @@ class Figure:
     decimals: int
     signed: bool
     how: str = ""  # table | raw | derived | registry | not_measured | "" (unverified)
+    held: bool = False  # the registry says no kept file holds it: never matched by a table or pinned by chance
     note: str = ""
     span: tuple[int, int] = (0, 0)
     partner: Figure | None = field(default=None, repr=False)  # the other side of `A ± B`
@@ -276,13 +279,15 @@ def index_of(path: str) -> Index:
 
 def ranges(figure: Figure) -> list[tuple[float, float, float]]:
     """(low, high, scale) of the raw values that print as the figure: itself at its precision, or a fraction printed
-    as a percent (or a difference of fractions in points); a signed figure keeps its sign."""
+    as a percent (or a difference of fractions in points); a signed figure keeps its sign. A ratio (`1.46×`) or a
+    number above 100 is never a fraction printed as a percent: a raw fraction that meets it is a coincidence."""
     assert figure.value is not None
     half = 0.5 * 10.0 ** (-figure.decimals)
     targets = [figure.value] if figure.signed or figure.value == 0 else [figure.value, -figure.value]
+    percent = not figure.text.endswith(("×", "x")) and abs(figure.value) <= 100
     return [
         (min(t - half, t + half) * scale, max(t - half, t + half) * scale, scale)
-        for scale in (1.0, 0.01)
+        for scale in ((1.0, 0.01) if percent else (1.0,))
         for t in targets
     ]
 
@@ -467,6 +472,8 @@ def check(
             used[i] += 1
             if "not_measured" in e:
                 f.how, f.note = "not_measured", e["not_measured"]
+            elif "no_raw" in e:
+                f.note, f.held = f"no kept raw: {e['no_raw']}", True
             else:
                 try:
                     value = evaluate(e["value"])
@@ -496,7 +503,7 @@ def check(
     every_pair = [made_pairs(name) for name in doc_tables.TABLES]
     sections = sections_of(body)
     for f in result.figures:
-        if f.how:
+        if f.how or f.held:
             continue
         if f.value is None:
             f.note = "not a number (a version, a list): give it a registry entry"

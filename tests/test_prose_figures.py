@@ -71,19 +71,26 @@ def test_every_pin_is_a_figure_of_its_page():
     )
 
 
+# A page with no registry, whose one figure is pinned to the first CPU-ceiling printout's ratio against Hugging Face.
+PINNED_PAGE, PINNED_LINE = "docs/no-such-page.md", "`mini` `fast` is 2.17× Hugging Face's tokens per second.\n"
+CEILING = "experiments/profile-cpu/cpu-ceiling.txt"
+
+
+def pinned_check(**kwargs) -> prose_check.Page:
+    (figure,) = prose_check.figures_of(PINNED_LINE, PINNED_PAGE)
+    pins = {prose_check.ratchet_key(figure): (CEILING, "line 9", 1)} if "pins" not in kwargs else kwargs.pop("pins")
+    return prose_check.check(PINNED_PAGE, body=PINNED_LINE, pins=pins, **kwargs)
+
+
 def test_a_changed_raw_figure_is_no_longer_verified(tmp_path):
-    """Real data, the real matcher: docs/performance.md's 2.17× is pinned to the first CPU-ceiling printout; the same
-    printout with that ratio changed no longer verifies it."""
-    page, figure = "docs/performance.md", "2.17×"
-    verified = next(f for f in prose_check.checked(page).figures if f.text == figure)
-    assert verified.how == "raw" and verified.note == "experiments/profile-cpu/cpu-ceiling.txt line 9"
-    source = prose_check.REPO / "experiments/profile-cpu/cpu-ceiling.txt"
-    changed = tmp_path / "cpu-ceiling.txt"
-    text = source.read_text(encoding="utf-8")
+    """Real data, the real matcher: a 2.17× pinned to the CPU-ceiling printout's line that prints it is verified; the
+    same printout with that ratio changed no longer verifies it."""
+    assert [(f.how, f.note) for f in pinned_check().figures] == [("raw", f"{CEILING} line 9")]
+    text = (prose_check.REPO / CEILING).read_text(encoding="utf-8")
     assert "same batch: 2.17x its tokens" in text
+    changed = tmp_path / "cpu-ceiling.txt"
     changed.write_text(text.replace("same batch: 2.17x", "same batch: 2.31x"), encoding="utf-8")
-    after = prose_check.check(page, files={"experiments/profile-cpu/cpu-ceiling.txt": changed})
-    assert next(f for f in after.figures if f.text == figure).how == ""
+    assert [f.how for f in pinned_check(files={CEILING: changed}).figures] == [""]
 
 
 def test_a_changed_raw_json_value_is_no_longer_verified(tmp_path):
@@ -107,9 +114,20 @@ def test_a_changed_raw_json_value_is_no_longer_verified(tmp_path):
     assert next(f for f in after.figures if prose_check.ratchet_key(f) == key).how == ""
 
 
+def test_a_figure_the_registry_says_has_no_kept_raw_is_not_verified_by_its_pin(monkeypatch):
+    """The pinned 2.17× above with a `no_raw` entry (as for a figure whose pin is a coincidence): it stays unverified
+    with its reason, the pin unread, and `--pin`'s search proposes nothing for it."""
+    entry = {"figure": "2.17×", "near": "is 2.17×", "no_raw": "its printout was not kept"}
+    monkeypatch.setattr(prose_check, "registry_of", lambda _: {"figure": [entry]})
+    for result in (pinned_check(), pinned_check(pins={}, search=True)):
+        (held,) = result.figures
+        assert (held.how, held.note, held.proposal) == ("", "no kept raw: its printout was not kept", None)
+        assert result.unverified() == [held] and not result.problems
+
+
 def test_a_registry_value_is_recomputed(tmp_path, monkeypatch):
-    """A registry `value` reads the raw files when the check runs: the CHANGELOG's 0.903× (the hour recipe's step with
-    SDPA's math kernel, section K) fails against a copy of the repository's raw file with that ratio changed."""
+    """A registry `value` reads the raw files when the check runs: docs/performance.md's 0.903× (the hour recipe's step
+    with SDPA's math kernel, section K) fails against a copy of the repository's raw file with that ratio changed."""
     kernel = "experiments/hour-wall/raw/kernel.json"
     root = tmp_path / "repo"
     (root / kernel).parent.mkdir(parents=True)
@@ -117,8 +135,8 @@ def test_a_registry_value_is_recomputed(tmp_path, monkeypatch):
     doc["arms"]["math"]["ratio"]["full"] = 0.9149
     (root / kernel).write_text(json.dumps(doc), encoding="utf-8")
     monkeypatch.setattr(prose_check, "REPO", root)  # where raw() and text() read; the page is read before
-    body = (prose_check.REGISTRY.parent.parent / "CHANGELOG.md").read_text(encoding="utf-8")
-    result = prose_check.check("CHANGELOG.md", body=prose_check.latest_entry(body), pins={})
+    body = (prose_check.REGISTRY.parent.parent / "docs/performance.md").read_text(encoding="utf-8")
+    result = prose_check.check("docs/performance.md", body=body, pins={})
     assert any("'0.903×'" in p and "0.9149" in p for p in result.problems), result.problems
 
 

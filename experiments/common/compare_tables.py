@@ -21,6 +21,7 @@ Each experiment's tables are declared in its own module `experiments/common/tabl
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,15 @@ REPO = Path(__file__).resolve().parents[2]
 SCHEMA = "mapnet.compare/1"
 
 Cell = Callable[[dict, str], str]  # (the comparison's document, a strategy's name) -> the cell's text
+
+
+def module_at(path: Path):
+    """The Python file at `path` as a module: an experiment's own table script, whose folder's name (`recipe-cpu`)
+    is no package name to import it by."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @dataclass(frozen=True)

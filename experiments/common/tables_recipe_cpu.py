@@ -5,28 +5,19 @@ experiments/recipe-cpu/recipe_table.py's own functions) and the quickstart runs 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from functools import partial
 from pathlib import Path
 from statistics import mean
 
-from compare_tables import signed
+from compare_tables import module_at, signed
 
 REPO = Path(__file__).resolve().parents[2]
 RAW = REPO / "experiments" / "recipe-cpu"
 
 
-def _recipe_table():
-    """experiments/recipe-cpu/recipe_table.py (its folder's name is no module name)."""
-    spec = importlib.util.spec_from_file_location("recipe_table", RAW / "recipe_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-recipe_table = _recipe_table()
+recipe_table = module_at(RAW / "recipe_table.py")
 
 
 # ------------------------------------------------------------------ 0a: mapnet beside BertForMaskedLM
