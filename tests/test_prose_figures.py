@@ -172,3 +172,15 @@ def test_a_setting_typed_again_is_looked_at():
     assert not prose_check.check("README.md", body=body).problems
     again = prose_check.check("README.md", body=body + "\nThe step took 3.11 s.\n")
     assert any("'3.11' has no `near` and is on the page 2 times, not 1" in p for p in again.problems), again.problems
+
+
+def test_a_ratio_or_a_large_count_is_never_met_by_a_fraction_read_as_a_percent():
+    """62.1 (points) may be a raw 0.621; 3.08× and 30,000 may not be 0.0308 or 300 read as percents: such a match
+    is a coincidence (it had pinned a ratio to an accuracy, a 30,000-step run to a step of 300)."""
+    ratio, count, points = prose_check.figures_of("a 3.08× ratio, 30,000 steps, 62.1 points\n", "p")
+    assert {scale for _, _, scale in prose_check.ranges(points)} == {1.0, 0.01}
+    assert {scale for _, _, scale in prose_check.ranges(ratio)} == {1.0}
+    assert {scale for _, _, scale in prose_check.ranges(count)} == {1.0}
+    raws = [prose_check.Raw(value, f"line {i}", 4, False) for i, value in enumerate((0.0308, 300.0, 0.621))]
+    index = prose_check.Index.of(raws)
+    assert [prose_check.meets(index, f) for f in (ratio, count, points)] == [False, False, True]
