@@ -86,6 +86,29 @@ def below_zero(ci: dict | None) -> bool:
     return bool(ci and ci.get("ci95") and ci["ci95"][1] < 0)
 
 
+def share(ci: dict) -> str:
+    """A fraction as `16.3% ± 1.0` (percent, the half-interval in points)."""
+    return f"{100 * ci['mean']:.1f}% ± {100 * (ci['ci95'][1] - ci['ci95'][0]) / 2:.1f}"
+
+
+def better(doc: dict, name: str) -> bool:
+    """Whether a strategy's held-out loss, paired by seed against uniform, is below it beyond the interval."""
+    return below_zero(strategy(doc, name).get("paired_vs_uniform", {}).get("eval_loss"))
+
+
+def reached(aggregate: dict, steps: int | None = None) -> tuple[float | None, str, str]:
+    """When a strategy's mean curve reaches uniform's final loss: (the step or None, its cell — `not reached`, or
+    the step with its fraction of the run's `steps` where given — and the per-seed steps, `–` for a seed that never
+    reached it)."""
+    reach = aggregate.get("steps_to_target") or {}
+    mean, seeds = reach.get("mean_curve"), reach.get("per_seed") or []
+    if mean is None:
+        cell = "not reached"
+    else:
+        cell = f"{mean:,.0f}" if steps is None else f"{mean:,.0f} ({mean / steps:.2f}×)"
+    return mean, cell, ", ".join("–" if s is None else f"{s:,.0f}" for s in seeds)
+
+
 def costs(paths: Sequence[str]) -> dict[str, float]:
     """{arm: step cost relative to uniform}, the first printout naming an arm winning (blimp_table.py's rule)."""
     return {arm: ratio for arm, (ratio, _) in bench_printout.step_costs([REPO / p for p in paths]).items()}

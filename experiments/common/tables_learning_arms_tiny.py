@@ -21,7 +21,7 @@ import bench_printout
 from arms_table import pm
 from compare_tables import REPO, curve, load, markdown, strategy
 from learning_table import left_plateau, seeds_below
-from tables_blimp_arms import below_zero, bold, minus
+from tables_blimp_arms import better, bold, minus, reached, share
 
 RESULTS = "experiments/learning-arms-tiny/results.json"
 BENCH = "experiments/learning-arms-tiny/bench_strategies-all.txt"
@@ -29,18 +29,9 @@ WIDE = 0.25  # nats: a final mixed interval wider than this lists the seeds' fin
 LABEL = {"mapnet": "mapnet (paper)"}
 
 
-def share(ci: dict) -> str:
-    """A fraction as `14.4% ± 1.9` (percent, the half-interval in points)."""
-    return f"{100 * ci['mean']:.1f}% ± {100 * (ci['ci95'][1] - ci['ci95'][0]) / 2:.1f}"
-
-
 def seed_finals(doc: dict, name: str) -> list[float]:
     runs = sorted((r for r in doc["runs"] if r["strategy"] == name), key=lambda r: r["seed_index"])
     return [r["eval"][-1]["eval_loss"] for r in runs]
-
-
-def better(doc: dict, name: str) -> bool:
-    return below_zero(strategy(doc, name).get("paired_vs_uniform", {}).get("eval_loss"))
 
 
 def final_losses() -> str:
@@ -73,11 +64,10 @@ def paired_costs() -> str:
             continue
         a, on = strategy(doc, name), better(doc, name)
         d = a["paired_vs_uniform"]
-        reach = a.get("steps_to_target") or {}
-        mean, seeds = reach.get("mean_curve"), reach.get("per_seed") or []
-        reached = "not reached" if mean is None else bold(f"{mean:,.0f}", on)
-        if any(s is not None for s in seeds):
-            reached += " (" + ", ".join("–" if s is None else f"{s:,.0f}" for s in seeds) + ")"
+        mean, reach, per_seed = reached(a)
+        reach = reach if mean is None else bold(reach, on)
+        if any(c.isdigit() for c in per_seed):
+            reach += f" ({per_seed})"
         ms, ratio = cost[name]
         body.append(
             [
@@ -86,7 +76,7 @@ def paired_costs() -> str:
                 pm(d["eval_loss@books"], "+.3f"),
                 pm(d["eval_loss@wiki"], "+.3f"),
                 seeds_below(doc, name),
-                reached,
+                reach,
                 f"{ms:.1f} ms, {ratio:.2f}×",
                 "–" if mean is None else f"{mean / steps * ratio:.2f}×",
             ]
