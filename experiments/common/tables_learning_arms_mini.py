@@ -26,17 +26,13 @@ from collections.abc import Callable
 import bench_printout
 from arms_table import pm
 from compare_tables import REPO, curve, load, markdown, strategy
-from learning_table import left_plateau, seeds_below
-from tables_blimp_arms import better, bold, minus, reached, share
+from learning_table import left_plateau
+from tables_blimp_arms import better, bold, minus, share
+from tables_learning_arms_tiny import paired_cells, seed_finals
 
 RESULTS = "experiments/learning-arms-mini/results.json"
 BENCH = ("experiments/learning-arms-mini/bench_strategies.txt", "experiments/learning-arms-mini/bench_strategies-2.txt")
 PRESET = "mini"
-
-
-def seed_finals(doc: dict, name: str) -> list[float]:
-    runs = sorted((r for r in doc["runs"] if r["strategy"] == name), key=lambda r: r["seed_index"])
-    return [r["eval"][-1]["eval_loss"] for r in runs]
 
 
 def costs() -> list[dict[str, tuple[float, float]]]:
@@ -80,30 +76,15 @@ def paired_costs() -> str:
     for name in doc["strategies"]:
         if name == "uniform":
             continue
-        a, on = strategy(doc, name), better(doc, name)
-        d = a["paired_vs_uniform"]
-        mean, reach, per_seed = reached(a, steps)
-        reach = reach if mean is None else bold(reach, on)
-        if any(c.isdigit() for c in per_seed):
-            reach += f" ({per_seed})"
+        on = better(doc, name)
+        mean, cells = paired_cells(doc, name, steps)
         ratios = ", ".join(f"{p[name][1]:.2f}×" for p in printouts)
         if mean is None:
             wall = "–"
         else:
             walls = sorted(mean / steps * p[name][0] / p["uniform"][0] for p in printouts)
             wall = bold(f"{walls[0]:.2f}–{walls[-1]:.2f}×", on)
-        body.append(
-            [
-                name,
-                bold(pm(d["eval_loss"], "+.3f"), on),
-                pm(d["eval_loss@books"], "+.3f"),
-                pm(d["eval_loss@wiki"], "+.3f"),
-                seeds_below(doc, name),
-                reach,
-                ratios,
-                wall,
-            ]
-        )
+        body.append([*cells, ratios, wall])
     headings = ["arm", "Δ mixed", "Δ books", "Δ Wikipedia", "seeds below uniform", f"steps to {target} (per seed)"]
     return minus(markdown([*headings, "idle step cost (two runs)", f"wall time to {target}"], body))
 

@@ -52,6 +52,20 @@ def final_losses() -> str:
     return markdown(["arm", "mixed", "books", "Wikipedia", "accuracy (mixed)", f"left the plateau ({bar})"], body)
 
 
+def paired_cells(doc: dict, name: str, steps: int | None = None) -> tuple[float | None, list[str]]:
+    """An arm's paired columns (arm − uniform per seed on each set, seeds below uniform, the step its mean curve
+    reaches uniform's final loss with its share of `steps` where given, then per seed), bold where it is below
+    uniform beyond the interval; and that step (None: not reached), for the wall-time column."""
+    a, on = strategy(doc, name), better(doc, name)
+    d = a["paired_vs_uniform"]
+    mean, reach, per_seed = reached(a, steps)
+    reach = reach if mean is None else bold(reach, on)
+    if any(c.isdigit() for c in per_seed):
+        reach += f" ({per_seed})"
+    deltas = [bold(pm(d["eval_loss"], "+.3f"), on), pm(d["eval_loss@books"], "+.3f"), pm(d["eval_loss@wiki"], "+.3f")]
+    return mean, [name, *deltas, seeds_below(doc, name), reach]
+
+
 def paired_costs() -> str:
     doc = load(RESULTS)
     (run,) = bench_printout.read(REPO / BENCH)
@@ -62,25 +76,9 @@ def paired_costs() -> str:
     for name in doc["strategies"]:
         if name == "uniform":
             continue
-        a, on = strategy(doc, name), better(doc, name)
-        d = a["paired_vs_uniform"]
-        mean, reach, per_seed = reached(a)
-        reach = reach if mean is None else bold(reach, on)
-        if any(c.isdigit() for c in per_seed):
-            reach += f" ({per_seed})"
+        mean, cells = paired_cells(doc, name)
         ms, ratio = cost[name]
-        body.append(
-            [
-                name,
-                bold(pm(d["eval_loss"], "+.3f"), on),
-                pm(d["eval_loss@books"], "+.3f"),
-                pm(d["eval_loss@wiki"], "+.3f"),
-                seeds_below(doc, name),
-                reach,
-                f"{ms:.1f} ms, {ratio:.2f}×",
-                "–" if mean is None else f"{mean / steps * ratio:.2f}×",
-            ]
-        )
+        body.append([*cells, f"{ms:.1f} ms, {ratio:.2f}×", "–" if mean is None else f"{mean / steps * ratio:.2f}×"])
     headings = ["arm", "Δ mixed", "Δ books", "Δ Wikipedia", "seeds below uniform", f"steps to {target} (per seed)"]
     return minus(markdown([*headings, "idle step cost", f"wall time to {target}"], body))
 
