@@ -49,9 +49,10 @@ if [[ $WHICH == tiny || $WHICH == all ]]; then
         > "$OUT/variance-tiny/uniform-step00000600-oracle-gradient.json"
 fi
 if [[ $WHICH == synthetic || $WHICH == all ]]; then
-    # Where each proposal target puts its mass by token kind (RESULTS section 3, one seed).
+    # Where each proposal target puts its mass by token kind (RESULTS section 3; three seeds since 2026-12-03).
     "${mapnet[@]}" preprocess --recipe data_recipes/tiny.toml --out "$OUT/synth/prep" --overwrite
     "${mapnet[@]}" shard "$OUT/synth/prep" --out "$OUT/synth/shards" --overwrite
-    "${mapnet[@]}" compare "$OUT/synth/shards" --out "$OUT/synth/arms" --preset tiny --recipe paper --config data_recipes/tiny.toml --set train.eval_replace=bert \
-        --strategies uniform,mapnet,mapnet-ht,mapnet-ht-loss,mapnet-ht-learnability --seeds 1
+    # The section-1 training settings (data_recipes/tiny.toml's training part has since become the quickstart's).
+    "${mapnet[@]}" compare "$OUT/synth/shards" --out "$OUT/synth/arms" --preset tiny --config experiments/synthetic-tiny/section-1.toml \
+        --strategies uniform,mapnet,mapnet-ht,mapnet-ht-loss,mapnet-ht-learnability --seeds 3
 fi
