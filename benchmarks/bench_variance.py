@@ -5,7 +5,7 @@
     uv run python benchmarks/bench_variance.py --sentences 8 --masks 4 --modes 4096   # variance_snapshot's size
 
 Each mode runs in a fresh subprocess so its peak RSS (ru_maxrss) is its own.
-The model is the `mini` preset (4 layers, H=256, vocab 32768: 11.7M
+The model is the `mini` preset (4 layers, H=256, vocab 32768: 11.8M
 parameters) at random init on random token sequences: the cost does not
 depend on the weights or the text. Exact gradients hold at most
 variance.memory_gb of per-example gradients and recompute the rest in panels

@@ -3,7 +3,6 @@
     uv run python tests/prose_check.py docs/results.md     # the page's unverified figures, with context and why
     uv run python tests/prose_check.py --all                # a count per page
     uv run python tests/prose_check.py --pin                # pin each figure a single raw number meets
-    uv run python tests/prose_check.py --ratchet            # rewrite tests/prose_figures/ratchet.tsv
 
 A *figure* is a number the way tests/test_tables.py's FIGURE finds one (a decimal point or a thousands separator
 between digits, or a digit before `%` or `×`), read whole: `+7.9`, `−0.22`, `7,976`, `62.1%`, `1.46×`. Each side of
@@ -18,11 +17,12 @@ lower"). A figure is verified, in this order, by:
 
 1. **registry** (`tests/prose_figures/<page>.toml`, `/` written `__`): `[[figure]]` entries with `figure` (as printed),
    optional `near` (a piece of its context, to pick one occurrence), and either `value`, an expression over the raw
-   files that the check recomputes now (`raw(json_file, "a.b[2]")`, `text(text_file, regex)`, `min`, `max`, `mean`,
-   arithmetic), or `not_measured = "why"` (a setting, a constant, a goal, an example input, a version; without
-   `near` it covers `occurrences` occurrences of its figure, default 1, so a figure typed again is looked at), or
-   `no_raw = "why"`: a measured figure whose source was not kept. It stays unverified (in the ratchet), and no
-   table number or pin may verify it by chance (a pin found by `--pin` for it would be a coincidence);
+   files that the check recomputes now (`raw(json_file, "a.b[2]")`, `record(metrics_jsonl, "eval", 300,
+   "eval_loss")`, `text(text_file, regex)`, `min`, `max`, `mean`, arithmetic), or `not_measured = "why"` (a setting,
+   a constant, a goal, an example input, a version; without `near` it covers `occurrences` occurrences of its figure,
+   default 1, so a figure typed again is looked at), or `no_raw = "why"`: a measured figure whose source was not
+   kept. It stays unverified, so its page fails until a source is kept or the figure leaves the prose, and no table
+   number or pin may verify it by chance (a pin found by `--pin` for it would be a coincidence);
 2. **table**: an `A ± B` that a generated table made now (any of doc_tables.TABLES) holds as a pair, both halves at
    their precision; or any figure that one of the page's own generated tables holds;
 3. **derived**: an `A ± B` pair held by a committed derived table (`tables.md` and the like, scripts' outputs kept in
@@ -59,7 +59,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 REGISTRY = REPO / "tests" / "prose_figures"
-RATCHET = REGISTRY / "ratchet.tsv"
 PINS = REGISTRY / "pins.tsv"
 sys.path.insert(0, str(REPO / "experiments" / "common"))
 
@@ -402,6 +401,15 @@ def raw(path: str, key: str = ""):
     return obj
 
 
+def record(path: str, kind: str, step: int, key: str):
+    """`key` of the line of a metrics.jsonl with that `kind` ("eval", "train") and `step`; exactly one must match."""
+    lines = [json.loads(line) for line in (REPO / path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    found = [r for r in lines if r.get("kind") == kind and r.get("step") == step]
+    if len(found) != 1:
+        raise LookupError(f"{path}: {len(found)} {kind} records at step {step}, not one")
+    return found[0][key]
+
+
 def text(path: str, pattern: str, group: int = 1) -> float:
     """The number the first match of `pattern` captures in a text file (multiline: `^` starts any line)."""
     m = re.search(pattern, (REPO / path).read_text(encoding="utf-8"), re.M)
@@ -413,8 +421,8 @@ def text(path: str, pattern: str, group: int = 1) -> float:
 def evaluate(expression: str):
     from statistics import mean, median, stdev
 
-    names = {"raw": raw, "text": text, "mean": mean, "median": median, "stdev": stdev, "abs": abs, "min": min,
-             "max": max, "sum": sum, "len": len, "round": round}  # fmt: skip
+    names = {"raw": raw, "record": record, "text": text, "mean": mean, "median": median, "stdev": stdev, "abs": abs,
+             "min": min, "max": max, "sum": sum, "len": len, "round": round}  # fmt: skip
     import warnings
 
     with warnings.catch_warnings():  # an expression Python warns about (a regex without r'') is a registry error
@@ -580,7 +588,7 @@ def section_folders(page: str, body: str, registry: dict, sections, line: int) -
     return named if len(named) > len(base) else source_folders(page, body, registry)
 
 
-# ------------------------------------------------------------------ pages, pins and the ratchet
+# ------------------------------------------------------------------ pages and pins
 def checked_pages() -> list[str]:
     docs = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "docs").glob("*.md"))
     readmes = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "experiments").glob("*/README.md"))
@@ -604,22 +612,8 @@ def write_pins(pages: list[str]) -> int:
     return len(rows)
 
 
-def ratchet_key(f: Figure) -> tuple[str, str, str]:
+def figure_key(f: Figure) -> tuple[str, str, str]:
     return (f.page, f.text, f.context)
-
-
-def read_ratchet() -> list[tuple[str, str, str]]:
-    if not RATCHET.exists():
-        return []
-    rows = [line.split("\t") for line in RATCHET.read_text(encoding="utf-8").splitlines()[1:] if line]
-    return [(r[0], r[1], r[2]) for r in rows]
-
-
-def write_ratchet(pages: list[str]) -> int:
-    rows = [ratchet_key(f) for page in pages for f in check(page).unverified()]
-    lines = ["page\tfigure\tcontext"] + ["\t".join(r) for r in rows]
-    RATCHET.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return len(rows)
 
 
 if __name__ == "__main__":
@@ -630,10 +624,6 @@ if __name__ == "__main__":
             print(page, r.counts(), *r.problems, sep="  ")
     elif args == ["--pin"]:
         print(f"{write_pins(checked_pages())} figures pinned in {PINS.relative_to(REPO)}")
-    elif args == ["--ratchet"]:
-        from test_prose_figures import RATCHETED
-
-        print(f"{write_ratchet(RATCHETED)} figures in {RATCHET.relative_to(REPO)}")
     elif args:
         for page in args:
             r = check(page, search=True)

@@ -1,14 +1,11 @@
 """No number typed by hand (issue 66, item 3): every figure of a page's prose is verified against the raw results it
 comes from (tests/prose_check.py: a generated table as made now, a pinned raw number, or the page's registry in
-tests/prose_figures/), and a changed raw figure fails here.
-
-COMPLETE pages must verify every figure. The other pages are held by a ratchet (tests/prose_figures/ratchet.tsv:
-page, figure, context of each figure not verified yet): a figure not verified that the ratchet does not list (a
-newly typed one) fails, and so does a ratchet line whose figure is now verified or gone, so the list only shrinks.
+tests/prose_figures/), and a changed raw figure fails here. Every checked page (the README, the CHANGELOG's latest
+entry, docs/*.md, experiments/*/README.md) must verify every figure: a figure typed by hand fails until it has a
+source.
 
     uv run python tests/prose_check.py PAGE       # what is unverified on a page, and why
     uv run python tests/prose_check.py --pin      # pin the raw number each figure is (after a rerun or an edit)
-    uv run python tests/prose_check.py --ratchet  # rewrite the ratchet (only to drop what is now verified)
 """
 
 from __future__ import annotations
@@ -18,24 +15,12 @@ import json
 import prose_check
 import pytest
 
-# The CHANGELOG's latest entry (its first `### ` section) and the pages whose every figure is verified.
-COMPLETE = [
-    "CHANGELOG.md",
-    "README.md",
-    "docs/adding-an-experiment.md",
-    "docs/formats.md",
-    "docs/getting-started.md",
-    "experiments/hour-syntax/README.md",
-    "experiments/hour-wall/README.md",
-]
-RATCHETED = [p for p in prose_check.checked_pages() if p not in COMPLETE]
-
 
 def listing(figures) -> str:
     return "\n".join(f"  {f.page}:{f.line} {f.text!r} in {f.context!r}: {f.note}" for f in figures)
 
 
-@pytest.mark.parametrize("page", COMPLETE)
+@pytest.mark.parametrize("page", prose_check.checked_pages())
 def test_every_figure_of_the_page_is_verified(page):
     result = prose_check.checked(page)
     assert not result.problems, "\n".join(result.problems)
@@ -44,26 +29,9 @@ def test_every_figure_of_the_page_is_verified(page):
     )
 
 
-def test_the_ratchet_only_shrinks():
-    kept = prose_check.read_ratchet()
-    now, problems = [], []
-    for page in RATCHETED:
-        result = prose_check.checked(page)
-        problems += result.problems
-        now += [(prose_check.ratchet_key(f), f) for f in result.unverified()]
-    new = [f for key, f in now if key not in set(kept)]
-    gone = sorted(set(kept) - {key for key, _ in now})
-    assert not problems, "\n".join(problems)
-    assert not new, "figures typed by hand, not verified (see tests/prose_check.py):\n" + listing(new)
-    assert not gone, (
-        "verified or gone, so drop them from tests/prose_figures/ratchet.tsv (`uv run python tests/prose_check.py "
-        "--ratchet`):\n" + "\n".join(map(str, gone))
-    )
-
-
 def test_every_pin_is_a_figure_of_its_page():
     figures = {
-        prose_check.ratchet_key(f) for page in prose_check.checked_pages() for f in prose_check.checked(page).figures
+        prose_check.figure_key(f) for page in prose_check.checked_pages() for f in prose_check.checked(page).figures
     }
     stale = [key for key in prose_check.read_pins() if key not in figures]
     assert not stale, "pins of figures no page holds now (`uv run python tests/prose_check.py --pin`):\n" + "\n".join(
@@ -78,7 +46,7 @@ CEILING = "experiments/profile-cpu/cpu-ceiling.txt"
 
 def pinned_check(**kwargs) -> prose_check.Page:
     (figure,) = prose_check.figures_of(PINNED_LINE, PINNED_PAGE)
-    pins = {prose_check.ratchet_key(figure): (CEILING, "line 9", 1)} if "pins" not in kwargs else kwargs.pop("pins")
+    pins = {prose_check.figure_key(figure): (CEILING, "line 9", 1)} if "pins" not in kwargs else kwargs.pop("pins")
     return prose_check.check(PINNED_PAGE, body=PINNED_LINE, pins=pins, **kwargs)
 
 
@@ -102,7 +70,7 @@ def test_a_changed_raw_json_value_is_no_longer_verified(tmp_path):
         for k, v in pins.items()
         if k[0].startswith("docs/") and v[0].endswith(".json") and isinstance(prose_check.raw(v[0], v[1]), float)
     )
-    assert next(f for f in prose_check.check(key[0]).figures if prose_check.ratchet_key(f) == key).how == "raw"
+    assert next(f for f in prose_check.check(key[0]).figures if prose_check.figure_key(f) == key).how == "raw"
     doc = json.loads((prose_check.REPO / file).read_text(encoding="utf-8"))
     obj, parts = doc, prose_check.path_parts(where)
     for part in parts[:-1]:
@@ -111,7 +79,7 @@ def test_a_changed_raw_json_value_is_no_longer_verified(tmp_path):
     changed = tmp_path / "changed.json"
     changed.write_text(json.dumps(doc), encoding="utf-8")
     after = prose_check.check(key[0], files={file: changed})
-    assert next(f for f in after.figures if prose_check.ratchet_key(f) == key).how == ""
+    assert next(f for f in after.figures if prose_check.figure_key(f) == key).how == ""
 
 
 def test_a_figure_the_registry_says_has_no_kept_raw_is_not_verified_by_its_pin(monkeypatch):
@@ -138,6 +106,21 @@ def test_a_registry_value_is_recomputed(tmp_path, monkeypatch):
     body = (prose_check.REGISTRY.parent.parent / "docs/performance.md").read_text(encoding="utf-8")
     result = prose_check.check("docs/performance.md", body=body, pins={})
     assert any("'0.903×'" in p and "0.9149" in p for p in result.problems), result.problems
+
+
+def test_a_registry_value_reads_one_line_of_a_kept_metrics_file(tmp_path, monkeypatch):
+    """`record()` reads the metrics.jsonl line of one kind and step: synthetic-tiny's rerun, uniform seed 0, whose
+    held-out loss at step 300 the page quotes as 4.804; a copy with that line twice is refused, not read at random."""
+    metrics = "experiments/synthetic-tiny/rerun-2026-12-03/runs/uniform/seed-0/metrics.jsonl"
+    assert round(prose_check.record(metrics, "eval", 300, "eval_loss"), 3) == 4.804
+    assert prose_check.record(metrics, "train", 300, "loss") != prose_check.record(metrics, "eval", 300, "eval_loss")
+    lines = (prose_check.REPO / metrics).read_text(encoding="utf-8").splitlines()
+    twice = [line for line in lines if '"kind": "eval", "step": 300,' in line]
+    (tmp_path / metrics).parent.mkdir(parents=True)
+    (tmp_path / metrics).write_text("\n".join(lines + twice) + "\n", encoding="utf-8")
+    monkeypatch.setattr(prose_check, "REPO", tmp_path)
+    with pytest.raises(LookupError, match="2 eval records at step 300"):
+        prose_check.record(metrics, "eval", 300, "eval_loss")
 
 
 def test_the_figures_of_a_line_are_read_whole():

@@ -31,6 +31,17 @@ def step_costs(path: str, preset: str | None = None) -> dict[str, float]:
     return {arm: ratio for arm, (ratio, _) in bench_printout.step_costs([path], preset).items()}
 
 
+def exact_step_costs(path: str, preset: str | None = None) -> dict[str, float]:
+    """The same step costs from the printout's milliseconds, for products: the printed ratio is rounded to two
+    decimals, so a wall time made from it can be one hundredth off (0.767 × 1.14 = 0.87× where the milliseconds
+    give 0.767 × 736.4 / 644.0 = 0.88×)."""
+    out = {}
+    for arm, (_, run) in bench_printout.step_costs([path], preset).items():
+        block = run.presets[preset] if preset else next(iter(run.presets.values()))
+        out[arm] = block[arm][0] / block["uniform"][0]
+    return out
+
+
 def machine(path: str) -> str:
     """Where the printout's costs were measured, for a column header ("CPU, 2 threads", "H200")."""
     return bench_printout.read(path)[0].where
@@ -54,7 +65,7 @@ def seeds_below(doc: dict, name: str) -> str:
 
 def main(results: str, bench: str) -> None:
     doc = json.load(open(results, encoding="utf-8"))
-    agg, costs = doc["aggregate"]["strategies"], step_costs(bench)
+    agg, costs, exact = doc["aggregate"]["strategies"], step_costs(bench), exact_step_costs(bench)
     steps = max(doc["eval_steps"])
     unigram = doc.get("unigram", {})
     print(
@@ -77,7 +88,7 @@ def main(results: str, bench: str) -> None:
             continue
         d = a.get("paired_vs_uniform", {})
         reached = a.get("steps_to_target", {}).get("mean_curve")
-        wall = "–" if reached is None or cost_ratio is None else f"{reached / steps * cost_ratio:.2f}×"
+        wall = "–" if reached is None or cost_ratio is None else f"{reached / steps * exact[name]:.2f}×"
         print(
             f"| {name} | {final} | {left} | {pm(d.get('eval_loss'), '+.3f')} | {pm(d.get('eval_loss@books'), '+.3f')} "
             "| "

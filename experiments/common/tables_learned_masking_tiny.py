@@ -13,21 +13,34 @@
 - `learned-masking-tiny-mass`: the expected mask share by frequency group on held-out books and each arm's final
   loss on those groups, mass_by_frequency-seed0.txt (seed 0); uniform and stratified share one row when their shares
   are equal (the loss printed is uniform's).
+- `learned-masking-tiny-synthetic`: the synthetic corpus's arms (3 seeds, the section-1 settings; the rerun kept in
+  experiments/synthetic-tiny/rerun-2026-12-03): final held-out loss, Δ to uniform paired by seed, and at the last
+  step each proposal's mass per token kind and normalised entropy (means over seeds of the training metrics);
+- `learned-masking-tiny-variance`: the mask variance tr E_x Var(g|x) of each scheme (estimate [95% bootstrap interval],
+  one decimal) and its ratio to the same document's uniform scheme (two decimals), from the three kept variance
+  documents: uniform-step00000600-oracle-gradient.json (uniform seed 0, step 600: uniform and the exact-gradient
+  oracle), mapnet-ht.json and mapnet.json (seed 0, step 600). The clipped scheme's label carries its constant weight
+  (`weights.mean`). The same checkpoint's stratified, frequency and proxy-oracle document was not kept, so those rows
+  are not in the table.
 
-Bold, by rule: the arms whose Δ mixed interval lies below zero (every cell of their rows but the per-seed steps).
-The variance table and the synthetic table stay hand-written: part of their cells have no kept source (the
-registry, tests/prose_figures/experiments__learned-masking-tiny__README.toml, says which).
+Bold, by rule: the arms whose Δ mixed interval lies below zero (every cell of their rows but the per-seed steps) in
+`learned-masking-tiny-final` and `learned-masking-tiny-paired`.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from functools import partial
 
 import bench_printout
+import tables_synthetic_tiny
+from arms_table import pm
 from compare_tables import REPO, load, markdown, strategy
 from tables_learned_masking_mini import final_losses, paired
+
+from mapnet_cli.intervals import mean_ci
 
 HERE = "experiments/learned-masking-tiny"
 RESULTS = f"{HERE}/results.json"
@@ -114,12 +127,76 @@ def mass() -> str:
     return markdown(["arm", "top-100 types", "types 101–1000", "rarer", "its final loss on those groups"], body)
 
 
+SYNTH_ROWS = [
+    ("uniform", "uniform"),
+    ("mapnet (paper)", "mapnet"),
+    ("mapnet-ht (gradnorm)", "mapnet-ht"),
+    ("mapnet-ht-loss", "mapnet-ht-loss"),
+    ("mapnet-ht-learnability", "mapnet-ht-learnability"),
+]
+
+
+def synthetic() -> str:
+    """The synthetic corpus's arms (experiments/synthetic-tiny/rerun-2026-12-03, 3 seeds): final held-out loss, the
+    paired difference to uniform, and at the last step each arm's proposal mass per token kind and its normalised
+    entropy (means over seeds of the training metrics; uniform has no proposal)."""
+    doc = load(tables_synthetic_tiny.RESULTS)
+    last = doc["eval_steps"][-1]
+    kinds = tables_synthetic_tiny.KINDS
+
+    def mean(name: str, key: str) -> float:
+        return mean_ci(tables_synthetic_tiny.over_seeds(name, "train", last, key))["mean"]
+
+    body = []
+    for label, name in SYNTH_ROWS:
+        a = strategy(doc, name)
+        if name == "uniform":
+            delta, proposal = "–", ["–"] * (len(kinds) + 1)
+        else:
+            delta = pm(a["paired_vs_uniform"]["eval_loss"], "+.3f").replace("-", "−")
+            proposal = [f"{mean(name, f'mapnet/mass/{k}'):.3f}" for k in kinds]
+            proposal.append(f"{mean(name, 'mapnet/entropy'):.2f}")
+        body.append([label, pm(a["final"]["eval_loss"], ".3f"), delta, *proposal])
+    headings = [f"mass: {k.replace('_', '-')}" for k in kinds]
+    return markdown(["arm", "held-out loss", "Δ vs uniform", *headings, "entropy"], body)
+
+
+VARIANCE = [
+    ("uniform-step00000600-oracle-gradient.json", "uniform seed 0, step 600",
+     [("uniform", "uniform"), ("oracle", "oracle, π ∝ the exact per-position gradient norm (1 round)")]),
+    ("mapnet-ht.json", "mapnet-ht seed 0, step 600",
+     [("uniform", "uniform"), ("ht", "ht (its own proposal)"), ("oracle", "oracle (proxy)")]),
+    ("mapnet.json", "mapnet (paper) seed 0, step 600",
+     [("uniform", "uniform"), ("mapnet_clipped", "mapnet_clipped (all weights {w:.1f})"),
+      ("mapnet_unweighted", "mapnet_unweighted (the same masks)")]),
+]  # fmt: skip
+
+
+def variance() -> str:
+    body = []
+    for file, checkpoint, schemes in VARIANCE:
+        doc = json.loads((REPO / HERE / file).read_text(encoding="utf-8"))
+        if doc["checkpoint"]["step"] != 600 or "seed-0" not in doc["checkpoint"]["path"]:
+            raise SystemExit(f"{file}: not a seed-0 step-600 checkpoint: {doc['checkpoint']}")
+        base = doc["schemes"]["uniform"]["mask_variance"]["estimate"]
+        for i, (key, label) in enumerate(schemes):
+            s = doc["schemes"][key]
+            v = s["mask_variance"]
+            lo, hi = v["ci95"]
+            ratio = "1" if key == "uniform" else f"{v['estimate'] / base:.2f}"
+            shown = label.format(w=s["weights"]["mean"])
+            body.append([checkpoint if i == 0 else "", shown, f"{v['estimate']:.1f} [{lo:.1f}, {hi:.1f}]", ratio])
+    return markdown(["checkpoint", "scheme", "mask variance", "vs uniform"], body)
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "learned-masking-tiny-final": partial(final_losses, RESULTS, LABEL),
     "learned-masking-tiny-paired": partial(paired, RESULTS, LABEL, "seeds below uniform"),
     "learned-masking-tiny-curves": curves,
     "learned-masking-tiny-costs": costs,
     "learned-masking-tiny-mass": mass,
+    "learned-masking-tiny-synthetic": synthetic,
+    "learned-masking-tiny-variance": variance,
 }
 
 if __name__ == "__main__":

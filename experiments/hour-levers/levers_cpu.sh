@@ -50,8 +50,8 @@ BUDGET=${BUDGET:-20m}; SEEDS=${SEEDS:-2}; BLIMP_PAIRS=${BLIMP_PAIRS:-200}; BATCH
 [[ $WHICH == smoke ]] && { BUDGET=60s; BATCH=8; }
 
 # The fast recipe's mini schedule, laid out in time: its 300 warm-up steps and 500 steps of 16-token pieces are
-# 14% and 23% of the ~2,140 steps a 20-minute `mini` run is predicted to buy (README, "Prediction"), so the
-# baseline is today's recipe at this length. Every arm keeps these fractions: under a budget, time is the unit.
+# 14% and 23% of the steps a 20-minute `mini` run was predicted to buy before the search (README, "Prediction"),
+# so the baseline is today's recipe at this length. Every arm keeps these fractions: under a budget, time is the unit.
 WARMUP_FRACTION=0.14; SHORT_FRACTION=0.23
 # ARM|SHARDS|FLAGS: SHARDS is base (8,192, 128 tokens), seq64 (the same text in 64-token sequences) or vocab16k.
 # Heads keep mini's 64 dimensions each.
