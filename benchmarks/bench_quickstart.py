@@ -3,7 +3,9 @@
     uv run python benchmarks/bench_quickstart.py                        # prints min / median of 3 runs
     uv run python benchmarks/bench_quickstart.py --json experiments/recipe-cpu/quickstart/bench.json
 
-Not a timed test: run it alone on an otherwise idle machine (it prints the load average before and after each run).
+Not a timed test: run it alone on an otherwise idle machine (it prints the load average before and after each run,
+and the share of CPU time the hypervisor stole during it: on a shared VM a run with 20% steal is slower for reasons
+that are not mapnet's, and its figure should not replace one measured without).
 Each run is `python -m mapnet_cli.cli quickstart --out FRESH` in a new process, timed from its start to its exit
 (interpreter start, torch's import, the corpus, the shards, pretraining and the summary: what a user waits for after
 `uv sync`). With --json it keeps the timings, the machine, the load and the last run's held-out evaluations (the
@@ -24,17 +26,25 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
+from mapnet_cli import cpu_features
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+    """The processor and its bf16 instructions (as run.json records them), so two machines of one model name differ."""
+    return cpu_features.cpu_description() or platform.processor() or "unknown CPU"
+
+
+def steal_share(before, after) -> float | None:
+    """The share of all CPU time between two psutil.cpu_times() readings that the hypervisor gave to other guests
+    (Linux's `steal`; None where the platform does not count it)."""
+    if not hasattr(before, "steal"):
+        return None
+    total = sum(after) - sum(before)
+    return (after.steal - before.steal) / total if total > 0 else 0.0
 
 
 def one_run(out: Path, extra: list[str]) -> float:
@@ -72,10 +82,13 @@ def main() -> int:
     seconds, loads = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(a.runs):
-            before = os.getloadavg()
+            before, times = os.getloadavg(), psutil.cpu_times()
             seconds.append(one_run(Path(tmp) / f"qs-{i}", a.extra))
-            loads.append({"before": before, "after": os.getloadavg()})
-            print(f"run {i + 1}: {seconds[-1]:.1f} s (load before {before[0]:.2f}, after {loads[-1]['after'][0]:.2f})")
+            steal = steal_share(times, psutil.cpu_times())
+            loads.append({"before": before, "after": os.getloadavg(), "steal": steal})
+            load = f"load before {before[0]:.2f}, after {loads[-1]['after'][0]:.2f}"
+            stolen = "" if steal is None else f", {steal:.0%} of CPU time stolen"
+            print(f"run {i + 1}: {seconds[-1]:.1f} s ({load}{stolen})")
         what = learned(Path(tmp) / f"qs-{a.runs - 1}" / "run")
     median = statistics.median(seconds)
     print(

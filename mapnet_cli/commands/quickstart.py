@@ -38,7 +38,10 @@ def quickstart(
         typer.Option("--out", "-o", help="Folder for corpus/, shards/ and run/ (run-mapnet/ with --masking mapnet)."),
     ] = Path("runs/quickstart"),
     steps: Annotated[
-        int | None, typer.Option("--steps", help="Pretraining steps (recipe: 300).", show_default=False)
+        int | None,
+        typer.Option(
+            "--steps", help="Pretraining steps (default: train.steps of data_recipes/tiny.toml).", show_default=False
+        ),
     ] = None,
     recipe: RecipeOpt = None,
     masking: Annotated[
