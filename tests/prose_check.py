@@ -57,6 +57,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mapnet_cli.metrics_file import read_lines  # the one reader of the format, which verifies each line
+
 REPO = Path(__file__).resolve().parents[1]
 REGISTRY = REPO / "tests" / "prose_figures"
 PINS = REGISTRY / "pins.tsv"
@@ -403,8 +405,7 @@ def raw(path: str, key: str = ""):
 
 def record(path: str, kind: str, step: int, key: str):
     """`key` of the line of a metrics.jsonl with that `kind` ("eval", "train") and `step`; exactly one must match."""
-    lines = [json.loads(line) for line in (REPO / path).read_text(encoding="utf-8").splitlines() if line.strip()]
-    found = [r for r in lines if r.get("kind") == kind and r.get("step") == step]
+    found = [r for _, r in read_lines(REPO / path) if r.get("kind") == kind and r["step"] == step]
     if len(found) != 1:
         raise LookupError(f"{path}: {len(found)} {kind} records at step {step}, not one")
     return found[0][key]

@@ -20,25 +20,35 @@ from __future__ import annotations
 from compare_tables import markdown
 from levers_table import KEPT, load
 
+from mapnet_cli.train.batch_ramp import BatchRamp
+from mapnet_cli.train.budget import Budget
+
 SERIES = "series-3"
 
 
 def _replay(run: dict) -> int | None:
-    """Sequences trained by a modelled-clock budget run, replayed from its record; None unless the replay ends at
-    the recorded steps and counted seconds."""
+    """Sequences trained by a modelled-clock budget run, replayed from its record with the loop's own clock
+    (Budget.counted, Budget.short_seq_over, BatchRamp.size); None unless the replay ends at the recorded steps and
+    counted seconds. The kept runs predate the settings' [train.batch_ramp] table, so the ramp is read from its
+    flat keys."""
     budget, t = run["budget"], run["settings"]["train"]
     if budget.get("clock") != "modelled":
         return None
-    full, short, seconds = budget["step_seconds"], budget["short_step_seconds"], budget["seconds"]
-    big, start, frac = t["batch_size"], t.get("batch_ramp_start", 0), t.get("batch_ramp_fraction", 0.0)
+    clock = Budget(
+        budget["seconds"],
+        budget["time_budget"],
+        budget["warmup_fraction"],
+        "linear",  # the schedule does not move the clock
+        budget["short_seq_fraction"],
+        budget["step_seconds"],
+        budget["short_step_seconds"],
+    )
+    big, start = t["batch_size"], t.get("batch_ramp_start", 0)
+    ramp = BatchRamp(start, big, seconds=t.get("batch_ramp_fraction", 0.0) * clock.seconds) if start else None
     spent, steps, sequences = 0.0, 0, 0
-    while spent < seconds:
-        if start:
-            p = spent / (frac * seconds)
-            b = big if p >= 1 else start * (1 + int((big // start - 1) * p))
-        else:
-            b = big
-        spent += (short if spent < budget["short_seq_fraction"] * seconds else full) * b / big
+    while not clock.spent(spent):
+        b = ramp.size(steps, spent) if ramp else big
+        spent += clock.counted(0.0, short=not clock.short_seq_over(spent), share=b / big)
         steps, sequences = steps + 1, sequences + b
     if steps != budget["steps"] or abs(round(spent, 3) - budget["spent_seconds"]) > 1e-6:
         return None

@@ -40,6 +40,8 @@ from compare_tables import (
     table,
 )
 
+from mapnet_cli.metrics_file import read_metrics
+
 TINY = "experiments/real-text-cpu/tiny/results-ablations.json"
 MINI = "experiments/real-text-cpu/mini/results.json"
 LONG = "experiments/real-text-cpu/tiny-long/results.json"
@@ -155,9 +157,8 @@ def frequency(preset: str) -> str:
 
 
 def train_lines(preset: str, seed: str) -> dict[int, dict]:
-    path = REPO / RERUN / preset / "runs" / "mapnet" / seed / "metrics.jsonl"
-    lines = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
-    return {r["step"]: r for r in lines if r.get("kind") == "train"}
+    _, trains = read_metrics(REPO / RERUN / preset / "runs" / "mapnet" / seed / "metrics.jsonl")
+    return {r["step"]: r for r in trains}
 
 
 MAPNET_ROWS = [

@@ -23,12 +23,12 @@ training settings, experiments/synthetic-tiny/section-1.toml) is the page's evid
 from __future__ import annotations
 
 import functools
-import json
 
 from arms_table import pm
 from compare_tables import REPO, load, markdown, strategy
 
 from mapnet_cli.intervals import mean_ci
+from mapnet_cli.metrics_file import read_metrics
 
 FOLDER = "experiments/synthetic-tiny"
 RERUN = f"{FOLDER}/rerun-2026-12-03"
@@ -67,9 +67,8 @@ def final_table(path: str) -> str:
 @functools.cache  # every table cell reads these 15 small files again
 def records(name: str, seed: int, kind: str) -> dict[int, dict]:
     """{step: record} of one run's metrics.jsonl lines of one kind ("eval", "train")."""
-    path = REPO / RERUN / "runs" / name / f"seed-{seed}" / "metrics.jsonl"
-    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return {r["step"]: r for r in lines if r.get("kind") == kind}
+    evals, trains = read_metrics(REPO / RERUN / "runs" / name / f"seed-{seed}" / "metrics.jsonl")
+    return {r["step"]: r for r in {"eval": evals, "train": trains}[kind]}
 
 
 def over_seeds(name: str, kind: str, step: int, key: str) -> list[float]:

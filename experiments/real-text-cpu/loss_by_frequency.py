@@ -13,12 +13,11 @@ seed's value (`{held: {"share": {group: f}, strategy: {group: [per seed]}}}`), t
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 import numpy as np
 import torch
 
+from mapnet_cli import atomic
 from mapnet_cli.data.shards import ShardReader
 from mapnet_cli.model import checkpoint
 from mapnet_cli.settings import MaskingSettings
@@ -69,9 +68,7 @@ def main(root: str, preset: str, json_out: str | None = None) -> None:
             print(f"  {strategy:8} {cells}")
             raw[held][strategy] = {k: [float(v[i]) for v in per_seed] for i, k in enumerate([*groups, "all"])}
     if json_out:
-        tmp = Path(json_out).with_suffix(".tmp")  # atomic: a killed run leaves no half-written JSON
-        tmp.write_text(json.dumps(raw, indent=1) + "\n")
-        tmp.replace(json_out)
+        atomic.write_json(json_out, raw)  # a killed run leaves no half-written JSON
 
 
 if __name__ == "__main__":
