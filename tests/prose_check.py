@@ -395,9 +395,18 @@ def path_parts(key: str) -> list[str | int]:
     return [int(i) if i else (q or n) for q, i, n in re.findall(r'\["([^"]+)"\]|\[(\d+)\]|([^.\[\]]+)', key)]
 
 
+@functools.cache
+def _parsed_json(file: Path, stamp: tuple[int, int]):
+    """A JSON file parsed once per version (`stamp`: its mtime and size): hundreds of figures read a few large files,
+    which parsing again for each cost seconds of the suite. Callers only read what this returns."""
+    return json.loads(file.read_text(encoding="utf-8"))
+
+
 def raw(path: str, key: str = ""):
     """The value at `key` of a JSON file: dotted names, `[i]` for a list's item, `["a.b"]` for a name with dots."""
-    obj = json.loads((REPO / path).read_text(encoding="utf-8"))
+    file = REPO / path
+    st = file.stat()
+    obj = _parsed_json(file, (st.st_mtime_ns, st.st_size))
     for part in path_parts(key):
         obj = obj[part]
     return obj
