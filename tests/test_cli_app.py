@@ -49,6 +49,27 @@ def test_help_and_data_commands_do_not_import_torch():
     assert out.stdout.strip() == "False"
 
 
+def test_command_options_are_annotated_at_import_not_as_strings():
+    """Typer reads every option's annotation each time it builds the CLI (each `mapnet` start, each CliRunner call):
+    a string annotation (`from __future__ import annotations` in a command module) costs an eval per option per build,
+    which made building the CLI several times slower (mapnet_cli/commands/__init__.py)."""
+    import inspect
+
+    import typer
+
+    def callbacks(typer_app: typer.Typer):
+        for command in typer_app.registered_commands:
+            yield command.callback
+        for group in typer_app.registered_groups:
+            yield from callbacks(group.typer_instance)
+
+    found = list(callbacks(app))
+    assert len(found) >= len(COMMANDS)
+    for callback in found:
+        strings = [name for name, hint in inspect.get_annotations(callback).items() if isinstance(hint, str)]
+        assert not strings, f"{callback.__module__}.{callback.__name__}: {strings} are strings"
+
+
 def test_unknown_command_is_a_usage_error():
     out = subprocess.run([sys.executable, "-m", "mapnet_cli.cli", "pretrian"], capture_output=True, text=True)
     assert out.returncode == 2 and "Traceback" not in out.stderr

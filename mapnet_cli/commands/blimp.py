@@ -13,8 +13,6 @@ and the frequencies-only model of its training shards, and the published 5-gram,
 figures of the same paradigms. See `mapnet_cli/evaluation/blimp/`.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

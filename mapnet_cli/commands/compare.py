@@ -13,8 +13,6 @@
 Rerunning the same command reuses finished runs and recomputes the aggregate.
 """
 
-from __future__ import annotations
-
 import shlex
 import sys
 from dataclasses import replace

@@ -5,8 +5,6 @@ mapnet config show --recipe hour --time-budget 60m      # the recipe's shape and
 mapnet config show --docs
 """
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

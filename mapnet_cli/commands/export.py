@@ -4,8 +4,6 @@ mapnet export runs/base --out hf/base                       # the run's newest c
 mapnet export runs/base/checkpoints/step-00400000 --out hf/base-400k
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

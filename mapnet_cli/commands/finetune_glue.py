@@ -18,8 +18,6 @@ checkpoint and that control, with the margin over it. Re-running with the same
 --out resumes: finished runs are read from results.json, not redone.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -15,8 +15,6 @@ probability over K, and two more tables list the vocabulary entries the table no
 least, as its weight over the base rate.
 """
 
-from __future__ import annotations
-
 import json
 import sys
 from pathlib import Path
@@ -55,7 +53,7 @@ def _style(ratio: float | None) -> str:
     return next(style for bound, style, _ in BANDS if ratio < bound)
 
 
-def render_sequence(view: SequenceView) -> Text:
+def render_sequence(view: "SequenceView") -> Text:
     """Tokens joined into words (▁ starts a word), coloured by p x n; masked tokens in reverse video."""
     out = Text()
     n = max(view.eligible, 1)
@@ -82,7 +80,7 @@ def legend() -> Text:
     return out
 
 
-def show(result: Inspection, console: Console) -> None:
+def show(result: "Inspection", console: Console) -> None:
     adaptive = result.strategy == "adaptive"
     who = "the adaptive table" if adaptive else "MAP-Net"
     console.print(

@@ -1,7 +1,5 @@
 """Option types shared by several commands, defined once."""
 
-from __future__ import annotations
-
 from enum import Enum
 from pathlib import Path
 from typing import Annotated

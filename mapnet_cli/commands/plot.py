@@ -9,8 +9,6 @@ set), learning rate, and for MAP-Net runs the proposal entropy and its mass per
 token kind. Needs matplotlib (pip install 'mapnet[plots]').
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

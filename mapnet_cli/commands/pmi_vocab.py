@@ -8,8 +8,6 @@ Streams the corpus once in bounded memory (at most --max-entries n-gram counts; 
 `mapnet_cli/masking/pmi_vocab.py` for the measure and the approximation) and writes the file atomically.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

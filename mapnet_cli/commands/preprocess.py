@@ -8,8 +8,6 @@ mapnet preprocess c4/en/ --out c4-prep --engine dask --engine-address tcp://head
 mapnet preprocess texts/ --out corpus --tokenizer hf/bert-base-uncased/tokenizer.json --bert-text
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

@@ -15,8 +15,6 @@ torch and the training modules are imported inside the command, so
 `mapnet --help` and the data commands start without loading torch.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Literal
 

@@ -13,8 +13,6 @@ with the task's GLUE metric (see `mapnet_cli/evaluation/probe.py`). With --again
 rank correlation between probe and fine-tuning scores.
 """
 
-from __future__ import annotations
-
 import json
 from pathlib import Path
 from typing import Annotated

@@ -5,8 +5,6 @@ mapnet quickstart --masking mapnet                   # same corpus and shards, i
 mapnet quickstart --masking mapnet --out runs/quickstart-mapnet --steps 600
 """
 
-from __future__ import annotations
-
 import shutil
 import time
 from enum import Enum

@@ -10,8 +10,6 @@ recipe's [shard] table carries over from `mapnet preprocess`) < --config <
 flags.
 """
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

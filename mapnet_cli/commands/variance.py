@@ -15,8 +15,6 @@ More command lines and the estimators: docs/evaluation.md#measuring-gradient-var
 the JSON: docs/formats.md#gradient-variance-mapnet-variance-checkpoint-json.
 """
 
-from __future__ import annotations
-
 import json
 import math
 from pathlib import Path
