@@ -131,7 +131,7 @@ def test_compile_settings_are_checked():
         resolve(None, {}, ["distributed.bucket_cap_mb=0"])
 
 
-@pytest.mark.slow  # Inductor compiles the tiny model's forward and backward on the CPU (~30 s on 2 cores, cold)
+@pytest.mark.slow  # Inductor compiles the tiny model's forward and backward on the CPU (~40 s on 2 cores, cold)
 def test_compiled_scopes_give_the_eager_losses_to_float_rounding(shards, tmp_path):
     """Both scopes in one test, one after the other in one process: the model scope's kernels are mostly the blocks
     scope's, which Inductor then reads from its cache. With a cold cache, as on a clean CI machine, one test per
