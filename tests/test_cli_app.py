@@ -70,6 +70,27 @@ def test_command_options_are_annotated_at_import_not_as_strings():
         assert not strings, f"{callback.__module__}.{callback.__name__}: {strings} are strings"
 
 
+def test_the_build_benchmark_times_both_annotation_forms_of_the_real_commands():
+    """benchmarks/bench_cli_build.py's string variant is every command recompiled from its own source, and both
+    variants build a CLI with the same commands."""
+    import re
+
+    import typer.main
+    from scripts import run_script
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        import bench_cli_build
+    finally:
+        sys.path.pop(0)
+    strings = bench_cli_build.string_annotated(app)
+    assert sorted(typer.main.get_command(strings).commands) == sorted(typer.main.get_command(app).commands)
+    out = run_script(Path(bench_cli_build.__file__), "--rounds", "1", "--builds", "1")
+    assert re.search(r"annotations as objects: [\d.]+ ms per build", out)
+    assert re.search(r"annotations as strings: [\d.]+ ms per build", out)
+    assert re.search(r"strings / objects: [\d.]+x", out)
+
+
 def test_unknown_command_is_a_usage_error():
     out = subprocess.run([sys.executable, "-m", "mapnet_cli.cli", "pretrian"], capture_output=True, text=True)
     assert out.returncode == 2 and "Traceback" not in out.stderr
